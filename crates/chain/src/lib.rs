@@ -1,0 +1,1 @@
+//! chainrec-chain (in progress).

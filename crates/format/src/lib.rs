@@ -1,0 +1,172 @@
+//! The chainrec trace format: a sequence of zstd frames holding columnar event chunks,
+//! table sections and an index. See `docs/FORMAT.md` for the byte-level specification.
+//!
+//! * [`TraceWriter`] streams events to a file with bounded memory (for the recorder).
+//! * [`TraceReader`] mmaps a file, checks it, and decodes chunks (in parallel if asked).
+//! * [`MemTrace`] keeps a whole trace in memory (tests, synthetic scenarios).
+//! * [`synth`] generates synthetic traces with exactly known chains.
+
+mod event;
+mod reader;
+pub mod synth;
+mod tables;
+mod writer;
+
+pub use event::*;
+pub use reader::*;
+pub use tables::*;
+pub use writer::*;
+
+use std::path::PathBuf;
+
+/// Everything that can be wrong with a trace file, or with writing one.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// I/O failure on `path`.
+    #[error("{path}: {source}")]
+    Io {
+        /// File involved.
+        path: PathBuf,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// The file does not start with the chainrec magic.
+    #[error("not a chainrec trace (bad magic at offset 0)")]
+    NotChainrec,
+    /// The file's format version is not one this build reads.
+    #[error("unsupported trace format version {found} (this chainrec reads versions {min}..={max}); upgrade chainrec")]
+    UnsupportedVersion {
+        /// Version in the file.
+        found: u16,
+        /// Oldest readable.
+        min: u16,
+        /// Newest readable.
+        max: u16,
+    },
+    /// The file ends inside a section.
+    #[error("truncated trace: section at offset {offset} needs {needed} bytes, file has {available}")]
+    Truncated {
+        /// Offset of the damaged section.
+        offset: u64,
+        /// Bytes the section declares.
+        needed: u64,
+        /// Bytes left in the file.
+        available: u64,
+    },
+    /// A checksum did not match.
+    #[error("checksum mismatch in {what} at offset {offset}")]
+    Checksum {
+        /// Which structure.
+        what: &'static str,
+        /// Offset of it.
+        offset: u64,
+    },
+    /// A chunk or table decoded to something impossible.
+    #[error("corrupt {what} at offset {offset}: {detail}")]
+    Corrupt {
+        /// Which structure.
+        what: &'static str,
+        /// Offset of it.
+        offset: u64,
+        /// What was wrong.
+        detail: String,
+    },
+    /// An event references a stack / irq source / task missing from the tables.
+    #[error("dangling {what} id {id} (referenced in chunk at offset {offset})")]
+    Dangling {
+        /// Kind of id.
+        what: &'static str,
+        /// The id.
+        id: u64,
+        /// Offset of the referencing chunk.
+        offset: u64,
+    },
+    /// Events given to the writer out of timestamp order.
+    #[error("event at ts {ts} is older than the previous event at {prev}; events must be written in time order")]
+    OutOfOrder {
+        /// Offending timestamp.
+        ts: u64,
+        /// Previous timestamp.
+        prev: u64,
+    },
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = FormatError> = std::result::Result<T, E>;
+
+/// Where a trace is written: a file ([`TraceWriter`]) or memory ([`MemTrace`]).
+/// Producers (recorder, synthetic scenarios) write through this trait.
+pub trait TraceSink {
+    /// Append one event (non-decreasing `ts`).
+    fn push(&mut self, event: &Event) -> Result<()>;
+    /// Add stacks to the stack table (before any event that references them).
+    fn add_stacks(&mut self, stacks: &[StackEntry]) -> Result<()>;
+    /// Add resolved symbols.
+    fn add_symbols(&mut self, symbols: &[SymbolEntry]) -> Result<()>;
+    /// Add tasks (first sightings).
+    fn add_tasks(&mut self, tasks: &[TaskEntry]) -> Result<()>;
+    /// Add interrupt sources (before any waking that references them).
+    fn add_irq_sources(&mut self, sources: &[IrqSource]) -> Result<()>;
+}
+
+/// Per-chunk index entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkInfo {
+    /// File offset of the chunk's section.
+    pub offset: u64,
+    /// Length of the section in bytes (header + zstd frame).
+    pub len: u64,
+    /// Number of events.
+    pub events: u32,
+    /// First event timestamp.
+    pub first_ts: u64,
+    /// Last event timestamp.
+    pub last_ts: u64,
+}
+
+/// In-memory trace: the same content a file holds, for tests and synthetic scenarios.
+#[derive(Clone, Debug, Default)]
+pub struct MemTrace {
+    /// Recording metadata.
+    pub meta: RecordingMeta,
+    /// Tables.
+    pub tables: Tables,
+    /// Events in time order.
+    pub events: Vec<Event>,
+}
+
+impl TraceSink for MemTrace {
+    fn push(&mut self, event: &Event) -> Result<()> {
+        if let Some(prev) = self.events.last() {
+            if event.ts() < prev.ts() {
+                return Err(FormatError::OutOfOrder { ts: event.ts(), prev: prev.ts() });
+            }
+        }
+        self.events.push(*event);
+        Ok(())
+    }
+    fn add_stacks(&mut self, stacks: &[StackEntry]) -> Result<()> {
+        for s in stacks {
+            self.tables.stacks.insert(s.id, s.clone());
+        }
+        Ok(())
+    }
+    fn add_symbols(&mut self, symbols: &[SymbolEntry]) -> Result<()> {
+        for s in symbols {
+            self.tables.symbols.insert((s.kind, s.tgid, s.addr), s.clone());
+        }
+        Ok(())
+    }
+    fn add_tasks(&mut self, tasks: &[TaskEntry]) -> Result<()> {
+        for t in tasks {
+            self.tables.tasks.entry(t.tid).or_insert_with(|| t.clone());
+        }
+        Ok(())
+    }
+    fn add_irq_sources(&mut self, sources: &[IrqSource]) -> Result<()> {
+        for s in sources {
+            self.tables.irq_sources.insert(s.id, s.clone());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,3 @@
+//! Busy-server mix (owned by the format work).
+use super::Scenario;
+pub(super) fn scenarios() -> Vec<Scenario> { Vec::new() }

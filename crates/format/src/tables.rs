@@ -1,0 +1,169 @@
+//! Tables carried by a trace: stacks, symbols, tasks, interrupt sources and recording
+//! metadata. Everything needed to analyse a trace on another machine.
+
+use crate::event::{Comm, StackId, Tid};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Whether a stack or frame is from kernel or user space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StackKind {
+    /// Kernel stack (addresses in the kernel's address space).
+    Kernel,
+    /// User stack of a process (addresses in that process's address space).
+    User,
+}
+
+/// One stack: content-deduplicated, so the same frames in the same address space have
+/// one id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackEntry {
+    /// Id (≥ [`StackId::FIRST_REAL`]).
+    pub id: StackId,
+    /// Kernel or user.
+    pub kind: StackKind,
+    /// Address space: the process (tgid) for user stacks, 0 for kernel stacks.
+    pub tgid: Tid,
+    /// Instruction addresses, leaf (innermost) first.
+    pub frames: Vec<u64>,
+}
+
+/// Symbol information for one address, resolved at record time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SymbolEntry {
+    /// Kernel or user address.
+    pub kind: StackKind,
+    /// Address space (tgid for user, 0 for kernel).
+    pub tgid: Tid,
+    /// The address as it appears in stacks.
+    pub addr: u64,
+    /// Function name (demangled), or None when unresolved.
+    pub name: Option<String>,
+    /// addr minus the symbol start.
+    pub offset: u64,
+    /// Path of the ELF module (user) or kernel module name (kernel; None = vmlinux).
+    pub module: Option<String>,
+    /// GNU build id of the module, when known, so a workstation can re-symbolize.
+    pub build_id: Option<Vec<u8>>,
+    /// Offset of the address inside the module file, when known.
+    pub file_offset: Option<u64>,
+}
+
+/// A task as known at the end of the recording (name changes are events).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskEntry {
+    /// Thread id.
+    pub tid: Tid,
+    /// Thread group (process) id.
+    pub tgid: Tid,
+    /// Name at first sighting.
+    pub comm: Comm,
+    /// True for kernel threads (no user address space).
+    pub kernel_thread: bool,
+}
+
+/// An interrupt source (the `source` of a [`crate::Waking`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IrqSource {
+    /// Id (≥ 1; 0 means unknown).
+    pub id: u32,
+    /// Label as shown in metal nodes, e.g. `timer`, `virtio0-input.0`, `NET_RX`.
+    pub name: String,
+}
+
+/// Clock the timestamps are on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Clock {
+    /// CLOCK_MONOTONIC (`bpf_ktime_get_ns`).
+    #[default]
+    Monotonic,
+    /// CLOCK_BOOTTIME (`bpf_ktime_get_boot_ns`).
+    Boottime,
+    /// Synthetic trace: arbitrary origin.
+    Synthetic,
+}
+
+/// Stack capture policy of the recording.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StackMode {
+    /// Stacks for waits longer than the threshold only (see CHAINS.md).
+    #[default]
+    Lazy,
+    /// Stacks on every switch-out and waking.
+    Eager,
+    /// No stacks.
+    None,
+}
+
+/// Counts of what was lost, by cause. Shown by `info` and by every analysis.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostCounts {
+    /// Events lost because the ring buffer was full.
+    pub ringbuf_full: u64,
+    /// Records the consumer could not parse.
+    pub malformed: u64,
+    /// Events dropped for arriving too far out of order.
+    pub out_of_order: u64,
+    /// Kernel stacks whose capture failed.
+    pub kernel_stack_failed: u64,
+    /// User stacks whose capture failed.
+    pub user_stack_failed: u64,
+    /// Stacks deliberately skipped by the lazy policy (not lost; counted for honesty).
+    pub stacks_skipped: u64,
+    /// Lazy user stacks discarded because of user-mode preemption.
+    pub user_stacks_preempted: u64,
+    /// Addresses that could not be symbolized.
+    pub unresolved_symbols: u64,
+}
+
+/// Recording metadata. Written at the start (what is known then) and again at the end.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordingMeta {
+    /// Host name of the recording machine.
+    pub host: String,
+    /// Kernel release (`uname -r`).
+    pub kernel_release: String,
+    /// Number of possible CPUs.
+    pub cpu_count: u32,
+    /// Clock of all timestamps.
+    pub clock: Clock,
+    /// Wall-clock time (ns since the Unix epoch) minus trace-clock time, so that
+    /// `wall = ts + clock_offset_ns`.
+    pub clock_offset_ns: i128,
+    /// Command line of the recorder.
+    pub command_line: Vec<String>,
+    /// Trace-clock time recording started.
+    pub start_ns: u64,
+    /// Trace-clock time recording ended (0 while still recording).
+    pub end_ns: u64,
+    /// Stack policy.
+    pub stack_mode: StackMode,
+    /// Lazy threshold T in ns (waits shorter than this get no stacks).
+    pub stack_threshold_ns: u64,
+    /// Lost counts by cause.
+    pub lost: LostCounts,
+    /// Name of the synthetic scenario, when the trace is synthetic.
+    pub synthetic_scenario: Option<String>,
+    /// Free-form key/values (recorder version, filters, ...).
+    pub extra: Vec<(String, String)>,
+}
+
+/// All tables of a trace, merged from every table section of the file.
+#[derive(Clone, Debug, Default)]
+pub struct Tables {
+    /// Stacks by id.
+    pub stacks: HashMap<StackId, StackEntry>,
+    /// Symbols by (kind, tgid, addr); tgid 0 for kernel.
+    pub symbols: HashMap<(StackKind, Tid, u64), SymbolEntry>,
+    /// Tasks by tid (first sighting).
+    pub tasks: HashMap<Tid, TaskEntry>,
+    /// Interrupt sources by id.
+    pub irq_sources: HashMap<u32, IrqSource>,
+}
+
+impl Tables {
+    /// Look up the symbol of one frame of a stack.
+    pub fn symbol(&self, stack: &StackEntry, addr: u64) -> Option<&SymbolEntry> {
+        self.symbols.get(&(stack.kind, stack.tgid, addr))
+    }
+}

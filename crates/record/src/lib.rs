@@ -1,0 +1,1 @@
+//! chainrec-record (in progress).

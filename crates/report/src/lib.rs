@@ -1,0 +1,1 @@
+//! chainrec-report (in progress).

@@ -1,0 +1,78 @@
+//! `chainrec`: record scheduler events with BPF and explain every wait by the whole
+//! chain of wakeups behind it. This binary is thin: each subcommand parses its
+//! arguments and calls into the library crates.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+/// Chain graphs: why threads blocked, and the whole chain of wakeups that led to their
+/// resumption, down to the interrupt that started it.
+#[derive(Parser)]
+#[command(name = "chainrec", version, about, long_about = None, after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  chainrec demo                               record the built-in chain workload and draw its chain graph
+  chainrec record -o trace.zst --duration 10  record the whole system for 10 s (root / CAP_BPF+CAP_PERFMON)
+  chainrec record -o trace.zst -- make -j2    record until the command exits
+  chainrec chains trace.zst > chain.folded    multi-level chain graph, folded
+  chainrec chains trace.zst --svg chain.svg   ... as an interactive SVG
+  chainrec offcpu trace.zst -p 1234           off-CPU stacks of one process
+  chainrec top trace.zst -n 10                the longest waits with their chains
+  chainrec info trace.zst --verify            summarize and check a trace";
+
+#[derive(Subcommand)]
+enum Command {
+    /// Record scheduler events (BPF) into a trace file.
+    Record(cmd::record::Args),
+    /// Run the built-in chain workload (timer -> relay -> sink threads over pipes).
+    Workload(cmd::record::WorkloadArgs),
+    /// Multi-level chain graph: each wait with the whole chain of wakeups behind it.
+    Chains(cmd::chains::ChainsArgs),
+    /// Off-CPU time by stack (like bcc offcputime).
+    Offcpu(cmd::chains::ViewArgs),
+    /// Wakeup time by waker stack (like bcc wakeuptime).
+    Wakeup(cmd::chains::ViewArgs),
+    /// Off-CPU stack with its waker stack (like bcc offwaketime).
+    Offwake(cmd::chains::ViewArgs),
+    /// The longest individual waits, each with its chain.
+    Top(cmd::report::TopArgs),
+    /// Subsecond-offset heat map of off-CPU time.
+    Heatmap(cmd::report::HeatmapArgs),
+    /// Export to Perfetto or pprof.
+    Export(cmd::report::ExportArgs),
+    /// Record the built-in chain workload and write trace, folded chain graph and SVG.
+    Demo(cmd::report::DemoArgs),
+    /// Summarize (and with --verify, check) a trace file.
+    Info(cmd::info::Args),
+    /// Write a synthetic trace with exactly known chains.
+    Synth(cmd::synth::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Record(a) => cmd::record::run(a),
+        Command::Workload(a) => cmd::record::run_workload(a),
+        Command::Chains(a) => cmd::chains::run_chains(a),
+        Command::Offcpu(a) => cmd::chains::run_view(cmd::chains::View::OffCpu, a),
+        Command::Wakeup(a) => cmd::chains::run_view(cmd::chains::View::Wakeup, a),
+        Command::Offwake(a) => cmd::chains::run_view(cmd::chains::View::OffWake, a),
+        Command::Top(a) => cmd::report::run_top(a),
+        Command::Heatmap(a) => cmd::report::run_heatmap(a),
+        Command::Export(a) => cmd::report::run_export(a),
+        Command::Demo(a) => cmd::report::run_demo(a),
+        Command::Info(a) => cmd::info::run(a),
+        Command::Synth(a) => cmd::synth::run(a),
+    };
+    if let Err(err) = result {
+        // One line per cause, like `error: ... : caused by ...`, and a non-zero exit.
+        eprintln!("chainrec: error: {err:#}");
+        std::process::exit(1);
+    }
+}
