@@ -22,3 +22,17 @@ pub fn run_export(_a: ExportArgs) -> Result<()> {
 pub fn run_demo(_a: DemoArgs) -> Result<()> {
     bail!("demo: not implemented yet")
 }
+
+/// Render folded lines as an interactive flame-graph SVG at `path` (used by `--svg` of
+/// chains/offcpu/wakeup/offwake). `chain_layout` turns on per-level hues and `--`
+/// separators as in CHAINS.md; `unit` is the weight unit (`us`, `ns`, `ms`).
+pub fn render_svg(
+    folded: &[(String, u64)],
+    title: &str,
+    unit: &str,
+    chain_layout: bool,
+    path: &std::path::Path,
+) -> Result<()> {
+    let _ = (folded, title, unit, chain_layout, path);
+    bail!("--svg: not implemented yet")
+}
