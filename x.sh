@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# chainrec developer entry point: installs what a fresh machine lacks, then builds and runs.
+#   ./x.sh demo   record the built-in chain workload and write its chain graph (needs root)
+#   ./x.sh test   run the whole test suite (BPF tests need root; see README)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+log() { printf '\033[1mx.sh:\033[0m %s\n' "$*" >&2; }
+
+# Debian packages the build and the tests need, by the command or file that proves them present.
+ensure_packages() {
+    local want=()
+    command -v clang >/dev/null || want+=(clang)
+    command -v llvm-strip >/dev/null || want+=(llvm)
+    command -v pkg-config >/dev/null || want+=(pkg-config)
+    command -v bpftool >/dev/null || want+=(bpftool)
+    command -v zstd >/dev/null || want+=(zstd)
+    [ -e /usr/include/libelf.h ] || want+=(libelf-dev)
+    [ -e /usr/include/zlib.h ] || want+=(zlib1g-dev)
+    if [ "${1:-}" = test ]; then
+        [ -x /usr/bin/chromium ] || want+=(chromium)
+        command -v python3 >/dev/null || want+=(python3)
+    fi
+    if [ ${#want[@]} -gt 0 ]; then
+        if [ "$(id -u)" != 0 ]; then
+            log "missing Debian packages: ${want[*]} — install them (sudo apt-get install ${want[*]}) and rerun"
+            exit 1
+        fi
+        log "installing Debian packages: ${want[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq "${want[@]}" >/dev/null
+    fi
+    if ! command -v cargo >/dev/null; then
+        log "cargo not found: install a Rust toolchain (https://rustup.rs) and rerun"
+        exit 1
+    fi
+}
+
+case "${1:-}" in
+demo)
+    shift
+    ensure_packages demo
+    log "building chainrec (release)"
+    cargo build --release --locked --bin chainrec
+    exec ./target/release/chainrec demo "$@"
+    ;;
+test)
+    shift
+    ensure_packages test
+    log "checking formatting"
+    cargo fmt --all -- --check
+    log "running tests (BPF tests run for real as root; CHAINREC_REQUIRE_BPF=1 turns their skip into a failure)"
+    # Release mode: the engine and format tests push millions of events, and the recorder's consumer
+    # must keep up with the kernel during the real-recording tests.
+    cargo test --release --locked --workspace --all-targets "$@"
+    ;;
+*)
+    echo "usage: ./x.sh demo [DEMO ARGS]   record the built-in chain workload and draw its chain graph"
+    echo "       ./x.sh test [CARGO TEST ARGS]   run all tests"
+    exit 2
+    ;;
+esac
