@@ -6,8 +6,10 @@
 //! * [`MemTrace`] keeps a whole trace in memory (tests, synthetic scenarios).
 //! * [`synth`] generates synthetic traces with exactly known chains.
 
+mod chunk;
 mod event;
 mod reader;
+mod section;
 pub mod synth;
 mod tables;
 mod writer;
@@ -16,6 +18,7 @@ pub use event::*;
 pub use reader::*;
 pub use tables::*;
 pub use writer::*;
+pub use section::{FORMAT_MAJOR, FORMAT_MINOR};
 
 use std::path::PathBuf;
 

@@ -1,8 +1,13 @@
-//! Trace reader. (API fixed; implementation in progress.)
+//! Trace reader: mmaps a file, validates trailer → index (or recovers by scanning),
+//! merges the tables, and decodes chunks, in parallel if asked.
 
+use crate::chunk;
+use crate::section::*;
+use crate::writer::{IndexPayload, TableDelta};
 use crate::*;
+use std::cell::RefCell;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// How a file without a valid index was read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,68 +29,583 @@ pub struct VerifyReport {
     pub reserved_stack_refs: [u64; 16],
 }
 
+/// Bytes of the file by section kind (for `info`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SectionBytes {
+    /// File header + trailer.
+    pub framing: u64,
+    /// Metadata sections.
+    pub meta: u64,
+    /// Table sections.
+    pub tables: u64,
+    /// Event chunks.
+    pub chunks: u64,
+    /// Index section.
+    pub index: u64,
+    /// Sections of kinds this version does not know (skipped) and trailing garbage.
+    pub other: u64,
+    /// Number of table sections.
+    pub table_sections: u64,
+    /// Number of metadata sections.
+    pub meta_sections: u64,
+}
+
+enum Data {
+    Map(memmap2::Mmap),
+    Empty,
+}
+
 /// A memory-mapped trace file.
 pub struct TraceReader {
-    _private: (),
+    path: PathBuf,
+    data: Data,
+    version: (u16, u16),
+    meta: RecordingMeta,
+    tables: Tables,
+    chunks: Vec<ChunkInfo>,
+    recovery: Option<Recovery>,
+    events: u64,
+    bytes: SectionBytes,
+}
+
+/// Everything `open` learns about the sections.
+#[derive(Default)]
+struct Loaded {
+    meta: Option<RecordingMeta>,
+    tables: Tables,
+    chunks: Vec<ChunkInfo>,
+    bytes: SectionBytes,
+}
+
+thread_local! {
+    static DCTX: RefCell<Option<(zstd::bulk::Decompressor<'static>, Vec<u8>)>> = const { RefCell::new(None) };
 }
 
 impl TraceReader {
     /// Open and check `path`: header, sections, index (or recover by scanning), tables.
     pub fn open(path: &Path) -> Result<TraceReader> {
-        let _ = path;
-        todo!("format helper")
+        let io = |source| FormatError::Io { path: path.to_owned(), source };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let data = if len == 0 {
+            Data::Empty
+        } else {
+            // SAFETY: the map is read-only and private to this reader. A concurrent
+            // writer may only append (sections are never rewritten); truncation by another
+            // process while mapped would fault, which is the usual mmap caveat for trace
+            // tools and is documented in FORMAT.md.
+            let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(io)?;
+            Data::Map(map)
+        };
+        let mut r = TraceReader {
+            path: path.to_owned(),
+            data,
+            version: (0, 0),
+            meta: RecordingMeta::default(),
+            tables: Tables::default(),
+            chunks: Vec::new(),
+            recovery: None,
+            events: 0,
+            bytes: SectionBytes::default(),
+        };
+        r.version = parse_file_header(r.bytes())?;
+        let loaded = match r.load_indexed() {
+            Ok(l) => l,
+            Err(reason) => {
+                let (l, recovery) = r.load_scan(reason)?;
+                r.recovery = Some(recovery);
+                l
+            }
+        };
+        r.meta = loaded.meta.unwrap_or_default();
+        r.tables = loaded.tables;
+        r.events = loaded.chunks.iter().map(|c| c.events as u64).sum();
+        r.chunks = loaded.chunks;
+        r.bytes = loaded.bytes;
+        Ok(r)
     }
+
+    fn bytes(&self) -> &[u8] {
+        match &self.data {
+            Data::Map(m) => m,
+            Data::Empty => &[],
+        }
+    }
+
+    /// Read via trailer and index. Err(reason) means "fall back to scanning".
+    fn load_indexed(&self) -> std::result::Result<Loaded, String> {
+        let data = self.bytes();
+        let flen = data.len() as u64;
+        let (index_offset, index_len) = match parse_trailer(data)? {
+            Some(t) => t,
+            None => return Err("no trailer (the writer did not finish)".into()),
+        };
+        if index_offset.checked_add(index_len) != Some(flen - TRAILER_LEN as u64) || index_offset < FILE_HEADER_LEN as u64 {
+            return Err(format!("trailer points outside the file (index at {index_offset}, {index_len} bytes)"));
+        }
+        let s = |e: FormatError| e.to_string();
+        let (h, payload) = match read_frame(data, index_offset).map_err(s)? {
+            Frame::Section(h, p) if h.kind == KIND_INDEX => (h, p),
+            _ => return Err(format!("no index section at offset {index_offset}")),
+        };
+        check_payload(&h, payload, index_offset).map_err(s)?;
+        let raw = decompress_section(&h, payload, index_offset).map_err(s)?;
+        let index: IndexPayload = decode_bincode(&raw, "index section", index_offset).map_err(s)?;
+
+        let mut l = Loaded::default();
+        l.bytes.framing = (FILE_HEADER_LEN + TRAILER_LEN) as u64;
+        l.bytes.index = h.section_len();
+        for &off in &index.tables {
+            let (h, p) = section_of(data, off, KIND_TABLES).map_err(s)?;
+            check_payload(&h, p, off).map_err(s)?;
+            let raw = decompress_section(&h, p, off).map_err(s)?;
+            let delta: TableDelta = decode_bincode(&raw, "table section", off).map_err(s)?;
+            merge_tables(&mut l.tables, delta, off).map_err(s)?;
+            l.bytes.tables += h.section_len();
+            l.bytes.table_sections += 1;
+        }
+        for (i, &off) in index.metas.iter().enumerate() {
+            let (h, p) = section_of(data, off, KIND_META).map_err(s)?;
+            l.bytes.meta += h.section_len();
+            l.bytes.meta_sections += 1;
+            if i + 1 == index.metas.len() {
+                check_payload(&h, p, off).map_err(s)?;
+                let raw = decompress_section(&h, p, off).map_err(s)?;
+                l.meta = Some(decode_bincode(&raw, "metadata section", off).map_err(s)?);
+            }
+        }
+        if l.meta.is_none() {
+            return Err("index lists no metadata section".into());
+        }
+        let mut last_ts = 0u64;
+        let mut last_off = 0u64;
+        let mut total = 0u64;
+        l.chunks.reserve(index.chunks.len().min(data.len() / SECTION_HEADER_LEN));
+        for c in &index.chunks {
+            let (h, _) = section_of(data, c.offset, KIND_CHUNK).map_err(s)?;
+            if h.section_len() != c.len || h.events != c.events || h.first_ts != c.first_ts || h.last_ts != c.last_ts {
+                return Err(format!("index entry for chunk at offset {} disagrees with its header", c.offset));
+            }
+            if c.offset < last_off || c.first_ts < last_ts || c.last_ts < c.first_ts || c.events == 0 {
+                return Err(format!("index entries out of order at chunk offset {}", c.offset));
+            }
+            last_off = c.offset + c.len;
+            last_ts = c.last_ts;
+            total += c.events as u64;
+            l.bytes.chunks += c.len;
+            l.chunks.push(ChunkInfo { offset: c.offset, len: c.len, events: c.events, first_ts: c.first_ts, last_ts: c.last_ts });
+        }
+        if total != index.events {
+            return Err(format!("index says {} events, its chunks hold {total}", index.events));
+        }
+        let known = l.bytes.framing + l.bytes.meta + l.bytes.tables + l.bytes.chunks + l.bytes.index;
+        l.bytes.other = flen.saturating_sub(known);
+        Ok(l)
+    }
+
+    /// Scan sections from the start, stopping at the first incomplete or damaged one.
+    fn load_scan(&self, index_problem: String) -> Result<(Loaded, Recovery)> {
+        let data = self.bytes();
+        let flen = data.len() as u64;
+        let mut l = Loaded::default();
+        l.bytes.framing = FILE_HEADER_LEN as u64;
+        let mut off = FILE_HEADER_LEN as u64;
+        let mut last_ts = 0u64;
+        let mut stop: Option<String> = None;
+        while off < flen {
+            let frame = match read_frame(data, off) {
+                Ok(f) => f,
+                Err(e) => {
+                    stop = Some(e.to_string());
+                    break;
+                }
+            };
+            let (h, payload) = match frame {
+                Frame::Trailer => {
+                    l.bytes.framing += TRAILER_LEN as u64;
+                    off += TRAILER_LEN as u64;
+                    if off != flen {
+                        stop = Some(format!("trailer at offset {} is not at the end of the file", off - TRAILER_LEN as u64));
+                    }
+                    break;
+                }
+                Frame::Foreign(n) => {
+                    l.bytes.other += n;
+                    off += n;
+                    continue;
+                }
+                Frame::Section(h, p) => (h, p),
+            };
+            if let Err(e) = check_payload(&h, payload, off) {
+                stop = Some(e.to_string());
+                break;
+            }
+            let step: std::result::Result<(), FormatError> = (|| {
+                match h.kind {
+                    KIND_META => {
+                        let raw = decompress_section(&h, payload, off)?;
+                        l.meta = Some(decode_bincode(&raw, "metadata section", off)?);
+                        l.bytes.meta += h.section_len();
+                        l.bytes.meta_sections += 1;
+                    }
+                    KIND_TABLES => {
+                        let raw = decompress_section(&h, payload, off)?;
+                        let delta: TableDelta = decode_bincode(&raw, "table section", off)?;
+                        // Merge into a copy so a bad section leaves the tables as they were.
+                        let mut t = std::mem::take(&mut l.tables);
+                        let r = merge_tables(&mut t, delta, off);
+                        l.tables = t;
+                        r?;
+                        l.bytes.tables += h.section_len();
+                        l.bytes.table_sections += 1;
+                    }
+                    KIND_CHUNK => {
+                        if h.events == 0 || h.last_ts < h.first_ts || h.first_ts < last_ts {
+                            return Err(FormatError::Corrupt {
+                                what: "event chunk",
+                                offset: off,
+                                detail: "header timestamps or event count inconsistent".into(),
+                            });
+                        }
+                        last_ts = h.last_ts;
+                        l.bytes.chunks += h.section_len();
+                        l.chunks.push(ChunkInfo {
+                            offset: off,
+                            len: h.section_len(),
+                            events: h.events,
+                            first_ts: h.first_ts,
+                            last_ts: h.last_ts,
+                        });
+                    }
+                    KIND_INDEX => l.bytes.index += h.section_len(),
+                    k if k >= KIND_OPTIONAL_MIN => l.bytes.other += h.section_len(),
+                    k => {
+                        return Err(FormatError::Corrupt {
+                            what: "section",
+                            offset: off,
+                            detail: format!("unknown required section kind {k}"),
+                        })
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(e) = step {
+                stop = Some(e.to_string());
+                break;
+            }
+            off += h.section_len();
+        }
+        if l.meta.is_none() {
+            // Without even the initial metadata section there is nothing to recover.
+            let avail = flen.saturating_sub(FILE_HEADER_LEN as u64);
+            return Err(FormatError::Truncated {
+                offset: FILE_HEADER_LEN as u64,
+                needed: SECTION_HEADER_LEN as u64,
+                available: avail,
+            });
+        }
+        let trailing = flen - off.min(flen);
+        l.bytes.other += trailing;
+        let reason = match stop {
+            Some(s) => format!("{index_problem}; read up to offset {off}, then stopped: {s}"),
+            None => index_problem,
+        };
+        Ok((l, Recovery { trailing_bytes: trailing, reason }))
+    }
+
     /// Recording metadata (the last metadata section in the file).
     pub fn meta(&self) -> &RecordingMeta {
-        todo!("format helper")
+        &self.meta
     }
     /// All tables, merged.
     pub fn tables(&self) -> &Tables {
-        todo!("format helper")
+        &self.tables
     }
     /// Event chunks in file (= time) order.
     pub fn chunks(&self) -> &[ChunkInfo] {
-        todo!("format helper")
+        &self.chunks
     }
     /// Some when the file had no usable index and was recovered by scanning.
     pub fn recovery(&self) -> Option<&Recovery> {
-        todo!("format helper")
+        self.recovery.as_ref()
     }
     /// Total events in all chunks.
     pub fn event_count(&self) -> u64 {
-        todo!("format helper")
+        self.events
     }
     /// File size in bytes.
     pub fn file_len(&self) -> u64 {
-        todo!("format helper")
+        self.bytes().len() as u64
     }
+    /// Path the trace was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    /// Format version of the file (major, minor).
+    pub fn version(&self) -> (u16, u16) {
+        self.version
+    }
+    /// Bytes of the file by section kind.
+    pub fn section_bytes(&self) -> &SectionBytes {
+        &self.bytes
+    }
+    /// Time span covered by the events (first ts, last ts), if any.
+    pub fn time_span(&self) -> Option<(u64, u64)> {
+        Some((self.chunks.first()?.first_ts, self.chunks.last()?.last_ts))
+    }
+
     /// Chunks that may hold events with `start_ns <= ts <= end_ns`.
     pub fn chunks_in_window(&self, start_ns: u64, end_ns: u64) -> Range<usize> {
-        let _ = (start_ns, end_ns);
-        todo!("format helper")
+        let lo = self.chunks.partition_point(|c| c.last_ts < start_ns);
+        let hi = self.chunks.partition_point(|c| c.first_ts <= end_ns);
+        lo..hi.max(lo)
     }
+
     /// Decode chunk `index`, appending its events to `out`.
     pub fn decode_chunk(&self, index: usize, out: &mut Vec<Event>) -> Result<()> {
-        let _ = (index, out);
-        todo!("format helper")
+        let Some(info) = self.chunks.get(index).copied() else {
+            return Err(FormatError::Corrupt {
+                what: "event chunk",
+                offset: 0,
+                detail: format!("chunk {index} does not exist (file has {})", self.chunks.len()),
+            });
+        };
+        let off = info.offset;
+        let corrupt = |detail: String| FormatError::Corrupt { what: "event chunk", offset: off, detail };
+        let (h, payload) = section_of(self.bytes(), off, KIND_CHUNK)?;
+        check_payload(&h, payload, off)?;
+        if h.raw_len > MAX_CHUNK_RAW {
+            return Err(corrupt(format!("payload size {} exceeds limit", h.raw_len)));
+        }
+        let start = out.len();
+        let res = DCTX.with(|cell| -> Result<chunk::ChunkSummary> {
+            let mut slot = cell.borrow_mut();
+            if slot.is_none() {
+                let d = zstd::bulk::Decompressor::new().map_err(|e| corrupt(format!("zstd: {e}")))?;
+                *slot = Some((d, Vec::new()));
+            }
+            let Some((dctx, buf)) = slot.as_mut() else { unreachable!() };
+            buf.clear();
+            buf.reserve(h.raw_len as usize);
+            let n = dctx.decompress_to_buffer(payload, buf).map_err(|e| corrupt(format!("zstd: {e}")))?;
+            if n as u64 != h.raw_len || buf.len() as u64 != h.raw_len {
+                return Err(corrupt(format!("payload decompressed to {n} bytes, header says {}", h.raw_len)));
+            }
+            let r = chunk::decode(buf, out).map_err(corrupt);
+            if buf.capacity() > (8 << 20) {
+                *buf = Vec::new();
+            }
+            r
+        });
+        let summary = match res {
+            Ok(s) => s,
+            Err(e) => {
+                out.truncate(start);
+                return Err(e);
+            }
+        };
+        if summary.events != info.events as u64 || summary.first_ts != info.first_ts || summary.last_ts != info.last_ts {
+            out.truncate(start);
+            return Err(corrupt(format!(
+                "decoded {} events over [{}, {}], header says {} over [{}, {}]",
+                summary.events, summary.first_ts, summary.last_ts, info.events, info.first_ts, info.last_ts
+            )));
+        }
+        Ok(())
     }
+
     /// Decode the chunks in `range` in order, `parallel` ones at a time with rayon
     /// (bounded read-ahead), calling `f` with each chunk's events in time order.
     pub fn for_each_chunk<E: From<FormatError>>(
         &self,
         range: Range<usize>,
         parallel: bool,
-        f: impl FnMut(&[Event]) -> std::result::Result<(), E>,
+        mut f: impl FnMut(&[Event]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let _ = (range, parallel, f);
-        todo!("format helper")
+        let range = range.start.min(self.chunks.len())..range.end.min(self.chunks.len());
+        if !parallel || range.len() <= 1 {
+            let mut buf = Vec::new();
+            for i in range {
+                buf.clear();
+                self.decode_chunk(i, &mut buf)?;
+                f(&buf)?;
+            }
+            return Ok(());
+        }
+        // A producer thread decodes batches of chunks with rayon while this thread hands
+        // the previous batch to `f`; at most two batches are in memory.
+        use rayon::prelude::*;
+        let batch = (rayon::current_num_threads() * 2).max(2);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<Vec<Event>>>>(1);
+        let (recycle_tx, recycle_rx) = std::sync::mpsc::channel::<Vec<Event>>();
+        let recycle_rx = std::sync::Mutex::new(recycle_rx);
+        std::thread::scope(|s| {
+            let producer = s.spawn(move || {
+                let mut start = range.start;
+                while start < range.end {
+                    let end = (start + batch).min(range.end);
+                    let decoded: Vec<Result<Vec<Event>>> = (start..end)
+                        .into_par_iter()
+                        .map(|i| {
+                            let mut v = recycle_rx.lock().ok().and_then(|r| r.try_recv().ok()).unwrap_or_default();
+                            v.clear();
+                            self.decode_chunk(i, &mut v).map(|_| v)
+                        })
+                        .collect();
+                    let failed = decoded.iter().any(|r| r.is_err());
+                    if tx.send(decoded).is_err() || failed {
+                        return;
+                    }
+                    start = end;
+                }
+            });
+            let mut result = Ok(());
+            'outer: for batch in rx.iter() {
+                for r in batch {
+                    match r {
+                        Ok(v) => {
+                            if let Err(e) = f(&v) {
+                                result = Err(e);
+                                break 'outer;
+                            }
+                            let _ = recycle_tx.send(v);
+                        }
+                        Err(e) => {
+                            result = Err(E::from(e));
+                            break 'outer;
+                        }
+                    }
+                }
+            }
+            drop(rx);
+            let _ = producer.join();
+            result
+        })
     }
+
     /// Decode every chunk and check every reference against the tables.
     pub fn verify(&self) -> Result<VerifyReport> {
-        todo!("format helper")
+        let mut rep = VerifyReport::default();
+        let mut last_ts = 0u64;
+        let mut chunk_idx = 0usize;
+        let tables = &self.tables;
+        self.for_each_chunk(0..self.chunks.len(), true, |events| -> Result<()> {
+            let off = self.chunks[chunk_idx].offset;
+            chunk_idx += 1;
+            let dangling_stack = |id: StackId| FormatError::Dangling { what: "stack", id: id.0 as u64, offset: off };
+            let stack = |id: StackId, rep: &mut VerifyReport| -> Result<()> {
+                if id.is_real() {
+                    if !tables.stacks.contains_key(&id) {
+                        return Err(dangling_stack(id));
+                    }
+                } else {
+                    rep.reserved_stack_refs[id.0 as usize] += 1;
+                }
+                Ok(())
+            };
+            for e in events {
+                if e.ts() < last_ts {
+                    return Err(FormatError::Corrupt {
+                        what: "event chunk",
+                        offset: off,
+                        detail: format!("event at ts {} precedes the previous event at {last_ts}", e.ts()),
+                    });
+                }
+                last_ts = e.ts();
+                rep.events += 1;
+                rep.events_by_kind[e.kind() as usize] += 1;
+                match e {
+                    Event::Switch(s) => {
+                        stack(s.prev_kstack, &mut rep)?;
+                        stack(s.prev_ustack, &mut rep)?;
+                    }
+                    Event::Waking(w) => {
+                        stack(w.waker_kstack, &mut rep)?;
+                        stack(w.waker_ustack, &mut rep)?;
+                        if w.source != 0 && !tables.irq_sources.contains_key(&w.source) {
+                            return Err(FormatError::Dangling { what: "irq source", id: w.source as u64, offset: off });
+                        }
+                    }
+                    Event::OffCpuStacks(o) => {
+                        stack(o.kstack, &mut rep)?;
+                        stack(o.ustack, &mut rep)?;
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        })?;
+        Ok(rep)
     }
+
     /// Read everything into memory (small traces, tests).
     pub fn to_mem(&self) -> Result<MemTrace> {
-        todo!("format helper")
+        let mut events = Vec::with_capacity(self.events.min(1 << 24) as usize);
+        for i in 0..self.chunks.len() {
+            self.decode_chunk(i, &mut events)?;
+        }
+        Ok(MemTrace { meta: self.meta.clone(), tables: self.tables.clone(), events })
     }
+}
+
+/// The section at `off`, which must be of `kind`.
+fn section_of(data: &[u8], off: u64, kind: u8) -> Result<(SectionHeader, &[u8])> {
+    match read_frame(data, off)? {
+        Frame::Section(h, p) if h.kind == kind => Ok((h, p)),
+        Frame::Section(h, _) => Err(FormatError::Corrupt {
+            what: kind_name(kind),
+            offset: off,
+            detail: format!("expected section kind {kind}, found {}", h.kind),
+        }),
+        _ => Err(FormatError::Corrupt { what: kind_name(kind), offset: off, detail: "no section header here".into() }),
+    }
+}
+
+/// Decode a bincode payload. bincode preallocates strings and byte vectors from their
+/// length prefix, so decoding runs under a byte limit (a power-of-two tier at least 16x
+/// the payload): a forged length fails with a limit error instead of allocating.
+fn decode_bincode<T: serde::de::DeserializeOwned>(raw: &[u8], what: &'static str, offset: u64) -> Result<T> {
+    let need = (raw.len() as u64).saturating_mul(16).saturating_add(1 << 16);
+    macro_rules! tiers {
+        ($($bits:literal),*) => {{
+            let mut res = None;
+            $(
+                if res.is_none() && need <= (1u64 << $bits) {
+                    res = Some(bincode::serde::decode_from_slice::<T, _>(raw, bincode::config::standard().with_limit::<{ 1usize << $bits }>()));
+                }
+            )*
+            res.unwrap_or_else(|| bincode::serde::decode_from_slice::<T, _>(raw, bincode::config::standard().with_limit::<{ 1usize << 36 }>()))
+        }};
+    }
+    let res = tiers!(17, 20, 23, 26, 29, 32);
+    match res {
+        Ok((v, used)) if used == raw.len() => Ok(v),
+        Ok((_, used)) => Err(FormatError::Corrupt { what, offset, detail: format!("{} trailing bytes", raw.len() - used) }),
+        Err(e) => Err(FormatError::Corrupt { what, offset, detail: e.to_string() }),
+    }
+}
+
+/// Merge one table section into `t` (same rules as [`MemTrace`]'s sink).
+fn merge_tables(t: &mut Tables, d: TableDelta, offset: u64) -> Result<()> {
+    for s in &d.stacks {
+        if !s.id.is_real() {
+            return Err(FormatError::Corrupt { what: "table section", offset, detail: format!("reserved stack id {} in stack table", s.id.0) });
+        }
+    }
+    if d.irq_sources.iter().any(|s| s.id == 0) {
+        return Err(FormatError::Corrupt { what: "table section", offset, detail: "irq source id 0 in table".into() });
+    }
+    for s in d.stacks {
+        t.stacks.insert(s.id, s);
+    }
+    for s in d.symbols {
+        t.symbols.insert((s.kind, s.tgid, s.addr), s);
+    }
+    for task in d.tasks {
+        t.tasks.entry(task.tid).or_insert(task);
+    }
+    for s in d.irq_sources {
+        t.irq_sources.insert(s.id, s);
+    }
+    Ok(())
 }

@@ -1,7 +1,13 @@
-//! Streaming trace writer. (API fixed; implementation in progress.)
+//! Streaming trace writer: bounded memory, one `write` per section, so a killed writer
+//! leaves a file that reads up to its last complete section.
 
+use crate::chunk::ChunkEncoder;
+use crate::section::*;
 use crate::*;
-use std::path::Path;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 /// Writer tuning.
 #[derive(Clone, Debug)]
@@ -31,63 +37,316 @@ pub struct WriteSummary {
     pub chunks: u64,
 }
 
+/// Table additions not yet written (one table section's payload).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct TableDelta {
+    pub stacks: Vec<StackEntry>,
+    pub symbols: Vec<SymbolEntry>,
+    pub tasks: Vec<TaskEntry>,
+    pub irq_sources: Vec<IrqSource>,
+}
+
+impl TableDelta {
+    fn is_empty(&self) -> bool {
+        self.stacks.is_empty() && self.symbols.is_empty() && self.tasks.is_empty() && self.irq_sources.is_empty()
+    }
+    fn items(&self) -> usize {
+        self.stacks.len() + self.symbols.len() + self.tasks.len() + self.irq_sources.len()
+    }
+}
+
+/// One chunk in the index payload.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub(crate) struct IndexChunk {
+    pub offset: u64,
+    pub len: u64,
+    pub events: u32,
+    pub first_ts: u64,
+    pub last_ts: u64,
+}
+
+/// Index payload: where everything is.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct IndexPayload {
+    pub chunks: Vec<IndexChunk>,
+    /// Offsets of every table section, in file order.
+    pub tables: Vec<u64>,
+    /// Offsets of every metadata section, in file order (the last one wins).
+    pub metas: Vec<u64>,
+    /// Total events.
+    pub events: u64,
+}
+
+/// Bincode configuration of every bincode payload.
+pub(crate) fn bincode_config() -> impl bincode::config::Config {
+    bincode::config::standard()
+}
+
+/// Pending table items beyond which a table section is written without waiting for the
+/// next chunk (bounds memory when a producer adds many stacks between chunks).
+const MAX_PENDING_TABLE_ITEMS: usize = 1 << 16;
+
 /// Streams a trace to a file with bounded memory: events are buffered up to one chunk,
 /// table additions until the next chunk or flush. A killed writer leaves a file that
 /// reads up to its last complete section.
 pub struct TraceWriter {
-    _private: (),
+    path: PathBuf,
+    file: File,
+    options: WriterOptions,
+    cctx: zstd::bulk::Compressor<'static>,
+    encoder: ChunkEncoder,
+    raw: Vec<u8>,
+    events: Vec<Event>,
+    pending: TableDelta,
+    pending_frames: usize,
+    meta: RecordingMeta,
+    meta_dirty: bool,
+    last_ts: u64,
+    pos: u64,
+    total_events: u64,
+    index: IndexPayload,
 }
 
 impl TraceWriter {
     /// Create (truncate) `path` and write the header and initial metadata.
-    pub fn create(path: &Path, meta: &RecordingMeta, options: WriterOptions) -> Result<TraceWriter> {
-        let _ = (path, meta, options);
-        todo!("format helper")
+    pub fn create(path: &Path, meta: &RecordingMeta, mut options: WriterOptions) -> Result<TraceWriter> {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let io = |source| FormatError::Io { path: path.to_owned(), source };
+        options.chunk_events = options.chunk_events.clamp(1, MAX_CHUNK_EVENTS as usize);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(options.mode)
+            .open(path)
+            .map_err(io)?;
+        // An existing file keeps its mode on truncation: narrow it to the requested one.
+        let cur = file.metadata().map_err(io)?.permissions().mode() & 0o7777;
+        if cur & !options.mode != 0 {
+            file.set_permissions(std::fs::Permissions::from_mode(cur & options.mode)).map_err(io)?;
+        }
+        let cctx = new_compressor(options.zstd_level).map_err(io)?;
+        let mut w = TraceWriter {
+            path: path.to_owned(),
+            file,
+            cctx,
+            encoder: ChunkEncoder::default(),
+            raw: Vec::new(),
+            events: Vec::with_capacity(options.chunk_events.min(1 << 16)),
+            options,
+            pending: TableDelta::default(),
+            pending_frames: 0,
+            meta: meta.clone(),
+            meta_dirty: false,
+            last_ts: 0,
+            pos: 0,
+            total_events: 0,
+            index: IndexPayload::default(),
+        };
+        w.write_bytes(&file_header_bytes())?;
+        w.write_meta()?;
+        Ok(w)
     }
+
+    fn io(&self, source: std::io::Error) -> FormatError {
+        FormatError::Io { path: self.path.clone(), source }
+    }
+
+    fn write_bytes(&mut self, b: &[u8]) -> Result<()> {
+        self.file.write_all(b).map_err(|e| self.io(e))?;
+        self.pos += b.len() as u64;
+        Ok(())
+    }
+
+    fn write_meta(&mut self) -> Result<()> {
+        let raw = bincode::serde::encode_to_vec(&self.meta, bincode_config())
+            .map_err(|e| self.io(std::io::Error::other(e)))?;
+        let sec = build_section(&mut self.cctx, KIND_META, 0, self.meta.start_ns, self.meta.end_ns, &raw)
+            .map_err(|e| self.io(e))?;
+        self.index.metas.push(self.pos);
+        self.write_bytes(&sec)?;
+        self.meta_dirty = false;
+        Ok(())
+    }
+
+    fn write_tables(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let raw = bincode::serde::encode_to_vec(&self.pending, bincode_config())
+            .map_err(|e| self.io(std::io::Error::other(e)))?;
+        let items = self.pending.items().min(u32::MAX as usize) as u32;
+        let sec = build_section(&mut self.cctx, KIND_TABLES, items, 0, 0, &raw).map_err(|e| self.io(e))?;
+        self.index.tables.push(self.pos);
+        self.write_bytes(&sec)?;
+        self.pending = TableDelta::default();
+        self.pending_frames = 0;
+        Ok(())
+    }
+
+    fn write_chunk(&mut self) -> Result<()> {
+        // Tables first: everything an event references precedes its chunk.
+        self.write_tables()?;
+        if self.events.is_empty() {
+            return Ok(());
+        }
+        let mut raw = std::mem::take(&mut self.raw);
+        self.encoder.encode(&self.events, &mut raw);
+        let first_ts = self.events[0].ts();
+        let last_ts = self.events[self.events.len() - 1].ts();
+        let n = self.events.len() as u32;
+        let sec = build_section(&mut self.cctx, KIND_CHUNK, n, first_ts, last_ts, &raw);
+        self.raw = raw;
+        let sec = sec.map_err(|e| self.io(e))?;
+        self.index.chunks.push(IndexChunk { offset: self.pos, len: sec.len() as u64, events: n, first_ts, last_ts });
+        self.write_bytes(&sec)?;
+        self.index.events += n as u64;
+        self.events.clear();
+        Ok(())
+    }
+
     /// Write buffered events and table additions now (the recorder calls this at least
     /// once a second).
     pub fn flush(&mut self) -> Result<()> {
-        todo!("format helper")
+        self.write_chunk()?;
+        if self.meta_dirty {
+            self.write_meta()?;
+        }
+        Ok(())
     }
+
     /// Replace the metadata (written as a new metadata section at the next flush).
     pub fn update_meta(&mut self, meta: &RecordingMeta) -> Result<()> {
-        let _ = meta;
-        todo!("format helper")
+        self.meta = meta.clone();
+        self.meta_dirty = true;
+        Ok(())
     }
+
     /// Events accepted so far.
     pub fn events_written(&self) -> u64 {
-        todo!("format helper")
+        self.total_events
     }
+
     /// Bytes in the file so far.
     pub fn bytes_written(&self) -> u64 {
-        todo!("format helper")
+        self.pos
     }
+
+    /// Events buffered and not yet in the file.
+    pub fn buffered_events(&self) -> usize {
+        self.events.len()
+    }
+
     /// Flush, write final metadata, the index and the trailer; sync the file.
-    pub fn finish(self, meta: &RecordingMeta) -> Result<WriteSummary> {
-        let _ = meta;
-        todo!("format helper")
+    pub fn finish(mut self, meta: &RecordingMeta) -> Result<WriteSummary> {
+        self.write_chunk()?;
+        self.meta = meta.clone();
+        self.write_meta()?;
+        let raw = bincode::serde::encode_to_vec(&self.index, bincode_config())
+            .map_err(|e| self.io(std::io::Error::other(e)))?;
+        let n = self.index.chunks.len().min(u32::MAX as usize) as u32;
+        let (first, last) = match (self.index.chunks.first(), self.index.chunks.last()) {
+            (Some(a), Some(b)) => (a.first_ts, b.last_ts),
+            _ => (0, 0),
+        };
+        let sec = build_section(&mut self.cctx, KIND_INDEX, n, first, last, &raw).map_err(|e| self.io(e))?;
+        let index_offset = self.pos;
+        self.write_bytes(&sec)?;
+        self.write_bytes(&trailer_bytes(index_offset, sec.len() as u64))?;
+        self.file.sync_all().map_err(|e| self.io(e))?;
+        Ok(WriteSummary { events: self.total_events, bytes: self.pos, chunks: self.index.chunks.len() as u64 })
     }
 }
 
 impl TraceSink for TraceWriter {
     fn push(&mut self, event: &Event) -> Result<()> {
-        let _ = event;
-        todo!("format helper")
+        let ts = event.ts();
+        if ts < self.last_ts {
+            return Err(FormatError::OutOfOrder { ts, prev: self.last_ts });
+        }
+        self.last_ts = ts;
+        self.events.push(*event);
+        self.total_events += 1;
+        if self.events.len() >= self.options.chunk_events {
+            self.write_chunk()?;
+        }
+        Ok(())
     }
+
     fn add_stacks(&mut self, stacks: &[StackEntry]) -> Result<()> {
-        let _ = stacks;
-        todo!("format helper")
+        for s in stacks {
+            if !s.id.is_real() {
+                return Err(FormatError::Corrupt {
+                    what: "stack table",
+                    offset: self.pos,
+                    detail: format!("stack id {} is reserved (ids below {} are not table entries)", s.id.0, StackId::FIRST_REAL),
+                });
+            }
+            self.pending_frames += s.frames.len();
+        }
+        self.pending.stacks.extend_from_slice(stacks);
+        self.maybe_spill()
     }
+
     fn add_symbols(&mut self, symbols: &[SymbolEntry]) -> Result<()> {
-        let _ = symbols;
-        todo!("format helper")
+        self.pending.symbols.extend_from_slice(symbols);
+        self.maybe_spill()
     }
+
     fn add_tasks(&mut self, tasks: &[TaskEntry]) -> Result<()> {
-        let _ = tasks;
-        todo!("format helper")
+        self.pending.tasks.extend_from_slice(tasks);
+        self.maybe_spill()
     }
+
     fn add_irq_sources(&mut self, sources: &[IrqSource]) -> Result<()> {
-        let _ = sources;
-        todo!("format helper")
+        if let Some(s) = sources.iter().find(|s| s.id == 0) {
+            return Err(FormatError::Corrupt {
+                what: "irq source table",
+                offset: self.pos,
+                detail: format!("irq source id 0 ({}) is reserved for 'unknown'", s.name),
+            });
+        }
+        self.pending.irq_sources.extend_from_slice(sources);
+        self.maybe_spill()
+    }
+}
+
+impl TraceWriter {
+    fn maybe_spill(&mut self) -> Result<()> {
+        // Writing tables early is always safe: they only need to precede the events
+        // that reference them.
+        if self.pending.items() + self.pending_frames / 8 >= MAX_PENDING_TABLE_ITEMS {
+            self.write_tables()?;
+        }
+        Ok(())
+    }
+}
+
+impl MemTrace {
+    /// Write this trace to `path` (tables first, then events).
+    pub fn write_to(&self, path: &Path, options: WriterOptions) -> Result<WriteSummary> {
+        let mut w = TraceWriter::create(path, &self.meta, options)?;
+        self.replay_into(&mut w)?;
+        w.finish(&self.meta)
+    }
+
+    /// Feed this trace's tables and events into `sink` (tables first).
+    pub fn replay_into(&self, sink: &mut dyn TraceSink) -> Result<()> {
+        let mut irqs: Vec<_> = self.tables.irq_sources.values().cloned().collect();
+        irqs.sort_by_key(|s| s.id);
+        sink.add_irq_sources(&irqs)?;
+        let mut tasks: Vec<_> = self.tables.tasks.values().cloned().collect();
+        tasks.sort_by_key(|t| t.tid);
+        sink.add_tasks(&tasks)?;
+        let mut stacks: Vec<_> = self.tables.stacks.values().cloned().collect();
+        stacks.sort_by_key(|s| s.id);
+        sink.add_stacks(&stacks)?;
+        let mut syms: Vec<_> = self.tables.symbols.values().cloned().collect();
+        syms.sort_by(|a, b| (a.tgid, a.addr).cmp(&(b.tgid, b.addr)));
+        sink.add_symbols(&syms)?;
+        for e in &self.events {
+            sink.push(e)?;
+        }
+        Ok(())
     }
 }

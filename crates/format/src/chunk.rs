@@ -1,0 +1,497 @@
+//! Columnar encoding of one event chunk (the raw payload before zstd). See
+//! `docs/FORMAT.md`, "Event chunk payload".
+//!
+//! Layout: `n, first_ts, dict_len, dict[dict_len]` (varints), then six columns, each
+//! `len (varint), bytes`: kind/cpu bytes, ts deltas, flags, tid refs, stack ids, misc.
+//! Decoding reads every column through a bounds-checked cursor that never panics: a read
+//! past the end yields 0 and poisons the cursor, which is checked once per chunk.
+
+use crate::event::*;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// CPUs below this are tracked for the "prev/waker = task running on this cpu"
+/// prediction; events on higher CPUs are always encoded explicitly.
+pub(crate) const PRED_CPUS: usize = 1024;
+/// Sentinel "unknown running task" at chunk start.
+const NO_TID: u32 = u32::MAX;
+/// Kind/cpu byte: cpus below this are stored inline in the high 5 bits.
+const CPU_ESCAPE: u32 = 31;
+
+const F_PRED: u8 = 1;
+const F_SOURCE: u8 = 0x80;
+
+/// Stack id codes in the flags byte: 0..=2 are the reserved ids NONE, SKIPPED, FAILED;
+/// 3 means "explicit, in the stack column".
+#[inline]
+fn stack_code(s: StackId) -> u8 {
+    if s.0 < 3 {
+        s.0 as u8
+    } else {
+        3
+    }
+}
+
+/// Multiplicative hasher for u32 keys (tid maps in the encoder).
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (n as u64 ^ 0x5bd1_e995).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+#[inline]
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reusable encoder state (columns kept between chunks to avoid reallocation).
+#[derive(Default)]
+pub(crate) struct ChunkEncoder {
+    kind: Vec<u8>,
+    ts: Vec<u8>,
+    flags: Vec<u8>,
+    tid_refs: Vec<u32>,
+    tids: Vec<u8>,
+    stacks: Vec<u8>,
+    misc: Vec<u8>,
+    freq: IdMap<u32, u32>,
+    dict: Vec<(u32, u32)>,
+    cur: Vec<u32>,
+}
+
+impl ChunkEncoder {
+    /// Encode `events` (non-empty, time ordered) into `out` (cleared first).
+    pub(crate) fn encode(&mut self, events: &[Event], out: &mut Vec<u8>) {
+        self.kind.clear();
+        self.ts.clear();
+        self.flags.clear();
+        self.tid_refs.clear();
+        self.tids.clear();
+        self.stacks.clear();
+        self.misc.clear();
+        self.freq.clear();
+        self.cur.clear();
+        self.cur.resize(PRED_CPUS, NO_TID);
+        out.clear();
+
+        let first_ts = events.first().map_or(0, |e| e.ts());
+        let mut prev_ts = first_ts;
+        for e in events {
+            let ts = e.ts();
+            put_varint(&mut self.ts, ts - prev_ts);
+            prev_ts = ts;
+            match e {
+                Event::Switch(s) => {
+                    self.kind_cpu(EventKind::Switch, s.cpu);
+                    let pred = self.predicted(s.cpu);
+                    let mut f = 0u8;
+                    if pred == Some(s.prev_tid) {
+                        f |= F_PRED;
+                    } else {
+                        self.tid_refs.push(s.prev_tid);
+                    }
+                    self.tid_refs.push(s.next_tid);
+                    let st = match s.prev_state {
+                        0..=2 => s.prev_state as u8,
+                        other => {
+                            put_varint(&mut self.misc, other as u64);
+                            3
+                        }
+                    };
+                    f |= st << 1;
+                    f |= self.stack_pair(s.prev_kstack, s.prev_ustack);
+                    self.flags.push(f);
+                    if (s.cpu as usize) < PRED_CPUS {
+                        self.cur[s.cpu as usize] = s.next_tid;
+                    }
+                }
+                Event::Waking(w) => {
+                    self.kind_cpu(EventKind::Waking, w.cpu);
+                    let mut f = 0u8;
+                    if self.predicted(w.cpu) == Some(w.waker_tid) {
+                        f |= F_PRED;
+                    } else {
+                        self.tid_refs.push(w.waker_tid);
+                    }
+                    self.tid_refs.push(w.target_tid);
+                    f |= (w.context as u8) << 1;
+                    f |= self.stack_pair(w.waker_kstack, w.waker_ustack);
+                    if w.source != 0 {
+                        f |= F_SOURCE;
+                        put_varint(&mut self.misc, w.source as u64);
+                    }
+                    self.flags.push(f);
+                }
+                Event::WakeupNew(w) => {
+                    self.kind_cpu(EventKind::WakeupNew, w.cpu);
+                    let mut f = 0u8;
+                    if self.predicted(w.cpu) == Some(w.parent_tid) {
+                        f |= F_PRED;
+                    } else {
+                        self.tid_refs.push(w.parent_tid);
+                    }
+                    self.tid_refs.push(w.child_tid);
+                    put_varint(&mut self.misc, w.child_tgid as u64);
+                    self.flags.push(f);
+                }
+                Event::Comm(c) => {
+                    self.kind.push(EventKind::Comm as u8);
+                    self.tid_refs.push(c.tid);
+                    put_varint(&mut self.misc, c.tgid as u64);
+                    self.misc.push(c.reason as u8);
+                    let len = 16 - c.comm.0.iter().rev().take_while(|&&b| b == 0).count();
+                    self.misc.push(len as u8);
+                    self.misc.extend_from_slice(&c.comm.0[..len]);
+                }
+                Event::Exit(x) => {
+                    self.kind.push(EventKind::Exit as u8);
+                    self.tid_refs.push(x.tid);
+                    put_varint(&mut self.misc, x.tgid as u64);
+                }
+                Event::OffCpuStacks(o) => {
+                    self.kind.push(EventKind::OffCpuStacks as u8);
+                    self.tid_refs.push(o.tid);
+                    let f = self.stack_pair(o.kstack, o.ustack);
+                    self.flags.push(f);
+                }
+                Event::Lost(l) => {
+                    self.kind_cpu(EventKind::Lost, l.cpu);
+                    put_varint(&mut self.misc, l.count);
+                    self.misc.push(l.cause as u8);
+                }
+            }
+        }
+
+        // Tid dictionary, most referenced first, so hot tids get 1-byte indices.
+        for &t in &self.tid_refs {
+            *self.freq.entry(t).or_insert(0) += 1;
+        }
+        self.dict.clear();
+        self.dict.extend(self.freq.iter().map(|(&t, &n)| (t, n)));
+        self.dict.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        for (i, (t, _)) in self.dict.iter().enumerate() {
+            self.freq.insert(*t, i as u32);
+        }
+        for &t in &self.tid_refs {
+            put_varint(&mut self.tids, self.freq[&t] as u64);
+        }
+
+        put_varint(out, events.len() as u64);
+        put_varint(out, first_ts);
+        put_varint(out, self.dict.len() as u64);
+        for (t, _) in &self.dict {
+            put_varint(out, *t as u64);
+        }
+        for col in [&self.kind, &self.ts, &self.flags, &self.tids, &self.stacks, &self.misc] {
+            put_varint(out, col.len() as u64);
+            out.extend_from_slice(col);
+        }
+    }
+
+    #[inline]
+    fn kind_cpu(&mut self, kind: EventKind, cpu: u32) {
+        if cpu < CPU_ESCAPE {
+            self.kind.push(kind as u8 | (cpu as u8) << 3);
+        } else {
+            self.kind.push(kind as u8 | (CPU_ESCAPE as u8) << 3);
+            put_varint(&mut self.misc, cpu as u64);
+        }
+    }
+
+    #[inline]
+    fn predicted(&self, cpu: u32) -> Option<u32> {
+        self.cur.get(cpu as usize).copied()
+    }
+
+    #[inline]
+    fn stack_pair(&mut self, k: StackId, u: StackId) -> u8 {
+        let (kc, uc) = (stack_code(k), stack_code(u));
+        if kc == 3 {
+            put_varint(&mut self.stacks, k.0 as u64);
+        }
+        if uc == 3 {
+            put_varint(&mut self.stacks, u.0 as u64);
+        }
+        kc << 3 | uc << 5
+    }
+}
+
+/// Bounds-checked reader: past the end it yields zeros and sets `bad`.
+struct Cur<'a> {
+    b: &'a [u8],
+    pos: usize,
+    bad: bool,
+}
+
+impl<'a> Cur<'a> {
+    fn new(b: &'a [u8]) -> Self {
+        Cur { b, pos: 0, bad: false }
+    }
+    #[inline(always)]
+    fn u8(&mut self) -> u8 {
+        match self.b.get(self.pos) {
+            Some(&v) => {
+                self.pos += 1;
+                v
+            }
+            None => {
+                self.bad = true;
+                0
+            }
+        }
+    }
+    #[inline(always)]
+    fn varint(&mut self) -> u64 {
+        if let Some(&v) = self.b.get(self.pos) {
+            if v < 0x80 {
+                self.pos += 1;
+                return v as u64;
+            }
+        }
+        self.varint_slow()
+    }
+    #[inline(never)]
+    fn varint_slow(&mut self) -> u64 {
+        let mut v = 0u64;
+        let mut shift = 0u32;
+        loop {
+            let Some(&b) = self.b.get(self.pos) else {
+                self.bad = true;
+                return 0;
+            };
+            self.pos += 1;
+            if shift == 63 && b > 1 {
+                self.bad = true;
+                return 0;
+            }
+            v |= ((b & 0x7f) as u64) << shift;
+            if b < 0x80 {
+                return v;
+            }
+            shift += 7;
+            if shift > 63 {
+                self.bad = true;
+                return 0;
+            }
+        }
+    }
+    #[inline(always)]
+    fn u32v(&mut self) -> u32 {
+        let v = self.varint();
+        if v > u32::MAX as u64 {
+            self.bad = true;
+        }
+        v as u32
+    }
+    fn bytes(&mut self, n: usize) -> &'a [u8] {
+        if self.b.len() - self.pos < n {
+            self.bad = true;
+            self.pos = self.b.len();
+            return &[];
+        }
+        let s = &self.b[self.pos..self.pos + n];
+        self.pos += n;
+        s
+    }
+    fn done(&self) -> bool {
+        !self.bad && self.pos == self.b.len()
+    }
+}
+
+/// What a decoded chunk said about itself.
+pub(crate) struct ChunkSummary {
+    pub events: u64,
+    pub first_ts: u64,
+    pub last_ts: u64,
+}
+
+/// Decode one chunk payload, appending to `out`. On error `out` may hold a partial,
+/// meaningless tail: the caller truncates it.
+pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>) -> Result<ChunkSummary, String> {
+    let mut hdr = Cur::new(raw);
+    let n = hdr.varint();
+    let first_ts = hdr.varint();
+    let ndict = hdr.varint();
+    if hdr.bad || n > raw.len() as u64 || ndict > raw.len() as u64 {
+        return Err("bad chunk header".into());
+    }
+    let mut dict = Vec::with_capacity(ndict as usize);
+    for _ in 0..ndict {
+        dict.push(hdr.u32v());
+    }
+    let mut cols: [&[u8]; 6] = [&[]; 6];
+    for c in cols.iter_mut() {
+        let len = hdr.varint();
+        if hdr.bad || len > (raw.len() - hdr.pos) as u64 {
+            return Err("column length exceeds chunk".into());
+        }
+        *c = hdr.bytes(len as usize);
+    }
+    if !hdr.done() {
+        return Err("trailing bytes after columns".into());
+    }
+    let [kinds, ts_col, flags_col, tid_col, stack_col, misc_col] = cols;
+    if kinds.len() as u64 != n {
+        return Err(format!("kind column has {} entries for {n} events", kinds.len()));
+    }
+    let (mut tsc, mut fl, mut tid, mut stk, mut misc) =
+        (Cur::new(ts_col), Cur::new(flags_col), Cur::new(tid_col), Cur::new(stack_col), Cur::new(misc_col));
+    let mut cur = [NO_TID; PRED_CPUS];
+    let mut ts = first_ts;
+    let mut overflow = false;
+    let mut bad_enum = false;
+    let mut bad_tid = false;
+    out.reserve(kinds.len());
+
+    macro_rules! tidref {
+        () => {{
+            let i = tid.varint();
+            match dict.get(i as usize) {
+                Some(&t) => t,
+                None => {
+                    bad_tid = true;
+                    0
+                }
+            }
+        }};
+    }
+    macro_rules! stack {
+        ($code:expr) => {{
+            let c = $code & 3;
+            if c == 3 {
+                StackId(stk.u32v())
+            } else {
+                StackId(c as u32)
+            }
+        }};
+    }
+    macro_rules! pred_or_ref {
+        ($f:expr, $cpu:expr) => {{
+            if $f & F_PRED != 0 {
+                match cur.get($cpu as usize) {
+                    Some(&t) => t,
+                    None => {
+                        bad_tid = true;
+                        0
+                    }
+                }
+            } else {
+                tidref!()
+            }
+        }};
+    }
+
+    for &kb in kinds {
+        let d = tsc.varint();
+        match ts.checked_add(d) {
+            Some(t) => ts = t,
+            None => overflow = true,
+        }
+        let mut cpu = (kb >> 3) as u32;
+        let kind = kb & 7;
+        if cpu == CPU_ESCAPE && matches!(kind, 0 | 1 | 2 | 6) {
+            cpu = misc.u32v();
+        }
+        let ev = match kind {
+            0 => {
+                let f = fl.u8();
+                let prev_tid = pred_or_ref!(f, cpu);
+                let next_tid = tidref!();
+                let prev_state = match (f >> 1) & 3 {
+                    3 => misc.u32v(),
+                    s => s as u32,
+                };
+                let prev_kstack = stack!(f >> 3);
+                let prev_ustack = stack!(f >> 5);
+                if let Some(c) = cur.get_mut(cpu as usize) {
+                    *c = next_tid;
+                }
+                Event::Switch(Switch { ts, cpu, prev_tid, prev_state, next_tid, prev_kstack, prev_ustack })
+            }
+            1 => {
+                let f = fl.u8();
+                let waker_tid = pred_or_ref!(f, cpu);
+                let target_tid = tidref!();
+                // Two bits cover all four contexts.
+                let context = WakeContext::from_u8((f >> 1) & 3).unwrap_or_default();
+                let waker_kstack = stack!(f >> 3);
+                let waker_ustack = stack!(f >> 5);
+                let source = if f & F_SOURCE != 0 { misc.u32v() } else { 0 };
+                Event::Waking(Waking { ts, cpu, waker_tid, target_tid, context, source, waker_kstack, waker_ustack })
+            }
+            2 => {
+                let f = fl.u8();
+                let parent_tid = pred_or_ref!(f, cpu);
+                let child_tid = tidref!();
+                let child_tgid = misc.u32v();
+                Event::WakeupNew(WakeupNew { ts, cpu, parent_tid, child_tid, child_tgid })
+            }
+            3 => {
+                let tid_ = tidref!();
+                let tgid = misc.u32v();
+                let reason = CommReason::from_u8(misc.u8()).unwrap_or_else(|| {
+                    bad_enum = true;
+                    CommReason::Seen
+                });
+                let len = misc.u8() as usize;
+                let mut comm = [0u8; 16];
+                if len <= 16 {
+                    comm[..len].copy_from_slice(misc.bytes(len));
+                } else {
+                    bad_enum = true;
+                }
+                Event::Comm(TaskComm { ts, tid: tid_, tgid, comm: Comm(comm), reason })
+            }
+            4 => {
+                let tid_ = tidref!();
+                let tgid = misc.u32v();
+                Event::Exit(Exit { ts, tid: tid_, tgid })
+            }
+            5 => {
+                let f = fl.u8();
+                let tid_ = tidref!();
+                Event::OffCpuStacks(OffCpuStacks { ts, tid: tid_, kstack: stack!(f >> 3), ustack: stack!(f >> 5) })
+            }
+            6 => {
+                let count = misc.varint();
+                let cause = LostCause::from_u8(misc.u8()).unwrap_or_else(|| {
+                    bad_enum = true;
+                    LostCause::RingBufferFull
+                });
+                Event::Lost(Lost { ts, cpu, count, cause })
+            }
+            _ => return Err(format!("unknown event kind {kind}")),
+        };
+        out.push(ev);
+    }
+    if overflow {
+        return Err("timestamp overflow".into());
+    }
+    if bad_enum {
+        return Err("invalid enum value".into());
+    }
+    if bad_tid {
+        return Err("tid reference out of range".into());
+    }
+    for (name, c) in [("ts", &tsc), ("flags", &fl), ("tid", &tid), ("stack", &stk), ("misc", &misc)] {
+        if !c.done() {
+            return Err(format!("{name} column inconsistent with kind column"));
+        }
+    }
+    Ok(ChunkSummary { events: n, first_ts, last_ts: ts })
+}

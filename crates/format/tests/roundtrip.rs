@@ -1,0 +1,339 @@
+//! Round trips: every field of every event kind and table, chunk boundaries, flush cuts,
+//! time windows, ordering errors, killed writers.
+
+mod common;
+use chainrec_format::*;
+use common::*;
+
+fn read_back(path: &std::path::Path) -> (TraceReader, MemTrace) {
+    let r = TraceReader::open(path).unwrap();
+    let m = r.to_mem().unwrap();
+    (r, m)
+}
+
+#[test]
+fn every_field_round_trips() {
+    let dir = TempDir::new("rt");
+    let p = dir.file("t.zst");
+    let mut t = mem_trace(7, 20_000);
+    t.meta.end_ns = 99;
+    let s = t.write_to(&p, opts(1000)).unwrap();
+    assert_eq!(s.events, 20_000);
+    assert_eq!(s.chunks, 20);
+    assert_eq!(s.bytes, std::fs::metadata(&p).unwrap().len());
+    let (r, m) = read_back(&p);
+    assert!(r.recovery().is_none(), "{:?}", r.recovery());
+    assert_eq!(m.meta, t.meta);
+    assert_tables_eq(&m.tables, &t.tables);
+    assert_eq!(m.events.len(), t.events.len());
+    for (i, (a, b)) in m.events.iter().zip(&t.events).enumerate() {
+        assert_eq!(a, b, "event {i}");
+    }
+    let v = r.verify().unwrap();
+    assert_eq!(v.events, 20_000);
+    assert_eq!(v.events_by_kind.iter().sum::<u64>(), 20_000);
+    for k in EventKind::ALL {
+        assert!(v.events_by_kind[k as usize] > 0, "{k:?}");
+    }
+    assert_eq!(r.version(), (FORMAT_MAJOR, FORMAT_MINOR));
+}
+
+#[test]
+fn parallel_and_sequential_decode_agree() {
+    let dir = TempDir::new("par");
+    let p = dir.file("t.zst");
+    let t = mem_trace(11, 50_000);
+    t.write_to(&p, opts(777)).unwrap();
+    let r = TraceReader::open(&p).unwrap();
+    for parallel in [false, true] {
+        let mut all = Vec::new();
+        let mut sizes = Vec::new();
+        r.for_each_chunk(0..r.chunks().len(), parallel, |ev| -> Result<()> {
+            sizes.push(ev.len());
+            all.extend_from_slice(ev);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(all, t.events);
+        assert_eq!(sizes, r.chunks().iter().map(|c| c.events as usize).collect::<Vec<_>>());
+    }
+    // Sub-ranges, and a callback error stops early.
+    let mut n = 0;
+    let err = r
+        .for_each_chunk(3..40, true, |_| -> Result<(), FormatError> {
+            n += 1;
+            if n == 5 {
+                return Err(FormatError::NotChainrec);
+            }
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(matches!(err, FormatError::NotChainrec));
+    assert_eq!(n, 5);
+}
+
+#[test]
+fn chunk_boundaries() {
+    let dir = TempDir::new("bound");
+    for n in [0usize, 1, 99, 100, 101, 200, 300, 301] {
+        let p = dir.file(&format!("t{n}.zst"));
+        let t = MemTrace { meta: meta("b"), tables: tables(40), events: events(n as u64, n, 40) };
+        let s = t.write_to(&p, opts(100)).unwrap();
+        assert_eq!(s.chunks as usize, n.div_ceil(100));
+        let (r, m) = read_back(&p);
+        assert_eq!(m.events, t.events);
+        assert_eq!(r.event_count(), n as u64);
+        let sizes: Vec<u32> = r.chunks().iter().map(|c| c.events).collect();
+        for (i, &sz) in sizes.iter().enumerate() {
+            let expect = if i + 1 < sizes.len() { 100 } else { n - 100 * i };
+            assert_eq!(sz as usize, expect);
+        }
+    }
+}
+
+#[test]
+fn flush_cuts_chunks() {
+    let dir = TempDir::new("flush");
+    let p = dir.file("t.zst");
+    let ev = events(3, 500, 40);
+    let mut w = TraceWriter::create(&p, &meta("f"), opts(100)).unwrap();
+    w.add_stacks(&tables(40).stacks.values().cloned().collect::<Vec<_>>()).unwrap();
+    w.add_irq_sources(&tables(40).irq_sources.values().cloned().collect::<Vec<_>>()).unwrap();
+    let cuts = [50usize, 60, 250, 251, 500];
+    let mut at = 0;
+    for &c in &cuts {
+        for e in &ev[at..c] {
+            w.push(e).unwrap();
+        }
+        at = c;
+        w.flush().unwrap();
+        w.flush().unwrap(); // an empty flush writes no chunk
+    }
+    assert_eq!(w.events_written(), 500);
+    assert_eq!(w.buffered_events(), 0);
+    w.finish(&meta("f")).unwrap();
+    let (r, m) = read_back(&p);
+    assert_eq!(m.events, ev);
+    let sizes: Vec<u32> = r.chunks().iter().map(|c| c.events).collect();
+    assert_eq!(sizes, vec![50, 10, 100, 90, 1, 100, 100, 49]);
+    r.verify().unwrap();
+}
+
+#[test]
+fn time_windows() {
+    let dir = TempDir::new("win");
+    let p = dir.file("t.zst");
+    // ts = 10 * i, chunks of 10 events: chunk k covers [100k, 100k + 90].
+    let ev: Vec<Event> = (0..1000u64).map(|i| Event::Exit(Exit { ts: 10 * i, tid: i as u32, tgid: 1 })).collect();
+    MemTrace { meta: meta("w"), tables: Tables::default(), events: ev.clone() }.write_to(&p, opts(10)).unwrap();
+    let r = TraceReader::open(&p).unwrap();
+    assert_eq!(r.chunks().len(), 100);
+    assert_eq!(r.chunks_in_window(0, u64::MAX), 0..100);
+    assert_eq!(r.chunks_in_window(0, 0), 0..1);
+    assert_eq!(r.chunks_in_window(95, 99), 1..1); // between chunks 0 and 1: empty
+    assert_eq!(r.chunks_in_window(90, 100), 0..2);
+    assert_eq!(r.chunks_in_window(250, 420), 2..5);
+    assert_eq!(r.chunks_in_window(9990, 20000), 99..100);
+    assert_eq!(r.chunks_in_window(10_000, 20_000), 100..100);
+    // Every event in the window is inside the returned chunks.
+    for (a, b) in [(0u64, 5u64), (123, 456), (777, 778), (5000, 9999)] {
+        let range = r.chunks_in_window(a, b);
+        let mut got = Vec::new();
+        r.for_each_chunk(range, true, |e| -> Result<()> {
+            got.extend(e.iter().filter(|e| e.ts() >= a && e.ts() <= b).copied());
+            Ok(())
+        })
+        .unwrap();
+        let want: Vec<Event> = ev.iter().filter(|e| e.ts() >= a && e.ts() <= b).copied().collect();
+        assert_eq!(got, want);
+    }
+    // Many events at one timestamp spanning chunks.
+    let p2 = dir.file("same.zst");
+    let ev: Vec<Event> = (0..100u64).map(|i| Event::Exit(Exit { ts: 5 + (i / 50) * 0, tid: i as u32, tgid: 1 })).collect();
+    MemTrace { meta: meta("w"), tables: Tables::default(), events: ev }.write_to(&p2, opts(7)).unwrap();
+    let r = TraceReader::open(&p2).unwrap();
+    assert_eq!(r.chunks_in_window(5, 5), 0..r.chunks().len());
+    assert_eq!(r.chunks_in_window(6, 9), r.chunks().len()..r.chunks().len());
+}
+
+#[test]
+fn out_of_order_is_rejected() {
+    let dir = TempDir::new("ooo");
+    let p = dir.file("t.zst");
+    let mut w = TraceWriter::create(&p, &meta("o"), opts(10)).unwrap();
+    w.push(&Event::Exit(Exit { ts: 100, tid: 1, tgid: 1 })).unwrap();
+    w.push(&Event::Exit(Exit { ts: 100, tid: 2, tgid: 1 })).unwrap();
+    let e = w.push(&Event::Exit(Exit { ts: 99, tid: 3, tgid: 1 })).unwrap_err();
+    assert!(matches!(e, FormatError::OutOfOrder { ts: 99, prev: 100 }), "{e}");
+    w.push(&Event::Exit(Exit { ts: 101, tid: 3, tgid: 1 })).unwrap();
+    let s = w.finish(&meta("o")).unwrap();
+    assert_eq!(s.events, 3);
+    let m = TraceReader::open(&p).unwrap().to_mem().unwrap();
+    assert_eq!(m.events.len(), 3);
+}
+
+#[test]
+fn killed_writer_keeps_flushed_events() {
+    let dir = TempDir::new("kill");
+    let p = dir.file("t.zst");
+    let t = mem_trace(5, 3000);
+    let m0 = meta("k");
+    let mut w = TraceWriter::create(&p, &m0, opts(1000)).unwrap();
+    let mut m1 = m0.clone();
+    m1.host = "updated".into();
+    t.replay_into(&mut MemTrace::default()).unwrap();
+    {
+        // Tables and the first 2500 events, flushed; then 300 more buffered, then "kill".
+        let mut tmp = MemTrace { events: Vec::new(), ..t.clone() };
+        tmp.replay_into(&mut w).unwrap();
+        tmp.events.clear();
+    }
+    for e in &t.events[..2500] {
+        w.push(e).unwrap();
+    }
+    w.update_meta(&m1).unwrap();
+    w.flush().unwrap();
+    for e in &t.events[2500..2800] {
+        w.push(e).unwrap();
+    }
+    drop(w); // no finish: like SIGKILL (every section is one write; nothing is buffered in user space but events)
+    let r = TraceReader::open(&p).unwrap();
+    let rec = r.recovery().expect("recovered");
+    assert_eq!(rec.trailing_bytes, 0);
+    assert!(rec.reason.contains("no trailer"), "{}", rec.reason);
+    assert_eq!(r.meta(), &m1);
+    let m = r.to_mem().unwrap();
+    assert_eq!(m.events, t.events[..2500]);
+    assert_tables_eq(&m.tables, &t.tables);
+    r.verify().unwrap();
+}
+
+#[test]
+fn file_mode_is_applied() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("mode");
+    let p = dir.file("t.zst");
+    std::fs::write(&p, b"old content").unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let w = TraceWriter::create(&p, &meta("m"), WriterOptions { mode: 0o600, ..WriterOptions::default() }).unwrap();
+    w.finish(&meta("m")).unwrap();
+    let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let p2 = dir.file("new.zst");
+    let w = TraceWriter::create(&p2, &meta("m"), WriterOptions { mode: 0o600, ..WriterOptions::default() }).unwrap();
+    w.finish(&meta("m")).unwrap();
+    assert_eq!(std::fs::metadata(&p2).unwrap().permissions().mode() & 0o777, 0o600);
+}
+
+#[test]
+fn empty_trace_and_meta_updates() {
+    let dir = TempDir::new("empty");
+    let p = dir.file("t.zst");
+    let mut w = TraceWriter::create(&p, &meta("e"), WriterOptions::default()).unwrap();
+    let mut m2 = meta("e");
+    m2.end_ns = 12345;
+    w.update_meta(&m2).unwrap();
+    w.flush().unwrap();
+    let mut m3 = m2.clone();
+    m3.lost.ringbuf_full = 99;
+    let s = w.finish(&m3).unwrap();
+    assert_eq!((s.events, s.chunks), (0, 0));
+    let r = TraceReader::open(&p).unwrap();
+    assert!(r.recovery().is_none());
+    assert_eq!(r.meta(), &m3);
+    assert_eq!(r.event_count(), 0);
+    assert_eq!(r.time_span(), None);
+    assert_eq!(r.section_bytes().meta_sections, 3);
+    assert_eq!(r.chunks_in_window(0, u64::MAX), 0..0);
+    r.verify().unwrap();
+}
+
+#[test]
+fn dangling_references_fail_verify() {
+    let dir = TempDir::new("dangle");
+    let p = dir.file("t.zst");
+    let mut t = mem_trace(1, 100);
+    t.events.push(Event::OffCpuStacks(OffCpuStacks { ts: u64::MAX / 2, tid: 1, kstack: StackId(10_000), ustack: StackId::NONE }));
+    t.write_to(&p, opts(1000)).unwrap();
+    let r = TraceReader::open(&p).unwrap();
+    let e = r.verify().unwrap_err();
+    assert!(matches!(e, FormatError::Dangling { what: "stack", id: 10_000, .. }), "{e}");
+    // Reserved ids are not references.
+    let p = dir.file("t2.zst");
+    let mut t = mem_trace(1, 100);
+    t.events.push(Event::OffCpuStacks(OffCpuStacks { ts: u64::MAX / 2, tid: 1, kstack: StackId(15), ustack: StackId(3) }));
+    t.write_to(&p, opts(1000)).unwrap();
+    let r = TraceReader::open(&p).unwrap();
+    let v = r.verify().unwrap();
+    assert!(v.reserved_stack_refs[15] >= 1);
+    // Irq sources.
+    let p = dir.file("t3.zst");
+    let mut t = mem_trace(1, 100);
+    t.events.push(Event::Waking(Waking {
+        ts: u64::MAX / 2,
+        cpu: 0,
+        waker_tid: 0,
+        target_tid: 1,
+        context: WakeContext::HardIrq,
+        source: 77,
+        waker_kstack: StackId::NONE,
+        waker_ustack: StackId::NONE,
+    }));
+    t.write_to(&p, opts(1000)).unwrap();
+    let e = TraceReader::open(&p).unwrap().verify().unwrap_err();
+    assert!(matches!(e, FormatError::Dangling { what: "irq source", id: 77, .. }), "{e}");
+}
+
+#[test]
+fn reserved_table_ids_are_rejected_by_the_writer() {
+    let dir = TempDir::new("resv");
+    let p = dir.file("t.zst");
+    let mut w = TraceWriter::create(&p, &meta("r"), opts(10)).unwrap();
+    assert!(w.add_stacks(&[StackEntry { id: StackId(3), kind: StackKind::Kernel, tgid: 0, frames: vec![1] }]).is_err());
+    assert!(w.add_irq_sources(&[IrqSource { id: 0, name: "x".into() }]).is_err());
+}
+
+#[test]
+fn not_chainrec_and_versions() {
+    let dir = TempDir::new("ver");
+    let p = dir.file("x");
+    std::fs::write(&p, b"hello world, this is not a trace at all").unwrap();
+    assert!(matches!(TraceReader::open(&p), Err(FormatError::NotChainrec)));
+    std::fs::write(&p, b"").unwrap();
+    assert!(matches!(TraceReader::open(&p), Err(FormatError::Truncated { .. })));
+    // A plain zstd file is not a chainrec trace.
+    std::fs::write(&p, zstd::encode_all(&b"abc"[..], 3).unwrap()).unwrap();
+    assert!(matches!(TraceReader::open(&p), Err(FormatError::NotChainrec)));
+    // Newer major version.
+    let good = dir.file("g.zst");
+    mem_trace(1, 10).write_to(&good, opts(10)).unwrap();
+    let mut b = std::fs::read(&good).unwrap();
+    b[16] = 2; // major = 2 (LE u16 at 16)
+    std::fs::write(&p, &b).unwrap();
+    match TraceReader::open(&p) {
+        Err(FormatError::UnsupportedVersion { found: 2, min: 1, max: 1 }) => {}
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("opened"),
+    }
+    // Newer minor version: readable (header crc must be redone).
+    let mut b = std::fs::read(&good).unwrap();
+    b[18] = 7;
+    let crc = crc32fast_hash(&b[8..24]);
+    b[24..28].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&p, &b).unwrap();
+    let r = TraceReader::open(&p).unwrap();
+    assert_eq!(r.version(), (1, 7));
+    assert_eq!(r.event_count(), 10);
+}
+
+fn crc32fast_hash(b: &[u8]) -> u32 {
+    // CRC-32 (IEEE), bitwise: avoids a dev-dependency for one call.
+    let mut crc = !0u32;
+    for &x in b {
+        crc ^= x as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
