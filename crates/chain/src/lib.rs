@@ -1,1 +1,54 @@
-//! chainrec-chain (in progress).
+//! chainrec-chain: rebuilds the wakeup chain behind every wait of a trace.
+//!
+//! Semantics follow `../shared/CHAINS.md`; every choice it leaves open is written down in
+//! `docs/ENGINE.md`. The engine is fed event batches in time order:
+//!
+//! ```no_run
+//! use chainrec_chain::{Config, Engine, FoldedSink, View};
+//! # fn demo(trace: &chainrec_format::MemTrace) {
+//! let mut engine = Engine::new(&trace.tables, &trace.meta, Config::default());
+//! let mut folded = FoldedSink::new(View::Chains);
+//! engine.process(&trace.events, &mut folded);
+//! let stats = engine.finish(&mut folded);
+//! let lines = folded.lines(engine.nodes(), &trace.tables, &trace.meta, chainrec_chain::Unit::Us);
+//! # let _ = (stats, lines); }
+//! ```
+//!
+//! * [`Engine`] walks the events (O(1) amortized per event, memory bounded by live state)
+//!   and produces one [`WaitRecord`] per off-CPU interval, passed to a [`WaitSink`].
+//! * [`FoldedSink`] aggregates records into folded lines for the `chains`, `offcpu`,
+//!   `wakeup` and `offwake` views, and exports the interned chain graph
+//!   ([`FoldedSink::chain_graph`]) as a petgraph graph.
+//! * [`Filter`] selects root waits (pid, tid, comm, state, duration, window, ...).
+
+mod engine;
+mod filter;
+mod folded;
+mod fx;
+mod nodes;
+mod record;
+
+pub use engine::{Config, Engine, Mode, Stats, DEFAULT_MAX_DEPTH};
+pub use filter::{Duration, Filter, Window, WindowBound};
+pub use folded::{ChainGraph, FoldedSink, Unit, View};
+pub use nodes::{Node, NodeId, NodeKind, NodeTable};
+pub use record::{HopRecord, WaitRecord, WaitSink};
+
+/// Errors of the chain library (bad user input; the engine itself never fails on a trace).
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    /// A `--window` specification could not be parsed.
+    #[error("bad window {spec:?}: {reason}")]
+    BadWindow {
+        /// The text given.
+        spec: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A `--comm` regular expression did not compile.
+    #[error("bad --comm regex: {0}")]
+    BadRegex(#[from] regex::Error),
+    /// An unknown `--unit`.
+    #[error("unknown unit {0:?} (expected ns, us or ms)")]
+    BadUnit(String),
+}

@@ -1,0 +1,713 @@
+//! The ordered walk: off-CPU intervals, hops, causes, attribution, dedup.
+
+use crate::filter::Filter;
+use crate::fx::FxHashMap;
+use crate::nodes::NodeTable;
+use crate::record::{HopRecord, WaitRecord, WaitSink};
+use chainrec_format::{
+    Comm, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables, Tid, WakeContext, Waking,
+    STATE_INTERRUPTIBLE, STATE_RUNNABLE,
+};
+use std::fmt;
+
+/// Default `--max-depth` (hops per chain, metal included).
+pub const DEFAULT_MAX_DEPTH: usize = 16;
+
+/// Attribution mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Time-bounded attribution (CHAINS.md default): every ns of a wait attributed once.
+    #[default]
+    Bounded,
+    /// Gregg's prototype: every level weighs the whole blocked time.
+    Last,
+}
+
+/// Engine configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Attribution mode.
+    pub mode: Mode,
+    /// Maximum hops per chain (≥ 1).
+    pub max_depth: usize,
+    /// Subchain dedup: waits whose ending waking is an inner hop of another chain are
+    /// emitted with `root == false`.
+    pub dedup: bool,
+    /// Root filter: only matching waits reach the sink, and only their chains count for dedup.
+    pub filter: Filter,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { mode: Mode::Bounded, max_depth: DEFAULT_MAX_DEPTH, dedup: true, filter: Filter::default() }
+    }
+}
+
+/// Counters: everything skipped, ignored or uncertain is counted here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Events processed.
+    pub events: u64,
+    /// Off-CPU intervals closed by a switch-in (all states).
+    pub waits: u64,
+    /// ... of which preemptions (state R).
+    pub preemptions: u64,
+    /// ... of which blocked waits ended by a waking seen in the trace.
+    pub woken_waits: u64,
+    /// Blocked waits switched in without any waking in the trace (shown as `[waker unknown]`).
+    pub waits_without_waker: u64,
+    /// Waits whose switch-out precedes the trace (not roots; their wakings still serve as causes).
+    pub waits_before_trace: u64,
+    /// Waits still open when the trace ended (switched out, never switched in).
+    pub waits_open_at_end: u64,
+    /// Records passed to the sink (after the filter).
+    pub records_emitted: u64,
+    /// Records marked non-root by dedup.
+    pub dedup_hidden: u64,
+    /// Wakings of a task that was not blocked (running, runnable, or already woken): ignored.
+    pub wakings_ignored: u64,
+    /// Wakings whose target is the idle task (tid 0): ignored.
+    pub wakings_of_idle: u64,
+    /// Hops created.
+    pub hops: u64,
+    /// Chains cut at the depth limit while a further cause existed.
+    pub truncated: u64,
+    /// `--mode last` walks stopped at a repeated thread.
+    pub cycles: u64,
+    /// Lost-event markers seen.
+    pub lost_markers: u64,
+    /// Events lost according to those markers.
+    pub lost_events: u64,
+    /// Emitted waits overlapping a lost marker (marked `[lost events]`).
+    pub waits_with_lost: u64,
+    /// Inconsistent sequences (switch-out of a thread believed off-CPU, switch-in of a
+    /// thread believed running): state was reset, usually due to lost events.
+    pub inconsistent: u64,
+    /// Emitted waits whose off-CPU kernel or user stack was skipped by the lazy policy.
+    pub stacks_skipped: u64,
+    /// Emitted waits (or their hops) with a failed or dangling stack.
+    pub stacks_missing: u64,
+    /// Off-CPU stack events that matched no wait.
+    pub stacks_unmatched: u64,
+    /// Hop arena garbage collections.
+    pub gc_runs: u64,
+    /// Most hops alive at once.
+    pub peak_live_hops: u64,
+    /// Most threads tracked at once.
+    pub peak_tasks: u64,
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} events, {} waits ({} woken, {} preempted, {} without waker, {} before trace, {} open at end), \
+             {} emitted, {} hidden by dedup, {} truncated, {} cycles, {} wakings ignored, {} inconsistent",
+            self.events,
+            self.waits,
+            self.woken_waits,
+            self.preemptions,
+            self.waits_without_waker,
+            self.waits_before_trace,
+            self.waits_open_at_end,
+            self.records_emitted,
+            self.dedup_hidden,
+            self.truncated,
+            self.cycles,
+            self.wakings_ignored,
+            self.inconsistent
+        )
+    }
+}
+
+const NO_HOP: u32 = u32::MAX;
+/// The cause existed but was garbage-collected (only ever beyond the depth limit).
+const CUT: u32 = u32::MAX - 1;
+
+#[derive(Clone, Copy, Debug)]
+struct Hop {
+    ts: u64,
+    /// Time of the cause (the waking that ended the waker's last blocked interval).
+    cause_ts: u64,
+    /// Start of the waker's blocked interval that the cause ended.
+    cause_s: u64,
+    cause: u32,
+    node: u32,
+    waker_tid: Tid,
+    waker_tgid: Tid,
+    kstack: StackId,
+    ustack: StackId,
+    context: WakeContext,
+    metal: bool,
+    used: bool,
+    mark_rem: u8,
+    mark_epoch: u32,
+    waker_comm: Comm,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    Unknown,
+    Running,
+    Off,
+}
+
+#[derive(Debug)]
+struct Task {
+    tid: Tid,
+    comm: Comm,
+    tgid: Tid,
+    kthread: bool,
+    exited: bool,
+    status: Status,
+    open: WaitRecord,
+    open_hop: u32,
+    open_lost: u64,
+    open_pretrace: bool,
+    held: WaitRecord,
+    held_valid: bool,
+    held_hop: u32,
+    last_cause: u32,
+    last_cause_s: u64,
+}
+
+/// The chain engine. Feed it events in time order with [`Engine::process`], then call
+/// [`Engine::finish`].
+pub struct Engine<'t> {
+    tables: &'t Tables,
+    cfg: Config,
+    trace_start: Option<u64>,
+    nodes: NodeTable,
+    tasks: Vec<Task>,
+    free_tasks: Vec<u32>,
+    task_ix: FxHashMap<Tid, u32>,
+    hops: Vec<Hop>,
+    free_hops: Vec<u32>,
+    live_hops: usize,
+    gc_threshold: usize,
+    epoch: u32,
+    lost_seq: u64,
+    stack_threshold_ns: u64,
+    seen: Vec<Tid>,
+    stats: Stats,
+}
+
+impl<'t> Engine<'t> {
+    /// New engine. `meta.start_ns` (when non-zero) is the trace start used for waits that
+    /// began before the trace; otherwise the first event's time.
+    pub fn new(tables: &'t Tables, meta: &RecordingMeta, mut cfg: Config) -> Self {
+        cfg.max_depth = cfg.max_depth.clamp(1, 250);
+        Engine {
+            tables,
+            cfg,
+            trace_start: (meta.start_ns != 0).then_some(meta.start_ns),
+            nodes: NodeTable::default(),
+            tasks: Vec::new(),
+            free_tasks: Vec::new(),
+            task_ix: FxHashMap::default(),
+            hops: Vec::new(),
+            free_hops: Vec::new(),
+            live_hops: 0,
+            gc_threshold: 1 << 16,
+            epoch: 0,
+            lost_seq: 0,
+            stack_threshold_ns: meta.stack_threshold_ns,
+            seen: Vec::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// Interned nodes (to render records and folded paths).
+    pub fn nodes(&self) -> &NodeTable {
+        &self.nodes
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Lazy-stack threshold of the recording (for labels).
+    pub fn stack_threshold_ns(&self) -> u64 {
+        self.stack_threshold_ns
+    }
+
+    /// Process a batch of events (time order, continuing the previous batch).
+    pub fn process(&mut self, events: &[Event], sink: &mut impl WaitSink) {
+        if self.trace_start.is_none() {
+            if let Some(e) = events.first() {
+                self.trace_start = Some(e.ts());
+            }
+        }
+        for ev in events {
+            self.stats.events += 1;
+            match ev {
+                Event::Switch(s) => self.on_switch(s, sink),
+                Event::Waking(w) => self.on_waking(w),
+                Event::WakeupNew(n) => {
+                    let t = self.task(n.child_tid);
+                    let task = &mut self.tasks[t];
+                    task.tgid = n.child_tgid;
+                    if task.status != Status::Off {
+                        // A new task is runnable from here: an off-CPU (run-queue) interval.
+                        Self::open_wait(task, n.ts, STATE_RUNNABLE, StackId::NONE, StackId::NONE, self.lost_seq);
+                    }
+                }
+                Event::Comm(c) => {
+                    let t = self.task(c.tid);
+                    self.tasks[t].comm = c.comm;
+                    self.tasks[t].tgid = c.tgid;
+                }
+                Event::Exit(x) => {
+                    if let Some(&t) = self.task_ix.get(&x.tid) {
+                        self.tasks[t as usize].exited = true;
+                    }
+                }
+                Event::OffCpuStacks(o) => self.on_stacks(o),
+                Event::Lost(l) => {
+                    self.lost_seq += 1;
+                    self.stats.lost_markers += 1;
+                    self.stats.lost_events += l.count;
+                }
+            }
+        }
+    }
+
+    /// End of trace: emit held waits and waits woken but not yet switched in; count the rest.
+    pub fn finish(&mut self, sink: &mut impl WaitSink) -> Stats {
+        for t in 0..self.tasks.len() {
+            if self.tasks[t].held_valid {
+                self.emit_held(t, sink);
+            }
+            let task = &mut self.tasks[t];
+            if task.status == Status::Off {
+                self.stats.waits_open_at_end += 1;
+                if task.open_hop != NO_HOP && !task.open_pretrace {
+                    // Blocked part complete: emit with switch_in_ns = None.
+                    std::mem::swap(&mut task.open, &mut task.held);
+                    task.held.lost |= task.open_lost != self.lost_seq;
+                    task.held_valid = true;
+                    task.held_hop = task.open_hop;
+                    task.open_hop = NO_HOP;
+                    task.status = Status::Unknown;
+                    self.emit_held(t, sink);
+                }
+                self.tasks[t].status = Status::Unknown;
+            }
+        }
+        self.stats.peak_live_hops = self.stats.peak_live_hops.max(self.live_hops as u64);
+        self.stats.clone()
+    }
+
+    fn task(&mut self, tid: Tid) -> usize {
+        if let Some(&i) = self.task_ix.get(&tid) {
+            return i as usize;
+        }
+        let (comm, tgid, kthread) = match self.tables.tasks.get(&tid) {
+            Some(e) => (e.comm, e.tgid, e.kernel_thread),
+            None => (Comm::new(&format!("tid-{tid}")), 0, false),
+        };
+        let task = Task {
+            tid,
+            comm,
+            tgid,
+            kthread,
+            exited: false,
+            status: Status::Unknown,
+            open: WaitRecord::default(),
+            open_hop: NO_HOP,
+            open_lost: 0,
+            open_pretrace: false,
+            held: WaitRecord::default(),
+            held_valid: false,
+            held_hop: NO_HOP,
+            last_cause: NO_HOP,
+            last_cause_s: 0,
+        };
+        let i = if let Some(i) = self.free_tasks.pop() {
+            self.tasks[i as usize] = task;
+            i as usize
+        } else {
+            self.tasks.push(task);
+            self.tasks.len() - 1
+        };
+        self.task_ix.insert(tid, i as u32);
+        self.stats.peak_tasks = self.stats.peak_tasks.max(self.task_ix.len() as u64);
+        i
+    }
+
+    fn open_wait(task: &mut Task, ts: u64, state: u32, k: StackId, u: StackId, lost_seq: u64) {
+        task.status = Status::Off;
+        let o = &mut task.open;
+        o.tid = task.tid;
+        o.comm = task.comm;
+        o.tgid = task.tgid;
+        o.kernel_thread = task.kthread;
+        o.state = state;
+        o.switch_out_ns = ts;
+        o.wake_ns = None;
+        o.switch_in_ns = None;
+        o.kstack = k;
+        o.ustack = u;
+        o.hops.clear();
+        o.truncated = false;
+        o.cycle = false;
+        o.lost = false;
+        o.root = true;
+        task.open_hop = NO_HOP;
+        task.open_lost = lost_seq;
+        task.open_pretrace = false;
+    }
+
+    fn on_switch(&mut self, s: &Switch, sink: &mut impl WaitSink) {
+        if s.prev_tid != 0 {
+            let t = self.task(s.prev_tid);
+            if self.tasks[t].held_valid {
+                self.emit_held(t, sink);
+            }
+            let task = &mut self.tasks[t];
+            if task.exited {
+                self.remove_task(s.prev_tid, t);
+            } else {
+                if task.status == Status::Off {
+                    self.stats.inconsistent += 1;
+                }
+                Self::open_wait(task, s.ts, s.prev_state, s.prev_kstack, s.prev_ustack, self.lost_seq);
+            }
+        }
+        if s.next_tid != 0 {
+            let t = self.task(s.next_tid);
+            let task = &mut self.tasks[t];
+            match task.status {
+                Status::Off => {
+                    self.stats.waits += 1;
+                    if task.open_pretrace {
+                        self.stats.waits_before_trace += 1;
+                    } else {
+                        if task.open.state == STATE_RUNNABLE {
+                            self.stats.preemptions += 1;
+                        } else if task.open_hop != NO_HOP {
+                            self.stats.woken_waits += 1;
+                        } else {
+                            self.stats.waits_without_waker += 1;
+                        }
+                        std::mem::swap(&mut task.open, &mut task.held);
+                        task.held.switch_in_ns = Some(s.ts);
+                        task.held.lost |= task.open_lost != self.lost_seq;
+                        task.held_valid = true;
+                        task.held_hop = task.open_hop;
+                    }
+                    task.open_hop = NO_HOP;
+                    task.open_pretrace = false;
+                }
+                Status::Unknown => self.stats.waits_before_trace += 1,
+                Status::Running => self.stats.inconsistent += 1,
+            }
+            task.status = Status::Running;
+        }
+    }
+
+    fn remove_task(&mut self, tid: Tid, t: usize) {
+        self.task_ix.remove(&tid);
+        let task = &mut self.tasks[t];
+        task.last_cause = NO_HOP;
+        task.open_hop = NO_HOP;
+        task.held_hop = NO_HOP;
+        task.held_valid = false;
+        task.status = Status::Unknown;
+        self.free_tasks.push(t as u32);
+    }
+
+    fn on_stacks(&mut self, o: &OffCpuStacks) {
+        let Some(&t) = self.task_ix.get(&o.tid) else {
+            self.stats.stacks_unmatched += 1;
+            return;
+        };
+        let task = &mut self.tasks[t as usize];
+        let rec = match task.status {
+            Status::Off if !task.open_pretrace => &mut task.open,
+            Status::Running if task.held_valid => &mut task.held,
+            _ => {
+                self.stats.stacks_unmatched += 1;
+                return;
+            }
+        };
+        if o.kstack != StackId::NONE {
+            rec.kstack = o.kstack;
+        }
+        if o.ustack != StackId::NONE {
+            rec.ustack = o.ustack;
+        }
+    }
+
+    fn alloc_hop(&mut self, hop: Hop) -> u32 {
+        self.live_hops += 1;
+        self.stats.hops += 1;
+        if let Some(i) = self.free_hops.pop() {
+            self.hops[i as usize] = hop;
+            i
+        } else {
+            self.hops.push(hop);
+            (self.hops.len() - 1) as u32
+        }
+    }
+
+    fn on_waking(&mut self, w: &Waking) {
+        if w.target_tid == 0 {
+            self.stats.wakings_of_idle += 1;
+            return;
+        }
+        let t = self.task(w.target_tid);
+        let trace_start = self.trace_start.unwrap_or(w.ts);
+        {
+            let task = &mut self.tasks[t];
+            match task.status {
+                Status::Off if task.open.state != STATE_RUNNABLE && task.open_hop == NO_HOP => {}
+                Status::Unknown => {
+                    // Blocked since before the trace: not a root, but a cause with s = trace start.
+                    Self::open_wait(task, trace_start, STATE_INTERRUPTIBLE, StackId::NONE, StackId::NONE, self.lost_seq);
+                    task.open_pretrace = true;
+                }
+                _ => {
+                    self.stats.wakings_ignored += 1;
+                    return;
+                }
+            }
+        }
+        // Build the hop.
+        let metal = w.context != WakeContext::Task || w.waker_tid == 0;
+        let mut hop = Hop {
+            ts: w.ts,
+            cause_ts: 0,
+            cause_s: 0,
+            cause: NO_HOP,
+            node: 0,
+            waker_tid: w.waker_tid,
+            waker_tgid: 0,
+            kstack: w.waker_kstack,
+            ustack: if metal { StackId::NONE } else { w.waker_ustack },
+            context: w.context,
+            metal,
+            used: false,
+            mark_rem: 0,
+            mark_epoch: 0,
+            waker_comm: Comm::default(),
+        };
+        if metal {
+            hop.node = self.nodes.metal(w.context, w.source, w.waker_kstack, self.tables);
+        } else {
+            let wt = self.task(w.waker_tid);
+            let waker = &mut self.tasks[wt];
+            if waker.status == Status::Unknown {
+                waker.status = Status::Running;
+            }
+            hop.waker_tgid = waker.tgid;
+            hop.waker_comm = waker.comm;
+            if waker.last_cause != NO_HOP {
+                hop.cause = waker.last_cause;
+                hop.cause_s = waker.last_cause_s;
+                hop.cause_ts = self.hops[waker.last_cause as usize].ts;
+            }
+            hop.node = self.nodes.task(waker.comm, waker.tgid, w.waker_kstack, w.waker_ustack);
+        }
+        let h = self.alloc_hop(hop);
+        let task = &mut self.tasks[t];
+        task.open.wake_ns = Some(w.ts);
+        task.open_hop = h;
+        task.last_cause = h;
+        task.last_cause_s = task.open.switch_out_ns;
+        if !task.open_pretrace {
+            let mut rec = std::mem::take(&mut task.open);
+            let mark = self.cfg.filter.matches(&rec);
+            self.walk(h, &mut rec, mark);
+            self.tasks[t].open = rec;
+        }
+        if self.live_hops >= self.gc_threshold {
+            self.gc();
+        }
+    }
+
+    fn hop_record(h: &Hop) -> HopRecord {
+        HopRecord {
+            ts: h.ts,
+            waker_tid: h.waker_tid,
+            waker_tgid: h.waker_tgid,
+            waker_comm: h.waker_comm,
+            context: h.context,
+            metal: h.metal,
+            kstack: h.kstack,
+            ustack: h.ustack,
+            node: h.node,
+            ns: 0,
+        }
+    }
+
+    /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when
+    /// `mark` (the root passes the filter).
+    fn walk(&mut self, first: u32, rec: &mut WaitRecord, mark: bool) {
+        rec.hops.clear();
+        rec.truncated = false;
+        rec.cycle = false;
+        let a = rec.switch_out_ns;
+        let t1 = rec.wake_ns.unwrap_or(a);
+        let max = self.cfg.max_depth;
+        let mut cur = first;
+        let mut depth = 1;
+        match self.cfg.mode {
+            Mode::Bounded => {
+                let mut l = a;
+                let mut t = t1;
+                loop {
+                    let h = self.hops[cur as usize];
+                    let mut r = Self::hop_record(&h);
+                    if h.metal || h.cause == NO_HOP || h.cause_ts <= l {
+                        r.ns = t.saturating_sub(l);
+                        rec.hops.push(r);
+                        break;
+                    }
+                    if depth >= max || h.cause == CUT {
+                        r.ns = t.saturating_sub(l);
+                        rec.hops.push(r);
+                        rec.truncated = true;
+                        break;
+                    }
+                    let l2 = l.max(h.cause_s);
+                    r.ns = t.saturating_sub(l) - h.cause_ts.min(t).saturating_sub(l2);
+                    rec.hops.push(r);
+                    if mark {
+                        self.hops[h.cause as usize].used = true;
+                    }
+                    l = l2;
+                    t = h.cause_ts.min(t);
+                    cur = h.cause;
+                    depth += 1;
+                }
+            }
+            Mode::Last => {
+                let weight = t1.saturating_sub(a);
+                self.seen.clear();
+                self.seen.push(rec.tid);
+                loop {
+                    let h = self.hops[cur as usize];
+                    let mut r = Self::hop_record(&h);
+                    r.ns = weight;
+                    rec.hops.push(r);
+                    if h.metal || h.cause == NO_HOP {
+                        break;
+                    }
+                    if depth >= max || h.cause == CUT {
+                        rec.truncated = true;
+                        break;
+                    }
+                    self.seen.push(h.waker_tid);
+                    let next = self.hops[h.cause as usize];
+                    if !next.metal && self.seen.contains(&next.waker_tid) {
+                        rec.cycle = true;
+                        break;
+                    }
+                    if mark {
+                        self.hops[h.cause as usize].used = true;
+                    }
+                    cur = h.cause;
+                    depth += 1;
+                }
+            }
+        }
+    }
+
+    fn emit_held(&mut self, t: usize, sink: &mut impl WaitSink) {
+        let task = &mut self.tasks[t];
+        task.held_valid = false;
+        let hop = std::mem::replace(&mut task.held_hop, NO_HOP);
+        let rec = &mut task.held;
+        rec.root = !(self.cfg.dedup && hop != NO_HOP && self.hops[hop as usize].used);
+        if !self.cfg.filter.matches(rec) {
+            return;
+        }
+        // Intern the root node (comm + off-CPU stacks).
+        rec.node = self.nodes.task(rec.comm, rec.tgid, rec.kstack, rec.ustack);
+        let st = &mut self.stats;
+        st.records_emitted += 1;
+        st.dedup_hidden += u64::from(!rec.root);
+        st.truncated += u64::from(rec.truncated);
+        st.cycles += u64::from(rec.cycle);
+        st.waits_with_lost += u64::from(rec.lost);
+        let is_skip = |s: StackId| s == StackId::SKIPPED;
+        let is_missing = |s: StackId, tables: &Tables| {
+            s == StackId::FAILED || (s.is_real() && !tables.stacks.contains_key(&s))
+        };
+        if is_skip(rec.kstack) || is_skip(rec.ustack) || rec.hops.iter().any(|h| is_skip(h.kstack) || is_skip(h.ustack)) {
+            st.stacks_skipped += 1;
+        }
+        if is_missing(rec.kstack, self.tables)
+            || is_missing(rec.ustack, self.tables)
+            || rec.hops.iter().any(|h| is_missing(h.kstack, self.tables) || is_missing(h.ustack, self.tables))
+        {
+            st.stacks_missing += 1;
+        }
+        sink.on_wait(rec, &self.nodes);
+    }
+
+    /// Mark hops reachable within the depth limit from live roots; free the rest and cut
+    /// cause pointers into freed hops (keeping the cause's times).
+    fn gc(&mut self) {
+        self.stats.gc_runs += 1;
+        self.stats.peak_live_hops = self.stats.peak_live_hops.max(self.live_hops as u64);
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.epoch = 1;
+            for h in &mut self.hops {
+                h.mark_epoch = 0;
+            }
+        }
+        let epoch = self.epoch;
+        let depth = (self.cfg.max_depth + 1).min(255) as u8;
+        let mut live = 0usize;
+        let hops = &mut self.hops;
+        let mut mark = |mut h: u32, mut rem: u8, live: &mut usize| {
+            while h < CUT && rem > 0 {
+                let hop = &mut hops[h as usize];
+                if hop.mark_epoch == epoch {
+                    if hop.mark_rem >= rem {
+                        return;
+                    }
+                } else {
+                    *live += 1;
+                    hop.mark_epoch = epoch;
+                }
+                hop.mark_rem = rem;
+                rem -= 1;
+                h = hop.cause;
+            }
+        };
+        for &ti in self.task_ix.values() {
+            let t = &self.tasks[ti as usize];
+            mark(t.last_cause, depth, &mut live);
+            mark(t.open_hop, 1, &mut live);
+            if t.held_valid {
+                mark(t.held_hop, 1, &mut live);
+            }
+        }
+        self.free_hops.clear();
+        for i in 0..self.hops.len() {
+            if self.hops[i].mark_epoch != epoch {
+                self.free_hops.push(i as u32);
+                continue;
+            }
+            let c = self.hops[i].cause;
+            if c < CUT && self.hops[c as usize].mark_epoch != epoch {
+                self.hops[i].cause = CUT;
+            }
+        }
+        // Reuse low indices first (keeps the arena dense).
+        self.free_hops.reverse();
+        self.live_hops = live;
+        self.gc_threshold = (2 * live).max(1 << 16);
+    }
+}
+

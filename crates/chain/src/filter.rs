@@ -1,0 +1,178 @@
+//! Root filters (applied to the waiting thread; chains follow into any process).
+
+use crate::record::WaitRecord;
+use crate::ChainError;
+use chainrec_format::{RecordingMeta, Tid, STATE_RUNNABLE};
+use regex::Regex;
+
+/// Which duration `min_ns`/`max_ns` and the window apply to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Duration {
+    /// Blocked time (switch-out to waking); the window tests the waking time. Used by
+    /// `chains`, `wakeup`, `offwake`. Waits without a waking use off-CPU time.
+    #[default]
+    Blocked,
+    /// Off-CPU time (switch-out to switch-in); the window tests the switch-in time.
+    /// Used by `offcpu`.
+    OffCpu,
+}
+
+/// One end of a `--window`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum WindowBound {
+    /// Seconds from the start of the trace.
+    Relative(f64),
+    /// Wall-clock nanoseconds since the Unix epoch.
+    Wall(i128),
+    /// Wall-clock time of day (UTC), nanoseconds after midnight, on the trace's first day.
+    TimeOfDay(u64),
+}
+
+/// A `--window START..END`: either end may be omitted.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Window {
+    /// Start (inclusive).
+    pub start: Option<WindowBound>,
+    /// End (inclusive).
+    pub end: Option<WindowBound>,
+}
+
+impl Window {
+    /// Parse `START..END`. Each end is seconds from the trace start (`2.5`), wall-clock
+    /// seconds since the epoch prefixed by `@` (`@1763754600.25`), or a UTC time of day
+    /// `HH:MM:SS[.frac]` on the day the trace started. Either end may be empty.
+    pub fn parse(spec: &str) -> Result<Window, ChainError> {
+        let bad = |reason: &str| ChainError::BadWindow { spec: spec.to_string(), reason: reason.to_string() };
+        let (a, b) = spec.split_once("..").ok_or_else(|| bad("expected START..END"))?;
+        let one = |s: &str| -> Result<Option<WindowBound>, ChainError> {
+            let s = s.trim();
+            if s.is_empty() {
+                return Ok(None);
+            }
+            if let Some(w) = s.strip_prefix('@') {
+                let v: f64 = w.parse().map_err(|_| bad("wall-clock end must be @SECONDS since the epoch"))?;
+                return Ok(Some(WindowBound::Wall((v * 1e9).round() as i128)));
+            }
+            if s.contains(':') {
+                let parts: Vec<&str> = s.split(':').collect();
+                if parts.len() != 3 {
+                    return Err(bad("time of day must be HH:MM:SS[.frac]"));
+                }
+                let h: u64 = parts[0].parse().map_err(|_| bad("bad hour"))?;
+                let m: u64 = parts[1].parse().map_err(|_| bad("bad minute"))?;
+                let sec: f64 = parts[2].parse().map_err(|_| bad("bad second"))?;
+                if h > 23 || m > 59 || !(0.0..61.0).contains(&sec) {
+                    return Err(bad("time of day out of range"));
+                }
+                return Ok(Some(WindowBound::TimeOfDay((h * 3600 + m * 60) * 1_000_000_000 + (sec * 1e9).round() as u64)));
+            }
+            let v: f64 = s.parse().map_err(|_| bad("expected seconds from trace start, @EPOCH or HH:MM:SS"))?;
+            if !v.is_finite() || v < 0.0 {
+                return Err(bad("relative times must be >= 0"));
+            }
+            Ok(Some(WindowBound::Relative(v)))
+        };
+        let w = Window { start: one(a)?, end: one(b)? };
+        Ok(w)
+    }
+
+    /// Resolve to trace-clock nanoseconds `[start, end]` using the recording metadata.
+    pub fn resolve(&self, meta: &RecordingMeta, trace_start_ns: u64) -> (u64, u64) {
+        let conv = |b: WindowBound| -> u64 {
+            match b {
+                WindowBound::Relative(s) => trace_start_ns.saturating_add((s * 1e9).round() as u64),
+                WindowBound::Wall(w) => (w - meta.clock_offset_ns).clamp(0, u64::MAX as i128) as u64,
+                WindowBound::TimeOfDay(tod) => {
+                    const DAY: i128 = 86_400_000_000_000;
+                    let wall_start = trace_start_ns as i128 + meta.clock_offset_ns;
+                    let midnight = wall_start - wall_start.rem_euclid(DAY);
+                    (midnight + tod as i128 - meta.clock_offset_ns).clamp(0, u64::MAX as i128) as u64
+                }
+            }
+        };
+        (self.start.map(conv).unwrap_or(0), self.end.map(conv).unwrap_or(u64::MAX))
+    }
+}
+
+/// Which waits are roots. An empty filter (the default) keeps everything.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Keep only these thread groups (`-p`); empty = all.
+    pub pids: Vec<Tid>,
+    /// Keep only these threads (`-t`); empty = all.
+    pub tids: Vec<Tid>,
+    /// Keep only threads whose name (at switch-out) matches.
+    pub comm: Option<Regex>,
+    /// `--state MASK`: keep waits with `prev_state & MASK != 0`; MASK 0 keeps only
+    /// preemptions (state 0), as in bcc offcputime.
+    pub state_mask: Option<u32>,
+    /// Minimum duration in ns (inclusive).
+    pub min_ns: Option<u64>,
+    /// Maximum duration in ns (inclusive).
+    pub max_ns: Option<u64>,
+    /// User threads only.
+    pub user_only: bool,
+    /// Kernel threads only.
+    pub kernel_only: bool,
+    /// Trace-clock window `[start, end]` (resolve a [`Window`] first).
+    pub window: Option<(u64, u64)>,
+    /// What duration/window refer to.
+    pub duration: Duration,
+}
+
+impl Filter {
+    /// True when a thread filter (`-p`, `-t`, `--comm`, `-u`, `-k`) is set; dedup is
+    /// off by default then.
+    pub fn has_thread_filter(&self) -> bool {
+        !self.pids.is_empty() || !self.tids.is_empty() || self.comm.is_some() || self.user_only || self.kernel_only
+    }
+
+    /// Does `w` pass? Missing end times fall back to what is known (blocked → off-CPU
+    /// time and vice versa).
+    pub fn matches(&self, w: &WaitRecord) -> bool {
+        if !self.tids.is_empty() && !self.tids.contains(&w.tid) {
+            return false;
+        }
+        if !self.pids.is_empty() && !self.pids.contains(&w.tgid) {
+            return false;
+        }
+        if self.user_only && w.kernel_thread {
+            return false;
+        }
+        if self.kernel_only && !w.kernel_thread {
+            return false;
+        }
+        if let Some(mask) = self.state_mask {
+            let ok = if mask == 0 { w.state == STATE_RUNNABLE } else { w.state & mask != 0 };
+            if !ok {
+                return false;
+            }
+        }
+        let (end, dur) = match self.duration {
+            Duration::Blocked => match w.wake_ns {
+                Some(t) => (Some(t), w.blocked_ns()),
+                None => (w.switch_in_ns, w.offcpu_ns()),
+            },
+            Duration::OffCpu => match w.switch_in_ns {
+                Some(t) => (Some(t), w.offcpu_ns()),
+                None => (w.wake_ns, w.blocked_ns()),
+            },
+        };
+        if let Some(d) = dur {
+            if self.min_ns.is_some_and(|m| d < m) || self.max_ns.is_some_and(|m| d > m) {
+                return false;
+            }
+        }
+        if let (Some((s, e)), Some(t)) = (self.window, end) {
+            if t < s || t > e {
+                return false;
+            }
+        }
+        if let Some(re) = &self.comm {
+            if !re.is_match(&w.comm.as_str()) {
+                return false;
+            }
+        }
+        true
+    }
+}

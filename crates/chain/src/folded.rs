@@ -1,0 +1,361 @@
+//! Folded aggregation of the record stream for the four views, and the interned chain
+//! graph.
+
+use crate::fx::FxHashMap;
+use crate::nodes::{NodeId, NodeKind, NodeTable, MARK_CYCLE, MARK_LOST, MARK_NO_WAKER, MARK_TRUNCATED};
+use crate::record::{WaitRecord, WaitSink};
+use crate::ChainError;
+use chainrec_format::{Comm, RecordingMeta, StackId, Tables};
+use petgraph::graph::{DiGraph, NodeIndex};
+use std::collections::{BTreeMap, HashMap};
+
+/// Which folded view to build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// Multi-level chains (`chainrec chains`); only root waits, blocked time.
+    Chains,
+    /// Off-CPU stacks, switch-out to switch-in, all states (`offcpu`).
+    OffCpu,
+    /// Waker stack then target comm, blocked time (`wakeup`).
+    Wakeup,
+    /// Off-CPU stack with its first waker, blocked time (`offwake`).
+    OffWake,
+}
+
+/// Weight unit of folded output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Unit {
+    /// Nanoseconds.
+    Ns,
+    /// Microseconds (default, like bcc).
+    #[default]
+    Us,
+    /// Milliseconds.
+    Ms,
+}
+
+impl Unit {
+    /// Parse `ns`, `us` or `ms`.
+    pub fn parse(s: &str) -> Result<Unit, ChainError> {
+        match s {
+            "ns" => Ok(Unit::Ns),
+            "us" => Ok(Unit::Us),
+            "ms" => Ok(Unit::Ms),
+            _ => Err(ChainError::BadUnit(s.to_string())),
+        }
+    }
+    /// Nanoseconds per unit.
+    pub fn ns(self) -> u64 {
+        match self {
+            Unit::Ns => 1,
+            Unit::Us => 1_000,
+            Unit::Ms => 1_000_000,
+        }
+    }
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Ns => "ns",
+            Unit::Us => "us",
+            Unit::Ms => "ms",
+        }
+    }
+}
+
+/// The interned chain graph: nodes are [`NodeId`]s of the engine's [`NodeTable`]
+/// (markers included); an edge goes from a waiting node to its waker, weighted by the
+/// total nanoseconds attributed through it.
+pub type ChainGraph = DiGraph<NodeId, u64>;
+
+const NO_PARENT: u32 = u32::MAX;
+/// Node ids with this bit set name a bare target comm of the wakeup view.
+const COMM_BIT: u32 = 1 << 31;
+
+/// Aggregates [`WaitRecord`]s into folded paths (a trie of interned nodes).
+#[derive(Clone, Debug)]
+pub struct FoldedSink {
+    view: View,
+    index: FxHashMap<(u32, NodeId), u32>,
+    entries: Vec<(u32, NodeId)>,
+    weights: Vec<u64>,
+    comms: Vec<Comm>,
+    comm_ix: FxHashMap<Comm, u32>,
+    /// Waits seen but not part of this view (non-roots, preemptions for chain views, no
+    /// switch-in for offcpu).
+    pub waits_not_in_view: u64,
+    /// Waits aggregated.
+    pub waits_in_view: u64,
+}
+
+impl FoldedSink {
+    /// Empty aggregation for `view`.
+    pub fn new(view: View) -> Self {
+        FoldedSink {
+            view,
+            index: FxHashMap::default(),
+            entries: Vec::new(),
+            weights: Vec::new(),
+            comms: Vec::new(),
+            comm_ix: FxHashMap::default(),
+            waits_not_in_view: 0,
+            waits_in_view: 0,
+        }
+    }
+
+    /// The view.
+    pub fn view(&self) -> View {
+        self.view
+    }
+
+    #[inline]
+    fn step(&mut self, parent: u32, node: NodeId) -> u32 {
+        let next = self.entries.len() as u32;
+        let id = *self.index.entry((parent, node)).or_insert(next);
+        if id == next {
+            self.entries.push((parent, node));
+            self.weights.push(0);
+        }
+        id
+    }
+
+    fn comm_node(&mut self, c: Comm) -> NodeId {
+        let next = self.comms.len() as u32;
+        let id = *self.comm_ix.entry(c).or_insert(next);
+        if id == next {
+            self.comms.push(c);
+        }
+        id | COMM_BIT
+    }
+
+    /// Number of distinct paths.
+    pub fn paths(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Exact aggregated nanoseconds per rendered line, sorted by line.
+    pub fn folded_ns(&self, nodes: &NodeTable, tables: &Tables, meta: &RecordingMeta) -> BTreeMap<String, u64> {
+        let mut r = Renderer { tables, threshold: meta.stack_threshold_ns, cache: HashMap::new() };
+        let mut out = BTreeMap::new();
+        let mut path = Vec::new();
+        for (i, &w) in self.weights.iter().enumerate() {
+            if w == 0 {
+                continue;
+            }
+            path.clear();
+            let mut p = i as u32;
+            while p != NO_PARENT {
+                let (parent, node) = self.entries[p as usize];
+                path.push(node);
+                p = parent;
+            }
+            path.reverse();
+            let line = self.render(&path, nodes, &mut r);
+            *out.entry(line).or_insert(0) += w;
+        }
+        out
+    }
+
+    /// Folded lines with weights in `unit` (rounded to nearest); lines that round to 0
+    /// are left out (see [`Self::folded_ns`] for exact values).
+    pub fn lines(&self, nodes: &NodeTable, tables: &Tables, meta: &RecordingMeta, unit: Unit) -> Vec<(String, u64)> {
+        let d = unit.ns();
+        self.folded_ns(nodes, tables, meta)
+            .into_iter()
+            .map(|(l, w)| (l, (w + d / 2) / d))
+            .filter(|(_, w)| *w > 0)
+            .collect()
+    }
+
+    fn render(&self, path: &[NodeId], nodes: &NodeTable, r: &mut Renderer<'_>) -> String {
+        let mut f: Vec<String> = Vec::new();
+        for (i, &id) in path.iter().enumerate() {
+            if id & COMM_BIT != 0 {
+                f.push(self.comms[(id & !COMM_BIT) as usize].as_str().into_owned());
+                continue;
+            }
+            let n = nodes.get(id);
+            match &n.kind {
+                NodeKind::Marker(m) => f.push((*m).to_string()),
+                NodeKind::Metal { label, .. } => {
+                    if i == 0 {
+                        f.push(label.clone());
+                        f.extend(r.frames(n.kstack).iter().rev().cloned());
+                    } else {
+                        f.push("--".into());
+                        f.extend(r.frames(n.kstack).iter().cloned());
+                        f.push(label.clone());
+                    }
+                }
+                NodeKind::Task { comm, .. } => {
+                    let k = r.frames(n.kstack).to_vec();
+                    let u = r.frames(n.ustack).to_vec();
+                    let any = !k.is_empty() || !u.is_empty();
+                    if i == 0 {
+                        f.push(comm.as_str().into_owned());
+                        f.extend(u.into_iter().rev());
+                        if any {
+                            f.push("-".into());
+                        }
+                        f.extend(k.into_iter().rev());
+                    } else {
+                        f.push("--".into());
+                        f.extend(k);
+                        if any {
+                            f.push("-".into());
+                        }
+                        f.extend(u);
+                        f.push(comm.as_str().into_owned());
+                    }
+                }
+            }
+        }
+        f.join(";")
+    }
+
+    /// The interned chain graph (see [`ChainGraph`]).
+    pub fn chain_graph(&self) -> ChainGraph {
+        let mut total = self.weights.clone();
+        for i in (0..self.entries.len()).rev() {
+            let p = self.entries[i].0;
+            if p != NO_PARENT {
+                total[p as usize] += total[i];
+            }
+        }
+        let mut g = ChainGraph::new();
+        let mut gnode: FxHashMap<NodeId, NodeIndex> = FxHashMap::default();
+        let mut gedge: FxHashMap<(NodeIndex, NodeIndex), petgraph::graph::EdgeIndex> = FxHashMap::default();
+        let mut ix = |g: &mut ChainGraph, n: NodeId| *gnode.entry(n).or_insert_with(|| g.add_node(n));
+        for (i, &(p, n)) in self.entries.iter().enumerate() {
+            let b = ix(&mut g, n);
+            if p == NO_PARENT {
+                continue;
+            }
+            let a = ix(&mut g, self.entries[p as usize].1);
+            match gedge.get(&(a, b)) {
+                Some(&e) => g[e] += total[i],
+                None => {
+                    let e = g.add_edge(a, b, total[i]);
+                    gedge.insert((a, b), e);
+                }
+            }
+        }
+        g
+    }
+}
+
+impl WaitSink for FoldedSink {
+    fn on_wait(&mut self, w: &WaitRecord, _nodes: &NodeTable) {
+        match self.view {
+            View::OffCpu => {
+                let Some(d) = w.offcpu_ns() else {
+                    self.waits_not_in_view += 1;
+                    return;
+                };
+                let mut p = self.step(NO_PARENT, w.node);
+                if w.lost {
+                    p = self.step(p, MARK_LOST);
+                }
+                self.weights[p as usize] += d;
+            }
+            View::Chains | View::OffWake => {
+                if w.preempted() || (self.view == View::Chains && !w.root) {
+                    self.waits_not_in_view += 1;
+                    return;
+                }
+                let root = self.step(NO_PARENT, w.node);
+                if w.hops.is_empty() {
+                    let Some(d) = w.offcpu_ns() else {
+                        self.waits_not_in_view += 1;
+                        return;
+                    };
+                    let mut p = self.step(root, MARK_NO_WAKER);
+                    if w.lost {
+                        p = self.step(p, MARK_LOST);
+                    }
+                    self.weights[p as usize] += d;
+                } else if self.view == View::OffWake {
+                    let mut p = self.step(root, w.hops[0].node);
+                    if w.lost {
+                        p = self.step(p, MARK_LOST);
+                    }
+                    self.weights[p as usize] += w.blocked_ns().unwrap_or(0);
+                } else {
+                    let mut p = root;
+                    let last = w.hops.len() - 1;
+                    for (k, h) in w.hops.iter().enumerate() {
+                        p = self.step(p, h.node);
+                        let mut q = p;
+                        if k == last {
+                            if w.truncated {
+                                q = self.step(q, MARK_TRUNCATED);
+                            }
+                            if w.cycle {
+                                q = self.step(q, MARK_CYCLE);
+                            }
+                        }
+                        if w.lost {
+                            q = self.step(q, MARK_LOST);
+                        }
+                        self.weights[q as usize] += h.ns;
+                    }
+                }
+            }
+            View::Wakeup => {
+                let (Some(h), Some(d)) = (w.hops.first(), w.blocked_ns()) else {
+                    self.waits_not_in_view += 1;
+                    return;
+                };
+                let c = self.comm_node(w.comm);
+                let a = self.step(NO_PARENT, h.node);
+                let mut p = self.step(a, c);
+                if w.lost {
+                    p = self.step(p, MARK_LOST);
+                }
+                self.weights[p as usize] += d;
+            }
+        }
+        self.waits_in_view += 1;
+    }
+}
+
+struct Renderer<'a> {
+    tables: &'a Tables,
+    threshold: u64,
+    cache: HashMap<StackId, Vec<String>>,
+}
+
+impl Renderer<'_> {
+    /// Frames of a stack, leaf first; reserved ids become one explanatory frame.
+    fn frames(&mut self, id: StackId) -> &[String] {
+        let (tables, threshold) = (self.tables, self.threshold);
+        self.cache.entry(id).or_insert_with(|| stack_frames(tables, id, threshold))
+    }
+}
+
+/// Frames of stack `id`, leaf first. Reserved ids: NONE → nothing; SKIPPED →
+/// `[no stack: wait < Nus]`; FAILED, dangling or unknown reserved → `[missing stack]`;
+/// USER_PREEMPTED → `[no user stack: preempted]`. Unresolved addresses → `0x...`.
+pub(crate) fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> Vec<String> {
+    match id {
+        StackId::NONE => Vec::new(),
+        StackId::SKIPPED => vec![if threshold_ns == 0 {
+            "[no stack: skipped]".to_string()
+        } else if threshold_ns % 1000 == 0 {
+            format!("[no stack: wait < {}us]", threshold_ns / 1000)
+        } else {
+            format!("[no stack: wait < {}ns]", threshold_ns)
+        }],
+        StackId::USER_PREEMPTED => vec!["[no user stack: preempted]".to_string()],
+        _ => match tables.stacks.get(&id) {
+            Some(st) if id.is_real() => st
+                .frames
+                .iter()
+                .map(|&a| match tables.symbol(st, a).and_then(|s| s.name.as_deref()) {
+                    Some(n) => n.to_string(),
+                    None => format!("0x{a:x}"),
+                })
+                .collect(),
+            _ => vec!["[missing stack]".to_string()],
+        },
+    }
+}

@@ -1,0 +1,177 @@
+//! Interned node identities: a task node is (comm, tgid, kernel stack, user stack); a metal
+//! node is (context, interrupt label, kernel stack). Each distinct identity is stored once.
+
+use crate::fx::FxHashMap;
+use chainrec_format::{Comm, StackId, StackKind, Tables, Tid, WakeContext};
+
+/// Index of a node in a [`NodeTable`].
+pub type NodeId = u32;
+
+/// What a node is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    /// A thread (task-context waker, or the waiting thread itself).
+    Task {
+        /// Name.
+        comm: Comm,
+        /// Thread group (0 unknown).
+        tgid: Tid,
+    },
+    /// Where a chain ends: interrupt context or the idle task.
+    Metal {
+        /// Context of the waking (Task for the idle task).
+        context: WakeContext,
+        /// Label as printed, e.g. `[hardirq: timer]`, `[softirq: NET_RX]`, `[idle]`.
+        label: String,
+    },
+    /// A marker frame: `[truncated]`, `[cycle]`, `[lost events]`, `[waker unknown]`.
+    Marker(&'static str),
+}
+
+/// An interned node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Node {
+    /// Identity.
+    pub kind: NodeKind,
+    /// Kernel stack (off-CPU stack for a root, waker stack for a hop).
+    pub kstack: StackId,
+    /// User stack.
+    pub ustack: StackId,
+}
+
+impl Node {
+    /// The node's name frame: comm, metal label or marker text.
+    pub fn name(&self) -> std::borrow::Cow<'_, str> {
+        match &self.kind {
+            NodeKind::Task { comm, .. } => comm.as_str(),
+            NodeKind::Metal { label, .. } => label.as_str().into(),
+            NodeKind::Marker(m) => (*m).into(),
+        }
+    }
+    /// True for metal nodes.
+    pub fn is_metal(&self) -> bool {
+        matches!(self.kind, NodeKind::Metal { .. })
+    }
+}
+
+/// Marker node: the depth limit cut the chain while a further cause existed.
+pub(crate) const MARK_TRUNCATED: NodeId = 0;
+/// Marker node: `--mode last` stopped at a repeated thread.
+pub(crate) const MARK_CYCLE: NodeId = 1;
+/// Marker node: lost events fell inside the wait.
+pub(crate) const MARK_LOST: NodeId = 2;
+/// Marker node: a blocked wait ended without a waking in the trace.
+pub(crate) const MARK_NO_WAKER: NodeId = 3;
+
+/// The interner.
+#[derive(Clone, Debug)]
+pub struct NodeTable {
+    nodes: Vec<Node>,
+    tasks: FxHashMap<(Comm, Tid, StackId, StackId), NodeId>,
+    metal: FxHashMap<(WakeContext, u32, StackId), NodeId>,
+}
+
+impl Default for NodeTable {
+    fn default() -> Self {
+        let mut t = NodeTable { nodes: Vec::new(), tasks: FxHashMap::default(), metal: FxHashMap::default() };
+        for m in ["[truncated]", "[cycle]", "[lost events]", "[waker unknown]"] {
+            t.nodes.push(Node { kind: NodeKind::Marker(m), kstack: StackId::NONE, ustack: StackId::NONE });
+        }
+        t
+    }
+}
+
+impl NodeTable {
+    /// The node with id `id` (panics on an id not from this table).
+    pub fn get(&self, id: NodeId) -> &Node {
+        &self.nodes[id as usize]
+    }
+    /// Number of interned nodes (including the 4 markers).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+    /// True when only the markers exist.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.len() <= 4
+    }
+    /// Intern a task node.
+    pub(crate) fn task(&mut self, comm: Comm, tgid: Tid, kstack: StackId, ustack: StackId) -> NodeId {
+        let next = self.nodes.len() as NodeId;
+        let id = *self.tasks.entry((comm, tgid, kstack, ustack)).or_insert(next);
+        if id == next {
+            self.nodes.push(Node { kind: NodeKind::Task { comm, tgid }, kstack, ustack });
+        }
+        id
+    }
+    /// Intern a metal node (label computed once per distinct key).
+    pub(crate) fn metal(
+        &mut self,
+        context: WakeContext,
+        source: u32,
+        kstack: StackId,
+        tables: &Tables,
+    ) -> NodeId {
+        if let Some(&id) = self.metal.get(&(context, source, kstack)) {
+            return id;
+        }
+        let label = metal_label(context, source, kstack, tables);
+        let id = self.nodes.len() as NodeId;
+        self.nodes.push(Node { kind: NodeKind::Metal { context, label }, kstack, ustack: StackId::NONE });
+        self.metal.insert((context, source, kstack), id);
+        id
+    }
+}
+
+/// Kernel functions that identify an interrupt source when the waking carries none:
+/// (symbol, hardirq label, softirq label).
+const INFER: &[(&str, &str, &str)] = &[
+    ("hrtimer_wakeup", "timer", "HRTIMER"),
+    ("__hrtimer_run_queues", "timer", "HRTIMER"),
+    ("hrtimer_interrupt", "timer", "HRTIMER"),
+    ("call_timer_fn", "timer", "TIMER"),
+    ("__run_timers", "timer", "TIMER"),
+    ("run_timer_softirq", "timer", "TIMER"),
+    ("net_rx_action", "NET_RX", "NET_RX"),
+    ("net_tx_action", "NET_TX", "NET_TX"),
+    ("blk_mq_complete_request", "disk", "BLOCK"),
+    ("blk_complete_reqs", "disk", "BLOCK"),
+    ("blk_done_softirq", "disk", "BLOCK"),
+    ("rcu_core", "rcu", "RCU"),
+    ("rcu_do_batch", "rcu", "RCU"),
+    ("tasklet_action", "tasklet", "TASKLET"),
+    ("sched_balance_softirq", "sched", "SCHED"),
+    ("irq_work_run", "irq_work", "irq_work"),
+];
+
+/// Label of a metal hop; see docs/ENGINE.md ("Metal labels").
+pub(crate) fn metal_label(context: WakeContext, source: u32, kstack: StackId, tables: &Tables) -> String {
+    let kind = match context {
+        WakeContext::Nmi => return "[nmi]".to_string(),
+        WakeContext::Task => return "[idle]".to_string(),
+        WakeContext::HardIrq => "hardirq",
+        WakeContext::SoftIrq => "softirq",
+    };
+    if source != 0 {
+        return match tables.irq_sources.get(&source) {
+            Some(s) => format!("[{kind}: {}]", s.name),
+            None => format!("[{kind}: source {source}]"),
+        };
+    }
+    if let Some(st) = tables.stacks.get(&kstack) {
+        if st.kind == StackKind::Kernel {
+            for &addr in &st.frames {
+                let Some(name) = tables.symbol(st, addr).and_then(|s| s.name.as_deref()) else {
+                    continue;
+                };
+                let hit = INFER.iter().find(|(f, _, _)| *f == name).map(|&(_, h, s)| (h, s)).or_else(|| {
+                    name.ends_with("_complete_rq").then_some(("disk", "BLOCK"))
+                });
+                if let Some((h, s)) = hit {
+                    let l = if context == WakeContext::HardIrq { h } else { s };
+                    return format!("[{kind}: {l}]");
+                }
+            }
+        }
+    }
+    format!("[{kind}]")
+}

@@ -1,0 +1,119 @@
+//! The per-wait record stream: one [`WaitRecord`] per off-CPU interval, with its chain.
+
+use crate::nodes::{NodeId, NodeTable};
+use chainrec_format::{Comm, StackId, Tid, WakeContext, STATE_RUNNABLE};
+
+/// One level of a chain: the waking that ended a blocked interval, and the time it
+/// explains.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HopRecord {
+    /// Time of the waking.
+    pub ts: u64,
+    /// Waker task (for metal hops: the interrupted task, 0 = idle).
+    pub waker_tid: Tid,
+    /// Waker thread group (0 when unknown or metal).
+    pub waker_tgid: Tid,
+    /// Waker name at the time of the waking (metal hops: empty).
+    pub waker_comm: Comm,
+    /// Context of the waking.
+    pub context: WakeContext,
+    /// True when this hop is metal (interrupt context or the idle task): the chain ends here.
+    pub metal: bool,
+    /// Waker kernel stack (reserved ids say why there is none).
+    pub kstack: StackId,
+    /// Waker user stack.
+    pub ustack: StackId,
+    /// Interned node (comm + stacks, or metal label + kernel stack); see [`NodeTable`].
+    pub node: NodeId,
+    /// Nanoseconds of the root's blocked time attributed to this level (time-bounded
+    /// mode: this node's own share; `--mode last`: the whole blocked time).
+    pub ns: u64,
+}
+
+/// One off-CPU interval of a thread (switch-out to switch-in), with the chain of
+/// wakeups that ended it. Passed by reference to [`WaitSink::on_wait`]; copy what you keep.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WaitRecord {
+    /// The waiting thread.
+    pub tid: Tid,
+    /// Its thread group (0 when unknown).
+    pub tgid: Tid,
+    /// Its name at switch-out.
+    pub comm: Comm,
+    /// True for kernel threads (from the trace's task table).
+    pub kernel_thread: bool,
+    /// `prev_state` at switch-out ([`STATE_RUNNABLE`] = preempted: no chain).
+    pub state: u32,
+    /// Switch-out time (start of the wait).
+    pub switch_out_ns: u64,
+    /// Time of the waking that ended the blocked part, if one was seen.
+    pub wake_ns: Option<u64>,
+    /// Switch-in time; None when the trace ended first.
+    pub switch_in_ns: Option<u64>,
+    /// Off-CPU kernel stack (eager at switch-out, or attached lazily).
+    pub kstack: StackId,
+    /// Off-CPU user stack.
+    pub ustack: StackId,
+    /// Interned root node (comm + off-CPU stacks).
+    pub node: NodeId,
+    /// The chain, first waker first, ending at metal, an unknown cause, a cycle or the
+    /// depth limit.
+    pub hops: Vec<HopRecord>,
+    /// The chain was cut by the depth limit while a further cause existed.
+    pub truncated: bool,
+    /// `--mode last` only: the walk stopped because a thread repeated.
+    pub cycle: bool,
+    /// A lost-events marker fell inside this wait: its chain may be incomplete.
+    pub lost: bool,
+    /// False when subchain dedup hides this wait as a root (its ending waking is an
+    /// inner hop of another chain). Always true with dedup off.
+    pub root: bool,
+}
+
+impl WaitRecord {
+    /// Blocked time (switch-out to waking), when a waking was seen.
+    pub fn blocked_ns(&self) -> Option<u64> {
+        self.wake_ns.map(|w| w.saturating_sub(self.switch_out_ns))
+    }
+    /// Off-CPU time (switch-out to switch-in), when the switch-in was seen.
+    pub fn offcpu_ns(&self) -> Option<u64> {
+        self.switch_in_ns.map(|w| w.saturating_sub(self.switch_out_ns))
+    }
+    /// Run-queue latency (waking to switch-in).
+    pub fn runq_ns(&self) -> Option<u64> {
+        match (self.wake_ns, self.switch_in_ns) {
+            (Some(w), Some(i)) => Some(i.saturating_sub(w)),
+            _ => None,
+        }
+    }
+    /// True when the thread was preempted (no blocked part, no chain).
+    pub fn preempted(&self) -> bool {
+        self.state == STATE_RUNNABLE
+    }
+    /// Sum of the hops' attributed time (equals [`Self::blocked_ns`] in time-bounded mode).
+    pub fn attributed_ns(&self) -> u64 {
+        self.hops.iter().map(|h| h.ns).sum()
+    }
+}
+
+/// Consumer of the per-wait record stream.
+pub trait WaitSink {
+    /// Called once per off-CPU interval that passes the engine's filter, in order of
+    /// emission (a wait is emitted at the thread's next switch-out, exit, or end of
+    /// trace, once its lazily captured stacks can no longer change).
+    fn on_wait(&mut self, wait: &WaitRecord, nodes: &NodeTable);
+}
+
+impl<F: FnMut(&WaitRecord, &NodeTable)> WaitSink for F {
+    fn on_wait(&mut self, wait: &WaitRecord, nodes: &NodeTable) {
+        self(wait, nodes)
+    }
+}
+
+/// Fan a record stream out to two sinks.
+impl<A: WaitSink, B: WaitSink> WaitSink for (A, B) {
+    fn on_wait(&mut self, wait: &WaitRecord, nodes: &NodeTable) {
+        self.0.on_wait(wait, nodes);
+        self.1.on_wait(wait, nodes);
+    }
+}
