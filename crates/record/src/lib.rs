@@ -1,1 +1,153 @@
-//! chainrec-record (in progress).
+//! chainrec-record: the BPF recorder.
+//!
+//! [`record`] loads `bpf/chainrec.bpf.c` (tp_btf programs on the scheduler tracepoints),
+//! streams its ring buffer into a [`chainrec_format::TraceWriter`] and returns a
+//! [`RecordSummary`]. [`workload`] is the built-in chain workload (timer → relay → sink).
+//! See `docs/RECORDER.md` for the design (lazy stacks, waking context, ring buffer).
+
+mod btfinfo;
+pub mod ksyms;
+mod raw;
+mod recorder;
+pub mod usyms;
+pub mod workload;
+
+#[allow(
+    missing_docs,
+    clippy::all,
+    clippy::undocumented_unsafe_blocks,
+    unsafe_op_in_unsafe_fn
+)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/chainrec.skel.rs"));
+}
+
+pub use recorder::{install_stop_signals, record, RecordOptions, RecordSummary, StopCondition};
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while recording.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Not allowed to load BPF programs.
+    #[error(
+        "permission denied loading BPF programs: run as root, or grant CAP_BPF and CAP_PERFMON \
+         (e.g. `sudo setcap cap_bpf,cap_perfmon+ep $(which chainrec)`) ({detail})"
+    )]
+    Permission {
+        /// Underlying message.
+        detail: String,
+    },
+    /// Opening, loading or attaching the BPF object failed for another reason.
+    #[error("BPF {stage} failed: {detail}")]
+    Bpf {
+        /// What was being done.
+        stage: &'static str,
+        /// Underlying message.
+        detail: String,
+    },
+    /// Writing the trace failed.
+    #[error(transparent)]
+    Format(#[from] chainrec_format::FormatError),
+    /// Other I/O failure.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// Bad option value.
+    #[error("invalid option: {0}")]
+    Invalid(String),
+    /// The output path is unusable.
+    #[error("cannot write {path}: {detail}")]
+    Output {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        detail: String,
+    },
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = RecordError> = std::result::Result<T, E>;
+
+/// Parse a duration such as `100us`, `1.5ms`, `2s`, `500ns` (a bare number is µs).
+pub fn parse_duration_ns(s: &str) -> Result<u64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().map_err(|_| {
+        RecordError::Invalid(format!(
+            "`{s}` is not a duration (examples: 100us, 2ms, 1s)"
+        ))
+    })?;
+    let mult = match unit.trim() {
+        "ns" => 1.0,
+        "" | "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        u => {
+            return Err(RecordError::Invalid(format!(
+                "unknown duration unit `{u}` in `{s}` (ns, us, ms, s)"
+            )))
+        }
+    };
+    let ns = v * mult;
+    if !ns.is_finite() || ns < 0.0 || ns > 1e18 {
+        return Err(RecordError::Invalid(format!("duration `{s}` out of range")));
+    }
+    Ok(ns.round() as u64)
+}
+
+/// Parse a size such as `64M`, `16MiB`, `1G`, `4096` (bytes).
+pub fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: u64 = num
+        .parse()
+        .map_err(|_| RecordError::Invalid(format!("`{s}` is not a size (examples: 16M, 1G)")))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        u => {
+            return Err(RecordError::Invalid(format!(
+                "unknown size unit `{u}` in `{s}` (K, M, G)"
+            )))
+        }
+    };
+    v.checked_mul(mult)
+        .ok_or_else(|| RecordError::Invalid(format!("size `{s}` too large")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ns("100us").unwrap(), 100_000);
+        assert_eq!(parse_duration_ns("1.5ms").unwrap(), 1_500_000);
+        assert_eq!(parse_duration_ns("2s").unwrap(), 2_000_000_000);
+        assert_eq!(parse_duration_ns("250").unwrap(), 250_000);
+        assert_eq!(parse_duration_ns("0ns").unwrap(), 0);
+        assert!(parse_duration_ns("abc").is_err());
+        assert!(parse_duration_ns("10 parsecs").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64M").unwrap(), 64 << 20);
+        assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert!(parse_size("12X").is_err());
+        assert!(parse_size("").is_err());
+    }
+}

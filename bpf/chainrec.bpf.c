@@ -1,0 +1,754 @@
+// SPDX-License-Identifier: GPL-2.0
+// chainrec recorder: scheduler events (switch, waking, wakeup_new, comm, exit) plus
+// lazily or eagerly captured stacks, streamed through one BPF ring buffer.
+//
+// Record layout (struct ev, 32 bytes, little endian) is mirrored in
+// crates/record/src/raw.rs; keep both in sync.
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define EV_SWITCH 0
+#define EV_WAKING 1
+#define EV_WAKEUP_NEW 2
+#define EV_COMM 3
+#define EV_EXIT 4
+#define EV_OFFCPU 5
+
+/* stack status bytes */
+#define ST_NONE 0
+#define ST_SKIPPED 1
+#define ST_FAILED 2
+#define ST_UPREEMPT 3
+#define ST_PRESENT 4
+
+/* comm reasons (= chainrec_format::CommReason) */
+#define CR_SEEN 0
+#define CR_EXEC 1
+#define CR_RENAME 2
+#define CR_FORK 3
+
+/* stack modes */
+#define MODE_LAZY 0
+#define MODE_EAGER 1
+#define MODE_NONE 2
+
+/* waking contexts (= chainrec_format::WakeContext) */
+#define CTX_TASK 0
+#define CTX_SOFTIRQ 1
+#define CTX_HARDIRQ 2
+#define CTX_NMI 3
+
+/* source codes: kind << 16 | number */
+#define SRC_HARDIRQ (1u << 16)
+#define SRC_SOFTIRQ (2u << 16)
+#define SRC_TIMER (3u << 16)
+
+#define MAX_FRAMES 127
+
+/* counters (per-CPU array indexes) */
+#define C_RB_FULL 0
+#define C_SKIP_OFFCPU 1
+#define C_SKIP_WAKER 2
+#define C_USER_PENDING_OVERWRITTEN 3
+#define C_CTX_FALLBACK 4
+#define C_NR 8
+
+struct ev {
+	__u64 ts;
+	__u8 kind;
+	__u8 aux;  /* waking: context; comm: reason; comm flags in c */
+	__u8 kst;  /* kernel stack status */
+	__u8 ust;  /* user stack status */
+	__u16 cpu;
+	__u8 nk;   /* kernel frames following */
+	__u8 nu;   /* user frames following (after the kernel frames) */
+	__u32 a;
+	__u32 b;
+	__u32 c;
+	__u32 d;
+};
+
+struct ev_comm {
+	struct ev h;
+	char comm[16];
+};
+
+struct ev_stk {
+	struct ev h;
+	__u64 frames[2 * MAX_FRAMES + 2];
+};
+
+/* Read-only configuration, set by user space before load. */
+const volatile __u32 stack_mode = MODE_LAZY;
+const volatile __u64 threshold_ns = 100000;
+const volatile __u64 wake_mark = 1 << 20;   /* force a consumer wakeup past this fill */
+const volatile __s64 preempt_delta = 0;     /* &__preempt_count - &runqueues (per-CPU) */
+const volatile bool have_preempt_delta = false;
+const volatile bool filter_enabled = false;
+const volatile bool user_stacks = true;
+
+/* Global pending user-stack counter: gates the sys_exit program. */
+__u64 user_pending = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 24);
+} rb SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, C_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ev_stk);
+} scratch SEC(".maps");
+
+/* Per-CPU interrupt state for metal node identity. */
+struct irq_state {
+	__u32 hardirq;   /* SRC_HARDIRQ|irq of the running handler, 0 when none */
+	__u32 softirq;   /* SRC_SOFTIRQ|vec of the running softirq, 0 when none */
+	__u32 timer;     /* hrtimer expiry nesting depth */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct irq_state);
+} irqst SEC(".maps");
+
+/* -p filter: thread group ids to record. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} filter_tgids SEC(".maps");
+
+#define TS_SEEN 1
+#define TS_BLOCKED 2
+#define TS_UPENDING 4
+#define TS_INTERESTING 8
+
+struct task_st {
+	__u64 off_ts;   /* last switch-out (0 = on CPU / unknown) */
+	__u64 uip;      /* user ip/sp at switch-in (lazy user stack check) */
+	__u64 usp;
+	__u32 flags;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_st);
+} tstore SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+	if (c)
+		*c += 1;
+}
+
+static __always_inline __u64 rb_flags(void)
+{
+	if (bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) > wake_mark)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline struct ev *reserve_ev(void)
+{
+	struct ev *e = bpf_ringbuf_reserve(&rb, sizeof(struct ev), 0);
+	if (!e)
+		count(C_RB_FULL);
+	return e;
+}
+
+static __always_inline void submit_ev(struct ev *e)
+{
+	bpf_ringbuf_submit(e, rb_flags());
+}
+
+static __always_inline struct ev_stk *scratch_ev(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&scratch, &zero);
+}
+
+static __always_inline void output_stk(struct ev_stk *s)
+{
+	__u64 n = (__u64)s->h.nk + (__u64)s->h.nu;
+	__u64 size;
+	if (n > 2 * MAX_FRAMES)
+		n = 2 * MAX_FRAMES;
+	size = sizeof(struct ev) + n * 8;
+	if (size > sizeof(struct ev_stk))
+		size = sizeof(struct ev_stk);
+	if (bpf_ringbuf_output(&rb, s, size, rb_flags()))
+		count(C_RB_FULL);
+}
+
+static __always_inline bool is_kthread(struct task_struct *t)
+{
+	return BPF_CORE_READ(t, flags) & 0x00200000; /* PF_KTHREAD */
+}
+
+static __always_inline void emit_comm(struct task_struct *t, __u8 reason, __u64 ts)
+{
+	struct ev_comm *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+	if (!e) {
+		count(C_RB_FULL);
+		return;
+	}
+	e->h.ts = ts;
+	e->h.kind = EV_COMM;
+	e->h.aux = reason;
+	e->h.kst = 0;
+	e->h.ust = 0;
+	e->h.cpu = bpf_get_smp_processor_id();
+	e->h.nk = 0;
+	e->h.nu = 0;
+	e->h.a = BPF_CORE_READ(t, pid);
+	e->h.b = BPF_CORE_READ(t, tgid);
+	e->h.c = is_kthread(t) ? 1 : 0;
+	e->h.d = 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), t->comm);
+	bpf_ringbuf_submit(e, rb_flags());
+}
+
+static __always_inline struct task_st *tst(struct task_struct *t, bool create)
+{
+	return bpf_task_storage_get(&tstore, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* First sighting: emit the task's identity once. */
+static __always_inline struct task_st *seen(struct task_struct *t, __u64 ts, __u8 reason)
+{
+	struct task_st *s;
+	if (BPF_CORE_READ(t, pid) == 0)
+		return 0;
+	s = tst(t, true);
+	if (s && !(s->flags & TS_SEEN)) {
+		s->flags |= TS_SEEN;
+		emit_comm(t, reason, ts);
+	}
+	return s;
+}
+
+static __always_inline bool interesting(struct task_struct *t, struct task_st *s)
+{
+	__u32 tgid;
+	if (!filter_enabled)
+		return true;
+	if (s && (s->flags & TS_INTERESTING))
+		return true;
+	tgid = BPF_CORE_READ(t, tgid);
+	return bpf_map_lookup_elem(&filter_tgids, &tgid) != 0;
+}
+
+/* Kernel stack of the current task into s->frames[0..]; sets kst/nk. */
+static __always_inline void cur_kstack(void *ctx, struct ev_stk *s)
+{
+	long r = bpf_get_stack(ctx, s->frames, MAX_FRAMES * 8, 0);
+	if (r < 0) {
+		s->h.kst = ST_FAILED;
+		s->h.nk = 0;
+	} else {
+		s->h.kst = ST_PRESENT;
+		s->h.nk = (__u8)(r / 8);
+	}
+}
+
+/* User stack of the current task after the kernel frames; sets ust/nu. */
+static __always_inline void cur_ustack(void *ctx, struct ev_stk *s)
+{
+	__u32 off = s->h.nk;
+	long r;
+	if (off > MAX_FRAMES)
+		off = MAX_FRAMES;
+	r = bpf_get_stack(ctx, &s->frames[off], MAX_FRAMES * 8, BPF_F_USER_STACK);
+	if (r < 0) {
+		s->h.ust = ST_FAILED;
+		s->h.nu = 0;
+	} else {
+		s->h.ust = ST_PRESENT;
+		s->h.nu = (__u8)(r / 8);
+	}
+}
+
+static __always_inline __u8 wake_context(struct task_struct *cur)
+{
+	if (have_preempt_delta) {
+		struct rq *rq = BPF_CORE_READ(cur, se.cfs_rq, rq);
+		__u32 pc = 0;
+		if (rq && bpf_probe_read_kernel(&pc, sizeof(pc), (void *)rq + preempt_delta) == 0) {
+			if (pc & 0x00f00000)
+				return CTX_NMI;
+			if (pc & 0x000f0000)
+				return CTX_HARDIRQ;
+			if (pc & 0x00000100)
+				return CTX_SOFTIRQ;
+			return CTX_TASK;
+		}
+	}
+	/* Fallback: the interrupt tracepoints' per-CPU state. */
+	count(C_CTX_FALLBACK);
+	{
+		__u32 zero = 0;
+		struct irq_state *is = bpf_map_lookup_elem(&irqst, &zero);
+		if (is && (is->hardirq || is->timer))
+			return CTX_HARDIRQ;
+		if (is && is->softirq)
+			return CTX_SOFTIRQ;
+	}
+	return CTX_TASK;
+}
+
+static __always_inline __u32 irq_source(__u8 ctx)
+{
+	__u32 zero = 0;
+	struct irq_state *is;
+	if (ctx == CTX_TASK || ctx == CTX_NMI)
+		return 0;
+	is = bpf_map_lookup_elem(&irqst, &zero);
+	if (!is)
+		return 0;
+	if (is->timer)
+		return SRC_TIMER;
+	return ctx == CTX_HARDIRQ ? is->hardirq : is->softirq;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	struct task_st *ps = seen(prev, ts, CR_SEEN);
+	struct task_st *ns = seen(next, ts, CR_SEEN);
+	__u32 prev_pid = BPF_CORE_READ(prev, pid);
+	__u32 next_pid = BPF_CORE_READ(next, pid);
+	bool pk = prev_pid == 0 || is_kthread(prev);
+	__u32 state = preempt ? 0 : (prev_state & 0xff);
+
+	if (!interesting(prev, ps) && !interesting(next, ns))
+		goto bookkeeping;
+
+	if (stack_mode == MODE_EAGER && prev_pid != 0) {
+		struct ev_stk *s = scratch_ev();
+		if (!s)
+			goto bookkeeping;
+		s->h.ts = ts;
+		s->h.kind = EV_SWITCH;
+		s->h.aux = 0;
+		s->h.cpu = bpf_get_smp_processor_id();
+		s->h.a = prev_pid;
+		s->h.b = next_pid;
+		s->h.c = state;
+		s->h.d = BPF_CORE_READ(prev, tgid);
+		s->h.nu = 0;
+		cur_kstack(ctx, s);
+		if (!pk && user_stacks)
+			cur_ustack(ctx, s);
+		else
+			s->h.ust = ST_NONE;
+		output_stk(s);
+	} else {
+		struct ev *e = reserve_ev();
+		if (!e)
+			goto bookkeeping;
+		e->ts = ts;
+		e->kind = EV_SWITCH;
+		e->aux = 0;
+		if (stack_mode == MODE_LAZY && prev_pid != 0) {
+			e->kst = ST_SKIPPED;
+			e->ust = pk ? ST_NONE : ST_SKIPPED;
+		} else {
+			e->kst = ST_NONE;
+			e->ust = ST_NONE;
+		}
+		e->cpu = bpf_get_smp_processor_id();
+		e->nk = 0;
+		e->nu = 0;
+		e->a = prev_pid;
+		e->b = next_pid;
+		e->c = state;
+		e->d = BPF_CORE_READ(prev, tgid);
+		submit_ev(e);
+	}
+
+bookkeeping:
+	if (stack_mode != MODE_LAZY)
+		return 0;
+	if (ps) {
+		ps->off_ts = ts;
+		if (state)
+			ps->flags |= TS_BLOCKED;
+		else
+			ps->flags &= ~TS_BLOCKED;
+	}
+	if (ns && ns->off_ts) {
+		__u64 off = ns->off_ts;
+		ns->off_ts = 0;
+		if (ts - off <= threshold_ns) {
+			count(C_SKIP_OFFCPU);
+			return 0;
+		}
+		if (!interesting(next, ns))
+			return 0;
+		/* Long wait: kernel off-CPU stack of next, now, and arm its user stack. */
+		{
+			struct ev_stk *s = scratch_ev();
+			bool nk = is_kthread(next);
+			if (!s)
+				return 0;
+			s->h.ts = ts;
+			s->h.kind = EV_OFFCPU;
+			s->h.aux = 0;
+			s->h.cpu = bpf_get_smp_processor_id();
+			s->h.a = next_pid;
+			s->h.b = BPF_CORE_READ(next, tgid);
+			s->h.c = 0;
+			s->h.d = 0;
+			s->h.nu = 0;
+			s->h.ust = ST_NONE;
+			{
+				long r = bpf_get_task_stack(next, s->frames, MAX_FRAMES * 8, 0);
+				if (r < 0) {
+					s->h.kst = ST_FAILED;
+					s->h.nk = 0;
+				} else {
+					s->h.kst = ST_PRESENT;
+					s->h.nk = (__u8)(r / 8);
+				}
+			}
+			if (!nk && user_stacks) {
+				if (ns->flags & TS_BLOCKED) {
+					struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(next);
+					if (regs) {
+						ns->uip = BPF_CORE_READ(regs, ip);
+						ns->usp = BPF_CORE_READ(regs, sp);
+						if (!(ns->flags & TS_UPENDING)) {
+							ns->flags |= TS_UPENDING;
+							__sync_fetch_and_add(&user_pending, 1);
+						} else {
+							count(C_USER_PENDING_OVERWRITTEN);
+						}
+					} else {
+						s->h.ust = ST_FAILED;
+					}
+				} else {
+					/* preempted: no user stack (it moved on in user mode) */
+					s->h.ust = ST_UPREEMPT;
+				}
+			}
+			output_stk(s);
+		}
+	}
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_struct *cur;
+	struct task_st *s;
+	struct ev_stk *e;
+	struct pt_regs *ur;
+
+	if (user_pending == 0)
+		return 0;
+	cur = bpf_get_current_task_btf();
+	s = tst(cur, false);
+	if (!s || !(s->flags & TS_UPENDING))
+		return 0;
+	s->flags &= ~TS_UPENDING;
+	__sync_fetch_and_add(&user_pending, -1);
+	e = scratch_ev();
+	if (!e)
+		return 0;
+	e->h.ts = bpf_ktime_get_ns();
+	e->h.kind = EV_OFFCPU;
+	e->h.aux = 1; /* user-stack half */
+	e->h.cpu = bpf_get_smp_processor_id();
+	e->h.a = BPF_CORE_READ(cur, pid);
+	e->h.b = BPF_CORE_READ(cur, tgid);
+	e->h.c = 0;
+	e->h.d = 0;
+	e->h.kst = ST_NONE;
+	e->h.nk = 0;
+	e->h.nu = 0;
+	ur = (struct pt_regs *)bpf_task_pt_regs(cur);
+	if (ur && BPF_CORE_READ(ur, ip) == s->uip && BPF_CORE_READ(ur, sp) == s->usp) {
+		cur_ustack(ctx, e);
+	} else {
+		e->h.ust = ST_UPREEMPT;
+	}
+	output_stk(e);
+	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	struct task_struct *cur = bpf_get_current_task_btf();
+	__u32 cur_pid = BPF_CORE_READ(cur, pid);
+	__u8 ctx8 = wake_context(cur);
+	bool want_stacks = false;
+	struct task_st *ts_target = 0;
+
+	if (filter_enabled || stack_mode == MODE_LAZY)
+		ts_target = tst(p, false);
+	if (filter_enabled) {
+		if (!interesting(p, ts_target))
+			return 0;
+		/* The waker is part of an interesting chain from now on. */
+		if (ctx8 == CTX_TASK && cur_pid != 0) {
+			struct task_st *ws = tst(cur, true);
+			if (ws)
+				ws->flags |= TS_INTERESTING;
+		}
+	}
+	if (stack_mode == MODE_EAGER) {
+		want_stacks = true;
+	} else if (stack_mode == MODE_LAZY) {
+		if (ts_target && ts_target->off_ts && ts - ts_target->off_ts > threshold_ns)
+			want_stacks = true;
+		else
+			count(C_SKIP_WAKER);
+	}
+
+	if (want_stacks) {
+		struct ev_stk *s = scratch_ev();
+		if (!s)
+			return 0;
+		s->h.ts = ts;
+		s->h.kind = EV_WAKING;
+		s->h.aux = ctx8;
+		s->h.cpu = bpf_get_smp_processor_id();
+		s->h.a = cur_pid;
+		s->h.b = BPF_CORE_READ(p, pid);
+		s->h.c = irq_source(ctx8);
+		s->h.d = BPF_CORE_READ(cur, tgid);
+		s->h.nu = 0;
+		cur_kstack(ctx, s);
+		if (ctx8 == CTX_TASK && cur_pid != 0 && !is_kthread(cur) && user_stacks)
+			cur_ustack(ctx, s);
+		else
+			s->h.ust = ST_NONE;
+		output_stk(s);
+	} else {
+		struct ev *e = reserve_ev();
+		if (!e)
+			return 0;
+		e->ts = ts;
+		e->kind = EV_WAKING;
+		e->aux = ctx8;
+		if (stack_mode == MODE_LAZY) {
+			e->kst = ST_SKIPPED;
+			e->ust = (ctx8 == CTX_TASK && cur_pid != 0 && !is_kthread(cur)) ? ST_SKIPPED : ST_NONE;
+		} else {
+			e->kst = ST_NONE;
+			e->ust = ST_NONE;
+		}
+		e->cpu = bpf_get_smp_processor_id();
+		e->nk = 0;
+		e->nu = 0;
+		e->a = cur_pid;
+		e->b = BPF_CORE_READ(p, pid);
+		e->c = irq_source(ctx8);
+		e->d = BPF_CORE_READ(cur, tgid);
+		submit_ev(e);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_wakeup_new, struct task_struct *p)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct task_st *ps = tst(cur, false);
+	struct ev *e;
+
+	if (filter_enabled) {
+		if (!interesting(cur, ps) && !interesting(p, 0))
+			return 0;
+		if (ps && (ps->flags & TS_INTERESTING)) {
+			struct task_st *cs = tst(p, true);
+			if (cs)
+				cs->flags |= TS_INTERESTING;
+		}
+	}
+	seen(p, ts, CR_FORK);
+	e = reserve_ev();
+	if (!e)
+		return 0;
+	e->ts = ts;
+	e->kind = EV_WAKEUP_NEW;
+	e->aux = 0;
+	e->kst = 0;
+	e->ust = 0;
+	e->cpu = bpf_get_smp_processor_id();
+	e->nk = 0;
+	e->nu = 0;
+	e->a = BPF_CORE_READ(cur, pid);
+	e->b = BPF_CORE_READ(p, pid);
+	e->c = BPF_CORE_READ(p, tgid);
+	e->d = 0;
+	submit_ev(e);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	struct task_st *s = tst(p, true);
+	if (s)
+		s->flags |= TS_SEEN;
+	if (!interesting(p, s))
+		return 0;
+	emit_comm(p, CR_EXEC, ts);
+	return 0;
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(on_rename, struct task_struct *t, const char *comm)
+{
+	/* Fires before the copy, with the new name as argument. Skipped during exec
+	 * (sched_process_exec reports that one, after the name changed). */
+	__u64 ts = bpf_ktime_get_ns();
+	struct task_st *s = tst(t, false);
+	struct ev_comm *e;
+	if (BPF_CORE_READ_BITFIELD_PROBED(t, in_execve))
+		return 0;
+	if (!interesting(t, s))
+		return 0;
+	e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+	if (!e) {
+		count(C_RB_FULL);
+		return 0;
+	}
+	e->h.ts = ts;
+	e->h.kind = EV_COMM;
+	e->h.aux = CR_RENAME;
+	e->h.kst = 0;
+	e->h.ust = 0;
+	e->h.cpu = bpf_get_smp_processor_id();
+	e->h.nk = 0;
+	e->h.nu = 0;
+	e->h.a = BPF_CORE_READ(t, pid);
+	e->h.b = BPF_CORE_READ(t, tgid);
+	e->h.c = is_kthread(t) ? 1 : 0;
+	e->h.d = 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
+	bpf_ringbuf_submit(e, rb_flags());
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	struct task_st *s = tst(p, false);
+	struct ev *e;
+	if (s && (s->flags & TS_UPENDING)) {
+		s->flags &= ~TS_UPENDING;
+		__sync_fetch_and_add(&user_pending, -1);
+	}
+	if (!interesting(p, s))
+		return 0;
+	e = reserve_ev();
+	if (!e)
+		return 0;
+	e->ts = ts;
+	e->kind = EV_EXIT;
+	e->aux = 0;
+	e->kst = 0;
+	e->ust = 0;
+	e->cpu = bpf_get_smp_processor_id();
+	e->nk = 0;
+	e->nu = 0;
+	e->a = BPF_CORE_READ(p, pid);
+	e->b = BPF_CORE_READ(p, tgid);
+	e->c = 0;
+	e->d = 0;
+	submit_ev(e);
+	return 0;
+}
+
+static __always_inline struct irq_state *irq_state(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&irqst, &zero);
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(on_irq_entry, int irq, struct irqaction *action)
+{
+	struct irq_state *is = irq_state();
+	if (is)
+		is->hardirq = SRC_HARDIRQ | ((__u32)irq & 0xffff);
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(on_irq_exit, int irq, struct irqaction *action, int ret)
+{
+	struct irq_state *is = irq_state();
+	if (is)
+		is->hardirq = 0;
+	return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(on_softirq_entry, unsigned int vec)
+{
+	struct irq_state *is = irq_state();
+	if (is)
+		is->softirq = SRC_SOFTIRQ | (vec & 0xffff);
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(on_softirq_exit, unsigned int vec)
+{
+	struct irq_state *is = irq_state();
+	if (is)
+		is->softirq = 0;
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(on_hrtimer_entry, struct hrtimer *t, ktime_t *now)
+{
+	struct irq_state *is = irq_state();
+	if (is)
+		is->timer += 1;
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(on_hrtimer_exit, struct hrtimer *t)
+{
+	struct irq_state *is = irq_state();
+	if (is && is->timer)
+		is->timer -= 1;
+	return 0;
+}

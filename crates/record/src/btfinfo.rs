@@ -1,0 +1,36 @@
+//! Facts read from the running kernel's BTF.
+
+use libbpf_rs::btf::types::DataSec;
+use libbpf_rs::btf::{Btf, BtfType};
+
+/// Distance in bytes from the per-CPU variable `runqueues` to `__preempt_count`, read from
+/// the `.data..percpu` datasec of `/sys/kernel/btf/vmlinux`. The BPF side adds it to this
+/// CPU's `struct rq` address to read the preempt count (waking context). `Err` says why
+/// it is unavailable (then the interrupt-tracepoint fallback is used).
+pub fn preempt_count_delta() -> Result<i64, String> {
+    let btf = Btf::from_vmlinux().map_err(|e| format!("cannot read kernel BTF: {e}"))?;
+    let sec: DataSec<'_> = btf
+        .type_by_name(".data..percpu")
+        .ok_or_else(|| "kernel BTF has no .data..percpu datasec".to_string())?;
+    let mut rq = None;
+    let mut pc = None;
+    for v in sec.iter() {
+        let Some(t) = btf.type_by_id::<BtfType<'_>>(v.ty) else {
+            continue;
+        };
+        match t.name().and_then(|n| n.to_str()) {
+            Some("runqueues") => rq = Some(v.offset as i64),
+            Some("__preempt_count") => {
+                if v.size == 4 {
+                    pc = Some(v.offset as i64)
+                }
+            }
+            _ => {}
+        }
+    }
+    match (rq, pc) {
+        (Some(rq), Some(pc)) => Ok(pc - rq),
+        (None, _) => Err("per-CPU variable `runqueues` not in kernel BTF".into()),
+        (_, None) => Err("per-CPU variable `__preempt_count` (4 bytes) not in kernel BTF".into()),
+    }
+}

@@ -1,0 +1,142 @@
+//! Ring-buffer records as written by `bpf/chainrec.bpf.c` (`struct ev`, 32 bytes, then
+//! `nk + nu` u64 frames, or 16 comm bytes for comm records).
+
+#![allow(dead_code)] // mirrors every constant of the C side, used or not
+
+pub const EV_SWITCH: u8 = 0;
+pub const EV_WAKING: u8 = 1;
+pub const EV_WAKEUP_NEW: u8 = 2;
+pub const EV_COMM: u8 = 3;
+pub const EV_EXIT: u8 = 4;
+pub const EV_OFFCPU: u8 = 5;
+
+pub const ST_NONE: u8 = 0;
+pub const ST_SKIPPED: u8 = 1;
+pub const ST_FAILED: u8 = 2;
+pub const ST_UPREEMPT: u8 = 3;
+pub const ST_PRESENT: u8 = 4;
+
+pub const SRC_HARDIRQ: u32 = 1 << 16;
+pub const SRC_SOFTIRQ: u32 = 2 << 16;
+pub const SRC_TIMER: u32 = 3 << 16;
+
+/// Counter indexes of the per-CPU `counters` map.
+pub const C_RB_FULL: u32 = 0;
+pub const C_SKIP_OFFCPU: u32 = 1;
+pub const C_SKIP_WAKER: u32 = 2;
+pub const C_USER_PENDING_OVERWRITTEN: u32 = 3;
+pub const C_CTX_FALLBACK: u32 = 4;
+
+pub const HDR: usize = 32;
+
+/// One decoded record; frames live in a shared pool (`frames_at..frames_at+nk+nu`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawEv {
+    pub ts: u64,
+    pub kind: u8,
+    pub aux: u8,
+    pub kst: u8,
+    pub ust: u8,
+    pub cpu: u16,
+    pub nk: u8,
+    pub nu: u8,
+    pub a: u32,
+    pub b: u32,
+    pub c: u32,
+    pub d: u32,
+    pub frames_at: u32,
+    pub comm: [u8; 16],
+}
+
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+/// Decode one record, appending its frames to `pool`. None when malformed.
+pub fn decode(data: &[u8], pool: &mut Vec<u64>) -> Option<RawEv> {
+    if data.len() < HDR {
+        return None;
+    }
+    let mut e = RawEv {
+        ts: u64::from_le_bytes(data[0..8].try_into().ok()?),
+        kind: data[8],
+        aux: data[9],
+        kst: data[10],
+        ust: data[11],
+        cpu: u16::from_le_bytes([data[12], data[13]]),
+        nk: data[14],
+        nu: data[15],
+        a: u32_at(data, 16),
+        b: u32_at(data, 20),
+        c: u32_at(data, 24),
+        d: u32_at(data, 28),
+        frames_at: pool.len() as u32,
+        comm: [0; 16],
+    };
+    if e.kind > EV_OFFCPU {
+        return None;
+    }
+    if e.kind == EV_COMM {
+        if data.len() < HDR + 16 {
+            return None;
+        }
+        e.comm.copy_from_slice(&data[HDR..HDR + 16]);
+        return Some(e);
+    }
+    let n = e.nk as usize + e.nu as usize;
+    if data.len() < HDR + n * 8 {
+        return None;
+    }
+    pool.extend(
+        data[HDR..HDR + n * 8]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))),
+    );
+    Some(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_header_and_frames() {
+        let mut b = vec![0u8; HDR + 24];
+        b[0..8].copy_from_slice(&123456789u64.to_le_bytes());
+        b[8] = EV_WAKING;
+        b[9] = 2;
+        b[10] = ST_PRESENT;
+        b[11] = ST_PRESENT;
+        b[12..14].copy_from_slice(&3u16.to_le_bytes());
+        b[14] = 2;
+        b[15] = 1;
+        b[16..20].copy_from_slice(&10u32.to_le_bytes());
+        b[20..24].copy_from_slice(&20u32.to_le_bytes());
+        b[24..28].copy_from_slice(&SRC_TIMER.to_le_bytes());
+        b[28..32].copy_from_slice(&30u32.to_le_bytes());
+        for (i, f) in [0xffff_ffff_8100_0000u64, 0xffff_ffff_8100_0010, 0x5555_0000]
+            .iter()
+            .enumerate()
+        {
+            b[HDR + i * 8..HDR + i * 8 + 8].copy_from_slice(&f.to_le_bytes());
+        }
+        let mut pool = vec![7];
+        let e = decode(&b, &mut pool).unwrap();
+        assert_eq!(
+            (e.ts, e.kind, e.aux, e.cpu, e.nk, e.nu),
+            (123456789, EV_WAKING, 2, 3, 2, 1)
+        );
+        assert_eq!((e.a, e.b, e.c, e.d), (10, 20, SRC_TIMER, 30));
+        assert_eq!(e.frames_at, 1);
+        assert_eq!(
+            &pool[1..],
+            &[0xffff_ffff_8100_0000, 0xffff_ffff_8100_0010, 0x5555_0000]
+        );
+        // truncated: frames announced but missing
+        assert!(decode(&b[..HDR + 8], &mut pool).is_none());
+        // unknown kind
+        let mut bad = b.clone();
+        bad[8] = 9;
+        assert!(decode(&bad, &mut pool).is_none());
+    }
+}

@@ -1,0 +1,894 @@
+//! The recording loop: load and attach the BPF programs, drain the ring buffer, reorder,
+//! deduplicate stacks, symbolize, write.
+
+use crate::ksyms::KernelSymbols;
+use crate::raw::{self, RawEv};
+use crate::skel::{ChainrecLinks, ChainrecSkelBuilder};
+use crate::usyms::UserSymbolizer;
+use crate::workload::monotonic_ns;
+use crate::{RecordError, Result};
+use chainrec_format::*;
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::io::{IsTerminal, Write};
+use std::mem::MaybeUninit;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What to record and how.
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    /// Output trace file (created with mode 0600).
+    pub output: PathBuf,
+    /// Stack policy.
+    pub stack_mode: StackMode,
+    /// Lazy threshold T: waits shorter than this get no stacks (lazy mode only).
+    pub stack_threshold_ns: u64,
+    /// Ring buffer size in bytes (rounded up to a power of two, at least one page).
+    pub ringbuf_bytes: u64,
+    /// Record only these processes (thread group ids) and the tasks that wake them,
+    /// transitively; empty = whole system.
+    pub pids: Vec<u32>,
+    /// How often the consumer drains the ring buffer (it is not woken per event).
+    pub poll_period: Duration,
+    /// Print a live status line on stderr (only when stderr is a terminal).
+    pub status_line: bool,
+    /// Recorder command line, stored in the trace metadata.
+    pub command_line: Vec<String>,
+    /// Capture user stacks (frame-pointer walks) as well as kernel stacks.
+    pub user_stacks: bool,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions {
+            output: PathBuf::from("trace.zst"),
+            stack_mode: StackMode::Lazy,
+            stack_threshold_ns: 100_000,
+            ringbuf_bytes: 32 << 20,
+            pids: Vec::new(),
+            poll_period: Duration::from_millis(20),
+            status_line: true,
+            command_line: Vec::new(),
+            user_stacks: true,
+        }
+    }
+}
+
+/// When to stop recording (whichever comes first). With neither set, recording runs
+/// until the process is killed.
+#[derive(Clone, Debug, Default)]
+pub struct StopCondition {
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop when this becomes true (signal handler, another thread).
+    pub flag: Option<Arc<AtomicBool>>,
+    /// Set to true once the programs are attached and events flow (so a caller can
+    /// start its workload).
+    pub started: Option<Arc<AtomicBool>>,
+}
+
+/// What a recording produced.
+#[derive(Clone, Debug, Default)]
+pub struct RecordSummary {
+    /// The trace file.
+    pub output: PathBuf,
+    /// Events written.
+    pub events: u64,
+    /// Events by kind (indexed by `EventKind as usize`).
+    pub events_by_kind: [u64; 7],
+    /// File size.
+    pub bytes: u64,
+    /// Recording time (attach to detach).
+    pub duration: Duration,
+    /// Lost and skipped counts (also in the file's metadata).
+    pub lost: LostCounts,
+    /// Unique stacks written.
+    pub stacks: u64,
+    /// Symbols written.
+    pub symbols: u64,
+    /// CPU time of the consumer thread (user + system).
+    pub consumer_cpu: Duration,
+    /// Total BPF program run time and run count (when `kernel.bpf_stats_enabled=1`).
+    pub bpf_run_time_ns: u64,
+    /// See [`RecordSummary::bpf_run_time_ns`].
+    pub bpf_run_cnt: u64,
+    /// Wakings whose context came from the interrupt-tracepoint fallback.
+    pub context_fallbacks: u64,
+    /// How the waking context was obtained.
+    pub context_method: String,
+}
+
+static SIGNAL_STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    SIGNAL_STOP.store(true, Ordering::SeqCst);
+}
+
+/// Install SIGINT/SIGTERM handlers that request a clean stop; returns the flag to pass
+/// in [`StopCondition::flag`]. (A second signal still stops cleanly; SIGKILL leaves a
+/// file readable up to its last flush.)
+pub fn install_stop_signals() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    // SAFETY: on_signal only stores to an atomic, which is async-signal-safe; the
+    // sigaction struct is fully initialized.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+        libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+    }
+    let f = flag.clone();
+    std::thread::Builder::new()
+        .name("chainrec-signal".into())
+        .spawn(move || loop {
+            if SIGNAL_STOP.load(Ordering::SeqCst) {
+                f.store(true, Ordering::SeqCst);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        })
+        .ok();
+    flag
+}
+
+fn bpf_err(stage: &'static str, e: libbpf_rs::Error) -> RecordError {
+    let detail = format!("{e:#}");
+    let perm = matches!(e.kind(), libbpf_rs::ErrorKind::PermissionDenied)
+        || detail.contains("Operation not permitted")
+        || detail.contains("EPERM");
+    if perm {
+        RecordError::Permission { detail }
+    } else {
+        RecordError::Bpf { stage, detail }
+    }
+}
+
+fn thread_cpu() -> Duration {
+    let mut ru: libc::rusage = unsafe_zeroed_rusage();
+    // SAFETY: ru is a valid, writable rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn unsafe_zeroed_rusage() -> libc::rusage {
+    // SAFETY: rusage is plain old data; all-zero is a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+fn realtime_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
+}
+
+fn uname() -> (String, String) {
+    // SAFETY: utsname is plain old data; uname fills it.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: u is valid and writable.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return (String::new(), String::new());
+    }
+    let s = |f: &[libc::c_char]| {
+        let b: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    (s(&u.nodename), s(&u.release))
+}
+
+const SOFTIRQ_NAMES: [&str; 10] = [
+    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
+];
+
+fn irq_name(code: u32) -> String {
+    let n = code & 0xffff;
+    match code & !0xffff {
+        raw::SRC_TIMER => "timer".to_string(),
+        raw::SRC_SOFTIRQ => SOFTIRQ_NAMES
+            .get(n as usize)
+            .map(|s| s.to_string())
+            .unwrap_or(format!("softirq {n}")),
+        _ => std::fs::read_to_string(format!("/sys/kernel/irq/{n}/actions"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| format!("irq {n}")),
+    }
+}
+
+/// Converts raw records into trace events and tables.
+struct Converter {
+    stack_ids: HashMap<(StackKind, Tid, Vec<u64>), StackId>,
+    next_stack: u32,
+    new_stacks: Vec<StackEntry>,
+    irq_ids: HashMap<u32, u32>,
+    new_irqs: Vec<IrqSource>,
+    tasks: HashSet<Tid>,
+    new_tasks: Vec<TaskEntry>,
+    kaddrs: HashSet<u64>,
+    new_kaddrs: Vec<u64>,
+    uaddrs: HashSet<(Tid, u64)>,
+    new_uaddrs: HashMap<Tid, Vec<u64>>,
+    lost: LostCounts,
+}
+
+impl Converter {
+    fn new() -> Self {
+        Converter {
+            stack_ids: HashMap::new(),
+            next_stack: StackId::FIRST_REAL,
+            new_stacks: Vec::new(),
+            irq_ids: HashMap::new(),
+            new_irqs: Vec::new(),
+            tasks: HashSet::new(),
+            new_tasks: Vec::new(),
+            kaddrs: HashSet::new(),
+            new_kaddrs: Vec::new(),
+            uaddrs: HashSet::new(),
+            new_uaddrs: HashMap::new(),
+            lost: LostCounts::default(),
+        }
+    }
+
+    fn stack(&mut self, status: u8, kind: StackKind, tgid: Tid, frames: &[u64]) -> StackId {
+        let failed = |l: &mut LostCounts| match kind {
+            StackKind::Kernel => l.kernel_stack_failed += 1,
+            StackKind::User => l.user_stack_failed += 1,
+        };
+        match status {
+            raw::ST_NONE => StackId::NONE,
+            raw::ST_SKIPPED => StackId::SKIPPED,
+            raw::ST_UPREEMPT => {
+                self.lost.user_stacks_preempted += 1;
+                StackId::USER_PREEMPTED
+            }
+            raw::ST_PRESENT if !frames.is_empty() => {
+                let tgid = if kind == StackKind::Kernel { 0 } else { tgid };
+                let key = (kind, tgid, frames.to_vec());
+                if let Some(id) = self.stack_ids.get(&key) {
+                    return *id;
+                }
+                let id = StackId(self.next_stack);
+                self.next_stack += 1;
+                for &a in frames {
+                    match kind {
+                        StackKind::Kernel => {
+                            if self.kaddrs.insert(a) {
+                                self.new_kaddrs.push(a);
+                            }
+                        }
+                        StackKind::User => {
+                            if self.uaddrs.insert((tgid, a)) {
+                                self.new_uaddrs.entry(tgid).or_default().push(a);
+                            }
+                        }
+                    }
+                }
+                self.new_stacks.push(StackEntry {
+                    id,
+                    kind,
+                    tgid,
+                    frames: frames.to_vec(),
+                });
+                self.stack_ids.insert(key, id);
+                id
+            }
+            _ => {
+                failed(&mut self.lost);
+                StackId::FAILED
+            }
+        }
+    }
+
+    fn irq(&mut self, code: u32) -> u32 {
+        if code == 0 {
+            return 0;
+        }
+        let next = self.irq_ids.len() as u32 + 1;
+        *self.irq_ids.entry(code).or_insert_with(|| {
+            self.new_irqs.push(IrqSource {
+                id: next,
+                name: irq_name(code),
+            });
+            next
+        })
+    }
+
+    fn convert(&mut self, e: &RawEv, pool: &[u64]) -> Event {
+        let at = e.frames_at as usize;
+        let kf = &pool[at..at + e.nk as usize];
+        let uf = &pool[at + e.nk as usize..at + e.nk as usize + e.nu as usize];
+        match e.kind {
+            raw::EV_SWITCH => Event::Switch(Switch {
+                ts: e.ts,
+                cpu: e.cpu as u32,
+                prev_tid: e.a,
+                prev_state: e.c,
+                next_tid: e.b,
+                prev_kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
+                prev_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
+            }),
+            raw::EV_WAKING => Event::Waking(Waking {
+                ts: e.ts,
+                cpu: e.cpu as u32,
+                waker_tid: e.a,
+                target_tid: e.b,
+                context: WakeContext::from_u8(e.aux).unwrap_or(WakeContext::Task),
+                source: self.irq(e.c),
+                waker_kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
+                waker_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
+            }),
+            raw::EV_WAKEUP_NEW => Event::WakeupNew(WakeupNew {
+                ts: e.ts,
+                cpu: e.cpu as u32,
+                parent_tid: e.a,
+                child_tid: e.b,
+                child_tgid: e.c,
+            }),
+            raw::EV_COMM => {
+                let comm = Comm(e.comm);
+                if self.tasks.insert(e.a) {
+                    self.new_tasks.push(TaskEntry {
+                        tid: e.a,
+                        tgid: e.b,
+                        comm,
+                        kernel_thread: e.c & 1 != 0,
+                    });
+                }
+                Event::Comm(TaskComm {
+                    ts: e.ts,
+                    tid: e.a,
+                    tgid: e.b,
+                    comm,
+                    reason: CommReason::from_u8(e.aux).unwrap_or(CommReason::Seen),
+                })
+            }
+            raw::EV_EXIT => Event::Exit(Exit {
+                ts: e.ts,
+                tid: e.a,
+                tgid: e.b,
+            }),
+            _ => Event::OffCpuStacks(OffCpuStacks {
+                ts: e.ts,
+                tid: e.a,
+                kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
+                ustack: self.stack(e.ust, StackKind::User, e.b, uf),
+            }),
+        }
+    }
+}
+
+/// Holds events until they are older than the drain bound, so that the slightly
+/// out-of-order ring buffer (shared by all CPUs) is written in time order.
+struct Reorder {
+    buf: Vec<Event>,
+    last_ts: u64,
+    out_of_order: u64,
+}
+
+impl Reorder {
+    /// Push every buffered event with `ts <= bound` (all when bound is u64::MAX).
+    fn drain(
+        &mut self,
+        bound: u64,
+        sink: &mut impl TraceSink,
+        by_kind: &mut [u64; 7],
+    ) -> Result<()> {
+        if !self.buf.is_sorted_by_key(|e| e.ts()) {
+            self.buf.sort_by_key(|e| e.ts());
+        }
+        let n = self.buf.partition_point(|e| e.ts() <= bound);
+        let mut late: Option<Lost> = None;
+        for ev in self.buf.drain(..n) {
+            if ev.ts() < self.last_ts {
+                // Arrived after newer events were already written: count it, never
+                // reorder the file.
+                self.out_of_order += 1;
+                let l = late.get_or_insert(Lost {
+                    ts: self.last_ts,
+                    cpu: u32::MAX,
+                    count: 0,
+                    cause: LostCause::OutOfOrder,
+                });
+                l.count += 1;
+                continue;
+            }
+            self.last_ts = ev.ts();
+            by_kind[ev.kind() as usize] += 1;
+            sink.push(&ev)?;
+        }
+        if let Some(l) = late {
+            by_kind[EventKind::Lost as usize] += 1;
+            sink.push(&Event::Lost(l))?;
+        }
+        Ok(())
+    }
+}
+
+fn prog_stats(fd: i32) -> (u64, u64) {
+    // SAFETY: bpf_prog_info is plain old data; all-zero is valid.
+    let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: info/len point to a valid buffer of `len` bytes; fd is a live program fd.
+    let r = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    if r != 0 {
+        return (0, 0);
+    }
+    (info.run_time_ns, info.run_cnt)
+}
+
+/// Record until `stop` says so, writing `opts.output`. See the crate docs.
+pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary> {
+    if opts.ringbuf_bytes < 4096 || opts.ringbuf_bytes > (1 << 31) {
+        return Err(RecordError::Invalid(format!(
+            "--ringbuf-size {} out of range (4 KiB ..= 2 GiB)",
+            opts.ringbuf_bytes
+        )));
+    }
+    let rb_size = opts.ringbuf_bytes.next_power_of_two() as u32;
+    if opts.pids.len() > 1024 {
+        return Err(RecordError::Invalid("at most 1024 -p pids".into()));
+    }
+
+    let delta = crate::btfinfo::preempt_count_delta();
+    let mut open_obj = MaybeUninit::uninit();
+    let builder = ChainrecSkelBuilder::default();
+    let mut open = builder
+        .open(&mut open_obj)
+        .map_err(|e| bpf_err("open", e))?;
+    {
+        let ro = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .ok_or_else(|| RecordError::Bpf {
+                stage: "open",
+                detail: "skeleton has no .rodata".into(),
+            })?;
+        ro.stack_mode = match opts.stack_mode {
+            StackMode::Lazy => 0,
+            StackMode::Eager => 1,
+            StackMode::None => 2,
+        };
+        ro.threshold_ns = opts.stack_threshold_ns;
+        ro.wake_mark = rb_size as u64 / 4;
+        ro.filter_enabled = !opts.pids.is_empty();
+        ro.user_stacks = opts.user_stacks;
+        if let Ok(d) = delta {
+            ro.preempt_delta = d;
+            ro.have_preempt_delta = true;
+        }
+    }
+    open.maps
+        .rb
+        .set_max_entries(rb_size)
+        .map_err(|e| bpf_err("open", e))?;
+    if opts.stack_mode != StackMode::Lazy || !opts.user_stacks {
+        open.progs.on_sys_exit.set_autoload(false);
+    }
+    let mut skel = open.load().map_err(|e| bpf_err("load", e))?;
+    for pid in &opts.pids {
+        skel.maps
+            .filter_tgids
+            .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+            .map_err(|e| bpf_err("filter setup", e))?;
+    }
+
+    // Snapshot kernel symbols before starting (module loads during recording are rare).
+    let ksyms = KernelSymbols::load().unwrap_or_default();
+    let usyms = UserSymbolizer::new();
+
+    let (host, release) = uname();
+    let cpu_count = libbpf_rs::num_possible_cpus().unwrap_or(1) as u32;
+    let mut meta = RecordingMeta {
+        host,
+        kernel_release: release,
+        cpu_count,
+        clock: Clock::Monotonic,
+        clock_offset_ns: realtime_ns() - monotonic_ns() as i128,
+        command_line: opts.command_line.clone(),
+        start_ns: 0,
+        end_ns: 0,
+        stack_mode: opts.stack_mode,
+        stack_threshold_ns: if opts.stack_mode == StackMode::Lazy {
+            opts.stack_threshold_ns
+        } else {
+            0
+        },
+        lost: LostCounts::default(),
+        synthetic_scenario: None,
+        extra: vec![
+            (
+                "recorder".into(),
+                format!("chainrec-record {}", env!("CARGO_PKG_VERSION")),
+            ),
+            ("ringbuf_bytes".into(), rb_size.to_string()),
+            (
+                "filter_pids".into(),
+                opts.pids
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            (
+                "wake_context".into(),
+                match &delta {
+                    Ok(d) => format!("preempt_count at runqueues{d:+}"),
+                    Err(e) => format!("irq tracepoints fallback ({e})"),
+                },
+            ),
+            ("kallsyms_symbols".into(), ksyms.len().to_string()),
+        ],
+    };
+    let context_method = meta.extra[3].1.clone();
+
+    let wopts = WriterOptions {
+        mode: 0o600,
+        ..WriterOptions::default()
+    };
+    if let Some(parent) = opts.output.parent() {
+        if !parent.as_os_str().is_empty() && !parent.is_dir() {
+            return Err(RecordError::Output {
+                path: opts.output.clone(),
+                detail: format!("directory {} does not exist", parent.display()),
+            });
+        }
+    }
+    let mut writer = TraceWriter::create(&opts.output, &meta, wopts)?;
+
+    // Ring buffer consumer: decode into a batch, converted after each drain.
+    let batch: RefCell<(Vec<RawEv>, Vec<u64>, u64)> =
+        RefCell::new((Vec::with_capacity(1 << 16), Vec::new(), 0));
+    let mut rbb = RingBufferBuilder::new();
+    rbb.add(&skel.maps.rb, |data: &[u8]| {
+        let mut b = batch.borrow_mut();
+        let (evs, pool, malformed) = &mut *b;
+        match raw::decode(data, pool) {
+            Some(e) => evs.push(e),
+            None => *malformed += 1,
+        }
+        0
+    })
+    .map_err(|e| bpf_err("ring buffer", e))?;
+    let ring = rbb.build().map_err(|e| bpf_err("ring buffer", e))?;
+
+    skel.attach().map_err(|e| bpf_err("attach", e))?;
+    let start_ns = monotonic_ns();
+    meta.start_ns = start_ns;
+    writer.update_meta(&meta)?;
+    let t_start = Instant::now();
+    if let Some(s) = &stop.started {
+        s.store(true, Ordering::SeqCst);
+    }
+
+    let mut conv = Converter::new();
+    let mut reorder = Reorder {
+        buf: Vec::with_capacity(1 << 16),
+        last_ts: 0,
+        out_of_order: 0,
+    };
+    let mut by_kind = [0u64; 7];
+    let mut lost_seen: Vec<u64> = vec![0; cpu_count as usize];
+    let mut last_flush = Instant::now();
+    let mut last_status = (Instant::now(), 0u64);
+    let status = opts.status_line && std::io::stderr().is_terminal();
+    let window_ns: u64 = 10_000_000;
+    let mut counters_total = [0u64; 8];
+
+    let mut stopping = false;
+    loop {
+        if !stopping {
+            let dur_over = stop.duration.is_some_and(|d| t_start.elapsed() >= d);
+            let flagged = stop.flag.as_ref().is_some_and(|f| f.load(Ordering::SeqCst));
+            if dur_over || flagged {
+                stopping = true;
+                // Detach first so that nothing new arrives, then drain everything.
+                skel.links = ChainrecLinks::default();
+            }
+        }
+        let now = monotonic_ns();
+        if !stopping {
+            // Sleeps until the period ends or BPF forces a wakeup past the fill mark.
+            let _ = ring.poll(opts.poll_period);
+        }
+        ring.consume()
+            .map_err(|e| bpf_err("ring buffer consume", e))?;
+        {
+            let mut b = batch.borrow_mut();
+            let (evs, pool, malformed) = &mut *b;
+            for e in evs.iter() {
+                let ev = conv.convert(e, pool);
+                reorder.buf.push(ev);
+            }
+            evs.clear();
+            pool.clear();
+            if *malformed > 0 {
+                conv.lost.malformed += *malformed;
+                reorder.buf.push(Event::Lost(Lost {
+                    ts: now,
+                    cpu: u32::MAX,
+                    count: *malformed,
+                    cause: LostCause::Malformed,
+                }));
+                *malformed = 0;
+            }
+        }
+        if !conv.new_irqs.is_empty() {
+            writer.add_irq_sources(&conv.new_irqs)?;
+            conv.new_irqs.clear();
+        }
+        if !conv.new_tasks.is_empty() {
+            writer.add_tasks(&conv.new_tasks)?;
+            conv.new_tasks.clear();
+        }
+        if !conv.new_stacks.is_empty() {
+            writer.add_stacks(&conv.new_stacks)?;
+            conv.new_stacks.clear();
+        }
+
+        let periodic = last_flush.elapsed() >= Duration::from_millis(500);
+        if periodic || stopping {
+            // Ring buffer reserve failures, per CPU -> Lost markers.
+            let mut totals = [0u64; 8];
+            for idx in 0..8u32 {
+                if let Ok(Some(vals)) = skel
+                    .maps
+                    .counters
+                    .lookup_percpu(&idx.to_ne_bytes(), MapFlags::ANY)
+                {
+                    for (cpu, v) in vals.iter().enumerate() {
+                        let n = v
+                            .get(..8)
+                            .and_then(|b| b.try_into().ok())
+                            .map(u64::from_ne_bytes)
+                            .unwrap_or(0);
+                        totals[idx as usize] += n;
+                        if idx == raw::C_RB_FULL && cpu < lost_seen.len() && n > lost_seen[cpu] {
+                            reorder.buf.push(Event::Lost(Lost {
+                                ts: now,
+                                cpu: cpu as u32,
+                                count: n - lost_seen[cpu],
+                                cause: LostCause::RingBufferFull,
+                            }));
+                            lost_seen[cpu] = n;
+                        }
+                    }
+                }
+            }
+            counters_total = totals;
+        }
+
+        let bound = if stopping {
+            u64::MAX
+        } else {
+            now.saturating_sub(window_ns)
+        };
+        reorder.drain(bound, &mut writer, &mut by_kind)?;
+
+        if periodic || stopping {
+            // Symbolize new addresses while their processes are still alive.
+            if !conv.new_kaddrs.is_empty() {
+                let syms: Vec<SymbolEntry> = conv
+                    .new_kaddrs
+                    .drain(..)
+                    .map(|a| ksyms.resolve(a))
+                    .collect();
+                conv.lost.unresolved_symbols +=
+                    syms.iter().filter(|s| s.name.is_none()).count() as u64;
+                writer.add_symbols(&syms)?;
+            }
+            for (tgid, addrs) in std::mem::take(&mut conv.new_uaddrs) {
+                let syms = usyms.resolve(tgid, &addrs);
+                conv.lost.unresolved_symbols +=
+                    syms.iter().filter(|s| s.name.is_none()).count() as u64;
+                writer.add_symbols(&syms)?;
+            }
+            meta.lost = lost_counts(&conv.lost, &counters_total, reorder.out_of_order);
+            if periodic && !stopping {
+                writer.update_meta(&meta)?;
+                writer.flush()?;
+                last_flush = Instant::now();
+            }
+            if status {
+                let dt = last_status.0.elapsed().as_secs_f64().max(1e-3);
+                let evs = writer.events_written();
+                let rate = (evs - last_status.1) as f64 / dt;
+                let lost = meta.lost.ringbuf_full + meta.lost.out_of_order + meta.lost.malformed;
+                eprint!(
+                    "\r\x1b[K[chainrec] {:6.1} s  {:>9.0} ev/s  {:>11} events  lost {}  {:.1} MiB",
+                    t_start.elapsed().as_secs_f64(),
+                    rate,
+                    evs,
+                    lost,
+                    writer.bytes_written() as f64 / (1 << 20) as f64
+                );
+                let _ = std::io::stderr().flush();
+                last_status = (Instant::now(), evs);
+            }
+        }
+        if stopping {
+            break;
+        }
+    }
+    if status {
+        eprintln!();
+    }
+    let end_ns = monotonic_ns();
+    let (mut run_ns, mut run_cnt) = (0, 0);
+    for prog in skel.object().progs() {
+        use std::os::fd::{AsFd, AsRawFd};
+        let (t, c) = prog_stats(prog.as_fd().as_raw_fd());
+        run_ns += t;
+        run_cnt += c;
+    }
+    meta.end_ns = end_ns.max(reorder.last_ts);
+    meta.lost = lost_counts(&conv.lost, &counters_total, reorder.out_of_order);
+    let consumer_cpu = thread_cpu();
+    meta.extra.push((
+        "consumer_cpu_ns".into(),
+        consumer_cpu.as_nanos().to_string(),
+    ));
+    if run_cnt > 0 {
+        meta.extra
+            .push(("bpf_run_time_ns".into(), run_ns.to_string()));
+        meta.extra.push(("bpf_run_cnt".into(), run_cnt.to_string()));
+    }
+    let ws = writer.finish(&meta)?;
+    Ok(RecordSummary {
+        output: opts.output.clone(),
+        events: ws.events,
+        events_by_kind: by_kind,
+        bytes: ws.bytes,
+        duration: t_start.elapsed(),
+        lost: meta.lost.clone(),
+        stacks: (conv.next_stack - StackId::FIRST_REAL) as u64,
+        symbols: (conv.kaddrs.len() + conv.uaddrs.len()) as u64,
+        consumer_cpu,
+        bpf_run_time_ns: run_ns,
+        bpf_run_cnt: run_cnt,
+        context_fallbacks: counters_total[raw::C_CTX_FALLBACK as usize],
+        context_method,
+    })
+}
+
+fn lost_counts(conv: &LostCounts, counters: &[u64; 8], out_of_order: u64) -> LostCounts {
+    LostCounts {
+        ringbuf_full: counters[raw::C_RB_FULL as usize],
+        out_of_order,
+        stacks_skipped: counters[raw::C_SKIP_OFFCPU as usize]
+            + counters[raw::C_SKIP_WAKER as usize],
+        ..conv.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sw(ts: u64) -> Event {
+        Event::Switch(Switch {
+            ts,
+            cpu: 0,
+            prev_tid: 1,
+            prev_state: 1,
+            next_tid: 2,
+            prev_kstack: StackId::NONE,
+            prev_ustack: StackId::NONE,
+        })
+    }
+
+    #[test]
+    fn reorder_sorts_and_counts_late_events() {
+        let mut r = Reorder {
+            buf: vec![sw(30), sw(10), sw(20), sw(50)],
+            last_ts: 0,
+            out_of_order: 0,
+        };
+        let mut mem = MemTrace::default();
+        let mut k = [0u64; 7];
+        r.drain(30, &mut mem, &mut k).unwrap();
+        let ts: Vec<u64> = mem.events.iter().map(|e| e.ts()).collect();
+        assert_eq!(ts, vec![10, 20, 30]);
+        // 25 arrives after 30 was written: counted, not written; 50 and 60 go out.
+        r.buf.push(sw(25));
+        r.buf.push(sw(60));
+        r.drain(u64::MAX, &mut mem, &mut k).unwrap();
+        let ts: Vec<u64> = mem.events.iter().map(|e| e.ts()).collect();
+        assert_eq!(ts, vec![10, 20, 30, 50, 60, 60]);
+        assert_eq!(r.out_of_order, 1);
+        match mem.events[5] {
+            Event::Lost(l) => {
+                assert_eq!((l.count, l.cause, l.ts), (1, LostCause::OutOfOrder, 60));
+            }
+            e => panic!("expected a Lost marker, got {e:?}"),
+        }
+        assert_eq!(k[EventKind::Switch as usize], 5);
+        assert_eq!(k[EventKind::Lost as usize], 1);
+    }
+
+    #[test]
+    fn converter_dedups_stacks_and_maps_statuses() {
+        let mut c = Converter::new();
+        let pool = vec![0xffff_ffff_8100_0010u64, 0xffff_ffff_8100_0020, 0x4000_1000];
+        let mut e = RawEv {
+            kind: raw::EV_WAKING,
+            kst: raw::ST_PRESENT,
+            ust: raw::ST_PRESENT,
+            nk: 2,
+            nu: 1,
+            a: 5,
+            b: 6,
+            d: 5,
+            ..Default::default()
+        };
+        let Event::Waking(w1) = c.convert(&e, &pool) else {
+            panic!("not a waking")
+        };
+        assert_eq!(w1.waker_kstack, StackId(StackId::FIRST_REAL));
+        assert_eq!(w1.waker_ustack, StackId(StackId::FIRST_REAL + 1));
+        let Event::Waking(w2) = c.convert(&e, &pool) else {
+            panic!("not a waking")
+        };
+        assert_eq!(
+            (w2.waker_kstack, w2.waker_ustack),
+            (w1.waker_kstack, w1.waker_ustack)
+        );
+        assert_eq!(c.new_stacks.len(), 2);
+        assert_eq!(c.new_kaddrs.len(), 2);
+        assert_eq!(c.new_uaddrs[&5], vec![0x4000_1000]);
+        // same user frames in another process: a different stack
+        e.d = 7;
+        let Event::Waking(w3) = c.convert(&e, &pool) else {
+            panic!("not a waking")
+        };
+        assert_eq!(w3.waker_ustack, StackId(StackId::FIRST_REAL + 2));
+        e.kst = raw::ST_FAILED;
+        e.ust = raw::ST_UPREEMPT;
+        let Event::Waking(w4) = c.convert(&e, &pool) else {
+            panic!("not a waking")
+        };
+        assert_eq!(
+            (w4.waker_kstack, w4.waker_ustack),
+            (StackId::FAILED, StackId::USER_PREEMPTED)
+        );
+        assert_eq!(c.lost.kernel_stack_failed, 1);
+        assert_eq!(c.lost.user_stacks_preempted, 1);
+        // present but empty counts as failed
+        e.kst = raw::ST_PRESENT;
+        e.nk = 0;
+        e.nu = 0;
+        e.ust = raw::ST_SKIPPED;
+        let Event::Waking(w5) = c.convert(&e, &pool) else {
+            panic!("not a waking")
+        };
+        assert_eq!(
+            (w5.waker_kstack, w5.waker_ustack),
+            (StackId::FAILED, StackId::SKIPPED)
+        );
+        assert_eq!(c.lost.kernel_stack_failed, 2);
+    }
+
+    #[test]
+    fn irq_sources_get_stable_ids() {
+        let mut c = Converter::new();
+        assert_eq!(c.irq(0), 0);
+        assert_eq!(c.irq(raw::SRC_TIMER), 1);
+        assert_eq!(c.irq(raw::SRC_SOFTIRQ | 3), 2);
+        assert_eq!(c.irq(raw::SRC_TIMER), 1);
+        let names: Vec<&str> = c.new_irqs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, vec!["timer", "NET_RX"]);
+    }
+}

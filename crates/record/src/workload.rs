@@ -1,0 +1,269 @@
+//! The built-in chain workload: three named threads passing a byte along two pipes.
+//!
+//! * `cr-timer` sleeps one period (`clock_nanosleep`) and writes a byte to pipe 1;
+//! * `cr-relay` reads pipe 1 and writes the byte to pipe 2;
+//! * `cr-sink` reads pipe 2.
+//!
+//! Expected chain: `cr-sink ← cr-relay ← cr-timer ← [hardirq: timer]`. Each thread measures
+//! its own blocked time around the blocking call (CLOCK_MONOTONIC), so tests can compare an
+//! analysis of a recording with the workload's own measurement.
+
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Workload parameters.
+#[derive(Clone, Debug)]
+pub struct WorkloadOptions {
+    /// How long the timer thread keeps ticking.
+    pub duration: Duration,
+    /// Timer period.
+    pub period: Duration,
+}
+
+impl Default for WorkloadOptions {
+    fn default() -> Self {
+        WorkloadOptions {
+            duration: Duration::from_secs(2),
+            period: Duration::from_millis(2),
+        }
+    }
+}
+
+/// One thread's identity and measurement.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadReport {
+    /// Thread name (`cr-timer`, `cr-relay`, `cr-sink`).
+    pub name: String,
+    /// Thread id.
+    pub tid: u32,
+    /// Blocking calls made (sleeps for the timer, reads for the others, incl. the final EOF read).
+    pub calls: u64,
+    /// Total time inside the blocking calls, ns (CLOCK_MONOTONIC around each call).
+    pub blocked_ns: u64,
+}
+
+/// What the workload did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadReport {
+    /// Process id.
+    pub pid: u32,
+    /// The timer thread.
+    pub timer: ThreadReport,
+    /// The relay thread.
+    pub relay: ThreadReport,
+    /// The sink thread.
+    pub sink: ThreadReport,
+    /// Bytes that went all the way through.
+    pub messages: u64,
+    /// CLOCK_MONOTONIC ns when the threads started.
+    pub start_ns: u64,
+    /// CLOCK_MONOTONIC ns when the last thread finished.
+    pub end_ns: u64,
+}
+
+/// Current CLOCK_MONOTONIC time in ns (the clock `bpf_ktime_get_ns` uses).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+fn set_name(name: &str) {
+    let c = std::ffi::CString::new(name).expect("thread names have no NUL");
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c.as_ptr() as libc::c_ulong, 0, 0, 0) };
+}
+
+struct Fd(i32);
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: we own this descriptor.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn pipe() -> io::Result<(Fd, Fd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((Fd(fds[0]), Fd(fds[1])))
+}
+
+fn read1(fd: &Fd) -> io::Result<usize> {
+    let mut b = [0u8; 1];
+    loop {
+        // SAFETY: b is a valid 1-byte buffer.
+        let r = unsafe { libc::read(fd.0, b.as_mut_ptr().cast(), 1) };
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+fn write1(fd: &Fd) -> io::Result<()> {
+    let b = [b'x'];
+    loop {
+        // SAFETY: b is a valid 1-byte buffer.
+        let r = unsafe { libc::write(fd.0, b.as_ptr().cast(), 1) };
+        if r == 1 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+fn sleep_for(d: Duration) {
+    let ts = libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as _,
+    };
+    let mut rem = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: both timespecs are valid. Interrupted sleeps just end early.
+    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &ts, &mut rem) };
+}
+
+/// Run the workload to completion (blocking the caller for about `duration`).
+///
+/// `on_started` is called with the three tids (timer, relay, sink) once all threads
+/// exist, before the first tick.
+pub fn run_with(
+    opts: &WorkloadOptions,
+    on_started: impl FnOnce(u32, u32, u32),
+) -> io::Result<WorkloadReport> {
+    if opts.period.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "workload period must be > 0",
+        ));
+    }
+    let (r1, w1) = pipe()?;
+    let (r2, w2) = pipe()?;
+    let (tid_tx, tid_rx) = mpsc::channel::<(u8, u32)>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let start_ns = monotonic_ns();
+
+    let tx = tid_tx.clone();
+    let sink = std::thread::Builder::new().name("cr-sink".into()).spawn(
+        move || -> io::Result<ThreadReport> {
+            set_name("cr-sink");
+            let tid = gettid();
+            let _ = tx.send((2, tid));
+            let mut rep = ThreadReport {
+                name: "cr-sink".into(),
+                tid,
+                ..Default::default()
+            };
+            loop {
+                let t0 = monotonic_ns();
+                let n = read1(&r2)?;
+                rep.blocked_ns += monotonic_ns() - t0;
+                rep.calls += 1;
+                if n == 0 {
+                    return Ok(rep);
+                }
+            }
+        },
+    )?;
+    let tx = tid_tx.clone();
+    let relay = std::thread::Builder::new().name("cr-relay".into()).spawn(
+        move || -> io::Result<(ThreadReport, u64)> {
+            set_name("cr-relay");
+            let tid = gettid();
+            let _ = tx.send((1, tid));
+            let mut rep = ThreadReport {
+                name: "cr-relay".into(),
+                tid,
+                ..Default::default()
+            };
+            let mut msgs = 0;
+            loop {
+                let t0 = monotonic_ns();
+                let n = read1(&r1)?;
+                rep.blocked_ns += monotonic_ns() - t0;
+                rep.calls += 1;
+                if n == 0 {
+                    drop(w2);
+                    return Ok((rep, msgs));
+                }
+                write1(&w2)?;
+                msgs += 1;
+            }
+        },
+    )?;
+    let tx = tid_tx;
+    let period = opts.period;
+    let duration = opts.duration;
+    let timer = std::thread::Builder::new().name("cr-timer".into()).spawn(
+        move || -> io::Result<ThreadReport> {
+            set_name("cr-timer");
+            let tid = gettid();
+            let _ = tx.send((0, tid));
+            let mut rep = ThreadReport {
+                name: "cr-timer".into(),
+                tid,
+                ..Default::default()
+            };
+            let _ = go_rx.recv();
+            let end = monotonic_ns() + duration.as_nanos() as u64;
+            while monotonic_ns() < end {
+                let t0 = monotonic_ns();
+                sleep_for(period);
+                rep.blocked_ns += monotonic_ns() - t0;
+                rep.calls += 1;
+                write1(&w1)?;
+            }
+            drop(w1);
+            Ok(rep)
+        },
+    )?;
+    let mut tids = [0u32; 3];
+    for _ in 0..3 {
+        let (i, t) = tid_rx
+            .recv()
+            .map_err(|_| io::Error::other("workload thread died at start"))?;
+        tids[i as usize] = t;
+    }
+    on_started(tids[0], tids[1], tids[2]);
+    let _ = go_tx.send(());
+    let join_err = |_| io::Error::other("workload thread panicked");
+    let timer = timer.join().map_err(join_err)??;
+    let (relay, messages) = relay.join().map_err(join_err)??;
+    let sink = sink.join().map_err(join_err)??;
+    Ok(WorkloadReport {
+        pid: std::process::id(),
+        timer,
+        relay,
+        sink,
+        messages,
+        start_ns,
+        end_ns: monotonic_ns(),
+    })
+}
+
+/// Run the workload to completion. See [`run_with`].
+pub fn run(opts: &WorkloadOptions) -> io::Result<WorkloadReport> {
+    run_with(opts, |_, _, _| {})
+}
