@@ -39,7 +39,12 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { mode: Mode::Bounded, max_depth: DEFAULT_MAX_DEPTH, dedup: true, filter: Filter::default() }
+        Config {
+            mode: Mode::Bounded,
+            max_depth: DEFAULT_MAX_DEPTH,
+            dedup: true,
+            filter: Filter::default(),
+        }
     }
 }
 
@@ -255,7 +260,15 @@ impl<'t> Engine<'t> {
                     task.tgid = n.child_tgid;
                     if task.status != Status::Off {
                         // A new task is runnable from here: an off-CPU (run-queue) interval.
-                        Self::open_wait(task, n.ts, STATE_RUNNABLE, StackId::NONE, StackId::NONE, self.lost_seq);
+                        Self::open_wait(
+                            task,
+                            n.ts,
+                            STATE_RUNNABLE,
+                            StackId::NONE,
+                            StackId::NONE,
+                            self.lost_seq,
+                            self.cfg.mode,
+                        );
                     }
                 }
                 Event::Comm(c) => {
@@ -341,7 +354,16 @@ impl<'t> Engine<'t> {
         i
     }
 
-    fn open_wait(task: &mut Task, ts: u64, state: u32, k: StackId, u: StackId, lost_seq: u64) {
+    #[allow(clippy::too_many_arguments)]
+    fn open_wait(
+        task: &mut Task,
+        ts: u64,
+        state: u32,
+        k: StackId,
+        u: StackId,
+        lost_seq: u64,
+        mode: Mode,
+    ) {
         task.status = Status::Off;
         let o = &mut task.open;
         o.tid = task.tid;
@@ -359,6 +381,7 @@ impl<'t> Engine<'t> {
         o.cycle = false;
         o.lost = false;
         o.root = true;
+        o.mode = mode;
         task.open_hop = NO_HOP;
         task.open_lost = lost_seq;
         task.open_pretrace = false;
@@ -377,7 +400,15 @@ impl<'t> Engine<'t> {
                 if task.status == Status::Off {
                     self.stats.inconsistent += 1;
                 }
-                Self::open_wait(task, s.ts, s.prev_state, s.prev_kstack, s.prev_ustack, self.lost_seq);
+                Self::open_wait(
+                    task,
+                    s.ts,
+                    s.prev_state,
+                    s.prev_kstack,
+                    s.prev_ustack,
+                    self.lost_seq,
+                    self.cfg.mode,
+                );
             }
         }
         if s.next_tid != 0 {
@@ -470,7 +501,15 @@ impl<'t> Engine<'t> {
                 Status::Off if task.open.state != STATE_RUNNABLE && task.open_hop == NO_HOP => {}
                 Status::Unknown => {
                     // Blocked since before the trace: not a root, but a cause with s = trace start.
-                    Self::open_wait(task, trace_start, STATE_INTERRUPTIBLE, StackId::NONE, StackId::NONE, self.lost_seq);
+                    Self::open_wait(
+                        task,
+                        trace_start,
+                        STATE_INTERRUPTIBLE,
+                        StackId::NONE,
+                        StackId::NONE,
+                        self.lost_seq,
+                        self.cfg.mode,
+                    );
                     task.open_pretrace = true;
                 }
                 _ => {
@@ -499,7 +538,9 @@ impl<'t> Engine<'t> {
             waker_comm: Comm::default(),
         };
         if metal {
-            hop.node = self.nodes.metal(w.context, w.source, w.waker_kstack, self.tables);
+            hop.node = self
+                .nodes
+                .metal(w.context, w.source, w.waker_kstack, self.tables);
         } else {
             let wt = self.task(w.waker_tid);
             let waker = &mut self.tasks[wt];
@@ -513,7 +554,9 @@ impl<'t> Engine<'t> {
                 hop.cause_s = waker.last_cause_s;
                 hop.cause_ts = self.hops[waker.last_cause as usize].ts;
             }
-            hop.node = self.nodes.task(waker.comm, waker.tgid, w.waker_kstack, w.waker_ustack);
+            hop.node = self
+                .nodes
+                .task(waker.comm, waker.tgid, w.waker_kstack, w.waker_ustack);
         }
         let h = self.alloc_hop(hop);
         let task = &mut self.tasks[t];
@@ -641,12 +684,21 @@ impl<'t> Engine<'t> {
         let is_missing = |s: StackId, tables: &Tables| {
             s == StackId::FAILED || (s.is_real() && !tables.stacks.contains_key(&s))
         };
-        if is_skip(rec.kstack) || is_skip(rec.ustack) || rec.hops.iter().any(|h| is_skip(h.kstack) || is_skip(h.ustack)) {
+        if is_skip(rec.kstack)
+            || is_skip(rec.ustack)
+            || rec
+                .hops
+                .iter()
+                .any(|h| is_skip(h.kstack) || is_skip(h.ustack))
+        {
             st.stacks_skipped += 1;
         }
         if is_missing(rec.kstack, self.tables)
             || is_missing(rec.ustack, self.tables)
-            || rec.hops.iter().any(|h| is_missing(h.kstack, self.tables) || is_missing(h.ustack, self.tables))
+            || rec
+                .hops
+                .iter()
+                .any(|h| is_missing(h.kstack, self.tables) || is_missing(h.ustack, self.tables))
         {
             st.stacks_missing += 1;
         }
@@ -710,4 +762,3 @@ impl<'t> Engine<'t> {
         self.gc_threshold = (2 * live).max(1 << 16);
     }
 }
-

@@ -42,15 +42,22 @@ impl Window {
     /// seconds since the epoch prefixed by `@` (`@1763754600.25`), or a UTC time of day
     /// `HH:MM:SS[.frac]` on the day the trace started. Either end may be empty.
     pub fn parse(spec: &str) -> Result<Window, ChainError> {
-        let bad = |reason: &str| ChainError::BadWindow { spec: spec.to_string(), reason: reason.to_string() };
-        let (a, b) = spec.split_once("..").ok_or_else(|| bad("expected START..END"))?;
+        let bad = |reason: &str| ChainError::BadWindow {
+            spec: spec.to_string(),
+            reason: reason.to_string(),
+        };
+        let (a, b) = spec
+            .split_once("..")
+            .ok_or_else(|| bad("expected START..END"))?;
         let one = |s: &str| -> Result<Option<WindowBound>, ChainError> {
             let s = s.trim();
             if s.is_empty() {
                 return Ok(None);
             }
             if let Some(w) = s.strip_prefix('@') {
-                let v: f64 = w.parse().map_err(|_| bad("wall-clock end must be @SECONDS since the epoch"))?;
+                let v: f64 = w
+                    .parse()
+                    .map_err(|_| bad("wall-clock end must be @SECONDS since the epoch"))?;
                 return Ok(Some(WindowBound::Wall((v * 1e9).round() as i128)));
             }
             if s.contains(':') {
@@ -64,15 +71,22 @@ impl Window {
                 if h > 23 || m > 59 || !(0.0..61.0).contains(&sec) {
                     return Err(bad("time of day out of range"));
                 }
-                return Ok(Some(WindowBound::TimeOfDay((h * 3600 + m * 60) * 1_000_000_000 + (sec * 1e9).round() as u64)));
+                return Ok(Some(WindowBound::TimeOfDay(
+                    (h * 3600 + m * 60) * 1_000_000_000 + (sec * 1e9).round() as u64,
+                )));
             }
-            let v: f64 = s.parse().map_err(|_| bad("expected seconds from trace start, @EPOCH or HH:MM:SS"))?;
+            let v: f64 = s
+                .parse()
+                .map_err(|_| bad("expected seconds from trace start, @EPOCH or HH:MM:SS"))?;
             if !v.is_finite() || v < 0.0 {
                 return Err(bad("relative times must be >= 0"));
             }
             Ok(Some(WindowBound::Relative(v)))
         };
-        let w = Window { start: one(a)?, end: one(b)? };
+        let w = Window {
+            start: one(a)?,
+            end: one(b)?,
+        };
         Ok(w)
     }
 
@@ -81,16 +95,22 @@ impl Window {
         let conv = |b: WindowBound| -> u64 {
             match b {
                 WindowBound::Relative(s) => trace_start_ns.saturating_add((s * 1e9).round() as u64),
-                WindowBound::Wall(w) => (w - meta.clock_offset_ns).clamp(0, u64::MAX as i128) as u64,
+                WindowBound::Wall(w) => {
+                    (w - meta.clock_offset_ns).clamp(0, u64::MAX as i128) as u64
+                }
                 WindowBound::TimeOfDay(tod) => {
                     const DAY: i128 = 86_400_000_000_000;
                     let wall_start = trace_start_ns as i128 + meta.clock_offset_ns;
                     let midnight = wall_start - wall_start.rem_euclid(DAY);
-                    (midnight + tod as i128 - meta.clock_offset_ns).clamp(0, u64::MAX as i128) as u64
+                    (midnight + tod as i128 - meta.clock_offset_ns).clamp(0, u64::MAX as i128)
+                        as u64
                 }
             }
         };
-        (self.start.map(conv).unwrap_or(0), self.end.map(conv).unwrap_or(u64::MAX))
+        (
+            self.start.map(conv).unwrap_or(0),
+            self.end.map(conv).unwrap_or(u64::MAX),
+        )
     }
 }
 
@@ -124,7 +144,11 @@ impl Filter {
     /// True when a thread filter (`-p`, `-t`, `--comm`, `-u`, `-k`) is set; dedup is
     /// off by default then.
     pub fn has_thread_filter(&self) -> bool {
-        !self.pids.is_empty() || !self.tids.is_empty() || self.comm.is_some() || self.user_only || self.kernel_only
+        !self.pids.is_empty()
+            || !self.tids.is_empty()
+            || self.comm.is_some()
+            || self.user_only
+            || self.kernel_only
     }
 
     /// Does `w` pass? Missing end times fall back to what is known (blocked → off-CPU
@@ -143,7 +167,11 @@ impl Filter {
             return false;
         }
         if let Some(mask) = self.state_mask {
-            let ok = if mask == 0 { w.state == STATE_RUNNABLE } else { w.state & mask != 0 };
+            let ok = if mask == 0 {
+                w.state == STATE_RUNNABLE
+            } else {
+                w.state & mask != 0
+            };
             if !ok {
                 return false;
             }

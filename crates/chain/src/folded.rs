@@ -1,8 +1,11 @@
 //! Folded aggregation of the record stream for the four views, and the interned chain
 //! graph.
 
+use crate::engine::Mode;
 use crate::fx::FxHashMap;
-use crate::nodes::{NodeId, NodeKind, NodeTable, MARK_CYCLE, MARK_LOST, MARK_NO_WAKER, MARK_TRUNCATED};
+use crate::nodes::{
+    NodeId, NodeKind, NodeTable, MARK_CYCLE, MARK_LOST, MARK_NO_WAKER, MARK_TRUNCATED,
+};
 use crate::record::{WaitRecord, WaitSink};
 use crate::ChainError;
 use chainrec_format::{Comm, RecordingMeta, StackId, Tables};
@@ -133,8 +136,17 @@ impl FoldedSink {
     }
 
     /// Exact aggregated nanoseconds per rendered line, sorted by line.
-    pub fn folded_ns(&self, nodes: &NodeTable, tables: &Tables, meta: &RecordingMeta) -> BTreeMap<String, u64> {
-        let mut r = Renderer { tables, threshold: meta.stack_threshold_ns, cache: HashMap::new() };
+    pub fn folded_ns(
+        &self,
+        nodes: &NodeTable,
+        tables: &Tables,
+        meta: &RecordingMeta,
+    ) -> BTreeMap<String, u64> {
+        let mut r = Renderer {
+            tables,
+            threshold: meta.stack_threshold_ns,
+            cache: HashMap::new(),
+        };
         let mut out = BTreeMap::new();
         let mut path = Vec::new();
         for (i, &w) in self.weights.iter().enumerate() {
@@ -157,7 +169,13 @@ impl FoldedSink {
 
     /// Folded lines with weights in `unit` (rounded to nearest); lines that round to 0
     /// are left out (see [`Self::folded_ns`] for exact values).
-    pub fn lines(&self, nodes: &NodeTable, tables: &Tables, meta: &RecordingMeta, unit: Unit) -> Vec<(String, u64)> {
+    pub fn lines(
+        &self,
+        nodes: &NodeTable,
+        tables: &Tables,
+        meta: &RecordingMeta,
+        unit: Unit,
+    ) -> Vec<(String, u64)> {
         let d = unit.ns();
         self.folded_ns(nodes, tables, meta)
             .into_iter()
@@ -223,8 +241,10 @@ impl FoldedSink {
         }
         let mut g = ChainGraph::new();
         let mut gnode: FxHashMap<NodeId, NodeIndex> = FxHashMap::default();
-        let mut gedge: FxHashMap<(NodeIndex, NodeIndex), petgraph::graph::EdgeIndex> = FxHashMap::default();
-        let mut ix = |g: &mut ChainGraph, n: NodeId| *gnode.entry(n).or_insert_with(|| g.add_node(n));
+        let mut gedge: FxHashMap<(NodeIndex, NodeIndex), petgraph::graph::EdgeIndex> =
+            FxHashMap::default();
+        let mut ix =
+            |g: &mut ChainGraph, n: NodeId| *gnode.entry(n).or_insert_with(|| g.add_node(n));
         for (i, &(p, n)) in self.entries.iter().enumerate() {
             let b = ix(&mut g, n);
             if p == NO_PARENT {
@@ -293,6 +313,9 @@ impl WaitSink for FoldedSink {
                                 q = self.step(q, MARK_CYCLE);
                             }
                         }
+                        if w.mode == Mode::Last && k != last {
+                            continue; // one line per wait: the whole chain, whole blocked time
+                        }
                         if w.lost {
                             q = self.step(q, MARK_LOST);
                         }
@@ -328,7 +351,9 @@ impl Renderer<'_> {
     /// Frames of a stack, leaf first; reserved ids become one explanatory frame.
     fn frames(&mut self, id: StackId) -> &[String] {
         let (tables, threshold) = (self.tables, self.threshold);
-        self.cache.entry(id).or_insert_with(|| stack_frames(tables, id, threshold))
+        self.cache
+            .entry(id)
+            .or_insert_with(|| stack_frames(tables, id, threshold))
     }
 }
 
@@ -350,10 +375,12 @@ pub(crate) fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> V
             Some(st) if id.is_real() => st
                 .frames
                 .iter()
-                .map(|&a| match tables.symbol(st, a).and_then(|s| s.name.as_deref()) {
-                    Some(n) => n.to_string(),
-                    None => format!("0x{a:x}"),
-                })
+                .map(
+                    |&a| match tables.symbol(st, a).and_then(|s| s.name.as_deref()) {
+                        Some(n) => n.to_string(),
+                        None => format!("0x{a:x}"),
+                    },
+                )
                 .collect(),
             _ => vec!["[missing stack]".to_string()],
         },

@@ -73,9 +73,17 @@ pub struct NodeTable {
 
 impl Default for NodeTable {
     fn default() -> Self {
-        let mut t = NodeTable { nodes: Vec::new(), tasks: FxHashMap::default(), metal: FxHashMap::default() };
+        let mut t = NodeTable {
+            nodes: Vec::new(),
+            tasks: FxHashMap::default(),
+            metal: FxHashMap::default(),
+        };
         for m in ["[truncated]", "[cycle]", "[lost events]", "[waker unknown]"] {
-            t.nodes.push(Node { kind: NodeKind::Marker(m), kstack: StackId::NONE, ustack: StackId::NONE });
+            t.nodes.push(Node {
+                kind: NodeKind::Marker(m),
+                kstack: StackId::NONE,
+                ustack: StackId::NONE,
+            });
         }
         t
     }
@@ -95,11 +103,24 @@ impl NodeTable {
         self.nodes.len() <= 4
     }
     /// Intern a task node.
-    pub(crate) fn task(&mut self, comm: Comm, tgid: Tid, kstack: StackId, ustack: StackId) -> NodeId {
+    pub(crate) fn task(
+        &mut self,
+        comm: Comm,
+        tgid: Tid,
+        kstack: StackId,
+        ustack: StackId,
+    ) -> NodeId {
         let next = self.nodes.len() as NodeId;
-        let id = *self.tasks.entry((comm, tgid, kstack, ustack)).or_insert(next);
+        let id = *self
+            .tasks
+            .entry((comm, tgid, kstack, ustack))
+            .or_insert(next);
         if id == next {
-            self.nodes.push(Node { kind: NodeKind::Task { comm, tgid }, kstack, ustack });
+            self.nodes.push(Node {
+                kind: NodeKind::Task { comm, tgid },
+                kstack,
+                ustack,
+            });
         }
         id
     }
@@ -116,7 +137,11 @@ impl NodeTable {
         }
         let label = metal_label(context, source, kstack, tables);
         let id = self.nodes.len() as NodeId;
-        self.nodes.push(Node { kind: NodeKind::Metal { context, label }, kstack, ustack: StackId::NONE });
+        self.nodes.push(Node {
+            kind: NodeKind::Metal { context, label },
+            kstack,
+            ustack: StackId::NONE,
+        });
         self.metal.insert((context, source, kstack), id);
         id
     }
@@ -144,7 +169,12 @@ const INFER: &[(&str, &str, &str)] = &[
 ];
 
 /// Label of a metal hop; see docs/ENGINE.md ("Metal labels").
-pub(crate) fn metal_label(context: WakeContext, source: u32, kstack: StackId, tables: &Tables) -> String {
+pub(crate) fn metal_label(
+    context: WakeContext,
+    source: u32,
+    kstack: StackId,
+    tables: &Tables,
+) -> String {
     let kind = match context {
         WakeContext::Nmi => return "[nmi]".to_string(),
         WakeContext::Task => return "[idle]".to_string(),
@@ -163,11 +193,17 @@ pub(crate) fn metal_label(context: WakeContext, source: u32, kstack: StackId, ta
                 let Some(name) = tables.symbol(st, addr).and_then(|s| s.name.as_deref()) else {
                     continue;
                 };
-                let hit = INFER.iter().find(|(f, _, _)| *f == name).map(|&(_, h, s)| (h, s)).or_else(|| {
-                    name.ends_with("_complete_rq").then_some(("disk", "BLOCK"))
-                });
+                let hit = INFER
+                    .iter()
+                    .find(|(f, _, _)| *f == name)
+                    .map(|&(_, h, s)| (h, s))
+                    .or_else(|| name.ends_with("_complete_rq").then_some(("disk", "BLOCK")));
                 if let Some((h, s)) = hit {
-                    let l = if context == WakeContext::HardIrq { h } else { s };
+                    let l = if context == WakeContext::HardIrq {
+                        h
+                    } else {
+                        s
+                    };
                     return format!("[{kind}: {l}]");
                 }
             }

@@ -1,5 +1,6 @@
 //! The per-wait record stream: one [`WaitRecord`] per off-CPU interval, with its chain.
 
+use crate::engine::Mode;
 use crate::nodes::{NodeId, NodeTable};
 use chainrec_format::{Comm, StackId, Tid, WakeContext, STATE_RUNNABLE};
 
@@ -65,6 +66,8 @@ pub struct WaitRecord {
     pub cycle: bool,
     /// A lost-events marker fell inside this wait: its chain may be incomplete.
     pub lost: bool,
+    /// Attribution mode the hops' `ns` follow.
+    pub mode: Mode,
     /// False when subchain dedup hides this wait as a root (its ending waking is an
     /// inner hop of another chain). Always true with dedup off.
     pub root: bool,
@@ -77,7 +80,8 @@ impl WaitRecord {
     }
     /// Off-CPU time (switch-out to switch-in), when the switch-in was seen.
     pub fn offcpu_ns(&self) -> Option<u64> {
-        self.switch_in_ns.map(|w| w.saturating_sub(self.switch_out_ns))
+        self.switch_in_ns
+            .map(|w| w.saturating_sub(self.switch_out_ns))
     }
     /// Run-queue latency (waking to switch-in).
     pub fn runq_ns(&self) -> Option<u64> {

@@ -1,0 +1,90 @@
+//! Shared helpers for the exact-output tests.
+#![allow(dead_code)]
+
+use chainrec_chain::{Config, Engine, FoldedSink, Mode, Stats, View, WaitRecord};
+use chainrec_format::synth::{self, SynthParams};
+use chainrec_format::MemTrace;
+use std::collections::BTreeMap;
+
+/// Generate scenario `name` with `events` events into memory (lazy threshold 100 us).
+pub fn gen(name: &str, events: u64) -> MemTrace {
+    let s = synth::find(name).unwrap_or_else(|| panic!("no scenario {name}"));
+    let mut m = MemTrace::default();
+    m.meta.stack_threshold_ns = 100_000;
+    (s.generate)(&SynthParams { events, seed: 1 }, &mut m).unwrap();
+    m
+}
+
+/// Result of one engine run.
+pub struct Run {
+    /// Folded lines with exact ns weights.
+    pub folded: BTreeMap<String, u64>,
+    /// Engine counters.
+    pub stats: Stats,
+    /// Every record the engine emitted.
+    pub records: Vec<WaitRecord>,
+}
+
+/// Run the engine over `m` with `cfg`, building `view`, in batches of `batch` events.
+pub fn run_batched(m: &MemTrace, cfg: Config, view: View, batch: usize) -> Run {
+    let mut engine = Engine::new(&m.tables, &m.meta, cfg);
+    let mut records = Vec::new();
+    let folded = {
+        let mut sink = (
+            FoldedSink::new(view),
+            |w: &WaitRecord, _: &chainrec_chain::NodeTable| records.push(w.clone()),
+        );
+        for chunk in m.events.chunks(batch.max(1)) {
+            engine.process(chunk, &mut sink);
+        }
+        engine.finish(&mut sink);
+        sink.0
+    };
+    let stats = engine.stats().clone();
+    let f = folded.folded_ns(engine.nodes(), &m.tables, &m.meta);
+    Run {
+        folded: f,
+        stats,
+        records,
+    }
+}
+
+/// Run with one batch.
+pub fn run(m: &MemTrace, cfg: Config, view: View) -> Run {
+    run_batched(m, cfg, view, usize::MAX)
+}
+
+/// Default config (bounded, dedup on).
+pub fn cfg() -> Config {
+    Config::default()
+}
+
+/// Config for --mode last.
+pub fn last() -> Config {
+    Config {
+        mode: Mode::Last,
+        ..Config::default()
+    }
+}
+
+/// Config with dedup off.
+pub fn nodedup() -> Config {
+    Config {
+        dedup: false,
+        ..Config::default()
+    }
+}
+
+/// Print folded output (debugging aid on failure).
+pub fn show(r: &Run) -> String {
+    r.folded.iter().map(|(l, w)| format!("{l} {w}\n")).collect()
+}
+
+/// Build a map from literal pairs.
+pub fn map(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for (l, w) in pairs {
+        *m.entry(l.to_string()).or_insert(0) += w;
+    }
+    m
+}
