@@ -20,11 +20,7 @@ pub fn preempt_count_delta() -> Result<i64, String> {
         };
         match t.name().and_then(|n| n.to_str()) {
             Some("runqueues") => rq = Some(v.offset as i64),
-            Some("__preempt_count") => {
-                if v.size == 4 {
-                    pc = Some(v.offset as i64)
-                }
-            }
+            Some("__preempt_count") if v.size == 4 => pc = Some(v.offset as i64),
             _ => {}
         }
     }

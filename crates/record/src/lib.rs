@@ -97,7 +97,7 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
         }
     };
     let ns = v * mult;
-    if !ns.is_finite() || ns < 0.0 || ns > 1e18 {
+    if !ns.is_finite() || !(0.0..=1e18).contains(&ns) {
         return Err(RecordError::Invalid(format!("duration `{s}` out of range")));
     }
     Ok(ns.round() as u64)

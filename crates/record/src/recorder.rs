@@ -222,11 +222,16 @@ struct Converter {
     uaddrs: HashSet<(Tid, u64)>,
     new_uaddrs: HashMap<Tid, Vec<u64>>,
     lost: LostCounts,
+    ksyms: KernelSymbols,
+    /// Leaf kernel addresses already classified: true = inside the BPF/tracing machinery.
+    tracing_frames: HashMap<u64, bool>,
 }
 
 impl Converter {
-    fn new() -> Self {
+    fn new(ksyms: KernelSymbols) -> Self {
         Converter {
+            ksyms,
+            tracing_frames: HashMap::new(),
             stack_ids: HashMap::new(),
             next_stack: StackId::FIRST_REAL,
             new_stacks: Vec::new(),
@@ -255,6 +260,15 @@ impl Converter {
                 StackId::USER_PREEMPTED
             }
             raw::ST_PRESENT if !frames.is_empty() => {
+                let frames = if kind == StackKind::Kernel {
+                    self.strip_tracing(frames)
+                } else {
+                    frames
+                };
+                if frames.is_empty() {
+                    failed(&mut self.lost);
+                    return StackId::FAILED;
+                }
                 let tgid = if kind == StackKind::Kernel { 0 } else { tgid };
                 let key = (kind, tgid, frames.to_vec());
                 if let Some(id) = self.stack_ids.get(&key) {
@@ -290,6 +304,33 @@ impl Converter {
                 StackId::FAILED
             }
         }
+    }
+
+    /// Drop the leading frames of the BPF program and the tracepoint glue
+    /// (`bpf_prog_*`, `bpf_trace_run*`, `__bpf_trace_*`) from a kernel stack.
+    fn strip_tracing<'f>(&mut self, frames: &'f [u64]) -> &'f [u64] {
+        let mut cut = 0;
+        for (i, &a) in frames.iter().enumerate().take(6) {
+            let ksyms = &self.ksyms;
+            let tracing = *self.tracing_frames.entry(a).or_insert_with(|| {
+                let s = ksyms.resolve(a);
+                match s.name.as_deref() {
+                    Some(n) => {
+                        n.starts_with("bpf_prog_")
+                            || n.starts_with("bpf_trace_run")
+                            || n.starts_with("__bpf_trace_")
+                            || n.starts_with("__traceiter_")
+                            || n == "bpf_get_stack"
+                            || n.starts_with("bpf_get_stack")
+                    }
+                    None => false,
+                }
+            });
+            if tracing {
+                cut = i + 1;
+            }
+        }
+        &frames[cut..]
     }
 
     fn irq(&mut self, code: u32) -> u32 {
@@ -409,7 +450,8 @@ impl Reorder {
             by_kind[ev.kind() as usize] += 1;
             sink.push(&ev)?;
         }
-        if let Some(l) = late {
+        if let Some(mut l) = late {
+            l.ts = self.last_ts;
             by_kind[EventKind::Lost as usize] += 1;
             sink.push(&Event::Lost(l))?;
         }
@@ -531,6 +573,10 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
                 },
             ),
             ("kallsyms_symbols".into(), ksyms.len().to_string()),
+            (
+                "kernel_stacks".into(),
+                "BPF program and tracepoint frames removed from the leaf end".into(),
+            ),
         ],
     };
     let context_method = meta.extra[3].1.clone();
@@ -574,7 +620,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         s.store(true, Ordering::SeqCst);
     }
 
-    let mut conv = Converter::new();
+    let mut conv = Converter::new(ksyms);
     let mut reorder = Reorder {
         buf: Vec::with_capacity(1 << 16),
         last_ts: 0,
@@ -681,11 +727,8 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         if periodic || stopping {
             // Symbolize new addresses while their processes are still alive.
             if !conv.new_kaddrs.is_empty() {
-                let syms: Vec<SymbolEntry> = conv
-                    .new_kaddrs
-                    .drain(..)
-                    .map(|a| ksyms.resolve(a))
-                    .collect();
+                let addrs = std::mem::take(&mut conv.new_kaddrs);
+                let syms: Vec<SymbolEntry> = addrs.iter().map(|&a| conv.ksyms.resolve(a)).collect();
                 conv.lost.unresolved_symbols +=
                     syms.iter().filter(|s| s.name.is_none()).count() as u64;
                 writer.add_symbols(&syms)?;
@@ -821,7 +864,7 @@ mod tests {
 
     #[test]
     fn converter_dedups_stacks_and_maps_statuses() {
-        let mut c = Converter::new();
+        let mut c = Converter::new(KernelSymbols::default());
         let pool = vec![0xffff_ffff_8100_0010u64, 0xffff_ffff_8100_0020, 0x4000_1000];
         let mut e = RawEv {
             kind: raw::EV_WAKING,
@@ -883,7 +926,7 @@ mod tests {
 
     #[test]
     fn irq_sources_get_stable_ids() {
-        let mut c = Converter::new();
+        let mut c = Converter::new(KernelSymbols::default());
         assert_eq!(c.irq(0), 0);
         assert_eq!(c.irq(raw::SRC_TIMER), 1);
         assert_eq!(c.irq(raw::SRC_SOFTIRQ | 3), 2);

@@ -1,0 +1,525 @@
+//! Tests on the real kernel: record the built-in chain workload with BPF and check the
+//! trace. Needs root (or CAP_BPF + CAP_PERFMON); without it they print
+//! "SKIPPED: needs root/BPF" and pass, unless CHAINREC_REQUIRE_BPF=1.
+//!
+//! The tests share one mutex: two recorders at once would see each other's events.
+
+use chainrec_format::*;
+use chainrec_record::workload::{self, WorkloadOptions, WorkloadReport};
+use chainrec_record::{record, RecordError, RecordOptions, RecordSummary, StopCondition};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn require_bpf() -> bool {
+    std::env::var("CHAINREC_REQUIRE_BPF").is_ok_and(|v| v == "1")
+}
+
+/// Some(reason) when BPF recording is not possible here.
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Some("no kernel BTF".into());
+    }
+    None
+}
+
+fn skipped(reason: &str) {
+    if require_bpf() {
+        panic!("CHAINREC_REQUIRE_BPF=1 but BPF recording is not possible: {reason}");
+    }
+    eprintln!("SKIPPED: needs root/BPF ({reason})");
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("chainrec-real-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Record while the workload runs. Err(reason) = not permitted (skip).
+fn record_workload(
+    out: &Path,
+    mode: StackMode,
+    wl: WorkloadOptions,
+) -> Result<(RecordSummary, WorkloadReport), String> {
+    let opts = RecordOptions {
+        output: out.to_path_buf(),
+        stack_mode: mode,
+        status_line: false,
+        command_line: vec!["real_kernel test".into()],
+        ..RecordOptions::default()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
+    let cond = StopCondition {
+        duration: Some(Duration::from_secs(60)),
+        flag: Some(stop.clone()),
+        started: Some(started.clone()),
+    };
+    let h = std::thread::spawn(move || record(&opts, cond));
+    while !started.load(Ordering::SeqCst) {
+        if h.is_finished() {
+            return match h.join().unwrap() {
+                Err(RecordError::Permission { detail }) => Err(detail),
+                Err(e) => panic!("recording failed: {e}"),
+                Ok(_) => panic!("recorder stopped before starting"),
+            };
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let rep = workload::run(&wl).expect("workload");
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::SeqCst);
+    let summary = h.join().unwrap().expect("recording");
+    Ok((summary, rep))
+}
+
+fn frame_names(t: &Tables, id: StackId) -> Vec<String> {
+    let Some(s) = t.stacks.get(&id) else {
+        return vec![];
+    };
+    s.frames
+        .iter()
+        .map(|&a| {
+            t.symbol(s, a)
+                .and_then(|y| y.name.clone())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// True when a frame's function is `name`, or a variant of it (`anon_pipe_read` for
+/// `pipe_read` on kernels that split pipe operations).
+fn has_frame(t: &Tables, id: StackId, name: &str) -> bool {
+    frame_names(t, id)
+        .iter()
+        .any(|n| n == name || n.ends_with(&format!("_{name}")))
+}
+
+#[test]
+fn real_chain_workload_lazy() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = skip_reason() {
+        return skipped(&r);
+    }
+    let out = tmp("lazy.zst");
+    let wl = WorkloadOptions {
+        duration: Duration::from_secs(2),
+        period: Duration::from_millis(2),
+    };
+    let (summary, rep) = match record_workload(&out, StackMode::Lazy, wl) {
+        Ok(x) => x,
+        Err(reason) => return skipped(&reason),
+    };
+    let reader = TraceReader::open(&out).expect("open trace");
+    let report = reader.verify().expect("verify");
+    assert_eq!(report.events, summary.events);
+    let mem = reader.to_mem().expect("decode");
+    let t = &mem.tables;
+    let m = &mem.meta;
+
+    // Nothing lost.
+    assert_eq!(m.lost.ringbuf_full, 0, "ring buffer losses: {:?}", m.lost);
+    assert_eq!(m.lost.out_of_order, 0, "{:?}", m.lost);
+    assert_eq!(m.lost.malformed, 0, "{:?}", m.lost);
+    assert!(!mem.events.iter().any(|e| matches!(e, Event::Lost(_))));
+    assert_eq!(m.stack_mode, StackMode::Lazy);
+    assert_eq!(m.stack_threshold_ns, 100_000);
+
+    // File mode 0600.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    let (timer, relay, sink) = (rep.timer.tid, rep.relay.tid, rep.sink.tid);
+    // Task identities.
+    for (tid, name) in [(timer, "cr-timer"), (relay, "cr-relay"), (sink, "cr-sink")] {
+        let named = mem
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Comm(c) if c.tid == tid && c.comm.as_str() == name));
+        assert!(named, "no comm event naming {tid} {name}");
+        assert_eq!(t.tasks.get(&tid).map(|x| x.tgid), Some(rep.pid));
+    }
+
+    // Waker/target pairs.
+    let mut pairs: HashMap<(u32, u32), u64> = HashMap::new();
+    let mut timer_wakes = Vec::new();
+    for e in &mem.events {
+        if let Event::Waking(w) = e {
+            if [timer, relay, sink].contains(&w.target_tid) {
+                *pairs.entry((w.waker_tid, w.target_tid)).or_default() += 1;
+            }
+            if w.target_tid == timer && w.ts > rep.start_ns {
+                timer_wakes.push(*w);
+            }
+        }
+    }
+    let msgs = rep.messages;
+    assert!(msgs >= 500, "workload too slow: {msgs} messages");
+    let rs = pairs.get(&(relay, sink)).copied().unwrap_or(0);
+    let tr = pairs.get(&(timer, relay)).copied().unwrap_or(0);
+    // One waking per message (+1 for the EOF close), unless the reader had not blocked yet.
+    assert!(
+        rs <= msgs + 1 && rs + 5 >= msgs,
+        "relay->sink wakings {rs} vs {msgs} messages: {pairs:?}"
+    );
+    assert!(
+        tr <= msgs + 1 && tr + 5 >= msgs,
+        "timer->relay wakings {tr} vs {msgs} messages: {pairs:?}"
+    );
+    // Nobody else wakes the sink or the relay.
+    for ((waker, target), n) in &pairs {
+        if *target == sink {
+            assert_eq!(*waker, relay, "sink woken {n} times by {waker}");
+        }
+        if *target == relay {
+            assert_eq!(*waker, timer, "relay woken {n} times by {waker}");
+        }
+    }
+
+    // The timer thread is woken by the hrtimer, in hardirq context, source "timer".
+    let hard: Vec<_> = timer_wakes
+        .iter()
+        .filter(|w| w.context == WakeContext::HardIrq)
+        .collect();
+    assert!(
+        hard.len() as u64 + 3 >= rep.timer.calls,
+        "{} hardirq wakings of cr-timer for {} sleeps",
+        hard.len(),
+        rep.timer.calls
+    );
+    for w in &hard {
+        let src = t.irq_sources.get(&w.source).map(|s| s.name.as_str());
+        assert_eq!(
+            src,
+            Some("timer"),
+            "hardirq waking of cr-timer from {src:?}"
+        );
+    }
+    // Their waker stacks (the timer waits ~2 ms > T) show hrtimer_wakeup.
+    let with_stack: Vec<_> = hard.iter().filter(|w| w.waker_kstack.is_real()).collect();
+    assert!(
+        with_stack.len() * 10 >= hard.len() * 9,
+        "{} of {} timer wakings have stacks",
+        with_stack.len(),
+        hard.len()
+    );
+    for w in &with_stack {
+        assert!(
+            has_frame(t, w.waker_kstack, "hrtimer_wakeup"),
+            "timer waking stack: {:?}",
+            frame_names(t, w.waker_kstack)
+        );
+    }
+    // relay -> sink wakings carry pipe_write in the waker stack.
+    let rs_stacks: Vec<StackId> = mem
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Waking(w)
+                if w.waker_tid == relay && w.target_tid == sink && w.waker_kstack.is_real() =>
+            {
+                Some(w.waker_kstack)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        rs_stacks.len() as u64 * 10 >= rs * 9,
+        "{} of {rs} relay->sink wakings have stacks",
+        rs_stacks.len()
+    );
+    // (the last one may be the EOF wakeup of the relay's close(): pipe_release)
+    let mut releases = 0;
+    for &s in &rs_stacks {
+        if has_frame(t, s, "pipe_release") {
+            releases += 1;
+            continue;
+        }
+        assert!(
+            has_frame(t, s, "pipe_write"),
+            "relay waker stack without pipe_write: {:?}",
+            frame_names(t, s)
+        );
+    }
+    assert!(releases <= 1, "{releases} close() wakeups");
+    // Off-CPU kernel stacks of the sink show pipe_read; user stacks resolve in this binary.
+    let mut sink_k = 0;
+    let mut sink_u_resolved = 0;
+    for e in &mem.events {
+        if let Event::OffCpuStacks(o) = e {
+            if o.tid == sink && o.kstack.is_real() {
+                assert!(
+                    has_frame(t, o.kstack, "pipe_read"),
+                    "sink off-CPU stack: {:?}",
+                    frame_names(t, o.kstack)
+                );
+                sink_k += 1;
+            }
+            if o.tid == sink && o.ustack.is_real() {
+                let st = &t.stacks[&o.ustack];
+                assert_eq!((st.kind, st.tgid), (StackKind::User, rep.pid));
+                let resolved = st
+                    .frames
+                    .iter()
+                    .filter_map(|&a| t.symbol(st, a))
+                    .filter(|s| s.name.is_some())
+                    .count();
+                if resolved > 0 {
+                    sink_u_resolved += 1;
+                }
+                let sym = t
+                    .symbol(st, st.frames[0])
+                    .expect("leaf user frame has a symbol entry");
+                assert!(
+                    sym.module.is_some() && sym.file_offset.is_some(),
+                    "user symbol without module/file offset: {sym:?}"
+                );
+            }
+        }
+    }
+    assert!(
+        sink_k as u64 * 10 >= msgs * 9,
+        "{sink_k} sink off-CPU kernel stacks for {msgs} waits"
+    );
+    assert!(
+        sink_u_resolved as u64 * 2 >= msgs,
+        "{sink_u_resolved} resolved sink user stacks for {msgs} waits"
+    );
+
+    // Waking context agrees with the waker stacks, for every waking with a stack.
+    let is_irq_entry = |n: &str| {
+        n.starts_with("asm_sysvec_")
+            || n.starts_with("asm_common_interrupt")
+            || n.starts_with("sysvec_")
+    };
+    let mut checked = 0;
+    for e in &mem.events {
+        if let Event::Waking(w) = e {
+            if !w.waker_kstack.is_real() {
+                continue;
+            }
+            let names = frame_names(t, w.waker_kstack);
+            let irq = names.iter().any(|n| is_irq_entry(n));
+            let softirq = names
+                .iter()
+                .any(|n| n == "handle_softirqs" || n == "__do_softirq");
+            match w.context {
+                WakeContext::HardIrq => assert!(irq, "hardirq waking without irq entry: {names:?}"),
+                WakeContext::SoftIrq => {
+                    assert!(softirq, "softirq waking without softirq frames: {names:?}")
+                }
+                WakeContext::Task => {
+                    assert!(!irq && !softirq, "task waking with irq frames: {names:?}")
+                }
+                WakeContext::Nmi => {}
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 1000,
+        "only {checked} wakings with stacks to check the context against"
+    );
+
+    // The sink's off-CPU time in the trace matches its own measurement within 2 %.
+    let mut off_since: Option<u64> = None;
+    let mut off_total = 0u64;
+    for e in &mem.events {
+        if let Event::Switch(s) = e {
+            if s.prev_tid == sink && s.ts >= rep.start_ns {
+                off_since = Some(s.ts);
+            }
+            if s.next_tid == sink {
+                if let Some(t0) = off_since.take() {
+                    off_total += s.ts - t0;
+                }
+            }
+        }
+    }
+    let measured = rep.sink.blocked_ns as f64;
+    let ratio = off_total as f64 / measured;
+    assert!(
+        (0.98..=1.02).contains(&ratio),
+        "sink off-CPU {off_total} ns vs measured {measured} ns (ratio {ratio:.4})"
+    );
+
+    // Summary agrees with the file.
+    assert_eq!(summary.events, reader.event_count());
+    assert!(summary.stacks > 0 && summary.symbols > 0);
+    let _ = std::fs::remove_file(&out);
+}
+
+#[test]
+fn real_eager_and_none_modes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = skip_reason() {
+        return skipped(&r);
+    }
+    let wl = WorkloadOptions {
+        duration: Duration::from_millis(500),
+        period: Duration::from_millis(2),
+    };
+    for mode in [StackMode::Eager, StackMode::None] {
+        let out = tmp(&format!("{mode:?}.zst"));
+        let (summary, rep) = match record_workload(&out, mode, wl.clone()) {
+            Ok(x) => x,
+            Err(reason) => return skipped(&reason),
+        };
+        let reader = TraceReader::open(&out).unwrap();
+        reader.verify().unwrap();
+        let mem = reader.to_mem().unwrap();
+        assert_eq!(mem.meta.stack_mode, mode);
+        assert_eq!(mem.meta.lost.ringbuf_full, 0);
+        let sink_switches: Vec<&Switch> = mem
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Switch(s) if s.prev_tid == rep.sink.tid => Some(s),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            sink_switches.len() as u64 >= rep.messages / 2,
+            "{mode:?}: {} sink switch-outs",
+            sink_switches.len()
+        );
+        let offcpu = mem
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::OffCpuStacks(_)))
+            .count();
+        assert_eq!(offcpu, 0, "{mode:?} mode emits no lazy off-CPU stacks");
+        match mode {
+            StackMode::Eager => {
+                // every sink switch-out carries its stack, taken at switch-out; the
+                // blocking ones (not the final exit) show the pipe read
+                for s in &sink_switches {
+                    assert!(s.prev_ustack.is_real() || s.prev_ustack == StackId::FAILED);
+                    if s.prev_state != STATE_INTERRUPTIBLE {
+                        continue;
+                    }
+                    assert!(s.prev_kstack.is_real(), "eager switch without kernel stack");
+                    let names = frame_names(&mem.tables, s.prev_kstack);
+                    assert!(
+                        has_frame(&mem.tables, s.prev_kstack, "pipe_read"),
+                        "eager sink stack: {names:?}"
+                    );
+                    assert!(
+                        !names.iter().any(|n| n.starts_with("bpf_")),
+                        "BPF frames not removed: {names:?}"
+                    );
+                }
+            }
+            _ => {
+                assert!(sink_switches
+                    .iter()
+                    .all(|s| s.prev_kstack == StackId::NONE && s.prev_ustack == StackId::NONE));
+                assert!(mem.tables.stacks.is_empty());
+                assert_eq!(summary.stacks, 0);
+            }
+        }
+        let _ = std::fs::remove_file(&out);
+    }
+}
+
+/// Child half of `real_sigkill_leaves_readable_file`: records into the file named by
+/// CHAINREC_SIGKILL_CHILD until killed. Does nothing when run normally.
+#[test]
+#[ignore = "helper process for real_sigkill_leaves_readable_file"]
+fn sigkill_child() {
+    let Ok(path) = std::env::var("CHAINREC_SIGKILL_CHILD") else {
+        return;
+    };
+    let opts = RecordOptions {
+        output: PathBuf::from(path),
+        status_line: false,
+        ..RecordOptions::default()
+    };
+    let started = Arc::new(AtomicBool::new(false));
+    let s2 = started.clone();
+    std::thread::spawn(move || {
+        while !s2.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        println!("RECORDING");
+        // keep some events flowing
+        let _ = workload::run(&WorkloadOptions {
+            duration: Duration::from_secs(30),
+            period: Duration::from_millis(1),
+        });
+    });
+    let _ = record(
+        &opts,
+        StopCondition {
+            duration: Some(Duration::from_secs(60)),
+            flag: None,
+            started: Some(started),
+        },
+    );
+}
+
+#[test]
+fn real_sigkill_leaves_readable_file() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = skip_reason() {
+        return skipped(&r);
+    }
+    let out = tmp("killed.zst");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "sigkill_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("CHAINREC_SIGKILL_CHILD", &out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    // Wait for "RECORDING", then for at least two flushes.
+    use std::io::BufRead;
+    let stdout = child.stdout.take().unwrap();
+    let mut started = false;
+    for line in std::io::BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        if line.contains("RECORDING") {
+            started = true;
+            break;
+        }
+    }
+    if !started {
+        let _ = child.kill();
+        let _ = child.wait();
+        return skipped("child recorder did not start");
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let reader = TraceReader::open(&out).expect("a killed recorder's file opens");
+    assert!(
+        reader.recovery().is_some(),
+        "no trailer expected after SIGKILL"
+    );
+    let rep = reader.verify().expect("recovered part verifies");
+    assert!(rep.events > 100, "only {} events recovered", rep.events);
+    let mem = reader.to_mem().unwrap();
+    assert!(mem
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Comm(c) if c.comm.as_str() == "cr-sink")));
+    let _ = std::fs::remove_file(&out);
+}
