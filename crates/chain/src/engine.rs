@@ -128,6 +128,19 @@ impl fmt::Display for Stats {
 const NO_HOP: u32 = u32::MAX;
 /// The cause existed but was garbage-collected (only ever beyond the depth limit).
 const CUT: u32 = u32::MAX - 1;
+const NO_SLOT: u32 = u32::MAX;
+
+/// A wait whose chain marked inner hops (dedup on): its record, once ready, is emitted
+/// when every chain that used its own ending hop is decided.
+#[derive(Debug, Default)]
+struct Slot {
+    occupied: bool,
+    ready: bool,
+    discard: bool,
+    hop: u32,
+    inner: Vec<u32>,
+    rec: WaitRecord,
+}
 
 #[derive(Clone, Copy, Debug)]
 struct Hop {
@@ -144,7 +157,12 @@ struct Hop {
     ustack: StackId,
     context: WakeContext,
     metal: bool,
-    used: bool,
+    /// Some emitted root chain used this hop as an inner hop (dedup: hide its wait).
+    hidden: bool,
+    /// Chains that used this hop as an inner hop and are not yet decided.
+    pending_markers: u32,
+    /// Pending-decision slot of the wait this hop ended (NO_SLOT if none).
+    wait_slot: u32,
     mark_rem: u8,
     mark_epoch: u32,
     waker_comm: Comm,
@@ -167,11 +185,13 @@ struct Task {
     status: Status,
     open: WaitRecord,
     open_hop: u32,
+    open_slot: u32,
     open_lost: u64,
     open_pretrace: bool,
     held: WaitRecord,
     held_valid: bool,
     held_hop: u32,
+    held_slot: u32,
     last_cause: u32,
     last_cause_s: u64,
 }
@@ -194,6 +214,10 @@ pub struct Engine<'t> {
     lost_seq: u64,
     stack_threshold_ns: u64,
     seen: Vec<Tid>,
+    inner_buf: Vec<u32>,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    work: Vec<u32>,
     stats: Stats,
 }
 
@@ -218,6 +242,10 @@ impl<'t> Engine<'t> {
             lost_seq: 0,
             stack_threshold_ns: meta.stack_threshold_ns,
             seen: Vec::new(),
+            inner_buf: Vec::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            work: Vec::new(),
             stats: Stats::default(),
         }
     }
@@ -306,11 +334,22 @@ impl<'t> Engine<'t> {
                     task.held.lost |= task.open_lost != self.lost_seq;
                     task.held_valid = true;
                     task.held_hop = task.open_hop;
+                    task.held_slot = task.open_slot;
                     task.open_hop = NO_HOP;
+                    task.open_slot = NO_SLOT;
                     task.status = Status::Unknown;
                     self.emit_held(t, sink);
                 }
                 self.tasks[t].status = Status::Unknown;
+            }
+        }
+        // Every wait is ready now, so every decision resolves (markers are strictly later
+        // chains); anything left would be a bug, but emit it rather than lose it.
+        for s in 0..self.slots.len() {
+            if self.slots[s].occupied {
+                self.slots[s].ready = true;
+                self.hops[self.slots[s].hop as usize].pending_markers = 0;
+                self.decide(s as u32, sink);
             }
         }
         self.stats.peak_live_hops = self.stats.peak_live_hops.max(self.live_hops as u64);
@@ -334,11 +373,13 @@ impl<'t> Engine<'t> {
             status: Status::Unknown,
             open: WaitRecord::default(),
             open_hop: NO_HOP,
+            open_slot: NO_SLOT,
             open_lost: 0,
             open_pretrace: false,
             held: WaitRecord::default(),
             held_valid: false,
             held_hop: NO_HOP,
+            held_slot: NO_SLOT,
             last_cause: NO_HOP,
             last_cause_s: 0,
         };
@@ -393,15 +434,20 @@ impl<'t> Engine<'t> {
             if self.tasks[t].held_valid {
                 self.emit_held(t, sink);
             }
-            let task = &mut self.tasks[t];
-            if task.exited {
+            if self.tasks[t].exited {
                 self.remove_task(s.prev_tid, t);
             } else {
-                if task.status == Status::Off {
+                if self.tasks[t].status == Status::Off {
                     self.stats.inconsistent += 1;
+                    let slot = std::mem::replace(&mut self.tasks[t].open_slot, NO_SLOT);
+                    if slot != NO_SLOT {
+                        self.slots[slot as usize].ready = true;
+                        self.slots[slot as usize].discard = true;
+                        self.decide(slot, sink);
+                    }
                 }
                 Self::open_wait(
-                    task,
+                    &mut self.tasks[t],
                     s.ts,
                     s.prev_state,
                     s.prev_kstack,
@@ -432,6 +478,8 @@ impl<'t> Engine<'t> {
                         task.held.lost |= task.open_lost != self.lost_seq;
                         task.held_valid = true;
                         task.held_hop = task.open_hop;
+                        task.held_slot = task.open_slot;
+                        task.open_slot = NO_SLOT;
                     }
                     task.open_hop = NO_HOP;
                     task.open_pretrace = false;
@@ -532,7 +580,9 @@ impl<'t> Engine<'t> {
             ustack: if metal { StackId::NONE } else { w.waker_ustack },
             context: w.context,
             metal,
-            used: false,
+            hidden: false,
+            pending_markers: 0,
+            wait_slot: NO_SLOT,
             mark_rem: 0,
             mark_epoch: 0,
             waker_comm: Comm::default(),
@@ -566,9 +616,18 @@ impl<'t> Engine<'t> {
         task.last_cause_s = task.open.switch_out_ns;
         if !task.open_pretrace {
             let mut rec = std::mem::take(&mut task.open);
-            let mark = self.cfg.filter.matches(&rec);
+            let mark = self.cfg.dedup && self.cfg.filter.matches(&rec);
+            self.inner_buf.clear();
             self.walk(h, &mut rec, mark);
             self.tasks[t].open = rec;
+            if mark {
+                let slot = self.alloc_slot(h);
+                for &ih in &self.slots[slot as usize].inner {
+                    self.hops[ih as usize].pending_markers += 1;
+                }
+                self.tasks[t].open_slot = slot;
+                self.hops[h as usize].wait_slot = slot;
+            }
         }
         if self.live_hops >= self.gc_threshold {
             self.gc();
@@ -623,7 +682,7 @@ impl<'t> Engine<'t> {
                     r.ns = t.saturating_sub(l) - h.cause_ts.min(t).saturating_sub(l2);
                     rec.hops.push(r);
                     if mark {
-                        self.hops[h.cause as usize].used = true;
+                        self.inner_buf.push(h.cause);
                     }
                     l = l2;
                     t = h.cause_ts.min(t);
@@ -654,7 +713,7 @@ impl<'t> Engine<'t> {
                         break;
                     }
                     if mark {
-                        self.hops[h.cause as usize].used = true;
+                        self.inner_buf.push(h.cause);
                     }
                     cur = h.cause;
                     depth += 1;
@@ -663,16 +722,94 @@ impl<'t> Engine<'t> {
         }
     }
 
+    fn alloc_slot(&mut self, hop: u32) -> u32 {
+        let s = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(Slot::default());
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let slot = &mut self.slots[s as usize];
+        slot.occupied = true;
+        slot.ready = false;
+        slot.discard = false;
+        slot.hop = hop;
+        std::mem::swap(&mut slot.inner, &mut self.inner_buf);
+        self.inner_buf.clear();
+        s
+    }
+
+    /// The held wait of task `t` is final (its task switched out again, exited, or the
+    /// trace ended): emit it now, or park it until dedup can decide whether it is a root.
     fn emit_held(&mut self, t: usize, sink: &mut impl WaitSink) {
         let task = &mut self.tasks[t];
         task.held_valid = false;
-        let hop = std::mem::replace(&mut task.held_hop, NO_HOP);
-        let rec = &mut task.held;
-        rec.root = !(self.cfg.dedup && hop != NO_HOP && self.hops[hop as usize].used);
-        if !self.cfg.filter.matches(rec) {
-            return;
+        task.held_hop = NO_HOP;
+        let slot = std::mem::replace(&mut task.held_slot, NO_SLOT);
+        if slot == NO_SLOT {
+            let mut rec = std::mem::take(&mut task.held);
+            rec.root = true;
+            self.emit(&mut rec, sink);
+            self.tasks[t].held = rec;
+        } else {
+            let sl = &mut self.slots[slot as usize];
+            std::mem::swap(&mut task.held, &mut sl.rec);
+            sl.ready = true;
+            self.decide(slot, sink);
         }
-        // Intern the root node (comm + off-CPU stacks).
+    }
+
+    /// Decide ready slots whose ending hop is settled (hidden by an emitted root chain,
+    /// or no undecided chain uses it), cascading to the waits their chains used.
+    fn decide(&mut self, first: u32, sink: &mut impl WaitSink) {
+        let mut work = std::mem::take(&mut self.work);
+        work.clear();
+        work.push(first);
+        while let Some(s) = work.pop() {
+            let sl = &self.slots[s as usize];
+            if !sl.occupied || !sl.ready {
+                continue;
+            }
+            let hop = &self.hops[sl.hop as usize];
+            let root = if sl.discard || hop.hidden {
+                false
+            } else if hop.pending_markers == 0 {
+                true
+            } else {
+                continue;
+            };
+            let mut rec = std::mem::take(&mut self.slots[s as usize].rec);
+            rec.root = root;
+            let emitted = !self.slots[s as usize].discard && self.emit(&mut rec, sink);
+            let counts = root && emitted;
+            let sl = &mut self.slots[s as usize];
+            sl.rec = rec;
+            sl.occupied = false;
+            let own = sl.hop;
+            let inner = std::mem::take(&mut sl.inner);
+            self.hops[own as usize].wait_slot = NO_SLOT;
+            for &ih in &inner {
+                let h = &mut self.hops[ih as usize];
+                h.hidden |= counts;
+                h.pending_markers = h.pending_markers.saturating_sub(1);
+                if h.wait_slot != NO_SLOT && (h.hidden || h.pending_markers == 0) {
+                    work.push(h.wait_slot);
+                }
+            }
+            let sl = &mut self.slots[s as usize];
+            sl.inner = inner;
+            sl.inner.clear();
+            self.free_slots.push(s);
+        }
+        self.work = work;
+    }
+
+    /// Filter, intern the root node, count, and pass to the sink. True when emitted.
+    fn emit(&mut self, rec: &mut WaitRecord, sink: &mut impl WaitSink) -> bool {
+        if !self.cfg.filter.matches(rec) {
+            return false;
+        }
         rec.node = self.nodes.task(rec.comm, rec.tgid, rec.kstack, rec.ustack);
         let st = &mut self.stats;
         st.records_emitted += 1;
@@ -681,9 +818,9 @@ impl<'t> Engine<'t> {
         st.cycles += u64::from(rec.cycle);
         st.waits_with_lost += u64::from(rec.lost);
         let is_skip = |s: StackId| s == StackId::SKIPPED;
-        let is_missing = |s: StackId, tables: &Tables| {
-            s == StackId::FAILED || (s.is_real() && !tables.stacks.contains_key(&s))
-        };
+        let tables = self.tables;
+        let is_missing =
+            |s: StackId| s == StackId::FAILED || (s.is_real() && !tables.stacks.contains_key(&s));
         if is_skip(rec.kstack)
             || is_skip(rec.ustack)
             || rec
@@ -693,16 +830,17 @@ impl<'t> Engine<'t> {
         {
             st.stacks_skipped += 1;
         }
-        if is_missing(rec.kstack, self.tables)
-            || is_missing(rec.ustack, self.tables)
+        if is_missing(rec.kstack)
+            || is_missing(rec.ustack)
             || rec
                 .hops
                 .iter()
-                .any(|h| is_missing(h.kstack, self.tables) || is_missing(h.ustack, self.tables))
+                .any(|h| is_missing(h.kstack) || is_missing(h.ustack))
         {
             st.stacks_missing += 1;
         }
         sink.on_wait(rec, &self.nodes);
+        true
     }
 
     /// Mark hops reachable within the depth limit from live roots; free the rest and cut
@@ -743,6 +881,12 @@ impl<'t> Engine<'t> {
             mark(t.open_hop, 1, &mut live);
             if t.held_valid {
                 mark(t.held_hop, 1, &mut live);
+            }
+        }
+        for sl in self.slots.iter().filter(|s| s.occupied) {
+            mark(sl.hop, 1, &mut live);
+            for &h in &sl.inner {
+                mark(h, 1, &mut live);
             }
         }
         self.free_hops.clear();
