@@ -33,6 +33,8 @@ pub use filter::{Duration, Filter, Window, WindowBound};
 pub use folded::{ChainGraph, FoldedSink, Unit, View};
 pub use nodes::{Node, NodeId, NodeKind, NodeTable};
 pub use record::{HopRecord, WaitRecord, WaitSink};
+/// Re-exported for [`Filter::comm`].
+pub use regex;
 
 /// Errors of the chain library (bad user input; the engine itself never fails on a trace).
 #[derive(Debug, thiserror::Error)]
