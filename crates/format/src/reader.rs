@@ -66,6 +66,7 @@ pub struct TraceReader {
     recovery: Option<Recovery>,
     events: u64,
     bytes: SectionBytes,
+    stats: Option<VerifyReport>,
 }
 
 /// Everything `open` learns about the sections.
@@ -75,6 +76,7 @@ struct Loaded {
     tables: Tables,
     chunks: Vec<ChunkInfo>,
     bytes: SectionBytes,
+    stats: Option<VerifyReport>,
 }
 
 thread_local! {
@@ -107,6 +109,7 @@ impl TraceReader {
             recovery: None,
             events: 0,
             bytes: SectionBytes::default(),
+            stats: None,
         };
         r.version = parse_file_header(r.bytes())?;
         let loaded = match r.load_indexed() {
@@ -122,6 +125,7 @@ impl TraceReader {
         r.events = loaded.chunks.iter().map(|c| c.events as u64).sum();
         r.chunks = loaded.chunks;
         r.bytes = loaded.bytes;
+        r.stats = loaded.stats;
         Ok(r)
     }
 
@@ -197,6 +201,13 @@ impl TraceReader {
         }
         if total != index.events {
             return Err(format!("index says {} events, its chunks hold {total}", index.events));
+        }
+        if index.events_by_kind.iter().sum::<u64>() == total {
+            l.stats = Some(VerifyReport {
+                events: total,
+                events_by_kind: index.events_by_kind,
+                reserved_stack_refs: index.reserved_stack_refs,
+            });
         }
         let known = l.bytes.framing + l.bytes.meta + l.bytes.tables + l.bytes.chunks + l.bytes.index;
         l.bytes.other = flen.saturating_sub(known);
@@ -348,6 +359,11 @@ impl TraceReader {
     /// Bytes of the file by section kind.
     pub fn section_bytes(&self) -> &SectionBytes {
         &self.bytes
+    }
+    /// Event counts by kind and reserved stack references as recorded in the index by
+    /// the writer (None for recovered files: use [`TraceReader::verify`]).
+    pub fn indexed_stats(&self) -> Option<&VerifyReport> {
+        self.stats.as_ref()
     }
     /// Time span covered by the events (first ts, last ts), if any.
     pub fn time_span(&self) -> Option<(u64, u64)> {

@@ -75,6 +75,10 @@ pub(crate) struct IndexPayload {
     pub metas: Vec<u64>,
     /// Total events.
     pub events: u64,
+    /// Events by kind (`EventKind as usize`).
+    pub events_by_kind: [u64; 7],
+    /// References to reserved stack ids, by id (0..16).
+    pub reserved_stack_refs: [u64; 16],
 }
 
 /// Bincode configuration of every bincode payload.
@@ -265,6 +269,27 @@ impl TraceSink for TraceWriter {
             return Err(FormatError::OutOfOrder { ts, prev: self.last_ts });
         }
         self.last_ts = ts;
+        self.index.events_by_kind[event.kind() as usize] += 1;
+        let mut count = |s: StackId| {
+            if !s.is_real() {
+                self.index.reserved_stack_refs[s.0 as usize] += 1;
+            }
+        };
+        match event {
+            Event::Switch(s) => {
+                count(s.prev_kstack);
+                count(s.prev_ustack);
+            }
+            Event::Waking(w) => {
+                count(w.waker_kstack);
+                count(w.waker_ustack);
+            }
+            Event::OffCpuStacks(o) => {
+                count(o.kstack);
+                count(o.ustack);
+            }
+            _ => {}
+        }
         self.events.push(*event);
         self.total_events += 1;
         if self.events.len() >= self.options.chunk_events {
