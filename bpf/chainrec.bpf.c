@@ -53,7 +53,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* counters (per-CPU array indexes) */
 #define C_RB_FULL 0
 #define C_SKIP_OFFCPU 1
-#define C_SKIP_WAKER 2
+#define C_SKIP_WAKER 2 /* unused: counted in user space */
 #define C_USER_PENDING_OVERWRITTEN 3
 #define C_CTX_FALLBACK 4
 #define C_NR 8
@@ -107,9 +107,12 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+/* Per-CPU scratch records. Slot 0: programs that run with interrupts disabled
+ * (sched_switch, sched_waking under pi_lock). Slot 1: sys_exit, which runs with interrupts
+ * enabled and may be interrupted by a waking that uses slot 0. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct ev_stk);
 } scratch SEC(".maps");
@@ -184,10 +187,14 @@ static __always_inline void submit_ev(struct ev *e)
 	bpf_ringbuf_submit(e, rb_flags());
 }
 
+static __always_inline struct ev_stk *scratch_slot(__u32 slot)
+{
+	return bpf_map_lookup_elem(&scratch, &slot);
+}
+
 static __always_inline struct ev_stk *scratch_ev(void)
 {
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&scratch, &zero);
+	return scratch_slot(0);
 }
 
 static __always_inline void output_stk(struct ev_stk *s)
@@ -205,7 +212,7 @@ static __always_inline void output_stk(struct ev_stk *s)
 
 static __always_inline bool is_kthread(struct task_struct *t)
 {
-	return BPF_CORE_READ(t, flags) & 0x00200000; /* PF_KTHREAD */
+	return t->flags & 0x00200000; /* PF_KTHREAD */
 }
 
 static __always_inline void emit_comm(struct task_struct *t, __u8 reason, __u64 ts)
@@ -223,8 +230,8 @@ static __always_inline void emit_comm(struct task_struct *t, __u8 reason, __u64 
 	e->h.cpu = bpf_get_smp_processor_id();
 	e->h.nk = 0;
 	e->h.nu = 0;
-	e->h.a = BPF_CORE_READ(t, pid);
-	e->h.b = BPF_CORE_READ(t, tgid);
+	e->h.a = t->pid;
+	e->h.b = t->tgid;
 	e->h.c = is_kthread(t) ? 1 : 0;
 	e->h.d = 0;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), t->comm);
@@ -240,7 +247,7 @@ static __always_inline struct task_st *tst(struct task_struct *t, bool create)
 static __always_inline struct task_st *seen(struct task_struct *t, __u64 ts, __u8 reason)
 {
 	struct task_st *s;
-	if (BPF_CORE_READ(t, pid) == 0)
+	if (t->pid == 0)
 		return 0;
 	s = tst(t, true);
 	if (s && !(s->flags & TS_SEEN)) {
@@ -257,7 +264,7 @@ static __always_inline bool interesting(struct task_struct *t, struct task_st *s
 		return true;
 	if (s && (s->flags & TS_INTERESTING))
 		return true;
-	tgid = BPF_CORE_READ(t, tgid);
+	tgid = t->tgid;
 	return bpf_map_lookup_elem(&filter_tgids, &tgid) != 0;
 }
 
@@ -294,7 +301,7 @@ static __always_inline void cur_ustack(void *ctx, struct ev_stk *s)
 static __always_inline __u8 wake_context(struct task_struct *cur)
 {
 	if (have_preempt_delta) {
-		struct rq *rq = BPF_CORE_READ(cur, se.cfs_rq, rq);
+		struct rq *rq = cur->se.cfs_rq->rq;
 		__u32 pc = 0;
 		if (rq && bpf_probe_read_kernel(&pc, sizeof(pc), (void *)rq + preempt_delta) == 0) {
 			if (pc & 0x00f00000)
@@ -340,8 +347,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u64 ts = bpf_ktime_get_ns();
 	struct task_st *ps = seen(prev, ts, CR_SEEN);
 	struct task_st *ns = seen(next, ts, CR_SEEN);
-	__u32 prev_pid = BPF_CORE_READ(prev, pid);
-	__u32 next_pid = BPF_CORE_READ(next, pid);
+	__u32 prev_pid = prev->pid;
+	__u32 next_pid = next->pid;
 	bool pk = prev_pid == 0 || is_kthread(prev);
 	__u32 state = preempt ? 0 : (prev_state & 0xff);
 
@@ -359,7 +366,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		s->h.a = prev_pid;
 		s->h.b = next_pid;
 		s->h.c = state;
-		s->h.d = BPF_CORE_READ(prev, tgid);
+		s->h.d = prev->tgid;
 		s->h.nu = 0;
 		cur_kstack(ctx, s);
 		if (!pk && user_stacks)
@@ -387,7 +394,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		e->a = prev_pid;
 		e->b = next_pid;
 		e->c = state;
-		e->d = BPF_CORE_READ(prev, tgid);
+		e->d = prev->tgid;
 		submit_ev(e);
 	}
 
@@ -421,7 +428,7 @@ bookkeeping:
 			s->h.aux = 0;
 			s->h.cpu = bpf_get_smp_processor_id();
 			s->h.a = next_pid;
-			s->h.b = BPF_CORE_READ(next, tgid);
+			s->h.b = next->tgid;
 			s->h.c = 0;
 			s->h.d = 0;
 			s->h.nu = 0;
@@ -440,8 +447,8 @@ bookkeeping:
 				if (ns->flags & TS_BLOCKED) {
 					struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(next);
 					if (regs) {
-						ns->uip = BPF_CORE_READ(regs, ip);
-						ns->usp = BPF_CORE_READ(regs, sp);
+						ns->uip = regs->ip;
+						ns->usp = regs->sp;
 						if (!(ns->flags & TS_UPENDING)) {
 							ns->flags |= TS_UPENDING;
 							__sync_fetch_and_add(&user_pending, 1);
@@ -478,22 +485,22 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	s->flags &= ~TS_UPENDING;
 	__sync_fetch_and_add(&user_pending, -1);
-	e = scratch_ev();
+	e = scratch_slot(1);
 	if (!e)
 		return 0;
 	e->h.ts = bpf_ktime_get_ns();
 	e->h.kind = EV_OFFCPU;
 	e->h.aux = 1; /* user-stack half */
 	e->h.cpu = bpf_get_smp_processor_id();
-	e->h.a = BPF_CORE_READ(cur, pid);
-	e->h.b = BPF_CORE_READ(cur, tgid);
+	e->h.a = cur->pid;
+	e->h.b = cur->tgid;
 	e->h.c = 0;
 	e->h.d = 0;
 	e->h.kst = ST_NONE;
 	e->h.nk = 0;
 	e->h.nu = 0;
 	ur = (struct pt_regs *)bpf_task_pt_regs(cur);
-	if (ur && BPF_CORE_READ(ur, ip) == s->uip && BPF_CORE_READ(ur, sp) == s->usp) {
+	if (ur && ur->ip == s->uip && ur->sp == s->usp) {
 		cur_ustack(ctx, e);
 	} else {
 		e->h.ust = ST_UPREEMPT;
@@ -507,7 +514,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 {
 	__u64 ts = bpf_ktime_get_ns();
 	struct task_struct *cur = bpf_get_current_task_btf();
-	__u32 cur_pid = BPF_CORE_READ(cur, pid);
+	__u32 cur_pid = cur->pid;
 	__u8 ctx8 = wake_context(cur);
 	bool want_stacks = false;
 	struct task_st *ts_target = 0;
@@ -527,10 +534,9 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	if (stack_mode == MODE_EAGER) {
 		want_stacks = true;
 	} else if (stack_mode == MODE_LAZY) {
+		/* skipped waker stacks are counted by user space (status byte) */
 		if (ts_target && ts_target->off_ts && ts - ts_target->off_ts > threshold_ns)
 			want_stacks = true;
-		else
-			count(C_SKIP_WAKER);
 	}
 
 	if (want_stacks) {
@@ -542,9 +548,9 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		s->h.aux = ctx8;
 		s->h.cpu = bpf_get_smp_processor_id();
 		s->h.a = cur_pid;
-		s->h.b = BPF_CORE_READ(p, pid);
+		s->h.b = p->pid;
 		s->h.c = irq_source(ctx8);
-		s->h.d = BPF_CORE_READ(cur, tgid);
+		s->h.d = cur->tgid;
 		s->h.nu = 0;
 		cur_kstack(ctx, s);
 		if (ctx8 == CTX_TASK && cur_pid != 0 && !is_kthread(cur) && user_stacks)
@@ -570,9 +576,9 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		e->nk = 0;
 		e->nu = 0;
 		e->a = cur_pid;
-		e->b = BPF_CORE_READ(p, pid);
+		e->b = p->pid;
 		e->c = irq_source(ctx8);
-		e->d = BPF_CORE_READ(cur, tgid);
+		e->d = cur->tgid;
 		submit_ev(e);
 	}
 	return 0;
@@ -607,9 +613,9 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 	e->cpu = bpf_get_smp_processor_id();
 	e->nk = 0;
 	e->nu = 0;
-	e->a = BPF_CORE_READ(cur, pid);
-	e->b = BPF_CORE_READ(p, pid);
-	e->c = BPF_CORE_READ(p, tgid);
+	e->a = cur->pid;
+	e->b = p->pid;
+	e->c = p->tgid;
 	e->d = 0;
 	submit_ev(e);
 	return 0;
@@ -653,8 +659,8 @@ int BPF_PROG(on_rename, struct task_struct *t, const char *comm)
 	e->h.cpu = bpf_get_smp_processor_id();
 	e->h.nk = 0;
 	e->h.nu = 0;
-	e->h.a = BPF_CORE_READ(t, pid);
-	e->h.b = BPF_CORE_READ(t, tgid);
+	e->h.a = t->pid;
+	e->h.b = t->tgid;
 	e->h.c = is_kthread(t) ? 1 : 0;
 	e->h.d = 0;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
@@ -685,8 +691,8 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	e->cpu = bpf_get_smp_processor_id();
 	e->nk = 0;
 	e->nu = 0;
-	e->a = BPF_CORE_READ(p, pid);
-	e->b = BPF_CORE_READ(p, tgid);
+	e->a = p->pid;
+	e->b = p->tgid;
 	e->c = 0;
 	e->d = 0;
 	submit_ev(e);

@@ -223,6 +223,9 @@ struct Converter {
     new_uaddrs: HashMap<Tid, Vec<u64>>,
     lost: LostCounts,
     ksyms: KernelSymbols,
+    /// Kernel stack references written as SKIPPED (lazy wakings; switches are counted
+    /// in BPF at switch-in instead).
+    skipped: u64,
     /// Leaf kernel addresses already classified: true = inside the BPF/tracing machinery.
     tracing_frames: HashMap<u64, bool>,
 }
@@ -231,6 +234,7 @@ impl Converter {
     fn new(ksyms: KernelSymbols) -> Self {
         Converter {
             ksyms,
+            skipped: 0,
             tracing_frames: HashMap::new(),
             stack_ids: HashMap::new(),
             next_stack: StackId::FIRST_REAL,
@@ -351,6 +355,10 @@ impl Converter {
         let at = e.frames_at as usize;
         let kf = &pool[at..at + e.nk as usize];
         let uf = &pool[at + e.nk as usize..at + e.nk as usize + e.nu as usize];
+        if e.kind == raw::EV_WAKING && e.kst == raw::ST_SKIPPED {
+            // lazy mode: skipped waker stacks are counted here, skipped off-CPU stacks in BPF
+            self.skipped += 1;
+        }
         match e.kind {
             raw::EV_SWITCH => Event::Switch(Switch {
                 ts: e.ts,
@@ -724,6 +732,10 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         };
         reorder.drain(bound, &mut writer, &mut by_kind)?;
 
+        if periodic && !stopping {
+            // Flush first: symbolization below may take a while on first sight of a big binary.
+            writer.flush()?;
+        }
         if periodic || stopping {
             // Symbolize new addresses while their processes are still alive.
             if !conv.new_kaddrs.is_empty() {
@@ -739,7 +751,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
                     syms.iter().filter(|s| s.name.is_none()).count() as u64;
                 writer.add_symbols(&syms)?;
             }
-            meta.lost = lost_counts(&conv.lost, &counters_total, reorder.out_of_order);
+            meta.lost = lost_counts(&conv, &counters_total, reorder.out_of_order);
             if periodic && !stopping {
                 writer.update_meta(&meta)?;
                 writer.flush()?;
@@ -778,7 +790,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         run_cnt += c;
     }
     meta.end_ns = end_ns.max(reorder.last_ts);
-    meta.lost = lost_counts(&conv.lost, &counters_total, reorder.out_of_order);
+    meta.lost = lost_counts(&conv, &counters_total, reorder.out_of_order);
     let consumer_cpu = thread_cpu();
     meta.extra.push((
         "consumer_cpu_ns".into(),
@@ -807,13 +819,12 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     })
 }
 
-fn lost_counts(conv: &LostCounts, counters: &[u64; 8], out_of_order: u64) -> LostCounts {
+fn lost_counts(conv: &Converter, counters: &[u64; 8], out_of_order: u64) -> LostCounts {
     LostCounts {
         ringbuf_full: counters[raw::C_RB_FULL as usize],
         out_of_order,
-        stacks_skipped: counters[raw::C_SKIP_OFFCPU as usize]
-            + counters[raw::C_SKIP_WAKER as usize],
-        ..conv.clone()
+        stacks_skipped: counters[raw::C_SKIP_OFFCPU as usize] + conv.skipped,
+        ..conv.lost.clone()
     }
 }
 

@@ -56,7 +56,12 @@ impl UserSymbolizer {
                 }
             }
         }
-        let src = Source::Process(Process::new(pid));
+        let mut proc_src = Process::new(pid);
+        // ELF symbol tables only: DWARF parsing of big binaries would stall the consumer
+        // for seconds (names are what the trace needs; build id + file offset allow a
+        // full re-symbolization later).
+        proc_src.debug_syms = false;
+        let src = Source::Process(proc_src);
         if let Ok(syms) = self.symbolizer.symbolize(&src, Input::AbsAddr(addrs)) {
             for (entry, sym) in out.iter_mut().zip(syms) {
                 if let Symbolized::Sym(s) = sym {

@@ -165,26 +165,51 @@ fn real_chain_workload_lazy() {
             }
         }
     }
+    let names: HashMap<u32, String> = mem
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Comm(c) => Some((c.tid, format!("{}/{}", c.comm, c.tgid))),
+            _ => None,
+        })
+        .collect();
+    let pairs_named: Vec<String> = pairs
+        .iter()
+        .map(|((w, t), n)| {
+            format!(
+                "{}({w}) -> {}({t}): {n}",
+                names.get(w).map(String::as_str).unwrap_or("?"),
+                names.get(t).map(String::as_str).unwrap_or("?")
+            )
+        })
+        .collect();
     let msgs = rep.messages;
     assert!(msgs >= 500, "workload too slow: {msgs} messages");
     let rs = pairs.get(&(relay, sink)).copied().unwrap_or(0);
     let tr = pairs.get(&(timer, relay)).copied().unwrap_or(0);
-    // One waking per message (+1 for the EOF close), unless the reader had not blocked yet.
+    // One waking per message (+1 for the EOF close), except when the reader had not run
+    // since its previous wakeup (busy machine): then the write needs no waking.
     assert!(
-        rs <= msgs + 1 && rs + 5 >= msgs,
-        "relay->sink wakings {rs} vs {msgs} messages: {pairs:?}"
+        rs <= msgs + 1 && rs * 10 >= msgs * 9,
+        "relay->sink wakings {rs} vs {msgs} messages: {pairs_named:#?}"
     );
     assert!(
-        tr <= msgs + 1 && tr + 5 >= msgs,
-        "timer->relay wakings {tr} vs {msgs} messages: {pairs:?}"
+        tr <= msgs + 1 && tr * 10 >= msgs * 9,
+        "timer->relay wakings {tr} vs {msgs} messages: {pairs_named:#?}"
     );
     // Nobody else wakes the sink or the relay.
     for ((waker, target), n) in &pairs {
         if *target == sink {
-            assert_eq!(*waker, relay, "sink woken {n} times by {waker}");
+            assert_eq!(
+                *waker, relay,
+                "sink woken {n} times by {waker}: {pairs_named:#?}"
+            );
         }
         if *target == relay {
-            assert_eq!(*waker, timer, "relay woken {n} times by {waker}");
+            assert_eq!(
+                *waker, timer,
+                "relay woken {n} times by {waker}: {pairs_named:#?}"
+            );
         }
     }
 
@@ -194,7 +219,8 @@ fn real_chain_workload_lazy() {
         .filter(|w| w.context == WakeContext::HardIrq)
         .collect();
     assert!(
-        hard.len() as u64 + 3 >= rep.timer.calls,
+        // (a sleep whose timer expired before the thread blocked needs no waking)
+        hard.len() as u64 * 20 >= rep.timer.calls * 19,
         "{} hardirq wakings of cr-timer for {} sleeps",
         hard.len(),
         rep.timer.calls
@@ -404,7 +430,10 @@ fn real_eager_and_none_modes() {
         match mode {
             StackMode::Eager => {
                 // every sink switch-out carries its stack, taken at switch-out; the
-                // blocking ones (not the final exit) show the pipe read
+                // blocking ones show the pipe read (a few are thread start-up futex waits,
+                // and the final exit)
+                let mut piped = 0;
+                let mut blocked = 0;
                 for s in &sink_switches {
                     assert!(s.prev_ustack.is_real() || s.prev_ustack == StackId::FAILED);
                     if s.prev_state != STATE_INTERRUPTIBLE {
@@ -412,15 +441,24 @@ fn real_eager_and_none_modes() {
                     }
                     assert!(s.prev_kstack.is_real(), "eager switch without kernel stack");
                     let names = frame_names(&mem.tables, s.prev_kstack);
-                    assert!(
-                        has_frame(&mem.tables, s.prev_kstack, "pipe_read"),
-                        "eager sink stack: {names:?}"
-                    );
+                    blocked += 1;
+                    if has_frame(&mem.tables, s.prev_kstack, "pipe_read") {
+                        piped += 1;
+                    } else {
+                        assert!(
+                            has_frame(&mem.tables, s.prev_kstack, "futex_wait"),
+                            "eager sink stack: {names:?}"
+                        );
+                    }
                     assert!(
                         !names.iter().any(|n| n.starts_with("bpf_")),
                         "BPF frames not removed: {names:?}"
                     );
                 }
+                assert!(
+                    piped + 3 >= blocked && piped as u64 * 10 >= rep.messages * 9,
+                    "{piped} of {blocked} blocked switch-outs in pipe_read"
+                );
             }
             _ => {
                 assert!(sink_switches
