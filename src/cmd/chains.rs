@@ -258,22 +258,19 @@ fn analyse(
         Ok(())
     })?;
     let stats = engine.finish(&mut folded);
-    let secs = t0.elapsed().as_secs_f64();
-    let ns = folded.folded_ns(engine.nodes(), tables, meta);
     let d = unit.ns();
-    let mut lines = Vec::with_capacity(ns.len());
-    let (mut small_lines, mut small_ns) = (0u64, 0u64);
-    for (l, w) in ns {
-        let v = (w + d / 2) / d;
-        if v == 0 {
-            small_lines += 1;
-            small_ns += w;
-        } else {
-            lines.push((l, v));
-        }
-    }
+    let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
     match &a.svg {
         Some(path) => {
+            for (l, w) in folded.folded_ns(engine.nodes(), tables, meta) {
+                let _ = l;
+                if (w + d / 2) / d == 0 {
+                    small_lines += 1;
+                    small_ns += w;
+                }
+            }
+            let lines = folded.lines(engine.nodes(), tables, meta, unit);
+            nlines = lines.len();
             let title = a
                 .title
                 .clone()
@@ -291,14 +288,40 @@ fn analyse(
                 lines.len()
             );
         }
-        None => write_lines(&lines)?,
+        None => {
+            // Streamed straight from the path trie: no list of lines in memory.
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+            let mut err: Option<std::io::Error> = None;
+            folded.for_each_line(engine.nodes(), tables, meta, |l, w| {
+                let v = (w + d / 2) / d;
+                if v == 0 {
+                    small_lines += 1;
+                    small_ns += w;
+                } else if err.is_none() {
+                    nlines += 1;
+                    if let Err(e) = writeln!(out, "{l} {v}") {
+                        err = Some(e);
+                    }
+                }
+            });
+            let r = match err {
+                Some(e) => Err(e),
+                None => out.flush(),
+            };
+            match r {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                r => r.context("writing folded output")?,
+            }
+        }
     }
+    let secs = t0.elapsed().as_secs_f64();
     summary(
         name,
         &stats,
         meta,
         secs,
-        lines.len(),
+        nlines,
         small_lines,
         small_ns,
         unit,
@@ -315,21 +338,6 @@ fn default_title(name: &str, file: &Path) -> String {
         _ => "Off-wake time",
     };
     format!("{what}: {}", file.display())
-}
-
-fn write_lines(lines: &[(String, u64)]) -> Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let r = (|| {
-        for (l, w) in lines {
-            writeln!(out, "{l} {w}")?;
-        }
-        out.flush()
-    })();
-    match r {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r.context("writing folded output"),
-    }
 }
 
 #[allow(clippy::too_many_arguments)]

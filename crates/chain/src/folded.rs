@@ -135,6 +135,71 @@ impl FoldedSink {
         self.entries.len()
     }
 
+    /// Call `f(line, ns)` for every distinct path with a non-zero weight, in depth-first
+    /// order of the path trie, without materializing all lines (memory stays bounded by
+    /// the trie). Two different paths can render to the same text (e.g. the same comm in
+    /// two processes); consumers that need one line per text must sum them, as
+    /// flamegraph.pl and inferno do. See [`Self::folded_ns`] for the aggregated map.
+    pub fn for_each_line(
+        &self,
+        nodes: &NodeTable,
+        tables: &Tables,
+        meta: &RecordingMeta,
+        mut f: impl FnMut(&str, u64),
+    ) {
+        let n = self.entries.len();
+        // Children in CSR form.
+        let mut start = vec![0u32; n + 1];
+        for &(p, _) in &self.entries {
+            if p != NO_PARENT {
+                start[p as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut kids = vec![0u32; start[n] as usize];
+        let mut stack: Vec<(u32, usize)> = Vec::new();
+        for (i, &(p, _)) in self.entries.iter().enumerate() {
+            if p == NO_PARENT {
+                stack.push((i as u32, 0));
+            } else {
+                kids[fill[p as usize] as usize] = i as u32;
+                fill[p as usize] += 1;
+            }
+        }
+        stack.reverse();
+        let mut r = Renderer {
+            tables,
+            threshold: meta.stack_threshold_ns,
+            cache: HashMap::new(),
+        };
+        let mut pieces: HashMap<(NodeId, bool), String> = HashMap::new();
+        let mut buf = String::new();
+        while let Some((e, len)) = stack.pop() {
+            buf.truncate(len);
+            let (p, node) = self.entries[e as usize];
+            let first = p == NO_PARENT;
+            if !first {
+                buf.push(';');
+            }
+            let piece = pieces
+                .entry((node, first))
+                .or_insert_with(|| self.piece(node, first, nodes, &mut r));
+            buf.push_str(piece);
+            let w = self.weights[e as usize];
+            if w > 0 {
+                f(&buf, w);
+            }
+            let l = buf.len();
+            let (a, b) = (start[e as usize] as usize, start[e as usize + 1] as usize);
+            for &k in kids[a..b].iter().rev() {
+                stack.push((k, l));
+            }
+        }
+    }
+
     /// Exact aggregated nanoseconds per rendered line, sorted by line.
     pub fn folded_ns(
         &self,
@@ -142,33 +207,15 @@ impl FoldedSink {
         tables: &Tables,
         meta: &RecordingMeta,
     ) -> BTreeMap<String, u64> {
-        let mut r = Renderer {
-            tables,
-            threshold: meta.stack_threshold_ns,
-            cache: HashMap::new(),
-        };
         let mut out = BTreeMap::new();
-        let mut path = Vec::new();
-        for (i, &w) in self.weights.iter().enumerate() {
-            if w == 0 {
-                continue;
-            }
-            path.clear();
-            let mut p = i as u32;
-            while p != NO_PARENT {
-                let (parent, node) = self.entries[p as usize];
-                path.push(node);
-                p = parent;
-            }
-            path.reverse();
-            let line = self.render(&path, nodes, &mut r);
-            *out.entry(line).or_insert(0) += w;
-        }
+        self.for_each_line(nodes, tables, meta, |l, w| {
+            *out.entry(l.to_string()).or_insert(0) += w;
+        });
         out
     }
 
-    /// Folded lines with weights in `unit` (rounded to nearest); lines that round to 0
-    /// are left out (see [`Self::folded_ns`] for exact values).
+    /// Folded lines with weights in `unit` (rounded to nearest), aggregated and sorted;
+    /// lines that round to 0 are left out (see [`Self::folded_ns`] for exact values).
     pub fn lines(
         &self,
         nodes: &NodeTable,
@@ -184,46 +231,44 @@ impl FoldedSink {
             .collect()
     }
 
-    fn render(&self, path: &[NodeId], nodes: &NodeTable, r: &mut Renderer<'_>) -> String {
+    /// Render one node of a path (`first`: the path's first node).
+    fn piece(&self, id: NodeId, first: bool, nodes: &NodeTable, r: &mut Renderer<'_>) -> String {
         let mut f: Vec<String> = Vec::new();
-        for (i, &id) in path.iter().enumerate() {
-            if id & COMM_BIT != 0 {
-                f.push(self.comms[(id & !COMM_BIT) as usize].as_str().into_owned());
-                continue;
-            }
-            let n = nodes.get(id);
-            match &n.kind {
-                NodeKind::Marker(m) => f.push((*m).to_string()),
-                NodeKind::Metal { label, .. } => {
-                    if i == 0 {
-                        f.push(label.clone());
-                        f.extend(r.frames(n.kstack).iter().rev().cloned());
-                    } else {
-                        f.push("--".into());
-                        f.extend(r.frames(n.kstack).iter().cloned());
-                        f.push(label.clone());
-                    }
+        if id & COMM_BIT != 0 {
+            return self.comms[(id & !COMM_BIT) as usize].as_str().into_owned();
+        }
+        let n = nodes.get(id);
+        match &n.kind {
+            NodeKind::Marker(m) => f.push((*m).to_string()),
+            NodeKind::Metal { label, .. } => {
+                if first {
+                    f.push(label.clone());
+                    f.extend(r.frames(n.kstack).iter().rev().cloned());
+                } else {
+                    f.push("--".into());
+                    f.extend(r.frames(n.kstack).iter().cloned());
+                    f.push(label.clone());
                 }
-                NodeKind::Task { comm, .. } => {
-                    let k = r.frames(n.kstack).to_vec();
-                    let u = r.frames(n.ustack).to_vec();
-                    let any = !k.is_empty() || !u.is_empty();
-                    if i == 0 {
-                        f.push(comm.as_str().into_owned());
-                        f.extend(u.into_iter().rev());
-                        if any {
-                            f.push("-".into());
-                        }
-                        f.extend(k.into_iter().rev());
-                    } else {
-                        f.push("--".into());
-                        f.extend(k);
-                        if any {
-                            f.push("-".into());
-                        }
-                        f.extend(u);
-                        f.push(comm.as_str().into_owned());
+            }
+            NodeKind::Task { comm, .. } => {
+                let k = r.frames(n.kstack).to_vec();
+                let u = r.frames(n.ustack).to_vec();
+                let any = !k.is_empty() || !u.is_empty();
+                if first {
+                    f.push(comm.as_str().into_owned());
+                    f.extend(u.into_iter().rev());
+                    if any {
+                        f.push("-".into());
                     }
+                    f.extend(k.into_iter().rev());
+                } else {
+                    f.push("--".into());
+                    f.extend(k);
+                    if any {
+                        f.push("-".into());
+                    }
+                    f.extend(u);
+                    f.push(comm.as_str().into_owned());
                 }
             }
         }

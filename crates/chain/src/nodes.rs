@@ -63,10 +63,14 @@ pub(crate) const MARK_LOST: NodeId = 2;
 /// Marker node: a blocked wait ended without a waking in the trace.
 pub(crate) const MARK_NO_WAKER: NodeId = 3;
 
+const CACHE: usize = 1024;
+
 /// The interner.
 #[derive(Clone, Debug)]
 pub struct NodeTable {
     nodes: Vec<Node>,
+    /// Direct-mapped cache in front of `tasks` (most lookups repeat a recent key).
+    cache: Vec<(Comm, Tid, StackId, StackId, NodeId)>,
     tasks: FxHashMap<(Comm, Tid, StackId, StackId), NodeId>,
     metal: FxHashMap<(WakeContext, u32, StackId), NodeId>,
 }
@@ -75,6 +79,16 @@ impl Default for NodeTable {
     fn default() -> Self {
         let mut t = NodeTable {
             nodes: Vec::new(),
+            cache: vec![
+                (
+                    Comm::default(),
+                    0,
+                    StackId::NONE,
+                    StackId::NONE,
+                    NodeId::MAX
+                );
+                CACHE
+            ],
             tasks: FxHashMap::default(),
             metal: FxHashMap::default(),
         };
@@ -110,6 +124,26 @@ impl NodeTable {
         kstack: StackId,
         ustack: StackId,
     ) -> NodeId {
+        let c = &comm.0;
+        let w0 = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        let w1 = u64::from_le_bytes([c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15]]);
+        let h = (w0
+            ^ w1.rotate_left(17)
+            ^ ((tgid as u64) << 32)
+            ^ ((kstack.0 as u64) << 13)
+            ^ (ustack.0 as u64))
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let slot = (h >> 54) as usize & (CACHE - 1);
+        let e = &self.cache[slot];
+        if e.4 != NodeId::MAX && e.0 == comm && e.1 == tgid && e.2 == kstack && e.3 == ustack {
+            return e.4;
+        }
+        let id = self.task_slow(comm, tgid, kstack, ustack);
+        self.cache[slot] = (comm, tgid, kstack, ustack, id);
+        id
+    }
+
+    fn task_slow(&mut self, comm: Comm, tgid: Tid, kstack: StackId, ustack: StackId) -> NodeId {
         let next = self.nodes.len() as NodeId;
         let id = *self
             .tasks
