@@ -71,6 +71,7 @@ impl Unit {
 pub type ChainGraph = DiGraph<NodeId, u64>;
 
 const NO_PARENT: u32 = u32::MAX;
+const STEP_CACHE_BITS: u32 = 16;
 /// Node ids with this bit set name a bare target comm of the wakeup view.
 const COMM_BIT: u32 = 1 << 31;
 
@@ -79,6 +80,7 @@ const COMM_BIT: u32 = 1 << 31;
 pub struct FoldedSink {
     view: View,
     index: FxHashMap<(u32, NodeId), u32>,
+    cache: Vec<(u64, u32)>,
     entries: Vec<(u32, NodeId)>,
     weights: Vec<u64>,
     comms: Vec<Comm>,
@@ -96,6 +98,7 @@ impl FoldedSink {
         FoldedSink {
             view,
             index: FxHashMap::default(),
+            cache: vec![(0, u32::MAX); 1 << STEP_CACHE_BITS],
             entries: Vec::new(),
             weights: Vec::new(),
             comms: Vec::new(),
@@ -112,6 +115,19 @@ impl FoldedSink {
 
     #[inline]
     fn step(&mut self, parent: u32, node: NodeId) -> u32 {
+        // Direct-mapped cache in front of the trie index: hot paths repeat.
+        let key = ((parent as u64) << 32) | node as u64;
+        let slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STEP_CACHE_BITS)) as usize;
+        let c = self.cache[slot];
+        if c.0 == key && c.1 != u32::MAX {
+            return c.1;
+        }
+        let id = self.step_slow(parent, node);
+        self.cache[slot] = (key, id);
+        id
+    }
+
+    fn step_slow(&mut self, parent: u32, node: NodeId) -> u32 {
         let next = self.entries.len() as u32;
         let id = *self.index.entry((parent, node)).or_insert(next);
         if id == next {
