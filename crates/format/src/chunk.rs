@@ -320,9 +320,61 @@ pub(crate) struct ChunkSummary {
     pub last_ts: u64,
 }
 
+/// Reusable per-thread decode buffers (no per-chunk allocation in steady state).
+#[derive(Default)]
+pub(crate) struct DecodeScratch {
+    dict: Vec<u32>,
+    ts: Vec<u64>,
+    tids: Vec<u32>,
+}
+
+impl DecodeScratch {
+    /// Drop oversized buffers after an unusually large chunk.
+    pub(crate) fn trim(&mut self) {
+        if self.ts.capacity() > (1 << 20) {
+            *self = DecodeScratch::default();
+        }
+    }
+}
+
+/// Decode a whole column of varints into `out`; Err on malformed or overlong input.
+#[inline(always)]
+fn varint_column(col: &[u8], mut f: impl FnMut(u64) -> bool) -> Result<(), &'static str> {
+    let mut i = 0usize;
+    let n = col.len();
+    while i < n {
+        let b0 = col[i] as u64;
+        if b0 < 0x80 {
+            i += 1;
+            if !f(b0) {
+                return Err("value out of range");
+            }
+            continue;
+        }
+        if i + 1 < n && col[i + 1] < 0x80 {
+            let v = (b0 & 0x7f) | (col[i + 1] as u64) << 7;
+            i += 2;
+            if !f(v) {
+                return Err("value out of range");
+            }
+            continue;
+        }
+        let mut c = Cur { b: col, pos: i, bad: false };
+        let v = c.varint_slow();
+        if c.bad {
+            return Err("bad varint");
+        }
+        i = c.pos;
+        if !f(v) {
+            return Err("value out of range");
+        }
+    }
+    Ok(())
+}
+
 /// Decode one chunk payload, appending to `out`. On error `out` may hold a partial,
 /// meaningless tail: the caller truncates it.
-pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>) -> Result<ChunkSummary, String> {
+pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>, sc: &mut DecodeScratch) -> Result<ChunkSummary, String> {
     let mut hdr = Cur::new(raw);
     let n = hdr.varint();
     let first_ts = hdr.varint();
@@ -330,9 +382,9 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>) -> Result<ChunkSummary, S
     if hdr.bad || n > raw.len() as u64 || ndict > raw.len() as u64 {
         return Err("bad chunk header".into());
     }
-    let mut dict = Vec::with_capacity(ndict as usize);
+    sc.dict.clear();
     for _ in 0..ndict {
-        dict.push(hdr.u32v());
+        sc.dict.push(hdr.u32v());
     }
     let mut cols: [&[u8]; 6] = [&[]; 6];
     for c in cols.iter_mut() {
@@ -349,22 +401,74 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>) -> Result<ChunkSummary, S
     if kinds.len() as u64 != n {
         return Err(format!("kind column has {} entries for {n} events", kinds.len()));
     }
-    let (mut tsc, mut fl, mut tid, mut stk, mut misc) =
-        (Cur::new(ts_col), Cur::new(flags_col), Cur::new(tid_col), Cur::new(stack_col), Cur::new(misc_col));
-    let mut cur = [NO_TID; PRED_CPUS];
+
+    // Pass 1: timestamps (prefix sums of the deltas) and tids (dictionary lookups), in
+    // tight loops; the per-event loop then just indexes these arrays.
+    sc.ts.clear();
+    sc.ts.reserve(kinds.len());
     let mut ts = first_ts;
     let mut overflow = false;
-    let mut bad_enum = false;
-    let mut bad_tid = false;
+    varint_column(ts_col, |d| {
+        match ts.checked_add(d) {
+            Some(t) => ts = t,
+            None => overflow = true,
+        }
+        sc.ts.push(ts);
+        true
+    })
+    .map_err(|e| format!("ts column: {e}"))?;
+    if overflow {
+        return Err("timestamp overflow".into());
+    }
+    if sc.ts.len() != kinds.len() {
+        return Err(format!("ts column has {} entries for {n} events", sc.ts.len()));
+    }
+    sc.tids.clear();
+    sc.tids.reserve(kinds.len().saturating_mul(2).min(tid_col.len()));
+    let dict = &sc.dict;
+    let tids = &mut sc.tids;
+    varint_column(tid_col, |i| match dict.get(i as usize) {
+        Some(&t) => {
+            tids.push(t);
+            true
+        }
+        None => false,
+    })
+    .map_err(|e| format!("tid column: {e}"))?;
+
+    // Pass 2: assemble events.
+    let tsv = &sc.ts[..];
+    let tidv = &sc.tids[..];
+    let mut ti = 0usize; // next tid
+    let mut fi = 0usize; // next flags byte
+    let (mut stk, mut misc) = (Cur::new(stack_col), Cur::new(misc_col));
+    let mut cur = [NO_TID; PRED_CPUS];
+    let mut bad = false;
     out.reserve(kinds.len());
 
     macro_rules! tidref {
         () => {{
-            let i = tid.varint();
-            match dict.get(i as usize) {
-                Some(&t) => t,
+            match tidv.get(ti) {
+                Some(&t) => {
+                    ti += 1;
+                    t
+                }
                 None => {
-                    bad_tid = true;
+                    bad = true;
+                    0
+                }
+            }
+        }};
+    }
+    macro_rules! flags {
+        () => {{
+            match flags_col.get(fi) {
+                Some(&f) => {
+                    fi += 1;
+                    f
+                }
+                None => {
+                    bad = true;
                     0
                 }
             }
@@ -386,7 +490,7 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>) -> Result<ChunkSummary, S
                 match cur.get($cpu as usize) {
                     Some(&t) => t,
                     None => {
-                        bad_tid = true;
+                        bad = true;
                         0
                     }
                 }
@@ -396,12 +500,7 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>) -> Result<ChunkSummary, S
         }};
     }
 
-    for &kb in kinds {
-        let d = tsc.varint();
-        match ts.checked_add(d) {
-            Some(t) => ts = t,
-            None => overflow = true,
-        }
+    for (&kb, &ts) in kinds.iter().zip(tsv) {
         let mut cpu = (kb >> 3) as u32;
         let kind = kb & 7;
         if cpu == CPU_ESCAPE && matches!(kind, 0 | 1 | 2 | 6) {
@@ -409,7 +508,7 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>) -> Result<ChunkSummary, S
         }
         let ev = match kind {
             0 => {
-                let f = fl.u8();
+                let f = flags!();
                 let prev_tid = pred_or_ref!(f, cpu);
                 let next_tid = tidref!();
                 let prev_state = match (f >> 1) & 3 {
@@ -424,18 +523,23 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>) -> Result<ChunkSummary, S
                 Event::Switch(Switch { ts, cpu, prev_tid, prev_state, next_tid, prev_kstack, prev_ustack })
             }
             1 => {
-                let f = fl.u8();
+                let f = flags!();
                 let waker_tid = pred_or_ref!(f, cpu);
                 let target_tid = tidref!();
                 // Two bits cover all four contexts.
-                let context = WakeContext::from_u8((f >> 1) & 3).unwrap_or_default();
+                let context = match (f >> 1) & 3 {
+                    0 => WakeContext::Task,
+                    1 => WakeContext::SoftIrq,
+                    2 => WakeContext::HardIrq,
+                    _ => WakeContext::Nmi,
+                };
                 let waker_kstack = stack!(f >> 3);
                 let waker_ustack = stack!(f >> 5);
                 let source = if f & F_SOURCE != 0 { misc.u32v() } else { 0 };
                 Event::Waking(Waking { ts, cpu, waker_tid, target_tid, context, source, waker_kstack, waker_ustack })
             }
             2 => {
-                let f = fl.u8();
+                let f = flags!();
                 let parent_tid = pred_or_ref!(f, cpu);
                 let child_tid = tidref!();
                 let child_tgid = misc.u32v();
@@ -445,7 +549,7 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>) -> Result<ChunkSummary, S
                 let tid_ = tidref!();
                 let tgid = misc.u32v();
                 let reason = CommReason::from_u8(misc.u8()).unwrap_or_else(|| {
-                    bad_enum = true;
+                    bad = true;
                     CommReason::Seen
                 });
                 let len = misc.u8() as usize;
@@ -453,7 +557,7 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>) -> Result<ChunkSummary, S
                 if len <= 16 {
                     comm[..len].copy_from_slice(misc.bytes(len));
                 } else {
-                    bad_enum = true;
+                    bad = true;
                 }
                 Event::Comm(TaskComm { ts, tid: tid_, tgid, comm: Comm(comm), reason })
             }
@@ -463,14 +567,14 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>) -> Result<ChunkSummary, S
                 Event::Exit(Exit { ts, tid: tid_, tgid })
             }
             5 => {
-                let f = fl.u8();
+                let f = flags!();
                 let tid_ = tidref!();
                 Event::OffCpuStacks(OffCpuStacks { ts, tid: tid_, kstack: stack!(f >> 3), ustack: stack!(f >> 5) })
             }
             6 => {
                 let count = misc.varint();
                 let cause = LostCause::from_u8(misc.u8()).unwrap_or_else(|| {
-                    bad_enum = true;
+                    bad = true;
                     LostCause::RingBufferFull
                 });
                 Event::Lost(Lost { ts, cpu, count, cause })
@@ -479,19 +583,16 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>) -> Result<ChunkSummary, S
         };
         out.push(ev);
     }
-    if overflow {
-        return Err("timestamp overflow".into());
+    if bad {
+        return Err("flags, tid or enum value inconsistent with the kind column".into());
     }
-    if bad_enum {
-        return Err("invalid enum value".into());
+    if fi != flags_col.len() || ti != tidv.len() {
+        return Err("flags or tid column inconsistent with kind column".into());
     }
-    if bad_tid {
-        return Err("tid reference out of range".into());
-    }
-    for (name, c) in [("ts", &tsc), ("flags", &fl), ("tid", &tid), ("stack", &stk), ("misc", &misc)] {
+    for (name, c) in [("stack", &stk), ("misc", &misc)] {
         if !c.done() {
             return Err(format!("{name} column inconsistent with kind column"));
         }
     }
-    Ok(ChunkSummary { events: n, first_ts, last_ts: ts })
+    Ok(ChunkSummary { events: n, first_ts: tsv.first().copied().unwrap_or(first_ts), last_ts: ts })
 }

@@ -80,7 +80,7 @@ struct Loaded {
 }
 
 thread_local! {
-    static DCTX: RefCell<Option<(zstd::bulk::Decompressor<'static>, Vec<u8>)>> = const { RefCell::new(None) };
+    static DCTX: RefCell<Option<(zstd::bulk::Decompressor<'static>, Vec<u8>, chunk::DecodeScratch)>> = const { RefCell::new(None) };
 }
 
 impl TraceReader {
@@ -398,19 +398,20 @@ impl TraceReader {
             let mut slot = cell.borrow_mut();
             if slot.is_none() {
                 let d = zstd::bulk::Decompressor::new().map_err(|e| corrupt(format!("zstd: {e}")))?;
-                *slot = Some((d, Vec::new()));
+                *slot = Some((d, Vec::new(), chunk::DecodeScratch::default()));
             }
-            let Some((dctx, buf)) = slot.as_mut() else { unreachable!() };
+            let Some((dctx, buf, scratch)) = slot.as_mut() else { unreachable!() };
             buf.clear();
             buf.reserve(h.raw_len as usize);
             let n = dctx.decompress_to_buffer(payload, buf).map_err(|e| corrupt(format!("zstd: {e}")))?;
             if n as u64 != h.raw_len || buf.len() as u64 != h.raw_len {
                 return Err(corrupt(format!("payload decompressed to {n} bytes, header says {}", h.raw_len)));
             }
-            let r = chunk::decode(buf, out).map_err(corrupt);
+            let r = chunk::decode(buf, out, scratch).map_err(corrupt);
             if buf.capacity() > (8 << 20) {
                 *buf = Vec::new();
             }
+            scratch.trim();
             r
         });
         let summary = match res {
