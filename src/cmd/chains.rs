@@ -316,6 +316,25 @@ fn analyse(
         }
     }
     let secs = t0.elapsed().as_secs_f64();
+    if std::env::var_os("CHAINREC_MEMSTAT").is_some() {
+        // Peak and current memory split into anonymous (engine state) and file-backed
+        // (the mmapped trace) pages, for docs/BENCHMARKS.md.
+        if let Ok(st) = std::fs::read_to_string("/proc/self/status") {
+            let pick: Vec<&str> = st
+                .lines()
+                .filter(|l| {
+                    l.starts_with("VmHWM") || l.starts_with("RssAnon") || l.starts_with("RssFile")
+                })
+                .collect();
+            eprintln!(
+                "chainrec: {name}: memory: {}",
+                pick.join(", ")
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
+    }
     summary(
         name,
         &stats,

@@ -100,6 +100,8 @@ pub struct Stats {
     pub peak_live_hops: u64,
     /// Most threads tracked at once.
     pub peak_tasks: u64,
+    /// Most waits parked at once waiting for the dedup decision.
+    pub peak_pending_waits: u64,
 }
 
 impl fmt::Display for Stats {
@@ -218,6 +220,7 @@ pub struct Engine<'t> {
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
     work: Vec<u32>,
+    pending: usize,
     stats: Stats,
 }
 
@@ -246,6 +249,7 @@ impl<'t> Engine<'t> {
             slots: Vec::new(),
             free_slots: Vec::new(),
             work: Vec::new(),
+            pending: 0,
             stats: Stats::default(),
         }
     }
@@ -730,6 +734,8 @@ impl<'t> Engine<'t> {
                 (self.slots.len() - 1) as u32
             }
         };
+        self.pending += 1;
+        self.stats.peak_pending_waits = self.stats.peak_pending_waits.max(self.pending as u64);
         let slot = &mut self.slots[s as usize];
         slot.occupied = true;
         slot.ready = false;
@@ -801,6 +807,7 @@ impl<'t> Engine<'t> {
             sl.inner = inner;
             sl.inner.clear();
             self.free_slots.push(s);
+            self.pending -= 1;
         }
         self.work = work;
     }
