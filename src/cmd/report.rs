@@ -1,5 +1,5 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 #[derive(clap::Args)]
 pub struct TopArgs {}
@@ -33,6 +33,16 @@ pub fn render_svg(
     chain_layout: bool,
     path: &std::path::Path,
 ) -> Result<()> {
-    let _ = (folded, title, unit, chain_layout, path);
-    bail!("--svg: not implemented yet")
+    let opts = chainrec_report::svg::SvgOptions::new(title, unit, chain_layout);
+    let mut buf = Vec::new();
+    let stats = chainrec_report::svg::render(folded, &opts, &mut buf)
+        .with_context(|| format!("drawing {}", path.display()))?;
+    std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
+    if stats.zero_weight_lines > 0 {
+        eprintln!(
+            "chainrec: {} stacks with zero weight not drawn",
+            stats.zero_weight_lines
+        );
+    }
+    Ok(())
 }

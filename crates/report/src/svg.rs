@@ -1,0 +1,488 @@
+//! Interactive chain-graph SVG: inferno draws the flame graph (layout, search, zoom,
+//! reset, tooltips); this module adds what it lacks for chain graphs — colours that
+//! depend on a frame's *position* in the chain (one hue per level, a lighter shade for
+//! kernel frames, metal nodes and "no stack" markers in their own colours), which
+//! inferno's name-keyed palettes cannot express.
+//!
+//! How: we merge the folded lines exactly as inferno does (sorted lines, frames
+//! identified by depth and start offset), classify each frame from its ancestors, run
+//! inferno with a fixed palette, then rewrite each frame's `fill` by its (depth, start).
+//! Output is byte-for-byte deterministic for a given input.
+
+use crate::ReportError;
+use inferno::flamegraph::{self, color::BasicPalette, Options, Palette};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+
+/// How to draw a flame graph.
+#[derive(Clone, Debug)]
+pub struct SvgOptions {
+    /// Title at the top.
+    pub title: String,
+    /// Unit of the weights (`us`, `ns`, `ms`), shown in tooltips and the legend.
+    pub unit: String,
+    /// Chain layout: a new hue after every `--` frame (CHAINS.md "Folded layout").
+    /// Off: the whole stack is one level (separators, metal and markers still distinct).
+    pub chain_layout: bool,
+    /// Image width in pixels.
+    pub width: usize,
+}
+
+impl SvgOptions {
+    /// Options with the default width (1200 px).
+    pub fn new(title: &str, unit: &str, chain_layout: bool) -> Self {
+        SvgOptions {
+            title: title.to_string(),
+            unit: unit.to_string(),
+            chain_layout,
+            width: 1200,
+        }
+    }
+}
+
+/// What a frame is, from its own name and its position in the chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameClass {
+    /// An ordinary frame of chain level `level` (0 = the blocked thread's off-CPU stack).
+    Frame {
+        /// Chain level: number of `--` frames below it.
+        level: u32,
+        /// Kernel part of the level (after the `-` for level 0, before it for wakers).
+        kernel: bool,
+    },
+    /// `-` (user/kernel) separator.
+    UserKernelSeparator,
+    /// `--` (level) separator.
+    LevelSeparator,
+    /// Metal node: `[hardirq: ...]`, `[softirq: ...]`, `[nmi]`, `[idle]`, ...
+    Metal,
+    /// A marker for missing data: `[no stack: ...]`, `[missing stack]`, `[unknown]`, ...
+    Marker,
+    /// `[lost events]` and other loss markers.
+    Lost,
+}
+
+/// Hue (degrees) of each chain level; cycles after the last.
+pub const LEVEL_HUES: [f64; 6] = [215.0, 30.0, 120.0, 275.0, 55.0, 180.0];
+/// Fill of metal nodes.
+pub const METAL_FILL: &str = "rgb(204,36,36)";
+/// Fill of "no stack" markers (a hatched pattern defined in the SVG).
+pub const MARKER_FILL: &str = "url(#chainrec-marker)";
+/// Fill of loss markers (a red hatched pattern defined in the SVG).
+pub const LOST_FILL: &str = "url(#chainrec-lost)";
+/// Fill of `--` separators.
+pub const LEVEL_SEP_FILL: &str = "rgb(110,110,110)";
+/// Fill of `-` separators.
+pub const USER_KERNEL_SEP_FILL: &str = "rgb(175,175,175)";
+
+const DEFS: &str = concat!(
+    "<defs>",
+    "<pattern id=\"chainrec-marker\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">",
+    "<rect width=\"8\" height=\"8\" fill=\"rgb(250,250,250)\"/><rect width=\"4\" height=\"8\" fill=\"rgb(190,190,190)\"/></pattern>",
+    "<pattern id=\"chainrec-lost\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">",
+    "<rect width=\"8\" height=\"8\" fill=\"rgb(255,235,235)\"/><rect width=\"4\" height=\"8\" fill=\"rgb(230,40,40)\"/></pattern>",
+    "</defs>"
+);
+
+/// Classify a frame name alone (separators, metal, markers); `None` for ordinary frames.
+pub fn classify_name(name: &str) -> Option<FrameClass> {
+    match name {
+        "--" => return Some(FrameClass::LevelSeparator),
+        "-" => return Some(FrameClass::UserKernelSeparator),
+        _ => {}
+    }
+    let inner = name.strip_prefix('[')?.strip_suffix(']')?;
+    let head = inner.split([':', ' ']).next().unwrap_or("");
+    Some(match head {
+        "hardirq" | "softirq" | "nmi" | "idle" | "irq" | "interrupt" | "metal" => FrameClass::Metal,
+        _ if inner.starts_with("lost") => FrameClass::Lost,
+        _ => FrameClass::Marker,
+    })
+}
+
+/// Classify every frame of one stack (root first), given the layout.
+pub fn classify_stack(frames: &[&str], chain_layout: bool) -> Vec<FrameClass> {
+    let mut level = 0u32;
+    let mut segment = 0u32;
+    frames
+        .iter()
+        .map(|f| {
+            let class = classify_name(f).unwrap_or(FrameClass::Frame {
+                level,
+                // Level 0 is "comm;user;-;kernel"; wakers are "kernel;-;user;comm".
+                kernel: if level == 0 {
+                    segment > 0
+                } else {
+                    segment == 0
+                },
+            });
+            match class {
+                FrameClass::LevelSeparator if chain_layout => {
+                    level += 1;
+                    segment = 0;
+                }
+                FrameClass::UserKernelSeparator => segment += 1,
+                _ => {}
+            }
+            class
+        })
+        .collect()
+}
+
+/// FNV-1a: a stable hash (std's hasher is not guaranteed stable across releases).
+fn fnv(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn hsl(h: f64, s: f64, l: f64) -> (u8, u8, u8) {
+    let c = (1.0 - (2.0 * l - 1.0).abs()) * s;
+    let hp = (h % 360.0) / 60.0;
+    let x = c * (1.0 - (hp % 2.0 - 1.0).abs());
+    let (r, g, b) = match hp as u32 {
+        0 => (c, x, 0.0),
+        1 => (x, c, 0.0),
+        2 => (0.0, c, x),
+        3 => (0.0, x, c),
+        4 => (x, 0.0, c),
+        _ => (c, 0.0, x),
+    };
+    let m = l - c / 2.0;
+    let f = |v: f64| ((v + m) * 255.0).round().clamp(0.0, 255.0) as u8;
+    (f(r), f(g), f(b))
+}
+
+/// The fill of a frame (deterministic: a function of the class and the name).
+pub fn fill_for(class: FrameClass, name: &str) -> String {
+    match class {
+        FrameClass::Frame { level, kernel } => {
+            let h = fnv(name);
+            let v1 = (h & 0xffff) as f64 / 65535.0;
+            let v2 = ((h >> 16) & 0xffff) as f64 / 65535.0;
+            let hue = LEVEL_HUES[level as usize % LEVEL_HUES.len()] + (v2 - 0.5) * 16.0;
+            let (sat, light) = if kernel {
+                (0.55 + 0.25 * v1, 0.70 + 0.08 * v2)
+            } else {
+                (0.65 + 0.25 * v1, 0.52 + 0.08 * v2)
+            };
+            let (r, g, b) = hsl(hue + 360.0, sat, light);
+            format!("rgb({r},{g},{b})")
+        }
+        FrameClass::UserKernelSeparator => USER_KERNEL_SEP_FILL.to_string(),
+        FrameClass::LevelSeparator => LEVEL_SEP_FILL.to_string(),
+        FrameClass::Metal => METAL_FILL.to_string(),
+        FrameClass::Marker => MARKER_FILL.to_string(),
+        FrameClass::Lost => LOST_FILL.to_string(),
+    }
+}
+
+/// Counts about a rendered graph (for the caller to report).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SvgStats {
+    /// Distinct stacks drawn (after merging identical lines).
+    pub stacks: usize,
+    /// Total weight (sum of all lines).
+    pub total: u64,
+    /// Frames in the merged tree.
+    pub frames: usize,
+    /// Frames too narrow to draw (< 0.1 % of the width; their time stays in their parents).
+    pub frames_too_narrow: usize,
+    /// Input lines with weight 0 (nothing to draw).
+    pub zero_weight_lines: usize,
+}
+
+/// Render folded `(stack, weight)` lines as an interactive chain-graph SVG.
+pub fn render(
+    folded: &[(String, u64)],
+    opts: &SvgOptions,
+    out: &mut dyn Write,
+) -> Result<SvgStats, ReportError> {
+    let mut stats = SvgStats::default();
+    // Merge identical stacks; a BTreeMap orders them exactly as inferno sorts lines.
+    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
+    for (stack, w) in folded {
+        if *w == 0 {
+            stats.zero_weight_lines += 1;
+            continue;
+        }
+        let stack = stack.trim();
+        if stack.is_empty() {
+            return Err(ReportError::Input(
+                "a folded line has an empty stack".into(),
+            ));
+        }
+        *merged.entry(stack.to_string()).or_default() += *w;
+    }
+    if merged.is_empty() {
+        return Err(ReportError::Input(
+            "nothing to draw: no stack has a non-zero weight".into(),
+        ));
+    }
+    stats.stacks = merged.len();
+    stats.total = merged
+        .values()
+        .try_fold(0u64, |a, &w| a.checked_add(w))
+        .ok_or_else(|| ReportError::Input("total weight overflows 64 bits".into()))?;
+
+    // Our own merge: (inferno depth, start offset) -> (class, name). Depth 0 is "all".
+    let mut classes: HashMap<(usize, u64), (FrameClass, &str)> = HashMap::new();
+    let mut widths: Vec<u64> = Vec::new();
+    let mut open: Vec<(&str, u64)> = Vec::new(); // (name, start) of the current path
+    let mut time = 0u64;
+    for (stack, &w) in &merged {
+        let names: Vec<&str> = stack.split(';').collect();
+        let shared = open
+            .iter()
+            .zip(&names)
+            .take_while(|((a, _), b)| a == *b)
+            .count();
+        for (_, start) in open.drain(shared..) {
+            widths.push(time - start);
+        }
+        let cls = classify_stack(&names, opts.chain_layout);
+        for (i, name) in names.iter().enumerate().skip(shared) {
+            classes.insert((i + 1, time), (cls[i], name));
+            open.push((name, time));
+        }
+        time += w;
+    }
+    widths.extend(open.iter().map(|(_, s)| time - s));
+    stats.frames = widths.len();
+    let min_width = 0.1f64; // inferno's default, percent of the total
+    stats.frames_too_narrow = widths
+        .iter()
+        .filter(|&&w| (w as f64) < min_width * stats.total as f64 / 100.0)
+        .count();
+
+    let legend = if opts.chain_layout {
+        "bottom: blocked thread; one hue per waker level (-- separates levels); lighter = kernel; \
+         red = interrupt; hatched = no stack/lost"
+    } else {
+        "lighter = kernel frames; red = interrupt; hatched = no stack / lost"
+    };
+    let mut subtitle = format!("width = time ({}); {legend}", opts.unit);
+    if stats.frames_too_narrow > 0 {
+        subtitle.push_str(&format!(
+            "; {} frames < 0.1% not drawn",
+            stats.frames_too_narrow
+        ));
+    }
+    let mut options = Options::default();
+    options.colors = Palette::Basic(BasicPalette::Blue);
+    options.hash = true;
+    options.deterministic = true;
+    options.title = opts.title.clone();
+    options.subtitle = Some(subtitle);
+    options.count_name = opts.unit.clone();
+    options.image_width = Some(opts.width);
+    options.min_width = min_width;
+    options.name_type = "Frame:".to_string();
+
+    let lines: Vec<String> = merged.iter().map(|(s, w)| format!("{s} {w}")).collect();
+    let mut raw = Vec::new();
+    flamegraph::from_lines(&mut options, lines.iter().map(|s| s.as_str()), &mut raw)
+        .map_err(|e| ReportError::Render(e.to_string()))?;
+    let raw = String::from_utf8(raw).map_err(|e| ReportError::Render(e.to_string()))?;
+    let svg = recolor(&raw, &classes)?;
+    out.write_all(svg.as_bytes()).map_err(|e| ReportError::Io {
+        path: "<svg output>".into(),
+        source: e,
+    })?;
+    Ok(stats)
+}
+
+fn attr<'a>(tag: &'a str, name: &str) -> Option<(usize, &'a str)> {
+    let key = format!(" {name}=\"");
+    let at = tag.find(&key)? + key.len();
+    let end = tag[at..].find('"')? + at;
+    Some((at, &tag[at..end]))
+}
+
+/// Rewrite the `fill` of every frame rectangle by its (depth, start) classification.
+fn recolor(
+    raw: &str,
+    classes: &HashMap<(usize, u64), (FrameClass, &str)>,
+) -> Result<String, ReportError> {
+    let bad = |what: &str| ReportError::Render(format!("unexpected inferno output: {what}"));
+    let frames_at = raw
+        .find("<svg id=\"frames\"")
+        .ok_or_else(|| bad("no frames container"))?;
+    let body = &raw[frames_at..];
+    // Pass 1: distinct y values; sorted descending they are depths 0, 1, 2, ...
+    let mut ys: Vec<u64> = Vec::new();
+    let mut pos = 0;
+    while let Some(i) = body[pos..].find("<rect ") {
+        let s = pos + i;
+        let e = body[s..]
+            .find("/>")
+            .ok_or_else(|| bad("unterminated rect"))?
+            + s;
+        let tag = &body[s..e];
+        let y = attr(tag, "y")
+            .and_then(|(_, v)| v.parse().ok())
+            .ok_or_else(|| bad("rect without y"))?;
+        ys.push(y);
+        pos = e;
+    }
+    ys.sort_unstable_by(|a, b| b.cmp(a));
+    ys.dedup();
+    let depth_of: HashMap<u64, usize> = ys.iter().enumerate().map(|(d, &y)| (y, d)).collect();
+
+    let mut out = String::with_capacity(raw.len() + 1024);
+    out.push_str(&raw[..frames_at]);
+    out.push_str(DEFS);
+    let mut pos = 0;
+    while let Some(i) = body[pos..].find("<rect ") {
+        let s = pos + i;
+        let e = body[s..]
+            .find("/>")
+            .ok_or_else(|| bad("unterminated rect"))?
+            + s;
+        let tag = &body[s..e];
+        let y: u64 = attr(tag, "y")
+            .and_then(|(_, v)| v.parse().ok())
+            .ok_or_else(|| bad("rect without y"))?;
+        let x: u64 = attr(tag, "fg:x")
+            .and_then(|(_, v)| v.parse().ok())
+            .ok_or_else(|| bad("rect without fg:x"))?;
+        let depth = depth_of[&y];
+        out.push_str(&body[pos..s]);
+        match (depth, classes.get(&(depth, x))) {
+            (0, _) => out.push_str(&tag.replacen(
+                &format!("fill=\"{}\"", attr(tag, "fill").map(|a| a.1).unwrap_or("")),
+                "fill=\"rgb(200,200,200)\"",
+                1,
+            )),
+            (_, Some((class, name))) => {
+                let (at, old) = attr(tag, "fill").ok_or_else(|| bad("rect without fill"))?;
+                out.push_str(&tag[..at]);
+                out.push_str(&fill_for(*class, name));
+                out.push_str(&tag[at + old.len()..]);
+            }
+            (_, None) => {
+                return Err(bad(&format!(
+                    "frame at depth {depth}, offset {x} not in our merge"
+                )))
+            }
+        }
+        pos = e;
+    }
+    out.push_str(&body[pos..]);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_chain_levels() {
+        let s = "app;main;read;-;sys_read;schedule;--;try_to_wake_up;pipe_write;-;write;writer;--;[hardirq: timer]";
+        let f: Vec<&str> = s.split(';').collect();
+        let c = classify_stack(&f, true);
+        use FrameClass::*;
+        assert_eq!(
+            c,
+            vec![
+                Frame {
+                    level: 0,
+                    kernel: false
+                },
+                Frame {
+                    level: 0,
+                    kernel: false
+                },
+                Frame {
+                    level: 0,
+                    kernel: false
+                },
+                UserKernelSeparator,
+                Frame {
+                    level: 0,
+                    kernel: true
+                },
+                Frame {
+                    level: 0,
+                    kernel: true
+                },
+                LevelSeparator,
+                Frame {
+                    level: 1,
+                    kernel: true
+                },
+                Frame {
+                    level: 1,
+                    kernel: true
+                },
+                UserKernelSeparator,
+                Frame {
+                    level: 1,
+                    kernel: false
+                },
+                Frame {
+                    level: 1,
+                    kernel: false
+                },
+                LevelSeparator,
+                Metal,
+            ]
+        );
+        let flat = classify_stack(&f, false);
+        assert!(matches!(flat[7], Frame { level: 0, .. }), "{:?}", flat[7]);
+        assert!(flat.iter().all(|c| !matches!(c, Frame { level: 1.., .. })));
+        assert_eq!(classify_name("[no stack: wait < 100us]"), Some(Marker));
+        assert_eq!(classify_name("[missing stack]"), Some(Marker));
+        assert_eq!(classify_name("[lost events]"), Some(Lost));
+        assert_eq!(classify_name("[softirq: NET_RX]"), Some(Metal));
+        assert_eq!(classify_name("[nmi]"), Some(Metal));
+        assert_eq!(classify_name("[idle]"), Some(Metal));
+        assert_eq!(classify_name("main"), None);
+    }
+
+    #[test]
+    fn hues_differ_per_level_and_are_stable() {
+        let a = fill_for(
+            FrameClass::Frame {
+                level: 0,
+                kernel: false,
+            },
+            "main",
+        );
+        let b = fill_for(
+            FrameClass::Frame {
+                level: 1,
+                kernel: false,
+            },
+            "main",
+        );
+        assert_ne!(a, b);
+        assert_eq!(
+            a,
+            fill_for(
+                FrameClass::Frame {
+                    level: 0,
+                    kernel: false
+                },
+                "main"
+            )
+        );
+        assert_eq!(hsl(0.0, 1.0, 0.5), (255, 0, 0));
+        assert_eq!(hsl(240.0, 1.0, 0.5), (0, 0, 255));
+    }
+
+    #[test]
+    fn empty_input_is_an_error() {
+        let mut out = Vec::new();
+        let e = render(
+            &[("a;b".into(), 0)],
+            &SvgOptions::new("t", "us", true),
+            &mut out,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("nothing to draw"), "{e}");
+    }
+}
