@@ -1,1 +1,571 @@
-//! TODO
+//! Subsecond-offset heat maps (Gregg, "Subsecond Offset Heat Maps"): x = each second of
+//! the trace, y = offset within that second, colour = off-CPU time, on-CPU time or wakeups
+//! in the bucket. Seconds are wall-clock seconds (`ts + meta.clock_offset_ns`), so a
+//! once-a-second timer shows as a horizontal line and a drifting one as a diagonal.
+//!
+//! A highlight (a comm or a tid) is accumulated separately and drawn in a second colour,
+//! as in the seed's Riak / zoneadmd case.
+
+use crate::source::{format_wall, EventSource, Names};
+use crate::{ReportError, Result};
+use chainrec_format::{Event, Tid};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+/// What a cell measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Nanoseconds the selected threads spent off-CPU (switch-out to switch-in).
+    OffCpu,
+    /// Nanoseconds the selected threads spent on-CPU (switch-in to switch-out).
+    OnCpu,
+    /// Number of wakings targeting the selected threads.
+    Wakeups,
+}
+
+impl Metric {
+    /// Parse `offcpu`, `oncpu`, `wakeups`.
+    pub fn parse(s: &str) -> Result<Metric> {
+        Ok(match s {
+            "offcpu" | "off-cpu" => Metric::OffCpu,
+            "oncpu" | "on-cpu" => Metric::OnCpu,
+            "wakeups" | "events" => Metric::Wakeups,
+            _ => {
+                return Err(ReportError::Input(format!(
+                    "unknown metric {s:?} (offcpu, oncpu, wakeups)"
+                )))
+            }
+        })
+    }
+    fn describe(self) -> &'static str {
+        match self {
+            Metric::OffCpu => "off-CPU time",
+            Metric::OnCpu => "on-CPU time",
+            Metric::Wakeups => "wakeups",
+        }
+    }
+}
+
+/// Colour map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColorMap {
+    /// Darkness proportional to the value (max = darkest).
+    Linear,
+    /// Darkness by rank among the distinct non-zero values (shows faint patterns).
+    Rank,
+}
+
+impl ColorMap {
+    /// Parse `linear` or `rank`.
+    pub fn parse(s: &str) -> Result<ColorMap> {
+        match s {
+            "linear" => Ok(ColorMap::Linear),
+            "rank" => Ok(ColorMap::Rank),
+            _ => Err(ReportError::Input(format!(
+                "unknown colour map {s:?} (rank, linear)"
+            ))),
+        }
+    }
+}
+
+/// Which threads: all when both are None, else those matching either.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Select {
+    /// Thread name (exact).
+    pub comm: Option<String>,
+    /// Thread id.
+    pub tid: Option<Tid>,
+}
+
+impl Select {
+    fn is_all(&self) -> bool {
+        self.comm.is_none() && self.tid.is_none()
+    }
+    fn matches(&self, tid: Tid, names: &Names) -> bool {
+        if self.is_all() {
+            return true;
+        }
+        self.tid == Some(tid) || self.comm.as_deref().is_some_and(|c| names.comm(tid) == c)
+    }
+    fn describe(&self) -> String {
+        match (&self.comm, self.tid) {
+            (None, None) => "all threads".into(),
+            (Some(c), None) => format!("comm {c}"),
+            (None, Some(t)) => format!("tid {t}"),
+            (Some(c), Some(t)) => format!("comm {c} or tid {t}"),
+        }
+    }
+}
+
+/// Heat-map parameters.
+#[derive(Clone, Debug)]
+pub struct HeatmapOptions {
+    /// What to measure.
+    pub metric: Metric,
+    /// Rows per second (the y resolution; 50 = 20 ms buckets).
+    pub rows: u32,
+    /// Threads counted.
+    pub select: Select,
+    /// Threads also counted separately and drawn in the highlight colour (None = no highlight).
+    pub highlight: Option<Select>,
+    /// Colour map.
+    pub colormap: ColorMap,
+}
+
+impl Default for HeatmapOptions {
+    fn default() -> Self {
+        HeatmapOptions {
+            metric: Metric::OffCpu,
+            rows: 50,
+            select: Select::default(),
+            highlight: None,
+            colormap: ColorMap::Rank,
+        }
+    }
+}
+
+/// A computed heat map.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Heatmap {
+    /// Metric of the cells.
+    pub metric: Metric,
+    /// Wall-clock second (since the epoch; trace-clock seconds for synthetic traces) of column 0.
+    pub first_second: i64,
+    /// Number of columns (seconds).
+    pub columns: u32,
+    /// Rows per column.
+    pub rows: u32,
+    /// Cell values, `cells[col * rows + row]`, row 0 = offset 0 (ns, or a count for wakeups).
+    pub cells: Vec<u64>,
+    /// The highlighted threads' share of each cell (empty without a highlight).
+    pub highlight: Vec<u64>,
+    /// Intervals whose start was before the trace (not counted: their start is unknown).
+    pub unknown_start: u64,
+    /// Intervals still open at the end of the trace (counted up to the last event).
+    pub open_at_end: u64,
+    /// Lost-event markers seen (the map may under-count around them).
+    pub lost_markers: u64,
+    /// Description of the selection, e.g. `all threads`.
+    pub selection: String,
+    /// Description of the highlight, if any.
+    pub highlight_selection: Option<String>,
+}
+
+impl Heatmap {
+    /// Value of a cell.
+    pub fn cell(&self, col: u32, row: u32) -> u64 {
+        self.cells[(col * self.rows + row) as usize]
+    }
+    /// Highlighted part of a cell (0 without a highlight).
+    pub fn highlighted(&self, col: u32, row: u32) -> u64 {
+        self.highlight
+            .get((col * self.rows + row) as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+    /// Sum of all cells.
+    pub fn total(&self) -> u64 {
+        self.cells.iter().sum()
+    }
+}
+
+struct Acc {
+    first_second: i64,
+    rows: u32,
+    bucket_ns: u64,
+    cells: HashMap<(i64, u32), (u64, u64)>,
+}
+
+impl Acc {
+    /// Add [a, b) (wall-clock ns) to the buckets it covers.
+    fn add_interval(&mut self, a: i128, b: i128, hl: bool) {
+        let mut t = a;
+        while t < b {
+            let sec = t.div_euclid(1_000_000_000) as i64;
+            let off = t.rem_euclid(1_000_000_000) as u64;
+            let row = ((off / self.bucket_ns) as u32).min(self.rows - 1);
+            let row_end = if row == self.rows - 1 {
+                sec as i128 * 1_000_000_000 + 1_000_000_000
+            } else {
+                sec as i128 * 1_000_000_000 + ((row as u64 + 1) * self.bucket_ns) as i128
+            };
+            let end = row_end.min(b);
+            let c = self.cells.entry((sec, row)).or_default();
+            c.0 += (end - t) as u64;
+            if hl {
+                c.1 += (end - t) as u64;
+            }
+            t = end;
+        }
+    }
+    fn add_point(&mut self, t: i128, hl: bool) {
+        let sec = t.div_euclid(1_000_000_000) as i64;
+        let off = t.rem_euclid(1_000_000_000) as u64;
+        let row = ((off / self.bucket_ns) as u32).min(self.rows - 1);
+        let c = self.cells.entry((sec, row)).or_default();
+        c.0 += 1;
+        if hl {
+            c.1 += 1;
+        }
+    }
+}
+
+/// Compute a heat map over the whole trace.
+pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> {
+    if opts.rows == 0 || opts.rows > 1000 {
+        return Err(ReportError::Input(format!(
+            "rows per second must be 1..=1000, not {}",
+            opts.rows
+        )));
+    }
+    let offset = src.meta().clock_offset_ns;
+    let mut names = Names::new(src.tables());
+    // tid -> start of its current (off- or on-CPU) interval, trace clock.
+    let mut since: HashMap<Tid, u64> = HashMap::new();
+    // tids seen at all, to tell "unknown start" from "never seen".
+    let mut seen: HashMap<Tid, ()> = HashMap::new();
+    let mut acc = Acc {
+        first_second: 0,
+        rows: opts.rows,
+        bucket_ns: 1_000_000_000 / opts.rows as u64,
+        cells: HashMap::new(),
+    };
+    let mut first_ts: Option<u64> = None;
+    let mut last_ts = 0u64;
+    let mut unknown_start = 0u64;
+    let mut lost_markers = 0u64;
+    let hl = |tid: Tid, names: &Names| {
+        opts.highlight
+            .as_ref()
+            .is_some_and(|h| h.matches(tid, names))
+    };
+    let off_metric = opts.metric == Metric::OffCpu;
+    src.for_each_batch(&mut |events| {
+        for e in events {
+            first_ts.get_or_insert(e.ts());
+            last_ts = e.ts();
+            names.apply(e);
+            match e {
+                Event::Switch(s) if opts.metric != Metric::Wakeups => {
+                    // The interval ending here: off-CPU for next, on-CPU for prev.
+                    let (ending, starting) = if off_metric {
+                        (s.next_tid, s.prev_tid)
+                    } else {
+                        (s.prev_tid, s.next_tid)
+                    };
+                    if ending != 0 {
+                        if let Some(a) = since.remove(&ending) {
+                            if opts.select.matches(ending, &names) {
+                                acc.add_interval(
+                                    a as i128 + offset,
+                                    s.ts as i128 + offset,
+                                    hl(ending, &names),
+                                );
+                            }
+                        } else if seen.insert(ending, ()).is_none()
+                            && opts.select.matches(ending, &names)
+                        {
+                            unknown_start += 1;
+                        }
+                    }
+                    if starting != 0 {
+                        seen.insert(starting, ());
+                        since.insert(starting, s.ts);
+                    }
+                }
+                Event::Waking(w) if opts.metric == Metric::Wakeups => {
+                    if opts.select.matches(w.target_tid, &names) {
+                        acc.add_point(w.ts as i128 + offset, hl(w.target_tid, &names));
+                    }
+                }
+                Event::Exit(x) => {
+                    since.remove(&x.tid);
+                }
+                Event::Lost(_) => lost_markers += 1,
+                _ => {}
+            }
+        }
+        Ok(())
+    })?;
+    let Some(first_ts) = first_ts else {
+        return Err(ReportError::Input("the trace has no events".into()));
+    };
+    let end = src.meta().end_ns.max(last_ts);
+    let mut open_at_end = 0;
+    if opts.metric != Metric::Wakeups {
+        let mut open: Vec<(Tid, u64)> = since.into_iter().collect();
+        open.sort_unstable();
+        for (tid, a) in open {
+            if opts.select.matches(tid, &names) {
+                open_at_end += 1;
+                acc.add_interval(a as i128 + offset, end as i128 + offset, hl(tid, &names));
+            }
+        }
+    }
+    let start_wall = if src.meta().start_ns != 0 {
+        src.meta().start_ns.min(first_ts)
+    } else {
+        first_ts
+    };
+    let first_second = (start_wall as i128 + offset).div_euclid(1_000_000_000) as i64;
+    let last_second = (end as i128 + offset).div_euclid(1_000_000_000) as i64;
+    acc.first_second = first_second;
+    let columns = (last_second - first_second + 1) as u32;
+    let n = (columns * opts.rows) as usize;
+    let mut cells = vec![0u64; n];
+    let mut highlight = if opts.highlight.is_some() {
+        vec![0u64; n]
+    } else {
+        Vec::new()
+    };
+    for (&(sec, row), &(v, h)) in &acc.cells {
+        let col = sec - acc.first_second;
+        if col < 0 || col >= columns as i64 {
+            continue; // cannot happen: every interval lies inside [start, end]
+        }
+        let i = col as usize * opts.rows as usize + row as usize;
+        cells[i] += v;
+        if !highlight.is_empty() {
+            highlight[i] += h;
+        }
+    }
+    Ok(Heatmap {
+        metric: opts.metric,
+        first_second,
+        columns,
+        rows: opts.rows,
+        cells,
+        highlight,
+        unknown_start,
+        open_at_end,
+        lost_markers,
+        selection: opts.select.describe(),
+        highlight_selection: opts.highlight.as_ref().map(|h| h.describe()),
+    })
+}
+
+fn fmt_value(metric: Metric, v: u64) -> String {
+    match metric {
+        Metric::Wakeups => format!("{v} wakeups"),
+        _ if v >= 1_000_000 => format!("{:.1} ms", v as f64 / 1e6),
+        _ => format!("{:.1} us", v as f64 / 1e3),
+    }
+}
+
+/// Intensity in 0..=1 of each cell for `values`.
+fn intensities(values: &[u64], map: ColorMap) -> Vec<f64> {
+    match map {
+        ColorMap::Linear => {
+            let max = values.iter().copied().max().unwrap_or(0).max(1) as f64;
+            values.iter().map(|&v| v as f64 / max).collect()
+        }
+        ColorMap::Rank => {
+            let mut distinct: Vec<u64> = values.iter().copied().filter(|&v| v > 0).collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let n = distinct.len().max(1) as f64;
+            values
+                .iter()
+                .map(|&v| {
+                    if v == 0 {
+                        0.0
+                    } else {
+                        (distinct.binary_search(&v).unwrap() + 1) as f64 / n
+                    }
+                })
+                .collect()
+        }
+    }
+}
+
+/// Fill of a cell: white to dark orange for the metric, white to dark blue for the highlight.
+pub fn cell_fill(intensity: f64, highlighted: bool) -> String {
+    let k = 0.15 + 0.85 * intensity.clamp(0.0, 1.0);
+    let (r, g, b) = if highlighted {
+        (255.0 - k * 235.0, 255.0 - k * 175.0, 255.0 - k * 35.0)
+    } else {
+        (255.0 - k * 55.0, 255.0 - k * 175.0, 255.0 - k * 245.0)
+    };
+    format!(
+        "rgb({},{},{})",
+        r.round() as u8,
+        g.round() as u8,
+        b.round() as u8
+    )
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Render as a standalone SVG (tooltips per cell; deterministic).
+pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> String {
+    let cw = (1000 / h.columns.max(1)).clamp(4, 40);
+    let ch = (500 / h.rows).clamp(2, 20);
+    let (left, top) = (70u32, 60u32);
+    let width = left + cw * h.columns + 20;
+    let height = top + ch * h.rows + 60;
+    let inten = intensities(&h.cells, map);
+    let hl_inten = if h.highlight.is_empty() {
+        Vec::new()
+    } else {
+        intensities(&h.highlight, map)
+    };
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" font-family=\"Verdana, sans-serif\" font-size=\"12\">\n"
+    );
+    let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"16\">{}</text>",
+        width / 2,
+        esc(title)
+    );
+    let mut sub = format!(
+        "{} of {} per {} ms bucket, {} colour map",
+        h.metric.describe(),
+        h.selection,
+        1000 / h.rows,
+        if map == ColorMap::Rank {
+            "rank"
+        } else {
+            "linear"
+        }
+    );
+    if let Some(hs) = &h.highlight_selection {
+        let _ = write!(sub, "; blue = {hs}");
+    }
+    if h.unknown_start > 0 {
+        let _ = write!(
+            sub,
+            "; {} intervals begun before the trace not counted",
+            h.unknown_start
+        );
+    }
+    if h.lost_markers > 0 {
+        let _ = write!(sub, "; {} lost-event markers", h.lost_markers);
+    }
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"40\" text-anchor=\"middle\" fill=\"rgb(90,90,90)\">{}</text>",
+        width / 2,
+        esc(&sub)
+    );
+    let _ = writeln!(s, "<g id=\"cells\">");
+    for col in 0..h.columns {
+        for row in 0..h.rows {
+            let i = (col * h.rows + row) as usize;
+            let v = h.cells[i];
+            if v == 0 {
+                continue;
+            }
+            let hv = h.highlight.get(i).copied().unwrap_or(0);
+            let fill = if hv > 0 {
+                cell_fill(hl_inten[i], true)
+            } else {
+                cell_fill(inten[i], false)
+            };
+            let x = left + col * cw;
+            let y = top + (h.rows - 1 - row) * ch;
+            let sec = h.first_second + col as i64;
+            let when = if wall_clock {
+                format_wall(sec as i128 * 1_000_000_000)
+            } else {
+                format!("second {sec}")
+            };
+            let from_ms = row as u64 * 1000 / h.rows as u64;
+            let to_ms = (row as u64 + 1) * 1000 / h.rows as u64;
+            let mut tip = format!("{when} +{from_ms}..{to_ms} ms: {}", fmt_value(h.metric, v));
+            if let Some(hs) = &h.highlight_selection {
+                let _ = write!(tip, " ({hs}: {})", fmt_value(h.metric, hv));
+            }
+            let _ = writeln!(
+                s,
+                "<rect x=\"{x}\" y=\"{y}\" width=\"{cw}\" height=\"{ch}\" fill=\"{fill}\" data-col=\"{col}\" data-row=\"{row}\" data-value=\"{v}\"><title>{}</title></rect>",
+                esc(&tip)
+            );
+        }
+    }
+    let _ = writeln!(s, "</g>");
+    // Axes: y = offset within the second (0 at the bottom), x = seconds.
+    let bottom = top + ch * h.rows;
+    let _ = writeln!(s, "<g id=\"axes\" fill=\"rgb(60,60,60)\">");
+    let _ = writeln!(s, "<rect x=\"{left}\" y=\"{top}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"rgb(160,160,160)\"/>", cw * h.columns, ch * h.rows);
+    for ms in [0u32, 250, 500, 750, 1000] {
+        let y = bottom - ms * ch * h.rows / 1000;
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}.{:03} s</text>",
+            left - 6,
+            y + 4,
+            ms / 1000,
+            ms % 1000
+        );
+    }
+    let step = (h.columns / 10).max(1);
+    for col in (0..h.columns).step_by(step as usize) {
+        let x = left + col * cw + cw / 2;
+        let _ = writeln!(
+            s,
+            "<text x=\"{x}\" y=\"{}\" text-anchor=\"middle\">+{col}s</text>",
+            bottom + 16
+        );
+    }
+    let start = if wall_clock {
+        format_wall(h.first_second as i128 * 1_000_000_000)
+    } else {
+        format!("second {}", h.first_second)
+    };
+    let _ = writeln!(
+        s,
+        "<text x=\"{left}\" y=\"{}\">x: seconds from {} ; y: offset within the second; hover a cell for its value</text>",
+        bottom + 38,
+        esc(&start)
+    );
+    let _ = writeln!(s, "</g>\n</svg>");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_split_across_buckets_and_seconds() {
+        let mut acc = Acc {
+            first_second: 0,
+            rows: 10,
+            bucket_ns: 100_000_000,
+            cells: HashMap::new(),
+        };
+        // 0.95 s .. 1.25 s: 50 ms in (0, 9), 100 ms in (1, 0), 100 ms in (1, 1), 50 ms in (1, 2).
+        acc.add_interval(950_000_000, 1_250_000_000, false);
+        let mut got: Vec<_> = acc.cells.iter().map(|(&k, &v)| (k, v.0)).collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                ((0, 9), 50_000_000),
+                ((1, 0), 100_000_000),
+                ((1, 1), 100_000_000),
+                ((1, 2), 50_000_000)
+            ]
+        );
+    }
+
+    #[test]
+    fn rank_and_linear_maps() {
+        let v = [0, 10, 1000, 10, 20];
+        assert_eq!(
+            intensities(&v, ColorMap::Linear),
+            vec![0.0, 0.01, 1.0, 0.01, 0.02]
+        );
+        let r = intensities(&v, ColorMap::Rank);
+        assert_eq!(r, vec![0.0, 1.0 / 3.0, 1.0, 1.0 / 3.0, 2.0 / 3.0]);
+    }
+}

@@ -6,10 +6,10 @@
 //! * [`pprof`]: chain graph as a gzipped pprof profile.
 //! * [`top`]: the longest individual waits, as a table or JSON.
 
-// pub mod heatmap;
-// pub mod perfetto;
-// pub mod pprof;
-// pub mod source;
+pub mod heatmap;
+pub mod perfetto;
+pub mod pprof;
+pub mod source;
 pub mod svg;
 // pub mod top;
 
