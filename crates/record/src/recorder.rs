@@ -138,14 +138,31 @@ pub fn install_stop_signals() -> Arc<AtomicBool> {
     flag
 }
 
+/// Recent libbpf messages (kept instead of printed; the tail is attached to load errors).
+static LIBBPF_LOG: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn libbpf_print(_level: libbpf_rs::PrintLevel, msg: String) {
+    if let Ok(mut log) = LIBBPF_LOG.lock() {
+        if log.len() >= 64 {
+            log.remove(0);
+        }
+        log.push(msg.trim_end().to_string());
+    }
+}
+
 fn bpf_err(stage: &'static str, e: libbpf_rs::Error) -> RecordError {
-    let detail = format!("{e:#}");
+    let mut detail = format!("{e:#}");
     let perm = matches!(e.kind(), libbpf_rs::ErrorKind::PermissionDenied)
         || detail.contains("Operation not permitted")
         || detail.contains("EPERM");
     if perm {
         RecordError::Permission { detail }
     } else {
+        let log = LIBBPF_LOG.lock().map(|l| l.clone()).unwrap_or_default();
+        let tail: Vec<&str> = log.iter().rev().take(3).rev().map(String::as_str).collect();
+        if !tail.is_empty() {
+            detail = format!("{detail}; libbpf: {}", tail.join(" | "));
+        }
         RecordError::Bpf { stage, detail }
     }
 }
@@ -492,6 +509,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         return Err(RecordError::Invalid("at most 1024 -p pids".into()));
     }
 
+    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, libbpf_print)));
     let delta = crate::btfinfo::preempt_count_delta();
     let mut open_obj = MaybeUninit::uninit();
     let builder = ChainrecSkelBuilder::default();
