@@ -1,26 +1,495 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
 use anyhow::{bail, Context, Result};
+use chainrec_chain::{Config, Duration as ChainDuration, Engine, FoldedSink, Mode, Unit, View};
+use chainrec_format::{Event, RecordingMeta, Tables, TraceReader};
+use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
+use chainrec_report::progress::Progress;
+use chainrec_report::source::EventSource;
+use chainrec_report::top::{self, TopSink};
+use chainrec_report::{perfetto, pprof};
+use std::cell::RefCell;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
+/// Arguments of `chainrec top`.
 #[derive(clap::Args)]
-pub struct TopArgs {}
-#[derive(clap::Args)]
-pub struct HeatmapArgs {}
-#[derive(clap::Args)]
-pub struct ExportArgs {}
-#[derive(clap::Args)]
-pub struct DemoArgs {}
+pub struct TopArgs {
+    /// Trace file.
+    pub file: PathBuf,
+    /// How many chains to show.
+    #[arg(short = 'n', long = "count", default_value_t = 10)]
+    pub count: usize,
+    /// JSON output (for scripts).
+    #[arg(long)]
+    pub json: bool,
+    /// Maximum hops per chain.
+    #[arg(long, default_value_t = chainrec_chain::DEFAULT_MAX_DEPTH)]
+    pub max_depth: usize,
+    #[command(flatten)]
+    pub filter: crate::cmd::chains::FilterArgs,
+    /// No progress bar.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
 
-pub fn run_top(_a: TopArgs) -> Result<()> {
-    bail!("top: not implemented yet")
+/// Arguments of `chainrec heatmap`.
+#[derive(clap::Args)]
+pub struct HeatmapArgs {
+    /// Trace file.
+    pub file: PathBuf,
+    /// Output SVG.
+    #[arg(short, long, value_name = "SVG")]
+    pub output: PathBuf,
+    /// What the colour shows: offcpu (time), oncpu (time), wakeups (count).
+    #[arg(long, default_value = "offcpu")]
+    pub metric: String,
+    /// Colour map: rank (shows faint patterns) or linear.
+    #[arg(long, default_value = "rank")]
+    pub colormap: String,
+    /// Rows per second (y resolution; 50 = 20 ms buckets).
+    #[arg(long, default_value_t = 50)]
+    pub rows: u32,
+    /// Only threads with this name.
+    #[arg(long)]
+    pub comm: Option<String>,
+    /// Only this thread.
+    #[arg(long)]
+    pub tid: Option<u32>,
+    /// Also draw this thread name's share in a second colour.
+    #[arg(long, value_name = "COMM")]
+    pub highlight_comm: Option<String>,
+    /// Also draw this thread's share in a second colour.
+    #[arg(long, value_name = "TID")]
+    pub highlight_tid: Option<u32>,
+    /// Title.
+    #[arg(long)]
+    pub title: Option<String>,
+    /// No progress bar.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
-pub fn run_heatmap(_a: HeatmapArgs) -> Result<()> {
-    bail!("heatmap: not implemented yet")
+
+/// Arguments of `chainrec export`.
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    /// Trace file.
+    pub file: PathBuf,
+    /// Write a native Perfetto trace (open in ui.perfetto.dev).
+    #[arg(long, value_name = "OUT.pftrace")]
+    pub perfetto: Option<PathBuf>,
+    /// Write the chain graph as a gzipped pprof profile.
+    #[arg(long, value_name = "OUT.pb.gz")]
+    pub pprof: Option<PathBuf>,
+    #[command(flatten)]
+    pub filter: crate::cmd::chains::FilterArgs,
+    /// No progress bar.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
-pub fn run_export(_a: ExportArgs) -> Result<()> {
-    bail!("export: not implemented yet")
+
+/// Arguments of `chainrec demo`.
+#[derive(clap::Args)]
+pub struct DemoArgs {
+    /// Output directory (created).
+    #[arg(short, long, default_value = "chainrec-demo")]
+    pub output: PathBuf,
+    /// Seconds to run the workload.
+    #[arg(long, default_value_t = 3.0)]
+    pub duration: f64,
+    /// Workload timer period in microseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub period_us: u64,
 }
-pub fn run_demo(_a: DemoArgs) -> Result<()> {
-    bail!("demo: not implemented yet")
+
+/// An [`EventSource`] that advances a progress bar.
+struct Progressed<'a> {
+    inner: &'a dyn EventSource,
+    progress: RefCell<Progress>,
+}
+
+impl EventSource for Progressed<'_> {
+    fn meta(&self) -> &RecordingMeta {
+        self.inner.meta()
+    }
+    fn tables(&self) -> &Tables {
+        self.inner.tables()
+    }
+    fn event_count(&self) -> u64 {
+        self.inner.event_count()
+    }
+    fn for_each_batch(
+        &self,
+        f: &mut dyn FnMut(&[Event]) -> chainrec_report::Result<()>,
+    ) -> chainrec_report::Result<()> {
+        self.inner.for_each_batch(&mut |evs| {
+            self.progress.borrow_mut().inc(evs.len() as u64);
+            f(evs)
+        })
+    }
+}
+
+fn open(path: &Path, what: &str) -> Result<TraceReader> {
+    let reader = TraceReader::open(path)?;
+    if let Some(r) = reader.recovery() {
+        eprintln!(
+            "chainrec: {what}: warning: trace index unusable ({}); recovered by scanning, {} trailing bytes ignored",
+            r.reason, r.trailing_bytes
+        );
+    }
+    Ok(reader)
+}
+
+fn trace_start(reader: &TraceReader) -> u64 {
+    let meta = reader.meta();
+    if meta.start_ns != 0 {
+        meta.start_ns
+    } else {
+        reader.time_span().map(|s| s.0).unwrap_or(0)
+    }
+}
+
+fn warn_lost(what: &str, meta: &RecordingMeta) {
+    let l = &meta.lost;
+    if l.ringbuf_full + l.malformed + l.out_of_order > 0 {
+        eprintln!(
+            "chainrec: {what}: warning: LOST EVENTS in the recording: ring buffer full {}, malformed {}, out of order {}",
+            l.ringbuf_full, l.malformed, l.out_of_order
+        );
+    }
+}
+
+/// `chainrec top`.
+pub fn run_top(a: TopArgs) -> Result<()> {
+    if a.count == 0 {
+        bail!("-n must be at least 1");
+    }
+    if a.max_depth == 0 {
+        bail!("--max-depth must be at least 1");
+    }
+    let reader = open(&a.file, "top")?;
+    let meta = reader.meta();
+    let tables = reader.tables();
+    let start = trace_start(&reader);
+    let filter = a.filter.to_filter(meta, start, ChainDuration::Blocked)?;
+    let range = match filter.window {
+        Some((_, end)) => 0..reader.chunks_in_window(0, end).end,
+        None => 0..reader.chunks().len(),
+    };
+    // Every wait is a candidate: dedup off.
+    let cfg = Config {
+        mode: Mode::Bounded,
+        max_depth: a.max_depth,
+        dedup: false,
+        filter,
+    };
+    let mut engine = Engine::new(tables, meta, cfg);
+    let mut sink = TopSink::default();
+    let mut progress = Progress::new(reader.event_count(), "top", a.quiet);
+    reader.for_each_chunk::<anyhow::Error>(range, true, |evs| {
+        progress.inc(evs.len() as u64);
+        engine.process(evs, &mut sink);
+        Ok(())
+    })?;
+    let stats = engine.finish(&mut sink);
+    progress.finish();
+    let report = sink.finish(a.count, engine.nodes(), tables, meta, start);
+    let out = if a.json {
+        serde_json::to_string_pretty(&report)? + "\n"
+    } else {
+        top::render_text(&report)
+    };
+    write_stdout(&out)?;
+    warn_lost("top", meta);
+    if stats.lost_events > 0 {
+        eprintln!(
+            "chainrec: top: warning: {} events lost in the trace; {} waits overlap a loss",
+            stats.lost_events, stats.waits_with_lost
+        );
+    }
+    Ok(())
+}
+
+fn write_stdout(s: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing to stdout"),
+    }
+}
+
+/// `chainrec heatmap`.
+pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
+    let opts = HeatmapOptions {
+        metric: Metric::parse(&a.metric)?,
+        rows: a.rows,
+        select: Select {
+            comm: a.comm.clone(),
+            tid: a.tid,
+        },
+        highlight: (a.highlight_comm.is_some() || a.highlight_tid.is_some()).then(|| Select {
+            comm: a.highlight_comm.clone(),
+            tid: a.highlight_tid,
+        }),
+        colormap: ColorMap::parse(&a.colormap)?,
+    };
+    let reader = open(&a.file, "heatmap")?;
+    let src = Progressed {
+        inner: &reader,
+        progress: RefCell::new(Progress::new(reader.event_count(), "heatmap", a.quiet)),
+    };
+    let h = heatmap::compute(&src, &opts)?;
+    src.progress.borrow_mut().finish();
+    let title = a
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("Subsecond-offset heat map: {}", a.file.display()));
+    let svg = heatmap::render_svg(
+        &h,
+        opts.colormap,
+        &title,
+        reader.meta().clock_offset_ns != 0,
+    );
+    std::fs::write(&a.output, svg).with_context(|| format!("writing {}", a.output.display()))?;
+    eprintln!(
+        "chainrec: heatmap: wrote {} ({} seconds x {} rows, {} non-empty cells){}",
+        a.output.display(),
+        h.columns,
+        h.rows,
+        h.cells.iter().filter(|&&c| c > 0).count(),
+        if h.unknown_start > 0 {
+            format!(
+                "; {} intervals begun before the trace not counted",
+                h.unknown_start
+            )
+        } else {
+            String::new()
+        }
+    );
+    warn_lost("heatmap", reader.meta());
+    Ok(())
+}
+
+/// `chainrec export`.
+pub fn run_export(a: ExportArgs) -> Result<()> {
+    if a.perfetto.is_none() && a.pprof.is_none() {
+        bail!("export: say what to write: --perfetto OUT.pftrace and/or --pprof OUT.pb.gz");
+    }
+    let reader = open(&a.file, "export")?;
+    let meta = reader.meta();
+    if let Some(path) = &a.perfetto {
+        let src = Progressed {
+            inner: &reader,
+            progress: RefCell::new(Progress::new(2 * reader.event_count(), "perfetto", a.quiet)),
+        };
+        let f =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut w = std::io::BufWriter::new(f);
+        let st = perfetto::export(&src, &mut w)
+            .with_context(|| format!("writing {}", path.display()))?;
+        src.progress.borrow_mut().finish();
+        eprintln!(
+            "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} wakings' target CPU guessed; {} exit/stack events have no Perfetto counterpart)",
+            path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.wakings_target_cpu_guessed, st.not_exported
+        );
+    }
+    if let Some(path) = &a.pprof {
+        let start = trace_start(&reader);
+        let filter = a.filter.to_filter(meta, start, ChainDuration::Blocked)?;
+        let dedup = !filter.has_thread_filter();
+        let cfg = Config {
+            mode: Mode::Bounded,
+            max_depth: chainrec_chain::DEFAULT_MAX_DEPTH,
+            dedup,
+            filter,
+        };
+        let mut engine = Engine::new(reader.tables(), meta, cfg);
+        let mut folded = FoldedSink::new(View::Chains);
+        let mut progress = Progress::new(reader.event_count(), "pprof", a.quiet);
+        reader.for_each_chunk::<anyhow::Error>(0..reader.chunks().len(), true, |evs| {
+            progress.inc(evs.len() as u64);
+            engine.process(evs, &mut folded);
+            Ok(())
+        })?;
+        engine.finish(&mut folded);
+        progress.finish();
+        let lines: Vec<(String, u64)> = folded
+            .folded_ns(engine.nodes(), reader.tables(), meta)
+            .into_iter()
+            .collect();
+        let end = if meta.end_ns != 0 {
+            meta.end_ns
+        } else {
+            reader.time_span().map(|s| s.1).unwrap_or(start)
+        };
+        let info = pprof::ProfileInfo {
+            time_nanos: if meta.clock_offset_ns != 0 {
+                (start as i128 + meta.clock_offset_ns) as i64
+            } else {
+                0
+            },
+            duration_nanos: end.saturating_sub(start) as i64,
+            comments: vec![format!("chainrec chain graph of {}", a.file.display())],
+        };
+        let profile = pprof::build(&lines, &info)?;
+        let f =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        pprof::write_gz(&profile, &mut std::io::BufWriter::new(f))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!(
+            "chainrec: export: wrote {} ({} samples, {} locations; value = attributed blocked time in ns)",
+            path.display(),
+            profile.sample.len(),
+            profile.location.len()
+        );
+    }
+    warn_lost("export", meta);
+    Ok(())
+}
+
+/// `chainrec demo`: record the built-in workload, write trace, folded chain graph and SVG.
+pub fn run_demo(a: DemoArgs) -> Result<()> {
+    if !(0.5..=600.0).contains(&a.duration) {
+        bail!("--duration must be between 0.5 and 600 seconds");
+    }
+    if a.period_us == 0 || a.period_us > 1_000_000 {
+        bail!("--period-us must be in 1..=1000000");
+    }
+    std::fs::create_dir_all(&a.output)
+        .with_context(|| format!("creating {}", a.output.display()))?;
+    let trace = a.output.join("trace.zst");
+    let folded_path = a.output.join("chain.folded");
+    let svg_path = a.output.join("chain.svg");
+
+    // 1. Record this process (and whatever wakes it) while the workload runs.
+    let opts = chainrec_record::RecordOptions {
+        output: trace.clone(),
+        pids: vec![std::process::id()],
+        status_line: false,
+        command_line: std::env::args().collect(),
+        ..Default::default()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
+    let cond = chainrec_record::StopCondition {
+        duration: None,
+        flag: Some(stop.clone()),
+        started: Some(started.clone()),
+    };
+    eprintln!(
+        "chainrec demo: recording the chain workload for {:.1} s into {}",
+        a.duration,
+        trace.display()
+    );
+    let handle = std::thread::Builder::new()
+        .name("chainrec-consumer".into())
+        .spawn(move || chainrec_record::record(&opts, cond))
+        .context("cannot start the recorder thread")?;
+    while !started.load(Ordering::SeqCst) {
+        if handle.is_finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if handle.is_finished() {
+        let r = handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("recorder thread panicked"))?;
+        r.context("recording failed (the demo needs root, or CAP_BPF + CAP_PERFMON)")?;
+        bail!("the recorder stopped before the workload started");
+    }
+    let wopts = chainrec_record::workload::WorkloadOptions {
+        duration: Duration::from_secs_f64(a.duration),
+        period: Duration::from_micros(a.period_us),
+    };
+    let mut tids = Vec::new();
+    let wl = chainrec_record::workload::run_with(&wopts, |t, r, s| tids = vec![t, r, s]);
+    stop.store(true, Ordering::SeqCst);
+    let summary = handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("recorder thread panicked"))?
+        .context("recording failed (the demo needs root, or CAP_BPF + CAP_PERFMON)")?;
+    let wl = wl.context("the chain workload failed")?;
+    eprintln!(
+        "chainrec demo: recorded {} events ({} bytes); workload passed {} messages",
+        summary.events, summary.bytes, wl.messages
+    );
+
+    // 2. Chain graph of the workload's threads, and their longest waits.
+    let reader = open(&trace, "demo")?;
+    let meta = reader.meta();
+    let tables = reader.tables();
+    let filter = chainrec_chain::Filter {
+        tids: tids.clone(),
+        ..Default::default()
+    };
+    let cfg = Config {
+        mode: Mode::Bounded,
+        max_depth: chainrec_chain::DEFAULT_MAX_DEPTH,
+        dedup: true,
+        filter,
+    };
+    let mut engine = Engine::new(tables, meta, cfg);
+    let mut sinks = (FoldedSink::new(View::Chains), TopSink::default());
+    reader.for_each_chunk::<anyhow::Error>(0..reader.chunks().len(), true, |evs| {
+        engine.process(evs, &mut sinks);
+        Ok(())
+    })?;
+    engine.finish(&mut sinks);
+    let (folded, topsink) = sinks;
+    let lines = folded.lines(engine.nodes(), tables, meta, Unit::Us);
+    if lines.is_empty() {
+        bail!("the recording has no waits of the workload threads {tids:?}: nothing to draw");
+    }
+    let mut text = String::new();
+    for (l, w) in &lines {
+        text.push_str(&format!("{l} {w}\n"));
+    }
+    std::fs::write(&folded_path, text)
+        .with_context(|| format!("writing {}", folded_path.display()))?;
+    render_svg(
+        &lines,
+        "chainrec demo: cr-sink <- cr-relay <- cr-timer <- timer",
+        "us",
+        true,
+        &svg_path,
+    )?;
+    let start = trace_start(&reader);
+    let report = topsink.finish(usize::MAX, engine.nodes(), tables, meta, start);
+    // The chain with the most total time (the workload's main chain).
+    if let Some(best) = report
+        .entries
+        .iter()
+        .max_by_key(|e| (e.total_ns, std::cmp::Reverse(e.rank)))
+    {
+        let one = chainrec_report::top::TopReport {
+            entries: vec![chainrec_report::top::TopEntry {
+                rank: 1,
+                ..best.clone()
+            }],
+            chains: report.chains,
+            ranked_waits: report.ranked_waits,
+            preempted: report.preempted,
+            without_waker: report.without_waker,
+        };
+        println!("Top chain (most total blocked time):");
+        print!("{}", top::render_text(&one));
+    }
+    println!(
+        "\nFiles:\n  {}\n  {}\n  {}  (open in a browser: click to zoom, Ctrl-F to search)",
+        trace.display(),
+        folded_path.display(),
+        svg_path.display()
+    );
+    println!(
+        "Next: chainrec top {}   chainrec chains {} --svg all.svg",
+        trace.display(),
+        trace.display()
+    );
+    warn_lost("demo", meta);
+    Ok(())
 }
 
 /// Render folded lines as an interactive flame-graph SVG at `path` (used by `--svg` of

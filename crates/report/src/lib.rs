@@ -9,9 +9,10 @@
 pub mod heatmap;
 pub mod perfetto;
 pub mod pprof;
+pub mod progress;
 pub mod source;
 pub mod svg;
-// pub mod top;
+pub mod top;
 
 use std::path::PathBuf;
 

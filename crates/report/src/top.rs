@@ -1,1 +1,286 @@
-//! TODO
+//! `top`: the longest individual waits, as topwaits shows them — per distinct chain (the
+//! waiting thread's off-CPU stack plus its whole chain of wakers): how many waits, their
+//! total, the longest one and when it happened (wall clock) — each with its full chain
+//! and the time every level explains.
+
+use crate::source::format_wall;
+use chainrec_chain::{FoldedSink, HopRecord, NodeId, NodeTable, View, WaitRecord, WaitSink};
+use chainrec_format::{RecordingMeta, Tables};
+use serde::Serialize;
+use std::collections::HashMap;
+
+#[derive(Clone, Debug)]
+struct Group {
+    count: u64,
+    total_ns: u64,
+    max_ns: u64,
+    longest: WaitRecord,
+}
+
+/// Collects waits by chain. Feed it the engine's record stream (dedup off).
+#[derive(Clone, Debug, Default)]
+pub struct TopSink {
+    groups: HashMap<(NodeId, Vec<NodeId>), Group>,
+    /// Preemptions (no blocked time, no chain): not ranked.
+    pub preempted: u64,
+    /// Blocked waits with no waking in the trace (no chain, blocked time unknown): not ranked.
+    pub without_waker: u64,
+    /// Waits ranked.
+    pub ranked: u64,
+}
+
+impl WaitSink for TopSink {
+    fn on_wait(&mut self, w: &WaitRecord, _nodes: &NodeTable) {
+        if w.preempted() {
+            self.preempted += 1;
+            return;
+        }
+        let Some(blocked) = w.blocked_ns() else {
+            self.without_waker += 1;
+            return;
+        };
+        self.ranked += 1;
+        let key = (w.node, w.hops.iter().map(|h| h.node).collect::<Vec<_>>());
+        match self.groups.get_mut(&key) {
+            Some(g) => {
+                g.count += 1;
+                g.total_ns += blocked;
+                // Ties: the earliest wait stays (deterministic).
+                if blocked > g.max_ns {
+                    g.max_ns = blocked;
+                    g.longest = w.clone();
+                }
+            }
+            None => {
+                self.groups.insert(
+                    key,
+                    Group {
+                        count: 1,
+                        total_ns: blocked,
+                        max_ns: blocked,
+                        longest: w.clone(),
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// One level of a ranked chain.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Level {
+    /// 0 = the waiting thread's off-CPU stack; 1 = its waker; ...
+    pub level: usize,
+    /// Who: comm and tid, or the metal label.
+    pub who: String,
+    /// Nanoseconds of the longest wait this level explains (level 0: the blocked time).
+    pub ns: u64,
+    /// Frames in folded order (as in the chain graph), separators included.
+    pub frames: Vec<String>,
+}
+
+/// One ranked entry.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TopEntry {
+    /// 1-based rank (by longest wait).
+    pub rank: usize,
+    /// Waits with this chain.
+    pub count: u64,
+    /// Their total blocked time.
+    pub total_ns: u64,
+    /// The longest one.
+    pub max_ns: u64,
+    /// Thread of the longest wait.
+    pub tid: u32,
+    /// Its process.
+    pub tgid: u32,
+    /// Its name.
+    pub comm: String,
+    /// Switch-out time of the longest wait (trace clock).
+    pub switch_out_ns: u64,
+    /// Seconds from the trace start.
+    pub offset_s: f64,
+    /// Wall-clock time of the switch-out, `YYYY-MM-DD HH:MM:SS.mmm UTC` (empty for
+    /// synthetic traces without a clock offset).
+    pub wall: String,
+    /// The chain was cut by the depth limit.
+    pub truncated: bool,
+    /// A lost-events marker fell inside the wait.
+    pub lost: bool,
+    /// The chain, level by level.
+    pub chain: Vec<Level>,
+    /// The full chain as one folded line.
+    pub folded: String,
+}
+
+/// The result of `top`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TopReport {
+    /// Entries, longest first.
+    pub entries: Vec<TopEntry>,
+    /// Distinct chains seen.
+    pub chains: usize,
+    /// Waits ranked.
+    pub ranked_waits: u64,
+    /// Preemptions not ranked.
+    pub preempted: u64,
+    /// Waits without a waking in the trace, not ranked.
+    pub without_waker: u64,
+}
+
+fn who(h: &HopRecord, nodes: &NodeTable) -> String {
+    if h.metal {
+        nodes.get(h.node).name().to_string()
+    } else {
+        format!("{} ({})", h.waker_comm, h.waker_tid)
+    }
+}
+
+impl TopSink {
+    /// Rank and render the `n` longest.
+    pub fn finish(
+        self,
+        n: usize,
+        nodes: &NodeTable,
+        tables: &Tables,
+        meta: &RecordingMeta,
+        trace_start_ns: u64,
+    ) -> TopReport {
+        let chains = self.groups.len();
+        let mut groups: Vec<Group> = self.groups.into_values().collect();
+        groups.sort_by(|a, b| {
+            b.max_ns
+                .cmp(&a.max_ns)
+                .then(a.longest.switch_out_ns.cmp(&b.longest.switch_out_ns))
+                .then(a.longest.tid.cmp(&b.longest.tid))
+        });
+        groups.truncate(n);
+        let entries = groups
+            .into_iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let w = &g.longest;
+                // Render this one wait through the engine's own folded renderer.
+                let mut one = FoldedSink::new(View::Chains);
+                let mut rec = w.clone();
+                rec.root = true;
+                one.on_wait(&rec, nodes);
+                let lines = one.folded_ns(nodes, tables, meta);
+                let folded = lines
+                    .keys()
+                    .max_by_key(|l| (l.matches(";--;").count(), l.len()))
+                    .cloned()
+                    .unwrap_or_default();
+                let parts: Vec<&str> = folded.split(";--;").collect();
+                let mut chain = Vec::new();
+                for (lvl, part) in parts.iter().enumerate() {
+                    let (who, ns) = if lvl == 0 {
+                        (
+                            format!("{} ({})", w.comm, w.tid),
+                            w.blocked_ns().unwrap_or(0),
+                        )
+                    } else if let Some(h) = w.hops.get(lvl - 1) {
+                        (who(h, nodes), h.ns)
+                    } else {
+                        (part.rsplit(';').next().unwrap_or("").to_string(), 0)
+                    };
+                    chain.push(Level {
+                        level: lvl,
+                        who,
+                        ns,
+                        frames: part.split(';').map(String::from).collect(),
+                    });
+                }
+                let wall = if meta.clock_offset_ns != 0 {
+                    format_wall(w.switch_out_ns as i128 + meta.clock_offset_ns)
+                } else {
+                    String::new()
+                };
+                TopEntry {
+                    rank: i + 1,
+                    count: g.count,
+                    total_ns: g.total_ns,
+                    max_ns: g.max_ns,
+                    tid: w.tid,
+                    tgid: w.tgid,
+                    comm: w.comm.to_string(),
+                    switch_out_ns: w.switch_out_ns,
+                    offset_s: w.switch_out_ns.saturating_sub(trace_start_ns) as f64 / 1e9,
+                    wall,
+                    truncated: w.truncated,
+                    lost: w.lost,
+                    chain,
+                    folded,
+                }
+            })
+            .collect();
+        TopReport {
+            entries,
+            chains,
+            ranked_waits: self.ranked,
+            preempted: self.preempted,
+            without_waker: self.without_waker,
+        }
+    }
+}
+
+/// Human duration: `12.3 ms`, `456.0 us`, `1.234 s`.
+pub fn fmt_ns(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!("{:.3} s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.2} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.1} us", ns as f64 / 1e3)
+    }
+}
+
+/// Terminal rendering.
+pub fn render_text(r: &TopReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    if r.entries.is_empty() {
+        let _ = writeln!(
+            s,
+            "no blocked waits with a waker in this trace (or none matched the filters)"
+        );
+    }
+    for e in &r.entries {
+        let when = if e.wall.is_empty() {
+            format!("+{:.6} s", e.offset_s)
+        } else {
+            format!("{} (+{:.3} s)", e.wall, e.offset_s)
+        };
+        let _ = writeln!(
+            s,
+            "#{:<3} {} longest {} at {}; {} waits, total {}{}{}",
+            e.rank,
+            format_args!("{} tid {}", e.comm, e.tid),
+            fmt_ns(e.max_ns),
+            when,
+            e.count,
+            fmt_ns(e.total_ns),
+            if e.truncated {
+                " [chain truncated]"
+            } else {
+                ""
+            },
+            if e.lost { " [lost events inside]" } else { "" },
+        );
+        for l in &e.chain {
+            let frames = l.frames.join(";");
+            if l.level == 0 {
+                let _ = writeln!(s, "      blocked {:>10}  {}", fmt_ns(l.ns), frames);
+            } else {
+                let _ = writeln!(s, "  {:>2} <- {:>10}  {}", l.level, fmt_ns(l.ns), frames);
+            }
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(
+        s,
+        "{} waits ranked in {} distinct chains; not ranked: {} preemptions, {} waits without a waking in the trace",
+        r.ranked_waits, r.chains, r.preempted, r.without_waker
+    );
+    s
+}

@@ -1,0 +1,64 @@
+//! Progress on stderr for long analyses: shown only when stderr is a terminal, not
+//! `--quiet`, and only once the work has taken more than about a second.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// Delay before a bar appears.
+pub const SHOW_AFTER: Duration = Duration::from_secs(1);
+
+/// A lazily shown progress bar over a number of events.
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    start: Instant,
+    shown: bool,
+}
+
+impl Progress {
+    /// A bar over `total` events labelled `what`; inert when `quiet` or stderr is not a terminal.
+    pub fn new(total: u64, what: &str, quiet: bool) -> Progress {
+        let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+            let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+            let style = ProgressStyle::with_template(
+                "{prefix} [{bar:40}] {percent:>3}% {human_pos}/{human_len} events, eta {eta}",
+            )
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+            b.set_style(style);
+            b.set_prefix(what.to_string());
+            b
+        });
+        Progress {
+            bar,
+            start: Instant::now(),
+            shown: false,
+        }
+    }
+    /// Advance by `n` events.
+    pub fn inc(&mut self, n: u64) {
+        if let Some(b) = &self.bar {
+            b.inc(n);
+            if !self.shown && self.start.elapsed() >= SHOW_AFTER {
+                b.set_draw_target(ProgressDrawTarget::stderr());
+                self.shown = true;
+            }
+        }
+    }
+    /// True when the bar is (or would be) drawn.
+    pub fn visible(&self) -> bool {
+        self.shown
+    }
+    /// Remove the bar.
+    pub fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
