@@ -555,7 +555,9 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>, sc: &mut DecodeScratch) -
                 let len = misc.u8() as usize;
                 let mut comm = [0u8; 16];
                 if len <= 16 {
-                    comm[..len].copy_from_slice(misc.bytes(len));
+                    // Short input yields fewer bytes (and poisons the cursor).
+                    let b = misc.bytes(len);
+                    comm[..b.len()].copy_from_slice(b);
                 } else {
                     bad = true;
                 }

@@ -52,6 +52,7 @@ pub struct SectionBytes {
 
 enum Data {
     Map(memmap2::Mmap),
+    Owned(Vec<u8>),
     Empty,
 }
 
@@ -99,8 +100,18 @@ impl TraceReader {
             let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(io)?;
             Data::Map(map)
         };
+        Self::from_data(path.to_owned(), data)
+    }
+
+    /// Open a trace held in memory (fuzzing, tests, traces received over a pipe). Same
+    /// checks and recovery as [`TraceReader::open`].
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<TraceReader> {
+        Self::from_data(PathBuf::from("<memory>"), Data::Owned(bytes))
+    }
+
+    fn from_data(path: PathBuf, data: Data) -> Result<TraceReader> {
         let mut r = TraceReader {
-            path: path.to_owned(),
+            path,
             data,
             version: (0, 0),
             meta: RecordingMeta::default(),
@@ -132,6 +143,7 @@ impl TraceReader {
     fn bytes(&self) -> &[u8] {
         match &self.data {
             Data::Map(m) => m,
+            Data::Owned(v) => v,
             Data::Empty => &[],
         }
     }
@@ -625,4 +637,12 @@ fn merge_tables(t: &mut Tables, d: TableDelta, offset: u64) -> Result<()> {
         t.irq_sources.insert(s.id, s);
     }
     Ok(())
+}
+
+/// Decode and merge one raw table payload (fuzzing entry point).
+pub(crate) fn decode_tables_for_fuzz(raw: &[u8]) -> Result<Tables> {
+    let delta: TableDelta = decode_bincode(raw, "table section", 0)?;
+    let mut t = Tables::default();
+    merge_tables(&mut t, delta, 0)?;
+    Ok(t)
 }

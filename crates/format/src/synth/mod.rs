@@ -1,7 +1,7 @@
 //! Synthetic traces: scenarios with exactly known chains and timings, and a busy-server
 //! mix that scales to 100 M+ events for benchmarks. Deterministic for a seed.
 
-use crate::{Result, TraceSink};
+use crate::{RecordingMeta, Result, StackMode, TraceSink};
 
 mod busy;
 mod exact;
@@ -42,4 +42,15 @@ pub fn scenarios() -> Vec<Scenario> {
 /// Find a scenario by name.
 pub fn find(name: &str) -> Option<Scenario> {
     scenarios().into_iter().find(|s| s.name == name)
+}
+
+/// Adjust `meta` to what scenario `name` simulates (CPU count, stack policy, start time),
+/// for callers that build their own metadata. Scenarios without such facts leave it as is.
+pub fn adjust_meta(name: &str, meta: &mut RecordingMeta) {
+    if name == "busy-server" {
+        meta.cpu_count = busy::CPUS;
+        meta.stack_mode = StackMode::Lazy;
+        meta.stack_threshold_ns = busy::STACK_THRESHOLD_NS;
+        meta.start_ns = busy::T0;
+    }
 }
