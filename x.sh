@@ -19,6 +19,8 @@ ensure_packages() {
     [ -e /usr/include/zlib.h ] || want+=(zlib1g-dev)
     if [ "${1:-}" = test ]; then
         [ -x /usr/bin/chromium ] || want+=(chromium)
+        # protoc decodes the Perfetto/pprof exports independently of our own prost structs.
+        command -v protoc >/dev/null || want+=(protobuf-compiler)
         command -v python3 >/dev/null || want+=(python3)
     fi
     if [ ${#want[@]} -gt 0 ]; then
