@@ -436,12 +436,12 @@ bookkeeping:
 	if (ns && ns->off_ts) {
 		__u64 off = ns->off_ts;
 		ns->off_ts = 0;
+		if (!interesting(next, ns))
+			return 0;
 		if (ts - off <= threshold_ns) {
 			count(C_SKIP_OFFCPU);
 			return 0;
 		}
-		if (!interesting(next, ns))
-			return 0;
 		/* Long wait: kernel off-CPU stack of next, now, and arm its user stack. */
 		{
 			struct ev_stk *s = scratch_ev();

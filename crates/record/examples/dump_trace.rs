@@ -15,6 +15,15 @@ fn main() {
             std::process::exit(1);
         }
     };
+    if std::env::args().nth(2).as_deref() == Some("--unresolved") {
+        for s in mem.tables.symbols.values().filter(|s| s.name.is_none()) {
+            println!(
+                "{:?} tgid {} {:#x} module {:?} file_offset {:?}",
+                s.kind, s.tgid, s.addr, s.module, s.file_offset
+            );
+        }
+        return;
+    }
     let mut names: HashMap<Tid, String> = HashMap::new();
     for e in &mem.events {
         if let Event::Comm(c) = e {
