@@ -648,3 +648,104 @@ fn real_pid_filter_follows_wakers() {
     );
     let _ = std::fs::remove_file(&out);
 }
+
+/// Two threads ping-ponging a byte over pipes as fast as they can for `d`.
+fn pingpong(d: Duration) {
+    let mut a = [0i32; 2];
+    let mut b = [0i32; 2];
+    // SAFETY: valid 2-int arrays.
+    unsafe {
+        assert_eq!(libc::pipe(a.as_mut_ptr()), 0);
+        assert_eq!(libc::pipe(b.as_mut_ptr()), 0);
+    }
+    let end = std::time::Instant::now() + d;
+    let (ar, aw, br, bw) = (a[0], a[1], b[0], b[1]);
+    let echo = std::thread::spawn(move || {
+        let mut c = [0u8; 1];
+        // SAFETY: valid fds and 1-byte buffers.
+        while unsafe { libc::read(ar, c.as_mut_ptr().cast(), 1) } == 1 {
+            unsafe { libc::write(bw, c.as_ptr().cast(), 1) };
+        }
+    });
+    let mut c = [0u8; 1];
+    while std::time::Instant::now() < end {
+        // SAFETY: valid fds and 1-byte buffers.
+        unsafe {
+            libc::write(aw, c.as_ptr().cast(), 1);
+            libc::read(br, c.as_mut_ptr().cast(), 1);
+        }
+    }
+    // SAFETY: closing our own fds ends the echo thread's loop.
+    unsafe {
+        libc::close(aw);
+    }
+    echo.join().unwrap();
+    // SAFETY: closing our own fds.
+    unsafe {
+        libc::close(ar);
+        libc::close(br);
+        libc::close(bw);
+    }
+}
+
+#[test]
+fn real_losses_are_counted_and_marked() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = skip_reason() {
+        return skipped(&r);
+    }
+    let out = tmp("lossy.zst");
+    let opts = RecordOptions {
+        output: out.clone(),
+        ringbuf_bytes: 4096,
+        poll_period: Duration::from_millis(200),
+        stack_mode: StackMode::None,
+        status_line: false,
+        ..RecordOptions::default()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
+    let cond = StopCondition {
+        duration: Some(Duration::from_secs(60)),
+        flag: Some(stop.clone()),
+        started: Some(started.clone()),
+    };
+    let h = std::thread::spawn(move || record(&opts, cond));
+    while !started.load(Ordering::SeqCst) {
+        if h.is_finished() {
+            match h.join().unwrap() {
+                Err(RecordError::Permission { detail }) => return skipped(&detail),
+                other => panic!("recorder stopped before starting: {other:?}"),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    pingpong(Duration::from_millis(400));
+    stop.store(true, Ordering::SeqCst);
+    let summary = h.join().unwrap().unwrap();
+    let reader = TraceReader::open(&out).unwrap();
+    reader.verify().unwrap();
+    let mem = reader.to_mem().unwrap();
+    let marked: u64 = mem
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Lost(l) if l.cause == LostCause::RingBufferFull => Some(l.count),
+            _ => None,
+        })
+        .sum();
+    assert!(
+        mem.meta.lost.ringbuf_full > 0,
+        "a 4 KiB ring drained every 200 ms must overflow"
+    );
+    assert_eq!(
+        marked, mem.meta.lost.ringbuf_full,
+        "every loss has a marker"
+    );
+    assert_eq!(summary.lost.ringbuf_full, mem.meta.lost.ringbuf_full);
+    assert!(mem
+        .events
+        .iter()
+        .all(|e| !matches!(e, Event::Lost(l) if l.cause == LostCause::RingBufferFull && l.cpu >= mem.meta.cpu_count)), "ring-buffer losses name their CPU");
+    let _ = std::fs::remove_file(&out);
+}
