@@ -273,10 +273,11 @@ pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> 
                         since.insert(starting, s.ts);
                     }
                 }
-                Event::Waking(w) if opts.metric == Metric::Wakeups => {
-                    if opts.select.matches(w.target_tid, &names) {
-                        acc.add_point(w.ts as i128 + offset, hl(w.target_tid, &names));
-                    }
+                Event::Waking(w)
+                    if opts.metric == Metric::Wakeups
+                        && opts.select.matches(w.target_tid, &names) =>
+                {
+                    acc.add_point(w.ts as i128 + offset, hl(w.target_tid, &names));
                 }
                 Event::Exit(x) => {
                     since.remove(&x.tid);
@@ -378,19 +379,19 @@ fn intensities(values: &[u64], map: ColorMap) -> Vec<f64> {
     }
 }
 
-/// Fill of a cell: white to dark orange for the metric, white to dark blue for the highlight.
-pub fn cell_fill(intensity: f64, highlighted: bool) -> String {
+/// Fill of a cell: darkness from `intensity`, hue from orange (none of the cell is the
+/// highlighted threads') to blue (all of it is), blended by `highlight_fraction`.
+pub fn cell_fill(intensity: f64, highlight_fraction: f64) -> String {
     let k = 0.15 + 0.85 * intensity.clamp(0.0, 1.0);
-    let (r, g, b) = if highlighted {
-        (255.0 - k * 235.0, 255.0 - k * 175.0, 255.0 - k * 35.0)
-    } else {
-        (255.0 - k * 55.0, 255.0 - k * 175.0, 255.0 - k * 245.0)
-    };
+    let f = highlight_fraction.clamp(0.0, 1.0);
+    let orange = (255.0 - k * 55.0, 255.0 - k * 175.0, 255.0 - k * 245.0);
+    let blue = (255.0 - k * 235.0, 255.0 - k * 175.0, 255.0 - k * 35.0);
+    let mix = |a: f64, b: f64| (a + (b - a) * f).round() as u8;
     format!(
         "rgb({},{},{})",
-        r.round() as u8,
-        g.round() as u8,
-        b.round() as u8
+        mix(orange.0, blue.0),
+        mix(orange.1, blue.1),
+        mix(orange.2, blue.2)
     )
 }
 
@@ -406,14 +407,9 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
     let cw = (1000 / h.columns.max(1)).clamp(4, 40);
     let ch = (500 / h.rows).clamp(2, 20);
     let (left, top) = (70u32, 60u32);
-    let width = left + cw * h.columns + 20;
+    let width = (left + cw * h.columns + 20).max(900);
     let height = top + ch * h.rows + 60;
     let inten = intensities(&h.cells, map);
-    let hl_inten = if h.highlight.is_empty() {
-        Vec::new()
-    } else {
-        intensities(&h.highlight, map)
-    };
     let mut s = String::new();
     let _ = write!(
         s,
@@ -438,7 +434,7 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
         }
     );
     if let Some(hs) = &h.highlight_selection {
-        let _ = write!(sub, "; blue = {hs}");
+        let _ = write!(sub, "; blue = share of {hs}");
     }
     if h.unknown_start > 0 {
         let _ = write!(
@@ -465,11 +461,7 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
                 continue;
             }
             let hv = h.highlight.get(i).copied().unwrap_or(0);
-            let fill = if hv > 0 {
-                cell_fill(hl_inten[i], true)
-            } else {
-                cell_fill(inten[i], false)
-            };
+            let fill = cell_fill(inten[i], hv as f64 / v as f64);
             let x = left + col * cw;
             let y = top + (h.rows - 1 - row) * ch;
             let sec = h.first_second + col as i64;

@@ -259,7 +259,7 @@ pub fn render(
         .count();
 
     let legend = if opts.chain_layout {
-        "bottom: blocked thread; one hue per waker level (-- separates levels); lighter = kernel; \
+        "blocked thread at the bottom, one hue per waker level above each --; lighter = kernel; \
          red = interrupt; hatched = no stack/lost"
     } else {
         "lighter = kernel frames; red = interrupt; hatched = no stack / lost"
@@ -267,7 +267,7 @@ pub fn render(
     let mut subtitle = format!("width = time ({}); {legend}", opts.unit);
     if stats.frames_too_narrow > 0 {
         subtitle.push_str(&format!(
-            "; {} frames < 0.1% not drawn",
+            "; {} tiny frames not drawn",
             stats.frames_too_narrow
         ));
     }

@@ -154,12 +154,12 @@ fn highlight_and_selection() {
     );
     assert!(svg.contains("second 2 +300..400 ms: 100.0 ms (comm app: 0.0 us)"));
     assert_eq!(
-        svg.matches(&format!("fill=\"{}\"", heatmap::cell_fill(1.0, true)))
+        svg.matches(&format!("fill=\"{}\"", heatmap::cell_fill(1.0, 1.0)))
             .count(),
         8
     );
     assert_eq!(
-        svg.matches(&format!("fill=\"{}\"", heatmap::cell_fill(1.0, false)))
+        svg.matches(&format!("fill=\"{}\"", heatmap::cell_fill(1.0, 0.0)))
             .count(),
         12
     );
