@@ -1,6 +1,6 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Config, Duration as ChainDuration, Engine, FoldedSink, Mode, Unit, View};
+use chainrec_chain::{Config, Duration as ChainDuration, Engine, FoldedSink, Mode, View};
 use chainrec_format::{Event, RecordingMeta, Tables, TraceReader};
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
 use chainrec_report::progress::Progress;
@@ -10,8 +10,6 @@ use chainrec_report::{perfetto, pprof};
 use std::cell::RefCell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Arguments of `chainrec top`.
@@ -357,138 +355,61 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
     if a.period_us == 0 || a.period_us > 1_000_000 {
         bail!("--period-us must be in 1..=1000000");
     }
-    std::fs::create_dir_all(&a.output)
-        .with_context(|| format!("creating {}", a.output.display()))?;
-    let trace = a.output.join("trace.zst");
-    let folded_path = a.output.join("chain.folded");
-    let svg_path = a.output.join("chain.svg");
-
-    // 1. Record this process (and whatever wakes it) while the workload runs.
-    let opts = chainrec_record::RecordOptions {
-        output: trace.clone(),
-        pids: vec![std::process::id()],
-        status_line: false,
-        command_line: std::env::args().collect(),
-        ..Default::default()
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Arc::new(AtomicBool::new(false));
-    let cond = chainrec_record::StopCondition {
-        duration: None,
-        flag: Some(stop.clone()),
-        started: Some(started.clone()),
-    };
-    eprintln!(
-        "chainrec demo: recording the chain workload for {:.1} s into {}",
-        a.duration,
-        trace.display()
-    );
-    let handle = std::thread::Builder::new()
-        .name("chainrec-consumer".into())
-        .spawn(move || chainrec_record::record(&opts, cond))
-        .context("cannot start the recorder thread")?;
-    while !started.load(Ordering::SeqCst) {
-        if handle.is_finished() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    if handle.is_finished() {
-        let r = handle
-            .join()
-            .map_err(|_| anyhow::anyhow!("recorder thread panicked"))?;
-        r.context("recording failed (the demo needs root, or CAP_BPF + CAP_PERFMON)")?;
-        bail!("the recorder stopped before the workload started");
-    }
-    let wopts = chainrec_record::workload::WorkloadOptions {
+    let opts = chainrec_report::demo::DemoOptions {
+        dir: a.output.clone(),
         duration: Duration::from_secs_f64(a.duration),
         period: Duration::from_micros(a.period_us),
+        command_line: std::env::args().collect(),
     };
-    let mut tids = Vec::new();
-    let wl = chainrec_record::workload::run_with(&wopts, |t, r, s| tids = vec![t, r, s]);
-    stop.store(true, Ordering::SeqCst);
-    let summary = handle
-        .join()
-        .map_err(|_| anyhow::anyhow!("recorder thread panicked"))?
-        .context("recording failed (the demo needs root, or CAP_BPF + CAP_PERFMON)")?;
-    let wl = wl.context("the chain workload failed")?;
     eprintln!(
-        "chainrec demo: recorded {} events ({} bytes); workload passed {} messages",
-        summary.events, summary.bytes, wl.messages
+        "chainrec demo: recording the chain workload (cr-timer -> cr-relay -> cr-sink over pipes) for {:.1} s",
+        a.duration
     );
-
-    // 2. Chain graph of the workload's threads, and their longest waits.
-    let reader = open(&trace, "demo")?;
-    let meta = reader.meta();
-    let tables = reader.tables();
-    let filter = chainrec_chain::Filter {
-        tids: tids.clone(),
-        ..Default::default()
-    };
-    let cfg = Config {
-        mode: Mode::Bounded,
-        max_depth: chainrec_chain::DEFAULT_MAX_DEPTH,
-        dedup: true,
-        filter,
-    };
-    let mut engine = Engine::new(tables, meta, cfg);
-    let mut sinks = (FoldedSink::new(View::Chains), TopSink::default());
-    reader.for_each_chunk::<anyhow::Error>(0..reader.chunks().len(), true, |evs| {
-        engine.process(evs, &mut sinks);
-        Ok(())
-    })?;
-    engine.finish(&mut sinks);
-    let (folded, topsink) = sinks;
-    let lines = folded.lines(engine.nodes(), tables, meta, Unit::Us);
-    if lines.is_empty() {
-        bail!("the recording has no waits of the workload threads {tids:?}: nothing to draw");
+    let o = chainrec_report::demo::run(&opts)?;
+    eprintln!(
+        "chainrec demo: recorded {} events ({} bytes); the workload passed {} messages",
+        o.events, o.bytes, o.messages
+    );
+    if o.lost_events > 0 {
+        eprintln!(
+            "chainrec demo: warning: LOST EVENTS: {} (the chains may be incomplete)",
+            o.lost_events
+        );
     }
-    let mut text = String::new();
-    for (l, w) in &lines {
-        text.push_str(&format!("{l} {w}\n"));
-    }
-    std::fs::write(&folded_path, text)
-        .with_context(|| format!("writing {}", folded_path.display()))?;
-    render_svg(
-        &lines,
-        "chainrec demo: cr-sink <- cr-relay <- cr-timer <- timer",
-        "us",
-        true,
-        &svg_path,
-    )?;
-    let start = trace_start(&reader);
-    let report = topsink.finish(usize::MAX, engine.nodes(), tables, meta, start);
-    // The chain with the most total time (the workload's main chain).
-    if let Some(best) = report
-        .entries
-        .iter()
-        .max_by_key(|e| (e.total_ns, std::cmp::Reverse(e.rank)))
-    {
-        let one = chainrec_report::top::TopReport {
-            entries: vec![chainrec_report::top::TopEntry {
-                rank: 1,
-                ..best.clone()
-            }],
-            chains: report.chains,
-            ranked_waits: report.ranked_waits,
-            preempted: report.preempted,
-            without_waker: report.without_waker,
-        };
-        println!("Top chain (most total blocked time):");
-        print!("{}", top::render_text(&one));
+    match &o.top {
+        Some(best) => {
+            let one = top::TopReport {
+                entries: vec![top::TopEntry {
+                    rank: 1,
+                    ..best.clone()
+                }],
+                chains: 0,
+                ranked_waits: best.count,
+                preempted: 0,
+                without_waker: 0,
+            };
+            println!("Top chain (the most total blocked time):");
+            let text = top::render_text(&one);
+            // Drop the summary line (it would describe only this entry).
+            print!(
+                "{}",
+                text.rsplit_once("\n\n").map(|(a, _)| a).unwrap_or(&text)
+            );
+            println!();
+        }
+        None => println!("No blocked wait of the workload threads had a waker in the trace."),
     }
     println!(
-        "\nFiles:\n  {}\n  {}\n  {}  (open in a browser: click to zoom, Ctrl-F to search)",
-        trace.display(),
-        folded_path.display(),
-        svg_path.display()
+        "\nFiles:\n  {}  (the recording)\n  {}  (folded chain graph, {} lines)\n  {}  (open in a browser: click to zoom, Search or Ctrl-F)",
+        o.trace.display(),
+        o.folded.display(),
+        o.lines,
+        o.svg.display()
     );
     println!(
-        "Next: chainrec top {}   chainrec chains {} --svg all.svg",
-        trace.display(),
-        trace.display()
+        "Next: chainrec top {t}    chainrec chains {t} --svg all.svg    chainrec heatmap {t} -o heat.svg",
+        t = o.trace.display()
     );
-    warn_lost("demo", meta);
     Ok(())
 }
 

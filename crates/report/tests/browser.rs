@@ -322,6 +322,7 @@ window.__frame = function(prefix, fgx) {
     const t = g.querySelector('title').textContent;
     if (t.startsWith(prefix) && (fgx === undefined || g.querySelector('rect').getAttribute('fg:x') === String(fgx))) {
       const r = g.querySelector('rect');
+      if (window.__scroll) { r.scrollIntoView({block: 'center', inline: 'nearest'}); }
       const b = r.getBoundingClientRect();
       return {title: t, x: b.x, y: b.y, w: b.width, h: b.height, fill: r.getAttribute('fill'),
               hidden: g.classList.contains('hide')};
@@ -354,7 +355,10 @@ fn exercise(
         .with(|z| z.get())
         .map(|x| format!(", {x}"))
         .unwrap_or_default();
+    // Bring the frame into the viewport (deep graphs are taller than the window).
+    b.eval("window.__scroll = true");
     let before = b.eval(&format!("__frame({zoom_prefix:?}{fgx})"));
+    b.eval("window.__scroll = false");
     assert!(
         before.is_object(),
         "no frame titled {zoom_prefix:?} in {}",
@@ -374,7 +378,9 @@ fn exercise(
         before["y"].as_f64().unwrap() + 5.0,
     );
     b.click(cx, cy);
+    b.eval("window.__scroll = true");
     let after = b.eval(&format!("__frame({zoom_prefix:?}{fgx})"));
+    b.eval("window.__scroll = false");
     let aw = after["w"].as_f64().unwrap();
     assert!(
         aw > 0.98 * root_w && aw > bw + 2.0,
@@ -404,7 +410,8 @@ fn exercise(
         );
     }
 
-    // --- reset zoom: click "Reset Zoom" ---
+    // --- reset zoom: click "Reset Zoom" (at the top of the image) ---
+    b.eval("window.scrollTo(0, 0)");
     let r = b.eval("(() => { const b = document.getElementById('unzoom').getBoundingClientRect(); return [b.x + b.width/2, b.y + b.height/2]; })()");
     b.click(r[0].as_f64().unwrap(), r[1].as_f64().unwrap());
     let reset = b.eval(&format!("__frame({zoom_prefix:?}{fgx})"));
@@ -462,6 +469,7 @@ fn exercise(
         .unwrap();
     assert!(expected > 0, "search term {term:?} matches nothing");
     assert_eq!(highlighted, expected, "frames highlighted by the search");
+    b.eval("Array.from(document.querySelectorAll('#frames rect')).find(r => r.getAttribute('fill') === 'rgb(230,0,230)').scrollIntoView({block: 'center'})");
     let (w, _h, rgb) = b.screenshot();
     let magenta = count_pixels(&rgb, (230, 0, 230), 0, 0, w, H, w);
     assert!(
@@ -520,8 +528,67 @@ fn external_svg_in_chromium() {
     if !browser_available() {
         return;
     }
-    let path = PathBuf::from(path);
-    let text = std::fs::read_to_string(&path).unwrap();
+    exercise_any(&PathBuf::from(path), "external");
+}
+
+/// The README's main command, end to end: `chainrec demo` (BPF recording of the chain
+/// workload), then its chain.svg in chromium. Needs root; skips loudly otherwise unless
+/// CHAINREC_REQUIRE_BPF=1.
+#[test]
+fn demo_svg_in_chromium() {
+    if !chainrec_report::demo::can_record() {
+        if std::env::var("CHAINREC_REQUIRE_BPF").as_deref() == Ok("1") {
+            panic!("demo_svg_in_chromium needs root (BPF) and CHAINREC_REQUIRE_BPF=1");
+        }
+        eprintln!("SKIPPED: demo_svg_in_chromium: needs root for the BPF recorder");
+        return;
+    }
+    if !browser_available() {
+        return;
+    }
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("chainrec-demo-test-{}", std::process::id())));
+    let opts = chainrec_report::demo::DemoOptions {
+        dir: dir.0.clone(),
+        duration: Duration::from_secs(2),
+        period: Duration::from_millis(2),
+        command_line: vec!["browser-test".into()],
+    };
+    let o = chainrec_report::demo::run(&opts).expect("chainrec demo");
+    assert!(
+        o.messages > 100,
+        "workload passed only {} messages",
+        o.messages
+    );
+    let top = o.top.expect("a top chain");
+    // The workload's main chain: cr-sink <- cr-relay <- cr-timer <- [hardirq: timer].
+    let who: Vec<&str> = top.chain.iter().map(|l| l.who.as_str()).collect();
+    assert!(who[0].starts_with("cr-sink"), "top chain {who:?}");
+    assert!(
+        who.iter().any(|w| w.starts_with("cr-relay")),
+        "top chain {who:?}"
+    );
+    assert!(
+        who.iter().any(|w| w.starts_with("cr-timer")),
+        "top chain {who:?}"
+    );
+    let folded = std::fs::read_to_string(&o.folded).unwrap();
+    assert!(folded
+        .lines()
+        .all(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap() > 0));
+    let svg = std::fs::read_to_string(&o.svg).unwrap();
+    for needle in ["cr-sink", "cr-relay", "cr-timer", "[hardirq: timer]"] {
+        assert!(
+            svg.contains(needle),
+            "{needle} missing from the demo's chain.svg"
+        );
+    }
+    exercise_any(&o.svg, "demo");
+}
+
+/// Zoom into a frame of any chain SVG and search for it.
+fn exercise_any(path: &Path, tag: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
     let total: u64 = {
         let t = text.find("total_samples=\"").unwrap() + 15;
         text[t..t + text[t..].find('"').unwrap()].parse().unwrap()
@@ -551,7 +618,7 @@ fn external_svg_in_chromium() {
     let (_, x, name) = pick.clone();
     ZOOM_X.with(|z| z.set(Some(x)));
     let term = name.replace(|c: char| !c.is_ascii_alphanumeric() && c != '_', ".");
-    let matched = exercise("external", &path, &format!("{name} ("), &term, None);
+    let matched = exercise(tag, path, &format!("{name} ("), &term, None);
     eprintln!(
         "{}: zoomed {name:?}, search {term:?}: {matched}",
         path.display()
