@@ -441,7 +441,11 @@ impl<'t> Engine<'t> {
             if self.tasks[t].exited {
                 self.remove_task(s.prev_tid, t);
             } else {
-                if self.tasks[t].status == Status::Off {
+                if self.tasks[t].status == Status::Off && self.tasks[t].open_pretrace {
+                    // First seen in a waking, assumed blocked since before the trace, but it
+                    // was still running (woken before it switched out): not inconsistent.
+                    self.stats.wakings_ignored += 1;
+                } else if self.tasks[t].status == Status::Off {
                     self.stats.inconsistent += 1;
                     let slot = std::mem::replace(&mut self.tasks[t].open_slot, NO_SLOT);
                     if slot != NO_SLOT {
