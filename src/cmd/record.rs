@@ -120,6 +120,7 @@ pub fn run(a: Args) -> Result<()> {
         status_line: !a.quiet,
         command_line: std::env::args().collect(),
         user_stacks: !a.no_user_stacks,
+        force_context_fallback: false,
     };
     let flag = chainrec_record::install_stop_signals();
     let started = Arc::new(AtomicBool::new(false));

@@ -41,6 +41,9 @@ pub struct RecordOptions {
     pub command_line: Vec<String>,
     /// Capture user stacks (frame-pointer walks) as well as kernel stacks.
     pub user_stacks: bool,
+    /// Derive the waking context from the interrupt tracepoints only, even when the
+    /// preempt count can be read (diagnosis, and to test the fallback).
+    pub force_context_fallback: bool,
 }
 
 impl Default for RecordOptions {
@@ -55,6 +58,7 @@ impl Default for RecordOptions {
             status_line: true,
             command_line: Vec::new(),
             user_stacks: true,
+            force_context_fallback: false,
         }
     }
 }
@@ -510,7 +514,11 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     }
 
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, libbpf_print)));
-    let delta = crate::btfinfo::preempt_count_delta();
+    let delta = if opts.force_context_fallback {
+        Err("forced by option".to_string())
+    } else {
+        crate::btfinfo::preempt_count_delta()
+    };
     let mut open_obj = MaybeUninit::uninit();
     let builder = ChainrecSkelBuilder::default();
     let mut open = builder

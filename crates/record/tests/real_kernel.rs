@@ -50,13 +50,22 @@ fn record_workload(
     mode: StackMode,
     wl: WorkloadOptions,
 ) -> Result<(RecordSummary, WorkloadReport), String> {
-    let opts = RecordOptions {
-        output: out.to_path_buf(),
-        stack_mode: mode,
-        status_line: false,
-        command_line: vec!["real_kernel test".into()],
-        ..RecordOptions::default()
-    };
+    record_workload_with(
+        RecordOptions {
+            output: out.to_path_buf(),
+            stack_mode: mode,
+            status_line: false,
+            command_line: vec!["real_kernel test".into()],
+            ..RecordOptions::default()
+        },
+        wl,
+    )
+}
+
+fn record_workload_with(
+    opts: RecordOptions,
+    wl: WorkloadOptions,
+) -> Result<(RecordSummary, WorkloadReport), String> {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicBool::new(false));
     let cond = StopCondition {
@@ -747,5 +756,92 @@ fn real_losses_are_counted_and_marked() {
         .events
         .iter()
         .all(|e| !matches!(e, Event::Lost(l) if l.cause == LostCause::RingBufferFull && l.cpu >= mem.meta.cpu_count)), "ring-buffer losses name their CPU");
+    let _ = std::fs::remove_file(&out);
+}
+
+#[test]
+fn real_context_fallback_agrees_with_stacks() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = skip_reason() {
+        return skipped(&r);
+    }
+    let out = tmp("fallback.zst");
+    let opts = RecordOptions {
+        output: out.clone(),
+        status_line: false,
+        force_context_fallback: true,
+        ..RecordOptions::default()
+    };
+    let wl = WorkloadOptions {
+        duration: Duration::from_millis(1000),
+        period: Duration::from_millis(2),
+    };
+    let (summary, rep) = match record_workload_with(opts, wl) {
+        Ok(x) => x,
+        Err(reason) => return skipped(&reason),
+    };
+    assert!(
+        summary
+            .context_method
+            .starts_with("irq tracepoints fallback"),
+        "{}",
+        summary.context_method
+    );
+    assert!(summary.context_fallbacks > 0);
+    let mem = TraceReader::open(&out).unwrap().to_mem().unwrap();
+    let t = &mem.tables;
+    // The timer thread's wakings: hardirq, source timer (hrtimer_expire_entry state).
+    let timer_wakes: Vec<&Waking> = mem
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Waking(w) if w.target_tid == rep.timer.tid && w.ts > rep.start_ns => Some(w),
+            _ => None,
+        })
+        .collect();
+    let hard_timer = timer_wakes
+        .iter()
+        .filter(|w| {
+            w.context == WakeContext::HardIrq
+                && t.irq_sources.get(&w.source).map(|s| s.name.as_str()) == Some("timer")
+        })
+        .count() as u64;
+    assert!(
+        hard_timer * 20 >= rep.timer.calls * 19,
+        "{hard_timer} hardirq/timer wakings for {} sleeps",
+        rep.timer.calls
+    );
+    // Agreement with the waker stacks: the fallback misses interrupts without
+    // tracepoints (IPIs), so allow a small disagreement, reported.
+    let (mut agree, mut total) = (0u64, 0u64);
+    for e in &mem.events {
+        if let Event::Waking(w) = e {
+            if !w.waker_kstack.is_real() {
+                continue;
+            }
+            let names = frame_names(t, w.waker_kstack);
+            let irq = names.iter().any(|n| {
+                n.starts_with("asm_sysvec_")
+                    || n.starts_with("asm_common_interrupt")
+                    || n.starts_with("sysvec_")
+            });
+            let softirq = names
+                .iter()
+                .any(|n| n == "handle_softirqs" || n == "__do_softirq");
+            let ok = match w.context {
+                WakeContext::HardIrq => irq,
+                WakeContext::SoftIrq => softirq,
+                WakeContext::Task => !irq && !softirq,
+                WakeContext::Nmi => true,
+            };
+            agree += ok as u64;
+            total += 1;
+        }
+    }
+    eprintln!("fallback context agrees with stacks on {agree} of {total} wakings");
+    assert!(
+        total >= 500 && agree * 100 >= total * 95,
+        "fallback context agrees on {agree} of {total}"
+    );
     let _ = std::fs::remove_file(&out);
 }
