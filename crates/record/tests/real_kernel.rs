@@ -673,6 +673,7 @@ fn pingpong(d: Duration) {
         let mut c = [0u8; 1];
         // SAFETY: valid fds and 1-byte buffers.
         while unsafe { libc::read(ar, c.as_mut_ptr().cast(), 1) } == 1 {
+            // SAFETY: as above.
             unsafe { libc::write(bw, c.as_ptr().cast(), 1) };
         }
     });
