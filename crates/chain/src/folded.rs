@@ -72,6 +72,24 @@ pub type ChainGraph = DiGraph<NodeId, u64>;
 
 const NO_PARENT: u32 = u32::MAX;
 const STEP_CACHE_BITS: u32 = 16;
+const MEMO: usize = 4096;
+const MEMO_LEN: usize = 8;
+
+/// Last chain seen for a root node (see `on_wait`).
+#[derive(Clone, Copy, Debug)]
+struct Memo {
+    root: NodeId,
+    len: u8,
+    nodes: [NodeId; MEMO_LEN],
+    ids: [u32; MEMO_LEN + 1],
+}
+
+const EMPTY_MEMO: Memo = Memo {
+    root: u32::MAX,
+    len: 0,
+    nodes: [0; MEMO_LEN],
+    ids: [u32::MAX; MEMO_LEN + 1],
+};
 /// Node ids with this bit set name a bare target comm of the wakeup view.
 const COMM_BIT: u32 = 1 << 31;
 
@@ -81,6 +99,7 @@ pub struct FoldedSink {
     view: View,
     index: FxHashMap<(u32, NodeId), u32>,
     cache: Vec<(u64, u32)>,
+    memo: Vec<Memo>,
     entries: Vec<(u32, NodeId)>,
     weights: Vec<u64>,
     comms: Vec<Comm>,
@@ -99,6 +118,7 @@ impl FoldedSink {
             view,
             index: FxHashMap::default(),
             cache: vec![(0, u32::MAX); 1 << STEP_CACHE_BITS],
+            memo: vec![EMPTY_MEMO; MEMO],
             entries: Vec::new(),
             weights: Vec::new(),
             comms: Vec::new(),
@@ -361,10 +381,33 @@ impl WaitSink for FoldedSink {
                     }
                     self.weights[p as usize] += w.blocked_ns().unwrap_or(0);
                 } else {
+                    // Per-root memo of the last chain's path ids: steady workloads repeat
+                    // the same chain, so most levels need no trie lookup at all.
+                    let n = w.hops.len();
+                    let slot = (w.node as usize).wrapping_mul(0x9E37_79B9) >> 7 & (MEMO - 1);
+                    let mut memo = self.memo[slot];
+                    let mut same = 0;
+                    if memo.root == w.node && memo.ids[0] == root {
+                        let m = (memo.len as usize).min(n);
+                        while same < m && memo.nodes[same] == w.hops[same].node {
+                            same += 1;
+                        }
+                    } else {
+                        memo.root = w.node;
+                        memo.ids[0] = root;
+                    }
                     let mut p = root;
-                    let last = w.hops.len() - 1;
+                    let last = n - 1;
                     for (k, h) in w.hops.iter().enumerate() {
-                        p = self.step(p, h.node);
+                        p = if k < same {
+                            memo.ids[k + 1]
+                        } else {
+                            self.step(p, h.node)
+                        };
+                        if k < MEMO_LEN && k >= same {
+                            memo.nodes[k] = h.node;
+                            memo.ids[k + 1] = p;
+                        }
                         let mut q = p;
                         if k == last {
                             if w.truncated {
@@ -382,6 +425,8 @@ impl WaitSink for FoldedSink {
                         }
                         self.weights[q as usize] += h.ns;
                     }
+                    memo.len = n.min(MEMO_LEN).max(same) as u8;
+                    self.memo[slot] = memo;
                 }
             }
             View::Wakeup => {
