@@ -5,6 +5,9 @@
 //! `cargo bench --bench chain` (set `CHAINREC_BENCH_EVENTS` to change the busy-server
 //! size, default 2 M events).
 
+// criterion_group! generates an undocumented public function.
+#![allow(missing_docs)]
+
 use chainrec_chain::{Config, Engine, FoldedSink, Mode, View};
 use chainrec_format::synth::{self, SynthParams};
 use chainrec_format::MemTrace;
