@@ -203,7 +203,7 @@ pub fn render(
 ) -> Result<SvgStats, ReportError> {
     let mut stats = SvgStats::default();
     // Merge identical stacks; a BTreeMap orders them exactly as inferno sorts lines.
-    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
+    let mut merged: BTreeMap<&str, u64> = BTreeMap::new();
     for (stack, w) in folded {
         if *w == 0 {
             stats.zero_weight_lines += 1;
@@ -215,7 +215,7 @@ pub fn render(
                 "a folded line has an empty stack".into(),
             ));
         }
-        *merged.entry(stack.to_string()).or_default() += *w;
+        *merged.entry(stack).or_default() += *w;
     }
     if merged.is_empty() {
         return Err(ReportError::Input(
@@ -227,10 +227,49 @@ pub fn render(
         .values()
         .try_fold(0u64, |a, &w| a.checked_add(w))
         .ok_or_else(|| ReportError::Input("total weight overflows 64 bits".into()))?;
+    let min_width = 0.1f64; // inferno's default, percent of the total
+    let min_w = min_width * stats.total as f64 / 100.0;
 
-    // Our own merge: (inferno depth, start offset) -> (class, name). Depth 0 is "all".
-    let mut classes: HashMap<(usize, u64), (FrameClass, &str)> = HashMap::new();
+    // Pass 1: the width of every frame of the merged tree, in creation order.
     let mut widths: Vec<u64> = Vec::new();
+    walk(&merged, |_, _, _| {}, &mut widths);
+    stats.frames = widths.len();
+    stats.frames_too_narrow = widths.iter().filter(|&&w| (w as f64) < min_w).count();
+
+    // Pass 2: cut every line at its first frame too narrow to draw (inferno would drop
+    // it and everything above it anyway): the drawn frames keep their widths, and
+    // inferno gets a fraction of the lines on big graphs (memory and time).
+    let mut cut: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut ids: Vec<usize> = Vec::new();
+    walk(
+        &merged,
+        |stack, w, path: &[usize]| {
+            ids.clear();
+            ids.extend_from_slice(path);
+            let keep = ids
+                .iter()
+                .position(|&id| (widths[id] as f64) < min_w)
+                .unwrap_or(ids.len())
+                .max(1);
+            let line = if keep >= ids.len() {
+                stack
+            } else {
+                let end = stack
+                    .match_indices(';')
+                    .nth(keep - 1)
+                    .map(|(i, _)| i)
+                    .unwrap_or(stack.len());
+                &stack[..end]
+            };
+            *cut.entry(line).or_default() += w;
+        },
+        &mut Vec::new(),
+    );
+    let merged = cut;
+
+    // Our own merge of what inferno draws: (inferno depth, start offset) -> (class, name).
+    // Depth 0 is inferno's "all".
+    let mut classes: HashMap<(usize, u64), (FrameClass, &str)> = HashMap::new();
     let mut open: Vec<(&str, u64)> = Vec::new(); // (name, start) of the current path
     let mut time = 0u64;
     for (stack, &w) in &merged {
@@ -240,9 +279,7 @@ pub fn render(
             .zip(&names)
             .take_while(|((a, _), b)| a == *b)
             .count();
-        for (_, start) in open.drain(shared..) {
-            widths.push(time - start);
-        }
+        open.truncate(shared);
         let cls = classify_stack(&names, opts.chain_layout);
         for (i, name) in names.iter().enumerate().skip(shared) {
             classes.insert((i + 1, time), (cls[i], name));
@@ -250,13 +287,6 @@ pub fn render(
         }
         time += w;
     }
-    widths.extend(open.iter().map(|(_, s)| time - s));
-    stats.frames = widths.len();
-    let min_width = 0.1f64; // inferno's default, percent of the total
-    stats.frames_too_narrow = widths
-        .iter()
-        .filter(|&&w| (w as f64) < min_width * stats.total as f64 / 100.0)
-        .count();
 
     let legend = if opts.chain_layout {
         "blocked thread at the bottom, one hue per waker level above each --; lighter = kernel; \
@@ -293,6 +323,51 @@ pub fn render(
         source: e,
     })?;
     Ok(stats)
+}
+
+/// Walk sorted folded lines as inferno merges them, numbering frames in creation order.
+/// Calls `f(line, weight, frame ids of the line's path)`; fills `widths` (by frame id).
+fn walk<'a>(
+    merged: &BTreeMap<&'a str, u64>,
+    mut f: impl FnMut(&'a str, u64, &[usize]),
+    widths: &mut Vec<u64>,
+) {
+    widths.clear();
+    let mut open: Vec<(&str, u64, usize)> = Vec::new(); // (name, start, frame id)
+    let mut path: Vec<usize> = Vec::new();
+    let mut time = 0u64;
+    for (&stack, &w) in merged {
+        let mut n = 0;
+        let mut shared = true;
+        for name in stack.split(';') {
+            if shared && n < open.len() && open[n].0 == name {
+                n += 1;
+                continue;
+            }
+            if shared {
+                shared = false;
+                for &(_, start, id) in &open[n..] {
+                    widths[id] = time - start;
+                }
+                open.truncate(n);
+            }
+            widths.push(0);
+            open.push((name, time, widths.len() - 1));
+        }
+        if shared {
+            for &(_, start, id) in &open[n..] {
+                widths[id] = time - start;
+            }
+            open.truncate(n);
+        }
+        path.clear();
+        path.extend(open.iter().map(|o| o.2));
+        f(stack, w, &path);
+        time += w;
+    }
+    for &(_, start, id) in &open {
+        widths[id] = time - start;
+    }
 }
 
 fn attr<'a>(tag: &'a str, name: &str) -> Option<(usize, &'a str)> {
@@ -484,5 +559,23 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("nothing to draw"), "{e}");
+    }
+
+    #[test]
+    fn narrow_frames_are_cut_before_inferno() {
+        let mut folded: Vec<(String, u64)> =
+            (0..2000).map(|i| (format!("a;b;c{i};x"), 1)).collect();
+        folded.push(("a;d".into(), 100_000));
+        folded.push(("a;b;wide".into(), 1_000));
+        let mut out = Vec::new();
+        let st = render(&folded, &SvgOptions::new("t", "us", true), &mut out).unwrap();
+        let svg = String::from_utf8(out).unwrap();
+        assert_eq!(st.frames_too_narrow, 4000); // c0..c1999 and their x frames
+        assert_eq!(st.frames, 4000 + 4);
+        assert!(svg.contains("<title>b (3,000 us, 2.91%)</title>"), "{svg}");
+        assert!(svg.contains("<title>wide (1,000 us, 0.97%)</title>"));
+        assert!(svg.contains("<title>all (103,000 us, 100%)</title>"));
+        assert!(!svg.contains("<title>c0 ("));
+        assert_eq!(svg.matches("<g><title>").count(), 5);
     }
 }
