@@ -762,21 +762,20 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             // Flush first: symbolization below may take a while on first sight of a big binary.
             writer.flush()?;
         }
+        // Symbolize new addresses at once (every poll), while their processes are still
+        // alive: short-lived processes would be gone by the next periodic flush.
+        if !conv.new_kaddrs.is_empty() {
+            let addrs = std::mem::take(&mut conv.new_kaddrs);
+            let syms: Vec<SymbolEntry> = addrs.iter().map(|&a| conv.ksyms.resolve(a)).collect();
+            conv.lost.unresolved_symbols += syms.iter().filter(|s| s.name.is_none()).count() as u64;
+            writer.add_symbols(&syms)?;
+        }
+        for (tgid, addrs) in std::mem::take(&mut conv.new_uaddrs) {
+            let syms = usyms.resolve(tgid, &addrs);
+            conv.lost.unresolved_symbols += syms.iter().filter(|s| s.name.is_none()).count() as u64;
+            writer.add_symbols(&syms)?;
+        }
         if periodic || stopping {
-            // Symbolize new addresses while their processes are still alive.
-            if !conv.new_kaddrs.is_empty() {
-                let addrs = std::mem::take(&mut conv.new_kaddrs);
-                let syms: Vec<SymbolEntry> = addrs.iter().map(|&a| conv.ksyms.resolve(a)).collect();
-                conv.lost.unresolved_symbols +=
-                    syms.iter().filter(|s| s.name.is_none()).count() as u64;
-                writer.add_symbols(&syms)?;
-            }
-            for (tgid, addrs) in std::mem::take(&mut conv.new_uaddrs) {
-                let syms = usyms.resolve(tgid, &addrs);
-                conv.lost.unresolved_symbols +=
-                    syms.iter().filter(|s| s.name.is_none()).count() as u64;
-                writer.add_symbols(&syms)?;
-            }
             meta.lost = lost_counts(&conv, &counters_total, reorder.out_of_order);
             if periodic && !stopping {
                 writer.update_meta(&meta)?;
