@@ -96,7 +96,9 @@ impl<'a> Summary<'a> {
             r.time_span().map_or(0, |(a, b)| b - a)
         };
         let events = r.event_count();
-        let bytes_per_event = if events > 0 { r.file_len() as f64 / events as f64 } else { 0.0 };
+        // Bytes that hold the readable data (a recovered file's ignored tail excluded).
+        let used = r.file_len() - r.recovery().map_or(0, |x| x.trailing_bytes);
+        let bytes_per_event = if events > 0 { used as f64 / events as f64 } else { 0.0 };
         let unresolved_symbols = r.tables().symbols.values().filter(|s| s.name.is_none()).count();
         Summary { r, stats, verified, duration_ns, bytes_per_event, unresolved_symbols }
     }

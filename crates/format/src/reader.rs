@@ -518,13 +518,16 @@ impl TraceReader {
         let mut last_ts = 0u64;
         let mut chunk_idx = 0usize;
         let tables = &self.tables;
+        // Id sets with a cheap hasher: verify looks up every real stack reference.
+        let stack_ids: chunk::IdMap<u32, ()> = tables.stacks.keys().map(|k| (k.0, ())).collect();
+        let irq_ids: chunk::IdMap<u32, ()> = tables.irq_sources.keys().map(|&k| (k, ())).collect();
         self.for_each_chunk(0..self.chunks.len(), true, |events| -> Result<()> {
             let off = self.chunks[chunk_idx].offset;
             chunk_idx += 1;
             let dangling_stack = |id: StackId| FormatError::Dangling { what: "stack", id: id.0 as u64, offset: off };
             let stack = |id: StackId, rep: &mut VerifyReport| -> Result<()> {
                 if id.is_real() {
-                    if !tables.stacks.contains_key(&id) {
+                    if !stack_ids.contains_key(&id.0) {
                         return Err(dangling_stack(id));
                     }
                 } else {
@@ -551,7 +554,7 @@ impl TraceReader {
                     Event::Waking(w) => {
                         stack(w.waker_kstack, &mut rep)?;
                         stack(w.waker_ustack, &mut rep)?;
-                        if w.source != 0 && !tables.irq_sources.contains_key(&w.source) {
+                        if w.source != 0 && !irq_ids.contains_key(&w.source) {
                             return Err(FormatError::Dangling { what: "irq source", id: w.source as u64, offset: off });
                         }
                     }

@@ -367,7 +367,7 @@ impl MemTrace {
         stacks.sort_by_key(|s| s.id);
         sink.add_stacks(&stacks)?;
         let mut syms: Vec<_> = self.tables.symbols.values().cloned().collect();
-        syms.sort_by(|a, b| (a.tgid, a.addr).cmp(&(b.tgid, b.addr)));
+        syms.sort_by_key(|s| (s.tgid, s.addr));
         sink.add_symbols(&syms)?;
         for e in &self.events {
             sink.push(e)?;

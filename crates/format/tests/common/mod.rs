@@ -131,7 +131,7 @@ pub fn events(seed: u64, n: usize, n_stacks: u32) -> Vec<Event> {
         let cpu = if r.below(3) == 0 { r.pick(&cpus) } else { r.below(4) as u32 };
         let tid = if r.below(4) == 0 { r.pick(&tids) } else { 100 + r.below(50) as u32 };
         let e = match i % 9 {
-            0 | 1 | 2 => {
+            0..=2 => {
                 // Mostly consistent prev (predicted), sometimes not.
                 let prev = if cpu < 4 && r.below(4) != 0 { running[cpu as usize] } else { r.pick(&tids) };
                 if cpu < 4 {
@@ -213,13 +213,13 @@ pub fn opts(chunk_events: usize) -> WriterOptions {
 /// Sorted copies for comparing hash-map tables.
 pub fn assert_tables_eq(a: &Tables, b: &Tables) {
     let sort = |t: &Tables| {
-        let mut s: Vec<_> = t.stacks.values().cloned().map(|s| format!("{s:?}")).collect();
+        let mut s: Vec<_> = t.stacks.values().map(|s| format!("{s:?}")).collect();
         s.sort();
-        let mut y: Vec<_> = t.symbols.values().cloned().map(|s| format!("{s:?}")).collect();
+        let mut y: Vec<_> = t.symbols.values().map(|s| format!("{s:?}")).collect();
         y.sort();
-        let mut k: Vec<_> = t.tasks.values().cloned().map(|s| format!("{s:?}")).collect();
+        let mut k: Vec<_> = t.tasks.values().map(|s| format!("{s:?}")).collect();
         k.sort();
-        let mut q: Vec<_> = t.irq_sources.values().cloned().map(|s| format!("{s:?}")).collect();
+        let mut q: Vec<_> = t.irq_sources.values().map(|s| format!("{s:?}")).collect();
         q.sort();
         (s, y, k, q)
     };
