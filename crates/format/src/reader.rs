@@ -452,7 +452,10 @@ impl TraceReader {
         mut f: impl FnMut(&[Event]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let range = range.start.min(self.chunks.len())..range.end.min(self.chunks.len());
-        if !parallel || range.len() <= 1 {
+        // Inside a rayon worker, blocking on the channel below would take that worker away
+        // from the pool the producer needs (two such callers could deadlock a 2-thread
+        // pool): decode in line instead.
+        if !parallel || range.len() <= 1 || rayon::current_thread_index().is_some() {
             let mut buf = Vec::new();
             for i in range {
                 buf.clear();

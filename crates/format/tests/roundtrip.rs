@@ -337,3 +337,27 @@ fn crc32fast_hash(b: &[u8]) -> u32 {
     }
     !crc
 }
+
+#[test]
+fn parallel_decode_from_inside_rayon_workers() {
+    use rayon::prelude::*;
+    let dir = TempDir::new("nested");
+    let p = dir.file("t.zst");
+    let t = mem_trace(21, 20_000);
+    t.write_to(&p, opts(500)).unwrap();
+    let r = TraceReader::open(&p).unwrap();
+    // Several concurrent callers on rayon workers, each asking for a parallel decode.
+    let counts: Vec<usize> = (0..8)
+        .into_par_iter()
+        .map(|_| {
+            let mut n = 0;
+            r.for_each_chunk(0..r.chunks().len(), true, |e| -> Result<()> {
+                n += e.len();
+                Ok(())
+            })
+            .unwrap();
+            n
+        })
+        .collect();
+    assert!(counts.iter().all(|&n| n == 20_000));
+}
