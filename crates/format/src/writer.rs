@@ -236,6 +236,17 @@ impl TraceWriter {
         self.pos
     }
 
+    /// Write an optional section of `kind` (>= 0x80) now, as a newer minor version might:
+    /// readers that do not know the kind skip it. For compatibility tests; not indexed.
+    #[doc(hidden)]
+    pub fn write_optional_section(&mut self, kind: u8, raw: &[u8]) -> Result<()> {
+        if kind < KIND_OPTIONAL_MIN {
+            return Err(FormatError::Corrupt { what: "section", offset: self.pos, detail: format!("kind {kind} is not optional") });
+        }
+        let sec = build_section(&mut self.cctx, kind, 0, 0, 0, raw).map_err(|e| self.io(e))?;
+        self.write_bytes(&sec)
+    }
+
     /// Events buffered and not yet in the file.
     pub fn buffered_events(&self) -> usize {
         self.events.len()

@@ -240,3 +240,79 @@ fn mutated_chunk_payloads_never_panic() {
     eprintln!("mutated payloads: {ok} decoded, {err} rejected");
     assert!(err > 0);
 }
+
+/// Compatibility rules (FORMAT.md): unknown optional sections and foreign skippable frames
+/// are skipped, with or without the index; a reserved (required) kind stops a scan.
+#[test]
+fn unknown_optional_sections_are_skipped() {
+    let dir = TempDir::new("compat");
+    let p = dir.file("opt.zst");
+    let t = mem_trace(4, 600);
+    let mut w = TraceWriter::create(&p, &t.meta, opts(100)).unwrap();
+    let mut tables_only = t.clone();
+    tables_only.events.clear();
+    tables_only.replay_into(&mut w).unwrap();
+    assert!(w.write_optional_section(0x05, b"x").is_err());
+    for (i, e) in t.events.iter().enumerate() {
+        if i % 250 == 0 {
+            w.write_optional_section(0x90 + (i / 250) as u8, format!("future data {i}").as_bytes()).unwrap();
+        }
+        w.push(e).unwrap();
+    }
+    w.finish(&t.meta).unwrap();
+    // Indexed.
+    let r = TraceReader::open(&p).unwrap();
+    assert!(r.recovery().is_none());
+    assert!(r.section_bytes().other > 0);
+    assert_eq!(r.to_mem().unwrap().events, t.events);
+    // Scanned (no trailer), plus a foreign skippable frame spliced in after the header.
+    let mut b = std::fs::read(&p).unwrap();
+    b.truncate(b.len() - 32);
+    let mut foreign = 0x184D_2A50u32.to_le_bytes().to_vec();
+    foreign.extend_from_slice(&5u32.to_le_bytes());
+    foreign.extend_from_slice(b"hello");
+    b.splice(28..28, foreign);
+    let q = dir.file("scan.zst");
+    std::fs::write(&q, &b).unwrap();
+    let r = TraceReader::open(&q).unwrap();
+    let rec = r.recovery().unwrap();
+    assert_eq!(rec.trailing_bytes, 0, "{}", rec.reason);
+    assert_eq!(r.to_mem().unwrap().events, t.events);
+    // A reserved kind (here 0x05, written by patching an optional section's kind and
+    // header checksum) stops the scan there: only a prefix is read.
+    let mut b = std::fs::read(&p).unwrap();
+    b.truncate(b.len() - 32);
+    let mut at = None;
+    let mut off = 28usize;
+    while off + 56 <= b.len() {
+        let size = u32::from_le_bytes(b[off + 4..off + 8].try_into().unwrap()) as usize;
+        let payload = u64::from_le_bytes(b[off + 16..off + 24].try_into().unwrap()) as usize;
+        if b[off + 8] == 0x91 {
+            at = Some(off);
+            break;
+        }
+        off += 8 + size + payload;
+    }
+    let at = at.expect("optional section 0x91");
+    b[at + 8] = 0x05;
+    let crc = crc32(&b[at + 8..at + 52]);
+    b[at + 52..at + 56].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&q, &b).unwrap();
+    let r = TraceReader::open(&q).unwrap();
+    let rec = r.recovery().unwrap();
+    assert!(rec.reason.contains("unknown required section kind 5"), "{}", rec.reason);
+    let got = r.to_mem().unwrap().events;
+    assert!(got.len() < t.events.len());
+    assert_eq!(got[..], t.events[..got.len()]);
+}
+
+fn crc32(b: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &x in b {
+        crc ^= x as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
