@@ -19,6 +19,7 @@ CONFIGS=${CONFIGS:-"untraced lazy eager none perf-sched-g perf-record"}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 CHAINREC=${CHAINREC:-$HERE/target/release/chainrec}
 OUT=${OUT:-$(mktemp -d /tmp/chainrec-bench.XXXXXX)}
+mkdir -p "$OUT"
 WORKLOAD=(taskset -c 0 perf bench sched pipe -T -l "$LOOPS")
 
 die() { echo "record_vs_perf: $*" >&2; exit 1; }
@@ -98,7 +99,11 @@ echo "# uptime before: $(uptime)" | tee "$OUT/info.txt"
 echo "# workload: ${WORKLOAD[*]}; rounds: $ROUNDS; chainrec: $CHAINREC" | tee -a "$OUT/info.txt"
 printf "round\tconfig\tops_per_s\tbytes\tevents\tconsumer_cpu_s\tduration_s\tlost\n" >"$OUT/runs.tsv"
 for r in $(seq 1 "$ROUNDS"); do
-    for cfg in $CONFIGS; do
+    # odd rounds in the given order, even rounds reversed: slow drifts of the machine's
+    # load then hit every config from both sides
+    order=$CONFIGS
+    if [ $((r % 2)) = 0 ]; then order=$(echo "$CONFIGS" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+    for cfg in $order; do
         read -r ops bytes events cpu dur lost < <(run_config "$cfg" "$r")
         printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$r" "$cfg" "$ops" "$bytes" "$events" "$cpu" "$dur" "$lost" >>"$OUT/runs.tsv"
         echo "round $r $cfg: $ops ops/s" >&2
