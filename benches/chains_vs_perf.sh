@@ -6,7 +6,8 @@
 #
 # Usage: benches/chains_vs_perf.sh            (root needed for part 2; part 2 is skipped otherwise)
 # Env:   EVENTS=50000000 DIR=/tmp/chainrec-chains-bench BIN=target/release/chainrec LOOPS=200000
-# Prints one line per measurement: name, events, seconds, M events/s, peak RSS (MB).
+# Prints one line per measurement: name, events, wall s, M events/s, CPU s (user+sys), M events
+# per CPU-second, peak RSS (MB). The machine is shared: CPU-seconds are the steadier figure.
 set -euo pipefail
 
 EVENTS=${EVENTS:-50000000}
@@ -21,11 +22,11 @@ measure() {
     local name=$1 events=$2; shift 2
     local t
     t=$(mktemp)
-    /usr/bin/time -f "%e %M" -o "$t" "$@" > /dev/null 2> "$DIR/$name.stderr"
-    read -r secs kb < "$t"
+    /usr/bin/time -f "%e %U %S %M" -o "$t" "$@" > /dev/null 2> "$DIR/${name// /_}.stderr"
+    read -r secs user sys kb < "$t"
     rm -f "$t"
-    awk -v n="$name" -v e="$events" -v s="$secs" -v k="$kb" \
-        'BEGIN { printf "%-32s %12d events %8.2f s %8.2f M events/s %8.1f MB peak RSS\n", n, e, s, e / s / 1e6, k / 1024 }'
+    awk -v n="$name" -v e="$events" -v s="$secs" -v u="$user" -v y="$sys" -v k="$kb" \
+        'BEGIN { printf "%-32s %11d events %7.2f s wall %6.2f M ev/s | %7.2f s CPU %6.2f M ev/CPU-s | %7.1f MB peak RSS\n", n, e, s, e / s / 1e6, u + y, e / (u + y) / 1e6, k / 1024 }'
 }
 
 echo "# 1. synthetic busy-server, $EVENTS events"
