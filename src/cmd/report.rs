@@ -313,10 +313,6 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
         })?;
         engine.finish(&mut folded);
         progress.finish();
-        let lines: Vec<(String, u64)> = folded
-            .folded_ns(engine.nodes(), reader.tables(), meta)
-            .into_iter()
-            .collect();
         let end = if meta.end_ns != 0 {
             meta.end_ns
         } else {
@@ -331,7 +327,19 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             duration_nanos: end.saturating_sub(start) as i64,
             comments: vec![format!("chainrec chain graph of {}", a.file.display())],
         };
-        let profile = pprof::build(&lines, &info)?;
+        // Streamed from the engine's path trie: no list of lines in memory. Lines that
+        // render to the same text become separate samples (pprof sums them).
+        let mut builder = pprof::ProfileBuilder::new(&info);
+        let mut failed = None;
+        folded.for_each_line(engine.nodes(), reader.tables(), meta, |l, w| {
+            if failed.is_none() {
+                failed = builder.add(l, w).err();
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        let profile = builder.finish()?;
         let f =
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         pprof::write_gz(&profile, &mut std::io::BufWriter::new(f))

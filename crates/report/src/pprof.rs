@@ -109,76 +109,99 @@ pub struct ProfileInfo {
     pub comments: Vec<String>,
 }
 
-/// Build a profile from folded `(stack root→leaf, nanoseconds)` lines.
-pub fn build(folded_ns: &[(String, u64)], info: &ProfileInfo) -> Result<Profile> {
-    let mut strings: Vec<String> = vec![String::new()];
-    let mut string_ix: HashMap<String, i64> = HashMap::new();
-    let mut intern = |s: &str, strings: &mut Vec<String>| -> i64 {
-        if let Some(&i) = string_ix.get(s) {
-            return i;
-        }
-        strings.push(s.to_string());
-        let i = strings.len() as i64 - 1;
-        string_ix.insert(s.to_string(), i);
-        i
-    };
-    let wait = intern("chain", &mut strings);
-    let ns = intern("nanoseconds", &mut strings);
-    let mut p = Profile {
-        sample_type: vec![ValueType {
+/// Builds a profile one folded line at a time (lines may repeat: pprof sums samples).
+#[derive(Debug, Default)]
+pub struct ProfileBuilder {
+    p: Profile,
+    string_ix: HashMap<String, i64>,
+    loc_of: HashMap<String, u64>,
+}
+
+impl ProfileBuilder {
+    /// Start a profile.
+    pub fn new(info: &ProfileInfo) -> Self {
+        let mut b = ProfileBuilder::default();
+        b.p.string_table.push(String::new());
+        let wait = b.intern("chain");
+        let ns = b.intern("nanoseconds");
+        b.p.sample_type = vec![ValueType {
             r#type: wait,
             unit: ns,
-        }],
-        time_nanos: info.time_nanos,
-        duration_nanos: info.duration_nanos,
-        default_sample_type: wait,
-        ..Default::default()
-    };
-    for c in &info.comments {
-        let i = intern(c, &mut strings);
-        p.comment.push(i);
-    }
-    let mut loc_of: HashMap<String, u64> = HashMap::new();
-    for (stack, w) in folded_ns {
-        if *w == 0 {
-            continue;
+        }];
+        b.p.default_sample_type = wait;
+        b.p.time_nanos = info.time_nanos;
+        b.p.duration_nanos = info.duration_nanos;
+        for c in &info.comments {
+            let i = b.intern(c);
+            b.p.comment.push(i);
         }
-        let value = i64::try_from(*w)
-            .map_err(|_| ReportError::Input(format!("weight {w} does not fit pprof's int64")))?;
+        b
+    }
+
+    fn intern(&mut self, s: &str) -> i64 {
+        if let Some(&i) = self.string_ix.get(s) {
+            return i;
+        }
+        self.p.string_table.push(s.to_string());
+        let i = self.p.string_table.len() as i64 - 1;
+        self.string_ix.insert(s.to_string(), i);
+        i
+    }
+
+    /// Add one folded line (root→leaf) with its weight in nanoseconds (0 is skipped).
+    pub fn add(&mut self, stack: &str, ns: u64) -> Result<()> {
+        if ns == 0 {
+            return Ok(());
+        }
+        let value = i64::try_from(ns)
+            .map_err(|_| ReportError::Input(format!("weight {ns} does not fit pprof's int64")))?;
         let mut ids = Vec::new();
         for frame in stack.split(';').rev() {
-            let id = match loc_of.get(frame) {
+            let id = match self.loc_of.get(frame) {
                 Some(&id) => id,
                 None => {
-                    let id = loc_of.len() as u64 + 1;
-                    let name = intern(frame, &mut strings);
-                    p.function.push(Function {
+                    let id = self.loc_of.len() as u64 + 1;
+                    let name = self.intern(frame);
+                    self.p.function.push(Function {
                         id,
                         name,
                         system_name: name,
                     });
-                    p.location.push(Location {
+                    self.p.location.push(Location {
                         id,
                         line: vec![Line { function_id: id }],
                     });
-                    loc_of.insert(frame.to_string(), id);
+                    self.loc_of.insert(frame.to_string(), id);
                     id
                 }
             };
             ids.push(id);
         }
-        p.sample.push(Sample {
+        self.p.sample.push(Sample {
             location_id: ids,
             value: vec![value],
         });
+        Ok(())
     }
-    if p.sample.is_empty() {
-        return Err(ReportError::Input(
-            "nothing to export: no stack has a non-zero weight".into(),
-        ));
+
+    /// The profile (an error when no line had a weight).
+    pub fn finish(self) -> Result<Profile> {
+        if self.p.sample.is_empty() {
+            return Err(ReportError::Input(
+                "nothing to export: no stack has a non-zero weight".into(),
+            ));
+        }
+        Ok(self.p)
     }
-    p.string_table = strings;
-    Ok(p)
+}
+
+/// Build a profile from folded `(stack root→leaf, nanoseconds)` lines.
+pub fn build(folded_ns: &[(String, u64)], info: &ProfileInfo) -> Result<Profile> {
+    let mut b = ProfileBuilder::new(info);
+    for (stack, w) in folded_ns {
+        b.add(stack, *w)?;
+    }
+    b.finish()
 }
 
 /// Write `profile` gzipped (the on-disk pprof format).
