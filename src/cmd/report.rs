@@ -75,10 +75,10 @@ pub struct HeatmapArgs {
 pub struct ExportArgs {
     /// Trace file.
     pub file: PathBuf,
-    /// Write a native Perfetto trace (open in ui.perfetto.dev).
+    /// Write a native Perfetto trace of the whole recording (open in ui.perfetto.dev).
     #[arg(long, value_name = "OUT.pftrace")]
     pub perfetto: Option<PathBuf>,
-    /// Write the chain graph as a gzipped pprof profile.
+    /// Write the chain graph as a gzipped pprof profile (the filters below apply to it).
     #[arg(long, value_name = "OUT.pb.gz")]
     pub pprof: Option<PathBuf>,
     #[command(flatten)]
@@ -277,6 +277,19 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     }
     let reader = open(&a.file, "export")?;
     let meta = reader.meta();
+    let f = &a.filter;
+    let filtered = !f.pid.is_empty()
+        || !f.tid.is_empty()
+        || f.comm.is_some()
+        || f.state.is_some()
+        || f.min_block_us.is_some()
+        || f.max_block_us.is_some()
+        || f.user_threads_only
+        || f.kernel_threads_only
+        || f.window.is_some();
+    if filtered && a.pprof.is_none() {
+        bail!("export: the filters select waits of the chain graph and apply to --pprof only; the Perfetto export is always the whole trace");
+    }
     if let Some(path) = &a.perfetto {
         let src = Progressed {
             inner: &reader,

@@ -311,7 +311,14 @@ pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> 
     let first_second = (start_wall as i128 + offset).div_euclid(1_000_000_000) as i64;
     let last_second = (end as i128 + offset).div_euclid(1_000_000_000) as i64;
     acc.first_second = first_second;
-    let columns = (last_second - first_second + 1) as u32;
+    let span = last_second - first_second + 1;
+    if span > 1_000_000 || span as u64 * opts.rows as u64 > 50_000_000 {
+        return Err(ReportError::Input(format!(
+            "the trace spans {span} seconds: too many columns for a heat map at {} rows per second",
+            opts.rows
+        )));
+    }
+    let columns = span as u32;
     let n = (columns * opts.rows) as usize;
     let mut cells = vec![0u64; n];
     let mut highlight = if opts.highlight.is_some() {
