@@ -386,19 +386,20 @@ fn intensities(values: &[u64], map: ColorMap) -> Vec<f64> {
     }
 }
 
-/// Fill of a cell: darkness from `intensity`, hue from orange (none of the cell is the
-/// highlighted threads') to blue (all of it is), blended by `highlight_fraction`.
-pub fn cell_fill(intensity: f64, highlight_fraction: f64) -> String {
+/// Fill of a cell: darkness from `intensity`; orange for the selected threads, blue for
+/// the highlighted ones' share.
+pub fn cell_fill(intensity: f64, highlighted: bool) -> String {
     let k = 0.15 + 0.85 * intensity.clamp(0.0, 1.0);
-    let f = highlight_fraction.clamp(0.0, 1.0);
-    let orange = (255.0 - k * 55.0, 255.0 - k * 175.0, 255.0 - k * 245.0);
-    let blue = (255.0 - k * 235.0, 255.0 - k * 175.0, 255.0 - k * 35.0);
-    let mix = |a: f64, b: f64| (a + (b - a) * f).round() as u8;
+    let (r, g, b) = if highlighted {
+        (255.0 - k * 235.0, 255.0 - k * 175.0, 255.0 - k * 35.0)
+    } else {
+        (255.0 - k * 55.0, 255.0 - k * 175.0, 255.0 - k * 245.0)
+    };
     format!(
         "rgb({},{},{})",
-        mix(orange.0, blue.0),
-        mix(orange.1, blue.1),
-        mix(orange.2, blue.2)
+        r.round() as u8,
+        g.round() as u8,
+        b.round() as u8
     )
 }
 
@@ -441,7 +442,7 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
         }
     );
     if let Some(hs) = &h.highlight_selection {
-        let _ = write!(sub, "; blue = share of {hs}");
+        let _ = write!(sub, "; blue bar = share of {hs}");
     }
     if h.unknown_start > 0 {
         let _ = write!(
@@ -468,7 +469,6 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
                 continue;
             }
             let hv = h.highlight.get(i).copied().unwrap_or(0);
-            let fill = cell_fill(inten[i], hv as f64 / v as f64);
             let x = left + col * cw;
             let y = top + (h.rows - 1 - row) * ch;
             let sec = h.first_second + col as i64;
@@ -483,11 +483,31 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
             if let Some(hs) = &h.highlight_selection {
                 let _ = write!(tip, " ({hs}: {})", fmt_value(h.metric, hv));
             }
-            let _ = writeln!(
+            // One group per cell: the highlighted share as a blue bar on the left, the rest
+            // orange, both as dark as the cell's total.
+            let hw = ((cw as u64 * hv + v / 2) / v) as u32;
+            let _ = write!(
                 s,
-                "<rect x=\"{x}\" y=\"{y}\" width=\"{cw}\" height=\"{ch}\" fill=\"{fill}\" data-col=\"{col}\" data-row=\"{row}\" data-value=\"{v}\"><title>{}</title></rect>",
+                "<g data-col=\"{col}\" data-row=\"{row}\" data-value=\"{v}\" data-highlight=\"{hv}\"><title>{}</title>",
                 esc(&tip)
             );
+            if hw > 0 {
+                let _ = write!(
+                    s,
+                    "<rect x=\"{x}\" y=\"{y}\" width=\"{hw}\" height=\"{ch}\" fill=\"{}\"/>",
+                    cell_fill(inten[i], true)
+                );
+            }
+            if hw < cw {
+                let _ = write!(
+                    s,
+                    "<rect x=\"{}\" y=\"{y}\" width=\"{}\" height=\"{ch}\" fill=\"{}\"/>",
+                    x + hw,
+                    cw - hw,
+                    cell_fill(inten[i], false)
+                );
+            }
+            let _ = writeln!(s, "</g>");
         }
     }
     let _ = writeln!(s, "</g>");

@@ -154,12 +154,12 @@ fn highlight_and_selection() {
     );
     assert!(svg.contains("second 2 +300..400 ms: 100.0 ms (comm app: 0.0 us)"));
     assert_eq!(
-        svg.matches(&format!("fill=\"{}\"", heatmap::cell_fill(1.0, 1.0)))
+        svg.matches(&format!("fill=\"{}\"", heatmap::cell_fill(1.0, true)))
             .count(),
         8
     );
     assert_eq!(
-        svg.matches(&format!("fill=\"{}\"", heatmap::cell_fill(1.0, 0.0)))
+        svg.matches(&format!("fill=\"{}\"", heatmap::cell_fill(1.0, false)))
             .count(),
         12
     );
@@ -225,4 +225,36 @@ fn synthetic_pipe_relay_period() {
         "cells: {:?}",
         &h.cells[..100]
     );
+}
+
+#[test]
+fn partial_highlight_is_a_bar() {
+    let h = heatmap::Heatmap {
+        metric: Metric::Wakeups,
+        first_second: 0,
+        columns: 1,
+        rows: 2,
+        cells: vec![100, 0],
+        highlight: vec![25, 0],
+        unknown_start: 0,
+        open_at_end: 0,
+        lost_markers: 0,
+        selection: "all threads".into(),
+        highlight_selection: Some("comm x".into()),
+    };
+    let svg = heatmap::render_svg(&h, ColorMap::Linear, "t", false);
+    // 40 px wide column: a 10 px blue bar, then 30 px orange, one cell group with its tooltip.
+    let blue = heatmap::cell_fill(1.0, true);
+    let orange = heatmap::cell_fill(1.0, false);
+    assert!(
+        svg.contains(&format!(
+            "<rect x=\"70\" y=\"80\" width=\"10\" height=\"20\" fill=\"{blue}\"/>"
+        )),
+        "{svg}"
+    );
+    assert!(svg.contains(&format!(
+        "<rect x=\"80\" y=\"80\" width=\"30\" height=\"20\" fill=\"{orange}\"/>"
+    )));
+    assert!(svg.contains("<title>second 0 +0..500 ms: 100 wakeups (comm x: 25 wakeups)</title>"));
+    assert_eq!(svg.matches("data-col=").count(), 1);
 }
