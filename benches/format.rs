@@ -11,7 +11,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 fn events() -> u64 {
-    std::env::var("CHAINREC_BENCH_EVENTS").ok().and_then(|s| s.parse().ok()).unwrap_or(4_000_000)
+    // `cargo test --all-targets` runs this once without `--bench` (criterion's test mode):
+    // keep that quick.
+    let default = if std::env::args().any(|a| a == "--bench") { 4_000_000 } else { 200_000 };
+    std::env::var("CHAINREC_BENCH_EVENTS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
 fn bench_dir() -> PathBuf {
