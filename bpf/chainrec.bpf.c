@@ -542,6 +542,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	__u32 cur_pid = cur->pid;
 	__u8 ctx8 = wake_context(cur);
 	bool want_stacks = false;
+	bool skipped = false;
 	struct task_st *ts_target = 0;
 
 	if (filter_enabled || stack_mode == MODE_LAZY)
@@ -560,8 +561,14 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		want_stacks = true;
 	} else if (stack_mode == MODE_LAZY) {
 		/* skipped waker stacks are counted by user space (status byte) */
-		if (ts_target && ts_target->off_ts && ts - ts_target->off_ts > threshold_ns)
-			want_stacks = true;
+		if (ts_target && ts_target->off_ts) {
+			if (ts - ts_target->off_ts > threshold_ns)
+				want_stacks = true;
+			else
+				skipped = true;
+		}
+		/* else: the target's switch-out was not seen (it blocked before the recording
+		 * started): the lazy policy does not apply, the stacks are NONE. */
 	}
 
 	if (want_stacks) {
@@ -590,7 +597,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		e->ts = ts;
 		e->kind = EV_WAKING;
 		e->aux = ctx8;
-		if (stack_mode == MODE_LAZY) {
+		if (skipped) {
 			e->kst = ST_SKIPPED;
 			e->ust = (ctx8 == CTX_TASK && cur_pid != 0 && !is_kthread(cur)) ? ST_SKIPPED : ST_NONE;
 		} else {
