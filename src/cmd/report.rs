@@ -409,7 +409,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
                 preempted: 0,
                 without_waker: 0,
             };
-            println!("Top chain (the most total blocked time):");
+            println!("Top chain of cr-sink (the most total blocked time):");
             let text = top::render_text(&one);
             // Drop the summary line (it would describe only this entry).
             print!(
