@@ -131,6 +131,8 @@ const NO_HOP: u32 = u32::MAX;
 /// The cause existed but was garbage-collected (only ever beyond the depth limit).
 const CUT: u32 = u32::MAX - 1;
 const NO_SLOT: u32 = u32::MAX;
+/// Dedup applies to this wait but its chain marked nothing: no slot unless it must wait.
+const LAZY_SLOT: u32 = u32::MAX - 1;
 
 /// A wait whose chain marked inner hops (dedup on): its record, once ready, is emitted
 /// when every chain that used its own ending hop is decided.
@@ -448,7 +450,7 @@ impl<'t> Engine<'t> {
                 } else if self.tasks[t].status == Status::Off {
                     self.stats.inconsistent += 1;
                     let slot = std::mem::replace(&mut self.tasks[t].open_slot, NO_SLOT);
-                    if slot != NO_SLOT {
+                    if slot != NO_SLOT && slot != LAZY_SLOT {
                         self.slots[slot as usize].ready = true;
                         self.slots[slot as usize].discard = true;
                         self.decide(slot, sink);
@@ -628,7 +630,10 @@ impl<'t> Engine<'t> {
             self.inner_buf.clear();
             self.walk(h, &mut rec, mark);
             self.tasks[t].open = rec;
-            if mark {
+            if mark && self.inner_buf.is_empty() {
+                // No inner hops to release later: decide lazily when the wait is ready.
+                self.tasks[t].open_slot = LAZY_SLOT;
+            } else if mark {
                 let slot = self.alloc_slot(h);
                 for &ih in &self.slots[slot as usize].inner {
                     self.hops[ih as usize].pending_markers += 1;
@@ -755,8 +760,23 @@ impl<'t> Engine<'t> {
     fn emit_held(&mut self, t: usize, sink: &mut impl WaitSink) {
         let task = &mut self.tasks[t];
         task.held_valid = false;
-        task.held_hop = NO_HOP;
-        let slot = std::mem::replace(&mut task.held_slot, NO_SLOT);
+        let hop = std::mem::replace(&mut task.held_hop, NO_HOP);
+        let mut slot = std::mem::replace(&mut task.held_slot, NO_SLOT);
+        if slot == LAZY_SLOT && hop == NO_HOP {
+            slot = NO_SLOT;
+        }
+        if slot == LAZY_SLOT {
+            let h = &self.hops[hop as usize];
+            slot = if h.hidden || h.pending_markers > 0 {
+                self.inner_buf.clear();
+                let s = self.alloc_slot(hop);
+                self.hops[hop as usize].wait_slot = s;
+                s
+            } else {
+                NO_SLOT
+            };
+        }
+        let task = &mut self.tasks[t];
         if slot == NO_SLOT {
             let mut rec = std::mem::take(&mut task.held);
             rec.root = true;
