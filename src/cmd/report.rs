@@ -302,8 +302,8 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
         src.progress.borrow_mut().finish();
         eprintln!(
-            "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} wakings' target CPU guessed; {} exit/stack events have no Perfetto counterpart)",
-            path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.wakings_target_cpu_guessed, st.not_exported
+            "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} wakings' target CPU guessed; {} lazily attached stacks have no Perfetto counterpart)",
+            path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.exits, st.wakings_target_cpu_guessed, st.not_exported
         );
     }
     if let Some(path) = &a.pprof {

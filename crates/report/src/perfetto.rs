@@ -1,6 +1,6 @@
 //! Native Perfetto export: a `Trace` of `TracePacket`s holding a clock snapshot, a process
 //! tree, and per-CPU `FtraceEventBundle`s with sched_switch, sched_waking, task_newtask and
-//! task_rename, so the Perfetto UI shows CPU tracks, thread states and wakeup arrows.
+//! task_rename (and sched_process_free for exits), so the Perfetto UI shows CPU tracks, thread states and wakeup arrows.
 //!
 //! Message structs are hand-written with field numbers from the published perfetto protos
 //! (protos/perfetto/trace/{trace,trace_packet,clock_snapshot}.proto, ps/process_tree.proto,
@@ -13,7 +13,7 @@
 
 use crate::source::{EventSource, Names};
 use crate::{ReportError, Result};
-use chainrec_format::{CommReason, Event, Tid};
+use chainrec_format::{CommReason, Event, Tid, WakeContext};
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -141,6 +141,9 @@ pub struct FtraceEvent {
     /// pid = 2 (the task running when the event fired).
     #[prost(uint32, optional, tag = "2")]
     pub pid: Option<u32>,
+    /// common_flags = 5 (kernel TRACE_FLAG_*: 0x08 hardirq, 0x10 softirq, 0x40 NMI).
+    #[prost(uint32, optional, tag = "5")]
+    pub common_flags: Option<u32>,
     /// sched_switch = 4.
     #[prost(message, optional, tag = "4")]
     pub sched_switch: Option<SchedSwitch>,
@@ -153,7 +156,31 @@ pub struct FtraceEvent {
     /// task_rename = 236.
     #[prost(message, optional, tag = "236")]
     pub task_rename: Option<TaskRename>,
+    /// sched_process_free = 240.
+    #[prost(message, optional, tag = "240")]
+    pub sched_process_free: Option<SchedProcessFree>,
 }
+
+/// `perfetto.protos.SchedProcessFreeFtraceEvent`.
+#[derive(Clone, PartialEq, Message)]
+pub struct SchedProcessFree {
+    /// comm = 1.
+    #[prost(string, optional, tag = "1")]
+    pub comm: Option<String>,
+    /// pid = 2.
+    #[prost(int32, optional, tag = "2")]
+    pub pid: Option<i32>,
+    /// prio = 3.
+    #[prost(int32, optional, tag = "3")]
+    pub prio: Option<i32>,
+}
+
+/// Kernel TRACE_FLAG_HARDIRQ (Perfetto marks such wakings as from interrupt context).
+pub const TRACE_FLAG_HARDIRQ: u32 = 0x08;
+/// Kernel TRACE_FLAG_SOFTIRQ.
+pub const TRACE_FLAG_SOFTIRQ: u32 = 0x10;
+/// Kernel TRACE_FLAG_NMI.
+pub const TRACE_FLAG_NMI: u32 = 0x40;
 
 /// `perfetto.protos.SchedSwitchFtraceEvent`.
 #[derive(Clone, PartialEq, Message)]
@@ -253,7 +280,9 @@ pub struct PerfettoStats {
     pub renames: u64,
     /// Bundles flagged with lost_events (from lost-event markers).
     pub lost_markers: u64,
-    /// Events with no Perfetto counterpart here (exit, lazily attached stacks): not exported.
+    /// sched_process_free events (task exits).
+    pub exits: u64,
+    /// Events with no Perfetto counterpart here (lazily attached stacks): not exported.
     pub not_exported: u64,
     /// Threads in the process tree.
     pub threads: u64,
@@ -439,6 +468,12 @@ pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats>
                         FtraceEvent {
                             timestamp: Some(ts),
                             pid: Some(wk.waker_tid),
+                            common_flags: match wk.context {
+                                WakeContext::Task => None,
+                                WakeContext::HardIrq => Some(TRACE_FLAG_HARDIRQ),
+                                WakeContext::SoftIrq => Some(TRACE_FLAG_SOFTIRQ),
+                                WakeContext::Nmi => Some(TRACE_FLAG_NMI),
+                            },
                             sched_waking: Some(SchedWaking {
                                 comm: Some(comm(&names, wk.target_tid)),
                                 pid: Some(wk.target_tid as i32),
@@ -503,7 +538,24 @@ pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats>
                     per_cpu.entry(cpu).or_default().1 = true;
                     continue;
                 }
-                Event::Exit(_) | Event::OffCpuStacks(_) => {
+                Event::Exit(x) => {
+                    out.stats.exits += 1;
+                    // The CPU is not recorded for exits: bundle them with CPU 0.
+                    (
+                        0,
+                        FtraceEvent {
+                            timestamp: Some(ts),
+                            pid: Some(x.tid),
+                            sched_process_free: Some(SchedProcessFree {
+                                comm: Some(comm(&names, x.tid)),
+                                pid: Some(x.tid as i32),
+                                prio: Some(DEFAULT_PRIO),
+                            }),
+                            ..Default::default()
+                        },
+                    )
+                }
+                Event::OffCpuStacks(_) => {
                     out.stats.not_exported += 1;
                     continue;
                 }

@@ -148,7 +148,8 @@ fn perfetto_export_contents() {
             new_tasks: 1,
             renames: 1,
             lost_markers: 1,
-            not_exported: 1,
+            exits: 1,
+            not_exported: 0,
             threads: 3,
         }
     );
@@ -187,7 +188,7 @@ fn perfetto_export_contents() {
     assert_eq!((b1.cpu, b1.lost_events), (Some(1), Some(true)));
     // CPU 0: switch app->bg, waking of app by bg (target_cpu 1, where app next ran), rename,
     // irq waking of bg-worker (never ran again: target_cpu = waker's CPU 0).
-    assert_eq!(b0.event.len(), 4);
+    assert_eq!(b0.event.len(), 5);
     let s = b0.event[0].sched_switch.as_ref().unwrap();
     assert_eq!(
         (
@@ -222,6 +223,15 @@ fn perfetto_export_contents() {
         (b0.event[3].pid, w.pid, w.target_cpu),
         (Some(0), Some(21), Some(0))
     );
+    // Interrupt context is marked as the kernel does (TRACE_FLAG_HARDIRQ); task wakings are not.
+    assert_eq!(b0.event[3].common_flags, Some(perfetto::TRACE_FLAG_HARDIRQ));
+    assert_eq!(b0.event[1].common_flags, None);
+    // The exit of the new thread (named after its parent at fork).
+    let f = b0.event[4].sched_process_free.as_ref().unwrap();
+    assert_eq!(
+        (b0.event[4].timestamp, f.pid, f.comm.as_deref()),
+        (Some(S + 600 * MS), Some(22), Some("bg"))
+    );
     // CPU 1: new thread of bg, then idle -> app2.
     let n = b1.event[0].task_newtask.as_ref().unwrap();
     assert_eq!(
@@ -250,6 +260,8 @@ fn perfetto_export_contents() {
             "lost_events: true",
             "next_comm: \"app2\"",
             "name: \"bg-worker\"",
+            "common_flags: 8",
+            "sched_process_free {",
         ] {
             assert!(
                 text.contains(needle),
