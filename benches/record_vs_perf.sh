@@ -7,6 +7,7 @@
 #   sudo benches/record_vs_perf.sh                 # 6 rounds, 200k loops
 #   ROUNDS=8 LOOPS=400000 sudo benches/record_vs_perf.sh
 #   CONFIGS="untraced lazy eager" sudo benches/record_vs_perf.sh
+#   RT=1 sudo benches/record_vs_perf.sh         # workload SCHED_FIFO (busy shared machine)
 #
 # Needs: root, perf, taskset, python3, a release build (cargo build --release) or
 # CHAINREC=/path/to/chainrec. tracefs is mounted if missing (perf needs it).
@@ -21,6 +22,9 @@ CHAINREC=${CHAINREC:-$HERE/target/release/chainrec}
 OUT=${OUT:-$(mktemp -d /tmp/chainrec-bench.XXXXXX)}
 mkdir -p "$OUT"
 WORKLOAD=(taskset -c 0 perf bench sched pipe -T -l "$LOOPS")
+# RT=1: run the workload as SCHED_FIFO so that other load on a shared machine cannot
+# preempt it on CPU 0 (RT throttling still leaves 5 % to others); tracer costs stay in.
+if [ "${RT:-0}" = 1 ]; then WORKLOAD=(taskset -c 0 chrt -f 50 perf bench sched pipe -T -l "$LOOPS"); fi
 
 die() { echo "record_vs_perf: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (BPF, perf system-wide)"
