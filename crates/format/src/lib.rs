@@ -26,7 +26,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
     /// I/O failure on `path`.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// File involved.
         path: PathBuf,
