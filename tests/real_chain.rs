@@ -8,7 +8,7 @@
 //! Needs root (or CAP_BPF + CAP_PERFMON). Without it the test prints a loud SKIP and
 //! passes, unless `CHAINREC_REQUIRE_BPF=1`, in which case it fails.
 
-use chainrec_chain::{Config, Engine, Filter, NodeKind, NodeTable, View, WaitRecord};
+use chainrec_chain::{Config, Engine, Filter, NodeKind, NodeTable, WaitRecord};
 use chainrec_format::TraceReader;
 use std::path::PathBuf;
 use std::process::Command;
@@ -110,8 +110,53 @@ fn sink_chain_down_to_timer_irq() {
         })
         .expect("decode");
     engine.finish(&mut sink);
-    // The folded view must show the same chain (smoke check of the views on real data).
-    let _ = View::Chains;
+    // The folded `chains` view, as a user runs it, must show the same chain: its heaviest
+    // line for the sink is cr-sink's off-CPU stack, then cr-relay, cr-timer and the timer
+    // interrupt, levels separated by `--`.
+    let folded = Command::new(env!("CARGO_BIN_EXE_chainrec"))
+        .args(["chains", "-t", &sink_tid.to_string()])
+        .arg(&trace)
+        .output()
+        .expect("run chainrec chains");
+    assert!(
+        folded.status.success(),
+        "chainrec chains failed: {folded:?}"
+    );
+    let text = String::from_utf8(folded.stdout).expect("folded output is UTF-8");
+    let heaviest = text
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter_map(|(path, w)| Some((w.parse::<u64>().ok()?, path)))
+        .max()
+        .expect("chains printed no line for the sink");
+    let levels: Vec<&str> = heaviest.1.split(";--;").collect();
+    assert_eq!(
+        levels.len(),
+        4,
+        "sink <- relay <- timer <- irq expected: {}",
+        heaviest.1
+    );
+    assert!(levels[0].starts_with("cr-sink;"), "{}", heaviest.1);
+    assert!(
+        levels[0].contains("pipe_read"),
+        "sink off-CPU stack in pipe_read: {}",
+        heaviest.1
+    );
+    assert!(
+        levels[1].ends_with(";cr-relay") && levels[1].contains("pipe_write"),
+        "{}",
+        heaviest.1
+    );
+    assert!(
+        levels[2].ends_with(";cr-timer") && levels[2].contains("pipe_write"),
+        "{}",
+        heaviest.1
+    );
+    assert!(
+        levels[3].ends_with("[hardirq: timer]") && levels[3].contains("hrtimer_wakeup"),
+        "{}",
+        heaviest.1
+    );
 
     let want: Vec<String> = vec![
         "cr-relay".into(),
