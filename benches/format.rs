@@ -13,8 +13,15 @@ use std::time::Duration;
 fn events() -> u64 {
     // `cargo test --all-targets` runs this once without `--bench` (criterion's test mode):
     // keep that quick.
-    let default = if std::env::args().any(|a| a == "--bench") { 4_000_000 } else { 200_000 };
-    std::env::var("CHAINREC_BENCH_EVENTS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+    let default = if std::env::args().any(|a| a == "--bench") {
+        4_000_000
+    } else {
+        200_000
+    };
+    std::env::var("CHAINREC_BENCH_EVENTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
 }
 
 fn bench_dir() -> PathBuf {
@@ -96,7 +103,9 @@ fn format_benches(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("format_open");
     g.sample_size(20);
-    g.bench_function("open_indexed", |b| b.iter(|| TraceReader::open(&path).unwrap()));
+    g.bench_function("open_indexed", |b| {
+        b.iter(|| TraceReader::open(&path).unwrap())
+    });
     g.finish();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -28,7 +28,9 @@ pub struct Args {
 pub fn run(a: Args) -> Result<()> {
     let r = TraceReader::open(&a.file).with_context(|| format!("{}", a.file.display()))?;
     let stats: VerifyReport = if a.verify {
-        let rep = r.verify().with_context(|| format!("{}: verify failed", a.file.display()))?;
+        let rep = r
+            .verify()
+            .with_context(|| format!("{}: verify failed", a.file.display()))?;
         if let Some(rec) = r.recovery() {
             bail!(
                 "{}: damaged: {} ({} bytes after the last good section); {} events readable",
@@ -44,18 +46,22 @@ pub fn run(a: Args) -> Result<()> {
     } else {
         // Recovered file: count by decoding (references are not checked here).
         let mut rep = VerifyReport::default();
-        r.for_each_chunk(0..r.chunks().len(), true, |ev| -> chainrec_format::Result<()> {
-            for e in ev {
-                rep.events += 1;
-                rep.events_by_kind[e.kind() as usize] += 1;
-                for s in stack_refs(e) {
-                    if !s.is_real() {
-                        rep.reserved_stack_refs[s.0 as usize] += 1;
+        r.for_each_chunk(
+            0..r.chunks().len(),
+            true,
+            |ev| -> chainrec_format::Result<()> {
+                for e in ev {
+                    rep.events += 1;
+                    rep.events_by_kind[e.kind() as usize] += 1;
+                    for s in stack_refs(e) {
+                        if !s.is_real() {
+                            rep.reserved_stack_refs[s.0 as usize] += 1;
+                        }
                     }
                 }
-            }
-            Ok(())
-        })
+                Ok(())
+            },
+        )
         .with_context(|| format!("{}", a.file.display()))?;
         rep
     };
@@ -98,9 +104,25 @@ impl<'a> Summary<'a> {
         let events = r.event_count();
         // Bytes that hold the readable data (a recovered file's ignored tail excluded).
         let used = r.file_len() - r.recovery().map_or(0, |x| x.trailing_bytes);
-        let bytes_per_event = if events > 0 { used as f64 / events as f64 } else { 0.0 };
-        let unresolved_symbols = r.tables().symbols.values().filter(|s| s.name.is_none()).count();
-        Summary { r, stats, verified, duration_ns, bytes_per_event, unresolved_symbols }
+        let bytes_per_event = if events > 0 {
+            used as f64 / events as f64
+        } else {
+            0.0
+        };
+        let unresolved_symbols = r
+            .tables()
+            .symbols
+            .values()
+            .filter(|s| s.name.is_none())
+            .count();
+        Summary {
+            r,
+            stats,
+            verified,
+            duration_ns,
+            bytes_per_event,
+            unresolved_symbols,
+        }
     }
 
     fn lost_events(&self) -> u64 {
@@ -117,8 +139,15 @@ impl<'a> Summary<'a> {
         let r = self.r;
         let m = r.meta();
         let t = r.tables();
-        let by_kind: serde_json::Map<String, serde_json::Value> =
-            EventKind::ALL.iter().map(|k| (k.name().to_string(), self.stats.events_by_kind[*k as usize].into())).collect();
+        let by_kind: serde_json::Map<String, serde_json::Value> = EventKind::ALL
+            .iter()
+            .map(|k| {
+                (
+                    k.name().to_string(),
+                    self.stats.events_by_kind[*k as usize].into(),
+                )
+            })
+            .collect();
         let sb = r.section_bytes();
         serde_json::json!({
             "file": r.path().display().to_string(),
@@ -177,11 +206,23 @@ impl<'a> Summary<'a> {
         let m = r.meta();
         let t = r.tables();
         let (maj, min) = r.version();
-        println!("{}: chainrec trace v{maj}.{min}, {}", r.path().display(), human_bytes(r.file_len()));
-        let host = if m.host.is_empty() { "?".to_string() } else { m.host.clone() };
+        println!(
+            "{}: chainrec trace v{maj}.{min}, {}",
+            r.path().display(),
+            human_bytes(r.file_len())
+        );
+        let host = if m.host.is_empty() {
+            "?".to_string()
+        } else {
+            m.host.clone()
+        };
         println!(
             "  recorded    on {host} (kernel {}), {} cpus, clock {:?}, stacks {:?} (threshold {})",
-            if m.kernel_release.is_empty() { "?" } else { &m.kernel_release },
+            if m.kernel_release.is_empty() {
+                "?"
+            } else {
+                &m.kernel_release
+            },
             m.cpu_count,
             m.clock,
             m.stack_mode,
@@ -197,12 +238,20 @@ impl<'a> Summary<'a> {
         println!(
             "  duration    {}{}",
             human_ns(self.duration_ns),
-            if m.end_ns == 0 { " (recording did not finish: from the events)" } else { "" }
+            if m.end_ns == 0 {
+                " (recording did not finish: from the events)"
+            } else {
+                ""
+            }
         );
         if let Some((a, b)) = span {
             println!("  events at   {a} .. {b} ns (trace clock)");
         }
-        println!("  events      {} ({:.2} bytes/event on disk)", group(r.event_count()), self.bytes_per_event);
+        println!(
+            "  events      {} ({:.2} bytes/event on disk)",
+            group(r.event_count()),
+            self.bytes_per_event
+        );
         for k in EventKind::ALL {
             let n = self.stats.events_by_kind[k as usize];
             if n > 0 {

@@ -183,7 +183,8 @@ impl ChunkEncoder {
         }
         self.dict.clear();
         self.dict.extend(self.freq.iter().map(|(&t, &n)| (t, n)));
-        self.dict.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        self.dict
+            .sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         for (i, (t, _)) in self.dict.iter().enumerate() {
             self.freq.insert(*t, i as u32);
         }
@@ -197,7 +198,14 @@ impl ChunkEncoder {
         for (t, _) in &self.dict {
             put_varint(out, *t as u64);
         }
-        for col in [&self.kind, &self.ts, &self.flags, &self.tids, &self.stacks, &self.misc] {
+        for col in [
+            &self.kind,
+            &self.ts,
+            &self.flags,
+            &self.tids,
+            &self.stacks,
+            &self.misc,
+        ] {
             put_varint(out, col.len() as u64);
             out.extend_from_slice(col);
         }
@@ -240,7 +248,11 @@ struct Cur<'a> {
 
 impl<'a> Cur<'a> {
     fn new(b: &'a [u8]) -> Self {
-        Cur { b, pos: 0, bad: false }
+        Cur {
+            b,
+            pos: 0,
+            bad: false,
+        }
     }
     #[inline(always)]
     fn u8(&mut self) -> u8 {
@@ -359,7 +371,11 @@ fn varint_column(col: &[u8], mut f: impl FnMut(u64) -> bool) -> Result<(), &'sta
             }
             continue;
         }
-        let mut c = Cur { b: col, pos: i, bad: false };
+        let mut c = Cur {
+            b: col,
+            pos: i,
+            bad: false,
+        };
         let v = c.varint_slow();
         if c.bad {
             return Err("bad varint");
@@ -374,7 +390,11 @@ fn varint_column(col: &[u8], mut f: impl FnMut(u64) -> bool) -> Result<(), &'sta
 
 /// Decode one chunk payload, appending to `out`. On error `out` may hold a partial,
 /// meaningless tail: the caller truncates it.
-pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>, sc: &mut DecodeScratch) -> Result<ChunkSummary, String> {
+pub(crate) fn decode(
+    raw: &[u8],
+    out: &mut Vec<Event>,
+    sc: &mut DecodeScratch,
+) -> Result<ChunkSummary, String> {
     let mut hdr = Cur::new(raw);
     let n = hdr.varint();
     let first_ts = hdr.varint();
@@ -399,7 +419,10 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>, sc: &mut DecodeScratch) -
     }
     let [kinds, ts_col, flags_col, tid_col, stack_col, misc_col] = cols;
     if kinds.len() as u64 != n {
-        return Err(format!("kind column has {} entries for {n} events", kinds.len()));
+        return Err(format!(
+            "kind column has {} entries for {n} events",
+            kinds.len()
+        ));
     }
 
     // Pass 1: timestamps (prefix sums of the deltas) and tids (dictionary lookups), in
@@ -421,10 +444,14 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>, sc: &mut DecodeScratch) -
         return Err("timestamp overflow".into());
     }
     if sc.ts.len() != kinds.len() {
-        return Err(format!("ts column has {} entries for {n} events", sc.ts.len()));
+        return Err(format!(
+            "ts column has {} entries for {n} events",
+            sc.ts.len()
+        ));
     }
     sc.tids.clear();
-    sc.tids.reserve(kinds.len().saturating_mul(2).min(tid_col.len()));
+    sc.tids
+        .reserve(kinds.len().saturating_mul(2).min(tid_col.len()));
     let dict = &sc.dict;
     let tids = &mut sc.tids;
     varint_column(tid_col, |i| match dict.get(i as usize) {
@@ -520,7 +547,15 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>, sc: &mut DecodeScratch) -
                 if let Some(c) = cur.get_mut(cpu as usize) {
                     *c = next_tid;
                 }
-                Event::Switch(Switch { ts, cpu, prev_tid, prev_state, next_tid, prev_kstack, prev_ustack })
+                Event::Switch(Switch {
+                    ts,
+                    cpu,
+                    prev_tid,
+                    prev_state,
+                    next_tid,
+                    prev_kstack,
+                    prev_ustack,
+                })
             }
             1 => {
                 let f = flags!();
@@ -536,14 +571,29 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>, sc: &mut DecodeScratch) -
                 let waker_kstack = stack!(f >> 3);
                 let waker_ustack = stack!(f >> 5);
                 let source = if f & F_SOURCE != 0 { misc.u32v() } else { 0 };
-                Event::Waking(Waking { ts, cpu, waker_tid, target_tid, context, source, waker_kstack, waker_ustack })
+                Event::Waking(Waking {
+                    ts,
+                    cpu,
+                    waker_tid,
+                    target_tid,
+                    context,
+                    source,
+                    waker_kstack,
+                    waker_ustack,
+                })
             }
             2 => {
                 let f = flags!();
                 let parent_tid = pred_or_ref!(f, cpu);
                 let child_tid = tidref!();
                 let child_tgid = misc.u32v();
-                Event::WakeupNew(WakeupNew { ts, cpu, parent_tid, child_tid, child_tgid })
+                Event::WakeupNew(WakeupNew {
+                    ts,
+                    cpu,
+                    parent_tid,
+                    child_tid,
+                    child_tgid,
+                })
             }
             3 => {
                 let tid_ = tidref!();
@@ -561,17 +611,32 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>, sc: &mut DecodeScratch) -
                 } else {
                     bad = true;
                 }
-                Event::Comm(TaskComm { ts, tid: tid_, tgid, comm: Comm(comm), reason })
+                Event::Comm(TaskComm {
+                    ts,
+                    tid: tid_,
+                    tgid,
+                    comm: Comm(comm),
+                    reason,
+                })
             }
             4 => {
                 let tid_ = tidref!();
                 let tgid = misc.u32v();
-                Event::Exit(Exit { ts, tid: tid_, tgid })
+                Event::Exit(Exit {
+                    ts,
+                    tid: tid_,
+                    tgid,
+                })
             }
             5 => {
                 let f = flags!();
                 let tid_ = tidref!();
-                Event::OffCpuStacks(OffCpuStacks { ts, tid: tid_, kstack: stack!(f >> 3), ustack: stack!(f >> 5) })
+                Event::OffCpuStacks(OffCpuStacks {
+                    ts,
+                    tid: tid_,
+                    kstack: stack!(f >> 3),
+                    ustack: stack!(f >> 5),
+                })
             }
             6 => {
                 let count = misc.varint();
@@ -579,7 +644,12 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>, sc: &mut DecodeScratch) -
                     bad = true;
                     LostCause::RingBufferFull
                 });
-                Event::Lost(Lost { ts, cpu, count, cause })
+                Event::Lost(Lost {
+                    ts,
+                    cpu,
+                    count,
+                    cause,
+                })
             }
             _ => return Err(format!("unknown event kind {kind}")),
         };
@@ -596,5 +666,9 @@ pub(crate) fn decode(raw: &[u8], out: &mut Vec<Event>, sc: &mut DecodeScratch) -
             return Err(format!("{name} column inconsistent with kind column"));
         }
     }
-    Ok(ChunkSummary { events: n, first_ts: tsv.first().copied().unwrap_or(first_ts), last_ts: ts })
+    Ok(ChunkSummary {
+        events: n,
+        first_ts: tsv.first().copied().unwrap_or(first_ts),
+        last_ts: ts,
+    })
 }

@@ -16,7 +16,9 @@ pub type Tid = u32;
 ///
 /// Reserved values are not errors: they say *why* a frame has no stack, so the engine
 /// can label it (`[no stack: wait < 100us]`, `[missing stack]`) instead of dropping it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 pub struct StackId(pub u32);
 
 impl StackId {

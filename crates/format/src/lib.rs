@@ -16,9 +16,9 @@ mod writer;
 
 pub use event::*;
 pub use reader::*;
+pub use section::{FORMAT_MAJOR, FORMAT_MINOR};
 pub use tables::*;
 pub use writer::*;
-pub use section::{FORMAT_MAJOR, FORMAT_MINOR};
 
 use std::path::PathBuf;
 
@@ -47,7 +47,9 @@ pub enum FormatError {
         max: u16,
     },
     /// The file ends inside a section.
-    #[error("truncated trace: section at offset {offset} needs {needed} bytes, file has {available}")]
+    #[error(
+        "truncated trace: section at offset {offset} needs {needed} bytes, file has {available}"
+    )]
     Truncated {
         /// Offset of the damaged section.
         offset: u64,
@@ -142,7 +144,10 @@ impl TraceSink for MemTrace {
     fn push(&mut self, event: &Event) -> Result<()> {
         if let Some(prev) = self.events.last() {
             if event.ts() < prev.ts() {
-                return Err(FormatError::OutOfOrder { ts: event.ts(), prev: prev.ts() });
+                return Err(FormatError::OutOfOrder {
+                    ts: event.ts(),
+                    prev: prev.ts(),
+                });
             }
         }
         self.events.push(*event);
@@ -156,7 +161,9 @@ impl TraceSink for MemTrace {
     }
     fn add_symbols(&mut self, symbols: &[SymbolEntry]) -> Result<()> {
         for s in symbols {
-            self.tables.symbols.insert((s.kind, s.tgid, s.addr), s.clone());
+            self.tables
+                .symbols
+                .insert((s.kind, s.tgid, s.addr), s.clone());
         }
         Ok(())
     }

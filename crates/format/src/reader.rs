@@ -87,7 +87,10 @@ thread_local! {
 impl TraceReader {
     /// Open and check `path`: header, sections, index (or recover by scanning), tables.
     pub fn open(path: &Path) -> Result<TraceReader> {
-        let io = |source| FormatError::Io { path: path.to_owned(), source };
+        let io = |source| FormatError::Io {
+            path: path.to_owned(),
+            source,
+        };
         let file = std::fs::File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         let data = if len == 0 {
@@ -156,8 +159,12 @@ impl TraceReader {
             Some(t) => t,
             None => return Err("no trailer (the writer did not finish)".into()),
         };
-        if index_offset.checked_add(index_len) != Some(flen - TRAILER_LEN as u64) || index_offset < FILE_HEADER_LEN as u64 {
-            return Err(format!("trailer points outside the file (index at {index_offset}, {index_len} bytes)"));
+        if index_offset.checked_add(index_len) != Some(flen - TRAILER_LEN as u64)
+            || index_offset < FILE_HEADER_LEN as u64
+        {
+            return Err(format!(
+                "trailer points outside the file (index at {index_offset}, {index_len} bytes)"
+            ));
         }
         let s = |e: FormatError| e.to_string();
         let (h, payload) = match read_frame(data, index_offset).map_err(s)? {
@@ -196,23 +203,47 @@ impl TraceReader {
         let mut last_ts = 0u64;
         let mut last_off = 0u64;
         let mut total = 0u64;
-        l.chunks.reserve(index.chunks.len().min(data.len() / SECTION_HEADER_LEN));
+        l.chunks
+            .reserve(index.chunks.len().min(data.len() / SECTION_HEADER_LEN));
         for c in &index.chunks {
             let (h, _) = section_of(data, c.offset, KIND_CHUNK).map_err(s)?;
-            if h.section_len() != c.len || h.events != c.events || h.first_ts != c.first_ts || h.last_ts != c.last_ts {
-                return Err(format!("index entry for chunk at offset {} disagrees with its header", c.offset));
+            if h.section_len() != c.len
+                || h.events != c.events
+                || h.first_ts != c.first_ts
+                || h.last_ts != c.last_ts
+            {
+                return Err(format!(
+                    "index entry for chunk at offset {} disagrees with its header",
+                    c.offset
+                ));
             }
-            if c.offset < last_off || c.first_ts < last_ts || c.last_ts < c.first_ts || c.events == 0 {
-                return Err(format!("index entries out of order at chunk offset {}", c.offset));
+            if c.offset < last_off
+                || c.first_ts < last_ts
+                || c.last_ts < c.first_ts
+                || c.events == 0
+            {
+                return Err(format!(
+                    "index entries out of order at chunk offset {}",
+                    c.offset
+                ));
             }
             last_off = c.offset + c.len;
             last_ts = c.last_ts;
             total += c.events as u64;
             l.bytes.chunks += c.len;
-            l.chunks.push(ChunkInfo { offset: c.offset, len: c.len, events: c.events, first_ts: c.first_ts, last_ts: c.last_ts });
+            l.chunks.push(ChunkInfo {
+                offset: c.offset,
+                len: c.len,
+                events: c.events,
+                first_ts: c.first_ts,
+                last_ts: c.last_ts,
+            });
         }
         if total != index.events {
-            return Err(format!("index says {} events, its chunks hold {total}", index.events));
+            return Err(format!(
+                "index says {} events, its chunks hold {total}",
+                index.events
+            ));
         }
         if index.events_by_kind.iter().sum::<u64>() == total {
             l.stats = Some(VerifyReport {
@@ -221,7 +252,8 @@ impl TraceReader {
                 reserved_stack_refs: index.reserved_stack_refs,
             });
         }
-        let known = l.bytes.framing + l.bytes.meta + l.bytes.tables + l.bytes.chunks + l.bytes.index;
+        let known =
+            l.bytes.framing + l.bytes.meta + l.bytes.tables + l.bytes.chunks + l.bytes.index;
         l.bytes.other = flen.saturating_sub(known);
         Ok(l)
     }
@@ -248,7 +280,10 @@ impl TraceReader {
                     l.bytes.framing += TRAILER_LEN as u64;
                     off += TRAILER_LEN as u64;
                     if off != flen {
-                        stop = Some(format!("trailer at offset {} is not at the end of the file", off - TRAILER_LEN as u64));
+                        stop = Some(format!(
+                            "trailer at offset {} is not at the end of the file",
+                            off - TRAILER_LEN as u64
+                        ));
                     }
                     break;
                 }
@@ -333,7 +368,13 @@ impl TraceReader {
             Some(s) => format!("{index_problem}; read up to offset {off}, then stopped: {s}"),
             None => index_problem,
         };
-        Ok((l, Recovery { trailing_bytes: trailing, reason }))
+        Ok((
+            l,
+            Recovery {
+                trailing_bytes: trailing,
+                reason,
+            },
+        ))
     }
 
     /// Recording metadata (the last metadata section in the file).
@@ -395,11 +436,18 @@ impl TraceReader {
             return Err(FormatError::Corrupt {
                 what: "event chunk",
                 offset: 0,
-                detail: format!("chunk {index} does not exist (file has {})", self.chunks.len()),
+                detail: format!(
+                    "chunk {index} does not exist (file has {})",
+                    self.chunks.len()
+                ),
             });
         };
         let off = info.offset;
-        let corrupt = |detail: String| FormatError::Corrupt { what: "event chunk", offset: off, detail };
+        let corrupt = |detail: String| FormatError::Corrupt {
+            what: "event chunk",
+            offset: off,
+            detail,
+        };
         let (h, payload) = section_of(self.bytes(), off, KIND_CHUNK)?;
         check_payload(&h, payload, off)?;
         if h.raw_len > MAX_CHUNK_RAW {
@@ -409,15 +457,23 @@ impl TraceReader {
         let res = DCTX.with(|cell| -> Result<chunk::ChunkSummary> {
             let mut slot = cell.borrow_mut();
             if slot.is_none() {
-                let d = zstd::bulk::Decompressor::new().map_err(|e| corrupt(format!("zstd: {e}")))?;
+                let d =
+                    zstd::bulk::Decompressor::new().map_err(|e| corrupt(format!("zstd: {e}")))?;
                 *slot = Some((d, Vec::new(), chunk::DecodeScratch::default()));
             }
-            let Some((dctx, buf, scratch)) = slot.as_mut() else { unreachable!() };
+            let Some((dctx, buf, scratch)) = slot.as_mut() else {
+                unreachable!()
+            };
             buf.clear();
             buf.reserve(h.raw_len as usize);
-            let n = dctx.decompress_to_buffer(payload, buf).map_err(|e| corrupt(format!("zstd: {e}")))?;
+            let n = dctx
+                .decompress_to_buffer(payload, buf)
+                .map_err(|e| corrupt(format!("zstd: {e}")))?;
             if n as u64 != h.raw_len || buf.len() as u64 != h.raw_len {
-                return Err(corrupt(format!("payload decompressed to {n} bytes, header says {}", h.raw_len)));
+                return Err(corrupt(format!(
+                    "payload decompressed to {n} bytes, header says {}",
+                    h.raw_len
+                )));
             }
             let r = chunk::decode(buf, out, scratch).map_err(corrupt);
             if buf.capacity() > (8 << 20) {
@@ -433,11 +489,19 @@ impl TraceReader {
                 return Err(e);
             }
         };
-        if summary.events != info.events as u64 || summary.first_ts != info.first_ts || summary.last_ts != info.last_ts {
+        if summary.events != info.events as u64
+            || summary.first_ts != info.first_ts
+            || summary.last_ts != info.last_ts
+        {
             out.truncate(start);
             return Err(corrupt(format!(
                 "decoded {} events over [{}, {}], header says {} over [{}, {}]",
-                summary.events, summary.first_ts, summary.last_ts, info.events, info.first_ts, info.last_ts
+                summary.events,
+                summary.first_ts,
+                summary.last_ts,
+                info.events,
+                info.first_ts,
+                info.last_ts
             )));
         }
         Ok(())
@@ -479,7 +543,11 @@ impl TraceReader {
                     let decoded: Vec<Result<Vec<Event>>> = (start..end)
                         .into_par_iter()
                         .map(|i| {
-                            let mut v = recycle_rx.lock().ok().and_then(|r| r.try_recv().ok()).unwrap_or_default();
+                            let mut v = recycle_rx
+                                .lock()
+                                .ok()
+                                .and_then(|r| r.try_recv().ok())
+                                .unwrap_or_default();
                             v.clear();
                             self.decode_chunk(i, &mut v).map(|_| v)
                         })
@@ -527,7 +595,11 @@ impl TraceReader {
         self.for_each_chunk(0..self.chunks.len(), true, |events| -> Result<()> {
             let off = self.chunks[chunk_idx].offset;
             chunk_idx += 1;
-            let dangling_stack = |id: StackId| FormatError::Dangling { what: "stack", id: id.0 as u64, offset: off };
+            let dangling_stack = |id: StackId| FormatError::Dangling {
+                what: "stack",
+                id: id.0 as u64,
+                offset: off,
+            };
             let stack = |id: StackId, rep: &mut VerifyReport| -> Result<()> {
                 if id.is_real() {
                     if !stack_ids.contains_key(&id.0) {
@@ -543,7 +615,10 @@ impl TraceReader {
                     return Err(FormatError::Corrupt {
                         what: "event chunk",
                         offset: off,
-                        detail: format!("event at ts {} precedes the previous event at {last_ts}", e.ts()),
+                        detail: format!(
+                            "event at ts {} precedes the previous event at {last_ts}",
+                            e.ts()
+                        ),
                     });
                 }
                 last_ts = e.ts();
@@ -558,7 +633,11 @@ impl TraceReader {
                         stack(w.waker_kstack, &mut rep)?;
                         stack(w.waker_ustack, &mut rep)?;
                         if w.source != 0 && !irq_ids.contains_key(&w.source) {
-                            return Err(FormatError::Dangling { what: "irq source", id: w.source as u64, offset: off });
+                            return Err(FormatError::Dangling {
+                                what: "irq source",
+                                id: w.source as u64,
+                                offset: off,
+                            });
                         }
                     }
                     Event::OffCpuStacks(o) => {
@@ -579,7 +658,11 @@ impl TraceReader {
         for i in 0..self.chunks.len() {
             self.decode_chunk(i, &mut events)?;
         }
-        Ok(MemTrace { meta: self.meta.clone(), tables: self.tables.clone(), events })
+        Ok(MemTrace {
+            meta: self.meta.clone(),
+            tables: self.tables.clone(),
+            events,
+        })
     }
 }
 
@@ -592,15 +675,25 @@ fn section_of(data: &[u8], off: u64, kind: u8) -> Result<(SectionHeader, &[u8])>
             offset: off,
             detail: format!("expected section kind {kind}, found {}", h.kind),
         }),
-        _ => Err(FormatError::Corrupt { what: kind_name(kind), offset: off, detail: "no section header here".into() }),
+        _ => Err(FormatError::Corrupt {
+            what: kind_name(kind),
+            offset: off,
+            detail: "no section header here".into(),
+        }),
     }
 }
 
 /// Decode a bincode payload. bincode preallocates strings and byte vectors from their
 /// length prefix, so decoding runs under a byte limit (a power-of-two tier at least 16x
 /// the payload): a forged length fails with a limit error instead of allocating.
-fn decode_bincode<T: serde::de::DeserializeOwned>(raw: &[u8], what: &'static str, offset: u64) -> Result<T> {
-    let need = (raw.len() as u64).saturating_mul(16).saturating_add(1 << 16);
+fn decode_bincode<T: serde::de::DeserializeOwned>(
+    raw: &[u8],
+    what: &'static str,
+    offset: u64,
+) -> Result<T> {
+    let need = (raw.len() as u64)
+        .saturating_mul(16)
+        .saturating_add(1 << 16);
     macro_rules! tiers {
         ($($bits:literal),*) => {{
             let mut res = None;
@@ -615,8 +708,16 @@ fn decode_bincode<T: serde::de::DeserializeOwned>(raw: &[u8], what: &'static str
     let res = tiers!(17, 20, 23, 26, 29, 32);
     match res {
         Ok((v, used)) if used == raw.len() => Ok(v),
-        Ok((_, used)) => Err(FormatError::Corrupt { what, offset, detail: format!("{} trailing bytes", raw.len() - used) }),
-        Err(e) => Err(FormatError::Corrupt { what, offset, detail: e.to_string() }),
+        Ok((_, used)) => Err(FormatError::Corrupt {
+            what,
+            offset,
+            detail: format!("{} trailing bytes", raw.len() - used),
+        }),
+        Err(e) => Err(FormatError::Corrupt {
+            what,
+            offset,
+            detail: e.to_string(),
+        }),
     }
 }
 
@@ -624,11 +725,19 @@ fn decode_bincode<T: serde::de::DeserializeOwned>(raw: &[u8], what: &'static str
 fn merge_tables(t: &mut Tables, d: TableDelta, offset: u64) -> Result<()> {
     for s in &d.stacks {
         if !s.id.is_real() {
-            return Err(FormatError::Corrupt { what: "table section", offset, detail: format!("reserved stack id {} in stack table", s.id.0) });
+            return Err(FormatError::Corrupt {
+                what: "table section",
+                offset,
+                detail: format!("reserved stack id {} in stack table", s.id.0),
+            });
         }
     }
     if d.irq_sources.iter().any(|s| s.id == 0) {
-        return Err(FormatError::Corrupt { what: "table section", offset, detail: "irq source id 0 in table".into() });
+        return Err(FormatError::Corrupt {
+            what: "table section",
+            offset,
+            detail: "irq source id 0 in table".into(),
+        });
     }
     for s in d.stacks {
         t.stacks.insert(s.id, s);

@@ -140,27 +140,53 @@ pub(crate) fn parse_file_header(data: &[u8]) -> Result<(u16, u16)> {
     expect[8..].copy_from_slice(FILE_MAGIC);
     let n = data.len().min(16);
     // Bytes 4..8 (the size) are allowed to differ in a newer major version.
-    let magic_ok = data[..n].iter().zip(expect.iter()).enumerate().all(|(i, (a, b))| (4..8).contains(&i) || a == b);
+    let magic_ok = data[..n]
+        .iter()
+        .zip(expect.iter())
+        .enumerate()
+        .all(|(i, (a, b))| (4..8).contains(&i) || a == b);
     if !magic_ok {
         return Err(FormatError::NotChainrec);
     }
     // Magic (16 bytes incl. the frame size) + major (2) + minor (2).
     if data.len() < 20 {
-        return Err(FormatError::Truncated { offset: 0, needed: FILE_HEADER_LEN as u64, available: data.len() as u64 });
+        return Err(FormatError::Truncated {
+            offset: 0,
+            needed: FILE_HEADER_LEN as u64,
+            available: data.len() as u64,
+        });
     }
     let major = le_u16(data, 16);
     let minor = le_u16(data, 18);
     if major != FORMAT_MAJOR {
-        return Err(FormatError::UnsupportedVersion { found: major, min: FORMAT_MAJOR, max: FORMAT_MAJOR });
+        return Err(FormatError::UnsupportedVersion {
+            found: major,
+            min: FORMAT_MAJOR,
+            max: FORMAT_MAJOR,
+        });
     }
     if le_u32(data, 4) as usize != FILE_HEADER_CONTENT {
-        return Err(FormatError::Corrupt { what: "file header", offset: 0, detail: format!("header size {} (expected {FILE_HEADER_CONTENT})", le_u32(data, 4)) });
+        return Err(FormatError::Corrupt {
+            what: "file header",
+            offset: 0,
+            detail: format!(
+                "header size {} (expected {FILE_HEADER_CONTENT})",
+                le_u32(data, 4)
+            ),
+        });
     }
     if data.len() < FILE_HEADER_LEN {
-        return Err(FormatError::Truncated { offset: 0, needed: FILE_HEADER_LEN as u64, available: data.len() as u64 });
+        return Err(FormatError::Truncated {
+            offset: 0,
+            needed: FILE_HEADER_LEN as u64,
+            available: data.len() as u64,
+        });
     }
     if crc32fast::hash(&data[8..24]) != le_u32(data, 24) {
-        return Err(FormatError::Checksum { what: "file header", offset: 0 });
+        return Err(FormatError::Checksum {
+            what: "file header",
+            offset: 0,
+        });
     }
     Ok((major, minor))
 }
@@ -186,7 +212,10 @@ pub(crate) fn parse_trailer(data: &[u8]) -> std::result::Result<Option<(u64, u64
     }
     let at = data.len() - TRAILER_LEN;
     let t = &data[at..];
-    if le_u32(t, 0) != TRAILER_MAGIC || le_u32(t, 4) as usize != TRAILER_CONTENT || &t[24..28] != TRAILER_TAG {
+    if le_u32(t, 0) != TRAILER_MAGIC
+        || le_u32(t, 4) as usize != TRAILER_CONTENT
+        || &t[24..28] != TRAILER_TAG
+    {
         return Ok(None);
     }
     if crc32fast::hash(&t[8..28]) != le_u32(t, 28) {
@@ -211,16 +240,28 @@ pub(crate) fn read_frame(data: &[u8], offset: u64) -> Result<Frame<'_>> {
     let len = data.len() as u64;
     let avail = len.saturating_sub(offset);
     if avail < 8 {
-        return Err(FormatError::Truncated { offset, needed: 8, available: avail });
+        return Err(FormatError::Truncated {
+            offset,
+            needed: 8,
+            available: avail,
+        });
     }
     let at = offset as usize;
     let magic = le_u32(data, at);
     let size = le_u32(data, at + 4) as u64;
     if magic & SKIPPABLE_MASK != SKIPPABLE_BASE {
-        return Err(FormatError::Corrupt { what: "section", offset, detail: format!("bad frame magic {magic:#010x}") });
+        return Err(FormatError::Corrupt {
+            what: "section",
+            offset,
+            detail: format!("bad frame magic {magic:#010x}"),
+        });
     }
     if avail < 8 + size {
-        return Err(FormatError::Truncated { offset, needed: 8 + size, available: avail });
+        return Err(FormatError::Truncated {
+            offset,
+            needed: 8 + size,
+            available: avail,
+        });
     }
     if magic == TRAILER_MAGIC && size as usize == TRAILER_CONTENT {
         return Ok(Frame::Trailer);
@@ -230,7 +271,10 @@ pub(crate) fn read_frame(data: &[u8], offset: u64) -> Result<Frame<'_>> {
     }
     let h = &data[at + 8..at + SECTION_HEADER_LEN];
     if crc32fast::hash(&h[..44]) != le_u32(h, 44) {
-        return Err(FormatError::Checksum { what: "section header", offset });
+        return Err(FormatError::Checksum {
+            what: "section header",
+            offset,
+        });
     }
     let header = SectionHeader {
         kind: h[0],
@@ -244,7 +288,11 @@ pub(crate) fn read_frame(data: &[u8], offset: u64) -> Result<Frame<'_>> {
     };
     let pavail = avail - SECTION_HEADER_LEN as u64;
     if header.payload_len > pavail {
-        return Err(FormatError::Truncated { offset, needed: header.section_len(), available: avail });
+        return Err(FormatError::Truncated {
+            offset,
+            needed: header.section_len(),
+            available: avail,
+        });
     }
     let pstart = at + SECTION_HEADER_LEN;
     let payload = &data[pstart..pstart + header.payload_len as usize];
@@ -254,31 +302,60 @@ pub(crate) fn read_frame(data: &[u8], offset: u64) -> Result<Frame<'_>> {
 /// Check a section's payload checksum.
 pub(crate) fn check_payload(header: &SectionHeader, payload: &[u8], offset: u64) -> Result<()> {
     if crc32fast::hash(payload) != header.payload_crc {
-        return Err(FormatError::Checksum { what: kind_name(header.kind), offset });
+        return Err(FormatError::Checksum {
+            what: kind_name(header.kind),
+            offset,
+        });
     }
     Ok(())
 }
 
 /// Decompress a non-chunk payload; output growth is bounded by the data actually
 /// decompressed and by `raw_len` (itself capped), never preallocated from the header.
-pub(crate) fn decompress_section(header: &SectionHeader, payload: &[u8], offset: u64) -> Result<Vec<u8>> {
+pub(crate) fn decompress_section(
+    header: &SectionHeader,
+    payload: &[u8],
+    offset: u64,
+) -> Result<Vec<u8>> {
     use std::io::Read;
     let what = kind_name(header.kind);
     if header.raw_len > MAX_SECTION_RAW {
-        return Err(FormatError::Corrupt { what, offset, detail: format!("payload size {} exceeds limit", header.raw_len) });
+        return Err(FormatError::Corrupt {
+            what,
+            offset,
+            detail: format!("payload size {} exceeds limit", header.raw_len),
+        });
     }
-    let corrupt = |detail: String| FormatError::Corrupt { what, offset, detail };
-    let dec = zstd::stream::read::Decoder::with_buffer(payload).map_err(|e| corrupt(format!("zstd: {e}")))?;
-    let mut out = Vec::with_capacity((header.raw_len as usize).min(payload.len().saturating_mul(4)).min(1 << 20));
-    dec.take(header.raw_len + 1).read_to_end(&mut out).map_err(|e| corrupt(format!("zstd: {e}")))?;
+    let corrupt = |detail: String| FormatError::Corrupt {
+        what,
+        offset,
+        detail,
+    };
+    let dec = zstd::stream::read::Decoder::with_buffer(payload)
+        .map_err(|e| corrupt(format!("zstd: {e}")))?;
+    let mut out = Vec::with_capacity(
+        (header.raw_len as usize)
+            .min(payload.len().saturating_mul(4))
+            .min(1 << 20),
+    );
+    dec.take(header.raw_len + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| corrupt(format!("zstd: {e}")))?;
     if out.len() as u64 != header.raw_len {
-        return Err(corrupt(format!("payload decompressed to {} bytes, header says {}", out.len(), header.raw_len)));
+        return Err(corrupt(format!(
+            "payload decompressed to {} bytes, header says {}",
+            out.len(),
+            header.raw_len
+        )));
     }
     Ok(out)
 }
 
 /// Compress `raw` as one zstd frame with content checksum.
-pub(crate) fn compress(cctx: &mut zstd::bulk::Compressor<'static>, raw: &[u8]) -> std::io::Result<Vec<u8>> {
+pub(crate) fn compress(
+    cctx: &mut zstd::bulk::Compressor<'static>,
+    raw: &[u8],
+) -> std::io::Result<Vec<u8>> {
     cctx.compress(raw)
 }
 

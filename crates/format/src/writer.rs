@@ -22,7 +22,11 @@ pub struct WriterOptions {
 
 impl Default for WriterOptions {
     fn default() -> Self {
-        WriterOptions { chunk_events: 1 << 16, zstd_level: 3, mode: 0o644 }
+        WriterOptions {
+            chunk_events: 1 << 16,
+            zstd_level: 3,
+            mode: 0o644,
+        }
     }
 }
 
@@ -48,7 +52,10 @@ pub(crate) struct TableDelta {
 
 impl TableDelta {
     fn is_empty(&self) -> bool {
-        self.stacks.is_empty() && self.symbols.is_empty() && self.tasks.is_empty() && self.irq_sources.is_empty()
+        self.stacks.is_empty()
+            && self.symbols.is_empty()
+            && self.tasks.is_empty()
+            && self.irq_sources.is_empty()
     }
     fn items(&self) -> usize {
         self.stacks.len() + self.symbols.len() + self.tasks.len() + self.irq_sources.len()
@@ -113,9 +120,16 @@ pub struct TraceWriter {
 
 impl TraceWriter {
     /// Create (truncate) `path` and write the header and initial metadata.
-    pub fn create(path: &Path, meta: &RecordingMeta, mut options: WriterOptions) -> Result<TraceWriter> {
+    pub fn create(
+        path: &Path,
+        meta: &RecordingMeta,
+        mut options: WriterOptions,
+    ) -> Result<TraceWriter> {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        let io = |source| FormatError::Io { path: path.to_owned(), source };
+        let io = |source| FormatError::Io {
+            path: path.to_owned(),
+            source,
+        };
         options.chunk_events = options.chunk_events.clamp(1, MAX_CHUNK_EVENTS as usize);
         let file = std::fs::OpenOptions::new()
             .write(true)
@@ -127,7 +141,8 @@ impl TraceWriter {
         // An existing file keeps its mode on truncation: narrow it to the requested one.
         let cur = file.metadata().map_err(io)?.permissions().mode() & 0o7777;
         if cur & !options.mode != 0 {
-            file.set_permissions(std::fs::Permissions::from_mode(cur & options.mode)).map_err(io)?;
+            file.set_permissions(std::fs::Permissions::from_mode(cur & options.mode))
+                .map_err(io)?;
         }
         let cctx = new_compressor(options.zstd_level).map_err(io)?;
         let mut w = TraceWriter {
@@ -153,7 +168,10 @@ impl TraceWriter {
     }
 
     fn io(&self, source: std::io::Error) -> FormatError {
-        FormatError::Io { path: self.path.clone(), source }
+        FormatError::Io {
+            path: self.path.clone(),
+            source,
+        }
     }
 
     fn write_bytes(&mut self, b: &[u8]) -> Result<()> {
@@ -165,8 +183,15 @@ impl TraceWriter {
     fn write_meta(&mut self) -> Result<()> {
         let raw = bincode::serde::encode_to_vec(&self.meta, bincode_config())
             .map_err(|e| self.io(std::io::Error::other(e)))?;
-        let sec = build_section(&mut self.cctx, KIND_META, 0, self.meta.start_ns, self.meta.end_ns, &raw)
-            .map_err(|e| self.io(e))?;
+        let sec = build_section(
+            &mut self.cctx,
+            KIND_META,
+            0,
+            self.meta.start_ns,
+            self.meta.end_ns,
+            &raw,
+        )
+        .map_err(|e| self.io(e))?;
         self.index.metas.push(self.pos);
         self.write_bytes(&sec)?;
         self.meta_dirty = false;
@@ -180,7 +205,8 @@ impl TraceWriter {
         let raw = bincode::serde::encode_to_vec(&self.pending, bincode_config())
             .map_err(|e| self.io(std::io::Error::other(e)))?;
         let items = self.pending.items().min(u32::MAX as usize) as u32;
-        let sec = build_section(&mut self.cctx, KIND_TABLES, items, 0, 0, &raw).map_err(|e| self.io(e))?;
+        let sec = build_section(&mut self.cctx, KIND_TABLES, items, 0, 0, &raw)
+            .map_err(|e| self.io(e))?;
         self.index.tables.push(self.pos);
         self.write_bytes(&sec)?;
         self.pending = TableDelta::default();
@@ -202,7 +228,13 @@ impl TraceWriter {
         let sec = build_section(&mut self.cctx, KIND_CHUNK, n, first_ts, last_ts, &raw);
         self.raw = raw;
         let sec = sec.map_err(|e| self.io(e))?;
-        self.index.chunks.push(IndexChunk { offset: self.pos, len: sec.len() as u64, events: n, first_ts, last_ts });
+        self.index.chunks.push(IndexChunk {
+            offset: self.pos,
+            len: sec.len() as u64,
+            events: n,
+            first_ts,
+            last_ts,
+        });
         self.write_bytes(&sec)?;
         self.index.events += n as u64;
         self.events.clear();
@@ -241,7 +273,11 @@ impl TraceWriter {
     #[doc(hidden)]
     pub fn write_optional_section(&mut self, kind: u8, raw: &[u8]) -> Result<()> {
         if kind < KIND_OPTIONAL_MIN {
-            return Err(FormatError::Corrupt { what: "section", offset: self.pos, detail: format!("kind {kind} is not optional") });
+            return Err(FormatError::Corrupt {
+                what: "section",
+                offset: self.pos,
+                detail: format!("kind {kind} is not optional"),
+            });
         }
         let sec = build_section(&mut self.cctx, kind, 0, 0, 0, raw).map_err(|e| self.io(e))?;
         self.write_bytes(&sec)
@@ -264,12 +300,17 @@ impl TraceWriter {
             (Some(a), Some(b)) => (a.first_ts, b.last_ts),
             _ => (0, 0),
         };
-        let sec = build_section(&mut self.cctx, KIND_INDEX, n, first, last, &raw).map_err(|e| self.io(e))?;
+        let sec = build_section(&mut self.cctx, KIND_INDEX, n, first, last, &raw)
+            .map_err(|e| self.io(e))?;
         let index_offset = self.pos;
         self.write_bytes(&sec)?;
         self.write_bytes(&trailer_bytes(index_offset, sec.len() as u64))?;
         self.file.sync_all().map_err(|e| self.io(e))?;
-        Ok(WriteSummary { events: self.total_events, bytes: self.pos, chunks: self.index.chunks.len() as u64 })
+        Ok(WriteSummary {
+            events: self.total_events,
+            bytes: self.pos,
+            chunks: self.index.chunks.len() as u64,
+        })
     }
 }
 
@@ -277,7 +318,10 @@ impl TraceSink for TraceWriter {
     fn push(&mut self, event: &Event) -> Result<()> {
         let ts = event.ts();
         if ts < self.last_ts {
-            return Err(FormatError::OutOfOrder { ts, prev: self.last_ts });
+            return Err(FormatError::OutOfOrder {
+                ts,
+                prev: self.last_ts,
+            });
         }
         self.last_ts = ts;
         self.index.events_by_kind[event.kind() as usize] += 1;
@@ -315,7 +359,11 @@ impl TraceSink for TraceWriter {
                 return Err(FormatError::Corrupt {
                     what: "stack table",
                     offset: self.pos,
-                    detail: format!("stack id {} is reserved (ids below {} are not table entries)", s.id.0, StackId::FIRST_REAL),
+                    detail: format!(
+                        "stack id {} is reserved (ids below {} are not table entries)",
+                        s.id.0,
+                        StackId::FIRST_REAL
+                    ),
                 });
             }
             self.pending_frames += s.frames.len();

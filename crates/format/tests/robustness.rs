@@ -22,7 +22,11 @@ fn read_all(path: &std::path::Path) -> Result<(Vec<Event>, bool, TraceReader)> {
 
 fn small_trace(dir: &TempDir) -> (std::path::PathBuf, MemTrace) {
     let p = dir.file("small.zst");
-    let t = MemTrace { meta: meta("s"), tables: tables(6), events: events(9, 120, 6) };
+    let t = MemTrace {
+        meta: meta("s"),
+        tables: tables(6),
+        events: events(9, 120, 6),
+    };
     // Several chunks and table sections: tables are added between chunks.
     let mut w = TraceWriter::create(&p, &t.meta, opts(25)).unwrap();
     let stacks: Vec<StackEntry> = {
@@ -62,7 +66,11 @@ fn truncation_at_every_offset() {
         std::fs::write(&q, &full[..len]).unwrap();
         match read_all(&q) {
             Ok((ev, rec, r)) => {
-                assert!(rec, "a truncated file ({len} of {}) must be flagged as recovered", full.len());
+                assert!(
+                    rec,
+                    "a truncated file ({len} of {}) must be flagged as recovered",
+                    full.len()
+                );
                 assert_eq!(ev[..], t.events[..ev.len()], "not a prefix at len {len}");
                 let rv = r.recovery().unwrap();
                 assert!(rv.trailing_bytes <= len as u64);
@@ -112,13 +120,20 @@ fn random_byte_flips() {
             Ok((ev, rec, _)) => {
                 // Checksums cover every byte that matters: whatever decodes is original.
                 assert!(ev.len() <= t.events.len());
-                assert_eq!(ev[..], t.events[..ev.len()], "round {round}: decoded events differ");
+                assert_eq!(
+                    ev[..],
+                    t.events[..ev.len()],
+                    "round {round}: decoded events differ"
+                );
                 outcomes[if rec { 1 } else { 0 }] += 1;
             }
             Err(_) => outcomes[2] += 1,
         }
     }
-    eprintln!("flips: clean {} recovered {} error {}", outcomes[0], outcomes[1], outcomes[2]);
+    eprintln!(
+        "flips: clean {} recovered {} error {}",
+        outcomes[0], outcomes[1], outcomes[2]
+    );
     assert!(outcomes[1] + outcomes[2] > 0);
 }
 
@@ -168,7 +183,16 @@ fn damaged_chunk_payload_is_a_checksum_error() {
     r.decode_chunk(0, &mut ev).unwrap();
     let n = ev.len();
     let e = r.decode_chunk(1, &mut ev).unwrap_err();
-    assert!(matches!(e, FormatError::Checksum { what: "event chunk", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            FormatError::Checksum {
+                what: "event chunk",
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert_eq!(ev.len(), n, "a failed decode appends nothing");
     assert!(r.verify().is_err());
 }
@@ -179,13 +203,17 @@ fn damaged_chunk_payload_is_a_checksum_error() {
 fn short_comm_name_is_an_error() {
     // n=1, first_ts=0, dict=[5]; columns kind=[3 (comm)], ts=[0], flags=[], tid=[0],
     // stack=[], misc=[tgid 1, reason 0, len 10, "ab"].
-    let raw = [1u8, 0, 1, 5, 1, 3, 1, 0, 0, 1, 0, 0, 5, 1, 0, 10, b'a', b'b'];
+    let raw = [
+        1u8, 0, 1, 5, 1, 3, 1, 0, 0, 1, 0, 0, 5, 1, 0, 10, b'a', b'b',
+    ];
     let e = chainrec_format::__fuzz::decode_chunk_payload(&raw).unwrap_err();
     assert!(e.contains("inconsistent"), "{e}");
     // The same with the full name decodes.
     let raw = [1u8, 0, 1, 5, 1, 3, 1, 0, 0, 1, 0, 0, 5, 1, 0, 2, b'a', b'b'];
     let ev = chainrec_format::__fuzz::decode_chunk_payload(&raw).unwrap();
-    assert!(matches!(ev[0], Event::Comm(c) if c.tid == 5 && c.tgid == 1 && c.comm.as_str() == "ab"));
+    assert!(
+        matches!(ev[0], Event::Comm(c) if c.tid == 5 && c.tgid == 1 && c.comm.as_str() == "ab")
+    );
 }
 
 /// In-tree fuzzing of the column decoder below the checksums (cargo-fuzz is not part of
@@ -230,7 +258,10 @@ fn mutated_chunk_payloads_never_panic() {
             Ok(evs) => {
                 ok += 1;
                 if !evs.is_empty() {
-                    assert_eq!(decode_chunk_payload(&encode_chunk_payload(&evs)).unwrap(), evs);
+                    assert_eq!(
+                        decode_chunk_payload(&encode_chunk_payload(&evs)).unwrap(),
+                        evs
+                    );
                 }
             }
             Err(_) => err += 1,
@@ -255,7 +286,11 @@ fn unknown_optional_sections_are_skipped() {
     assert!(w.write_optional_section(0x05, b"x").is_err());
     for (i, e) in t.events.iter().enumerate() {
         if i % 250 == 0 {
-            w.write_optional_section(0x90 + (i / 250) as u8, format!("future data {i}").as_bytes()).unwrap();
+            w.write_optional_section(
+                0x90 + (i / 250) as u8,
+                format!("future data {i}").as_bytes(),
+            )
+            .unwrap();
         }
         w.push(e).unwrap();
     }
@@ -300,7 +335,11 @@ fn unknown_optional_sections_are_skipped() {
     std::fs::write(&q, &b).unwrap();
     let r = TraceReader::open(&q).unwrap();
     let rec = r.recovery().unwrap();
-    assert!(rec.reason.contains("unknown required section kind 5"), "{}", rec.reason);
+    assert!(
+        rec.reason.contains("unknown required section kind 5"),
+        "{}",
+        rec.reason
+    );
     let got = r.to_mem().unwrap().events;
     assert!(got.len() < t.events.len());
     assert_eq!(got[..], t.events[..got.len()]);
@@ -311,7 +350,11 @@ fn crc32(b: &[u8]) -> u32 {
     for &x in b {
         crc ^= x as u32;
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc

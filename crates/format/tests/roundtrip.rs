@@ -55,7 +55,13 @@ fn parallel_and_sequential_decode_agree() {
         })
         .unwrap();
         assert_eq!(all, t.events);
-        assert_eq!(sizes, r.chunks().iter().map(|c| c.events as usize).collect::<Vec<_>>());
+        assert_eq!(
+            sizes,
+            r.chunks()
+                .iter()
+                .map(|c| c.events as usize)
+                .collect::<Vec<_>>()
+        );
     }
     // Sub-ranges, and a callback error stops early.
     let mut n = 0;
@@ -77,7 +83,11 @@ fn chunk_boundaries() {
     let dir = TempDir::new("bound");
     for n in [0usize, 1, 99, 100, 101, 200, 300, 301] {
         let p = dir.file(&format!("t{n}.zst"));
-        let t = MemTrace { meta: meta("b"), tables: tables(40), events: events(n as u64, n, 40) };
+        let t = MemTrace {
+            meta: meta("b"),
+            tables: tables(40),
+            events: events(n as u64, n, 40),
+        };
         let s = t.write_to(&p, opts(100)).unwrap();
         assert_eq!(s.chunks as usize, n.div_ceil(100));
         let (r, m) = read_back(&p);
@@ -85,7 +95,11 @@ fn chunk_boundaries() {
         assert_eq!(r.event_count(), n as u64);
         let sizes: Vec<u32> = r.chunks().iter().map(|c| c.events).collect();
         for (i, &sz) in sizes.iter().enumerate() {
-            let expect = if i + 1 < sizes.len() { 100 } else { n - 100 * i };
+            let expect = if i + 1 < sizes.len() {
+                100
+            } else {
+                n - 100 * i
+            };
             assert_eq!(sz as usize, expect);
         }
     }
@@ -97,8 +111,10 @@ fn flush_cuts_chunks() {
     let p = dir.file("t.zst");
     let ev = events(3, 500, 40);
     let mut w = TraceWriter::create(&p, &meta("f"), opts(100)).unwrap();
-    w.add_stacks(&tables(40).stacks.values().cloned().collect::<Vec<_>>()).unwrap();
-    w.add_irq_sources(&tables(40).irq_sources.values().cloned().collect::<Vec<_>>()).unwrap();
+    w.add_stacks(&tables(40).stacks.values().cloned().collect::<Vec<_>>())
+        .unwrap();
+    w.add_irq_sources(&tables(40).irq_sources.values().cloned().collect::<Vec<_>>())
+        .unwrap();
     let cuts = [50usize, 60, 250, 251, 500];
     let mut at = 0;
     for &c in &cuts {
@@ -124,8 +140,22 @@ fn time_windows() {
     let dir = TempDir::new("win");
     let p = dir.file("t.zst");
     // ts = 10 * i, chunks of 10 events: chunk k covers [100k, 100k + 90].
-    let ev: Vec<Event> = (0..1000u64).map(|i| Event::Exit(Exit { ts: 10 * i, tid: i as u32, tgid: 1 })).collect();
-    MemTrace { meta: meta("w"), tables: Tables::default(), events: ev.clone() }.write_to(&p, opts(10)).unwrap();
+    let ev: Vec<Event> = (0..1000u64)
+        .map(|i| {
+            Event::Exit(Exit {
+                ts: 10 * i,
+                tid: i as u32,
+                tgid: 1,
+            })
+        })
+        .collect();
+    MemTrace {
+        meta: meta("w"),
+        tables: Tables::default(),
+        events: ev.clone(),
+    }
+    .write_to(&p, opts(10))
+    .unwrap();
     let r = TraceReader::open(&p).unwrap();
     assert_eq!(r.chunks().len(), 100);
     assert_eq!(r.chunks_in_window(0, u64::MAX), 0..100);
@@ -144,13 +174,31 @@ fn time_windows() {
             Ok(())
         })
         .unwrap();
-        let want: Vec<Event> = ev.iter().filter(|e| e.ts() >= a && e.ts() <= b).copied().collect();
+        let want: Vec<Event> = ev
+            .iter()
+            .filter(|e| e.ts() >= a && e.ts() <= b)
+            .copied()
+            .collect();
         assert_eq!(got, want);
     }
     // Many events at one timestamp spanning chunks.
     let p2 = dir.file("same.zst");
-    let ev: Vec<Event> = (0..100u64).map(|i| Event::Exit(Exit { ts: 5, tid: i as u32, tgid: 1 })).collect();
-    MemTrace { meta: meta("w"), tables: Tables::default(), events: ev }.write_to(&p2, opts(7)).unwrap();
+    let ev: Vec<Event> = (0..100u64)
+        .map(|i| {
+            Event::Exit(Exit {
+                ts: 5,
+                tid: i as u32,
+                tgid: 1,
+            })
+        })
+        .collect();
+    MemTrace {
+        meta: meta("w"),
+        tables: Tables::default(),
+        events: ev,
+    }
+    .write_to(&p2, opts(7))
+    .unwrap();
     let r = TraceReader::open(&p2).unwrap();
     assert_eq!(r.chunks_in_window(5, 5), 0..r.chunks().len());
     assert_eq!(r.chunks_in_window(6, 9), r.chunks().len()..r.chunks().len());
@@ -161,11 +209,35 @@ fn out_of_order_is_rejected() {
     let dir = TempDir::new("ooo");
     let p = dir.file("t.zst");
     let mut w = TraceWriter::create(&p, &meta("o"), opts(10)).unwrap();
-    w.push(&Event::Exit(Exit { ts: 100, tid: 1, tgid: 1 })).unwrap();
-    w.push(&Event::Exit(Exit { ts: 100, tid: 2, tgid: 1 })).unwrap();
-    let e = w.push(&Event::Exit(Exit { ts: 99, tid: 3, tgid: 1 })).unwrap_err();
-    assert!(matches!(e, FormatError::OutOfOrder { ts: 99, prev: 100 }), "{e}");
-    w.push(&Event::Exit(Exit { ts: 101, tid: 3, tgid: 1 })).unwrap();
+    w.push(&Event::Exit(Exit {
+        ts: 100,
+        tid: 1,
+        tgid: 1,
+    }))
+    .unwrap();
+    w.push(&Event::Exit(Exit {
+        ts: 100,
+        tid: 2,
+        tgid: 1,
+    }))
+    .unwrap();
+    let e = w
+        .push(&Event::Exit(Exit {
+            ts: 99,
+            tid: 3,
+            tgid: 1,
+        }))
+        .unwrap_err();
+    assert!(
+        matches!(e, FormatError::OutOfOrder { ts: 99, prev: 100 }),
+        "{e}"
+    );
+    w.push(&Event::Exit(Exit {
+        ts: 101,
+        tid: 3,
+        tgid: 1,
+    }))
+    .unwrap();
     let s = w.finish(&meta("o")).unwrap();
     assert_eq!(s.events, 3);
     let m = TraceReader::open(&p).unwrap().to_mem().unwrap();
@@ -183,7 +255,10 @@ fn killed_writer_keeps_flushed_events() {
     m1.host = "updated".into();
     {
         // Tables and the first 2500 events, flushed; then 300 more buffered, then "kill".
-        let mut tmp = MemTrace { events: Vec::new(), ..t.clone() };
+        let mut tmp = MemTrace {
+            events: Vec::new(),
+            ..t.clone()
+        };
         tmp.replay_into(&mut w).unwrap();
         tmp.events.clear();
     }
@@ -214,14 +289,33 @@ fn file_mode_is_applied() {
     let p = dir.file("t.zst");
     std::fs::write(&p, b"old content").unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let w = TraceWriter::create(&p, &meta("m"), WriterOptions { mode: 0o600, ..WriterOptions::default() }).unwrap();
+    let w = TraceWriter::create(
+        &p,
+        &meta("m"),
+        WriterOptions {
+            mode: 0o600,
+            ..WriterOptions::default()
+        },
+    )
+    .unwrap();
     w.finish(&meta("m")).unwrap();
     let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let p2 = dir.file("new.zst");
-    let w = TraceWriter::create(&p2, &meta("m"), WriterOptions { mode: 0o600, ..WriterOptions::default() }).unwrap();
+    let w = TraceWriter::create(
+        &p2,
+        &meta("m"),
+        WriterOptions {
+            mode: 0o600,
+            ..WriterOptions::default()
+        },
+    )
+    .unwrap();
     w.finish(&meta("m")).unwrap();
-    assert_eq!(std::fs::metadata(&p2).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&p2).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
 }
 
 #[test]
@@ -252,15 +346,35 @@ fn dangling_references_fail_verify() {
     let dir = TempDir::new("dangle");
     let p = dir.file("t.zst");
     let mut t = mem_trace(1, 100);
-    t.events.push(Event::OffCpuStacks(OffCpuStacks { ts: u64::MAX / 2, tid: 1, kstack: StackId(10_000), ustack: StackId::NONE }));
+    t.events.push(Event::OffCpuStacks(OffCpuStacks {
+        ts: u64::MAX / 2,
+        tid: 1,
+        kstack: StackId(10_000),
+        ustack: StackId::NONE,
+    }));
     t.write_to(&p, opts(1000)).unwrap();
     let r = TraceReader::open(&p).unwrap();
     let e = r.verify().unwrap_err();
-    assert!(matches!(e, FormatError::Dangling { what: "stack", id: 10_000, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            FormatError::Dangling {
+                what: "stack",
+                id: 10_000,
+                ..
+            }
+        ),
+        "{e}"
+    );
     // Reserved ids are not references.
     let p = dir.file("t2.zst");
     let mut t = mem_trace(1, 100);
-    t.events.push(Event::OffCpuStacks(OffCpuStacks { ts: u64::MAX / 2, tid: 1, kstack: StackId(15), ustack: StackId(3) }));
+    t.events.push(Event::OffCpuStacks(OffCpuStacks {
+        ts: u64::MAX / 2,
+        tid: 1,
+        kstack: StackId(15),
+        ustack: StackId(3),
+    }));
     t.write_to(&p, opts(1000)).unwrap();
     let r = TraceReader::open(&p).unwrap();
     let v = r.verify().unwrap();
@@ -280,7 +394,17 @@ fn dangling_references_fail_verify() {
     }));
     t.write_to(&p, opts(1000)).unwrap();
     let e = TraceReader::open(&p).unwrap().verify().unwrap_err();
-    assert!(matches!(e, FormatError::Dangling { what: "irq source", id: 77, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            FormatError::Dangling {
+                what: "irq source",
+                id: 77,
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
@@ -288,8 +412,20 @@ fn reserved_table_ids_are_rejected_by_the_writer() {
     let dir = TempDir::new("resv");
     let p = dir.file("t.zst");
     let mut w = TraceWriter::create(&p, &meta("r"), opts(10)).unwrap();
-    assert!(w.add_stacks(&[StackEntry { id: StackId(3), kind: StackKind::Kernel, tgid: 0, frames: vec![1] }]).is_err());
-    assert!(w.add_irq_sources(&[IrqSource { id: 0, name: "x".into() }]).is_err());
+    assert!(w
+        .add_stacks(&[StackEntry {
+            id: StackId(3),
+            kind: StackKind::Kernel,
+            tgid: 0,
+            frames: vec![1]
+        }])
+        .is_err());
+    assert!(w
+        .add_irq_sources(&[IrqSource {
+            id: 0,
+            name: "x".into()
+        }])
+        .is_err());
 }
 
 #[test]
@@ -297,12 +433,21 @@ fn not_chainrec_and_versions() {
     let dir = TempDir::new("ver");
     let p = dir.file("x");
     std::fs::write(&p, b"hello world, this is not a trace at all").unwrap();
-    assert!(matches!(TraceReader::open(&p), Err(FormatError::NotChainrec)));
+    assert!(matches!(
+        TraceReader::open(&p),
+        Err(FormatError::NotChainrec)
+    ));
     std::fs::write(&p, b"").unwrap();
-    assert!(matches!(TraceReader::open(&p), Err(FormatError::Truncated { .. })));
+    assert!(matches!(
+        TraceReader::open(&p),
+        Err(FormatError::Truncated { .. })
+    ));
     // A plain zstd file is not a chainrec trace.
     std::fs::write(&p, zstd::encode_all(&b"abc"[..], 3).unwrap()).unwrap();
-    assert!(matches!(TraceReader::open(&p), Err(FormatError::NotChainrec)));
+    assert!(matches!(
+        TraceReader::open(&p),
+        Err(FormatError::NotChainrec)
+    ));
     // Newer major version.
     let good = dir.file("g.zst");
     mem_trace(1, 10).write_to(&good, opts(10)).unwrap();
@@ -310,7 +455,11 @@ fn not_chainrec_and_versions() {
     b[16] = 2; // major = 2 (LE u16 at 16)
     std::fs::write(&p, &b).unwrap();
     match TraceReader::open(&p) {
-        Err(FormatError::UnsupportedVersion { found: 2, min: 1, max: 1 }) => {}
+        Err(FormatError::UnsupportedVersion {
+            found: 2,
+            min: 1,
+            max: 1,
+        }) => {}
         Err(e) => panic!("{e}"),
         Ok(_) => panic!("opened"),
     }
@@ -331,7 +480,11 @@ fn crc32fast_hash(b: &[u8]) -> u32 {
     for &x in b {
         crc ^= x as u32;
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc

@@ -22,7 +22,11 @@ impl TraceSink for OrderSink {
     fn add_stacks(&mut self, s: &[StackEntry]) -> Result<()> {
         let n = self.mem.events.len();
         for x in s {
-            assert!(self.stack_added_at.insert(x.id, n).is_none(), "stack {:?} added twice", x.id);
+            assert!(
+                self.stack_added_at.insert(x.id, n).is_none(),
+                "stack {:?} added twice",
+                x.id
+            );
         }
         self.mem.add_stacks(s)
     }
@@ -72,8 +76,15 @@ fn busy_server_is_a_consistent_schedule() {
     let mut last_ts = 0;
     let stack_check = |id: StackId, i: usize| {
         if id.is_real() {
-            let at = s.stack_added_at.get(&id).copied().unwrap_or_else(|| panic!("event {i}: stack {id:?} not in tables"));
-            assert!(at <= i, "event {i}: stack {id:?} added after its first use (at {at})");
+            let at = s
+                .stack_added_at
+                .get(&id)
+                .copied()
+                .unwrap_or_else(|| panic!("event {i}: stack {id:?} not in tables"));
+            assert!(
+                at <= i,
+                "event {i}: stack {id:?} added after its first use (at {at})"
+            );
         }
     };
     for (i, e) in ev.iter().enumerate() {
@@ -83,7 +94,11 @@ fn busy_server_is_a_consistent_schedule() {
         match *e {
             Event::Switch(sw) => {
                 let c = cur.get(&sw.cpu).copied().unwrap_or(0);
-                assert_eq!(sw.prev_tid, c, "event {i}: prev_tid is not the task running on cpu {}", sw.cpu);
+                assert_eq!(
+                    sw.prev_tid, c,
+                    "event {i}: prev_tid is not the task running on cpu {}",
+                    sw.cpu
+                );
                 assert!(sw.cpu < 8);
                 if sw.prev_tid != 0 {
                     running_on.remove(&sw.prev_tid);
@@ -102,11 +117,24 @@ fn busy_server_is_a_consistent_schedule() {
                 }
                 if sw.next_tid != 0 {
                     let t = sw.next_tid;
-                    assert!(!running_on.contains_key(&t), "event {i}: tid {t} already running on cpu {:?}", running_on.get(&t));
-                    assert!(!blocked.contains(&t), "event {i}: tid {t} switched in while blocked (no waking)");
-                    assert!(!exited.contains(&t), "event {i}: tid {t} switched in after exit");
+                    assert!(
+                        !running_on.contains_key(&t),
+                        "event {i}: tid {t} already running on cpu {:?}",
+                        running_on.get(&t)
+                    );
+                    assert!(
+                        !blocked.contains(&t),
+                        "event {i}: tid {t} switched in while blocked (no waking)"
+                    );
+                    assert!(
+                        !exited.contains(&t),
+                        "event {i}: tid {t} switched in after exit"
+                    );
                     if !seen_in.contains(&t) {
-                        assert!(woken.contains(&t) || new_tasks.contains(&t), "event {i}: first switch-in of {t} without waking");
+                        assert!(
+                            woken.contains(&t) || new_tasks.contains(&t),
+                            "event {i}: first switch-in of {t} without waking"
+                        );
                         seen_in.insert(t);
                     }
                     woken.remove(&t);
@@ -118,21 +146,43 @@ fn busy_server_is_a_consistent_schedule() {
             }
             Event::Waking(w) => {
                 let c = cur.get(&w.cpu).copied().unwrap_or(0);
-                assert_eq!(w.waker_tid, c, "event {i}: waker is not the task running on cpu {}", w.cpu);
+                assert_eq!(
+                    w.waker_tid, c,
+                    "event {i}: waker is not the task running on cpu {}",
+                    w.cpu
+                );
                 match w.context {
                     WakeContext::Task => {
                         assert_ne!(w.waker_tid, 0, "event {i}: task-context waking from idle");
                         assert_eq!(w.source, 0);
                     }
                     WakeContext::SoftIrq | WakeContext::HardIrq => {
-                        assert!(tables.irq_sources.contains_key(&w.source), "event {i}: irq source {}", w.source);
+                        assert!(
+                            tables.irq_sources.contains_key(&w.source),
+                            "event {i}: irq source {}",
+                            w.source
+                        );
                         assert!(s.irq_added_at[&w.source] <= i);
-                        *counts.entry(if w.context == WakeContext::SoftIrq { "softirq" } else { "hardirq" }).or_default() += 1;
+                        *counts
+                            .entry(if w.context == WakeContext::SoftIrq {
+                                "softirq"
+                            } else {
+                                "hardirq"
+                            })
+                            .or_default() += 1;
                     }
                     WakeContext::Nmi => panic!("no NMI wakings in this model"),
                 }
-                assert!(!running_on.contains_key(&w.target_tid), "event {i}: waking of running task {}", w.target_tid);
-                assert!(!woken.contains(&w.target_tid), "event {i}: double waking of {}", w.target_tid);
+                assert!(
+                    !running_on.contains_key(&w.target_tid),
+                    "event {i}: waking of running task {}",
+                    w.target_tid
+                );
+                assert!(
+                    !woken.contains(&w.target_tid),
+                    "event {i}: double waking of {}",
+                    w.target_tid
+                );
                 assert!(!exited.contains(&w.target_tid));
                 blocked.remove(&w.target_tid);
                 woken.insert(w.target_tid);
@@ -140,27 +190,42 @@ fn busy_server_is_a_consistent_schedule() {
                 stack_check(w.waker_ustack, i);
             }
             Event::WakeupNew(w) => {
-                assert_eq!(cur.get(&w.cpu).copied().unwrap_or(0), w.parent_tid, "event {i}: parent not running");
+                assert_eq!(
+                    cur.get(&w.cpu).copied().unwrap_or(0),
+                    w.parent_tid,
+                    "event {i}: parent not running"
+                );
                 assert!(s.task_added_at[&w.child_tid] <= i);
                 new_tasks.insert(w.child_tid);
             }
             Event::OffCpuStacks(o) => {
-                assert!(running_on.contains_key(&o.tid), "event {i}: lazy stacks of a task that is not running");
+                assert!(
+                    running_on.contains_key(&o.tid),
+                    "event {i}: lazy stacks of a task that is not running"
+                );
                 stack_check(o.kstack, i);
                 stack_check(o.ustack, i);
-                assert!(o.kstack.is_real() != o.ustack.is_real(), "one side per lazy record");
+                assert!(
+                    o.kstack.is_real() != o.ustack.is_real(),
+                    "one side per lazy record"
+                );
             }
             Event::Comm(c) => {
                 assert!(s.task_added_at.contains_key(&c.tid));
-                *counts.entry(match c.reason {
-                    CommReason::Seen => "comm_seen",
-                    CommReason::Exec => "comm_exec",
-                    CommReason::Rename => "comm_rename",
-                    CommReason::Fork => "comm_fork",
-                }).or_default() += 1;
+                *counts
+                    .entry(match c.reason {
+                        CommReason::Seen => "comm_seen",
+                        CommReason::Exec => "comm_exec",
+                        CommReason::Rename => "comm_rename",
+                        CommReason::Fork => "comm_fork",
+                    })
+                    .or_default() += 1;
             }
             Event::Exit(x) => {
-                assert!(running_on.contains_key(&x.tid), "event {i}: exit of a task that is not running");
+                assert!(
+                    running_on.contains_key(&x.tid),
+                    "event {i}: exit of a task that is not running"
+                );
             }
             Event::Lost(_) => panic!("no lost markers in this model"),
         }
@@ -171,7 +236,11 @@ fn busy_server_is_a_consistent_schedule() {
     let tgids: HashSet<u32> = ev
         .iter()
         .filter_map(|e| match e {
-            Event::Comm(c) if c.reason == CommReason::Seen && !tables.tasks[&c.tid].kernel_thread => Some(c.tgid),
+            Event::Comm(c)
+                if c.reason == CommReason::Seen && !tables.tasks[&c.tid].kernel_thread =>
+            {
+                Some(c.tgid)
+            }
             _ => None,
         })
         .collect();
@@ -183,12 +252,34 @@ fn busy_server_is_a_consistent_schedule() {
         tables.stacks.len(),
         tables.symbols.len()
     );
-    assert!((5e5..2e6).contains(&rate), "~1 M events/s of trace time, got {rate:.0}");
+    assert!(
+        (5e5..2e6).contains(&rate),
+        "~1 M events/s of trace time, got {rate:.0}"
+    );
     assert!(tables.tasks.len() >= 1800);
-    assert!((40..=60).contains(&tgids.len()), "{} processes", tgids.len());
-    assert!(tables.stacks.len() >= 1000, "{} stacks", tables.stacks.len());
+    assert!(
+        (40..=60).contains(&tgids.len()),
+        "{} processes",
+        tgids.len()
+    );
+    assert!(
+        tables.stacks.len() >= 1000,
+        "{} stacks",
+        tables.stacks.len()
+    );
     assert!(preempt > 0);
-    for k in ["switch", "waking", "wakeup_new", "comm", "exit", "offcpu_stacks", "softirq", "hardirq", "comm_exec", "comm_fork"] {
+    for k in [
+        "switch",
+        "waking",
+        "wakeup_new",
+        "comm",
+        "exit",
+        "offcpu_stacks",
+        "softirq",
+        "hardirq",
+        "comm_exec",
+        "comm_fork",
+    ] {
         assert!(counts.get(k).copied().unwrap_or(0) > 0, "no {k}");
     }
     // Most waits are short: SKIPPED dominates real stacks.
@@ -218,7 +309,12 @@ fn busy_server_streams_to_a_file() {
     let p = dir.file("busy.zst");
     let sc = synth::find("busy-server").unwrap();
     let n = 1_000_000;
-    let mut m = RecordingMeta { synthetic_scenario: Some("busy-server".into()), clock: Clock::Synthetic, cpu_count: 8, ..Default::default() };
+    let mut m = RecordingMeta {
+        synthetic_scenario: Some("busy-server".into()),
+        clock: Clock::Synthetic,
+        cpu_count: 8,
+        ..Default::default()
+    };
     let mut w = TraceWriter::create(&p, &m, WriterOptions::default()).unwrap();
     (sc.generate)(&synth::SynthParams { events: n, seed: 1 }, &mut w).unwrap();
     m.end_ns = 1;
@@ -227,7 +323,11 @@ fn busy_server_streams_to_a_file() {
     let bpe = s.bytes as f64 / n as f64;
     let r = TraceReader::open(&p).unwrap();
     let v = r.verify().unwrap();
-    eprintln!("busy-server {n} events: {} bytes = {bpe:.2} bytes/event; sections {:?}", s.bytes, r.section_bytes());
+    eprintln!(
+        "busy-server {n} events: {} bytes = {bpe:.2} bytes/event; sections {:?}",
+        s.bytes,
+        r.section_bytes()
+    );
     assert_eq!(v.events, n);
     assert!(bpe <= 6.0, "{bpe:.2} bytes/event");
 }

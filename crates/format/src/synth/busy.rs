@@ -273,7 +273,13 @@ impl Sim {
             emitted: 0,
             seq: 0,
             heap: BinaryHeap::new(),
-            cpus: (0..CPUS).map(|_| Cpu { cur: 0, rq: VecDeque::new(), resched: false }).collect(),
+            cpus: (0..CPUS)
+                .map(|_| Cpu {
+                    cur: 0,
+                    rq: VecDeque::new(),
+                    resched: false,
+                })
+                .collect(),
             threads: Vec::new(),
             free: Vec::new(),
             ix: HashMap::new(),
@@ -282,7 +288,16 @@ impl Sim {
             next_tid: 1000,
             stacks: Stacks::default(),
             members: HashMap::new(),
-            child_names: vec!["sh", "date", "curl", "logrotate", "gzip", "find", "awk", "sed"],
+            child_names: vec![
+                "sh",
+                "date",
+                "curl",
+                "logrotate",
+                "gzip",
+                "find",
+                "awk",
+                "sed",
+            ],
         }
     }
 
@@ -308,7 +323,15 @@ impl Sim {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn new_thread(&mut self, tgid: Option<u32>, comm: &str, kernel: bool, role: Role, pool: Option<u16>, period: u64) -> u32 {
+    fn new_thread(
+        &mut self,
+        tgid: Option<u32>,
+        comm: &str,
+        kernel: bool,
+        role: Role,
+        pool: Option<u16>,
+        period: u64,
+    ) -> u32 {
         let tid = self.next_tid;
         self.next_tid += 1;
         let tgid = tgid.unwrap_or(tid);
@@ -352,36 +375,79 @@ impl Sim {
 
     fn task_entry(&self, tid: u32) -> TaskEntry {
         let t = self.get(tid).expect("task");
-        TaskEntry { tid, tgid: t.tgid, comm: t.comm, kernel_thread: t.kernel }
+        TaskEntry {
+            tid,
+            tgid: t.tgid,
+            comm: t.comm,
+            kernel_thread: t.kernel,
+        }
     }
 
     /// Build the process population, register tables, emit first sightings and arm the
     /// initial actions.
     fn setup(&mut self, out: &mut dyn TraceSink) -> Result<()> {
-        let mut irqs = vec![IrqSource { id: SRC_TIMER, name: "timer".into() }, IrqSource { id: SRC_NET_RX, name: "NET_RX".into() }];
+        let mut irqs = vec![
+            IrqSource {
+                id: SRC_TIMER,
+                name: "timer".into(),
+            },
+            IrqSource {
+                id: SRC_NET_RX,
+                name: "NET_RX".into(),
+            },
+        ];
         for q in 0..CPUS {
-            irqs.push(IrqSource { id: SRC_DISK0 + q, name: format!("nvme0q{q}") });
+            irqs.push(IrqSource {
+                id: SRC_DISK0 + q,
+                name: format!("nvme0q{q}"),
+            });
         }
         out.add_irq_sources(&irqs)?;
 
         // Kernel threads: small tids, their own tgid.
         self.next_tid = 10;
         for cpu in 0..CPUS {
-            for (name, period) in [(format!("kworker/{cpu}:0"), 4_000_000u64), (format!("kworker/{cpu}:1H"), 10_000_000), (format!("ksoftirqd/{cpu}"), 50_000_000)] {
+            for (name, period) in [
+                (format!("kworker/{cpu}:0"), 4_000_000u64),
+                (format!("kworker/{cpu}:1H"), 10_000_000),
+                (format!("ksoftirqd/{cpu}"), 50_000_000),
+            ] {
                 let tid = self.new_thread(None, &name, true, Role::Kworker, None, period);
                 self.th(tid).last_cpu = cpu;
             }
         }
         self.next_tid = 1000;
-        let app_names = ["java", "java", "python3", "node", "gunicorn", "java", "dotnet", "ruby"];
-        let app_thread = ["http-nio-8080-e", "http-nio-8080-e", "uwsgi-worker", "node-worker", "gunicorn-wrk", "pool-1-thread", "ThreadPoolWork", "puma-srv"];
-        let db_names = [("postgres", "postgres"), ("mysqld", "connection"), ("redis-server", "io_thd"), ("postgres", "postgres")];
+        let app_names = [
+            "java", "java", "python3", "node", "gunicorn", "java", "dotnet", "ruby",
+        ];
+        let app_thread = [
+            "http-nio-8080-e",
+            "http-nio-8080-e",
+            "uwsgi-worker",
+            "node-worker",
+            "gunicorn-wrk",
+            "pool-1-thread",
+            "ThreadPoolWork",
+            "puma-srv",
+        ];
+        let db_names = [
+            ("postgres", "postgres"),
+            ("mysqld", "connection"),
+            ("redis-server", "io_thd"),
+            ("postgres", "postgres"),
+        ];
         let web_names = ["nginx", "nginx", "envoy", "haproxy", "nginx", "caddy"];
         let mut db_pools = Vec::new();
         for (i, (p, t)) in db_names.iter().enumerate() {
             let pid = self.pools.len() as u16;
             let tgid = self.spawn_pool(p, t, 64, Role::Db, pid, i as u32);
-            self.pools.push(Pool { tgid, role: Role::Db, idle: VecDeque::new(), pending: VecDeque::new(), callees: vec![] });
+            self.pools.push(Pool {
+                tgid,
+                role: Role::Db,
+                idle: VecDeque::new(),
+                pending: VecDeque::new(),
+                callees: vec![],
+            });
             db_pools.push(pid);
         }
         let mut app_pools = Vec::new();
@@ -389,29 +455,79 @@ impl Sim {
             let pid = self.pools.len() as u16;
             let tgid = self.spawn_pool(app_names[i], app_thread[i], 96, Role::App, pid, i as u32);
             let callees = vec![db_pools[i % 4], db_pools[(i + 1) % 4]];
-            self.pools.push(Pool { tgid, role: Role::App, idle: VecDeque::new(), pending: VecDeque::new(), callees });
+            self.pools.push(Pool {
+                tgid,
+                role: Role::App,
+                idle: VecDeque::new(),
+                pending: VecDeque::new(),
+                callees,
+            });
             app_pools.push(pid);
         }
         for (i, name) in web_names.iter().enumerate() {
             let pid = self.pools.len() as u16;
             let tgid = self.spawn_pool(name, name, 24, Role::Web, pid, i as u32);
             let callees = vec![app_pools[i], app_pools[(i + 3) % 8], app_pools[(i + 6) % 8]];
-            self.pools.push(Pool { tgid, role: Role::Web, idle: VecDeque::new(), pending: VecDeque::new(), callees });
+            self.pools.push(Pool {
+                tgid,
+                role: Role::Web,
+                idle: VecDeque::new(),
+                pending: VecDeque::new(),
+                callees,
+            });
             self.web_pools.push(pid);
         }
         let daemons = [
-            "systemd-journal", "containerd", "kubelet", "prometheus", "node_exporter", "chronyd", "sshd", "rsyslogd",
-            "dockerd", "fluent-bit", "consul", "vault", "etcd", "telegraf", "crond", "polkitd",
-            "dbus-daemon", "NetworkManager", "snapd", "irqbalance", "udisksd", "multipathd", "auditd", "tuned",
+            "systemd-journal",
+            "containerd",
+            "kubelet",
+            "prometheus",
+            "node_exporter",
+            "chronyd",
+            "sshd",
+            "rsyslogd",
+            "dockerd",
+            "fluent-bit",
+            "consul",
+            "vault",
+            "etcd",
+            "telegraf",
+            "crond",
+            "polkitd",
+            "dbus-daemon",
+            "NetworkManager",
+            "snapd",
+            "irqbalance",
+            "udisksd",
+            "multipathd",
+            "auditd",
+            "tuned",
         ];
         // Mostly idle housekeeping threads; a few tick fast.
-        let periods = [2_000_000u64, 10_000_000, 50_000_000, 100_000_000, 250_000_000, 500_000_000, 1_000_000_000, 2_000_000_000, 5_000_000_000];
+        let periods = [
+            2_000_000u64,
+            10_000_000,
+            50_000_000,
+            100_000_000,
+            250_000_000,
+            500_000_000,
+            1_000_000_000,
+            2_000_000_000,
+            5_000_000_000,
+        ];
         for (d, name) in daemons.iter().enumerate() {
             let mut tgid = None;
             let mut tids = Vec::new();
             for k in 0..25 {
-                let period = periods[self.rng.below(periods.len() as u64) as usize] * (1 + (d as u64 % 3)) / 2 + 1_000_000;
-                let tname = if k == 0 { name.to_string() } else { format!("{}-{k}", &name[..name.len().min(10)]) };
+                let period = periods[self.rng.below(periods.len() as u64) as usize]
+                    * (1 + (d as u64 % 3))
+                    / 2
+                    + 1_000_000;
+                let tname = if k == 0 {
+                    name.to_string()
+                } else {
+                    format!("{}-{k}", &name[..name.len().min(10)])
+                };
                 let tid = self.new_thread(tgid, &tname, false, Role::Daemon, None, period);
                 tgid.get_or_insert(tid);
                 tids.push(tid);
@@ -436,7 +552,13 @@ impl Sim {
         out.add_tasks(&tasks)?;
         for &tid in &tids {
             let t = self.get(tid).expect("task");
-            let e = Event::Comm(TaskComm { ts: T0, tid, tgid: t.tgid, comm: t.comm, reason: CommReason::Seen });
+            let e = Event::Comm(TaskComm {
+                ts: T0,
+                tid,
+                tgid: t.tgid,
+                comm: t.comm,
+                reason: CommReason::Seen,
+            });
             self.emit(out, e)?;
         }
         // Everyone starts blocked (since before the trace) in its natural wait.
@@ -460,7 +582,11 @@ impl Sim {
                 }
                 _ => {
                     let period = t.period;
-                    t.wait = if t.role == Role::Kworker { WaitKind::KthreadIdle } else { WaitKind::Nanosleep };
+                    t.wait = if t.role == Role::Kworker {
+                        WaitKind::KthreadIdle
+                    } else {
+                        WaitKind::Nanosleep
+                    };
                     let wid = t.wait_id;
                     let first = T0 + self.rng.below(period);
                     self.at(first, Act::Timer { tid, wait_id: wid });
@@ -472,10 +598,22 @@ impl Sim {
         Ok(())
     }
 
-    fn spawn_pool(&mut self, pname: &str, tname: &str, n: usize, role: Role, pool: u16, _i: u32) -> u32 {
+    fn spawn_pool(
+        &mut self,
+        pname: &str,
+        tname: &str,
+        n: usize,
+        role: Role,
+        pool: u16,
+        _i: u32,
+    ) -> u32 {
         let first = self.new_thread(None, pname, false, role, Some(pool), 0);
         for k in 1..n {
-            let name = if tname == pname { pname.to_string() } else { format!("{}-{k}", &tname[..tname.len().min(11)]) };
+            let name = if tname == pname {
+                pname.to_string()
+            } else {
+                format!("{}-{k}", &tname[..tname.len().min(11)])
+            };
             self.new_thread(Some(first), &name, false, role, Some(pool), 0);
         }
         first
@@ -484,7 +622,9 @@ impl Sim {
     fn run(&mut self, out: &mut dyn TraceSink) -> Result<()> {
         self.setup(out)?;
         while self.emitted < self.target {
-            let Some(Reverse((t, _, act))) = self.heap.pop() else { break };
+            let Some(Reverse((t, _, act))) = self.heap.pop() else {
+                break;
+            };
             self.now = t;
             self.act(out, act)?;
         }
@@ -494,7 +634,9 @@ impl Sim {
     fn act(&mut self, out: &mut dyn TraceSink, act: Act) -> Result<()> {
         match act {
             Act::BurstEnd { tid, gen } => {
-                let ok = self.get(tid).is_some_and(|t| t.gen == gen && matches!(t.st, St::Running(_)));
+                let ok = self
+                    .get(tid)
+                    .is_some_and(|t| t.gen == gen && matches!(t.st, St::Running(_)));
                 if ok {
                     self.th(tid).remaining = 0;
                     self.advance(out, tid)?;
@@ -507,7 +649,9 @@ impl Sim {
                     if let Some(next) = self.cpus[cpu as usize].rq.pop_front() {
                         self.switch(out, cpu, STATE_RUNNABLE, next)?;
                     }
-                } else if !self.cpus[cpu as usize].rq.is_empty() && self.now - self.get(cur).map_or(0, |t| t.run_start) >= PREEMPT_AFTER_NS {
+                } else if !self.cpus[cpu as usize].rq.is_empty()
+                    && self.now - self.get(cur).map_or(0, |t| t.run_start) >= PREEMPT_AFTER_NS
+                {
                     self.preempt(out, cpu)?;
                 }
             }
@@ -518,14 +662,34 @@ impl Sim {
                 }
             }
             Act::Timer { tid, wait_id } => {
-                if self.get(tid).is_some_and(|t| t.st == St::Blocked && t.wait_id == wait_id) {
+                if self
+                    .get(tid)
+                    .is_some_and(|t| t.st == St::Blocked && t.wait_id == wait_id)
+                {
                     let cpu = self.get(tid).map_or(0, |t| t.last_cpu);
-                    self.wake(out, tid, cpu, WakeContext::HardIrq, SRC_TIMER, WakeHow::Timer)?;
+                    self.wake(
+                        out,
+                        tid,
+                        cpu,
+                        WakeContext::HardIrq,
+                        SRC_TIMER,
+                        WakeHow::Timer,
+                    )?;
                 }
             }
             Act::Disk { tid, wait_id, cpu } => {
-                if self.get(tid).is_some_and(|t| t.st == St::Blocked && t.wait_id == wait_id) {
-                    self.wake(out, tid, cpu, WakeContext::HardIrq, SRC_DISK0 + cpu, WakeHow::DiskIrq)?;
+                if self
+                    .get(tid)
+                    .is_some_and(|t| t.st == St::Blocked && t.wait_id == wait_id)
+                {
+                    self.wake(
+                        out,
+                        tid,
+                        cpu,
+                        WakeContext::HardIrq,
+                        SRC_DISK0 + cpu,
+                        WakeHow::DiskIrq,
+                    )?;
                 }
             }
             Act::Net => {
@@ -538,12 +702,22 @@ impl Sim {
                 self.deliver(out, w, req, Some(cpu))?;
             }
             Act::UStack { tid, gen } => {
-                let ok = self.get(tid).is_some_and(|t| t.gen == gen && matches!(t.st, St::Running(_)));
+                let ok = self
+                    .get(tid)
+                    .is_some_and(|t| t.gen == gen && matches!(t.st, St::Running(_)));
                 if ok {
                     let t = self.get(tid).expect("task");
                     let (tgid, wait, site) = (t.tgid, t.wait, t.site);
                     let u = self.stacks.user_wait(out, tgid, wait, site)?;
-                    self.emit(out, Event::OffCpuStacks(OffCpuStacks { ts: self.now, tid, kstack: StackId::NONE, ustack: u }))?;
+                    self.emit(
+                        out,
+                        Event::OffCpuStacks(OffCpuStacks {
+                            ts: self.now,
+                            tid,
+                            kstack: StackId::NONE,
+                            ustack: u,
+                        }),
+                    )?;
                 }
             }
         }
@@ -553,7 +727,13 @@ impl Sim {
     /// Send a request to a pool: hand it to an idle worker (waking it) or queue it.
     /// `irq_cpu` Some: delivered by the NET_RX softirq on that cpu; None: by the running
     /// caller (task context).
-    fn deliver(&mut self, out: &mut dyn TraceSink, pool: u16, req: Req, irq_cpu: Option<u32>) -> Result<()> {
+    fn deliver(
+        &mut self,
+        out: &mut dyn TraceSink,
+        pool: u16,
+        req: Req,
+        irq_cpu: Option<u32>,
+    ) -> Result<()> {
         let p = &mut self.pools[pool as usize];
         // Most recently idle worker first (epoll exclusive wakeups and most pools are
         // LIFO): hot workers wait briefly, cold ones for long.
@@ -565,7 +745,14 @@ impl Sim {
             }
             self.plan_request(w);
             match irq_cpu {
-                Some(cpu) => self.wake(out, w, cpu, WakeContext::SoftIrq, SRC_NET_RX, WakeHow::NetRx)?,
+                Some(cpu) => self.wake(
+                    out,
+                    w,
+                    cpu,
+                    WakeContext::SoftIrq,
+                    SRC_NET_RX,
+                    WakeHow::NetRx,
+                )?,
                 None => {
                     let cpu = self.get(req.caller).map_or(0, |t| t.last_cpu);
                     let how = match p_role(&self.pools[pool as usize]) {
@@ -628,7 +815,9 @@ impl Sim {
 
     /// Steps of a periodic thread after a timer wake.
     fn plan_periodic(&mut self, tid: u32) {
-        let (role, period) = self.get(tid).map_or((Role::Daemon, 1), |t| (t.role, t.period));
+        let (role, period) = self
+            .get(tid)
+            .map_or((Role::Daemon, 1), |t| (t.role, t.period));
         let r = &mut self.rng;
         let mut s = VecDeque::new();
         let jitter = |r: &mut Rng, p: u64| p - p / 10 + r.below(p / 5 + 1);
@@ -688,7 +877,9 @@ impl Sim {
                     continue;
                 }
             };
-            let St::Running(cpu) = self.get(tid).map_or(St::Dead, |t| t.st) else { return Ok(()) };
+            let St::Running(cpu) = self.get(tid).map_or(St::Dead, |t| t.st) else {
+                return Ok(());
+            };
             match step {
                 Step::Run(d) => {
                     self.start_burst(tid, d);
@@ -697,7 +888,11 @@ impl Sim {
                 Step::Call(pool) => {
                     let site = self.get(tid).map_or(0, |t| t.site);
                     self.deliver(out, pool, Req { caller: tid, site }, None)?;
-                    let kind = if self.get(tid).map(|t| t.role) == Some(Role::Web) { WaitKind::UpstreamRecv } else { WaitKind::SockRecv };
+                    let kind = if self.get(tid).map(|t| t.role) == Some(Role::Web) {
+                        WaitKind::UpstreamRecv
+                    } else {
+                        WaitKind::SockRecv
+                    };
                     if self.block(out, tid, cpu, kind, STATE_INTERRUPTIBLE, true)? {
                         return Ok(());
                     }
@@ -705,13 +900,24 @@ impl Sim {
                 Step::Disk(d) => {
                     self.block(out, tid, cpu, WaitKind::Disk, STATE_UNINTERRUPTIBLE, false)?;
                     let wid = self.get(tid).map_or(0, |t| t.wait_id);
-                    self.at(self.now + d, Act::Disk { tid, wait_id: wid, cpu });
+                    self.at(
+                        self.now + d,
+                        Act::Disk {
+                            tid,
+                            wait_id: wid,
+                            cpu,
+                        },
+                    );
                     return Ok(());
                 }
                 Step::Reply => {
                     if let Some(req) = self.th(tid).req.take() {
                         if req.caller != 0 {
-                            let how = if self.get(req.caller).map(|t| t.role) == Some(Role::Web) { WakeHow::SockSend } else { WakeHow::PipeWrite };
+                            let how = if self.get(req.caller).map(|t| t.role) == Some(Role::Web) {
+                                WakeHow::SockSend
+                            } else {
+                                WakeHow::PipeWrite
+                            };
                             self.pending_or_wake(out, req.caller, cpu, how)?;
                         }
                     }
@@ -757,7 +963,10 @@ impl Sim {
                     let tgid = self.get(tid).map_or(0, |t| t.tgid);
                     if let Some(m) = self.members.get(&tgid) {
                         let peer = m[self.rng.below(m.len() as u64) as usize];
-                        let sleeping = self.get(peer).is_some_and(|t| t.st == St::Blocked && matches!(t.wait, WaitKind::Nanosleep | WaitKind::FutexTimed));
+                        let sleeping = self.get(peer).is_some_and(|t| {
+                            t.st == St::Blocked
+                                && matches!(t.wait, WaitKind::Nanosleep | WaitKind::FutexTimed)
+                        });
                         if peer != tid && sleeping {
                             self.wake(out, peer, cpu, WakeContext::Task, 0, WakeHow::FutexWake)?;
                         }
@@ -770,7 +979,16 @@ impl Sim {
                     let new = Comm::new(&format!("{name}-r{}", t.gen % 10));
                     t.comm = new;
                     let (tgid, comm) = (t.tgid, t.comm);
-                    self.emit(out, Event::Comm(TaskComm { ts: self.now, tid, tgid, comm, reason: CommReason::Rename }))?;
+                    self.emit(
+                        out,
+                        Event::Comm(TaskComm {
+                            ts: self.now,
+                            tid,
+                            tgid,
+                            comm,
+                            reason: CommReason::Rename,
+                        }),
+                    )?;
                 }
                 Step::Spawn => {
                     let child = self.new_thread(None, "bash", false, Role::Child, None, 0);
@@ -783,21 +1001,56 @@ impl Sim {
                     }
                     out.add_tasks(&[self.task_entry(child)])?;
                     let comm = Comm::new("bash");
-                    self.emit(out, Event::Comm(TaskComm { ts: self.now, tid: child, tgid: child, comm, reason: CommReason::Fork }))?;
-                    self.emit(out, Event::WakeupNew(WakeupNew { ts: self.now, cpu, parent_tid: tid, child_tid: child, child_tgid: child }))?;
+                    self.emit(
+                        out,
+                        Event::Comm(TaskComm {
+                            ts: self.now,
+                            tid: child,
+                            tgid: child,
+                            comm,
+                            reason: CommReason::Fork,
+                        }),
+                    )?;
+                    self.emit(
+                        out,
+                        Event::WakeupNew(WakeupNew {
+                            ts: self.now,
+                            cpu,
+                            parent_tid: tid,
+                            child_tid: child,
+                            child_tgid: child,
+                        }),
+                    )?;
                     self.plan_periodic(child);
                     self.enqueue(child);
                 }
                 Step::Exec => {
-                    let name = self.child_names[self.rng.below(self.child_names.len() as u64) as usize];
+                    let name =
+                        self.child_names[self.rng.below(self.child_names.len() as u64) as usize];
                     let t = self.th(tid);
                     t.comm = Comm::new(name);
                     let (tgid, comm) = (t.tgid, t.comm);
-                    self.emit(out, Event::Comm(TaskComm { ts: self.now, tid, tgid, comm, reason: CommReason::Exec }))?;
+                    self.emit(
+                        out,
+                        Event::Comm(TaskComm {
+                            ts: self.now,
+                            tid,
+                            tgid,
+                            comm,
+                            reason: CommReason::Exec,
+                        }),
+                    )?;
                 }
                 Step::Exit => {
                     let (tgid, parent) = self.get(tid).map_or((0, 0), |t| (t.tgid, t.parent));
-                    self.emit(out, Event::Exit(Exit { ts: self.now, tid, tgid }))?;
+                    self.emit(
+                        out,
+                        Event::Exit(Exit {
+                            ts: self.now,
+                            tid,
+                            tgid,
+                        }),
+                    )?;
                     // The parent shell is not waiting for children in this model (it
                     // sleeps on its own timer); `parent` is kept for a future variant.
                     let _ = parent;
@@ -826,7 +1079,13 @@ impl Sim {
 
     /// Wake `target` if it is blocked, else leave a pending wake token (no event: the
     /// kernel emits sched_waking only for tasks that are not runnable).
-    fn pending_or_wake(&mut self, out: &mut dyn TraceSink, target: u32, cpu: u32, how: WakeHow) -> Result<()> {
+    fn pending_or_wake(
+        &mut self,
+        out: &mut dyn TraceSink,
+        target: u32,
+        cpu: u32,
+        how: WakeHow,
+    ) -> Result<()> {
         match self.get(target).map(|t| t.st) {
             Some(St::Blocked) => self.wake(out, target, cpu, WakeContext::Task, 0, how),
             Some(_) => {
@@ -838,7 +1097,15 @@ impl Sim {
     }
 
     /// Emit a waking of blocked `target` on `cpu` and make it runnable.
-    fn wake(&mut self, out: &mut dyn TraceSink, target: u32, cpu: u32, ctx: WakeContext, source: u32, how: WakeHow) -> Result<()> {
+    fn wake(
+        &mut self,
+        out: &mut dyn TraceSink,
+        target: u32,
+        cpu: u32,
+        ctx: WakeContext,
+        source: u32,
+        how: WakeHow,
+    ) -> Result<()> {
         let waker = self.cpus[cpu as usize].cur;
         let since = {
             let t = self.th(target);
@@ -847,7 +1114,11 @@ impl Sim {
         };
         let long = self.now.saturating_sub(since) > STACK_THRESHOLD_NS;
         let (k, u) = if !long {
-            let u = if ctx == WakeContext::Task && !self.get(waker).is_some_and(|t| t.kernel) { StackId::SKIPPED } else { StackId::NONE };
+            let u = if ctx == WakeContext::Task && !self.get(waker).is_some_and(|t| t.kernel) {
+                StackId::SKIPPED
+            } else {
+                StackId::NONE
+            };
             (StackId::SKIPPED, u)
         } else {
             let variant = (self.rng.below(4)) as u16;
@@ -863,7 +1134,16 @@ impl Sim {
         };
         self.emit(
             out,
-            Event::Waking(Waking { ts: self.now, cpu, waker_tid: waker, target_tid: target, context: ctx, source, waker_kstack: k, waker_ustack: u }),
+            Event::Waking(Waking {
+                ts: self.now,
+                cpu,
+                waker_tid: waker,
+                target_tid: target,
+                context: ctx,
+                source,
+                waker_kstack: k,
+                waker_ustack: u,
+            }),
         )?;
         {
             let t = self.th(target);
@@ -907,7 +1187,8 @@ impl Sim {
         if !c.resched {
             let delay = if cur == 0 {
                 Some(self.rng.range(1_000, 4_000))
-            } else if self.now - self.get(cur).map_or(u64::MAX, |t| t.run_start) >= PREEMPT_AFTER_NS {
+            } else if self.now - self.get(cur).map_or(u64::MAX, |t| t.run_start) >= PREEMPT_AFTER_NS
+            {
                 Some(self.rng.range(500, 2_000))
             } else {
                 None
@@ -922,7 +1203,15 @@ impl Sim {
     /// The running task blocks. Returns false when a pending wake token let it continue.
     /// `reply`: the task waits for a reply, which may already have arrived (a pending
     /// wake token); waits for work or timers never consume the token.
-    fn block(&mut self, out: &mut dyn TraceSink, tid: u32, cpu: u32, wait: WaitKind, state: u32, reply: bool) -> Result<bool> {
+    fn block(
+        &mut self,
+        out: &mut dyn TraceSink,
+        tid: u32,
+        cpu: u32,
+        wait: WaitKind,
+        state: u32,
+        reply: bool,
+    ) -> Result<bool> {
         let t = self.th(tid);
         if reply && t.pending_wake {
             t.pending_wake = false;
@@ -939,7 +1228,13 @@ impl Sim {
 
     /// `tid` (running on `cpu`) leaves the CPU with `state`: run the next queued task,
     /// steal one, or go idle.
-    fn switch_out(&mut self, out: &mut dyn TraceSink, cpu: u32, tid: u32, state: u32) -> Result<()> {
+    fn switch_out(
+        &mut self,
+        out: &mut dyn TraceSink,
+        cpu: u32,
+        tid: u32,
+        state: u32,
+    ) -> Result<()> {
         debug_assert_eq!(self.cpus[cpu as usize].cur, tid);
         let next = match self.cpus[cpu as usize].rq.pop_front() {
             Some(n) => n,
@@ -948,7 +1243,11 @@ impl Sim {
                 let mut best: Option<u32> = None;
                 for c in 0..CPUS {
                     let l = self.cpus[c as usize].rq.len();
-                    if c != cpu && l > 0 && self.cpus[c as usize].cur != 0 && best.is_none_or(|b| l > self.cpus[b as usize].rq.len()) {
+                    if c != cpu
+                        && l > 0
+                        && self.cpus[c as usize].cur != 0
+                        && best.is_none_or(|b| l > self.cpus[b as usize].rq.len())
+                    {
                         best = Some(c);
                     }
                 }
@@ -964,7 +1263,9 @@ impl Sim {
     /// Preempt the running task of `cpu` in favour of its run queue head.
     fn preempt(&mut self, out: &mut dyn TraceSink, cpu: u32) -> Result<()> {
         let cur = self.cpus[cpu as usize].cur;
-        let Some(next) = self.cpus[cpu as usize].rq.pop_front() else { return Ok(()) };
+        let Some(next) = self.cpus[cpu as usize].rq.pop_front() else {
+            return Ok(());
+        };
         let now = self.now;
         {
             let t = self.th(cur);
@@ -987,7 +1288,14 @@ impl Sim {
                 let _ = t;
                 (StackId::NONE, StackId::NONE)
             }
-            Some(t) => (StackId::SKIPPED, if t.kernel { StackId::NONE } else { StackId::SKIPPED }),
+            Some(t) => (
+                StackId::SKIPPED,
+                if t.kernel {
+                    StackId::NONE
+                } else {
+                    StackId::SKIPPED
+                },
+            ),
             None => (StackId::NONE, StackId::NONE),
         };
         let prev_state = if prev == 0 { STATE_RUNNABLE } else { state };
@@ -996,7 +1304,18 @@ impl Sim {
                 self.threads[i].gen = self.threads[i].gen.wrapping_add(1);
             }
         }
-        self.emit(out, Event::Switch(Switch { ts: self.now, cpu, prev_tid: prev, prev_state, next_tid: next, prev_kstack: pk, prev_ustack: pu }))?;
+        self.emit(
+            out,
+            Event::Switch(Switch {
+                ts: self.now,
+                cpu,
+                prev_tid: prev,
+                prev_state,
+                next_tid: next,
+                prev_kstack: pk,
+                prev_ustack: pu,
+            }),
+        )?;
         self.cpus[cpu as usize].cur = next;
         if next == 0 {
             return Ok(());
@@ -1007,12 +1326,28 @@ impl Sim {
             t.st = St::Running(cpu);
             t.last_cpu = cpu;
             t.run_start = now;
-            (std::mem::take(&mut t.woken), t.remaining, t.blocked_since, t.kernel, t.gen)
+            (
+                std::mem::take(&mut t.woken),
+                t.remaining,
+                t.blocked_since,
+                t.kernel,
+                t.gen,
+            )
         };
         if woken && since != 0 && now - since > STACK_THRESHOLD_NS {
-            let (tgid, wait) = self.get(next).map_or((0, WaitKind::Nanosleep), |t| (t.tgid, t.wait));
+            let (tgid, wait) = self
+                .get(next)
+                .map_or((0, WaitKind::Nanosleep), |t| (t.tgid, t.wait));
             let k = self.stacks.kernel_wait(out, wait, (tgid % 5) as u16)?;
-            self.emit(out, Event::OffCpuStacks(OffCpuStacks { ts: now, tid: next, kstack: k, ustack: StackId::NONE }))?;
+            self.emit(
+                out,
+                Event::OffCpuStacks(OffCpuStacks {
+                    ts: now,
+                    tid: next,
+                    kstack: k,
+                    ustack: StackId::NONE,
+                }),
+            )?;
             if !kernel {
                 let d = self.rng.range(300, 800);
                 self.at(now + d, Act::UStack { tid: next, gen });
@@ -1066,7 +1401,13 @@ impl Stacks {
     }
 
     /// Register a stack (leaf first) of `kind` in address space `tgid`.
-    fn add(&mut self, out: &mut dyn TraceSink, kind: StackKind, tgid: u32, frames: &[(String, Option<&str>)]) -> Result<StackId> {
+    fn add(
+        &mut self,
+        out: &mut dyn TraceSink,
+        kind: StackKind,
+        tgid: u32,
+        frames: &[(String, Option<&str>)],
+    ) -> Result<StackId> {
         let id = self.alloc();
         let mut addrs = Vec::with_capacity(frames.len());
         let mut syms = Vec::new();
@@ -1078,7 +1419,11 @@ impl Stacks {
                     (base, base + 0x10 + (h >> 40) % 0x200)
                 }
                 StackKind::User => {
-                    let region = if module.is_some_and(|m| m.contains("libc")) { 0x7f3a_1c00_0000u64 } else { 0x5600_0000_0000u64 + (tgid as u64) * 0x1000_0000 };
+                    let region = if module.is_some_and(|m| m.contains("libc")) {
+                        0x7f3a_1c00_0000u64
+                    } else {
+                        0x5600_0000_0000u64 + (tgid as u64) * 0x1000_0000
+                    };
                     let base = region + (h % 0x0080_0000) * 16;
                     (base, base + 0x8 + (h >> 40) % 0x400)
                 }
@@ -1095,33 +1440,96 @@ impl Stacks {
                     name: if unresolved { None } else { Some(name.clone()) },
                     offset: addr - base,
                     module: module.map(str::to_string),
-                    build_id: module.map(|m| fnv(m).to_le_bytes().iter().chain(fnv(&format!("{m}!")).to_le_bytes().iter()).copied().collect()),
+                    build_id: module.map(|m| {
+                        fnv(m)
+                            .to_le_bytes()
+                            .iter()
+                            .chain(fnv(&format!("{m}!")).to_le_bytes().iter())
+                            .copied()
+                            .collect()
+                    }),
                     file_offset: module.map(|_| (addr - 0x5600_0000_0000u64.min(addr)) & 0xff_ffff),
                 });
             }
         }
-        out.add_stacks(&[StackEntry { id, kind, tgid: if kind == StackKind::Kernel { 0 } else { tgid }, frames: addrs }])?;
+        out.add_stacks(&[StackEntry {
+            id,
+            kind,
+            tgid: if kind == StackKind::Kernel { 0 } else { tgid },
+            frames: addrs,
+        }])?;
         if !syms.is_empty() {
             out.add_symbols(&syms)?;
         }
         Ok(id)
     }
 
-    fn kernel_wait(&mut self, out: &mut dyn TraceSink, wait: WaitKind, variant: u16) -> Result<StackId> {
+    fn kernel_wait(
+        &mut self,
+        out: &mut dyn TraceSink,
+        wait: WaitKind,
+        variant: u16,
+    ) -> Result<StackId> {
         if let Some(&id) = self.kernel_wait.get(&(wait, variant)) {
             return Ok(id);
         }
         let tail: &[&str] = match wait {
-            WaitKind::Epoll => &["schedule_hrtimeout_range", "ep_poll", "do_epoll_wait", "__x64_sys_epoll_wait"],
-            WaitKind::FutexWork | WaitKind::FutexTimed => &["futex_wait_queue", "__futex_wait", "futex_wait", "do_futex", "__x64_sys_futex"],
-            WaitKind::SockRecv | WaitKind::UpstreamRecv => &["schedule_timeout", "sk_wait_data", "tcp_recvmsg_locked", "tcp_recvmsg", "inet_recvmsg", "sock_recvmsg", "__sys_recvfrom", "__x64_sys_recvfrom"],
-            WaitKind::Disk => &["io_schedule", "folio_wait_bit_common", "filemap_get_pages", "filemap_read", "ext4_file_read_iter", "vfs_read", "ksys_pread64", "__x64_sys_pread64"],
-            WaitKind::Nanosleep => &["do_nanosleep", "hrtimer_nanosleep", "common_nsleep", "__x64_sys_clock_nanosleep"],
-            WaitKind::KthreadIdle => &["worker_thread", "kthread", "ret_from_fork", "ret_from_fork_asm"],
+            WaitKind::Epoll => &[
+                "schedule_hrtimeout_range",
+                "ep_poll",
+                "do_epoll_wait",
+                "__x64_sys_epoll_wait",
+            ],
+            WaitKind::FutexWork | WaitKind::FutexTimed => &[
+                "futex_wait_queue",
+                "__futex_wait",
+                "futex_wait",
+                "do_futex",
+                "__x64_sys_futex",
+            ],
+            WaitKind::SockRecv | WaitKind::UpstreamRecv => &[
+                "schedule_timeout",
+                "sk_wait_data",
+                "tcp_recvmsg_locked",
+                "tcp_recvmsg",
+                "inet_recvmsg",
+                "sock_recvmsg",
+                "__sys_recvfrom",
+                "__x64_sys_recvfrom",
+            ],
+            WaitKind::Disk => &[
+                "io_schedule",
+                "folio_wait_bit_common",
+                "filemap_get_pages",
+                "filemap_read",
+                "ext4_file_read_iter",
+                "vfs_read",
+                "ksys_pread64",
+                "__x64_sys_pread64",
+            ],
+            WaitKind::Nanosleep => &[
+                "do_nanosleep",
+                "hrtimer_nanosleep",
+                "common_nsleep",
+                "__x64_sys_clock_nanosleep",
+            ],
+            WaitKind::KthreadIdle => &[
+                "worker_thread",
+                "kthread",
+                "ret_from_fork",
+                "ret_from_fork_asm",
+            ],
         };
-        let mut frames: Vec<(String, Option<&str>)> = vec![("__schedule".into(), None), ("schedule".into(), None)];
+        let mut frames: Vec<(String, Option<&str>)> =
+            vec![("__schedule".into(), None), ("schedule".into(), None)];
         // Variants: different entry paths / inlined helpers.
-        let mid = ["", "__traceiter_sched_switch", "schedule_preempt_disabled", "io_schedule_timeout", "schedule_timeout_interruptible"];
+        let mid = [
+            "",
+            "__traceiter_sched_switch",
+            "schedule_preempt_disabled",
+            "io_schedule_timeout",
+            "schedule_timeout_interruptible",
+        ];
         if variant as usize % mid.len() != 0 {
             frames.push((mid[variant as usize % mid.len()].to_string(), None));
         }
@@ -1138,17 +1546,87 @@ impl Stacks {
         Ok(id)
     }
 
-    fn kernel_wake(&mut self, out: &mut dyn TraceSink, how: WakeHow, variant: u16) -> Result<StackId> {
+    fn kernel_wake(
+        &mut self,
+        out: &mut dyn TraceSink,
+        how: WakeHow,
+        variant: u16,
+    ) -> Result<StackId> {
         if let Some(&id) = self.kernel_wake.get(&(how, variant)) {
             return Ok(id);
         }
         let tail: &[&str] = match how {
-            WakeHow::FutexWake => &["wake_up_q", "futex_wake", "do_futex", "__x64_sys_futex", "do_syscall_64", "entry_SYSCALL_64_after_hwframe"],
-            WakeHow::SockSend => &["__wake_up_sync_key", "sock_def_readable", "tcp_data_queue", "tcp_rcv_established", "tcp_v4_do_rcv", "__release_sock", "release_sock", "tcp_sendmsg", "sock_sendmsg", "__sys_sendto", "__x64_sys_sendto", "do_syscall_64", "entry_SYSCALL_64_after_hwframe"],
-            WakeHow::PipeWrite => &["__wake_up_common_lock", "__wake_up_sync_key", "pipe_write", "vfs_write", "ksys_write", "__x64_sys_write", "do_syscall_64", "entry_SYSCALL_64_after_hwframe"],
-            WakeHow::NetRx => &["ep_autoremove_wake_function", "__wake_up_common", "__wake_up_sync_key", "ep_poll_callback", "sock_def_readable", "tcp_data_queue", "tcp_rcv_established", "tcp_v4_rcv", "ip_local_deliver_finish", "__netif_receive_skb_one_core", "process_backlog", "__napi_poll", "net_rx_action", "handle_softirqs", "irq_exit_rcu", "common_interrupt"],
-            WakeHow::DiskIrq => &["wake_page_function", "__wake_up_common", "folio_wake_bit", "end_bio_bh_io_sync", "blk_update_request", "blk_mq_end_request", "nvme_irq", "__handle_irq_event_percpu", "handle_edge_irq", "__common_interrupt", "common_interrupt"],
-            WakeHow::Timer => &["hrtimer_wakeup", "__hrtimer_run_queues", "hrtimer_interrupt", "__sysvec_apic_timer_interrupt", "sysvec_apic_timer_interrupt"],
+            WakeHow::FutexWake => &[
+                "wake_up_q",
+                "futex_wake",
+                "do_futex",
+                "__x64_sys_futex",
+                "do_syscall_64",
+                "entry_SYSCALL_64_after_hwframe",
+            ],
+            WakeHow::SockSend => &[
+                "__wake_up_sync_key",
+                "sock_def_readable",
+                "tcp_data_queue",
+                "tcp_rcv_established",
+                "tcp_v4_do_rcv",
+                "__release_sock",
+                "release_sock",
+                "tcp_sendmsg",
+                "sock_sendmsg",
+                "__sys_sendto",
+                "__x64_sys_sendto",
+                "do_syscall_64",
+                "entry_SYSCALL_64_after_hwframe",
+            ],
+            WakeHow::PipeWrite => &[
+                "__wake_up_common_lock",
+                "__wake_up_sync_key",
+                "pipe_write",
+                "vfs_write",
+                "ksys_write",
+                "__x64_sys_write",
+                "do_syscall_64",
+                "entry_SYSCALL_64_after_hwframe",
+            ],
+            WakeHow::NetRx => &[
+                "ep_autoremove_wake_function",
+                "__wake_up_common",
+                "__wake_up_sync_key",
+                "ep_poll_callback",
+                "sock_def_readable",
+                "tcp_data_queue",
+                "tcp_rcv_established",
+                "tcp_v4_rcv",
+                "ip_local_deliver_finish",
+                "__netif_receive_skb_one_core",
+                "process_backlog",
+                "__napi_poll",
+                "net_rx_action",
+                "handle_softirqs",
+                "irq_exit_rcu",
+                "common_interrupt",
+            ],
+            WakeHow::DiskIrq => &[
+                "wake_page_function",
+                "__wake_up_common",
+                "folio_wake_bit",
+                "end_bio_bh_io_sync",
+                "blk_update_request",
+                "blk_mq_end_request",
+                "nvme_irq",
+                "__handle_irq_event_percpu",
+                "handle_edge_irq",
+                "__common_interrupt",
+                "common_interrupt",
+            ],
+            WakeHow::Timer => &[
+                "hrtimer_wakeup",
+                "__hrtimer_run_queues",
+                "hrtimer_interrupt",
+                "__sysvec_apic_timer_interrupt",
+                "sysvec_apic_timer_interrupt",
+            ],
         };
         let mut frames: Vec<(String, Option<&str>)> = vec![("try_to_wake_up".into(), None)];
         if variant % 2 == 1 {
@@ -1156,18 +1634,28 @@ impl Stacks {
         }
         frames.extend(tail.iter().map(|f| (f.to_string(), None)));
         if variant >= 2 {
-            frames.push(if how == WakeHow::NetRx || how == WakeHow::DiskIrq || how == WakeHow::Timer {
-                ("asm_common_interrupt".into(), None)
-            } else {
-                ("syscall_exit_to_user_mode".into(), None)
-            });
+            frames.push(
+                if how == WakeHow::NetRx || how == WakeHow::DiskIrq || how == WakeHow::Timer {
+                    ("asm_common_interrupt".into(), None)
+                } else {
+                    ("syscall_exit_to_user_mode".into(), None)
+                },
+            );
         }
         let id = self.add(out, StackKind::Kernel, 0, &frames)?;
         self.kernel_wake.insert((how, variant), id);
         Ok(id)
     }
 
-    fn user(&mut self, out: &mut dyn TraceSink, tgid: u32, tag: u8, site: u16, libc_fn: &str, role_fns: &[&str]) -> Result<StackId> {
+    fn user(
+        &mut self,
+        out: &mut dyn TraceSink,
+        tgid: u32,
+        tag: u8,
+        site: u16,
+        libc_fn: &str,
+        role_fns: &[&str],
+    ) -> Result<StackId> {
         let key = (tgid, tag, site);
         if let Some(&id) = self.user.get(&key) {
             return Ok(id);
@@ -1176,7 +1664,13 @@ impl Stacks {
         let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
         let mut frames: Vec<(String, Option<&str>)> = vec![(libc_fn.to_string(), Some(libc))];
         let exe_ref: &str = &exe;
-        frames.push((format!("handler_{site}_{}", role_fns.first().copied().unwrap_or("op")), Some(exe_ref)));
+        frames.push((
+            format!(
+                "handler_{site}_{}",
+                role_fns.first().copied().unwrap_or("op")
+            ),
+            Some(exe_ref),
+        ));
         for f in role_fns.iter().skip(1) {
             frames.push((f.to_string(), Some(exe_ref)));
         }
@@ -1188,25 +1682,60 @@ impl Stacks {
         Ok(id)
     }
 
-    fn user_wait(&mut self, out: &mut dyn TraceSink, tgid: u32, wait: WaitKind, site: u16) -> Result<StackId> {
+    fn user_wait(
+        &mut self,
+        out: &mut dyn TraceSink,
+        tgid: u32,
+        wait: WaitKind,
+        site: u16,
+    ) -> Result<StackId> {
         let (tag, libc_fn, fns): (u8, &str, &[&str]) = match wait {
             WaitKind::Epoll => (0, "epoll_wait", &["event_loop", "process_events"]),
-            WaitKind::FutexWork => (1, "__futex_abstimed_wait_common", &["queue_take", "pthread_cond_wait", "BlockingQueue_take"]),
-            WaitKind::FutexTimed => (2, "__futex_abstimed_wait_common", &["timed_wait", "pthread_cond_timedwait"]),
+            WaitKind::FutexWork => (
+                1,
+                "__futex_abstimed_wait_common",
+                &["queue_take", "pthread_cond_wait", "BlockingQueue_take"],
+            ),
+            WaitKind::FutexTimed => (
+                2,
+                "__futex_abstimed_wait_common",
+                &["timed_wait", "pthread_cond_timedwait"],
+            ),
             WaitKind::SockRecv => (3, "recv", &["read_request", "conn_read", "session_loop"]),
             WaitKind::UpstreamRecv => (4, "recv", &["upstream_read", "proxy_pass"]),
             WaitKind::Disk => (5, "pread64", &["read_block", "buffer_read", "storage_get"]),
             WaitKind::Nanosleep => (6, "clock_nanosleep", &["sleep_until", "tick_loop"]),
             WaitKind::KthreadIdle => (8, "none", &[]),
         };
-        let site = if matches!(wait, WaitKind::Epoll | WaitKind::FutexWork | WaitKind::SockRecv) { site % SITES } else { site % 4 };
+        let site = if matches!(
+            wait,
+            WaitKind::Epoll | WaitKind::FutexWork | WaitKind::SockRecv
+        ) {
+            site % SITES
+        } else {
+            site % 4
+        };
         self.user(out, tgid, tag, site, libc_fn, fns)
     }
 
-    fn user_wake(&mut self, out: &mut dyn TraceSink, tgid: u32, how: WakeHow, site: u16) -> Result<StackId> {
+    fn user_wake(
+        &mut self,
+        out: &mut dyn TraceSink,
+        tgid: u32,
+        how: WakeHow,
+        site: u16,
+    ) -> Result<StackId> {
         let (tag, libc_fn, fns): (u8, &str, &[&str]) = match how {
-            WakeHow::FutexWake => (16, "__futex_wake", &["queue_put", "pthread_cond_signal", "dispatch"]),
-            WakeHow::SockSend => (17, "send", &["write_response", "conn_write", "finish_request"]),
+            WakeHow::FutexWake => (
+                16,
+                "__futex_wake",
+                &["queue_put", "pthread_cond_signal", "dispatch"],
+            ),
+            WakeHow::SockSend => (
+                17,
+                "send",
+                &["write_response", "conn_write", "finish_request"],
+            ),
             WakeHow::PipeWrite => (18, "write", &["notify_peer", "complete"]),
             _ => (19, "none", &[]),
         };

@@ -18,7 +18,10 @@ pub struct SynthParams {
 
 impl Default for SynthParams {
     fn default() -> Self {
-        SynthParams { events: 10_000, seed: 1 }
+        SynthParams {
+            events: 10_000,
+            seed: 1,
+        }
     }
 }
 

@@ -50,7 +50,12 @@ pub fn meta(tag: &str) -> RecordingMeta {
         cpu_count: 8,
         clock: Clock::Boottime,
         clock_offset_ns: -1_234_567_890_123_456_789_012i128,
-        command_line: vec!["chainrec".into(), "record".into(), "-o".into(), "x.zst".into()],
+        command_line: vec![
+            "chainrec".into(),
+            "record".into(),
+            "-o".into(),
+            "x.zst".into(),
+        ],
         start_ns: 1_000,
         end_ns: 0,
         stack_mode: StackMode::Eager,
@@ -75,9 +80,19 @@ pub fn tables(n_stacks: u32) -> Tables {
     let mut t = Tables::default();
     for i in 0..n_stacks {
         let id = StackId(StackId::FIRST_REAL + i);
-        let kind = if i % 2 == 0 { StackKind::Kernel } else { StackKind::User };
-        let tgid = if kind == StackKind::Kernel { 0 } else { 100 + i % 3 };
-        let frames: Vec<u64> = (0..(i % 7)).map(|f| 0xffff_ffff_8100_0000u64 + (i as u64) * 64 + f as u64 * 8).collect();
+        let kind = if i % 2 == 0 {
+            StackKind::Kernel
+        } else {
+            StackKind::User
+        };
+        let tgid = if kind == StackKind::Kernel {
+            0
+        } else {
+            100 + i % 3
+        };
+        let frames: Vec<u64> = (0..(i % 7))
+            .map(|f| 0xffff_ffff_8100_0000u64 + (i as u64) * 64 + f as u64 * 8)
+            .collect();
         for (k, &a) in frames.iter().enumerate() {
             t.symbols.insert(
                 (kind, tgid, a),
@@ -85,21 +100,64 @@ pub fn tables(n_stacks: u32) -> Tables {
                     kind,
                     tgid,
                     addr: a,
-                    name: if k % 3 == 2 { None } else { Some(format!("fn_{i}_{k}")) },
+                    name: if k % 3 == 2 {
+                        None
+                    } else {
+                        Some(format!("fn_{i}_{k}"))
+                    },
                     offset: k as u64 * 3,
-                    module: if k % 2 == 0 { None } else { Some("/usr/lib/libc.so.6".into()) },
-                    build_id: if k % 2 == 0 { None } else { Some(vec![0xde, 0xad, k as u8]) },
-                    file_offset: if k % 2 == 0 { None } else { Some(0x1000 + k as u64) },
+                    module: if k % 2 == 0 {
+                        None
+                    } else {
+                        Some("/usr/lib/libc.so.6".into())
+                    },
+                    build_id: if k % 2 == 0 {
+                        None
+                    } else {
+                        Some(vec![0xde, 0xad, k as u8])
+                    },
+                    file_offset: if k % 2 == 0 {
+                        None
+                    } else {
+                        Some(0x1000 + k as u64)
+                    },
                 },
             );
         }
-        t.stacks.insert(id, StackEntry { id, kind, tgid, frames });
+        t.stacks.insert(
+            id,
+            StackEntry {
+                id,
+                kind,
+                tgid,
+                frames,
+            },
+        );
     }
     for tid in [0u32, 1, 7, 100, 101, 65_535, u32::MAX] {
-        t.tasks.insert(tid, TaskEntry { tid, tgid: tid / 2, comm: Comm::new(&format!("task-{tid}")), kernel_thread: tid % 2 == 1 });
+        t.tasks.insert(
+            tid,
+            TaskEntry {
+                tid,
+                tgid: tid / 2,
+                comm: Comm::new(&format!("task-{tid}")),
+                kernel_thread: tid % 2 == 1,
+            },
+        );
     }
-    for (id, name) in [(1u32, "timer"), (2, "NET_RX"), (3, "virtio0-input.0"), (4, "nvme0q1")] {
-        t.irq_sources.insert(id, IrqSource { id, name: name.into() });
+    for (id, name) in [
+        (1u32, "timer"),
+        (2, "NET_RX"),
+        (3, "virtio0-input.0"),
+        (4, "nvme0q1"),
+    ] {
+        t.irq_sources.insert(
+            id,
+            IrqSource {
+                id,
+                name: name.into(),
+            },
+        );
     }
     t
 }
@@ -109,7 +167,17 @@ pub fn tables(n_stacks: u32) -> Tables {
 pub fn events(seed: u64, n: usize, n_stacks: u32) -> Vec<Event> {
     let mut r = Rng(seed);
     let cpus = [0u32, 1, 2, 7, 30, 31, 32, 1023, 1024, 5000, u32::MAX];
-    let tids = [0u32, 1, 7, 100, 101, 65_535, 4_000_000, u32::MAX - 1, u32::MAX];
+    let tids = [
+        0u32,
+        1,
+        7,
+        100,
+        101,
+        65_535,
+        4_000_000,
+        u32::MAX - 1,
+        u32::MAX,
+    ];
     let states = [0u32, 0, 1, 1, 2, 3, 0x40, 0x402, u32::MAX];
     let stack = |r: &mut Rng| -> StackId {
         match r.below(6) {
@@ -128,12 +196,24 @@ pub fn events(seed: u64, n: usize, n_stacks: u32) -> Vec<Event> {
             1 => r.below(1 << 40),
             _ => r.below(5000),
         };
-        let cpu = if r.below(3) == 0 { r.pick(&cpus) } else { r.below(4) as u32 };
-        let tid = if r.below(4) == 0 { r.pick(&tids) } else { 100 + r.below(50) as u32 };
+        let cpu = if r.below(3) == 0 {
+            r.pick(&cpus)
+        } else {
+            r.below(4) as u32
+        };
+        let tid = if r.below(4) == 0 {
+            r.pick(&tids)
+        } else {
+            100 + r.below(50) as u32
+        };
         let e = match i % 9 {
             0..=2 => {
                 // Mostly consistent prev (predicted), sometimes not.
-                let prev = if cpu < 4 && r.below(4) != 0 { running[cpu as usize] } else { r.pick(&tids) };
+                let prev = if cpu < 4 && r.below(4) != 0 {
+                    running[cpu as usize]
+                } else {
+                    r.pick(&tids)
+                };
                 if cpu < 4 {
                     running[cpu as usize] = tid;
                 }
@@ -148,7 +228,11 @@ pub fn events(seed: u64, n: usize, n_stacks: u32) -> Vec<Event> {
                 })
             }
             3 | 4 => {
-                let waker = if cpu < 4 && r.below(2) == 0 { running[cpu as usize] } else { r.pick(&tids) };
+                let waker = if cpu < 4 && r.below(2) == 0 {
+                    running[cpu as usize]
+                } else {
+                    r.pick(&tids)
+                };
                 let context = WakeContext::from_u8(r.below(4) as u8).unwrap();
                 Event::Waking(Waking {
                     ts,
@@ -156,7 +240,11 @@ pub fn events(seed: u64, n: usize, n_stacks: u32) -> Vec<Event> {
                     waker_tid: waker,
                     target_tid: tid,
                     context,
-                    source: if r.below(2) == 0 { 0 } else { 1 + r.below(4) as u32 },
+                    source: if r.below(2) == 0 {
+                        0
+                    } else {
+                        1 + r.below(4) as u32
+                    },
                     waker_kstack: stack(&mut r),
                     waker_ustack: stack(&mut r),
                 })
@@ -164,7 +252,11 @@ pub fn events(seed: u64, n: usize, n_stacks: u32) -> Vec<Event> {
             5 => Event::WakeupNew(WakeupNew {
                 ts,
                 cpu,
-                parent_tid: if cpu < 4 && r.below(2) == 0 { running[cpu as usize] } else { r.pick(&tids) },
+                parent_tid: if cpu < 4 && r.below(2) == 0 {
+                    running[cpu as usize]
+                } else {
+                    r.pick(&tids)
+                },
                 child_tid: tid,
                 child_tgid: r.pick(&tids),
             }),
@@ -184,9 +276,18 @@ pub fn events(seed: u64, n: usize, n_stacks: u32) -> Vec<Event> {
             }
             7 => {
                 if r.below(2) == 0 {
-                    Event::Exit(Exit { ts, tid, tgid: r.pick(&tids) })
+                    Event::Exit(Exit {
+                        ts,
+                        tid,
+                        tgid: r.pick(&tids),
+                    })
                 } else {
-                    Event::OffCpuStacks(OffCpuStacks { ts, tid, kstack: stack(&mut r), ustack: stack(&mut r) })
+                    Event::OffCpuStacks(OffCpuStacks {
+                        ts,
+                        tid,
+                        kstack: stack(&mut r),
+                        ustack: stack(&mut r),
+                    })
                 }
             }
             _ => Event::Lost(Lost {
@@ -203,11 +304,18 @@ pub fn events(seed: u64, n: usize, n_stacks: u32) -> Vec<Event> {
 
 /// A full in-memory trace.
 pub fn mem_trace(seed: u64, n: usize) -> MemTrace {
-    MemTrace { meta: meta("mem"), tables: tables(40), events: events(seed, n, 40) }
+    MemTrace {
+        meta: meta("mem"),
+        tables: tables(40),
+        events: events(seed, n, 40),
+    }
 }
 
 pub fn opts(chunk_events: usize) -> WriterOptions {
-    WriterOptions { chunk_events, ..WriterOptions::default() }
+    WriterOptions {
+        chunk_events,
+        ..WriterOptions::default()
+    }
 }
 
 /// Sorted copies for comparing hash-map tables.
