@@ -4,6 +4,9 @@
 //! `cargo bench --bench format` (set `CHAINREC_BENCH_EVENTS` to change the size, default
 //! 4 M events).
 
+// criterion_group! generates an undocumented pub fn.
+#![allow(missing_docs)]
+
 use chainrec_format::synth::{self, SynthParams};
 use chainrec_format::*;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
