@@ -4,7 +4,7 @@ use chainrec_chain::{
     Config, Duration, Engine, Filter, FoldedSink, Mode, Stats, Unit, View as ChainView, Window,
     DEFAULT_MAX_DEPTH,
 };
-use chainrec_format::{RecordingMeta, TraceReader};
+use chainrec_format::RecordingMeta;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -219,13 +219,7 @@ fn analyse(
 ) -> Result<()> {
     let unit = Unit::parse(&a.unit)?;
     let t0 = std::time::Instant::now();
-    let reader = TraceReader::open(&a.file)?;
-    if let Some(r) = reader.recovery() {
-        eprintln!(
-            "chainrec: {name}: warning: trace index unusable ({}); recovered by scanning, {} trailing bytes ignored",
-            r.reason, r.trailing_bytes
-        );
-    }
+    let reader = super::open_trace(&a.file, name)?;
     let meta = reader.meta();
     let tables = reader.tables();
     let trace_start = if meta.start_ns != 0 {

@@ -130,14 +130,7 @@ impl EventSource for Progressed<'_> {
 }
 
 fn open(path: &Path, what: &str) -> Result<TraceReader> {
-    let reader = TraceReader::open(path)?;
-    if let Some(r) = reader.recovery() {
-        eprintln!(
-            "chainrec: {what}: warning: trace index unusable ({}); recovered by scanning, {} trailing bytes ignored",
-            r.reason, r.trailing_bytes
-        );
-    }
-    Ok(reader)
+    super::open_trace(path, what)
 }
 
 fn trace_start(reader: &TraceReader) -> u64 {

@@ -16,6 +16,16 @@ pub struct Recovery {
     pub trailing_bytes: u64,
     /// Why the index was not used (missing, damaged).
     pub reason: String,
+    /// True when scanning stopped at damage (checksum mismatch, corrupt section, data after
+    /// the trailer) rather than at the incomplete last section a killed writer leaves:
+    /// events after the damage are not readable, so analyses must not pass silently.
+    pub damaged: bool,
+}
+
+/// True for the stop a killed writer causes: a section that runs past the end of the file.
+/// A "truncation" whose section would fit in the file is a damaged length field instead.
+fn is_tail_truncation(e: &FormatError) -> bool {
+    matches!(e, FormatError::Truncated { needed, available, .. } if needed > available)
 }
 
 /// Result of [`TraceReader::verify`].
@@ -267,10 +277,14 @@ impl TraceReader {
         let mut off = FILE_HEADER_LEN as u64;
         let mut last_ts = 0u64;
         let mut stop: Option<String> = None;
+        // A killed writer leaves at most one incomplete section at the end: only a
+        // `Truncated` stop is that; anything else is damage.
+        let mut damaged = false;
         while off < flen {
             let frame = match read_frame(data, off) {
                 Ok(f) => f,
                 Err(e) => {
+                    damaged = !is_tail_truncation(&e);
                     stop = Some(e.to_string());
                     break;
                 }
@@ -280,6 +294,7 @@ impl TraceReader {
                     l.bytes.framing += TRAILER_LEN as u64;
                     off += TRAILER_LEN as u64;
                     if off != flen {
+                        damaged = true;
                         stop = Some(format!(
                             "trailer at offset {} is not at the end of the file",
                             off - TRAILER_LEN as u64
@@ -295,6 +310,7 @@ impl TraceReader {
                 Frame::Section(h, p) => (h, p),
             };
             if let Err(e) = check_payload(&h, payload, off) {
+                damaged = !is_tail_truncation(&e);
                 stop = Some(e.to_string());
                 break;
             }
@@ -348,6 +364,7 @@ impl TraceReader {
                 Ok(())
             })();
             if let Err(e) = step {
+                damaged = !is_tail_truncation(&e);
                 stop = Some(e.to_string());
                 break;
             }
@@ -355,6 +372,13 @@ impl TraceReader {
         }
         if l.meta.is_none() {
             // Without even the initial metadata section there is nothing to recover.
+            if damaged {
+                return Err(FormatError::Corrupt {
+                    what: "first section",
+                    offset: FILE_HEADER_LEN as u64,
+                    detail: stop.unwrap_or_default(),
+                });
+            }
             let avail = flen.saturating_sub(FILE_HEADER_LEN as u64);
             return Err(FormatError::Truncated {
                 offset: FILE_HEADER_LEN as u64,
@@ -373,6 +397,7 @@ impl TraceReader {
             Recovery {
                 trailing_bytes: trailing,
                 reason,
+                damaged,
             },
         ))
     }

@@ -74,6 +74,12 @@ fn truncation_at_every_offset() {
                 assert_eq!(ev[..], t.events[..ev.len()], "not a prefix at len {len}");
                 let rv = r.recovery().unwrap();
                 assert!(rv.trailing_bytes <= len as u64);
+                // A cut file is what a killed writer leaves: recovered, not damaged.
+                assert!(
+                    !rv.damaged,
+                    "len {len}: truncation flagged as damage: {}",
+                    rv.reason
+                );
                 // Monotone: a longer prefix never recovers fewer events.
                 assert!(ev.len() >= best, "len {len}: {} < {best}", ev.len());
                 best = ev.len();
@@ -358,4 +364,43 @@ fn crc32(b: &[u8]) -> u32 {
         }
     }
     !crc
+}
+
+#[test]
+fn damage_in_the_middle_is_flagged_as_damage() {
+    let dir = TempDir::new("middle");
+    let (p, t) = small_trace(&dir);
+    let full = std::fs::read(&p).unwrap();
+    let r = TraceReader::open(&p).unwrap();
+    // Flip one byte inside the payload of the second event chunk: the index no longer
+    // matches (its checksum fails at decode), and a scan stops there.
+    let second = r.chunks()[1];
+    let mut bad = full.clone();
+    let at = (second.offset + second.len - 3) as usize;
+    bad[at] ^= 0x40;
+    // Also break the trailer, so that the reader has to scan.
+    let n = bad.len();
+    bad[n - 5] ^= 0x01;
+    let q = dir.file("bad.zst");
+    std::fs::write(&q, &bad).unwrap();
+    let r = TraceReader::open(&q).unwrap();
+    let rv = r.recovery().expect("scanned");
+    assert!(
+        rv.damaged,
+        "checksum failure mid-file must be damage: {}",
+        rv.reason
+    );
+    // Exactly the first chunk survives, and it is a prefix of what was written.
+    assert_eq!(r.chunks().len(), 1);
+    let mut ev = Vec::new();
+    r.decode_chunk(0, &mut ev).unwrap();
+    assert_eq!(ev[..], t.events[..ev.len()]);
+    // Only the trailer broken: everything is readable and nothing counts as damage.
+    let mut tail_only = full.clone();
+    let n = tail_only.len();
+    tail_only[n - 5] ^= 0x01;
+    std::fs::write(&q, &tail_only).unwrap();
+    let r = TraceReader::open(&q).unwrap();
+    assert!(!r.recovery().expect("scanned").damaged);
+    assert_eq!(r.event_count(), t.events.len() as u64);
 }
