@@ -17,14 +17,20 @@ struct Cli {
 
 const EXAMPLES: &str = "\
 Examples:
-  chainrec demo                               record the built-in chain workload and draw its chain graph
-  chainrec record -o trace.zst --duration 10  record the whole system for 10 s (root / CAP_BPF+CAP_PERFMON)
-  chainrec record -o trace.zst -- make -j2    record until the command exits
-  chainrec chains trace.zst > chain.folded    multi-level chain graph, folded
-  chainrec chains trace.zst --svg chain.svg   ... as an interactive SVG
-  chainrec offcpu trace.zst -p 1234           off-CPU stacks of one process
-  chainrec top trace.zst -n 10                the longest waits with their chains
-  chainrec info trace.zst --verify            summarize and check a trace";
+  # record the built-in chain workload and draw its chain graph (root)
+  chainrec demo
+  # record the whole system for 10 s (root, or CAP_BPF + CAP_PERFMON)
+  chainrec record -o trace.zst --duration 10
+  # record until a command exits
+  chainrec record -o trace.zst -- make -j2
+  # chain graph, folded (flamegraph.pl --color=chain) or as an interactive SVG
+  chainrec chains trace.zst > chain.folded
+  chainrec chains trace.zst --svg chain.svg
+  # off-CPU stacks of one process; the longest waits with their chains
+  chainrec offcpu trace.zst -p 1234
+  chainrec top trace.zst -n 10
+  # summarize and check a trace
+  chainrec info trace.zst --verify";
 
 #[derive(Subcommand)]
 enum Command {
