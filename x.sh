@@ -13,6 +13,7 @@ ensure_packages() {
     command -v clang >/dev/null || want+=(clang)
     command -v llvm-strip >/dev/null || want+=(llvm)
     command -v pkg-config >/dev/null || want+=(pkg-config)
+    command -v make >/dev/null || want+=(make) # libbpf-sys builds libbpf with make
     command -v bpftool >/dev/null || want+=(bpftool)
     command -v zstd >/dev/null || want+=(zstd)
     [ -e /usr/include/libelf.h ] || want+=(libelf-dev)
