@@ -62,10 +62,23 @@ fn record_workload(
     )
 }
 
-fn record_workload_with(
-    opts: RecordOptions,
-    wl: WorkloadOptions,
-) -> Result<(RecordSummary, WorkloadReport), String> {
+/// A recorder running on its own thread, started and attached.
+struct Recording {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Result<RecordSummary, RecordError>>,
+}
+
+impl Recording {
+    /// Ask the recorder to finish its file and return its summary.
+    fn stop(self) -> RecordSummary {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle.join().unwrap().expect("recording")
+    }
+}
+
+/// Start recording with `opts` and wait until the BPF programs are attached.
+/// Err(detail) when BPF is not permitted here (the caller skips).
+fn start_recording(opts: RecordOptions) -> Result<Recording, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicBool::new(false));
     let cond = StopCondition {
@@ -73,10 +86,10 @@ fn record_workload_with(
         flag: Some(stop.clone()),
         started: Some(started.clone()),
     };
-    let h = std::thread::spawn(move || record(&opts, cond));
+    let handle = std::thread::spawn(move || record(&opts, cond));
     while !started.load(Ordering::SeqCst) {
-        if h.is_finished() {
-            return match h.join().unwrap() {
+        if handle.is_finished() {
+            return match handle.join().unwrap() {
                 Err(RecordError::Permission { detail }) => Err(detail),
                 Err(e) => panic!("recording failed: {e}"),
                 Ok(_) => panic!("recorder stopped before starting"),
@@ -84,11 +97,17 @@ fn record_workload_with(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    Ok(Recording { stop, handle })
+}
+
+fn record_workload_with(
+    opts: RecordOptions,
+    wl: WorkloadOptions,
+) -> Result<(RecordSummary, WorkloadReport), String> {
+    let rec = start_recording(opts)?;
     let rep = workload::run(&wl).expect("workload");
     std::thread::sleep(Duration::from_millis(50));
-    stop.store(true, Ordering::SeqCst);
-    let summary = h.join().unwrap().expect("recording");
-    Ok((summary, rep))
+    Ok((rec.stop(), rep))
 }
 
 fn frame_names(t: &Tables, id: StackId) -> Vec<String> {
@@ -593,30 +612,16 @@ fn real_pid_filter_follows_wakers() {
         status_line: false,
         ..RecordOptions::default()
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Arc::new(AtomicBool::new(false));
-    let cond = StopCondition {
-        duration: Some(Duration::from_secs(60)),
-        flag: Some(stop.clone()),
-        started: Some(started.clone()),
+    let rec = match start_recording(opts) {
+        Ok(rec) => rec,
+        Err(detail) => return skipped(&detail),
     };
-    let h = std::thread::spawn(move || record(&opts, cond));
-    while !started.load(Ordering::SeqCst) {
-        if h.is_finished() {
-            match h.join().unwrap() {
-                Err(RecordError::Permission { detail }) => return skipped(&detail),
-                other => panic!("recorder stopped before starting: {other:?}"),
-            }
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
     let rep = workload::run(&WorkloadOptions {
         duration: Duration::from_millis(500),
         period: Duration::from_millis(2),
     })
     .unwrap();
-    stop.store(true, Ordering::SeqCst);
-    h.join().unwrap().unwrap();
+    rec.stop();
     let reader = TraceReader::open(&out).unwrap();
     reader.verify().unwrap();
     let mem = reader.to_mem().unwrap();
@@ -716,26 +721,12 @@ fn real_losses_are_counted_and_marked() {
         status_line: false,
         ..RecordOptions::default()
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Arc::new(AtomicBool::new(false));
-    let cond = StopCondition {
-        duration: Some(Duration::from_secs(60)),
-        flag: Some(stop.clone()),
-        started: Some(started.clone()),
+    let rec = match start_recording(opts) {
+        Ok(rec) => rec,
+        Err(detail) => return skipped(&detail),
     };
-    let h = std::thread::spawn(move || record(&opts, cond));
-    while !started.load(Ordering::SeqCst) {
-        if h.is_finished() {
-            match h.join().unwrap() {
-                Err(RecordError::Permission { detail }) => return skipped(&detail),
-                other => panic!("recorder stopped before starting: {other:?}"),
-            }
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
     pingpong(Duration::from_millis(400));
-    stop.store(true, Ordering::SeqCst);
-    let summary = h.join().unwrap().unwrap();
+    let summary = rec.stop();
     let reader = TraceReader::open(&out).unwrap();
     reader.verify().unwrap();
     let mem = reader.to_mem().unwrap();
