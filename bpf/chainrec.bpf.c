@@ -198,6 +198,31 @@ static __always_inline void submit_ev(struct ev *e)
 	bpf_ringbuf_submit(e, rb_flags());
 }
 
+/* One stack-less ring-buffer record (stacks, if any, are reserved ST_* codes). Returns
+ * false when the ring buffer was full (already counted). */
+static __always_inline bool emit_ev(__u64 ts, __u8 kind, __u8 aux, __u32 kst, __u32 ust,
+				    __u32 a, __u32 b, __u32 c, __u32 d)
+{
+	struct ev *e = reserve_ev();
+
+	if (!e)
+		return false;
+	e->ts = ts;
+	e->kind = kind;
+	e->aux = aux;
+	e->kst = kst;
+	e->ust = ust;
+	e->cpu = bpf_get_smp_processor_id();
+	e->nk = 0;
+	e->nu = 0;
+	e->a = a;
+	e->b = b;
+	e->c = c;
+	e->d = d;
+	submit_ev(e);
+	return true;
+}
+
 static __always_inline struct ev_stk *scratch_slot(__u32 slot)
 {
 	return bpf_map_lookup_elem(&scratch, &slot);
@@ -400,27 +425,11 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			s->h.ust = ST_NONE;
 		output_stk(s);
 	} else {
-		struct ev *e = reserve_ev();
-		if (!e)
-			goto bookkeeping;
-		e->ts = ts;
-		e->kind = EV_SWITCH;
-		e->aux = 0;
-		if (stack_mode == MODE_LAZY && prev_pid != 0) {
-			e->kst = ST_SKIPPED;
-			e->ust = pk ? ST_NONE : ST_SKIPPED;
-		} else {
-			e->kst = ST_NONE;
-			e->ust = ST_NONE;
-		}
-		e->cpu = bpf_get_smp_processor_id();
-		e->nk = 0;
-		e->nu = 0;
-		e->a = prev_pid;
-		e->b = next_pid;
-		e->c = state;
-		e->d = prev->tgid;
-		submit_ev(e);
+		bool lazy_skip = stack_mode == MODE_LAZY && prev_pid != 0;
+
+		emit_ev(ts, EV_SWITCH, 0, lazy_skip ? ST_SKIPPED : ST_NONE,
+			lazy_skip && !pk ? ST_SKIPPED : ST_NONE, prev_pid, next_pid, state,
+			prev->tgid);
 	}
 
 bookkeeping:
@@ -591,27 +600,11 @@ int BPF_PROG(on_waking, struct task_struct *p)
 			s->h.ust = ST_NONE;
 		output_stk(s);
 	} else {
-		struct ev *e = reserve_ev();
-		if (!e)
-			return 0;
-		e->ts = ts;
-		e->kind = EV_WAKING;
-		e->aux = ctx8;
-		if (skipped) {
-			e->kst = ST_SKIPPED;
-			e->ust = (ctx8 == CTX_TASK && cur_pid != 0 && !is_kthread(cur)) ? ST_SKIPPED : ST_NONE;
-		} else {
-			e->kst = ST_NONE;
-			e->ust = ST_NONE;
-		}
-		e->cpu = bpf_get_smp_processor_id();
-		e->nk = 0;
-		e->nu = 0;
-		e->a = cur_pid;
-		e->b = p->pid;
-		e->c = irq_source(ctx8);
-		e->d = cur->tgid;
-		submit_ev(e);
+		bool user_skip = skipped && ctx8 == CTX_TASK && cur_pid != 0 && !is_kthread(cur);
+
+		emit_ev(ts, EV_WAKING, ctx8, skipped ? ST_SKIPPED : ST_NONE,
+			user_skip ? ST_SKIPPED : ST_NONE, cur_pid, p->pid, irq_source(ctx8),
+			cur->tgid);
 	}
 	return 0;
 }
@@ -622,7 +615,6 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 	__u64 ts = bpf_ktime_get_ns();
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct task_st *ps = tst(cur, false);
-	struct ev *e;
 
 	if (filter_enabled) {
 		if (!interesting(cur, ps) && !interesting(p, 0))
@@ -634,22 +626,7 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 		}
 	}
 	seen(p, ts, CR_FORK);
-	e = reserve_ev();
-	if (!e)
-		return 0;
-	e->ts = ts;
-	e->kind = EV_WAKEUP_NEW;
-	e->aux = 0;
-	e->kst = 0;
-	e->ust = 0;
-	e->cpu = bpf_get_smp_processor_id();
-	e->nk = 0;
-	e->nu = 0;
-	e->a = cur->pid;
-	e->b = p->pid;
-	e->c = p->tgid;
-	e->d = 0;
-	submit_ev(e);
+	emit_ev(ts, EV_WAKEUP_NEW, 0, ST_NONE, ST_NONE, cur->pid, p->pid, p->tgid, 0);
 	return 0;
 }
 
@@ -705,29 +682,13 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 {
 	__u64 ts = bpf_ktime_get_ns();
 	struct task_st *s = tst(p, false);
-	struct ev *e;
 	if (s && (s->flags & TS_UPENDING)) {
 		s->flags &= ~TS_UPENDING;
 		__sync_fetch_and_add(&user_pending, -1);
 	}
 	if (!interesting(p, s))
 		return 0;
-	e = reserve_ev();
-	if (!e)
-		return 0;
-	e->ts = ts;
-	e->kind = EV_EXIT;
-	e->aux = 0;
-	e->kst = 0;
-	e->ust = 0;
-	e->cpu = bpf_get_smp_processor_id();
-	e->nk = 0;
-	e->nu = 0;
-	e->a = p->pid;
-	e->b = p->tgid;
-	e->c = 0;
-	e->d = 0;
-	submit_ev(e);
+	emit_ev(ts, EV_EXIT, 0, ST_NONE, ST_NONE, p->pid, p->tgid, 0, 0);
 	return 0;
 }
 
