@@ -738,8 +738,10 @@ SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(on_hrtimer_entry, struct hrtimer *t, ktime_t *now)
 {
 	struct irq_state *is = irq_state();
+	/* A flag, not a counter: an exit missed (e.g. an expiry running while the programs
+	 * were being attached) must not leave this CPU "in a timer" for the whole recording. */
 	if (is)
-		is->timer += 1;
+		is->timer = 1;
 	return 0;
 }
 
@@ -747,7 +749,7 @@ SEC("tp_btf/hrtimer_expire_exit")
 int BPF_PROG(on_hrtimer_exit, struct hrtimer *t)
 {
 	struct irq_state *is = irq_state();
-	if (is && is->timer)
-		is->timer -= 1;
+	if (is)
+		is->timer = 0;
 	return 0;
 }
