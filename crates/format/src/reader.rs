@@ -153,6 +153,24 @@ impl TraceReader {
         Ok(r)
     }
 
+    /// Tell the kernel that the mapped pages wholly inside `range` (a subslice of the
+    /// mapping) will not be needed soon. Only a hint: errors are ignored.
+    fn release(&self, range: &[u8]) {
+        let Data::Map(m) = &self.data else { return };
+        let page = 4096usize;
+        let base = m.as_ptr() as usize;
+        let start = (range.as_ptr() as usize - base).div_ceil(page) * page;
+        let end = ((range.as_ptr() as usize - base + range.len()) / page) * page;
+        if end > start {
+            // SAFETY: the mapping is read-only and private, so no page of it was ever
+            // modified: MADV_DONTNEED only unmaps pages, and any later access (by this or
+            // another thread still holding a slice) faults the same file bytes back in.
+            let _ = unsafe {
+                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+            };
+        }
+    }
+
     fn bytes(&self) -> &[u8] {
         match &self.data {
             Data::Map(m) => m,
@@ -500,6 +518,9 @@ impl TraceReader {
                     h.raw_len
                 )));
             }
+            // The compressed bytes are no longer needed: drop them from this process's
+            // resident set, so that streaming a trace larger than RAM stays bounded.
+            self.release(payload);
             let r = chunk::decode(buf, out, scratch).map_err(corrupt);
             if buf.capacity() > (8 << 20) {
                 *buf = Vec::new();
