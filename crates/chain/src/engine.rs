@@ -2,7 +2,7 @@
 
 use crate::filter::Filter;
 use crate::fx::FxHashMap;
-use crate::nodes::NodeTable;
+use crate::nodes::{IdentId, NodeTable};
 use crate::record::{HopRecord, WaitRecord, WaitSink};
 use chainrec_format::{
     Comm, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables, Tid, WakeContext, Waking,
@@ -127,6 +127,9 @@ impl fmt::Display for Stats {
     }
 }
 
+/// Tids below this are indexed directly (Linux's PID_MAX_LIMIT is 2^22).
+const DIRECT_TIDS: usize = 1 << 22;
+
 const NO_HOP: u32 = u32::MAX;
 /// The cause existed but was garbage-collected (only ever beyond the depth limit).
 const CUT: u32 = u32::MAX - 1;
@@ -156,7 +159,8 @@ struct Hop {
     cause: u32,
     node: u32,
     waker_tid: Tid,
-    waker_tgid: Tid,
+    /// Waker identity (comm, tgid); `IdentId::MAX` for metal hops.
+    waker_ident: IdentId,
     kstack: StackId,
     ustack: StackId,
     context: WakeContext,
@@ -169,7 +173,6 @@ struct Hop {
     wait_slot: u32,
     mark_rem: u8,
     mark_epoch: u32,
-    waker_comm: Comm,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,6 +187,7 @@ struct Task {
     tid: Tid,
     comm: Comm,
     tgid: Tid,
+    ident: IdentId,
     kthread: bool,
     exited: bool,
     status: Status,
@@ -209,7 +213,11 @@ pub struct Engine<'t> {
     nodes: NodeTable,
     tasks: Vec<Task>,
     free_tasks: Vec<u32>,
+    /// Thread index by tid: direct for tids below [`DIRECT_TIDS`] (index + 1, 0 = none),
+    /// hashed above (tids on Linux stay below 2^22, but a trace is untrusted input).
+    task_direct: Vec<u32>,
     task_ix: FxHashMap<Tid, u32>,
+    live_tasks: usize,
     hops: Vec<Hop>,
     free_hops: Vec<u32>,
     live_hops: usize,
@@ -223,6 +231,8 @@ pub struct Engine<'t> {
     free_slots: Vec<u32>,
     work: Vec<u32>,
     pending: usize,
+    /// The filter keeps every wait (no per-wait check needed).
+    filter_all: bool,
     stats: Stats,
 }
 
@@ -231,6 +241,7 @@ impl<'t> Engine<'t> {
     /// began before the trace; otherwise the first event's time.
     pub fn new(tables: &'t Tables, meta: &RecordingMeta, mut cfg: Config) -> Self {
         cfg.max_depth = cfg.max_depth.clamp(1, 250);
+        let filter_all = cfg.filter.is_empty();
         Engine {
             tables,
             cfg,
@@ -238,7 +249,9 @@ impl<'t> Engine<'t> {
             nodes: NodeTable::default(),
             tasks: Vec::new(),
             free_tasks: Vec::new(),
+            task_direct: Vec::new(),
             task_ix: FxHashMap::default(),
+            live_tasks: 0,
             hops: Vec::new(),
             free_hops: Vec::new(),
             live_hops: 0,
@@ -252,6 +265,7 @@ impl<'t> Engine<'t> {
             free_slots: Vec::new(),
             work: Vec::new(),
             pending: 0,
+            filter_all,
             stats: Stats::default(),
         }
     }
@@ -290,8 +304,11 @@ impl<'t> Engine<'t> {
                 Event::Waking(w) => self.on_waking(w),
                 Event::WakeupNew(n) => {
                     let t = self.task(n.child_tid);
+                    if self.tasks[t].tgid != n.child_tgid {
+                        self.tasks[t].tgid = n.child_tgid;
+                        self.tasks[t].ident = self.nodes.ident(self.tasks[t].comm, n.child_tgid);
+                    }
                     let task = &mut self.tasks[t];
-                    task.tgid = n.child_tgid;
                     if task.status != Status::Off {
                         // A new task is runnable from here: an off-CPU (run-queue) interval.
                         Self::open_wait(
@@ -309,10 +326,11 @@ impl<'t> Engine<'t> {
                     let t = self.task(c.tid);
                     self.tasks[t].comm = c.comm;
                     self.tasks[t].tgid = c.tgid;
+                    self.tasks[t].ident = self.nodes.ident(c.comm, c.tgid);
                 }
                 Event::Exit(x) => {
-                    if let Some(&t) = self.task_ix.get(&x.tid) {
-                        self.tasks[t as usize].exited = true;
+                    if let Some(t) = self.find_task(x.tid) {
+                        self.tasks[t].exited = true;
                     }
                 }
                 Event::OffCpuStacks(o) => self.on_stacks(o),
@@ -362,18 +380,37 @@ impl<'t> Engine<'t> {
         self.stats.clone()
     }
 
-    fn task(&mut self, tid: Tid) -> usize {
-        if let Some(&i) = self.task_ix.get(&tid) {
-            return i as usize;
+    #[inline]
+    fn find_task(&self, tid: Tid) -> Option<usize> {
+        if (tid as usize) < DIRECT_TIDS {
+            match self.task_direct.get(tid as usize) {
+                Some(&i) if i != 0 => Some(i as usize - 1),
+                _ => None,
+            }
+        } else {
+            self.task_ix.get(&tid).map(|&i| i as usize)
         }
+    }
+
+    #[inline]
+    fn task(&mut self, tid: Tid) -> usize {
+        match self.find_task(tid) {
+            Some(i) => i,
+            None => self.new_task(tid),
+        }
+    }
+
+    fn new_task(&mut self, tid: Tid) -> usize {
         let (comm, tgid, kthread) = match self.tables.tasks.get(&tid) {
             Some(e) => (e.comm, e.tgid, e.kernel_thread),
             None => (Comm::new(&format!("tid-{tid}")), 0, false),
         };
+        let ident = self.nodes.ident(comm, tgid);
         let task = Task {
             tid,
             comm,
             tgid,
+            ident,
             kthread,
             exited: false,
             status: Status::Unknown,
@@ -396,8 +433,18 @@ impl<'t> Engine<'t> {
             self.tasks.push(task);
             self.tasks.len() - 1
         };
-        self.task_ix.insert(tid, i as u32);
-        self.stats.peak_tasks = self.stats.peak_tasks.max(self.task_ix.len() as u64);
+        if (tid as usize) < DIRECT_TIDS {
+            if self.task_direct.len() <= tid as usize {
+                // Zeroed growth: pages of never-seen tid ranges stay untouched.
+                self.task_direct
+                    .resize((tid as usize + 1).next_power_of_two(), 0);
+            }
+            self.task_direct[tid as usize] = i as u32 + 1;
+        } else {
+            self.task_ix.insert(tid, i as u32);
+        }
+        self.live_tasks += 1;
+        self.stats.peak_tasks = self.stats.peak_tasks.max(self.live_tasks as u64);
         i
     }
 
@@ -416,6 +463,7 @@ impl<'t> Engine<'t> {
         o.tid = task.tid;
         o.comm = task.comm;
         o.tgid = task.tgid;
+        o.ident = task.ident;
         o.kernel_thread = task.kthread;
         o.state = state;
         o.switch_out_ns = ts;
@@ -502,7 +550,12 @@ impl<'t> Engine<'t> {
     }
 
     fn remove_task(&mut self, tid: Tid, t: usize) {
-        self.task_ix.remove(&tid);
+        if (tid as usize) < DIRECT_TIDS {
+            self.task_direct[tid as usize] = 0;
+        } else {
+            self.task_ix.remove(&tid);
+        }
+        self.live_tasks -= 1;
         let task = &mut self.tasks[t];
         task.last_cause = NO_HOP;
         task.open_hop = NO_HOP;
@@ -513,11 +566,11 @@ impl<'t> Engine<'t> {
     }
 
     fn on_stacks(&mut self, o: &OffCpuStacks) {
-        let Some(&t) = self.task_ix.get(&o.tid) else {
+        let Some(t) = self.find_task(o.tid) else {
             self.stats.stacks_unmatched += 1;
             return;
         };
-        let task = &mut self.tasks[t as usize];
+        let task = &mut self.tasks[t];
         let rec = match task.status {
             Status::Off if !task.open_pretrace => &mut task.open,
             Status::Running if task.held_valid => &mut task.held,
@@ -585,7 +638,7 @@ impl<'t> Engine<'t> {
             cause: NO_HOP,
             node: 0,
             waker_tid: w.waker_tid,
-            waker_tgid: 0,
+            waker_ident: IdentId::MAX,
             kstack: w.waker_kstack,
             ustack: if metal { StackId::NONE } else { w.waker_ustack },
             context: w.context,
@@ -595,7 +648,6 @@ impl<'t> Engine<'t> {
             wait_slot: NO_SLOT,
             mark_rem: 0,
             mark_epoch: 0,
-            waker_comm: Comm::default(),
         };
         if metal {
             hop.node = self
@@ -607,16 +659,13 @@ impl<'t> Engine<'t> {
             if waker.status == Status::Unknown {
                 waker.status = Status::Running;
             }
-            hop.waker_tgid = waker.tgid;
-            hop.waker_comm = waker.comm;
+            hop.waker_ident = waker.ident;
             if waker.last_cause != NO_HOP {
                 hop.cause = waker.last_cause;
                 hop.cause_s = waker.last_cause_s;
                 hop.cause_ts = self.hops[waker.last_cause as usize].ts;
             }
-            hop.node = self
-                .nodes
-                .task(waker.comm, waker.tgid, w.waker_kstack, w.waker_ustack);
+            hop.node = self.nodes.task(waker.ident, w.waker_kstack, w.waker_ustack);
         }
         let h = self.alloc_hop(hop);
         let task = &mut self.tasks[t];
@@ -625,11 +674,18 @@ impl<'t> Engine<'t> {
         task.last_cause = h;
         task.last_cause_s = task.open.switch_out_ns;
         if !task.open_pretrace {
-            let mut rec = std::mem::take(&mut task.open);
-            let mark = self.cfg.dedup && self.cfg.filter.matches(&rec);
+            let mark = self.cfg.dedup && (self.filter_all || self.cfg.filter.matches(&task.open));
             self.inner_buf.clear();
-            self.walk(h, &mut rec, mark);
-            self.tasks[t].open = rec;
+            // Disjoint field borrows: the record is walked in place (no move of the
+            // task's open record in and out).
+            let mut walker = Walker {
+                hops: &self.hops,
+                nodes: &self.nodes,
+                cfg: &self.cfg,
+                inner: &mut self.inner_buf,
+                seen: &mut self.seen,
+            };
+            walker.walk(h, &mut self.tasks[t].open, mark);
             if mark && self.inner_buf.is_empty() {
                 // No inner hops to release later: decide lazily when the wait is ready.
                 self.tasks[t].open_slot = LAZY_SLOT;
@@ -647,91 +703,24 @@ impl<'t> Engine<'t> {
         }
     }
 
-    fn hop_record(h: &Hop) -> HopRecord {
+    #[inline]
+    fn hop_record(nodes: &NodeTable, h: &Hop) -> HopRecord {
+        let (waker_comm, waker_tgid) = if h.waker_ident == IdentId::MAX {
+            (Comm::default(), 0)
+        } else {
+            nodes.ident_of(h.waker_ident)
+        };
         HopRecord {
             ts: h.ts,
             waker_tid: h.waker_tid,
-            waker_tgid: h.waker_tgid,
-            waker_comm: h.waker_comm,
+            waker_tgid,
+            waker_comm,
             context: h.context,
             metal: h.metal,
             kstack: h.kstack,
             ustack: h.ustack,
             node: h.node,
             ns: 0,
-        }
-    }
-
-    /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when
-    /// `mark` (the root passes the filter).
-    fn walk(&mut self, first: u32, rec: &mut WaitRecord, mark: bool) {
-        rec.hops.clear();
-        rec.truncated = false;
-        rec.cycle = false;
-        let a = rec.switch_out_ns;
-        let t1 = rec.wake_ns.unwrap_or(a);
-        let max = self.cfg.max_depth;
-        let mut cur = first;
-        let mut depth = 1;
-        match self.cfg.mode {
-            Mode::Bounded => {
-                let mut l = a;
-                let mut t = t1;
-                loop {
-                    let h = self.hops[cur as usize];
-                    let mut r = Self::hop_record(&h);
-                    if h.metal || h.cause == NO_HOP || h.cause_ts <= l {
-                        r.ns = t.saturating_sub(l);
-                        rec.hops.push(r);
-                        break;
-                    }
-                    if depth >= max || h.cause == CUT {
-                        r.ns = t.saturating_sub(l);
-                        rec.hops.push(r);
-                        rec.truncated = true;
-                        break;
-                    }
-                    let l2 = l.max(h.cause_s);
-                    r.ns = t.saturating_sub(l) - h.cause_ts.min(t).saturating_sub(l2);
-                    rec.hops.push(r);
-                    if mark {
-                        self.inner_buf.push(h.cause);
-                    }
-                    l = l2;
-                    t = h.cause_ts.min(t);
-                    cur = h.cause;
-                    depth += 1;
-                }
-            }
-            Mode::Last => {
-                let weight = t1.saturating_sub(a);
-                self.seen.clear();
-                self.seen.push(rec.tid);
-                loop {
-                    let h = self.hops[cur as usize];
-                    let mut r = Self::hop_record(&h);
-                    r.ns = weight;
-                    rec.hops.push(r);
-                    if h.metal || h.cause == NO_HOP {
-                        break;
-                    }
-                    if depth >= max || h.cause == CUT {
-                        rec.truncated = true;
-                        break;
-                    }
-                    self.seen.push(h.waker_tid);
-                    let next = self.hops[h.cause as usize];
-                    if !next.metal && self.seen.contains(&next.waker_tid) {
-                        rec.cycle = true;
-                        break;
-                    }
-                    if mark {
-                        self.inner_buf.push(h.cause);
-                    }
-                    cur = h.cause;
-                    depth += 1;
-                }
-            }
         }
     }
 
@@ -838,10 +827,10 @@ impl<'t> Engine<'t> {
 
     /// Filter, intern the root node, count, and pass to the sink. True when emitted.
     fn emit(&mut self, rec: &mut WaitRecord, sink: &mut impl WaitSink) -> bool {
-        if !self.cfg.filter.matches(rec) {
+        if !self.filter_all && !self.cfg.filter.matches(rec) {
             return false;
         }
-        rec.node = self.nodes.task(rec.comm, rec.tgid, rec.kstack, rec.ustack);
+        rec.node = self.nodes.task(rec.ident, rec.kstack, rec.ustack);
         let st = &mut self.stats;
         st.records_emitted += 1;
         st.dedup_hidden += u64::from(!rec.root);
@@ -906,8 +895,8 @@ impl<'t> Engine<'t> {
                 h = hop.cause;
             }
         };
-        for &ti in self.task_ix.values() {
-            let t = &self.tasks[ti as usize];
+        // Freed task slots hold no hops (remove_task clears them): no liveness check needed.
+        for t in &self.tasks {
             mark(t.last_cause, depth, &mut live);
             mark(t.open_hop, 1, &mut live);
             if t.held_valid {
@@ -935,5 +924,90 @@ impl<'t> Engine<'t> {
         self.free_hops.reverse();
         self.live_hops = live;
         self.gc_threshold = (2 * live).max(1 << 16);
+    }
+}
+
+/// The chain walk, borrowing only what it reads from the engine (so that the record it
+/// fills can be a task's own record, borrowed mutably at the same time).
+struct Walker<'a> {
+    hops: &'a [Hop],
+    nodes: &'a NodeTable,
+    cfg: &'a Config,
+    inner: &'a mut Vec<u32>,
+    seen: &'a mut Vec<Tid>,
+}
+
+impl Walker<'_> {
+    /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when
+    /// `mark` (the root passes the filter).
+    fn walk(&mut self, first: u32, rec: &mut WaitRecord, mark: bool) {
+        rec.hops.clear();
+        rec.truncated = false;
+        rec.cycle = false;
+        let a = rec.switch_out_ns;
+        let t1 = rec.wake_ns.unwrap_or(a);
+        let max = self.cfg.max_depth;
+        let mut cur = first;
+        let mut depth = 1;
+        match self.cfg.mode {
+            Mode::Bounded => {
+                let mut l = a;
+                let mut t = t1;
+                loop {
+                    let h = self.hops[cur as usize];
+                    let mut r = Engine::hop_record(self.nodes, &h);
+                    if h.metal || h.cause == NO_HOP || h.cause_ts <= l {
+                        r.ns = t.saturating_sub(l);
+                        rec.hops.push(r);
+                        break;
+                    }
+                    if depth >= max || h.cause == CUT {
+                        r.ns = t.saturating_sub(l);
+                        rec.hops.push(r);
+                        rec.truncated = true;
+                        break;
+                    }
+                    let l2 = l.max(h.cause_s);
+                    r.ns = t.saturating_sub(l) - h.cause_ts.min(t).saturating_sub(l2);
+                    rec.hops.push(r);
+                    if mark {
+                        self.inner.push(h.cause);
+                    }
+                    l = l2;
+                    t = h.cause_ts.min(t);
+                    cur = h.cause;
+                    depth += 1;
+                }
+            }
+            Mode::Last => {
+                let weight = t1.saturating_sub(a);
+                self.seen.clear();
+                self.seen.push(rec.tid);
+                loop {
+                    let h = self.hops[cur as usize];
+                    let mut r = Engine::hop_record(self.nodes, &h);
+                    r.ns = weight;
+                    rec.hops.push(r);
+                    if h.metal || h.cause == NO_HOP {
+                        break;
+                    }
+                    if depth >= max || h.cause == CUT {
+                        rec.truncated = true;
+                        break;
+                    }
+                    self.seen.push(h.waker_tid);
+                    let next = self.hops[h.cause as usize];
+                    if !next.metal && self.seen.contains(&next.waker_tid) {
+                        rec.cycle = true;
+                        break;
+                    }
+                    if mark {
+                        self.inner.push(h.cause);
+                    }
+                    cur = h.cause;
+                    depth += 1;
+                }
+            }
+        }
     }
 }

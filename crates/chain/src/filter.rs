@@ -141,6 +141,15 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// True when the filter keeps every wait.
+    pub fn is_empty(&self) -> bool {
+        !self.has_thread_filter()
+            && self.state_mask.is_none()
+            && self.min_ns.is_none()
+            && self.max_ns.is_none()
+            && self.window.is_none()
+    }
+
     /// True when a thread filter (`-p`, `-t`, `--comm`, `-u`, `-k`) is set; dedup is
     /// off by default then.
     pub fn has_thread_filter(&self) -> bool {

@@ -63,15 +63,23 @@ pub(crate) const MARK_LOST: NodeId = 2;
 /// Marker node: a blocked wait ended without a waking in the trace.
 pub(crate) const MARK_NO_WAKER: NodeId = 3;
 
-const CACHE: usize = 1024;
+/// Size of the direct-mapped cache in front of the task-node map (16 B entries: 256 KiB).
+const CACHE_BITS: u32 = 14;
+
+/// Interned (comm, tgid) pair: a thread identity, the part of a task node that changes
+/// only on exec/rename, so the engine keeps it per thread and node lookups hash three
+/// integers instead of a 16-byte name.
+pub(crate) type IdentId = u32;
 
 /// The interner.
 #[derive(Clone, Debug)]
 pub struct NodeTable {
     nodes: Vec<Node>,
-    /// Direct-mapped cache in front of `tasks` (most lookups repeat a recent key).
-    cache: Vec<(Comm, Tid, StackId, StackId, NodeId)>,
-    tasks: FxHashMap<(Comm, Tid, StackId, StackId), NodeId>,
+    idents: Vec<(Comm, Tid)>,
+    ident_ix: FxHashMap<(Comm, Tid), IdentId>,
+    /// Direct-mapped cache in front of `tasks`: (ident, kstack, ustack, node).
+    cache: Vec<(IdentId, StackId, StackId, NodeId)>,
+    tasks: FxHashMap<(IdentId, StackId, StackId), NodeId>,
     metal: FxHashMap<(WakeContext, u32, StackId), NodeId>,
 }
 
@@ -79,16 +87,9 @@ impl Default for NodeTable {
     fn default() -> Self {
         let mut t = NodeTable {
             nodes: Vec::new(),
-            cache: vec![
-                (
-                    Comm::default(),
-                    0,
-                    StackId::NONE,
-                    StackId::NONE,
-                    NodeId::MAX
-                );
-                CACHE
-            ],
+            idents: Vec::new(),
+            ident_ix: FxHashMap::default(),
+            cache: vec![(IdentId::MAX, StackId::NONE, StackId::NONE, NodeId::MAX); 1 << CACHE_BITS],
             tasks: FxHashMap::default(),
             metal: FxHashMap::default(),
         };
@@ -116,40 +117,40 @@ impl NodeTable {
     pub fn is_empty(&self) -> bool {
         self.nodes.len() <= 4
     }
-    /// Intern a task node.
-    pub(crate) fn task(
-        &mut self,
-        comm: Comm,
-        tgid: Tid,
-        kstack: StackId,
-        ustack: StackId,
-    ) -> NodeId {
-        let c = &comm.0;
-        let w0 = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        let w1 = u64::from_le_bytes([c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15]]);
-        let h = (w0
-            ^ w1.rotate_left(17)
-            ^ ((tgid as u64) << 32)
-            ^ ((kstack.0 as u64) << 13)
-            ^ (ustack.0 as u64))
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let slot = (h >> 54) as usize & (CACHE - 1);
-        let e = &self.cache[slot];
-        if e.4 != NodeId::MAX && e.0 == comm && e.1 == tgid && e.2 == kstack && e.3 == ustack {
-            return e.4;
+    /// Intern a thread identity (called when a thread is first seen or renamed).
+    pub(crate) fn ident(&mut self, comm: Comm, tgid: Tid) -> IdentId {
+        let next = self.idents.len() as IdentId;
+        let id = *self.ident_ix.entry((comm, tgid)).or_insert(next);
+        if id == next {
+            self.idents.push((comm, tgid));
         }
-        let id = self.task_slow(comm, tgid, kstack, ustack);
-        self.cache[slot] = (comm, tgid, kstack, ustack, id);
+        id
+    }
+    /// The (comm, tgid) of an identity.
+    #[inline]
+    pub(crate) fn ident_of(&self, ident: IdentId) -> (Comm, Tid) {
+        self.idents[ident as usize]
+    }
+    /// Intern a task node of identity `ident` (from [`Self::ident`]).
+    #[inline]
+    pub(crate) fn task(&mut self, ident: IdentId, kstack: StackId, ustack: StackId) -> NodeId {
+        let h = ((ident as u64) << 40 ^ (kstack.0 as u64) << 20 ^ ustack.0 as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let slot = (h >> (64 - CACHE_BITS)) as usize;
+        let e = self.cache[slot];
+        if e.0 == ident && e.1 == kstack && e.2 == ustack && e.3 != NodeId::MAX {
+            return e.3;
+        }
+        let id = self.task_slow(ident, kstack, ustack);
+        self.cache[slot] = (ident, kstack, ustack, id);
         id
     }
 
-    fn task_slow(&mut self, comm: Comm, tgid: Tid, kstack: StackId, ustack: StackId) -> NodeId {
+    fn task_slow(&mut self, ident: IdentId, kstack: StackId, ustack: StackId) -> NodeId {
         let next = self.nodes.len() as NodeId;
-        let id = *self
-            .tasks
-            .entry((comm, tgid, kstack, ustack))
-            .or_insert(next);
+        let id = *self.tasks.entry((ident, kstack, ustack)).or_insert(next);
         if id == next {
+            let (comm, tgid) = self.idents[ident as usize];
             self.nodes.push(Node {
                 kind: NodeKind::Task { comm, tgid },
                 kstack,

@@ -68,6 +68,8 @@ pub struct WaitRecord {
     pub lost: bool,
     /// Attribution mode the hops' `ns` follow.
     pub mode: Mode,
+    /// Interned (comm, tgid) of the waiting thread, for the engine's node interning.
+    pub(crate) ident: crate::nodes::IdentId,
     /// False when subchain dedup hides this wait as a root (its ending waking is an
     /// inner hop of another chain). Always true with dedup off.
     pub root: bool,
