@@ -2,7 +2,7 @@
 use anyhow::{bail, Context, Result};
 use chainrec_format::synth::{self, SynthParams};
 use chainrec_format::{
-    Clock, Event, IrqSource, RecordingMeta, StackEntry, StackMode, SymbolEntry, TaskEntry,
+    Clock, Event, IrqSource, RecordingMeta, StackEntry, StackId, StackMode, SymbolEntry, TaskEntry,
     TraceSink, TraceWriter, WriterOptions,
 };
 use std::path::PathBuf;
@@ -39,12 +39,24 @@ struct Track<'a> {
     w: &'a mut TraceWriter,
     first: Option<u64>,
     last: u64,
+    /// Events carrying a stack the (simulated) lazy policy skipped.
+    skipped: u64,
 }
 
 impl TraceSink for Track<'_> {
     fn push(&mut self, e: &Event) -> chainrec_format::Result<()> {
         self.first.get_or_insert(e.ts());
         self.last = e.ts();
+        let skipped = match e {
+            Event::Switch(s) => {
+                s.prev_kstack == StackId::SKIPPED || s.prev_ustack == StackId::SKIPPED
+            }
+            Event::Waking(w) => {
+                w.waker_kstack == StackId::SKIPPED || w.waker_ustack == StackId::SKIPPED
+            }
+            _ => false,
+        };
+        self.skipped += u64::from(skipped);
         self.w.push(e)
     }
     fn add_stacks(&mut self, s: &[StackEntry]) -> chainrec_format::Result<()> {
@@ -98,6 +110,7 @@ pub fn run(a: Args) -> Result<()> {
         w: &mut w,
         first: None,
         last: 0,
+        skipped: 0,
     };
     (sc.generate)(
         &SynthParams {
@@ -109,6 +122,11 @@ pub fn run(a: Args) -> Result<()> {
     .with_context(|| format!("generating {name}"))?;
     meta.start_ns = track.first.unwrap_or(0);
     meta.end_ns = track.last;
+    // Scenarios that simulate the lazy recorder say so, with what it skipped.
+    if track.skipped > 0 {
+        meta.stack_mode = StackMode::Lazy;
+        meta.lost.stacks_skipped = track.skipped;
+    }
     let sum = w.finish(&meta).with_context(|| out.display().to_string())?;
     eprintln!(
         "chainrec: synth: {name}: {} events, {} chunks, {} bytes -> {} in {:.2} s",
