@@ -288,19 +288,12 @@ pub fn render(
         time += w;
     }
 
-    let legend = if opts.chain_layout {
-        "blocked thread at the bottom, one hue per waker level above each --; lighter = kernel; \
-         red = interrupt; hatched = no stack/lost"
-    } else {
-        "lighter = kernel frames; red = interrupt; hatched = no stack / lost"
-    };
-    let mut subtitle = format!("width = time ({}); {legend}", opts.unit);
-    if stats.frames_too_narrow > 0 {
-        subtitle.push_str(&format!(
-            "; {} tiny frames not drawn",
-            stats.frames_too_narrow
-        ));
-    }
+    let subtitle = subtitle(
+        opts.chain_layout,
+        &opts.unit,
+        stats.frames_too_narrow,
+        opts.width,
+    );
     let mut options = Options::default();
     options.colors = Palette::Basic(BasicPalette::Blue);
     options.hash = true;
@@ -450,9 +443,66 @@ fn recolor(
     Ok(out)
 }
 
+/// The subtitle: one centred line, so pick the most complete legend that fits the image
+/// (inferno draws it in 12 px Verdana: at most ~7.5 px per character).
+fn subtitle(chain_layout: bool, unit: &str, tiny_frames: usize, width: usize) -> String {
+    let legends: &[&str] = if chain_layout {
+        &[
+            "blocked thread at the bottom, one hue per waker level above each --; lighter = kernel; \
+             red = interrupt; hatched = no stack/lost",
+            "one hue per waker level; lighter = kernel; red = interrupt; hatched = no stack",
+            "one hue per waker level",
+        ]
+    } else {
+        &[
+            "lighter = kernel frames; red = interrupt; hatched = no stack / lost",
+            "lighter = kernel; red = interrupt",
+        ]
+    };
+    let tiny = if tiny_frames > 0 {
+        format!("; {tiny_frames} tiny frames not drawn")
+    } else {
+        String::new()
+    };
+    let fits = |s: &str| s.chars().count() * 15 / 2 + 20 <= width;
+    legends
+        .iter()
+        .map(|l| format!("width = time ({unit}); {l}{tiny}"))
+        .find(|s| fits(s))
+        .unwrap_or_else(|| format!("width = time ({unit})"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subtitle_fits_the_width() {
+        let full = subtitle(true, "us", 0, 1200);
+        assert!(full.contains("blocked thread at the bottom"), "{full}");
+        let tiny = subtitle(true, "us", 12345, 1200);
+        assert_eq!(
+            tiny,
+            "width = time (us); one hue per waker level; lighter = kernel; red = interrupt; \
+             hatched = no stack; 12345 tiny frames not drawn"
+        );
+        assert_eq!(
+            subtitle(true, "us", 0, 300),
+            "width = time (us); one hue per waker level"
+        );
+        assert_eq!(subtitle(false, "ms", 0, 100), "width = time (ms)");
+        for w in [100, 300, 600, 900, 1200, 2000] {
+            for t in [0, 7, 123456] {
+                for chain in [true, false] {
+                    let s = subtitle(chain, "us", t, w);
+                    assert!(
+                        s.chars().count() * 15 / 2 + 20 <= w || s == "width = time (us)",
+                        "{w}: {s}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn classify_chain_levels() {
