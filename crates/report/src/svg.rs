@@ -487,7 +487,7 @@ mod tests {
              hatched = no stack; 12345 tiny frames not drawn"
         );
         assert_eq!(
-            subtitle(true, "us", 0, 300),
+            subtitle(true, "us", 0, 400),
             "width = time (us); one hue per waker level"
         );
         assert_eq!(subtitle(false, "ms", 0, 100), "width = time (ms)");
