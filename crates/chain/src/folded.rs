@@ -1,16 +1,17 @@
 //! Folded aggregation of the record stream for the four views, and the interned chain
 //! graph.
 
-use crate::engine::Mode;
 use crate::fx::FxHashMap;
-use crate::nodes::{
-    NodeId, NodeKind, NodeTable, MARK_CYCLE, MARK_LOST, MARK_NO_WAKER, MARK_TRUNCATED,
-};
+use crate::nodes::{NodeId, NodeTable};
+use crate::paths::{Comms, PathBatch, PathReducer};
 use crate::record::{WaitRecord, WaitSink};
+use crate::render::{self, Pieces, WriteSummary};
+use crate::trie::{PathTrie, NO_PARENT};
 use crate::ChainError;
-use chainrec_format::{Comm, RecordingMeta, StackId, Tables};
+use chainrec_format::{RecordingMeta, StackId, Tables};
 use petgraph::graph::{DiGraph, NodeIndex};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::io::{self, Write};
 
 /// Which folded view to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,40 +71,18 @@ impl Unit {
 /// total nanoseconds attributed through it.
 pub type ChainGraph = DiGraph<NodeId, u64>;
 
-const NO_PARENT: u32 = u32::MAX;
-const STEP_CACHE_BITS: u32 = 16;
-const MEMO: usize = 4096;
-const MEMO_LEN: usize = 8;
-
-/// Last chain seen for a root node (see `on_wait`).
-#[derive(Clone, Copy, Debug)]
-struct Memo {
-    root: NodeId,
-    len: u8,
-    nodes: [NodeId; MEMO_LEN],
-    ids: [u32; MEMO_LEN + 1],
-}
-
-const EMPTY_MEMO: Memo = Memo {
-    root: u32::MAX,
-    len: 0,
-    nodes: [0; MEMO_LEN],
-    ids: [u32::MAX; MEMO_LEN + 1],
-};
-/// Node ids with this bit set name a bare target comm of the wakeup view.
-const COMM_BIT: u32 = 1 << 31;
-
-/// Aggregates [`WaitRecord`]s into folded paths (a trie of interned nodes).
+/// Aggregates [`WaitRecord`]s into folded paths (a trie of interned nodes, see
+/// `docs/ENGINE.md`). Fed either record by record through [`WaitSink`], or with
+/// [`PathBatch`]es from a [`PathReducer`] (possibly on another thread) through
+/// [`Self::apply`] and, at the end, [`Self::absorb`]. Do not mix both ways for the
+/// wakeup view (each side interns target comms in its own table).
 #[derive(Clone, Debug)]
 pub struct FoldedSink {
     view: View,
-    index: FxHashMap<(u32, NodeId), u32>,
-    cache: Vec<(u64, u32)>,
-    memo: Vec<Memo>,
-    entries: Vec<(u32, NodeId)>,
-    weights: Vec<u64>,
-    comms: Vec<Comm>,
-    comm_ix: FxHashMap<Comm, u32>,
+    trie: PathTrie,
+    comms: Comms,
+    /// Scratch batch of the record-by-record path.
+    one: PathBatch,
     /// Waits seen but not part of this view (non-roots, preemptions for chain views, no
     /// switch-in for offcpu).
     pub waits_not_in_view: u64,
@@ -116,13 +95,9 @@ impl FoldedSink {
     pub fn new(view: View) -> Self {
         FoldedSink {
             view,
-            index: FxHashMap::default(),
-            cache: vec![(0, u32::MAX); 1 << STEP_CACHE_BITS],
-            memo: vec![EMPTY_MEMO; MEMO],
-            entries: Vec::new(),
-            weights: Vec::new(),
-            comms: Vec::new(),
-            comm_ix: FxHashMap::default(),
+            trie: PathTrie::default(),
+            comms: Comms::default(),
+            one: PathBatch::default(),
             waits_not_in_view: 0,
             waits_in_view: 0,
         }
@@ -133,42 +108,42 @@ impl FoldedSink {
         self.view
     }
 
-    #[inline]
-    fn step(&mut self, parent: u32, node: NodeId) -> u32 {
-        // Direct-mapped cache in front of the trie index: hot paths repeat.
-        let key = ((parent as u64) << 32) | node as u64;
-        let slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STEP_CACHE_BITS)) as usize;
-        let c = self.cache[slot];
-        if c.0 == key && c.1 != u32::MAX {
-            return c.1;
-        }
-        let id = self.step_slow(parent, node);
-        self.cache[slot] = (key, id);
-        id
+    /// Insert a batch of reduced waits (from a [`PathReducer`] of the same view) and add
+    /// its wait counters. Batches of a few thousand waits are inserted several times
+    /// faster per step than single waits (the lookups of independent paths overlap).
+    pub fn apply(&mut self, batch: &PathBatch) {
+        self.trie.apply(batch);
+        self.waits_in_view += batch.waits_in_view;
+        self.waits_not_in_view += batch.waits_not_in_view;
     }
 
-    fn step_slow(&mut self, parent: u32, node: NodeId) -> u32 {
-        let next = self.entries.len() as u32;
-        let id = *self.index.entry((parent, node)).or_insert(next);
-        if id == next {
-            self.entries.push((parent, node));
-            self.weights.push(0);
+    /// End of a reducer's stream: apply its completed and partial batches (in order) and
+    /// adopt its comm table (wakeup view). Panics when both this sink and the reducer
+    /// interned comms, or when the views differ.
+    pub fn absorb(&mut self, mut reducer: PathReducer) {
+        assert_eq!(reducer.view(), self.view, "reducer of another view");
+        while let Some(b) = reducer.take_full() {
+            self.apply(&b);
         }
-        id
-    }
-
-    fn comm_node(&mut self, c: Comm) -> NodeId {
-        let next = self.comms.len() as u32;
-        let id = *self.comm_ix.entry(c).or_insert(next);
-        if id == next {
-            self.comms.push(c);
+        let b = reducer.take_partial();
+        self.apply(&b);
+        if !reducer.comms.list.is_empty() {
+            assert!(
+                self.comms.list.is_empty(),
+                "comms interned both by the sink and by a reducer"
+            );
+            self.comms = reducer.comms;
         }
-        id | COMM_BIT
     }
 
     /// Number of distinct paths.
     pub fn paths(&self) -> usize {
-        self.entries.len()
+        self.trie.len()
+    }
+
+    /// Heap bytes held by the path trie (entries and index, allocated capacity).
+    pub fn trie_bytes(&self) -> usize {
+        self.trie.heap_bytes()
     }
 
     /// Call `f(line, ns)` for every distinct path with a non-zero weight, in depth-first
@@ -181,59 +156,29 @@ impl FoldedSink {
         nodes: &NodeTable,
         tables: &Tables,
         meta: &RecordingMeta,
-        mut f: impl FnMut(&str, u64),
+        f: impl FnMut(&str, u64),
     ) {
-        let n = self.entries.len();
-        // Children in CSR form.
-        let mut start = vec![0u32; n + 1];
-        for &(p, _) in &self.entries {
-            if p != NO_PARENT {
-                start[p as usize + 1] += 1;
-            }
-        }
-        for i in 0..n {
-            start[i + 1] += start[i];
-        }
-        let mut fill = start.clone();
-        let mut kids = vec![0u32; start[n] as usize];
-        let mut stack: Vec<(u32, usize)> = Vec::new();
-        for (i, &(p, _)) in self.entries.iter().enumerate() {
-            if p == NO_PARENT {
-                stack.push((i as u32, 0));
-            } else {
-                kids[fill[p as usize] as usize] = i as u32;
-                fill[p as usize] += 1;
-            }
-        }
-        stack.reverse();
-        let mut r = Renderer {
-            tables,
-            threshold: meta.stack_threshold_ns,
-            cache: HashMap::new(),
-        };
-        let mut pieces: HashMap<(NodeId, bool), String> = HashMap::new();
-        let mut buf = String::new();
-        while let Some((e, len)) = stack.pop() {
-            buf.truncate(len);
-            let (p, node) = self.entries[e as usize];
-            let first = p == NO_PARENT;
-            if !first {
-                buf.push(';');
-            }
-            let piece = pieces
-                .entry((node, first))
-                .or_insert_with(|| self.piece(node, first, nodes, &mut r));
-            buf.push_str(piece);
-            let w = self.weights[e as usize];
-            if w > 0 {
-                f(&buf, w);
-            }
-            let l = buf.len();
-            let (a, b) = (start[e as usize] as usize, start[e as usize + 1] as usize);
-            for &k in kids[a..b].iter().rev() {
-                stack.push((k, l));
-            }
-        }
+        let pieces = Pieces::build(&self.trie, &self.comms.list, nodes, tables, meta);
+        let order = render::preorder(&self.trie);
+        render::walk(&self.trie, &pieces, &order, 0..order.len(), f);
+    }
+
+    /// Write every line of [`Self::for_each_line`] (same order) as `{line} {weight}\n`
+    /// with the weight in `unit`, rounded to nearest; lines that round to 0 are left out
+    /// and counted in the summary. Numbers are formatted without `core::fmt`; with more
+    /// than one rayon thread, ranges of the trie are rendered in parallel into bounded
+    /// per-task buffers and written in order by the calling thread (`out` need not be
+    /// `Send`). On a write error, rendering stops and the error is returned.
+    pub fn write_folded(
+        &self,
+        nodes: &NodeTable,
+        tables: &Tables,
+        meta: &RecordingMeta,
+        unit: Unit,
+        out: &mut dyn Write,
+    ) -> io::Result<WriteSummary> {
+        let pieces = Pieces::build(&self.trie, &self.comms.list, nodes, tables, meta);
+        render::write_folded(&self.trie, &pieces, unit, out)
     }
 
     /// Exact aggregated nanoseconds per rendered line, sorted by line.
@@ -267,55 +212,16 @@ impl FoldedSink {
             .collect()
     }
 
-    /// Render one node of a path (`first`: the path's first node).
-    fn piece(&self, id: NodeId, first: bool, nodes: &NodeTable, r: &mut Renderer<'_>) -> String {
-        let mut f: Vec<String> = Vec::new();
-        if id & COMM_BIT != 0 {
-            return self.comms[(id & !COMM_BIT) as usize].as_str().into_owned();
-        }
-        let n = nodes.get(id);
-        match &n.kind {
-            NodeKind::Marker(m) => f.push((*m).to_string()),
-            NodeKind::Metal { label, .. } => {
-                if first {
-                    f.push(label.clone());
-                    f.extend(r.frames(n.kstack).iter().rev().cloned());
-                } else {
-                    f.push("--".into());
-                    f.extend(r.frames(n.kstack).iter().cloned());
-                    f.push(label.clone());
-                }
-            }
-            NodeKind::Task { comm, .. } => {
-                let k = r.frames(n.kstack).to_vec();
-                let u = r.frames(n.ustack).to_vec();
-                let any = !k.is_empty() || !u.is_empty();
-                if first {
-                    f.push(comm.as_str().into_owned());
-                    f.extend(u.into_iter().rev());
-                    if any {
-                        f.push("-".into());
-                    }
-                    f.extend(k.into_iter().rev());
-                } else {
-                    f.push("--".into());
-                    f.extend(k);
-                    if any {
-                        f.push("-".into());
-                    }
-                    f.extend(u);
-                    f.push(comm.as_str().into_owned());
-                }
-            }
-        }
-        f.join(";")
-    }
-
     /// The interned chain graph (see [`ChainGraph`]).
     pub fn chain_graph(&self) -> ChainGraph {
-        let mut total = self.weights.clone();
-        for i in (0..self.entries.len()).rev() {
-            let p = self.entries[i].0;
+        let entries: Vec<(u32, NodeId, u64)> = self
+            .trie
+            .iter()
+            .map(|e| (e.parent, e.node, e.weight))
+            .collect();
+        let mut total: Vec<u64> = entries.iter().map(|e| e.2).collect();
+        for i in (0..entries.len()).rev() {
+            let p = entries[i].0;
             if p != NO_PARENT {
                 total[p as usize] += total[i];
             }
@@ -326,12 +232,12 @@ impl FoldedSink {
             FxHashMap::default();
         let mut ix =
             |g: &mut ChainGraph, n: NodeId| *gnode.entry(n).or_insert_with(|| g.add_node(n));
-        for (i, &(p, n)) in self.entries.iter().enumerate() {
+        for (i, &(p, n, _)) in entries.iter().enumerate() {
             let b = ix(&mut g, n);
             if p == NO_PARENT {
                 continue;
             }
-            let a = ix(&mut g, self.entries[p as usize].1);
+            let a = ix(&mut g, entries[p as usize].1);
             match gedge.get(&(a, b)) {
                 Some(&e) => g[e] += total[i],
                 None => {
@@ -346,120 +252,11 @@ impl FoldedSink {
 
 impl WaitSink for FoldedSink {
     fn on_wait(&mut self, w: &WaitRecord, _nodes: &NodeTable) {
-        match self.view {
-            View::OffCpu => {
-                let Some(d) = w.offcpu_ns() else {
-                    self.waits_not_in_view += 1;
-                    return;
-                };
-                let mut p = self.step(NO_PARENT, w.node);
-                if w.lost {
-                    p = self.step(p, MARK_LOST);
-                }
-                self.weights[p as usize] += d;
-            }
-            View::Chains | View::OffWake => {
-                if w.preempted() || (self.view == View::Chains && !w.root) {
-                    self.waits_not_in_view += 1;
-                    return;
-                }
-                let root = self.step(NO_PARENT, w.node);
-                if w.hops.is_empty() {
-                    let Some(d) = w.offcpu_ns() else {
-                        self.waits_not_in_view += 1;
-                        return;
-                    };
-                    let mut p = self.step(root, MARK_NO_WAKER);
-                    if w.lost {
-                        p = self.step(p, MARK_LOST);
-                    }
-                    self.weights[p as usize] += d;
-                } else if self.view == View::OffWake {
-                    let mut p = self.step(root, w.hops[0].node);
-                    if w.lost {
-                        p = self.step(p, MARK_LOST);
-                    }
-                    self.weights[p as usize] += w.blocked_ns().unwrap_or(0);
-                } else {
-                    // Per-root memo of the last chain's path ids: steady workloads repeat
-                    // the same chain, so most levels need no trie lookup at all.
-                    let n = w.hops.len();
-                    let slot = (w.node as usize).wrapping_mul(0x9E37_79B9) >> 7 & (MEMO - 1);
-                    let mut memo = self.memo[slot];
-                    let mut same = 0;
-                    if memo.root == w.node && memo.ids[0] == root {
-                        let m = (memo.len as usize).min(n);
-                        while same < m && memo.nodes[same] == w.hops[same].node {
-                            same += 1;
-                        }
-                    } else {
-                        memo.root = w.node;
-                        memo.ids[0] = root;
-                    }
-                    let mut p = root;
-                    let last = n - 1;
-                    for (k, h) in w.hops.iter().enumerate() {
-                        p = if k < same {
-                            memo.ids[k + 1]
-                        } else {
-                            self.step(p, h.node)
-                        };
-                        if k < MEMO_LEN && k >= same {
-                            memo.nodes[k] = h.node;
-                            memo.ids[k + 1] = p;
-                        }
-                        let mut q = p;
-                        if k == last {
-                            if w.truncated {
-                                q = self.step(q, MARK_TRUNCATED);
-                            }
-                            if w.cycle {
-                                q = self.step(q, MARK_CYCLE);
-                            }
-                        }
-                        if w.mode == Mode::Last && k != last {
-                            continue; // one line per wait: the whole chain, whole blocked time
-                        }
-                        if w.lost {
-                            q = self.step(q, MARK_LOST);
-                        }
-                        self.weights[q as usize] += h.ns;
-                    }
-                    memo.len = n.min(MEMO_LEN).max(same) as u8;
-                    self.memo[slot] = memo;
-                }
-            }
-            View::Wakeup => {
-                let (Some(h), Some(d)) = (w.hops.first(), w.blocked_ns()) else {
-                    self.waits_not_in_view += 1;
-                    return;
-                };
-                let c = self.comm_node(w.comm);
-                let a = self.step(NO_PARENT, h.node);
-                let mut p = self.step(a, c);
-                if w.lost {
-                    p = self.step(p, MARK_LOST);
-                }
-                self.weights[p as usize] += d;
-            }
-        }
-        self.waits_in_view += 1;
-    }
-}
-
-struct Renderer<'a> {
-    tables: &'a Tables,
-    threshold: u64,
-    cache: HashMap<StackId, Vec<String>>,
-}
-
-impl Renderer<'_> {
-    /// Frames of a stack, leaf first; reserved ids become one explanatory frame.
-    fn frames(&mut self, id: StackId) -> &[String] {
-        let (tables, threshold) = (self.tables, self.threshold);
-        self.cache
-            .entry(id)
-            .or_insert_with(|| stack_frames(tables, id, threshold))
+        let mut b = std::mem::take(&mut self.one);
+        PathReducer::reduce(self.view, &mut self.comms, w, &mut b);
+        self.apply(&b);
+        b.clear();
+        self.one = b;
     }
 }
 

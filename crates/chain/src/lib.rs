@@ -26,15 +26,20 @@ mod filter;
 mod folded;
 mod fx;
 mod nodes;
+mod paths;
 mod record;
+mod render;
+mod trie;
 
 pub use engine::{Config, Engine, Mode, Stats, DEFAULT_MAX_DEPTH};
 pub use filter::{Duration, Filter, Window, WindowBound};
 pub use folded::{ChainGraph, FoldedSink, Unit, View};
 pub use nodes::{Node, NodeId, NodeKind, NodeTable};
+pub use paths::{PathBatch, PathReducer};
 pub use record::{HopRecord, WaitRecord, WaitSink};
 /// Re-exported for [`Filter::comm`].
 pub use regex;
+pub use render::WriteSummary;
 
 /// Errors of the chain library (bad user input; the engine itself never fails on a trace).
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,305 @@
+//! View reduction, separated from trie insertion: a [`PathReducer`] turns each
+//! [`WaitRecord`] into trie paths (node ids, root first, with the weight to add at each
+//! level) in reusable [`PathBatch`]es, which [`crate::FoldedSink::apply`] inserts. The two
+//! halves can run on two threads (engine + reduction on one, insertion on the other).
+
+use crate::engine::Mode;
+use crate::folded::View;
+use crate::fx::FxHashMap;
+use crate::nodes::{NodeId, NodeTable, MARK_CYCLE, MARK_LOST, MARK_NO_WAKER, MARK_TRUNCATED};
+use crate::record::{WaitRecord, WaitSink};
+use chainrec_format::Comm;
+use std::collections::VecDeque;
+
+/// Node ids with this bit set name a bare target comm of the wakeup view (an index into
+/// the reducer's comm table).
+pub(crate) const COMM_BIT: u32 = 1 << 31;
+
+/// A batch of reduced waits: flat, reusable buffers holding, per path, the trie path as
+/// node ids (root first) and the weight to add at each level (0 = none), plus the wait
+/// counters of the view. Produced by [`PathReducer`], consumed by
+/// [`crate::FoldedSink::apply`]. A wait can give more than one path (lost events add a
+/// `[lost events]` leaf under every level), and a path's levels all exist in the trie
+/// after insertion even when their weight is 0.
+#[derive(Clone, Debug, Default)]
+pub struct PathBatch {
+    pub(crate) nodes: Vec<NodeId>,
+    pub(crate) weights: Vec<u64>,
+    /// End offset (into `nodes`) of each path.
+    pub(crate) ends: Vec<u32>,
+    /// Waits of this batch that the view aggregates.
+    pub waits_in_view: u64,
+    /// Waits of this batch that the view does not show (see
+    /// [`crate::FoldedSink::waits_not_in_view`]).
+    pub waits_not_in_view: u64,
+}
+
+impl PathBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Empty the batch, keeping its buffers.
+    pub fn clear(&mut self) {
+        self.nodes.clear();
+        self.weights.clear();
+        self.ends.clear();
+        self.waits_in_view = 0;
+        self.waits_not_in_view = 0;
+    }
+
+    /// Number of paths.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// True when the batch holds no path and counts no wait.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty() && self.waits_in_view == 0 && self.waits_not_in_view == 0
+    }
+
+    /// Total number of levels (trie steps) over all paths.
+    pub fn steps(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Path `i`: its node ids (root first) and the weight added at each level.
+    pub fn path(&self, i: usize) -> (&[NodeId], &[u64]) {
+        let a = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        let b = self.ends[i] as usize;
+        (&self.nodes[a..b], &self.weights[a..b])
+    }
+
+    /// Append a path (`nodes` root first, `weights` of the same length). For producers
+    /// other than [`PathReducer`]; node ids must come from the engine's [`NodeTable`].
+    pub fn push_path(&mut self, nodes: &[NodeId], weights: &[u64]) {
+        assert_eq!(nodes.len(), weights.len(), "one weight per level");
+        if nodes.is_empty() {
+            return;
+        }
+        self.nodes.extend_from_slice(nodes);
+        self.weights.extend_from_slice(weights);
+        self.end_path();
+    }
+
+    #[inline]
+    fn push(&mut self, node: NodeId, w: u64) {
+        self.nodes.push(node);
+        self.weights.push(w);
+    }
+
+    #[inline]
+    fn end_path(&mut self) {
+        self.ends.push(self.nodes.len() as u32);
+    }
+
+    /// Add `w` to the last level pushed.
+    #[inline]
+    fn add_last(&mut self, w: u64) {
+        if let Some(x) = self.weights.last_mut() {
+            *x += w;
+        }
+    }
+}
+
+/// The comm table of the wakeup view (target comms interned as trie nodes).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Comms {
+    pub(crate) list: Vec<Comm>,
+    ix: FxHashMap<Comm, u32>,
+}
+
+impl Comms {
+    fn node(&mut self, c: Comm) -> NodeId {
+        let next = self.list.len() as u32;
+        let id = *self.ix.entry(c).or_insert(next);
+        if id == next {
+            self.list.push(c);
+        }
+        id | COMM_BIT
+    }
+}
+
+/// Reduces wait records to trie paths for one [`View`] (all the view logic of
+/// [`crate::FoldedSink`]: which waits count, marker levels for `[waker unknown]`,
+/// `[truncated]`, `[cycle]`, `[lost events]`, `--mode last`, and the comm table of the
+/// wakeup view). Implements [`WaitSink`]; every `batch_waits` waits in the view a batch
+/// is complete and can be taken with [`Self::take_full`]. At the end, hand the reducer
+/// to [`crate::FoldedSink::absorb`] (applies what is left and adopts the comm table).
+///
+/// ```no_run
+/// use chainrec_chain::{Config, Engine, FoldedSink, PathReducer, View};
+/// # fn demo(trace: &chainrec_format::MemTrace) {
+/// let mut engine = Engine::new(&trace.tables, &trace.meta, Config::default());
+/// let mut reducer = PathReducer::new(View::Chains, 4096);
+/// let mut folded = FoldedSink::new(View::Chains);
+/// for chunk in trace.events.chunks(1 << 16) {
+///     engine.process(chunk, &mut reducer);
+///     while let Some(batch) = reducer.take_full() {   // send to the trie thread
+///         folded.apply(&batch);
+///         reducer.recycle(batch);                      // (returned by it)
+///     }
+/// }
+/// engine.finish(&mut reducer);
+/// folded.absorb(reducer);
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct PathReducer {
+    view: View,
+    batch_waits: usize,
+    cur: PathBatch,
+    full: VecDeque<PathBatch>,
+    spare: Vec<PathBatch>,
+    pub(crate) comms: Comms,
+}
+
+impl PathReducer {
+    /// A reducer for `view` completing a batch every `batch_waits` waits in the view
+    /// (at least 1; a few thousand hide memory latency well in [`crate::FoldedSink::apply`]).
+    pub fn new(view: View, batch_waits: usize) -> Self {
+        PathReducer {
+            view,
+            batch_waits: batch_waits.max(1),
+            cur: PathBatch::default(),
+            full: VecDeque::new(),
+            spare: Vec::new(),
+            comms: Comms::default(),
+        }
+    }
+
+    /// The view.
+    pub fn view(&self) -> View {
+        self.view
+    }
+
+    /// The oldest completed batch, if any (in order of completion).
+    pub fn take_full(&mut self) -> Option<PathBatch> {
+        self.full.pop_front()
+    }
+
+    /// The batch being filled (possibly empty), for the end of the trace; call after
+    /// [`crate::Engine::finish`] and after taking every full batch.
+    pub fn take_partial(&mut self) -> PathBatch {
+        let fresh = self.spare.pop().unwrap_or_default();
+        std::mem::replace(&mut self.cur, fresh)
+    }
+
+    /// Give back an applied batch for reuse of its buffers.
+    pub fn recycle(&mut self, mut b: PathBatch) {
+        b.clear();
+        if self.spare.len() < 4 {
+            self.spare.push(b);
+        }
+    }
+
+    /// Reduce one wait into `b` (shared with [`crate::FoldedSink`]'s own [`WaitSink`]).
+    pub(crate) fn reduce(view: View, comms: &mut Comms, w: &WaitRecord, b: &mut PathBatch) {
+        match view {
+            View::OffCpu => {
+                let Some(d) = w.offcpu_ns() else {
+                    b.waits_not_in_view += 1;
+                    return;
+                };
+                b.push(w.node, 0);
+                if w.lost {
+                    b.push(MARK_LOST, 0);
+                }
+                b.add_last(d);
+                b.end_path();
+            }
+            View::Chains | View::OffWake => {
+                if w.preempted() || (view == View::Chains && !w.root) {
+                    b.waits_not_in_view += 1;
+                    return;
+                }
+                if w.hops.is_empty() {
+                    let Some(d) = w.offcpu_ns() else {
+                        b.waits_not_in_view += 1;
+                        return;
+                    };
+                    b.push(w.node, 0);
+                    b.push(MARK_NO_WAKER, 0);
+                    if w.lost {
+                        b.push(MARK_LOST, 0);
+                    }
+                    b.add_last(d);
+                    b.end_path();
+                } else if view == View::OffWake {
+                    b.push(w.node, 0);
+                    b.push(w.hops[0].node, 0);
+                    if w.lost {
+                        b.push(MARK_LOST, 0);
+                    }
+                    b.add_last(w.blocked_ns().unwrap_or(0));
+                    b.end_path();
+                } else {
+                    let last = w.hops.len() - 1;
+                    let whole = w.mode == Mode::Last;
+                    let markers = |b: &mut PathBatch| {
+                        if w.truncated {
+                            b.push(MARK_TRUNCATED, 0);
+                        }
+                        if w.cycle {
+                            b.push(MARK_CYCLE, 0);
+                        }
+                    };
+                    if !w.lost || whole {
+                        // One path; each level carries its share (last mode: only the
+                        // end of the chain, the whole blocked time).
+                        b.push(w.node, 0);
+                        for (k, h) in w.hops.iter().enumerate() {
+                            let own = if whole || k == last { 0 } else { h.ns };
+                            b.push(h.node, own);
+                        }
+                        markers(b);
+                        if w.lost {
+                            b.push(MARK_LOST, 0);
+                        }
+                        b.add_last(w.hops[last].ns);
+                        b.end_path();
+                    } else {
+                        // Lost events: every level's share goes to a `[lost events]` leaf
+                        // under it, one path per level.
+                        for k in 0..=last {
+                            b.push(w.node, 0);
+                            for h in &w.hops[..=k] {
+                                b.push(h.node, 0);
+                            }
+                            if k == last {
+                                markers(b);
+                            }
+                            b.push(MARK_LOST, w.hops[k].ns);
+                            b.end_path();
+                        }
+                    }
+                }
+            }
+            View::Wakeup => {
+                let (Some(h), Some(d)) = (w.hops.first(), w.blocked_ns()) else {
+                    b.waits_not_in_view += 1;
+                    return;
+                };
+                b.push(h.node, 0);
+                b.push(comms.node(w.comm), 0);
+                if w.lost {
+                    b.push(MARK_LOST, 0);
+                }
+                b.add_last(d);
+                b.end_path();
+            }
+        }
+        b.waits_in_view += 1;
+    }
+}
+
+impl WaitSink for PathReducer {
+    fn on_wait(&mut self, w: &WaitRecord, _nodes: &NodeTable) {
+        PathReducer::reduce(self.view, &mut self.comms, w, &mut self.cur);
+        if self.cur.waits_in_view as usize >= self.batch_waits {
+            let fresh = self.spare.pop().unwrap_or_default();
+            self.full.push_back(std::mem::replace(&mut self.cur, fresh));
+        }
+    }
+}

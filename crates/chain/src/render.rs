@@ -1,0 +1,388 @@
+//! Rendering the path trie to folded text: every distinct (node, first-in-path) piece is
+//! rendered once into an arena; the trie is laid out in depth-first preorder (children
+//! in id order, as inserted), and any contiguous range of that order can be rendered on
+//! its own (the prefix of its first line is rebuilt from the parent links), so ranges
+//! are rendered in parallel into per-task buffers and written in order.
+
+use crate::folded::{stack_frames, Unit};
+use crate::nodes::{NodeId, NodeKind, NodeTable};
+use crate::paths::COMM_BIT;
+use crate::trie::{PathTrie, NO_PARENT};
+use chainrec_format::{Comm, RecordingMeta, StackId, Tables};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, Write};
+use std::sync::{mpsc, Mutex};
+
+/// What [`crate::FoldedSink::write_folded`] wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteSummary {
+    /// Lines written (weight at least one unit after rounding).
+    pub lines: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Paths with a non-zero weight that rounds to 0 units: left out.
+    pub small_lines: u64,
+    /// Their nanoseconds in total.
+    pub small_ns: u64,
+}
+
+impl WriteSummary {
+    fn add(&mut self, o: &WriteSummary) {
+        self.lines += o.lines;
+        self.bytes += o.bytes;
+        self.small_lines += o.small_lines;
+        self.small_ns += o.small_ns;
+    }
+}
+
+/// Rendered pieces: `(node, first)` → text, for every node used by the trie.
+pub(crate) struct Pieces {
+    text: String,
+    /// `(start, end)` into `text`; index `2 * node + first` for nodes, then
+    /// `2 * nodes.len() + comm` for comm nodes.
+    spans: Vec<(u32, u32)>,
+    nodes: usize,
+}
+
+impl Pieces {
+    pub(crate) fn build(
+        trie: &PathTrie,
+        comms: &[Comm],
+        nodes: &NodeTable,
+        tables: &Tables,
+        meta: &RecordingMeta,
+    ) -> Pieces {
+        const UNSET: (u32, u32) = (u32::MAX, 0);
+        let mut p = Pieces {
+            text: String::new(),
+            spans: vec![UNSET; 2 * nodes.len() + comms.len()],
+            nodes: nodes.len(),
+        };
+        let mut r = Renderer {
+            tables,
+            threshold: meta.stack_threshold_ns,
+            cache: HashMap::new(),
+        };
+        for e in trie.iter() {
+            let k = p.key(e.node, e.parent == NO_PARENT);
+            if p.spans[k] == UNSET {
+                let a = p.text.len();
+                if e.node & COMM_BIT != 0 {
+                    p.text
+                        .push_str(&comms[(e.node & !COMM_BIT) as usize].as_str());
+                } else {
+                    piece(e.node, e.parent == NO_PARENT, nodes, &mut r, &mut p.text);
+                }
+                assert!(
+                    p.text.len() < u32::MAX as usize,
+                    "rendered pieces too large"
+                );
+                p.spans[k] = (a as u32, p.text.len() as u32);
+            }
+        }
+        p
+    }
+
+    #[inline]
+    fn key(&self, node: NodeId, first: bool) -> usize {
+        if node & COMM_BIT != 0 {
+            2 * self.nodes + (node & !COMM_BIT) as usize
+        } else {
+            2 * node as usize + first as usize
+        }
+    }
+
+    #[inline]
+    fn get(&self, node: NodeId, first: bool) -> &str {
+        let (a, b) = self.spans[self.key(node, first)];
+        &self.text[a as usize..b as usize]
+    }
+}
+
+/// Render one node of a path (`first`: the path's first node) into `out`.
+fn piece(id: NodeId, first: bool, nodes: &NodeTable, r: &mut Renderer<'_>, out: &mut String) {
+    let mut f: Vec<String> = Vec::new();
+    let n = nodes.get(id);
+    match &n.kind {
+        NodeKind::Marker(m) => f.push((*m).to_string()),
+        NodeKind::Metal { label, .. } => {
+            if first {
+                f.push(label.clone());
+                f.extend(r.frames(n.kstack).iter().rev().cloned());
+            } else {
+                f.push("--".into());
+                f.extend(r.frames(n.kstack).iter().cloned());
+                f.push(label.clone());
+            }
+        }
+        NodeKind::Task { comm, .. } => {
+            let k = r.frames(n.kstack).to_vec();
+            let u = r.frames(n.ustack).to_vec();
+            let any = !k.is_empty() || !u.is_empty();
+            if first {
+                f.push(comm.as_str().into_owned());
+                f.extend(u.into_iter().rev());
+                if any {
+                    f.push("-".into());
+                }
+                f.extend(k.into_iter().rev());
+            } else {
+                f.push("--".into());
+                f.extend(k);
+                if any {
+                    f.push("-".into());
+                }
+                f.extend(u);
+                f.push(comm.as_str().into_owned());
+            }
+        }
+    }
+    out.push_str(&f.join(";"));
+}
+
+struct Renderer<'a> {
+    tables: &'a Tables,
+    threshold: u64,
+    cache: HashMap<StackId, Vec<String>>,
+}
+
+impl Renderer<'_> {
+    /// Frames of a stack, leaf first; reserved ids become one explanatory frame.
+    fn frames(&mut self, id: StackId) -> &[String] {
+        let (tables, threshold) = (self.tables, self.threshold);
+        self.cache
+            .entry(id)
+            .or_insert_with(|| stack_frames(tables, id, threshold))
+    }
+}
+
+/// Entry ids in depth-first preorder: roots in id order, each followed by its
+/// subtree, children in id order (ids grow from parent to child).
+pub(crate) fn preorder(trie: &PathTrie) -> Vec<u32> {
+    let n = trie.len();
+    // Subtree sizes (children have larger ids than their parent).
+    let mut next = vec![1u32; n];
+    for i in (0..n).rev() {
+        let p = trie.get(i as u32).parent;
+        if p != NO_PARENT {
+            next[p as usize] += next[i];
+        }
+    }
+    // Positions: `next[i]` turns from the size of i's subtree into the position of
+    // i's next child once i is placed.
+    let mut order = vec![0u32; n];
+    let mut roots = 0u32;
+    for i in 0..n {
+        let size = next[i];
+        let p = trie.get(i as u32).parent;
+        let pos = if p == NO_PARENT {
+            let q = roots;
+            roots += size;
+            q
+        } else {
+            let q = next[p as usize];
+            next[p as usize] += size;
+            q
+        };
+        order[pos as usize] = i as u32;
+        next[i] = pos + 1;
+    }
+    order
+}
+
+/// Decimal digits of `v` into `out`.
+#[inline]
+fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut b = [0u8; 20];
+    let mut i = b.len();
+    loop {
+        i -= 1;
+        b[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&b[i..]);
+}
+
+/// Walk `order[range]`, calling `f(line, ns)` for every entry with a non-zero weight.
+pub(crate) fn walk(
+    trie: &PathTrie,
+    pieces: &Pieces,
+    order: &[u32],
+    range: std::ops::Range<usize>,
+    mut f: impl FnMut(&str, u64),
+) {
+    let mut buf = String::new();
+    // (entry, length of `buf` once the entry's piece is in).
+    let mut stack: Vec<(u32, usize)> = Vec::new();
+    if let Some(&first) = order.get(range.start) {
+        // Rebuild the prefix of the first entry's parent.
+        let mut anc = Vec::new();
+        let mut p = trie.get(first).parent;
+        while p != NO_PARENT {
+            anc.push(p);
+            p = trie.get(p).parent;
+        }
+        for &a in anc.iter().rev() {
+            let e = trie.get(a);
+            if e.parent != NO_PARENT {
+                buf.push(';');
+            }
+            buf.push_str(pieces.get(e.node, e.parent == NO_PARENT));
+            stack.push((a, buf.len()));
+        }
+    }
+    const AHEAD: usize = 8;
+    for k in range.clone() {
+        if k + AHEAD < range.end {
+            crate::trie::prefetch(trie.get(order[k + AHEAD]));
+        }
+        let id = order[k];
+        let e = trie.get(id);
+        if e.parent == NO_PARENT {
+            stack.clear();
+            buf.clear();
+        } else {
+            while let Some(&(top, len)) = stack.last() {
+                if top == e.parent {
+                    buf.truncate(len);
+                    break;
+                }
+                stack.pop();
+            }
+            buf.push(';');
+        }
+        buf.push_str(pieces.get(e.node, e.parent == NO_PARENT));
+        stack.push((id, buf.len()));
+        if e.weight > 0 {
+            f(&buf, e.weight);
+        }
+    }
+}
+
+/// Render `order[range]` as folded lines with weights in units of `d` ns.
+fn render_range(
+    trie: &PathTrie,
+    pieces: &Pieces,
+    order: &[u32],
+    range: std::ops::Range<usize>,
+    d: u64,
+    out: &mut Vec<u8>,
+) -> WriteSummary {
+    let mut s = WriteSummary::default();
+    let before = out.len();
+    walk(trie, pieces, order, range, |line, w| {
+        let v = (w + d / 2) / d;
+        if v == 0 {
+            s.small_lines += 1;
+            s.small_ns += w;
+        } else {
+            s.lines += 1;
+            out.extend_from_slice(line.as_bytes());
+            out.push(b' ');
+            push_u64(out, v);
+            out.push(b'\n');
+        }
+    });
+    s.bytes = (out.len() - before) as u64;
+    s
+}
+
+/// Entries per rendering task.
+const TASK: usize = 4096;
+
+/// Render the whole trie in preorder into `out` (see [`crate::FoldedSink::write_folded`]).
+pub(crate) fn write_folded(
+    trie: &PathTrie,
+    pieces: &Pieces,
+    unit: Unit,
+    out: &mut dyn Write,
+) -> io::Result<WriteSummary> {
+    let order = preorder(trie);
+    let d = unit.ns();
+    let n = order.len();
+    let tasks = n.div_ceil(TASK);
+    let threads = rayon::current_num_threads();
+    let mut total = WriteSummary::default();
+    if tasks <= 1 || threads <= 1 {
+        let mut buf = Vec::with_capacity(1 << 20);
+        for t in 0..tasks {
+            buf.clear();
+            let s = render_range(
+                trie,
+                pieces,
+                &order,
+                t * TASK..((t + 1) * TASK).min(n),
+                d,
+                &mut buf,
+            );
+            out.write_all(&buf)?;
+            total.add(&s);
+        }
+        return Ok(total);
+    }
+    // Parallel: at most `inflight` tasks rendered ahead of the writer (bounded memory);
+    // the calling thread writes the buffers in task order and hands them back for reuse.
+    let inflight = 2 * threads + 2;
+    let pool: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+    let (tx, rx) = mpsc::channel::<(usize, Vec<u8>, WriteSummary)>();
+    let order = &order;
+    let pool = &pool;
+    rayon::in_place_scope(|scope| -> io::Result<()> {
+        let spawn = |t: usize| {
+            let tx = tx.clone();
+            scope.spawn(move |_| {
+                let mut buf = pool
+                    .lock()
+                    .map(|mut p| p.pop())
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                buf.clear();
+                let r = t * TASK..((t + 1) * TASK).min(n);
+                let s = render_range(trie, pieces, order, r, d, &mut buf);
+                let _ = tx.send((t, buf, s));
+            });
+        };
+        let mut next_spawn = 0;
+        while next_spawn < tasks.min(inflight) {
+            spawn(next_spawn);
+            next_spawn += 1;
+        }
+        let mut pending: BTreeMap<usize, (Vec<u8>, WriteSummary)> = BTreeMap::new();
+        let mut next_write = 0;
+        let mut err = None;
+        while next_write < tasks {
+            let (t, buf, s) = rx.recv().expect("render task lost");
+            pending.insert(t, (buf, s));
+            while let Some((buf, s)) = pending.remove(&next_write) {
+                if err.is_none() {
+                    if let Err(e) = out.write_all(&buf) {
+                        err = Some(e);
+                    }
+                }
+                total.add(&s);
+                if let Ok(mut p) = pool.lock() {
+                    p.push(buf);
+                }
+                next_write += 1;
+                // After a write error, stop rendering: drain what is in flight.
+                if next_spawn < tasks && err.is_none() {
+                    spawn(next_spawn);
+                    next_spawn += 1;
+                }
+            }
+            if err.is_some() && next_write + pending.len() >= next_spawn {
+                break;
+            }
+        }
+        // Remaining in-flight tasks (only after an error) finish before the scope ends.
+        match err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    })?;
+    Ok(total)
+}

@@ -1,0 +1,312 @@
+//! The path trie of the folded views: every distinct path prefix is an entry
+//! `{parent, node, weight}` (16 bytes) stored in fixed-size chunks that never move, found
+//! through an open-addressing index of `u32` slots (entry id + hash fingerprint, linear
+//! probing). About 22 bytes per entry in total at the usual load; growing the index
+//! rebuilds it from the entries (no old copy is kept), and the entries never double.
+//!
+//! Batches are inserted level by level across many independent paths, with the index
+//! slot and then the entry of each lookup prefetched a few lookups ahead, so that the
+//! cache misses of different paths overlap instead of following one another.
+
+use crate::paths::PathBatch;
+
+/// `parent` of a root entry.
+pub(crate) const NO_PARENT: u32 = u32::MAX;
+
+const CHUNK_BITS: u32 = 15;
+const CHUNK: usize = 1 << CHUNK_BITS;
+const MIN_BITS: u32 = 10;
+/// Lookups between the prefetch of an index slot and its probe, and between the probe
+/// (which prefetches the candidate entry) and the use of that entry.
+const DIST: usize = 8;
+const NONE: u32 = u32::MAX;
+
+/// One trie entry: the path to `parent`, then `node`; `weight` nanoseconds end here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub(crate) struct Entry {
+    pub(crate) parent: u32,
+    pub(crate) node: u32,
+    pub(crate) weight: u64,
+}
+
+/// See the module documentation.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PathTrie {
+    chunks: Vec<Box<[Entry]>>,
+    len: u32,
+    /// Slots: 0 = empty, else `fingerprint << bits | (id + 1)`.
+    index: Vec<u32>,
+    bits: u32,
+    // Scratch buffers of `apply`, kept to avoid reallocation.
+    active: Vec<u32>,
+    cursor: Vec<u32>,
+    hashes: Vec<u64>,
+    cands: Vec<u32>,
+    parents: Vec<u32>,
+}
+
+#[inline]
+fn hash(parent: u32, node: u32) -> u64 {
+    let k = ((parent as u64) << 32) | node as u64;
+    let m = (k ^ 0x2545_F491_4F6C_DD1D) as u128 * 0x9E37_79B9_7F4A_7C15u128;
+    (m >> 64) as u64 ^ m as u64
+}
+
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is only a hint; it never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+impl PathTrie {
+    /// Number of entries.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Entry `id`.
+    #[inline]
+    pub(crate) fn get(&self, id: u32) -> &Entry {
+        &self.chunks[(id >> CHUNK_BITS) as usize][id as usize & (CHUNK - 1)]
+    }
+
+    #[inline]
+    fn get_mut(&mut self, id: u32) -> &mut Entry {
+        &mut self.chunks[(id >> CHUNK_BITS) as usize][id as usize & (CHUNK - 1)]
+    }
+
+    /// All entries in id order (a parent always comes before its children).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Entry> + '_ {
+        let n = self.len();
+        self.chunks.iter().flat_map(|c| c.iter()).take(n)
+    }
+
+    /// Bytes held by entries and index (capacity, not just use).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.chunks.len() * CHUNK * size_of::<Entry>() + self.index.capacity() * 4
+    }
+
+    #[inline]
+    fn slot_of(&self, h: u64) -> usize {
+        (h >> (64 - self.bits)) as usize
+    }
+
+    #[inline]
+    fn fp_of(&self, h: u64) -> u32 {
+        // The low bits of the hash, above the id bits (none when ids need all 32 bits).
+        (h as u32).checked_shl(self.bits).unwrap_or(0)
+    }
+
+    #[inline]
+    fn id_mask(&self) -> u32 {
+        (1u32.checked_shl(self.bits).unwrap_or(0)).wrapping_sub(1)
+    }
+
+    /// The id of `(parent, node)`, inserting a new entry when absent.
+    #[inline]
+    pub(crate) fn step(&mut self, parent: u32, node: u32) -> u32 {
+        let h = hash(parent, node);
+        self.find_or_insert(parent, node, h)
+    }
+
+    /// First entry in the probe sequence of `h` whose fingerprint matches, without
+    /// checking its key (`NONE` if the probe reaches an empty slot first).
+    #[inline]
+    fn candidate(&self, h: u64) -> u32 {
+        if self.index.is_empty() {
+            return NONE;
+        }
+        let (fp, idm) = (self.fp_of(h), self.id_mask());
+        let mask = self.index.len() - 1;
+        let mut i = self.slot_of(h);
+        loop {
+            let s = self.index[i];
+            if s == 0 {
+                return NONE;
+            }
+            if s & !idm == fp {
+                return (s & idm) - 1;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn find_or_insert(&mut self, parent: u32, node: u32, h: u64) -> u32 {
+        if self.index.is_empty() {
+            self.rebuild(MIN_BITS);
+        }
+        let (fp, idm) = (self.fp_of(h), self.id_mask());
+        let mask = self.index.len() - 1;
+        let mut i = self.slot_of(h);
+        loop {
+            let s = self.index[i];
+            if s == 0 {
+                break;
+            }
+            if s & !idm == fp {
+                let id = (s & idm) - 1;
+                let e = self.get(id);
+                if e.parent == parent && e.node == node {
+                    return id;
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        let id = self.len;
+        assert!(id < u32::MAX - 1, "path trie full");
+        if id as usize & (CHUNK - 1) == 0 {
+            self.chunks
+                .push(vec![Entry::default(); CHUNK].into_boxed_slice());
+        }
+        self.len += 1;
+        *self.get_mut(id) = Entry {
+            parent,
+            node,
+            weight: 0,
+        };
+        self.index[i] = fp | (id + 1);
+        // Load factor at most 4/5.
+        if self.len as usize * 5 > self.index.len() * 4 {
+            self.rebuild(self.bits + 1);
+        }
+        id
+    }
+
+    /// Replace the index by one of `2^bits` slots built from the entries.
+    fn rebuild(&mut self, bits: u32) {
+        self.index = Vec::new(); // free the old index first: no two copies at once
+        self.index = vec![0u32; 1usize << bits];
+        self.bits = bits;
+        let mask = self.index.len() - 1;
+        let idm = self.id_mask();
+        let n = self.len;
+        let mut hs = [0u64; 16];
+        let mut id = 0u32;
+        while id < n {
+            let m = (n - id).min(16) as usize;
+            for (k, h) in hs[..m].iter_mut().enumerate() {
+                let e = self.get(id + k as u32);
+                *h = hash(e.parent, e.node);
+                prefetch(&self.index[self.slot_of(*h)]);
+            }
+            for (k, &h) in hs[..m].iter().enumerate() {
+                let mut i = self.slot_of(h);
+                while self.index[i] != 0 {
+                    i = (i + 1) & mask;
+                }
+                self.index[i] = self.fp_of(h) | ((id + k as u32 + 1) & idm);
+            }
+            id += m as u32;
+        }
+    }
+
+    /// Insert every path of `b`, adding its weights. Paths are processed level by level;
+    /// within a level the lookups are independent, so each one's index slot is
+    /// prefetched `DIST` lookups ahead and its candidate entry `DIST` lookups ahead of
+    /// the key check (a three-stage software pipeline).
+    pub(crate) fn apply(&mut self, b: &PathBatch) {
+        let np = b.len();
+        if np < 2 * DIST {
+            for i in 0..np {
+                let (nodes, weights) = b.path(i);
+                let mut p = NO_PARENT;
+                for (&n, &w) in nodes.iter().zip(weights) {
+                    p = self.step(p, n);
+                    if w != 0 {
+                        self.get_mut(p).weight += w;
+                    }
+                }
+            }
+            return;
+        }
+        if self.index.is_empty() {
+            self.rebuild(MIN_BITS);
+        }
+        // Per active path: its cursor into `b.nodes` (next level) and its parent id.
+        let mut active = std::mem::take(&mut self.active);
+        let mut cursor = std::mem::take(&mut self.cursor);
+        let mut hashes = std::mem::take(&mut self.hashes);
+        let mut cands = std::mem::take(&mut self.cands);
+        let mut parents = std::mem::take(&mut self.parents);
+        // Per active path k: `active[k]` its end offset in `b.nodes`, `cursor[k]` the
+        // offset of its next level, `parents[k]` the id of the level before.
+        active.clear();
+        cursor.clear();
+        parents.clear();
+        let mut start = 0u32;
+        for &end in &b.ends {
+            if end > start {
+                active.push(end);
+                cursor.push(start);
+                parents.push(NO_PARENT);
+            }
+            start = end;
+        }
+        while !active.is_empty() {
+            let n = active.len();
+            hashes.clear();
+            hashes.resize(n, 0);
+            cands.clear();
+            cands.resize(n, NONE);
+            for i in 0..n + 2 * DIST {
+                if i < n {
+                    let h = hash(parents[i], b.nodes[cursor[i] as usize]);
+                    hashes[i] = h;
+                    prefetch(&self.index[self.slot_of(h)]);
+                }
+                if i >= DIST && i - DIST < n {
+                    let j = i - DIST;
+                    let c = self.candidate(hashes[j]);
+                    cands[j] = c;
+                    if c != NONE {
+                        prefetch(self.get(c));
+                    }
+                }
+                if i >= 2 * DIST {
+                    let k = i - 2 * DIST;
+                    let (parent, node) = (parents[k], b.nodes[cursor[k] as usize]);
+                    let c = cands[k];
+                    let id = if c != NONE && {
+                        let e = self.get(c);
+                        e.parent == parent && e.node == node
+                    } {
+                        c
+                    } else {
+                        self.find_or_insert(parent, node, hashes[k])
+                    };
+                    let w = b.weights[cursor[k] as usize];
+                    if w != 0 {
+                        self.get_mut(id).weight += w;
+                    }
+                    parents[k] = id;
+                }
+            }
+            // Next level: paths that go on.
+            let mut m = 0;
+            for k in 0..n {
+                let c = cursor[k] + 1;
+                if c < active[k] {
+                    active[m] = active[k];
+                    cursor[m] = c;
+                    parents[m] = parents[k];
+                    m += 1;
+                }
+            }
+            active.truncate(m);
+            cursor.truncate(m);
+            parents.truncate(m);
+        }
+        self.active = active;
+        self.cursor = cursor;
+        self.hashes = hashes;
+        self.cands = cands;
+        self.parents = parents;
+    }
+}
