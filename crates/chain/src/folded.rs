@@ -136,6 +136,13 @@ impl FoldedSink {
         }
     }
 
+    /// Free the path lookup index (about a third of the trie's memory) once every wait
+    /// is in, so that rendering does not add its buffers on top of it. Insertion still
+    /// works afterwards (it rebuilds the index).
+    pub fn release_index(&mut self) {
+        self.trie.release_index();
+    }
+
     /// Number of distinct paths.
     pub fn paths(&self) -> usize {
         self.trie.len()

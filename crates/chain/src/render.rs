@@ -291,7 +291,7 @@ fn render_range(
 }
 
 /// Entries per rendering task.
-const TASK: usize = 4096;
+const TASK: usize = 1024;
 
 /// Render the whole trie in preorder into `out` (see [`crate::FoldedSink::write_folded`]).
 pub(crate) fn write_folded(

@@ -140,7 +140,7 @@ impl PathTrie {
 
     fn find_or_insert(&mut self, parent: u32, node: u32, h: u64) -> u32 {
         if self.index.is_empty() {
-            self.rebuild(MIN_BITS);
+            self.rebuild(Self::bits_for(self.len as usize + 1));
         }
         let (fp, idm) = (self.fp_of(h), self.id_mask());
         let mask = self.index.len() - 1;
@@ -177,6 +177,27 @@ impl PathTrie {
             self.rebuild(self.bits + 1);
         }
         id
+    }
+
+    /// Index size (log2) that holds `n` entries at a load of at most 4/5.
+    fn bits_for(n: usize) -> u32 {
+        let mut bits = MIN_BITS;
+        while n * 5 > (1usize << bits) * 4 {
+            bits += 1;
+        }
+        bits
+    }
+
+    /// Free the index and the insertion scratch (rendering needs neither); the next
+    /// insertion rebuilds the index from the entries.
+    pub(crate) fn release_index(&mut self) {
+        self.index = Vec::new();
+        self.bits = 0;
+        self.active = Vec::new();
+        self.cursor = Vec::new();
+        self.hashes = Vec::new();
+        self.cands = Vec::new();
+        self.parents = Vec::new();
     }
 
     /// Replace the index by one of `2^bits` slots built from the entries.
@@ -227,7 +248,7 @@ impl PathTrie {
             return;
         }
         if self.index.is_empty() {
-            self.rebuild(MIN_BITS);
+            self.rebuild(Self::bits_for(self.len as usize + 1));
         }
         // Per active path: its cursor into `b.nodes` (next level) and its parent id.
         let mut active = std::mem::take(&mut self.active);
@@ -308,5 +329,39 @@ impl PathTrie {
         self.hashes = hashes;
         self.cands = cands;
         self.parents = parents;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Paths of `n` waits over a few thousand nodes, three levels each.
+    fn batch(n: u32, salt: u32) -> PathBatch {
+        let mut b = PathBatch::new();
+        for i in 0..n {
+            let x = i.wrapping_mul(2_654_435_761) ^ salt;
+            b.push_path(&[x % 97, x % 3001, (x >> 7) % 5003], &[1, 2, 3]);
+        }
+        b
+    }
+
+    #[test]
+    fn released_index_is_rebuilt_on_the_next_insertion() {
+        let mut a = PathTrie::default();
+        let mut b = PathTrie::default();
+        a.apply(&batch(20_000, 1));
+        b.apply(&batch(20_000, 1));
+        b.release_index();
+        assert!(b.index.is_empty());
+        // Same ids for known paths, same new entries for new ones, one step and batched.
+        a.apply(&batch(20_000, 7));
+        b.apply(&batch(20_000, 7));
+        assert_eq!(a.step(5, 6), b.step(5, 6));
+        b.release_index();
+        let s = b.step(3, 4);
+        assert_eq!(a.step(3, 4), s);
+        assert_eq!(a.len(), b.len());
+        assert!(a.iter().eq(b.iter()));
     }
 }
