@@ -47,6 +47,12 @@ pub struct RecordOptions {
     /// Lazy mode: take user stacks at `sys_exit` (the fallback for kernels without the
     /// BPF task_work kfuncs) even when the task_work path is available (A/B, tests).
     pub force_sys_exit_user_stacks: bool,
+    /// Always let the kernel walk user stacks, also where a frame-pointer chain ends at
+    /// once below `vm.mmap_min_addr` (A/B and tests; the result is the same).
+    pub no_user_walk_shortcut: bool,
+    /// Tests: let the kernel walk every user stack the shortcut finished as well, and count
+    /// disagreements (metadata `user_walk_shortcut`).
+    pub verify_user_walk_shortcut: bool,
 }
 
 impl Default for RecordOptions {
@@ -63,6 +69,8 @@ impl Default for RecordOptions {
             user_stacks: true,
             force_context_fallback: false,
             force_sys_exit_user_stacks: false,
+            no_user_walk_shortcut: false,
+            verify_user_walk_shortcut: false,
         }
     }
 }
@@ -111,6 +119,10 @@ pub struct RecordSummary {
     pub context_method: String,
     /// How lazy user stacks were taken (`task_work`, `sys_exit`, or why none).
     pub user_stack_method: String,
+    /// User stacks finished without the kernel walker (chain ended below mmap_min_addr).
+    pub user_walks_shortcut: u64,
+    /// With `verify_user_walk_shortcut`: how many of those the kernel walker disagreed with.
+    pub user_walk_mismatches: Option<u64>,
 }
 
 static SIGNAL_STOP: AtomicBool = AtomicBool::new(false);
@@ -506,6 +518,16 @@ fn prog_stats(fd: i32) -> (u64, u64) {
     (info.run_time_ns, info.run_cnt)
 }
 
+/// `vm.mmap_min_addr`: no user mapping lies below it. None when unreadable or 0.
+fn mmap_min_addr() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/vm/mmap_min_addr")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&v: &u64| v > 0)
+}
+
 /// How lazy-mode user stacks are collected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum UserStackPath {
@@ -546,6 +568,11 @@ fn open_and_load<'obj>(
         ro.filter_enabled = !opts.pids.is_empty();
         ro.user_stacks = opts.user_stacks;
         ro.use_task_work = path == UserStackPath::TaskWork;
+        if let Some(min) = mmap_min_addr() {
+            ro.user_walk_shortcut = !opts.no_user_walk_shortcut;
+            ro.verify_user_walk = opts.verify_user_walk_shortcut;
+            ro.min_user_addr = min;
+        }
         if let Ok(d) = delta {
             ro.preempt_delta = *d;
             ro.have_preempt_delta = true;
@@ -898,6 +925,21 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         "consumer_cpu_ns".into(),
         consumer_cpu.as_nanos().to_string(),
     ));
+    meta.extra.push((
+        "user_walk_shortcut".into(),
+        format!(
+            "{} user stacks finished below vm.mmap_min_addr without the kernel walker{}",
+            counters_total[raw::C_UWALK_SHORT as usize],
+            if opts.verify_user_walk_shortcut {
+                format!(
+                    "; verified: {} disagreed with the kernel walker",
+                    counters_total[raw::C_UWALK_MISMATCH as usize]
+                )
+            } else {
+                String::new()
+            }
+        ),
+    ));
     if path == UserStackPath::TaskWork {
         meta.extra.push((
             "task_work_failed".into(),
@@ -925,6 +967,10 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         context_fallbacks: counters_total[raw::C_CTX_FALLBACK as usize],
         context_method,
         user_stack_method,
+        user_walks_shortcut: counters_total[raw::C_UWALK_SHORT as usize],
+        user_walk_mismatches: opts
+            .verify_user_walk_shortcut
+            .then_some(counters_total[raw::C_UWALK_MISMATCH as usize]),
     })
 }
 

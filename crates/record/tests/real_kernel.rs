@@ -979,3 +979,81 @@ fn real_lazy_user_stacks_task_work() {
          {method2}: {paired2} ({libc_leaf2}) for {msgs2}; leaves {leaves:x?}"
     );
 }
+
+/// The user-walk shortcut (frame-pointer chains that end below vm.mmap_min_addr are
+/// finished without the kernel walker and its page fault) gives exactly the kernel
+/// walker's stacks: in verify mode the kernel walks each of them too and every
+/// disagreement is counted.
+#[test]
+fn real_user_walk_shortcut_agrees_with_kernel_walker() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = skip_reason() {
+        return skipped(&r);
+    }
+    let out = tmp("uwalk.zst");
+    let rec = match start_recording(RecordOptions {
+        output: out.clone(),
+        stack_mode: StackMode::Eager,
+        status_line: false,
+        verify_user_walk_shortcut: true,
+        ..RecordOptions::default()
+    }) {
+        Ok(r) => r,
+        Err(reason) => return skipped(&reason),
+    };
+    let rep = workload::run(&WorkloadOptions {
+        duration: Duration::from_millis(500),
+        period: Duration::from_millis(2),
+    })
+    .expect("workload");
+    pingpong(Duration::from_millis(300));
+    let summary = rec.stop();
+    let reader = TraceReader::open(&out).unwrap();
+    reader.verify().unwrap();
+    let mem = reader.to_mem().unwrap();
+    let note = mem
+        .meta
+        .extra
+        .iter()
+        .find(|(k, _)| k == "user_walk_shortcut")
+        .map(|(_, v)| v.clone())
+        .expect("user_walk_shortcut in the metadata");
+    let num = |s: &str| -> u64 {
+        s.trim()
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count in {note:?}"))
+    };
+    let (short, verified) = note.split_once(';').expect("verified part");
+    let short = num(short);
+    let mismatched = num(verified.trim_start().trim_start_matches("verified:"));
+    assert_eq!(mismatched, 0, "{note}");
+    // Thousands of walks (workload + ping-pong, two per round trip) took the shortcut.
+    assert!(short >= 1000, "{note}");
+    // The sink's stacks still start in libc read.
+    let sink = rep.sink.tid;
+    let mut reads = 0;
+    for e in &mem.events {
+        if let Event::Switch(s) = e {
+            if s.prev_tid == sink && s.prev_state == STATE_INTERRUPTIBLE && s.prev_ustack.is_real()
+            {
+                let st = &mem.tables.stacks[&s.prev_ustack];
+                let sym = mem
+                    .tables
+                    .symbol(st, st.frames[0])
+                    .and_then(|y| y.name.clone());
+                if sym.is_some_and(|n| n == "read" || n.ends_with("_read")) {
+                    reads += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        reads as u64 * 10 >= rep.messages * 9,
+        "{reads} sink user stacks in read for {} messages",
+        rep.messages
+    );
+    eprintln!("{note}; {} events", summary.events);
+    let _ = std::fs::remove_file(&out);
+}
