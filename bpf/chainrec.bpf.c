@@ -56,6 +56,9 @@ char LICENSE[] SEC("license") = "GPL";
 #define C_SKIP_WAKER 2 /* unused: counted in user space */
 #define C_USER_PENDING_OVERWRITTEN 3
 #define C_CTX_FALLBACK 4
+#define C_TW_FAILED 5 /* task_work could not be scheduled (user stack status FAILED) */
+#define C_UWALK_SHORT 6 /* user walks finished without the kernel walker */
+#define C_UWALK_MISMATCH 7 /* verify_user_walk: the kernel walker disagreed */
 #define C_NR 8
 
 struct ev {
@@ -83,6 +86,13 @@ struct ev_stk {
 	__u64 frames[2 * MAX_FRAMES + 2];
 };
 
+/* The user-stack half of a lazy off-CPU stack pair, reserved in the ring buffer at its
+ * maximal size (the consumer reads nu frames and ignores the rest). */
+struct ev_ustk {
+	struct ev h;
+	__u64 frames[MAX_FRAMES];
+};
+
 /* Read-only configuration, set by user space before load. */
 const volatile __u32 stack_mode = MODE_LAZY;
 const volatile __u64 threshold_ns = 100000;
@@ -91,8 +101,16 @@ const volatile __s64 preempt_delta = 0;     /* &__preempt_count - &runqueues (pe
 const volatile bool have_preempt_delta = false;
 const volatile bool filter_enabled = false;
 const volatile bool user_stacks = true;
+/* Lazy user stacks: true = a task_work callback on the task's return to user space
+ * (bpf_task_work_schedule_resume_impl, 6.18+); false = the sys_exit program (fallback). */
+const volatile bool use_task_work = false;
+/* Finish short frame-pointer chains without the kernel walker (see cur_ustack). */
+const volatile bool user_walk_shortcut = false;
+const volatile __u64 min_user_addr = 4096; /* vm.mmap_min_addr */
+/* Tests: also let the kernel walk every shortcut stack and count disagreements. */
+const volatile bool verify_user_walk = false;
 
-/* Global pending user-stack counter: gates the sys_exit program. */
+/* Global pending user-stack counter: gates the sys_exit program (fallback path only). */
 __u64 user_pending = 0;
 
 struct {
@@ -107,12 +125,13 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-/* Per-CPU scratch records. Slot 0: programs that run with interrupts disabled
- * (sched_switch, sched_waking under pi_lock). Slot 1: sys_exit, which runs with interrupts
- * enabled and may be interrupted by a waking that uses slot 0. */
+/* Per-CPU scratch record for the programs that run with interrupts disabled
+ * (sched_switch, sched_waking under pi_lock). The user-stack halves (task_work callback,
+ * sys_exit) may be preempted or interrupted, so they reserve their record in the ring
+ * buffer directly instead. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct ev_stk);
 } scratch SEC(".maps");
@@ -144,14 +163,36 @@ struct {
 #define TS_BLOCKED 2
 #define TS_UPENDING 4
 #define TS_INTERESTING 8
+#define TS_TWSLOT 16 /* has a twmap entry (deleted at exit) */
 
 struct task_st {
 	__u64 off_ts;   /* last switch-out (0 = on CPU / unknown) */
 	__u64 uip;      /* user ip/sp at switch-in (lazy user stack check) */
 	__u64 usp;
 	__u32 flags;
-	__u32 pad;
+	__u32 tw_armed; /* task_work path: a user stack is due at the return to user space.
+			 * Its own word, not a flag bit: the callback clears it while it may be
+			 * preempted by sched_switch updating flags. */
 };
+
+/* Per-task task_work slot (lazy user stacks, task_work path), keyed by tid. Task storage
+ * cannot hold a struct bpf_task_work (hash, LRU hash and array maps only). Entries are
+ * created at a task's first long wait and deleted at its exit. */
+struct tw_val {
+	struct bpf_task_work tw;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536); /* set to 1 by user space when the path is not used */
+	__type(key, __u32);
+	__type(value, struct tw_val);
+} twmap SEC(".maps");
+
+extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw,
+					      void *map__map, bpf_task_work_callback_t callback,
+					      void *aux__prog) __ksym __weak;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -223,14 +264,11 @@ static __always_inline bool emit_ev(__u64 ts, __u8 kind, __u8 aux, __u32 kst, __
 	return true;
 }
 
-static __always_inline struct ev_stk *scratch_slot(__u32 slot)
-{
-	return bpf_map_lookup_elem(&scratch, &slot);
-}
-
 static __always_inline struct ev_stk *scratch_ev(void)
 {
-	return scratch_slot(0);
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&scratch, &zero);
 }
 
 static __always_inline void output_stk(struct ev_stk *s)
@@ -317,13 +355,72 @@ static __always_inline void cur_kstack(void *ctx, struct ev_stk *s)
 	}
 }
 
-/* User stack of the current task after the kernel frames; sets ust/nu. */
+#define PF_USER_WORKER 0x00004000
+#define USER_CS 0x33 /* __USER_CS: 64-bit user code segment */
+
+struct uframe {
+	__u64 next;
+	__u64 ret;
+};
+
+/* User stack of the current task after the kernel frames; sets ust/nu.
+ *
+ * Frame-pointer walks through code built without frame pointers usually end after one or
+ * two frames at a garbage frame pointer, and when that pointer is a small number the
+ * kernel's walker stops only after taking a page fault (~0.8 us here, most of a user
+ * walk). Such walks are finished here without the fault: the first one or two frame
+ * records are read with bpf_probe_read_user and, when the chain continues at an address
+ * below vm.mmap_min_addr (never mapped), the stack is complete; the kernel walker would
+ * have stored the same frames and then faulted there. Anything else (a chain that goes on,
+ * 32-bit tasks, user workers) is walked by the kernel as before. */
 static __always_inline void cur_ustack(void *ctx, struct ev_stk *s)
 {
 	__u32 off = s->h.nk;
 	long r;
 	if (off > MAX_FRAMES)
 		off = MAX_FRAMES;
+	if (user_walk_shortcut) {
+		struct task_struct *cur = bpf_get_current_task_btf();
+		struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(cur);
+
+		if (ur && ur->cs == USER_CS && cur->mm && !(cur->flags & PF_USER_WORKER) &&
+		    off <= MAX_FRAMES) {
+			struct uframe f1 = {};
+			__u64 fp = ur->bp;
+			__u8 n = 0;
+
+			s->frames[off & 0xff] = ur->ip;
+			if (fp < min_user_addr) {
+				n = 1;
+			} else if (bpf_probe_read_user(&f1, sizeof(f1), (void *)fp) == 0 &&
+				   f1.next < min_user_addr) {
+				s->frames[(off + 1) & 0xff] = f1.ret;
+				n = 2;
+			}
+			if (n) {
+				s->h.ust = ST_PRESENT;
+				s->h.nu = n;
+				count(C_UWALK_SHORT);
+				if (verify_user_walk) {
+					/* after the shortcut frames: off + 2 + MAX_FRAMES <= 256 */
+					__u32 v = (off + 2) & 0xff;
+					bool same;
+
+					if (v > MAX_FRAMES + 2)
+						return;
+					r = bpf_get_stack(ctx, &s->frames[v], MAX_FRAMES * 8,
+							  BPF_F_USER_STACK);
+					same = r == n * 8 && s->frames[v] == s->frames[off & 0xff];
+					if (same && n == 2)
+						same = s->frames[(v + 1) & 0xff] ==
+						       s->frames[(off + 1) & 0xff];
+					if (!same)
+						count(C_UWALK_MISMATCH);
+				}
+				return;
+			}
+		}
+	}
 	r = bpf_get_stack(ctx, &s->frames[off], MAX_FRAMES * 8, BPF_F_USER_STACK);
 	if (r < 0) {
 		s->h.ust = ST_FAILED;
@@ -390,6 +487,130 @@ static __always_inline __u32 irq_source(__u8 ctx)
 	return ctx == CTX_HARDIRQ ? is->hardirq : is->softirq;
 }
 
+/* Counter increment for the programs that may be preempted (task_work callback, sys_exit):
+ * the plain increment of count() could lose an update to a program running in between. */
+static __always_inline void count_atomic(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+}
+
+#define PF_EXITING 0x00000004
+
+/* The user-stack half of a lazy off-CPU stack pair (EV_OFFCPU, aux 1), taken in the task's
+ * own context on its way back to user space. uip/usp are the user registers read at
+ * switch-in: when they still match, the task is returning from the same wait and the user
+ * stack is the one it waited with; otherwise (e.g. a signal handler frame was set up first)
+ * the status is USER_PREEMPTED. The record is reserved at its maximal size in the ring
+ * buffer and filled in place (the caller may be preempted: no per-CPU scratch). */
+static __always_inline void emit_user_half(struct task_struct *cur, __u64 uip, __u64 usp)
+{
+	struct ev_ustk *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+	struct pt_regs *ur;
+
+	if (!e) {
+		count_atomic(C_RB_FULL);
+		return;
+	}
+	e->h.ts = bpf_ktime_get_ns();
+	e->h.kind = EV_OFFCPU;
+	e->h.aux = 1; /* user-stack half */
+	e->h.kst = ST_NONE;
+	e->h.cpu = bpf_get_smp_processor_id();
+	e->h.nk = 0;
+	e->h.nu = 0;
+	e->h.a = cur->pid;
+	e->h.b = cur->tgid;
+	e->h.c = 0;
+	e->h.d = 0;
+	ur = (struct pt_regs *)bpf_task_pt_regs(cur);
+	if (ur && ur->ip == uip && ur->sp == usp && !(cur->flags & PF_EXITING)) {
+		long r = bpf_get_task_stack(cur, e->frames, sizeof(e->frames), BPF_F_USER_STACK);
+		if (r < 0) {
+			e->h.ust = ST_FAILED;
+		} else {
+			e->h.ust = ST_PRESENT;
+			e->h.nu = (__u8)(r / 8);
+		}
+	} else {
+		e->h.ust = ST_UPREEMPT;
+	}
+	bpf_ringbuf_submit(e, rb_flags());
+}
+
+/* task_work callback: runs in the task that waited, before it returns to user space. */
+static int user_stack_cb(struct bpf_map *map, void *key, void *value)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct task_st *s = tst(cur, false);
+
+	if (!s || !s->tw_armed)
+		return 0;
+	s->tw_armed = 0;
+	emit_user_half(cur, s->uip, s->usp);
+	return 0;
+}
+
+/* Arrange for the user stack of `next`, which is being switched in after a long wait, to be
+ * taken on its way back to user space. Returns the user stack status of the kernel-half
+ * record: NONE when a user half will follow, FAILED or USER_PREEMPTED when it will not. */
+static __always_inline __u8 arm_user_stack(struct task_struct *next, __u32 tid, struct task_st *ns)
+{
+	struct pt_regs *regs;
+
+	/* sys_exit path: a task preempted in user mode makes no syscall exit soon. */
+	if (!use_task_work && !(ns->flags & TS_BLOCKED))
+		return ST_UPREEMPT;
+	regs = (struct pt_regs *)bpf_task_pt_regs(next);
+	if (!regs)
+		return ST_FAILED;
+	ns->uip = regs->ip;
+	ns->usp = regs->sp;
+	if (use_task_work) {
+		/* Blocked and preempted waits alike: the callback runs at the return to user
+		 * space, where the user registers are those of the blocking syscall or of the
+		 * user-mode preemption point, i.e. the user stack the task waited with. */
+		struct tw_val *v;
+		int err;
+
+		if (!bpf_ksym_exists(bpf_task_work_schedule_resume_impl))
+			return ST_FAILED;
+		v = bpf_map_lookup_elem(&twmap, &tid);
+		if (!v) {
+			struct tw_val z = {};
+
+			bpf_map_update_elem(&twmap, &tid, &z, BPF_NOEXIST);
+			v = bpf_map_lookup_elem(&twmap, &tid);
+			if (!v) {
+				count(C_TW_FAILED);
+				return ST_FAILED;
+			}
+			ns->flags |= TS_TWSLOT;
+		}
+		err = bpf_task_work_schedule_resume_impl(next, &v->tw, &twmap, user_stack_cb, 0);
+		if (err == 0) {
+			ns->tw_armed = 1;
+			return ST_NONE;
+		}
+		if (ns->tw_armed) {
+			/* Still pending from an earlier wait in the same syscall (no return to user
+			 * space since): that callback takes the stack, with the same registers. */
+			count(C_USER_PENDING_OVERWRITTEN);
+			return ST_NONE;
+		}
+		count(C_TW_FAILED);
+		return ST_FAILED;
+	}
+	if (!(ns->flags & TS_UPENDING)) {
+		ns->flags |= TS_UPENDING;
+		__sync_fetch_and_add(&user_pending, 1);
+	} else {
+		count(C_USER_PENDING_OVERWRITTEN);
+	}
+	return ST_NONE;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -454,7 +675,6 @@ bookkeeping:
 		/* Long wait: kernel off-CPU stack of next, now, and arm its user stack. */
 		{
 			struct ev_stk *s = scratch_ev();
-			bool nk = is_kthread(next);
 			if (!s)
 				return 0;
 			s->h.ts = ts;
@@ -466,7 +686,6 @@ bookkeeping:
 			s->h.c = 0;
 			s->h.d = 0;
 			s->h.nu = 0;
-			s->h.ust = ST_NONE;
 			{
 				long r = bpf_get_task_stack(next, s->frames, MAX_FRAMES * 8, 0);
 				if (r < 0) {
@@ -477,26 +696,9 @@ bookkeeping:
 					s->h.nk = (__u8)(r / 8);
 				}
 			}
-			if (!nk && user_stacks) {
-				if (ns->flags & TS_BLOCKED) {
-					struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(next);
-					if (regs) {
-						ns->uip = regs->ip;
-						ns->usp = regs->sp;
-						if (!(ns->flags & TS_UPENDING)) {
-							ns->flags |= TS_UPENDING;
-							__sync_fetch_and_add(&user_pending, 1);
-						} else {
-							count(C_USER_PENDING_OVERWRITTEN);
-						}
-					} else {
-						s->h.ust = ST_FAILED;
-					}
-				} else {
-					/* preempted: no user stack (it moved on in user mode) */
-					s->h.ust = ST_UPREEMPT;
-				}
-			}
+			s->h.ust = ST_NONE;
+			if (user_stacks && !is_kthread(next))
+				s->h.ust = arm_user_stack(next, next_pid, ns);
 			output_stk(s);
 		}
 	}
@@ -508,8 +710,6 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct task_struct *cur;
 	struct task_st *s;
-	struct ev_stk *e;
-	struct pt_regs *ur;
 
 	if (user_pending == 0)
 		return 0;
@@ -519,27 +719,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	s->flags &= ~TS_UPENDING;
 	__sync_fetch_and_add(&user_pending, -1);
-	e = scratch_slot(1);
-	if (!e)
-		return 0;
-	e->h.ts = bpf_ktime_get_ns();
-	e->h.kind = EV_OFFCPU;
-	e->h.aux = 1; /* user-stack half */
-	e->h.cpu = bpf_get_smp_processor_id();
-	e->h.a = cur->pid;
-	e->h.b = cur->tgid;
-	e->h.c = 0;
-	e->h.d = 0;
-	e->h.kst = ST_NONE;
-	e->h.nk = 0;
-	e->h.nu = 0;
-	ur = (struct pt_regs *)bpf_task_pt_regs(cur);
-	if (ur && ur->ip == s->uip && ur->sp == s->usp) {
-		cur_ustack(ctx, e);
-	} else {
-		e->h.ust = ST_UPREEMPT;
-	}
-	output_stk(e);
+	emit_user_half(cur, s->uip, s->usp);
 	return 0;
 }
 
@@ -685,6 +865,12 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	if (s && (s->flags & TS_UPENDING)) {
 		s->flags &= ~TS_UPENDING;
 		__sync_fetch_and_add(&user_pending, -1);
+	}
+	if (s && (s->flags & TS_TWSLOT)) {
+		__u32 tid = p->pid;
+
+		s->flags &= ~TS_TWSLOT;
+		bpf_map_delete_elem(&twmap, &tid); /* cancels a callback still pending */
 	}
 	if (!interesting(p, s))
 		return 0;

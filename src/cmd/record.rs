@@ -55,6 +55,14 @@ pub struct Args {
     /// Kernel stacks only (no user frame-pointer walks).
     #[arg(long)]
     pub no_user_stacks: bool,
+    /// Lazy mode: take user stacks with the sys_exit tracepoint even when the kernel has the
+    /// BPF task_work kfuncs (the fallback path; slower on syscall-heavy loads).
+    #[arg(long)]
+    pub user_stacks_at_sys_exit: bool,
+    /// Diagnosis: let the kernel also walk every user stack that the frame-pointer shortcut
+    /// finished, and count disagreements in the trace metadata (`user_walk_shortcut`).
+    #[arg(long, hide = true)]
+    pub verify_user_walk: bool,
     /// BPF ring buffer size (power of two; e.g. 16M, 64M).
     #[arg(long, value_name = "SIZE", default_value = "32M")]
     pub ringbuf_size: String,
@@ -121,6 +129,9 @@ pub fn run(a: Args) -> Result<()> {
         command_line: std::env::args().collect(),
         user_stacks: !a.no_user_stacks,
         force_context_fallback: false,
+        force_sys_exit_user_stacks: a.user_stacks_at_sys_exit,
+        no_user_walk_shortcut: false,
+        verify_user_walk_shortcut: a.verify_user_walk,
     };
     let flag = chainrec_record::install_stop_signals();
     let started = Arc::new(AtomicBool::new(false));
@@ -199,11 +210,19 @@ pub fn run(a: Args) -> Result<()> {
         "BPF run time n/a (sysctl kernel.bpf_stats_enabled=1)".to_string()
     };
     eprintln!(
-        "chainrec: consumer CPU {:.2} s ({:.1} % of a core); {bpf_ns}; waking context: {}",
+        "chainrec: consumer CPU {:.2} s ({:.1} % of a core); {bpf_ns}; waking context: {}; \
+         lazy user stacks: {}",
         summary.consumer_cpu.as_secs_f64(),
         100.0 * summary.consumer_cpu.as_secs_f64() / secs,
-        summary.context_method
+        summary.context_method,
+        summary.user_stack_method
     );
+    if let Some(m) = summary.user_walk_mismatches {
+        eprintln!(
+            "chainrec: user-walk shortcut: {} stacks, {m} disagreed with the kernel walker",
+            summary.user_walks_shortcut
+        );
+    }
     if let Some(path) = &a.summary_json {
         let j = serde_json::json!({
             "output": summary.output,
@@ -224,6 +243,8 @@ pub fn run(a: Args) -> Result<()> {
             "bpf_run_cnt": summary.bpf_run_cnt,
             "context_method": summary.context_method,
             "context_fallbacks": summary.context_fallbacks,
+            "user_stack_method": summary.user_stack_method,
+            "user_walks_shortcut": summary.user_walks_shortcut,
         });
         std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;

@@ -30,3 +30,16 @@ pub fn preempt_count_delta() -> Result<i64, String> {
         (_, None) => Err("per-CPU variable `__preempt_count` (4 bytes) not in kernel BTF".into()),
     }
 }
+
+/// The kfunc that schedules a BPF task_work callback on a task's return to user space
+/// (Linux 6.18+). Lazy user stacks use it when the kernel has it.
+pub const TASK_WORK_KFUNC: &str = "bpf_task_work_schedule_resume_impl";
+
+/// Whether the running kernel's BTF has the function `name` (e.g. a kfunc). `Err` says why
+/// the BTF could not be read.
+pub fn kernel_has_func(name: &str) -> Result<bool, String> {
+    use libbpf_rs::btf::types::Func;
+    let btf = Btf::from_vmlinux().map_err(|e| format!("cannot read kernel BTF: {e}"))?;
+    let f: Option<Func<'_>> = btf.type_by_name(name);
+    Ok(f.is_some())
+}

@@ -26,6 +26,13 @@ pub use recorder::{install_stop_signals, record, RecordOptions, RecordSummary, S
 
 use std::path::PathBuf;
 
+/// Whether lazy user stacks can use the BPF task_work path on this kernel (its BTF has
+/// `bpf_task_work_schedule_resume_impl`, Linux 6.18+). Otherwise the recorder takes them
+/// at `sys_exit`, which slows down every syscall exit while recording.
+pub fn task_work_available() -> bool {
+    btfinfo::kernel_has_func(btfinfo::TASK_WORK_KFUNC).unwrap_or(false)
+}
+
 /// Everything that can go wrong while recording.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {

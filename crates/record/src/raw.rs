@@ -26,6 +26,9 @@ pub const C_SKIP_OFFCPU: u32 = 1;
 pub const C_SKIP_WAKER: u32 = 2;
 pub const C_USER_PENDING_OVERWRITTEN: u32 = 3;
 pub const C_CTX_FALLBACK: u32 = 4;
+pub const C_TW_FAILED: u32 = 5;
+pub const C_UWALK_SHORT: u32 = 6;
+pub const C_UWALK_MISMATCH: u32 = 7;
 
 pub const HDR: usize = 32;
 

@@ -3,13 +3,13 @@
 
 use crate::ksyms::KernelSymbols;
 use crate::raw::{self, RawEv};
-use crate::skel::{ChainrecLinks, ChainrecSkelBuilder};
+use crate::skel::{ChainrecLinks, ChainrecSkel, ChainrecSkelBuilder};
 use crate::usyms::UserSymbolizer;
 use crate::workload::monotonic_ns;
 use crate::{RecordError, Result};
 use chainrec_format::*;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::io::{IsTerminal, Write};
@@ -44,6 +44,15 @@ pub struct RecordOptions {
     /// Derive the waking context from the interrupt tracepoints only, even when the
     /// preempt count can be read (diagnosis, and to test the fallback).
     pub force_context_fallback: bool,
+    /// Lazy mode: take user stacks at `sys_exit` (the fallback for kernels without the
+    /// BPF task_work kfuncs) even when the task_work path is available (A/B, tests).
+    pub force_sys_exit_user_stacks: bool,
+    /// Always let the kernel walk user stacks, also where a frame-pointer chain ends at
+    /// once below `vm.mmap_min_addr` (A/B and tests; the result is the same).
+    pub no_user_walk_shortcut: bool,
+    /// Tests: let the kernel walk every user stack the shortcut finished as well, and count
+    /// disagreements (metadata `user_walk_shortcut`).
+    pub verify_user_walk_shortcut: bool,
 }
 
 impl Default for RecordOptions {
@@ -59,6 +68,9 @@ impl Default for RecordOptions {
             command_line: Vec::new(),
             user_stacks: true,
             force_context_fallback: false,
+            force_sys_exit_user_stacks: false,
+            no_user_walk_shortcut: false,
+            verify_user_walk_shortcut: false,
         }
     }
 }
@@ -105,6 +117,12 @@ pub struct RecordSummary {
     pub context_fallbacks: u64,
     /// How the waking context was obtained.
     pub context_method: String,
+    /// How lazy user stacks were taken (`task_work`, `sys_exit`, or why none).
+    pub user_stack_method: String,
+    /// User stacks finished without the kernel walker (chain ended below mmap_min_addr).
+    pub user_walks_shortcut: u64,
+    /// With `verify_user_walk_shortcut`: how many of those the kernel walker disagreed with.
+    pub user_walk_mismatches: Option<u64>,
 }
 
 static SIGNAL_STOP: AtomicBool = AtomicBool::new(false);
@@ -500,6 +518,83 @@ fn prog_stats(fd: i32) -> (u64, u64) {
     (info.run_time_ns, info.run_cnt)
 }
 
+/// `vm.mmap_min_addr`: no user mapping lies below it. None when unreadable or 0.
+fn mmap_min_addr() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/vm/mmap_min_addr")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&v: &u64| v > 0)
+}
+
+/// How lazy-mode user stacks are collected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UserStackPath {
+    /// Not collected here (eager/none mode, or `--no-user-stacks`).
+    Off,
+    /// A BPF task_work callback scheduled at switch-in, run on the return to user space.
+    TaskWork,
+    /// The `sys_exit` tracepoint program (fallback).
+    SysExit,
+}
+
+/// Open, configure and load the BPF object with the given lazy user-stack path.
+fn open_and_load<'obj>(
+    open_obj: &'obj mut MaybeUninit<OpenObject>,
+    opts: &RecordOptions,
+    delta: &std::result::Result<i64, String>,
+    rb_size: u32,
+    path: UserStackPath,
+) -> Result<ChainrecSkel<'obj>> {
+    let builder = ChainrecSkelBuilder::default();
+    let mut open = builder.open(open_obj).map_err(|e| bpf_err("open", e))?;
+    {
+        let ro = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .ok_or_else(|| RecordError::Bpf {
+                stage: "open",
+                detail: "skeleton has no .rodata".into(),
+            })?;
+        ro.stack_mode = match opts.stack_mode {
+            StackMode::Lazy => 0,
+            StackMode::Eager => 1,
+            StackMode::None => 2,
+        };
+        ro.threshold_ns = opts.stack_threshold_ns;
+        ro.wake_mark = rb_size as u64 / 4;
+        ro.filter_enabled = !opts.pids.is_empty();
+        ro.user_stacks = opts.user_stacks;
+        ro.use_task_work = path == UserStackPath::TaskWork;
+        if let Some(min) = mmap_min_addr() {
+            ro.user_walk_shortcut = !opts.no_user_walk_shortcut;
+            ro.verify_user_walk = opts.verify_user_walk_shortcut;
+            ro.min_user_addr = min;
+        }
+        if let Ok(d) = delta {
+            ro.preempt_delta = *d;
+            ro.have_preempt_delta = true;
+        }
+    }
+    open.maps
+        .rb
+        .set_max_entries(rb_size)
+        .map_err(|e| bpf_err("open", e))?;
+    if path != UserStackPath::TaskWork {
+        open.maps
+            .twmap
+            .set_max_entries(1)
+            .map_err(|e| bpf_err("open", e))?;
+    }
+    if path != UserStackPath::SysExit {
+        // Attaching sys_exit at all puts every syscall exit on the slow path.
+        open.progs.on_sys_exit.set_autoload(false);
+    }
+    open.load().map_err(|e| bpf_err("load", e))
+}
+
 /// Record until `stop` says so, writing `opts.output`. See the crate docs.
 pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary> {
     if opts.ringbuf_bytes < 4096 || opts.ringbuf_bytes > (1 << 31) {
@@ -519,42 +614,45 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     } else {
         crate::btfinfo::preempt_count_delta()
     };
-    let mut open_obj = MaybeUninit::uninit();
-    let builder = ChainrecSkelBuilder::default();
-    let mut open = builder
-        .open(&mut open_obj)
-        .map_err(|e| bpf_err("open", e))?;
-    {
-        let ro = open
-            .maps
-            .rodata_data
-            .as_deref_mut()
-            .ok_or_else(|| RecordError::Bpf {
-                stage: "open",
-                detail: "skeleton has no .rodata".into(),
-            })?;
-        ro.stack_mode = match opts.stack_mode {
-            StackMode::Lazy => 0,
-            StackMode::Eager => 1,
-            StackMode::None => 2,
-        };
-        ro.threshold_ns = opts.stack_threshold_ns;
-        ro.wake_mark = rb_size as u64 / 4;
-        ro.filter_enabled = !opts.pids.is_empty();
-        ro.user_stacks = opts.user_stacks;
-        if let Ok(d) = delta {
-            ro.preempt_delta = d;
-            ro.have_preempt_delta = true;
+    // Lazy user stacks: task_work when the kernel has the kfunc, else sys_exit. If the
+    // task_work variant fails to load (verifier), fall back to sys_exit and say why.
+    let lazy_user = opts.stack_mode == StackMode::Lazy && opts.user_stacks;
+    let (mut path, mut path_note) = if !lazy_user {
+        (UserStackPath::Off, String::new())
+    } else if opts.force_sys_exit_user_stacks {
+        (UserStackPath::SysExit, "forced by option".to_string())
+    } else {
+        match crate::btfinfo::kernel_has_func(crate::btfinfo::TASK_WORK_KFUNC) {
+            Ok(true) => (UserStackPath::TaskWork, String::new()),
+            Ok(false) => (
+                UserStackPath::SysExit,
+                format!("kernel has no {}", crate::btfinfo::TASK_WORK_KFUNC),
+            ),
+            Err(e) => (UserStackPath::SysExit, e),
         }
-    }
-    open.maps
-        .rb
-        .set_max_entries(rb_size)
-        .map_err(|e| bpf_err("open", e))?;
-    if opts.stack_mode != StackMode::Lazy || !opts.user_stacks {
-        open.progs.on_sys_exit.set_autoload(false);
-    }
-    let mut skel = open.load().map_err(|e| bpf_err("load", e))?;
+    };
+    let mut open_obj = MaybeUninit::uninit();
+    let mut open_obj2 = MaybeUninit::uninit();
+    let mut skel = match open_and_load(&mut open_obj, opts, &delta, rb_size, path) {
+        Ok(s) => s,
+        Err(RecordError::Bpf { detail, .. }) if path == UserStackPath::TaskWork => {
+            path = UserStackPath::SysExit;
+            path_note = format!("task_work program rejected: {detail}");
+            open_and_load(&mut open_obj2, opts, &delta, rb_size, path)?
+        }
+        Err(e) => return Err(e),
+    };
+    let user_stack_method = match path {
+        UserStackPath::Off if opts.stack_mode != StackMode::Lazy => {
+            "none (lazy mode only)".to_string()
+        }
+        UserStackPath::Off => "none (--no-user-stacks)".to_string(),
+        UserStackPath::TaskWork => format!(
+            "task_work ({} at switch-in, callback on return to user space)",
+            crate::btfinfo::TASK_WORK_KFUNC
+        ),
+        UserStackPath::SysExit => format!("sys_exit tracepoint ({path_note})"),
+    };
     for pid in &opts.pids {
         skel.maps
             .filter_tgids
@@ -606,6 +704,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
                     Err(e) => format!("irq tracepoints fallback ({e})"),
                 },
             ),
+            ("lazy_user_stacks".into(), user_stack_method.clone()),
             ("kallsyms_symbols".into(), ksyms.len().to_string()),
             (
                 "kernel_stacks".into(),
@@ -613,7 +712,12 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             ),
         ],
     };
-    let context_method = meta.extra[3].1.clone();
+    let context_method = meta
+        .extra
+        .iter()
+        .find(|(k, _)| k == "wake_context")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
 
     let wopts = WriterOptions {
         mode: 0o600,
@@ -821,6 +925,27 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         "consumer_cpu_ns".into(),
         consumer_cpu.as_nanos().to_string(),
     ));
+    meta.extra.push((
+        "user_walk_shortcut".into(),
+        format!(
+            "{} user stacks finished below vm.mmap_min_addr without the kernel walker{}",
+            counters_total[raw::C_UWALK_SHORT as usize],
+            if opts.verify_user_walk_shortcut {
+                format!(
+                    "; verified: {} disagreed with the kernel walker",
+                    counters_total[raw::C_UWALK_MISMATCH as usize]
+                )
+            } else {
+                String::new()
+            }
+        ),
+    ));
+    if path == UserStackPath::TaskWork {
+        meta.extra.push((
+            "task_work_failed".into(),
+            counters_total[raw::C_TW_FAILED as usize].to_string(),
+        ));
+    }
     if run_cnt > 0 {
         meta.extra
             .push(("bpf_run_time_ns".into(), run_ns.to_string()));
@@ -841,6 +966,11 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         bpf_run_cnt: run_cnt,
         context_fallbacks: counters_total[raw::C_CTX_FALLBACK as usize],
         context_method,
+        user_stack_method,
+        user_walks_shortcut: counters_total[raw::C_UWALK_SHORT as usize],
+        user_walk_mismatches: opts
+            .verify_user_walk_shortcut
+            .then_some(counters_total[raw::C_UWALK_MISMATCH as usize]),
     })
 }
 

@@ -854,3 +854,206 @@ fn real_context_fallback_agrees_with_stacks() {
     );
     let _ = std::fs::remove_file(&out);
 }
+
+/// The sink's lazy user stacks, by path: (user stacks after a pipe_read kernel stack, how
+/// many of those have the libc `read` wrapper as leaf, the set of leaf addresses, the
+/// `lazy_user_stacks` metadata, messages).
+fn sink_user_stacks(
+    name: &str,
+    force_sys_exit: bool,
+) -> Option<(u64, u64, std::collections::BTreeSet<u64>, String, u64)> {
+    let out = tmp(name);
+    let (summary, rep) = match record_workload_with(
+        RecordOptions {
+            output: out.clone(),
+            status_line: false,
+            force_sys_exit_user_stacks: force_sys_exit,
+            ..RecordOptions::default()
+        },
+        WorkloadOptions {
+            duration: Duration::from_secs(2),
+            period: Duration::from_millis(2),
+        },
+    ) {
+        Ok(x) => x,
+        Err(reason) => {
+            skipped(&reason);
+            return None;
+        }
+    };
+    let reader = TraceReader::open(&out).expect("open trace");
+    reader.verify().expect("verify");
+    let mem = reader.to_mem().expect("decode");
+    let t = &mem.tables;
+    let method = mem
+        .meta
+        .extra
+        .iter()
+        .find(|(k, _)| k == "lazy_user_stacks")
+        .map(|(_, v)| v.clone())
+        .expect("lazy_user_stacks in the metadata");
+    assert_eq!(method, summary.user_stack_method);
+    assert_eq!(mem.meta.lost.ringbuf_full, 0, "{:?}", mem.meta.lost);
+    let sink = rep.sink.tid;
+    // Walk the sink's events: a kernel half (pipe_read) opens a wait; the user half must
+    // come after the switch-in and before the sink's next switch-out (it is taken on the
+    // way back to user space from that very read).
+    let mut open_k: Option<u64> = None; // ts of the pipe_read kernel half
+    let mut paired = 0u64;
+    let mut libc_read_leaf = 0u64;
+    let mut leaves = std::collections::BTreeSet::new();
+    for e in &mem.events {
+        match e {
+            Event::Switch(s) if s.prev_tid == sink => {
+                open_k = None; // the sink blocks again: no user half for the last wait
+            }
+            Event::OffCpuStacks(o) if o.tid == sink => {
+                if o.kstack.is_real() && has_frame(t, o.kstack, "pipe_read") {
+                    open_k = Some(o.ts);
+                    continue;
+                }
+                if o.ustack.is_real() && o.kstack == StackId::NONE && open_k.take().is_some() {
+                    paired += 1;
+                    let st = &t.stacks[&o.ustack];
+                    assert_eq!((st.kind, st.tgid), (StackKind::User, rep.pid));
+                    let leaf = st.frames[0];
+                    leaves.insert(leaf);
+                    let sym = t
+                        .symbol(st, leaf)
+                        .expect("leaf user frame has a symbol entry");
+                    let name = sym.name.clone().unwrap_or_default();
+                    let module = sym.module.clone().unwrap_or_default();
+                    if (name == "read" || name.ends_with("_read")) && module.contains("libc") {
+                        libc_read_leaf += 1;
+                    } else {
+                        eprintln!("{name}: sink user leaf {name:?} in {module:?}");
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let _ = std::fs::remove_file(&out);
+    Some((paired, libc_read_leaf, leaves, method, rep.messages))
+}
+
+/// Lazy user stacks through BPF task_work (no sys_exit hook): the sink, blocked in
+/// pipe_read, gets its user stack on the way back from that read, with the libc read
+/// wrapper as leaf, the same leaves as the sys_exit path gives, and the metadata says
+/// which path was used.
+#[test]
+fn real_lazy_user_stacks_task_work() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = skip_reason() {
+        return skipped(&r);
+    }
+    let Some((paired, libc_leaf, leaves, method, msgs)) = sink_user_stacks("tw.zst", false) else {
+        return;
+    };
+    if !chainrec_record::task_work_available() {
+        assert!(method.starts_with("sys_exit"), "{method}");
+        eprintln!("kernel without BPF task_work: checked the sys_exit fallback only");
+    } else {
+        assert!(method.starts_with("task_work"), "{method}");
+    }
+    assert!(
+        paired * 10 >= msgs * 9,
+        "{paired} sink user stacks after pipe_read waits, {msgs} messages ({method})"
+    );
+    assert!(
+        libc_leaf * 100 >= paired * 99,
+        "{libc_leaf} of {paired} sink user stacks have libc read as leaf"
+    );
+    // The fallback path, forced, sees the same user leaves (same process, same libc).
+    let (paired2, libc_leaf2, leaves2, method2, msgs2) =
+        sink_user_stacks("sysexit.zst", true).expect("recorded once already");
+    assert!(method2.starts_with("sys_exit"), "{method2}");
+    assert!(
+        paired2 * 10 >= msgs2 * 9,
+        "{paired2} of {msgs2} ({method2})"
+    );
+    assert!(libc_leaf2 * 100 >= paired2 * 99);
+    assert_eq!(leaves, leaves2, "sink user leaves: task_work vs sys_exit");
+    eprintln!(
+        "{method}: {paired} sink user stacks ({libc_leaf} libc read leaves) for {msgs} messages; \
+         {method2}: {paired2} ({libc_leaf2}) for {msgs2}; leaves {leaves:x?}"
+    );
+}
+
+/// The user-walk shortcut (frame-pointer chains that end below vm.mmap_min_addr are
+/// finished without the kernel walker and its page fault) gives exactly the kernel
+/// walker's stacks: in verify mode the kernel walks each of them too and every
+/// disagreement is counted.
+#[test]
+fn real_user_walk_shortcut_agrees_with_kernel_walker() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = skip_reason() {
+        return skipped(&r);
+    }
+    let out = tmp("uwalk.zst");
+    let rec = match start_recording(RecordOptions {
+        output: out.clone(),
+        stack_mode: StackMode::Eager,
+        status_line: false,
+        verify_user_walk_shortcut: true,
+        ..RecordOptions::default()
+    }) {
+        Ok(r) => r,
+        Err(reason) => return skipped(&reason),
+    };
+    let rep = workload::run(&WorkloadOptions {
+        duration: Duration::from_millis(500),
+        period: Duration::from_millis(2),
+    })
+    .expect("workload");
+    pingpong(Duration::from_millis(300));
+    let summary = rec.stop();
+    let reader = TraceReader::open(&out).unwrap();
+    reader.verify().unwrap();
+    let mem = reader.to_mem().unwrap();
+    let note = mem
+        .meta
+        .extra
+        .iter()
+        .find(|(k, _)| k == "user_walk_shortcut")
+        .map(|(_, v)| v.clone())
+        .expect("user_walk_shortcut in the metadata");
+    let num = |s: &str| -> u64 {
+        s.trim()
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count in {note:?}"))
+    };
+    let (short, verified) = note.split_once(';').expect("verified part");
+    let short = num(short);
+    let mismatched = num(verified.trim_start().trim_start_matches("verified:"));
+    assert_eq!(mismatched, 0, "{note}");
+    // Thousands of walks (workload + ping-pong, two per round trip) took the shortcut.
+    assert!(short >= 1000, "{note}");
+    // The sink's stacks still start in libc read.
+    let sink = rep.sink.tid;
+    let mut reads = 0;
+    for e in &mem.events {
+        if let Event::Switch(s) = e {
+            if s.prev_tid == sink && s.prev_state == STATE_INTERRUPTIBLE && s.prev_ustack.is_real()
+            {
+                let st = &mem.tables.stacks[&s.prev_ustack];
+                let sym = mem
+                    .tables
+                    .symbol(st, st.frames[0])
+                    .and_then(|y| y.name.clone());
+                if sym.is_some_and(|n| n == "read" || n.ends_with("_read")) {
+                    reads += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        reads as u64 * 10 >= rep.messages * 9,
+        "{reads} sink user stacks in read for {} messages",
+        rep.messages
+    );
+    eprintln!("{note}; {} events", summary.events);
+    let _ = std::fs::remove_file(&out);
+}
