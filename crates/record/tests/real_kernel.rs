@@ -326,8 +326,11 @@ fn real_chain_workload_lazy() {
                 // Blocked waits are in pipe_read. On a busy machine the sink is also
                 // preempted on its way back to user space for longer than the lazy
                 // threshold, and that off-CPU time gets its own (correct) stack.
-                if has_frame(t, o.kstack, "exit_to_user_mode_loop")
-                    || has_frame(t, o.kstack, "irqentry_exit")
+                // (Seen: exit_to_user_mode_loop, irqentry_exit, and
+                // irqentry_exit_to_user_mode after a page fault.)
+                if frame_names(t, o.kstack)
+                    .iter()
+                    .any(|n| n.starts_with("irqentry_exit") || n.contains("exit_to_user_mode"))
                 {
                     sink_preempted += 1;
                     continue;
