@@ -246,19 +246,23 @@ fn analyse(
         filter,
     };
     let mut engine = Engine::new(tables, meta, cfg);
-    let (stats, folded) = walk_and_fold(&reader, range, !a.serial, &mut engine, view)?;
+    let (stats, folded) = walk_and_fold(&reader, range, !a.serial, &mut engine, view)
+        .with_context(|| format!("{}: reading events", a.file.display()))?;
     let d = unit.ns();
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
     match &a.svg {
         Some(path) => {
+            // One aggregation: the lines to draw, and those that round to 0 counted.
+            let mut lines = Vec::new();
             for (l, w) in folded.folded_ns(engine.nodes(), tables, meta) {
-                let _ = l;
-                if (w + d / 2) / d == 0 {
-                    small_lines += 1;
-                    small_ns += w;
+                match (w + d / 2) / d {
+                    0 => {
+                        small_lines += 1;
+                        small_ns += w;
+                    }
+                    v => lines.push((l, v)),
                 }
             }
-            let lines = folded.lines(engine.nodes(), tables, meta, unit);
             nlines = lines.len();
             let title = a
                 .title
