@@ -116,6 +116,25 @@ impl PathTrie {
         self.find_or_insert(parent, node, h)
     }
 
+    /// Linear probe for `h`: the first entry id whose fingerprint matches and that
+    /// `accept` takes, or the empty slot where the probe ended.
+    #[inline(always)]
+    fn probe(&self, h: u64, mut accept: impl FnMut(u32) -> bool) -> Result<u32, usize> {
+        let (fp, idm) = (self.fp_of(h), self.id_mask());
+        let mask = self.index.len() - 1;
+        let mut i = self.slot_of(h);
+        loop {
+            let s = self.index[i];
+            if s == 0 {
+                return Err(i);
+            }
+            if s & !idm == fp && accept((s & idm) - 1) {
+                return Ok((s & idm) - 1);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// First entry in the probe sequence of `h` whose fingerprint matches, without
     /// checking its key (`NONE` if the probe reaches an empty slot first).
     #[inline]
@@ -123,42 +142,21 @@ impl PathTrie {
         if self.index.is_empty() {
             return NONE;
         }
-        let (fp, idm) = (self.fp_of(h), self.id_mask());
-        let mask = self.index.len() - 1;
-        let mut i = self.slot_of(h);
-        loop {
-            let s = self.index[i];
-            if s == 0 {
-                return NONE;
-            }
-            if s & !idm == fp {
-                return (s & idm) - 1;
-            }
-            i = (i + 1) & mask;
-        }
+        self.probe(h, |_| true).unwrap_or(NONE)
     }
 
     fn find_or_insert(&mut self, parent: u32, node: u32, h: u64) -> u32 {
         if self.index.is_empty() {
             self.rebuild(Self::bits_for(self.len as usize + 1));
         }
-        let (fp, idm) = (self.fp_of(h), self.id_mask());
-        let mask = self.index.len() - 1;
-        let mut i = self.slot_of(h);
-        loop {
-            let s = self.index[i];
-            if s == 0 {
-                break;
-            }
-            if s & !idm == fp {
-                let id = (s & idm) - 1;
-                let e = self.get(id);
-                if e.parent == parent && e.node == node {
-                    return id;
-                }
-            }
-            i = (i + 1) & mask;
-        }
+        let i = match self.probe(h, |id| {
+            let e = self.get(id);
+            e.parent == parent && e.node == node
+        }) {
+            Ok(id) => return id,
+            Err(empty) => empty,
+        };
+        let fp = self.fp_of(h);
         let id = self.len;
         assert!(id < u32::MAX - 1, "path trie full");
         if id as usize & (CHUNK - 1) == 0 {
