@@ -202,41 +202,6 @@ struct Task {
     held_slot: u32,
     last_cause: u32,
     last_cause_s: u64,
-    /// Last task node interned for this thread as a waiting root / as a waker: most
-    /// waits of a thread repeat the same (identity, stacks), often both skipped.
-    root_memo: NodeMemo,
-    waker_memo: NodeMemo,
-}
-
-/// A one-entry cache of [`NodeTable::task`].
-#[derive(Clone, Copy, Debug)]
-struct NodeMemo {
-    ident: IdentId,
-    kstack: StackId,
-    ustack: StackId,
-    node: u32,
-}
-
-impl NodeMemo {
-    const EMPTY: NodeMemo = NodeMemo {
-        ident: IdentId::MAX,
-        kstack: StackId::NONE,
-        ustack: StackId::NONE,
-        node: u32::MAX,
-    };
-
-    #[inline]
-    fn get(&mut self, nodes: &mut NodeTable, ident: IdentId, k: StackId, u: StackId) -> u32 {
-        if self.ident != ident || self.kstack != k || self.ustack != u || self.node == u32::MAX {
-            *self = NodeMemo {
-                ident,
-                kstack: k,
-                ustack: u,
-                node: nodes.task(ident, k, u),
-            };
-        }
-        self.node
-    }
 }
 
 /// The chain engine. Feed it events in time order with [`Engine::process`], then call
@@ -460,8 +425,6 @@ impl<'t> Engine<'t> {
             held_slot: NO_SLOT,
             last_cause: NO_HOP,
             last_cause_s: 0,
-            root_memo: NodeMemo::EMPTY,
-            waker_memo: NodeMemo::EMPTY,
         };
         let i = if let Some(i) = self.free_tasks.pop() {
             self.tasks[i as usize] = task;
@@ -702,10 +665,7 @@ impl<'t> Engine<'t> {
                 hop.cause_s = waker.last_cause_s;
                 hop.cause_ts = self.hops[waker.last_cause as usize].ts;
             }
-            hop.node =
-                waker
-                    .waker_memo
-                    .get(&mut self.nodes, waker.ident, w.waker_kstack, w.waker_ustack);
+            hop.node = self.nodes.task(waker.ident, w.waker_kstack, w.waker_ustack);
         }
         let h = self.alloc_hop(hop);
         let task = &mut self.tasks[t];
@@ -870,14 +830,7 @@ impl<'t> Engine<'t> {
         if !self.filter_all && !self.cfg.filter.matches(rec) {
             return false;
         }
-        rec.node = match self.find_task(rec.tid) {
-            Some(t) => {
-                self.tasks[t]
-                    .root_memo
-                    .get(&mut self.nodes, rec.ident, rec.kstack, rec.ustack)
-            }
-            None => self.nodes.task(rec.ident, rec.kstack, rec.ustack),
-        };
+        rec.node = self.nodes.task(rec.ident, rec.kstack, rec.ustack);
         let st = &mut self.stats;
         st.records_emitted += 1;
         st.dedup_hidden += u64::from(!rec.root);
