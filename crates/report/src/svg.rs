@@ -381,18 +381,24 @@ fn recolor(
         .ok_or_else(|| bad("no frames container"))?;
     let body = &raw[frames_at..];
     // Pass 1: distinct y values; sorted descending they are depths 0, 1, 2, ...
-    let mut ys: Vec<u64> = Vec::new();
-    let mut pos = 0;
-    while let Some(i) = body[pos..].find("<rect ") {
+    // Each frame rectangle: its tag's span in `body` and its y.
+    let rect_at = |pos: usize| -> Result<Option<(usize, usize, u64)>, ReportError> {
+        let Some(i) = body[pos..].find("<rect ") else {
+            return Ok(None);
+        };
         let s = pos + i;
         let e = body[s..]
             .find("/>")
             .ok_or_else(|| bad("unterminated rect"))?
             + s;
-        let tag = &body[s..e];
-        let y = attr(tag, "y")
+        let y = attr(&body[s..e], "y")
             .and_then(|(_, v)| v.parse().ok())
             .ok_or_else(|| bad("rect without y"))?;
+        Ok(Some((s, e, y)))
+    };
+    let mut ys: Vec<u64> = Vec::new();
+    let mut pos = 0;
+    while let Some((_, e, y)) = rect_at(pos)? {
         ys.push(y);
         pos = e;
     }
@@ -404,16 +410,8 @@ fn recolor(
     out.push_str(&raw[..frames_at]);
     out.push_str(DEFS);
     let mut pos = 0;
-    while let Some(i) = body[pos..].find("<rect ") {
-        let s = pos + i;
-        let e = body[s..]
-            .find("/>")
-            .ok_or_else(|| bad("unterminated rect"))?
-            + s;
+    while let Some((s, e, y)) = rect_at(pos)? {
         let tag = &body[s..e];
-        let y: u64 = attr(tag, "y")
-            .and_then(|(_, v)| v.parse().ok())
-            .ok_or_else(|| bad("rect without y"))?;
         let x: u64 = attr(tag, "fg:x")
             .and_then(|(_, v)| v.parse().ok())
             .ok_or_else(|| bad("rect without fg:x"))?;
