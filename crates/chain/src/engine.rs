@@ -435,9 +435,12 @@ impl<'t> Engine<'t> {
         };
         if (tid as usize) < DIRECT_TIDS {
             if self.task_direct.len() <= tid as usize {
-                // Zeroed growth: pages of never-seen tid ranges stay untouched.
-                self.task_direct
-                    .resize((tid as usize + 1).next_power_of_two(), 0);
+                // Grow through a zeroed allocation (calloc: large ones come as untouched
+                // zero pages), not `resize`, which would write every new slot: a single
+                // tid near 2^22 must not make 16 MB resident.
+                let mut grown = vec![0u32; (tid as usize + 1).next_power_of_two()];
+                grown[..self.task_direct.len()].copy_from_slice(&self.task_direct);
+                self.task_direct = grown;
             }
             self.task_direct[tid as usize] = i as u32 + 1;
         } else {
