@@ -1,7 +1,7 @@
 //! `chainrec chains|offcpu|wakeup|offwake` (fronts chainrec-chain).
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{
-    Config, Duration, Engine, Filter, FoldedSink, Mode, Stats, Unit, View as ChainView, Window,
+    Config, Duration, Engine, Filter, Mode, Stats, Unit, View as ChainView, Window,
     DEFAULT_MAX_DEPTH,
 };
 use chainrec_format::RecordingMeta;
@@ -246,8 +246,9 @@ fn analyse(
         filter,
     };
     let mut engine = Engine::new(tables, meta, cfg);
-    let (stats, folded) = walk_and_fold(&reader, range, !a.serial, &mut engine, view)
-        .with_context(|| format!("{}: reading events", a.file.display()))?;
+    let (stats, folded) =
+        chainrec_chain::fold_trace(&reader, range, !a.serial, &mut engine, view, |_| {})
+            .with_context(|| format!("{}: reading events", a.file.display()))?;
     let d = unit.ns();
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
     match &a.svg {
@@ -399,63 +400,4 @@ fn summary(
             unit.name()
         );
     }
-}
-
-/// Waits per batch handed from the engine thread to the trie thread: large enough for
-/// the trie's batched insertion to overlap its memory lookups, small enough to stay in
-/// cache.
-const BATCH_WAITS: usize = 4096;
-
-/// Run the engine over `range` and fold its records, on two threads: this one decodes
-/// (with rayon when `parallel`), walks and reduces each wait to trie paths; a second
-/// inserts the batches into the path trie. Results equal the single-threaded
-/// `engine.process(evs, &mut FoldedSink)` (crates/chain/tests/batch.rs).
-fn walk_and_fold(
-    reader: &chainrec_format::TraceReader,
-    range: std::ops::Range<usize>,
-    parallel: bool,
-    engine: &mut Engine<'_>,
-    view: ChainView,
-) -> Result<(Stats, FoldedSink)> {
-    use chainrec_chain::{PathBatch, PathReducer};
-    use std::sync::mpsc;
-    std::thread::scope(|s| {
-        let (tx, rx) = mpsc::sync_channel::<PathBatch>(8);
-        let (back_tx, back_rx) = mpsc::channel::<PathBatch>();
-        let folder = s.spawn(move || {
-            let mut folded = FoldedSink::new(view);
-            for b in rx {
-                folded.apply(&b);
-                // The reducer may be gone at the end: a lost spare buffer is harmless.
-                let _ = back_tx.send(b);
-            }
-            folded
-        });
-        let mut reducer = PathReducer::new(view, BATCH_WAITS);
-        let send = |reducer: &mut PathReducer| -> Result<()> {
-            while let Ok(b) = back_rx.try_recv() {
-                reducer.recycle(b);
-            }
-            while let Some(b) = reducer.take_full() {
-                tx.send(b)
-                    .map_err(|_| anyhow::anyhow!("the path-trie thread stopped early"))?;
-            }
-            Ok(())
-        };
-        let walked = reader.for_each_chunk::<anyhow::Error>(range, parallel, |evs| {
-            engine.process(evs, &mut reducer);
-            send(&mut reducer)
-        });
-        let stats = walked.map(|()| engine.finish(&mut reducer));
-        let sent = send(&mut reducer);
-        drop(tx);
-        let mut folded = folder
-            .join()
-            .map_err(|_| anyhow::anyhow!("the path-trie thread panicked"))?;
-        let stats = stats?;
-        sent?;
-        folded.absorb(reducer);
-        folded.release_index();
-        Ok((stats, folded))
-    })
 }

@@ -1,6 +1,6 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Config, Duration as ChainDuration, Engine, FoldedSink, Mode, View};
+use chainrec_chain::{Config, Duration as ChainDuration, Engine, Mode, View};
 use chainrec_format::{Event, RecordingMeta, Tables, TraceReader};
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
 use chainrec_report::progress::Progress;
@@ -310,14 +310,15 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             filter,
         };
         let mut engine = Engine::new(reader.tables(), meta, cfg);
-        let mut folded = FoldedSink::new(View::Chains);
         let mut progress = Progress::new(reader.event_count(), "pprof", a.quiet);
-        reader.for_each_chunk::<anyhow::Error>(0..reader.chunks().len(), true, |evs| {
-            progress.inc(evs.len() as u64);
-            engine.process(evs, &mut folded);
-            Ok(())
-        })?;
-        engine.finish(&mut folded);
+        let (_, folded) = chainrec_chain::fold_trace(
+            &reader,
+            0..reader.chunks().len(),
+            true,
+            &mut engine,
+            View::Chains,
+            |n| progress.inc(n as u64),
+        )?;
         progress.finish();
         let end = if meta.end_ns != 0 {
             meta.end_ns

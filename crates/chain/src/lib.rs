@@ -27,6 +27,7 @@ mod folded;
 mod fx;
 mod nodes;
 mod paths;
+mod pipeline;
 mod record;
 mod render;
 mod trie;
@@ -36,6 +37,7 @@ pub use filter::{Duration, Filter, Window, WindowBound};
 pub use folded::{ChainGraph, FoldedSink, Unit, View};
 pub use nodes::{Node, NodeId, NodeKind, NodeTable};
 pub use paths::{PathBatch, PathReducer};
+pub use pipeline::fold_trace;
 pub use record::{HopRecord, WaitRecord, WaitSink};
 /// Re-exported for [`Filter::comm`].
 pub use regex;
@@ -58,4 +60,10 @@ pub enum ChainError {
     /// An unknown `--unit`.
     #[error("unknown unit {0:?} (expected ns, us or ms)")]
     BadUnit(String),
+    /// The trace could not be read.
+    #[error(transparent)]
+    Trace(#[from] chainrec_format::FormatError),
+    /// The path-trie thread of [`fold_trace`] failed (a bug).
+    #[error("the path-trie thread {0}")]
+    FoldThread(&'static str),
 }

@@ -1,0 +1,68 @@
+//! Trace → folded paths on two threads: the engine walk (with view reduction) on the
+//! calling thread, path-trie insertion on a second one.
+
+use crate::{ChainError, Engine, FoldedSink, PathBatch, PathReducer, Stats, View};
+use chainrec_format::TraceReader;
+use std::ops::Range;
+use std::sync::mpsc;
+
+/// Waits per batch handed from the engine thread to the trie thread: large enough for
+/// the trie's batched insertion to overlap its memory lookups, small enough to stay in
+/// cache.
+const BATCH_WAITS: usize = 4096;
+
+/// Run `engine` over the chunks `range` of `reader` (decoded with rayon when
+/// `parallel`) and fold its records for `view`, calling `on_chunk(events)` after each
+/// chunk (progress). This thread decodes, walks and reduces each wait to trie paths; a
+/// second thread inserts the batches into the path trie. The result equals feeding a
+/// [`FoldedSink`] directly (tests/batch.rs); the trie's lookup index is already freed
+/// ([`FoldedSink::release_index`]), ready for rendering.
+pub fn fold_trace(
+    reader: &TraceReader,
+    range: Range<usize>,
+    parallel: bool,
+    engine: &mut Engine<'_>,
+    view: View,
+    mut on_chunk: impl FnMut(usize),
+) -> Result<(Stats, FoldedSink), ChainError> {
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::sync_channel::<PathBatch>(8);
+        let (back_tx, back_rx) = mpsc::channel::<PathBatch>();
+        let folder = s.spawn(move || {
+            let mut folded = FoldedSink::new(view);
+            for b in rx {
+                folded.apply(&b);
+                // The reducer may be gone at the end: a lost spare buffer is harmless.
+                let _ = back_tx.send(b);
+            }
+            folded
+        });
+        let mut reducer = PathReducer::new(view, BATCH_WAITS);
+        let send = |reducer: &mut PathReducer| -> Result<(), ChainError> {
+            while let Ok(b) = back_rx.try_recv() {
+                reducer.recycle(b);
+            }
+            while let Some(b) = reducer.take_full() {
+                tx.send(b)
+                    .map_err(|_| ChainError::FoldThread("stopped early"))?;
+            }
+            Ok(())
+        };
+        let walked = reader.for_each_chunk::<ChainError>(range, parallel, |evs| {
+            engine.process(evs, &mut reducer);
+            on_chunk(evs.len());
+            send(&mut reducer)
+        });
+        let stats = walked.map(|()| engine.finish(&mut reducer));
+        let sent = send(&mut reducer);
+        drop(tx);
+        let mut folded = folder
+            .join()
+            .map_err(|_| ChainError::FoldThread("panicked"))?;
+        let stats = stats?;
+        sent?;
+        folded.absorb(reducer);
+        folded.release_index();
+        Ok((stats, folded))
+    })
+}
