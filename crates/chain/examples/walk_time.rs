@@ -21,8 +21,7 @@ fn main() {
     let r = match TraceReader::open(path.as_ref()) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("walk_time: {e}");
-            std::process::exit(1);
+            fail(&e);
         }
     };
     let mut chunks: Vec<Vec<Event>> = Vec::new();
@@ -31,8 +30,7 @@ fn main() {
         Ok::<(), chainrec_format::FormatError>(())
     });
     if let Err(e) = decoded {
-        eprintln!("walk_time: {e}");
-        std::process::exit(1);
+        fail(&e);
     }
     let n: usize = chunks.iter().map(Vec::len).sum();
     for round in 0..rounds {
@@ -63,4 +61,16 @@ fn main() {
             st.peak_live_hops,
         );
     }
+}
+
+/// Print the error with its causes (the library's errors keep the cause apart) and exit.
+fn fail(e: &dyn std::error::Error) -> ! {
+    let mut msg = format!("walk_time: {e}");
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        msg.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    eprintln!("{msg}");
+    std::process::exit(1);
 }
