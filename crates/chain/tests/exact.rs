@@ -130,15 +130,7 @@ fn user_and_kernel_thread_filters() {
         user_only: true,
         ..Filter::default()
     };
-    let r = run(
-        &m,
-        Config {
-            filter: f,
-            dedup: false,
-            ..cfg()
-        },
-        View::Chains,
-    );
+    let r = run(&m, filtered(f), View::Chains);
     assert_eq!(
         r.folded,
         map(&[(&j(&[DB_ROOT, L_DISK]), 6_000_000)]),
@@ -149,15 +141,7 @@ fn user_and_kernel_thread_filters() {
         kernel_only: true,
         ..Filter::default()
     };
-    let r = run(
-        &m,
-        Config {
-            filter: f,
-            dedup: false,
-            ..cfg()
-        },
-        View::Chains,
-    );
+    let r = run(&m, filtered(f), View::Chains);
     let want = map(&[
         (&j(&[KW_ROOT, L_DB]), 300_000),
         (&j(&[KW_ROOT, L_DB, L_DISK]), 5_700_000),
@@ -436,15 +420,7 @@ fn comm_change_and_comm_filter() {
         comm: Some(Regex::new("^cr-new$").unwrap()),
         ..Filter::default()
     };
-    let r = run(
-        &m,
-        Config {
-            filter: f,
-            dedup: false,
-            ..cfg()
-        },
-        View::Chains,
-    );
+    let r = run(&m, filtered(f), View::Chains);
     let want = map(&[
         (&j(&[new, waker]), 20_000),
         (&j(&[new, waker, L_IRQ]), 1_950_000),
@@ -496,15 +472,7 @@ fn many_threads_and_thread_filters() {
         tids: vec![1064],
         ..Filter::default()
     };
-    let r = run(
-        &m,
-        Config {
-            filter: f,
-            dedup: false,
-            ..cfg()
-        },
-        View::Chains,
-    );
+    let r = run(&m, filtered(f), View::Chains);
     let want = map(&[
         (&j(&[WORKER, DISP_L]), 65_000 * 2),
         (&j(&[WORKER, DISP_L, L_NET]), 99_927 + 920_000),
@@ -515,15 +483,7 @@ fn many_threads_and_thread_filters() {
         pids: vec![1000],
         ..Filter::default()
     };
-    let r = run(
-        &m,
-        Config {
-            filter: f,
-            dedup: false,
-            ..cfg()
-        },
-        View::Chains,
-    );
+    let r = run(&m, filtered(f), View::Chains);
     let disp = "cr-dispatch;dispatch_loop;epoll_wait;-;do_epoll_wait;ep_poll;schedule";
     assert_eq!(r.folded[&j(&[disp, L_NET])], 100_000 + 930_000);
     assert_eq!(r.folded.len(), 3);

@@ -75,6 +75,15 @@ pub fn nodedup() -> Config {
     }
 }
 
+/// Config with root filter `filter` and dedup off: the filter tests check each filter
+/// apart from dedup.
+pub fn filtered(filter: chainrec_chain::Filter) -> Config {
+    Config {
+        filter,
+        ..nodedup()
+    }
+}
+
 /// Print folded output (debugging aid on failure).
 pub fn show(r: &Run) -> String {
     r.folded.iter().map(|(l, w)| format!("{l} {w}\n")).collect()
