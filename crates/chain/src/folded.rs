@@ -269,7 +269,8 @@ impl WaitSink for FoldedSink {
 
 /// Frames of stack `id`, leaf first. Reserved ids: NONE → nothing; SKIPPED →
 /// `[no stack: wait < Nus]`; FAILED, dangling or unknown reserved → `[missing stack]`;
-/// USER_PREEMPTED → `[no user stack: preempted]`. Unresolved addresses → `0x...`.
+/// USER_PREEMPTED → `[no user stack: preempted]`. Unresolved addresses: see
+/// [`unresolved_or_name`].
 pub(crate) fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> Vec<String> {
     match id {
         StackId::NONE => Vec::new(),
@@ -285,14 +286,71 @@ pub(crate) fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> V
             Some(st) if id.is_real() => st
                 .frames
                 .iter()
-                .map(
-                    |&a| match tables.symbol(st, a).and_then(|s| s.name.as_deref()) {
-                        Some(n) => n.to_string(),
-                        None => format!("0x{a:x}"),
-                    },
-                )
+                .map(|&a| unresolved_or_name(tables.symbol(st, a)))
                 .collect(),
             _ => vec!["[missing stack]".to_string()],
         },
+    }
+}
+
+/// A frame's name; without one, `[MODULE+0xOFFSET]` (file offset in the module, stable
+/// across processes and enough to re-symbolize), or `[unknown]` for an address in no
+/// known module. Such addresses are mostly what a frame-pointer walk reads past code
+/// built without frame pointers: printing each as a raw address would split one stack
+/// into as many flame-graph towers as there are stale values.
+fn unresolved_or_name(sym: Option<&chainrec_format::SymbolEntry>) -> String {
+    match sym {
+        Some(s) => match (&s.name, &s.module, s.file_offset) {
+            (Some(name), _, _) => name.clone(),
+            (None, Some(module), Some(off)) => {
+                let base = module.rsplit('/').next().unwrap_or(module);
+                format!("[{base}+0x{off:x}]")
+            }
+            _ => "[unknown]".to_string(),
+        },
+        None => "[unknown]".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chainrec_format::{StackEntry, StackKind, SymbolEntry};
+
+    #[test]
+    fn unresolved_frames_name_their_module_or_say_unknown() {
+        let mut t = Tables::default();
+        let id = StackId(StackId::FIRST_REAL);
+        t.stacks.insert(
+            id,
+            StackEntry {
+                id,
+                kind: StackKind::User,
+                tgid: 7,
+                frames: vec![0x1000, 0x2000, 0x3000, 0x4000],
+            },
+        );
+        let sym = |addr, name: Option<&str>, module: Option<&str>| SymbolEntry {
+            kind: StackKind::User,
+            tgid: 7,
+            addr,
+            name: name.map(str::to_string),
+            offset: 0,
+            module: module.map(str::to_string),
+            build_id: None,
+            file_offset: module.map(|_| addr - 0x800),
+        };
+        for s in [
+            sym(0x1000, Some("__write"), Some("/usr/lib/libc.so.6")),
+            sym(0x2000, None, Some("/usr/lib/libc.so.6")),
+            sym(0x3000, None, None),
+        ] {
+            t.symbols.insert((s.kind, s.tgid, s.addr), s);
+        }
+        // 0x4000 has no symbol entry at all.
+        assert_eq!(
+            stack_frames(&t, id, 0),
+            ["__write", "[libc.so.6+0x1800]", "[unknown]", "[unknown]"]
+        );
     }
 }
