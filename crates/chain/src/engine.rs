@@ -246,7 +246,7 @@ impl<'t> Engine<'t> {
             tables,
             cfg,
             trace_start: (meta.start_ns != 0).then_some(meta.start_ns),
-            nodes: NodeTable::default(),
+            nodes: NodeTable::for_tables(tables),
             tasks: Vec::new(),
             free_tasks: Vec::new(),
             task_direct: Vec::new(),

@@ -1,16 +1,17 @@
 //! Folded aggregation of the record stream for the four views, and the interned chain
 //! graph.
 
-use crate::fx::FxHashMap;
+use crate::fx::{FxHashMap, FxHasher};
 use crate::nodes::{NodeId, NodeTable};
 use crate::paths::{Comms, PathBatch, PathReducer};
 use crate::record::{WaitRecord, WaitSink};
 use crate::render::{self, Pieces, WriteSummary};
 use crate::trie::{PathTrie, NO_PARENT};
 use crate::ChainError;
-use chainrec_format::{RecordingMeta, StackId, Tables};
+use chainrec_format::{RecordingMeta, StackEntry, StackId, SymbolEntry, Tables};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use std::io::{self, Write};
 
 /// Which folded view to build.
@@ -269,8 +270,7 @@ impl WaitSink for FoldedSink {
 
 /// Frames of stack `id`, leaf first. Reserved ids: NONE → nothing; SKIPPED →
 /// `[no stack: wait < Nus]`; FAILED, dangling or unknown reserved → `[missing stack]`;
-/// USER_PREEMPTED → `[no user stack: preempted]`. Unresolved addresses: see
-/// [`unresolved_or_name`].
+/// USER_PREEMPTED → `[no user stack: preempted]`. Unnamed addresses: see [`FrameName`].
 pub(crate) fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> Vec<String> {
     match id {
         StackId::NONE => Vec::new(),
@@ -286,36 +286,98 @@ pub(crate) fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> V
             Some(st) if id.is_real() => st
                 .frames
                 .iter()
-                .map(|&a| unresolved_or_name(tables.symbol(st, a)))
+                .map(|&a| frame_name(tables.symbol(st, a)).to_string())
                 .collect(),
             _ => vec!["[missing stack]".to_string()],
         },
     }
 }
 
-/// A frame's name; without one, `[MODULE+0xOFFSET]` (file offset in the module, stable
-/// across processes and enough to re-symbolize), or `[unknown]` for an address in no
-/// known module. Such addresses are mostly what a frame-pointer walk reads past code
-/// built without frame pointers: printing each as a raw address would split one stack
-/// into as many flame-graph towers as there are stale values.
-fn unresolved_or_name(sym: Option<&chainrec_format::SymbolEntry>) -> String {
+/// Real stack ids that render the same frames as a lower id, mapped to the lowest such id.
+/// Distinct stacks often render alike (return addresses at different call sites of one
+/// function, stale frame pointers that all become `[unknown]`): interned apart, they
+/// would print as duplicate folded lines, one per raw stack. Frames are compared as
+/// borrowed names, so this costs no per-frame allocation on traces with many stacks.
+pub(crate) fn same_rendering_stacks(tables: &Tables) -> FxHashMap<StackId, StackId> {
+    let mut ids: Vec<StackId> = tables
+        .stacks
+        .keys()
+        .copied()
+        .filter(|s| s.is_real())
+        .collect();
+    ids.sort_unstable();
+    // Rendering hash → stacks first seen with it (a collision costs a comparison).
+    let mut firsts: FxHashMap<u64, Vec<StackId>> = FxHashMap::default();
+    let mut same = FxHashMap::default();
+    for id in ids {
+        let st = &tables.stacks[&id];
+        let mut h = FxHasher::default();
+        st.kind.hash(&mut h);
+        frame_names(tables, st).for_each(|n| n.hash(&mut h));
+        let candidates = firsts.entry(h.finish()).or_default();
+        let first = candidates.iter().copied().find(|c| {
+            let other = &tables.stacks[c];
+            other.kind == st.kind && frame_names(tables, other).eq(frame_names(tables, st))
+        });
+        match first {
+            Some(f) => {
+                same.insert(id, f);
+            }
+            None => candidates.push(id),
+        }
+    }
+    same
+}
+
+fn frame_names<'a>(
+    tables: &'a Tables,
+    st: &'a StackEntry,
+) -> impl Iterator<Item = FrameName<'a>> + 'a {
+    st.frames
+        .iter()
+        .map(move |&a| frame_name(tables.symbol(st, a)))
+}
+
+/// How a frame address prints: its function name; without one, `[MODULE+0xOFFSET]` (file
+/// offset in the module, stable across processes and enough to re-symbolize), or
+/// `[unknown]` for an address in no known module. Unnamed addresses are mostly what a
+/// frame-pointer walk reads past code built without frame pointers: printing each as a
+/// raw address would split one stack into as many flame-graph towers as there were
+/// stale values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum FrameName<'a> {
+    Symbol(&'a str),
+    InModule(&'a str, u64),
+    Unknown,
+}
+
+fn frame_name(sym: Option<&SymbolEntry>) -> FrameName<'_> {
     match sym {
         Some(s) => match (&s.name, &s.module, s.file_offset) {
-            (Some(name), _, _) => name.clone(),
+            (Some(name), _, _) => FrameName::Symbol(name),
             (None, Some(module), Some(off)) => {
-                let base = module.rsplit('/').next().unwrap_or(module);
-                format!("[{base}+0x{off:x}]")
+                FrameName::InModule(module.rsplit('/').next().unwrap_or(module), off)
             }
-            _ => "[unknown]".to_string(),
+            _ => FrameName::Unknown,
         },
-        None => "[unknown]".to_string(),
+        None => FrameName::Unknown,
+    }
+}
+
+impl std::fmt::Display for FrameName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameName::Symbol(n) => f.write_str(n),
+            FrameName::InModule(m, off) => write!(f, "[{m}+0x{off:x}]"),
+            FrameName::Unknown => f.write_str("[unknown]"),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chainrec_format::{StackEntry, StackKind, SymbolEntry};
+    use chainrec_format::StackKind;
 
     #[test]
     fn unresolved_frames_name_their_module_or_say_unknown() {
@@ -352,5 +414,62 @@ mod tests {
             stack_frames(&t, id, 0),
             ["__write", "[libc.so.6+0x1800]", "[unknown]", "[unknown]"]
         );
+    }
+
+    #[test]
+    fn stacks_that_render_alike_share_one_node() {
+        let mut t = Tables::default();
+        let user = |id: u32, frames: Vec<u64>| StackEntry {
+            id: StackId(id),
+            kind: StackKind::User,
+            tgid: 7,
+            frames,
+        };
+        // 16 and 17: two call sites in `main` under `__write`; 18: junk frame pointers (no
+        // module) in place of `main`, twice with different junk; 20: another function.
+        for st in [
+            user(16, vec![0x1000, 0x2000]),
+            user(17, vec![0x1000, 0x2010]),
+            user(18, vec![0x1000, 0x25040348]),
+            user(19, vec![0x1000, 0x1e1f8e10]),
+            user(20, vec![0x1000, 0x3000]),
+        ] {
+            t.stacks.insert(st.id, st);
+        }
+        let sym = |addr, name: &str| SymbolEntry {
+            kind: StackKind::User,
+            tgid: 7,
+            addr,
+            name: Some(name.to_string()),
+            offset: 0,
+            module: None,
+            build_id: None,
+            file_offset: None,
+        };
+        for s in [
+            sym(0x1000, "__write"),
+            sym(0x2000, "main"),
+            sym(0x2010, "main"),
+            sym(0x3000, "other"),
+        ] {
+            t.symbols.insert((s.kind, s.tgid, s.addr), s);
+        }
+        let same = same_rendering_stacks(&t);
+        let mut pairs: Vec<(u32, u32)> = same.iter().map(|(a, b)| (a.0, b.0)).collect();
+        pairs.sort_unstable();
+        assert_eq!(pairs, [(17, 16), (19, 18)]);
+
+        let mut nodes = NodeTable::for_tables(&t);
+        let ident = nodes.ident(chainrec_format::Comm::new("app"), 7);
+        let node = |nodes: &mut NodeTable, u| nodes.task(ident, StackId::NONE, StackId(u));
+        let (a, b, c, d, e) = (
+            node(&mut nodes, 16),
+            node(&mut nodes, 17),
+            node(&mut nodes, 18),
+            node(&mut nodes, 19),
+            node(&mut nodes, 20),
+        );
+        assert_eq!((a, c), (b, d));
+        assert!(a != c && a != e && c != e);
     }
 }

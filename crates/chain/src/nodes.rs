@@ -81,6 +81,9 @@ pub struct NodeTable {
     cache: Vec<(IdentId, StackId, StackId, NodeId)>,
     tasks: FxHashMap<(IdentId, StackId, StackId), NodeId>,
     metal: FxHashMap<(WakeContext, u32, StackId), NodeId>,
+    /// Stacks that render like a lower id, and that id: nodes are interned by rendering,
+    /// so that equal folded lines are one line.
+    same_stacks: FxHashMap<StackId, StackId>,
 }
 
 impl Default for NodeTable {
@@ -92,6 +95,7 @@ impl Default for NodeTable {
             cache: vec![(IdentId::MAX, StackId::NONE, StackId::NONE, NodeId::MAX); 1 << CACHE_BITS],
             tasks: FxHashMap::default(),
             metal: FxHashMap::default(),
+            same_stacks: FxHashMap::default(),
         };
         for m in ["[truncated]", "[cycle]", "[lost events]", "[waker unknown]"] {
             t.nodes.push(Node {
@@ -105,6 +109,23 @@ impl Default for NodeTable {
 }
 
 impl NodeTable {
+    /// An empty table for the stacks of `tables` (stacks that render alike share nodes).
+    pub(crate) fn for_tables(tables: &Tables) -> Self {
+        NodeTable {
+            same_stacks: crate::folded::same_rendering_stacks(tables),
+            ..NodeTable::default()
+        }
+    }
+
+    /// The lowest stack id rendering like `s`.
+    #[inline]
+    fn canonical(&self, s: StackId) -> StackId {
+        if self.same_stacks.is_empty() {
+            return s;
+        }
+        self.same_stacks.get(&s).copied().unwrap_or(s)
+    }
+
     /// The node with id `id` (panics on an id not from this table).
     pub fn get(&self, id: NodeId) -> &Node {
         &self.nodes[id as usize]
@@ -147,6 +168,7 @@ impl NodeTable {
     }
 
     fn task_slow(&mut self, ident: IdentId, kstack: StackId, ustack: StackId) -> NodeId {
+        let (kstack, ustack) = (self.canonical(kstack), self.canonical(ustack));
         let next = self.nodes.len() as NodeId;
         let id = *self.tasks.entry((ident, kstack, ustack)).or_insert(next);
         if id == next {
@@ -167,6 +189,7 @@ impl NodeTable {
         kstack: StackId,
         tables: &Tables,
     ) -> NodeId {
+        let kstack = self.canonical(kstack);
         if let Some(&id) = self.metal.get(&(context, source, kstack)) {
             return id;
         }
