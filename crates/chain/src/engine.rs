@@ -770,10 +770,16 @@ impl<'t> Engine<'t> {
         }
         let task = &mut self.tasks[t];
         if slot == NO_SLOT {
-            let mut rec = std::mem::take(&mut task.held);
-            rec.root = true;
-            self.emit(&mut rec, sink);
-            self.tasks[t].held = rec;
+            // Emitted in place (disjoint field borrows): no move of the record out and back.
+            task.held.root = true;
+            Self::emit_rec(
+                &mut self.nodes,
+                &mut self.stats,
+                &self.cfg.filter,
+                self.filter_all,
+                &mut task.held,
+                sink,
+            );
         } else {
             let sl = &mut self.slots[slot as usize];
             std::mem::swap(&mut task.held, &mut sl.rec);
@@ -801,12 +807,18 @@ impl<'t> Engine<'t> {
             } else {
                 continue;
             };
-            let mut rec = std::mem::take(&mut self.slots[s as usize].rec);
-            rec.root = root;
-            let emitted = !self.slots[s as usize].discard && self.emit(&mut rec, sink);
-            let counts = root && emitted;
             let sl = &mut self.slots[s as usize];
-            sl.rec = rec;
+            sl.rec.root = root;
+            let emitted = !sl.discard
+                && Self::emit_rec(
+                    &mut self.nodes,
+                    &mut self.stats,
+                    &self.cfg.filter,
+                    self.filter_all,
+                    &mut sl.rec,
+                    sink,
+                );
+            let counts = root && emitted;
             sl.occupied = false;
             let own = sl.hop;
             let inner = std::mem::take(&mut sl.inner);
@@ -829,12 +841,20 @@ impl<'t> Engine<'t> {
     }
 
     /// Filter, intern the root node, count, and pass to the sink. True when emitted.
-    fn emit(&mut self, rec: &mut WaitRecord, sink: &mut impl WaitSink) -> bool {
-        if !self.filter_all && !self.cfg.filter.matches(rec) {
+    /// Takes the engine's parts rather than `self`, so that `rec` can be a record the
+    /// engine owns (a task's held record, a slot's record), emitted where it lies.
+    fn emit_rec(
+        nodes: &mut NodeTable,
+        st: &mut Stats,
+        filter: &Filter,
+        filter_all: bool,
+        rec: &mut WaitRecord,
+        sink: &mut impl WaitSink,
+    ) -> bool {
+        if !filter_all && !filter.matches(rec) {
             return false;
         }
-        rec.node = self.nodes.task(rec.ident, rec.kstack, rec.ustack);
-        let st = &mut self.stats;
+        rec.node = nodes.task(rec.ident, rec.kstack, rec.ustack);
         st.records_emitted += 1;
         st.dedup_hidden += u64::from(!rec.root);
         st.truncated += u64::from(rec.truncated);
@@ -862,7 +882,7 @@ impl<'t> Engine<'t> {
         {
             st.stacks_missing += 1;
         }
-        sink.on_wait(rec, &self.nodes);
+        sink.on_wait(rec, nodes);
         true
     }
 
@@ -957,8 +977,8 @@ impl Walker<'_> {
                 let mut l = a;
                 let mut t = t1;
                 loop {
-                    let h = self.hops[cur as usize];
-                    let mut r = Engine::hop_record(self.nodes, &h);
+                    let h = &self.hops[cur as usize];
+                    let mut r = Engine::hop_record(self.nodes, h);
                     if h.metal || h.cause == NO_HOP || h.cause_ts <= l {
                         r.ns = t.saturating_sub(l);
                         rec.hops.push(r);
@@ -987,8 +1007,8 @@ impl Walker<'_> {
                 self.seen.clear();
                 self.seen.push(rec.tid);
                 loop {
-                    let h = self.hops[cur as usize];
-                    let mut r = Engine::hop_record(self.nodes, &h);
+                    let h = &self.hops[cur as usize];
+                    let mut r = Engine::hop_record(self.nodes, h);
                     r.ns = weight;
                     rec.hops.push(r);
                     if h.metal || h.cause == NO_HOP {
@@ -999,7 +1019,7 @@ impl Walker<'_> {
                         break;
                     }
                     self.seen.push(h.waker_tid);
-                    let next = self.hops[h.cause as usize];
+                    let next = &self.hops[h.cause as usize];
                     if !next.metal && self.seen.contains(&next.waker_tid) {
                         rec.cycle = true;
                         break;
