@@ -146,7 +146,8 @@ struct Slot {
     discard: bool,
     hop: u32,
     inner: Vec<u32>,
-    rec: WaitRecord,
+    /// Boxed: parking a task's held record here is a pointer swap.
+    rec: Box<Rec>,
 }
 
 /// One cache line per hop (the arena is larger than L2; a hop straddling two lines
@@ -184,6 +185,27 @@ struct Mark {
     rem: u8,
 }
 
+/// A wait record on its own cache lines (two, not three: it is rewritten at every
+/// switch-out).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Rec(WaitRecord);
+
+impl std::ops::Deref for Rec {
+    type Target = WaitRecord;
+    #[inline]
+    fn deref(&self) -> &WaitRecord {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Rec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut WaitRecord {
+        &mut self.0
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Status {
     Unknown,
@@ -200,12 +222,14 @@ struct Task {
     kthread: bool,
     exited: bool,
     status: Status,
-    open: WaitRecord,
+    /// Boxed (as `held`): the switch-in hand-over open -> held and the parking of a held
+    /// record in a dedup slot are pointer swaps, and the task itself stays small.
+    open: Box<Rec>,
     open_hop: u32,
     open_slot: u32,
     open_lost: u64,
     open_pretrace: bool,
-    held: WaitRecord,
+    held: Box<Rec>,
     held_valid: bool,
     held_hop: u32,
     held_slot: u32,
@@ -426,12 +450,12 @@ impl<'t> Engine<'t> {
             kthread,
             exited: false,
             status: Status::Unknown,
-            open: WaitRecord::default(),
+            open: Box::default(),
             open_hop: NO_HOP,
             open_slot: NO_SLOT,
             open_lost: 0,
             open_pretrace: false,
-            held: WaitRecord::default(),
+            held: Box::default(),
             held_valid: false,
             held_hop: NO_HOP,
             held_slot: NO_SLOT,
