@@ -146,10 +146,14 @@ struct Slot {
     discard: bool,
     hop: u32,
     inner: Vec<u32>,
-    rec: WaitRecord,
+    /// Boxed: parking a task's held record here is a pointer swap.
+    rec: Box<Rec>,
 }
 
+/// One cache line per hop (the arena is larger than L2; a hop straddling two lines
+/// cost two misses on write and walk). GC marks live apart, in [`Engine::marks`].
 #[derive(Clone, Copy, Debug)]
+#[repr(align(64))]
 struct Hop {
     ts: u64,
     /// Time of the cause (the waking that ended the waker's last blocked interval).
@@ -171,8 +175,35 @@ struct Hop {
     pending_markers: u32,
     /// Pending-decision slot of the wait this hop ended (NO_SLOT if none).
     wait_slot: u32,
-    mark_rem: u8,
-    mark_epoch: u32,
+}
+
+/// GC mark of a hop: the epoch it was last marked in, and the depth left at that mark.
+/// Kept apart from the hops so that the sweep reads 8 bytes per hop, not a cache line.
+#[derive(Clone, Copy, Debug, Default)]
+struct Mark {
+    epoch: u32,
+    rem: u8,
+}
+
+/// A wait record on its own cache lines (two, not three: it is rewritten at every
+/// switch-out).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Rec(WaitRecord);
+
+impl std::ops::Deref for Rec {
+    type Target = WaitRecord;
+    #[inline]
+    fn deref(&self) -> &WaitRecord {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Rec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut WaitRecord {
+        &mut self.0
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,12 +222,14 @@ struct Task {
     kthread: bool,
     exited: bool,
     status: Status,
-    open: WaitRecord,
+    /// Boxed (as `held`): the switch-in hand-over open -> held and the parking of a held
+    /// record in a dedup slot are pointer swaps, and the task itself stays small.
+    open: Box<Rec>,
     open_hop: u32,
     open_slot: u32,
     open_lost: u64,
     open_pretrace: bool,
-    held: WaitRecord,
+    held: Box<Rec>,
     held_valid: bool,
     held_hop: u32,
     held_slot: u32,
@@ -219,6 +252,8 @@ pub struct Engine<'t> {
     task_ix: FxHashMap<Tid, u32>,
     live_tasks: usize,
     hops: Vec<Hop>,
+    /// GC marks, parallel to `hops`.
+    marks: Vec<Mark>,
     free_hops: Vec<u32>,
     live_hops: usize,
     gc_threshold: usize,
@@ -253,6 +288,7 @@ impl<'t> Engine<'t> {
             task_ix: FxHashMap::default(),
             live_tasks: 0,
             hops: Vec::new(),
+            marks: Vec::new(),
             free_hops: Vec::new(),
             live_hops: 0,
             gc_threshold: 1 << 16,
@@ -414,12 +450,12 @@ impl<'t> Engine<'t> {
             kthread,
             exited: false,
             status: Status::Unknown,
-            open: WaitRecord::default(),
+            open: Box::default(),
             open_hop: NO_HOP,
             open_slot: NO_SLOT,
             open_lost: 0,
             open_pretrace: false,
-            held: WaitRecord::default(),
+            held: Box::default(),
             held_valid: false,
             held_hop: NO_HOP,
             held_slot: NO_SLOT,
@@ -598,6 +634,7 @@ impl<'t> Engine<'t> {
             i
         } else {
             self.hops.push(hop);
+            self.marks.push(Mark::default());
             (self.hops.len() - 1) as u32
         }
     }
@@ -649,8 +686,6 @@ impl<'t> Engine<'t> {
             hidden: false,
             pending_markers: 0,
             wait_slot: NO_SLOT,
-            mark_rem: 0,
-            mark_epoch: 0,
         };
         if metal {
             hop.node = self
@@ -770,10 +805,16 @@ impl<'t> Engine<'t> {
         }
         let task = &mut self.tasks[t];
         if slot == NO_SLOT {
-            let mut rec = std::mem::take(&mut task.held);
-            rec.root = true;
-            self.emit(&mut rec, sink);
-            self.tasks[t].held = rec;
+            // Emitted in place (disjoint field borrows): no move of the record out and back.
+            task.held.root = true;
+            Self::emit_rec(
+                &mut self.nodes,
+                &mut self.stats,
+                &self.cfg.filter,
+                self.filter_all,
+                &mut task.held,
+                sink,
+            );
         } else {
             let sl = &mut self.slots[slot as usize];
             std::mem::swap(&mut task.held, &mut sl.rec);
@@ -801,12 +842,18 @@ impl<'t> Engine<'t> {
             } else {
                 continue;
             };
-            let mut rec = std::mem::take(&mut self.slots[s as usize].rec);
-            rec.root = root;
-            let emitted = !self.slots[s as usize].discard && self.emit(&mut rec, sink);
-            let counts = root && emitted;
             let sl = &mut self.slots[s as usize];
-            sl.rec = rec;
+            sl.rec.root = root;
+            let emitted = !sl.discard
+                && Self::emit_rec(
+                    &mut self.nodes,
+                    &mut self.stats,
+                    &self.cfg.filter,
+                    self.filter_all,
+                    &mut sl.rec,
+                    sink,
+                );
+            let counts = root && emitted;
             sl.occupied = false;
             let own = sl.hop;
             let inner = std::mem::take(&mut sl.inner);
@@ -829,12 +876,20 @@ impl<'t> Engine<'t> {
     }
 
     /// Filter, intern the root node, count, and pass to the sink. True when emitted.
-    fn emit(&mut self, rec: &mut WaitRecord, sink: &mut impl WaitSink) -> bool {
-        if !self.filter_all && !self.cfg.filter.matches(rec) {
+    /// Takes the engine's parts rather than `self`, so that `rec` can be a record the
+    /// engine owns (a task's held record, a slot's record), emitted where it lies.
+    fn emit_rec(
+        nodes: &mut NodeTable,
+        st: &mut Stats,
+        filter: &Filter,
+        filter_all: bool,
+        rec: &mut WaitRecord,
+        sink: &mut impl WaitSink,
+    ) -> bool {
+        if !filter_all && !filter.matches(rec) {
             return false;
         }
-        rec.node = self.nodes.task(rec.ident, rec.kstack, rec.ustack);
-        let st = &mut self.stats;
+        rec.node = nodes.task(rec.ident, rec.kstack, rec.ustack);
         st.records_emitted += 1;
         st.dedup_hidden += u64::from(!rec.root);
         st.truncated += u64::from(rec.truncated);
@@ -862,7 +917,7 @@ impl<'t> Engine<'t> {
         {
             st.stacks_missing += 1;
         }
-        sink.on_wait(rec, &self.nodes);
+        sink.on_wait(rec, nodes);
         true
     }
 
@@ -874,28 +929,29 @@ impl<'t> Engine<'t> {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.epoch = 1;
-            for h in &mut self.hops {
-                h.mark_epoch = 0;
+            for m in &mut self.marks {
+                m.epoch = 0;
             }
         }
         let epoch = self.epoch;
         let depth = (self.cfg.max_depth + 1).min(255) as u8;
         let mut live = 0usize;
-        let hops = &mut self.hops;
+        let hops = &self.hops;
+        let marks = &mut self.marks;
         let mut mark = |mut h: u32, mut rem: u8, live: &mut usize| {
             while h < CUT && rem > 0 {
-                let hop = &mut hops[h as usize];
-                if hop.mark_epoch == epoch {
-                    if hop.mark_rem >= rem {
+                let m = &mut marks[h as usize];
+                if m.epoch == epoch {
+                    if m.rem >= rem {
                         return;
                     }
                 } else {
                     *live += 1;
-                    hop.mark_epoch = epoch;
+                    m.epoch = epoch;
                 }
-                hop.mark_rem = rem;
+                m.rem = rem;
                 rem -= 1;
-                h = hop.cause;
+                h = hops[h as usize].cause;
             }
         };
         // Freed task slots hold no hops (remove_task clears them): no liveness check needed.
@@ -914,12 +970,12 @@ impl<'t> Engine<'t> {
         }
         self.free_hops.clear();
         for i in 0..self.hops.len() {
-            if self.hops[i].mark_epoch != epoch {
+            if self.marks[i].epoch != epoch {
                 self.free_hops.push(i as u32);
                 continue;
             }
             let c = self.hops[i].cause;
-            if c < CUT && self.hops[c as usize].mark_epoch != epoch {
+            if c < CUT && self.marks[c as usize].epoch != epoch {
                 self.hops[i].cause = CUT;
             }
         }
@@ -957,8 +1013,8 @@ impl Walker<'_> {
                 let mut l = a;
                 let mut t = t1;
                 loop {
-                    let h = self.hops[cur as usize];
-                    let mut r = Engine::hop_record(self.nodes, &h);
+                    let h = &self.hops[cur as usize];
+                    let mut r = Engine::hop_record(self.nodes, h);
                     if h.metal || h.cause == NO_HOP || h.cause_ts <= l {
                         r.ns = t.saturating_sub(l);
                         rec.hops.push(r);
@@ -987,8 +1043,8 @@ impl Walker<'_> {
                 self.seen.clear();
                 self.seen.push(rec.tid);
                 loop {
-                    let h = self.hops[cur as usize];
-                    let mut r = Engine::hop_record(self.nodes, &h);
+                    let h = &self.hops[cur as usize];
+                    let mut r = Engine::hop_record(self.nodes, h);
                     r.ns = weight;
                     rec.hops.push(r);
                     if h.metal || h.cause == NO_HOP {
@@ -999,7 +1055,7 @@ impl Walker<'_> {
                         break;
                     }
                     self.seen.push(h.waker_tid);
-                    let next = self.hops[h.cause as usize];
+                    let next = &self.hops[h.cause as usize];
                     if !next.metal && self.seen.contains(&next.waker_tid) {
                         rec.cycle = true;
                         break;
