@@ -148,6 +148,16 @@ pub struct RecordingMeta {
     pub extra: Vec<(String, String)>,
 }
 
+impl RecordingMeta {
+    /// The value of free-form key `key` in [`Self::extra`], if recorded.
+    pub fn extra(&self, key: &str) -> Option<&str> {
+        self.extra
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 /// All tables of a trace, merged from every table section of the file.
 #[derive(Clone, Debug, Default)]
 pub struct Tables {

@@ -666,6 +666,10 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
 
     let (host, release) = uname();
     let cpu_count = libbpf_rs::num_possible_cpus().unwrap_or(1) as u32;
+    let context_method = match &delta {
+        Ok(d) => format!("preempt_count at runqueues{d:+}"),
+        Err(e) => format!("irq tracepoints fallback ({e})"),
+    };
     let mut meta = RecordingMeta {
         host,
         kernel_release: release,
@@ -697,13 +701,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
                     .collect::<Vec<_>>()
                     .join(","),
             ),
-            (
-                "wake_context".into(),
-                match &delta {
-                    Ok(d) => format!("preempt_count at runqueues{d:+}"),
-                    Err(e) => format!("irq tracepoints fallback ({e})"),
-                },
-            ),
+            ("wake_context".into(), context_method.clone()),
             ("lazy_user_stacks".into(), user_stack_method.clone()),
             ("kallsyms_symbols".into(), ksyms.len().to_string()),
             (
@@ -712,12 +710,6 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             ),
         ],
     };
-    let context_method = meta
-        .extra
-        .iter()
-        .find(|(k, _)| k == "wake_context")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
 
     let wopts = WriterOptions {
         mode: 0o600,

@@ -672,14 +672,7 @@ fn real_pid_filter_follows_wakers() {
         rep.messages
     );
     assert!(n > 0);
-    assert_eq!(
-        mem.meta
-            .extra
-            .iter()
-            .find(|(k, _)| k == "filter_pids")
-            .map(|(_, v)| v.clone()),
-        Some(me.to_string())
-    );
+    assert_eq!(mem.meta.extra("filter_pids"), Some(me.to_string().as_str()));
     let _ = std::fs::remove_file(&out);
 }
 
@@ -931,11 +924,9 @@ fn sink_user_stacks(
     let t = &mem.tables;
     let method = mem
         .meta
-        .extra
-        .iter()
-        .find(|(k, _)| k == "lazy_user_stacks")
-        .map(|(_, v)| v.clone())
-        .expect("lazy_user_stacks in the metadata");
+        .extra("lazy_user_stacks")
+        .expect("lazy_user_stacks in the metadata")
+        .to_string();
     assert_eq!(method, summary.user_stack_method);
     assert_eq!(mem.meta.lost.ringbuf_full, 0, "{:?}", mem.meta.lost);
     let sink = rep.sink.tid;
@@ -1057,11 +1048,9 @@ fn real_user_walk_shortcut_agrees_with_kernel_walker() {
     let mem = reader.to_mem().unwrap();
     let note = mem
         .meta
-        .extra
-        .iter()
-        .find(|(k, _)| k == "user_walk_shortcut")
-        .map(|(_, v)| v.clone())
-        .expect("user_walk_shortcut in the metadata");
+        .extra("user_walk_shortcut")
+        .expect("user_walk_shortcut in the metadata")
+        .to_string();
     let num = |s: &str| -> u64 {
         s.trim()
             .split(' ')
