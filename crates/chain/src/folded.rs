@@ -471,5 +471,30 @@ mod tests {
         );
         assert_eq!((a, c), (b, d));
         assert!(a != c && a != e && c != e);
+
+        // Metal nodes too: two interrupt stacks that differ only in an offset inside
+        // `hrtimer_wakeup` are one `[hardirq: timer]` node, asked for either way round.
+        for (id, addr) in [(21, 0x9000), (22, 0x9010)] {
+            let st = StackEntry {
+                id: StackId(id),
+                kind: StackKind::Kernel,
+                tgid: 0,
+                frames: vec![addr],
+            };
+            t.stacks.insert(st.id, st);
+            let s = SymbolEntry {
+                kind: StackKind::Kernel,
+                tgid: 0,
+                ..sym(addr, "hrtimer_wakeup")
+            };
+            t.symbols.insert((s.kind, s.tgid, s.addr), s);
+        }
+        let mut nodes = NodeTable::for_tables(&t);
+        let irq = chainrec_format::WakeContext::HardIrq;
+        let m22 = nodes.metal(irq, 0, StackId(22), &t);
+        let m21 = nodes.metal(irq, 0, StackId(21), &t);
+        assert_eq!((m21, nodes.metal(irq, 0, StackId(22), &t)), (m22, m22));
+        assert_eq!(nodes.get(m21).name(), "[hardirq: timer]");
+        assert_eq!(nodes.get(m21).kstack, StackId(21));
     }
 }

@@ -189,17 +189,25 @@ impl NodeTable {
         kstack: StackId,
         tables: &Tables,
     ) -> NodeId {
-        let kstack = self.canonical(kstack);
+        // Keyed by the raw stack too, so that a repeat costs one lookup, not two.
         if let Some(&id) = self.metal.get(&(context, source, kstack)) {
             return id;
         }
-        let label = metal_label(context, source, kstack, tables);
-        let id = self.nodes.len() as NodeId;
-        self.nodes.push(Node {
-            kind: NodeKind::Metal { context, label },
-            kstack,
-            ustack: StackId::NONE,
-        });
+        let canonical = self.canonical(kstack);
+        let id = match self.metal.get(&(context, source, canonical)) {
+            Some(&id) => id,
+            None => {
+                let label = metal_label(context, source, canonical, tables);
+                let id = self.nodes.len() as NodeId;
+                self.nodes.push(Node {
+                    kind: NodeKind::Metal { context, label },
+                    kstack: canonical,
+                    ustack: StackId::NONE,
+                });
+                self.metal.insert((context, source, canonical), id);
+                id
+            }
+        };
         self.metal.insert((context, source, kstack), id);
         id
     }
