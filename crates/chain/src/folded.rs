@@ -222,14 +222,10 @@ impl FoldedSink {
 
     /// The interned chain graph (see [`ChainGraph`]).
     pub fn chain_graph(&self) -> ChainGraph {
-        let entries: Vec<(u32, NodeId, u64)> = self
-            .trie
-            .iter()
-            .map(|e| (e.parent, e.node, e.weight))
-            .collect();
-        let mut total: Vec<u64> = entries.iter().map(|e| e.2).collect();
-        for i in (0..entries.len()).rev() {
-            let p = entries[i].0;
+        // Subtree totals (children have larger ids than their parent).
+        let mut total: Vec<u64> = self.trie.iter().map(|e| e.weight).collect();
+        for i in (0..total.len()).rev() {
+            let p = self.trie.get(i as u32).parent;
             if p != NO_PARENT {
                 total[p as usize] += total[i];
             }
@@ -240,12 +236,12 @@ impl FoldedSink {
             FxHashMap::default();
         let mut ix =
             |g: &mut ChainGraph, n: NodeId| *gnode.entry(n).or_insert_with(|| g.add_node(n));
-        for (i, &(p, n, _)) in entries.iter().enumerate() {
-            let b = ix(&mut g, n);
-            if p == NO_PARENT {
+        for (i, e) in self.trie.iter().enumerate() {
+            let b = ix(&mut g, e.node);
+            if e.parent == NO_PARENT {
                 continue;
             }
-            let a = ix(&mut g, entries[p as usize].1);
+            let a = ix(&mut g, self.trie.get(e.parent).node);
             match gedge.get(&(a, b)) {
                 Some(&e) => g[e] += total[i],
                 None => {
