@@ -129,6 +129,11 @@ impl EventSource for Progressed<'_> {
     }
 }
 
+/// Context of a failure while decoding `file`'s events (the same as `chains` gives).
+fn reading(file: &Path) -> String {
+    format!("{}: reading events", file.display())
+}
+
 fn open(path: &Path, what: &str) -> Result<TraceReader> {
     super::open_trace(path, what)
 }
@@ -179,11 +184,13 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     let mut engine = Engine::new(tables, meta, cfg);
     let mut sink = TopSink::default();
     let mut progress = Progress::new(reader.event_count(), "top", a.quiet);
-    reader.for_each_chunk::<anyhow::Error>(range, true, |evs| {
-        progress.inc(evs.len() as u64);
-        engine.process(evs, &mut sink);
-        Ok(())
-    })?;
+    reader
+        .for_each_chunk::<anyhow::Error>(range, true, |evs| {
+            progress.inc(evs.len() as u64);
+            engine.process(evs, &mut sink);
+            Ok(())
+        })
+        .with_context(|| reading(&a.file))?;
     let stats = engine.finish(&mut sink);
     progress.finish();
     let report = sink.finish(a.count, engine.nodes(), tables, meta, start);
@@ -231,7 +238,7 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
         inner: &reader,
         progress: RefCell::new(Progress::new(reader.event_count(), "heatmap", a.quiet)),
     };
-    let h = heatmap::compute(&src, &opts)?;
+    let h = heatmap::compute(&src, &opts).with_context(|| reading(&a.file))?;
     src.progress.borrow_mut().finish();
     let title = a
         .title
@@ -291,8 +298,18 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
         let f =
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         let mut w = std::io::BufWriter::new(f);
-        let st = perfetto::export(&src, &mut w)
-            .with_context(|| format!("writing {}", path.display()))?;
+        // Fails on either side: reading the trace or writing the output. A partial
+        // output is removed rather than left to look like a (truncated) export.
+        let st = match perfetto::export(&src, &mut w) {
+            Ok(st) => st,
+            Err(e) => {
+                drop(w);
+                let _ = std::fs::remove_file(path);
+                return Err(e).with_context(|| {
+                    format!("exporting {} to {}", a.file.display(), path.display())
+                });
+            }
+        };
         src.progress.borrow_mut().finish();
         eprintln!(
             "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} wakings' target CPU guessed; {} lazily attached stacks have no Perfetto counterpart)",
@@ -318,7 +335,8 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             &mut engine,
             View::Chains,
             |n| progress.inc(n as u64),
-        )?;
+        )
+        .with_context(|| reading(&a.file))?;
         progress.finish();
         let end = if meta.end_ns != 0 {
             meta.end_ns
