@@ -17,7 +17,16 @@ fn main() {
         eprintln!("usage: walk_time TRACE [ROUNDS]");
         std::process::exit(2);
     };
-    let rounds: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let rounds: usize = match args.next().map(|s| s.parse()) {
+        None => 3,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => {
+            eprintln!(
+                "walk_time: ROUNDS must be a positive number\nusage: walk_time TRACE [ROUNDS]"
+            );
+            std::process::exit(2);
+        }
+    };
     let r = match TraceReader::open(path.as_ref()) {
         Ok(r) => r,
         Err(e) => {
