@@ -413,6 +413,29 @@ mod tests {
     }
 
     #[test]
+    fn same_named_threads_of_different_processes_share_one_node() {
+        let t = Tables::default();
+        let mut nodes = NodeTable::for_tables(&t);
+        let comm = chainrec_format::Comm::new;
+        let (web1, web2, db) = (
+            nodes.ident(comm("web"), 10),
+            nodes.ident(comm("web"), 20),
+            nodes.ident(comm("db"), 10),
+        );
+        assert_ne!(
+            web1, web2,
+            "identities stay per process (filters and records use the tgid)"
+        );
+        let k = StackId(StackId::FIRST_REAL);
+        let node = nodes.task(web1, k, StackId::NONE);
+        assert_eq!(nodes.task(web2, k, StackId::NONE), node);
+        assert_ne!(nodes.task(db, k, StackId::NONE), node);
+        assert_ne!(nodes.task(web2, StackId::NONE, StackId::NONE), node);
+        assert_eq!(nodes.get(node).name(), "web");
+        assert_eq!(nodes.ident_of(web2), (comm("web"), 20));
+    }
+
+    #[test]
     fn stacks_that_render_alike_share_one_node() {
         let mut t = Tables::default();
         let user = |id: u32, frames: Vec<u64>| StackEntry {

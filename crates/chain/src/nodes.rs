@@ -1,5 +1,7 @@
-//! Interned node identities: a task node is (comm, tgid, kernel stack, user stack); a metal
-//! node is (context, interrupt label, kernel stack). Each distinct identity is stored once.
+//! Interned node identities: a task node is (comm, kernel stack, user stack); a metal node
+//! is (context, interrupt label, kernel stack). Nodes are interned by what they print, so
+//! each distinct frame group is stored once: stacks that render alike share a node, and so
+//! do same-named threads of different processes (they would print as identical lines).
 
 use crate::fx::FxHashMap;
 use chainrec_format::{Comm, StackId, StackKind, Tables, Tid, WakeContext};
@@ -10,12 +12,11 @@ pub type NodeId = u32;
 /// What a node is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum NodeKind {
-    /// A thread (task-context waker, or the waiting thread itself).
+    /// A thread (task-context waker, or the waiting thread itself). Threads of different
+    /// processes with the same name and stacks share one node: they print alike.
     Task {
         /// Name.
         comm: Comm,
-        /// Thread group (0 unknown).
-        tgid: Tid,
     },
     /// Where a chain ends: interrupt context or the idle task.
     Metal {
@@ -71,15 +72,21 @@ const CACHE_BITS: u32 = 14;
 /// integers instead of a 16-byte name.
 pub(crate) type IdentId = u32;
 
+/// Interned comm: what a task node keeps of its identity (the tgid does not print).
+type CommId = u32;
+
 /// The interner.
 #[derive(Clone, Debug)]
 pub struct NodeTable {
     nodes: Vec<Node>,
-    idents: Vec<(Comm, Tid)>,
+    /// Per identity: (comm, tgid) and the comm's [`CommId`].
+    idents: Vec<(Comm, Tid, CommId)>,
     ident_ix: FxHashMap<(Comm, Tid), IdentId>,
+    comm_ix: FxHashMap<Comm, CommId>,
     /// Direct-mapped cache in front of `tasks`: (ident, kstack, ustack, node).
     cache: Vec<(IdentId, StackId, StackId, NodeId)>,
-    tasks: FxHashMap<(IdentId, StackId, StackId), NodeId>,
+    /// Task nodes by (comm, canonical kernel stack, canonical user stack).
+    tasks: FxHashMap<(CommId, StackId, StackId), NodeId>,
     metal: FxHashMap<(WakeContext, u32, StackId), NodeId>,
     /// Stacks that render like a lower id, and that id: nodes are interned by rendering,
     /// so that equal folded lines are one line.
@@ -92,6 +99,7 @@ impl Default for NodeTable {
             nodes: Vec::new(),
             idents: Vec::new(),
             ident_ix: FxHashMap::default(),
+            comm_ix: FxHashMap::default(),
             cache: vec![(IdentId::MAX, StackId::NONE, StackId::NONE, NodeId::MAX); 1 << CACHE_BITS],
             tasks: FxHashMap::default(),
             metal: FxHashMap::default(),
@@ -143,14 +151,17 @@ impl NodeTable {
         let next = self.idents.len() as IdentId;
         let id = *self.ident_ix.entry((comm, tgid)).or_insert(next);
         if id == next {
-            self.idents.push((comm, tgid));
+            let next_comm = self.comm_ix.len() as CommId;
+            let comm_id = *self.comm_ix.entry(comm).or_insert(next_comm);
+            self.idents.push((comm, tgid, comm_id));
         }
         id
     }
     /// The (comm, tgid) of an identity.
     #[inline]
     pub(crate) fn ident_of(&self, ident: IdentId) -> (Comm, Tid) {
-        self.idents[ident as usize]
+        let (comm, tgid, _) = self.idents[ident as usize];
+        (comm, tgid)
     }
     /// Intern a task node of identity `ident` (from [`Self::ident`]).
     #[inline]
@@ -169,12 +180,12 @@ impl NodeTable {
 
     fn task_slow(&mut self, ident: IdentId, kstack: StackId, ustack: StackId) -> NodeId {
         let (kstack, ustack) = (self.canonical(kstack), self.canonical(ustack));
+        let (comm, _, comm_id) = self.idents[ident as usize];
         let next = self.nodes.len() as NodeId;
-        let id = *self.tasks.entry((ident, kstack, ustack)).or_insert(next);
+        let id = *self.tasks.entry((comm_id, kstack, ustack)).or_insert(next);
         if id == next {
-            let (comm, tgid) = self.idents[ident as usize];
             self.nodes.push(Node {
-                kind: NodeKind::Task { comm, tgid },
+                kind: NodeKind::Task { comm },
                 kstack,
                 ustack,
             });
