@@ -293,14 +293,15 @@ fn render_range(
 /// Entries per rendering task.
 const TASK: usize = 1024;
 
-/// Render the whole trie in preorder into `out` (see [`crate::FoldedSink::write_folded`]).
+/// Render the whole trie in `order` (its preorder) into `out` (see
+/// [`crate::FoldedSink::write_folded`]).
 pub(crate) fn write_folded(
     trie: &PathTrie,
     pieces: &Pieces,
+    order: &[u32],
     unit: Unit,
     out: &mut dyn Write,
 ) -> io::Result<WriteSummary> {
-    let order = preorder(trie);
     let d = unit.ns();
     let n = order.len();
     let tasks = n.div_ceil(TASK);
@@ -313,7 +314,7 @@ pub(crate) fn write_folded(
             let s = render_range(
                 trie,
                 pieces,
-                &order,
+                order,
                 t * TASK..((t + 1) * TASK).min(n),
                 d,
                 &mut buf,
@@ -328,7 +329,6 @@ pub(crate) fn write_folded(
     let inflight = 2 * threads + 2;
     let pool: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
     let (tx, rx) = mpsc::channel::<(usize, Vec<u8>, WriteSummary)>();
-    let order = &order;
     let pool = &pool;
     rayon::in_place_scope(|scope| -> io::Result<()> {
         let spawn = |t: usize| {
