@@ -249,9 +249,8 @@ fn trie_benches(c: &mut Criterion) {
     g.bench_function("chains/for_each_line-writeln", |b| {
         b.iter(|| {
             let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::sink());
-            let d = Unit::Us.ns();
             sink.for_each_line(nodes, tables, meta, |l, w| {
-                let v = (w + d / 2) / d;
+                let v = Unit::Us.round(w);
                 if v > 0 {
                     writeln!(out, "{l} {v}").unwrap();
                 }

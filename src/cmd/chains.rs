@@ -249,14 +249,13 @@ fn analyse(
     let (stats, folded) =
         chainrec_chain::fold_trace(&reader, range, !a.serial, &mut engine, view, |_| {})
             .with_context(|| format!("{}: reading events", a.file.display()))?;
-    let d = unit.ns();
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
     match &a.svg {
         Some(path) => {
             // One aggregation: the lines to draw, and those that round to 0 counted.
             let mut lines = Vec::new();
             for (l, w) in folded.folded_ns(engine.nodes(), tables, meta) {
-                match (w + d / 2) / d {
+                match unit.round(w) {
                     0 => {
                         small_lines += 1;
                         small_ns += w;

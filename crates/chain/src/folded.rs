@@ -57,6 +57,12 @@ impl Unit {
             Unit::Ms => 1_000_000,
         }
     }
+    /// `ns` in this unit, rounded to nearest (how every folded view prints weights).
+    #[inline]
+    pub fn round(self, ns: u64) -> u64 {
+        let d = self.ns();
+        (ns + d / 2) / d
+    }
     /// Short name.
     pub fn name(self) -> &'static str {
         match self {
@@ -226,10 +232,9 @@ impl FoldedSink {
         meta: &RecordingMeta,
         unit: Unit,
     ) -> Vec<(String, u64)> {
-        let d = unit.ns();
         self.folded_ns(nodes, tables, meta)
             .into_iter()
-            .map(|(l, w)| (l, (w + d / 2) / d))
+            .map(|(l, w)| (l, unit.round(w)))
             .filter(|(_, w)| *w > 0)
             .collect()
     }

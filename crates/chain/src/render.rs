@@ -262,19 +262,19 @@ pub(crate) fn walk(
     }
 }
 
-/// Render `order[range]` as folded lines with weights in units of `d` ns.
+/// Render `order[range]` as folded lines with weights in `unit`.
 fn render_range(
     trie: &PathTrie,
     pieces: &Pieces,
     order: &[u32],
     range: std::ops::Range<usize>,
-    d: u64,
+    unit: Unit,
     out: &mut Vec<u8>,
 ) -> WriteSummary {
     let mut s = WriteSummary::default();
     let before = out.len();
     walk(trie, pieces, order, range, |line, w| {
-        let v = (w + d / 2) / d;
+        let v = unit.round(w);
         if v == 0 {
             s.small_lines += 1;
             s.small_ns += w;
@@ -302,7 +302,6 @@ pub(crate) fn write_folded(
     unit: Unit,
     out: &mut dyn Write,
 ) -> io::Result<WriteSummary> {
-    let d = unit.ns();
     let n = order.len();
     let tasks = n.div_ceil(TASK);
     let threads = rayon::current_num_threads();
@@ -316,7 +315,7 @@ pub(crate) fn write_folded(
                 pieces,
                 order,
                 t * TASK..((t + 1) * TASK).min(n),
-                d,
+                unit,
                 &mut buf,
             );
             out.write_all(&buf)?;
@@ -342,7 +341,7 @@ pub(crate) fn write_folded(
                     .unwrap_or_default();
                 buf.clear();
                 let r = t * TASK..((t + 1) * TASK).min(n);
-                let s = render_range(trie, pieces, order, r, d, &mut buf);
+                let s = render_range(trie, pieces, order, r, unit, &mut buf);
                 let _ = tx.send((t, buf, s));
             });
         };
