@@ -676,11 +676,10 @@ fn real_pid_filter_follows_wakers() {
     let _ = std::fs::remove_file(&out);
 }
 
-/// Two threads ping-ponging a byte over pipes as fast as they can for `d`.
 /// How the ping-pong threads make their read/write calls.
 #[derive(Clone, Copy)]
 enum Calls {
-    /// Through libc (code of this test binary keeps frame pointers).
+    /// Through libc's wrappers.
     Libc,
     /// Raw syscalls with a small junk frame pointer, as code built without frame
     /// pointers leaves RBP: the stacks the recorder's user-walk shortcut finishes in BPF.
@@ -723,6 +722,7 @@ fn rw1(calls: Calls, write: bool, fd: i32, c: &mut [u8; 1]) -> isize {
     }
 }
 
+/// Two threads ping-ponging a byte over pipes as fast as they can for `d`.
 fn pingpong(d: Duration, calls: Calls) {
     let mut a = [0i32; 2];
     let mut b = [0i32; 2];
