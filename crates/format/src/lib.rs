@@ -33,6 +33,9 @@ pub enum FormatError {
         /// Underlying error.
         source: std::io::Error,
     },
+    /// The file is empty (0 bytes).
+    #[error("empty file (0 bytes), not a chainrec trace")]
+    Empty,
     /// The file does not start with the chainrec magic.
     #[error("not a chainrec trace (bad magic at offset 0)")]
     NotChainrec,

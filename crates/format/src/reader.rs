@@ -63,8 +63,11 @@ pub struct SectionBytes {
 enum Data {
     Map(memmap2::Mmap),
     Owned(Vec<u8>),
-    Empty,
 }
+
+/// Called with the error of the first damaged event chunk when salvaging
+/// ([`TraceReader::salvage_chunks`]).
+type DamageHook = Box<dyn Fn(&FormatError) + Send + Sync>;
 
 /// A memory-mapped trace file.
 pub struct TraceReader {
@@ -78,6 +81,7 @@ pub struct TraceReader {
     events: u64,
     bytes: SectionBytes,
     stats: Option<VerifyReport>,
+    on_damage: Option<DamageHook>,
 }
 
 /// Everything `open` learns about the sections.
@@ -101,19 +105,33 @@ impl TraceReader {
             path: path.to_owned(),
             source,
         };
-        let file = std::fs::File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        let data = if len == 0 {
-            Data::Empty
-        } else {
-            // SAFETY: the map is read-only and private to this reader. A concurrent
-            // writer may only append (sections are never rewritten); truncation by another
-            // process while mapped would fault, which is the usual mmap caveat for trace
-            // tools and is documented in FORMAT.md.
-            let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(io)?;
-            Data::Map(map)
-        };
-        Self::from_data(path.to_owned(), data)
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        if meta.is_dir() {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "is a directory, not a trace file",
+            )));
+        }
+        if !meta.is_file() {
+            // A pipe or character device (`chainrec chains /dev/stdin < trace.zst`) cannot
+            // be mapped: read it into memory.
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io)?;
+            if bytes.is_empty() {
+                return Err(FormatError::Empty);
+            }
+            return Self::from_data(path.to_owned(), Data::Owned(bytes));
+        }
+        if meta.len() == 0 {
+            return Err(FormatError::Empty);
+        }
+        // SAFETY: the map is read-only and private to this reader. A concurrent
+        // writer may only append (sections are never rewritten); truncation by another
+        // process while mapped would fault, which is the usual mmap caveat for trace
+        // tools and is documented in FORMAT.md.
+        let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(io)?;
+        Self::from_data(path.to_owned(), Data::Map(map))
     }
 
     /// Open a trace held in memory (fuzzing, tests, traces received over a pipe). Same
@@ -134,6 +152,7 @@ impl TraceReader {
             events: 0,
             bytes: SectionBytes::default(),
             stats: None,
+            on_damage: None,
         };
         r.version = parse_file_header(r.bytes())?;
         let loaded = match r.load_indexed() {
@@ -175,7 +194,6 @@ impl TraceReader {
         match &self.data {
             Data::Map(m) => m,
             Data::Owned(v) => v,
-            Data::Empty => &[],
         }
     }
 
@@ -569,7 +587,9 @@ impl TraceReader {
             let mut buf = Vec::new();
             for i in range {
                 buf.clear();
-                self.decode_chunk(i, &mut buf)?;
+                if let Err(e) = self.decode_chunk(i, &mut buf) {
+                    return self.salvaged(e).map_err(E::from);
+                }
                 f(&buf)?;
             }
             return Ok(());
@@ -617,7 +637,7 @@ impl TraceReader {
                             let _ = recycle_tx.send(v);
                         }
                         Err(e) => {
-                            result = Err(E::from(e));
+                            result = self.salvaged(e).map_err(E::from);
                             break 'outer;
                         }
                     }
@@ -627,6 +647,26 @@ impl TraceReader {
             let _ = producer.join();
             result
         })
+    }
+
+    /// Salvage mode: from now on [`Self::for_each_chunk`] ends without an error at the
+    /// first event chunk that fails to decode (checksum, corruption), after handing over
+    /// every chunk before it, and calls `warn` with that chunk's error. The events seen are
+    /// then a prefix of the trace, in time order. Off by default, because the caller must
+    /// tell its user that the output misses the events after the damage.
+    pub fn salvage_chunks(&mut self, warn: impl Fn(&FormatError) + Send + Sync + 'static) {
+        self.on_damage = Some(Box::new(warn));
+    }
+
+    /// A chunk failed to decode: Ok (stop here) in salvage mode, else the error.
+    fn salvaged(&self, e: FormatError) -> Result<()> {
+        match &self.on_damage {
+            Some(warn) => {
+                warn(&e);
+                Ok(())
+            }
+            None => Err(e),
+        }
     }
 
     /// Decode every chunk and check every reference against the tables.

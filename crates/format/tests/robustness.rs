@@ -87,7 +87,12 @@ fn truncation_at_every_offset() {
             }
             Err(e) => {
                 assert!(
-                    matches!(e, FormatError::Truncated { .. } | FormatError::NotChainrec),
+                    matches!(
+                        e,
+                        FormatError::Truncated { .. }
+                            | FormatError::NotChainrec
+                            | FormatError::Empty
+                    ),
                     "len {len}: unexpected {e}"
                 );
                 // Only files too short to hold the initial metadata fail.
@@ -126,6 +131,13 @@ fn random_byte_flips() {
             Ok((ev, rec, _)) => {
                 // Checksums cover every byte that matters: whatever decodes is original.
                 assert!(ev.len() <= t.events.len());
+                // Fewer events without a recovery would be data lost silently.
+                assert!(
+                    rec || ev.len() == t.events.len(),
+                    "round {round}: {} of {} events, not flagged as recovered",
+                    ev.len(),
+                    t.events.len()
+                );
                 assert_eq!(
                     ev[..],
                     t.events[..ev.len()],

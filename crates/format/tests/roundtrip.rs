@@ -438,10 +438,23 @@ fn not_chainrec_and_versions() {
         Err(FormatError::NotChainrec)
     ));
     std::fs::write(&p, b"").unwrap();
+    assert!(matches!(TraceReader::open(&p), Err(FormatError::Empty)));
+    // The first bytes of a real trace are a cut header, not an empty file.
+    let real = dir.file("real.zst");
+    mem_trace(1, 10).write_to(&real, opts(10)).unwrap();
+    std::fs::write(&p, &std::fs::read(&real).unwrap()[..16]).unwrap();
     assert!(matches!(
         TraceReader::open(&p),
         Err(FormatError::Truncated { .. })
     ));
+    // A directory is refused as such.
+    let e = TraceReader::open(&dir.file("")).err().unwrap();
+    match &e {
+        FormatError::Io { source, .. } => {
+            assert_eq!(source.kind(), std::io::ErrorKind::IsADirectory, "{e}")
+        }
+        _ => panic!("directory: {e}"),
+    }
     // A plain zstd file is not a chainrec trace.
     std::fs::write(&p, zstd::encode_all(&b"abc"[..], 3).unwrap()).unwrap();
     assert!(matches!(
@@ -512,4 +525,73 @@ fn parallel_decode_from_inside_rayon_workers() {
         })
         .collect();
     assert!(counts.iter().all(|&n| n == 20_000));
+}
+
+#[test]
+fn a_trace_read_from_a_pipe() {
+    let dir = TempDir::new("fifo");
+    let file = dir.file("t.zst");
+    let t = mem_trace(5, 3_000);
+    t.write_to(&file, opts(1000)).unwrap();
+    let fifo = dir.file("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("SKIP a_trace_read_from_a_pipe: mkfifo failed");
+        return;
+    }
+    let bytes = std::fs::read(&file).unwrap();
+    let fifo_w = fifo.clone();
+    // The writer blocks in open until the reader opens the other end.
+    let writer = std::thread::spawn(move || std::fs::write(fifo_w, bytes).unwrap());
+    let (r, m) = read_back(&fifo);
+    writer.join().unwrap();
+    assert!(r.recovery().is_none());
+    assert_eq!(m.events, t.events);
+}
+
+#[test]
+fn salvage_stops_at_a_damaged_chunk() {
+    let dir = TempDir::new("salvage");
+    let p = dir.file("t.zst");
+    let t = mem_trace(3, 10_000);
+    t.write_to(&p, opts(1000)).unwrap();
+    // Damage the payload of the fourth chunk; trailer and index stay intact, so the file
+    // opens through its index and only decoding that chunk fails.
+    let mut bytes = std::fs::read(&p).unwrap();
+    let r = TraceReader::open(&p).unwrap();
+    assert_eq!(r.chunks().len(), 10);
+    let at = r.chunks()[3].offset as usize + 100;
+    bytes[at] ^= 0x5a;
+    drop(r);
+    std::fs::write(&p, &bytes).unwrap();
+    for parallel in [false, true] {
+        let r = TraceReader::open(&p).unwrap();
+        assert!(r.recovery().is_none(), "the index is intact");
+        let n = r.chunks().len();
+        let err = r
+            .for_each_chunk(0..n, parallel, |_| -> Result<()> { Ok(()) })
+            .unwrap_err();
+        assert!(
+            matches!(err, FormatError::Checksum { what: "event chunk", offset } if offset == r.chunks()[3].offset),
+            "{err}"
+        );
+
+        let mut r = TraceReader::open(&p).unwrap();
+        let warned = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let w = warned.clone();
+        r.salvage_chunks(move |e| w.lock().unwrap().push(e.to_string()));
+        let mut got = Vec::new();
+        r.for_each_chunk(0..n, parallel, |ev| -> Result<()> {
+            got.extend_from_slice(ev);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, t.events[..3000], "parallel {parallel}");
+        let warned = warned.lock().unwrap();
+        assert_eq!(warned.len(), 1, "{warned:?}");
+        assert!(
+            warned[0].contains("checksum mismatch in event chunk"),
+            "{warned:?}"
+        );
+    }
 }
