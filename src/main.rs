@@ -62,6 +62,17 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    // Commands that open traces through `cmd::open_trace` (salvage applies to them).
+    let analysis = matches!(
+        cli.command,
+        Command::Chains(_)
+            | Command::Offcpu(_)
+            | Command::Wakeup(_)
+            | Command::Offwake(_)
+            | Command::Top(_)
+            | Command::Heatmap(_)
+            | Command::Export(_)
+    );
     let result = match cli.command {
         Command::Record(a) => cmd::record::run(a),
         Command::Workload(a) => cmd::record::run_workload(a),
@@ -79,6 +90,9 @@ fn main() {
     if let Err(err) = result {
         // One line per cause, like `error: ... : caused by ...`, and a non-zero exit.
         eprintln!("chainrec: error: {err:#}");
+        if let Some(hint) = analysis.then(|| cmd::damage_hint(&err)).flatten() {
+            eprintln!("chainrec: hint: {hint}");
+        }
         std::process::exit(1);
     }
 }

@@ -6,20 +6,39 @@ pub mod report;
 pub mod synth;
 
 use anyhow::{bail, Result};
-use chainrec_format::TraceReader;
+use chainrec_format::{FormatError, TraceReader};
 use std::path::Path;
 
 /// Environment variable that lets analyses run on the readable part of a damaged trace.
 pub const SALVAGE_ENV: &str = "CHAINREC_SALVAGE";
 
+/// True when the user asked to analyse what a damaged trace still holds.
+fn salvage_requested() -> bool {
+    std::env::var(SALVAGE_ENV).is_ok_and(|v| v == "1")
+}
+
 /// Open a trace for analysis. A file cut short by a killed recorder is read up to its last
 /// complete section with a warning; a damaged file (corruption in the middle, so events
 /// after it are unreadable) is an error unless CHAINREC_SALVAGE=1, because its output
-/// would silently miss data.
+/// would silently miss data. That holds for damage found while reading the events too (a
+/// bad chunk in a file whose index is intact): with CHAINREC_SALVAGE=1 the analysis stops
+/// there with a warning, else it fails and [`damage_hint`] says what to do.
 pub fn open_trace(path: &Path, what: &str) -> Result<TraceReader> {
-    let reader = TraceReader::open(path)?;
+    let mut reader = TraceReader::open(path).map_err(|e| match e {
+        // I/O errors name the path already.
+        e @ FormatError::Io { .. } => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(path.display().to_string()),
+    })?;
+    if salvage_requested() {
+        let what = what.to_string();
+        reader.salvage_chunks(move |e| {
+            eprintln!(
+                "chainrec: {what}: warning: {e}; {SALVAGE_ENV}=1: stopping there, the output covers only the events before it"
+            )
+        });
+    }
     if let Some(r) = reader.recovery() {
-        if r.damaged && std::env::var(SALVAGE_ENV).map_or(true, |v| v != "1") {
+        if r.damaged && !salvage_requested() {
             bail!(
                 "{}: trace is damaged ({}); {} events before the damage are readable: run with {SALVAGE_ENV}=1 to analyse them anyway",
                 path.display(),
@@ -35,4 +54,40 @@ pub fn open_trace(path: &Path, what: &str) -> Result<TraceReader> {
         );
     }
     Ok(reader)
+}
+
+/// For an analysis that failed on a damaged event chunk: how to analyse the events before
+/// the damage anyway (None when salvage is already on or the error is another one).
+pub fn damage_hint(err: &anyhow::Error) -> Option<String> {
+    // The library errors wrap a FormatError transparently (not as a source), so look
+    // inside them too.
+    let chunk_damage = err.chain().any(|c| {
+        let format = c.downcast_ref::<FormatError>().or_else(|| {
+            match (
+                c.downcast_ref::<chainrec_chain::ChainError>(),
+                c.downcast_ref::<chainrec_report::ReportError>(),
+            ) {
+                (Some(chainrec_chain::ChainError::Trace(e)), _) => Some(e),
+                (_, Some(chainrec_report::ReportError::Format(e))) => Some(e),
+                _ => None,
+            }
+        });
+        matches!(
+            format,
+            Some(
+                FormatError::Checksum {
+                    what: "event chunk",
+                    ..
+                } | FormatError::Corrupt {
+                    what: "event chunk",
+                    ..
+                }
+            )
+        )
+    });
+    (chunk_damage && !salvage_requested()).then(|| {
+        format!(
+            "the trace is damaged in the middle; run with {SALVAGE_ENV}=1 to analyse the events before the damage (`chainrec info --verify` shows the damage)"
+        )
+    })
 }
