@@ -169,7 +169,9 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     let meta = reader.meta();
     let tables = reader.tables();
     let start = trace_start(&reader);
-    let filter = a.filter.to_filter(meta, start, ChainDuration::Blocked)?;
+    let filter = a
+        .filter
+        .to_filter(meta, start, ChainDuration::Blocked, reader.time_span())?;
     let range = match filter.window {
         Some((_, end)) => 0..reader.chunks_in_window(0, end).end,
         None => 0..reader.chunks().len(),
@@ -210,7 +212,9 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     Ok(())
 }
 
-fn write_stdout(s: &str) -> Result<()> {
+/// Write `s` to stdout. A closed pipe (`| head`) is a quiet success; any other write
+/// error (a full disk, `> /dev/full`) is an error.
+pub(crate) fn write_stdout(s: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -290,35 +294,45 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     if filtered && a.pprof.is_none() {
         bail!("export: the filters select waits of the chain graph and apply to --pprof only; the Perfetto export is always the whole trace");
     }
-    if let Some(path) = &a.perfetto {
+    if let (Some(p), Some(q)) = (&a.perfetto, &a.pprof) {
+        if p == q {
+            bail!(
+                "export: --perfetto and --pprof name the same file {}",
+                p.display()
+            );
+        }
+    }
+    // Everything that can be checked before the (long) work is: the filter and window,
+    // and both outputs (created as temporary files next to their destinations, renamed
+    // into place only when complete; removed on any failure).
+    let start = trace_start(&reader);
+    let filter = a
+        .filter
+        .to_filter(meta, start, ChainDuration::Blocked, reader.time_span())?;
+    let mut perfetto_out = a.perfetto.as_deref().map(TempOutput::create).transpose()?;
+    let mut pprof_out = a.pprof.as_deref().map(TempOutput::create).transpose()?;
+    let mut perfetto_note = String::new();
+    if let Some(out) = &mut perfetto_out {
+        let path = out.dest.clone();
         let src = Progressed {
             inner: &reader,
             progress: RefCell::new(Progress::new(2 * reader.event_count(), "perfetto", a.quiet)),
         };
-        let f =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        let mut w = std::io::BufWriter::new(f);
-        // Fails on either side: reading the trace or writing the output. A partial
-        // output is removed rather than left to look like a (truncated) export.
-        let st = match perfetto::export(&src, &mut w) {
-            Ok(st) => st,
-            Err(e) => {
-                drop(w);
-                let _ = std::fs::remove_file(path);
-                return Err(e).with_context(|| {
-                    format!("exporting {} to {}", a.file.display(), path.display())
-                });
-            }
-        };
+        let mut w = std::io::BufWriter::new(out.file()?);
+        let st = perfetto::export(&src, &mut w)
+            .map_err(anyhow::Error::from)
+            .and_then(|st| Ok(w.flush().map(|_| st)?))
+            .with_context(|| format!("exporting {} to {}", a.file.display(), path.display()))?;
+        drop(w);
         src.progress.borrow_mut().finish();
-        eprintln!(
+        perfetto_note = format!(
             "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} wakings' target CPU guessed; {} lazily attached stacks have no Perfetto counterpart)",
             path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.exits, st.wakings_target_cpu_guessed, st.not_exported
         );
     }
-    if let Some(path) = &a.pprof {
-        let start = trace_start(&reader);
-        let filter = a.filter.to_filter(meta, start, ChainDuration::Blocked)?;
+    let mut pprof_note = String::new();
+    if let Some(out) = &mut pprof_out {
+        let path = out.dest.clone();
         let dedup = !filter.has_thread_filter();
         let cfg = Config {
             mode: Mode::Bounded,
@@ -365,19 +379,92 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             return Err(e.into());
         }
         let profile = builder.finish()?;
-        let f =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        pprof::write_gz(&profile, &mut std::io::BufWriter::new(f))
+        let mut w = std::io::BufWriter::new(out.file()?);
+        pprof::write_gz(&profile, &mut w)
+            .map_err(anyhow::Error::from)
+            .and_then(|_| Ok(w.flush()?))
             .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!(
+        drop(w);
+        pprof_note = format!(
             "chainrec: export: wrote {} ({} samples, {} locations; value = attributed blocked time in ns)",
             path.display(),
             profile.sample.len(),
             profile.location.len()
         );
     }
+    // Both outputs complete: only now move them into place.
+    for (out, note) in [(perfetto_out, perfetto_note), (pprof_out, pprof_note)] {
+        if let Some(mut out) = out {
+            out.commit()?;
+            eprintln!("{note}");
+        }
+    }
     warn_lost("export", meta);
     Ok(())
+}
+
+/// An output written to a temporary file in the destination's directory and renamed
+/// over the destination by [`TempOutput::commit`]; dropped uncommitted, it is removed, so
+/// a failure never leaves a partial file that looks like a result.
+struct TempOutput {
+    dest: PathBuf,
+    tmp: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl TempOutput {
+    fn create(dest: &Path) -> Result<TempOutput> {
+        let name = dest
+            .file_name()
+            .with_context(|| format!("{}: not a file name", dest.display()))?;
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if dest.is_dir() {
+            bail!("{}: is a directory", dest.display());
+        }
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".tmp.{}", std::process::id()));
+        let tmp = dir.join(tmp_name);
+        let file = std::fs::File::create(&tmp).with_context(|| {
+            format!(
+                "cannot create {} (in directory {})",
+                dest.display(),
+                dir.display()
+            )
+        })?;
+        Ok(TempOutput {
+            dest: dest.to_path_buf(),
+            tmp,
+            file: Some(file),
+        })
+    }
+
+    /// The open temporary file (once).
+    fn file(&mut self) -> Result<std::fs::File> {
+        self.file
+            .take()
+            .with_context(|| format!("{}: written twice", self.dest.display()))
+    }
+
+    /// Move the finished file into place.
+    fn commit(&mut self) -> Result<()> {
+        std::fs::rename(&self.tmp, &self.dest).with_context(|| {
+            format!("renaming {} to {}", self.tmp.display(), self.dest.display())
+        })?;
+        self.tmp = PathBuf::new();
+        Ok(())
+    }
+}
+
+impl Drop for TempOutput {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// `chainrec demo`: record the built-in workload, write trace, folded chain graph and SVG.
@@ -409,6 +496,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
             o.lost_events
         );
     }
+    let mut text = String::new();
     match &o.top {
         Some(best) => {
             let one = top::TopReport {
@@ -421,28 +509,28 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
                 preempted: 0,
                 without_waker: 0,
             };
-            println!("Top chain of cr-sink (the most total blocked time):");
-            let text = top::render_text(&one);
+            text.push_str("Top chain of cr-sink (the most total blocked time):\n");
+            let t = top::render_text(&one);
             // Drop the summary line (it would describe only this entry).
-            print!(
-                "{}",
-                text.rsplit_once("\n\n").map(|(a, _)| a).unwrap_or(&text)
-            );
-            println!();
+            text.push_str(t.rsplit_once("\n\n").map(|(a, _)| a).unwrap_or(&t));
+            text.push('\n');
         }
-        None => println!("No blocked wait of the workload threads had a waker in the trace."),
+        None => {
+            text.push_str("No blocked wait of the workload threads had a waker in the trace.\n")
+        }
     }
-    println!(
-        "\nFiles:\n  {}  (the recording)\n  {}  (folded chain graph, {} lines)\n  {}  (open in a browser: click to zoom, Search or Ctrl-F)",
+    text.push_str(&format!(
+        "\nFiles:\n  {}  (the recording)\n  {}  (folded chain graph, {} lines)\n  {}  (open in a browser: click to zoom, Search or Ctrl-F)\n",
         o.trace.display(),
         o.folded.display(),
         o.lines,
         o.svg.display()
-    );
-    println!(
-        "Next: chainrec top {t}    chainrec chains {t} --svg all.svg    chainrec heatmap {t} -o heat.svg",
+    ));
+    text.push_str(&format!(
+        "Next: chainrec top {t}    chainrec chains {t} --svg all.svg    chainrec heatmap {t} -o heat.svg\n",
         t = o.trace.display()
-    );
+    ));
+    write_stdout(&text)?;
     Ok(())
 }
 
