@@ -147,8 +147,17 @@ impl FilterArgs {
     }
 }
 
+const VIEW_EXAMPLES: &str = "\
+Examples:
+  chainrec offcpu trace.zst > offcpu.folded        off-CPU time by stack (flamegraph.pl)
+  chainrec offcpu trace.zst -p 1234 --state 2      ... of process 1234, uninterruptible (D) waits
+  chainrec wakeup trace.zst --svg wakeup.svg       blocked time by waker stack, as an SVG
+  chainrec offwake trace.zst -m 1000 --unit ms     off-CPU stack with its waker, waits >= 1 ms
+  chainrec offwake trace.zst --comm '^cr-' --window 0.5..1";
+
 /// Arguments common to every folded view.
 #[derive(clap::Args, Clone, Debug)]
+#[command(after_help = VIEW_EXAMPLES)]
 pub struct ViewArgs {
     /// Trace file (from `chainrec record` or `chainrec synth`).
     pub file: PathBuf,

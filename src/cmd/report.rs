@@ -12,8 +12,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+const TOP_EXAMPLES: &str = "\
+Examples:
+  chainrec top trace.zst                       the 10 longest waits, each with its chain
+  chainrec top trace.zst -n 3 --comm '^cr-sink$' -m 1000
+  chainrec top trace.zst --json -q | jq '.entries[0]'";
+
 /// Arguments of `chainrec top`.
 #[derive(clap::Args)]
+#[command(after_help = TOP_EXAMPLES)]
 pub struct TopArgs {
     /// Trace file.
     pub file: PathBuf,
@@ -33,22 +40,52 @@ pub struct TopArgs {
     pub quiet: bool,
 }
 
+const HEATMAP_EXAMPLES: &str = "\
+Examples:
+  chainrec heatmap trace.zst -o heat.svg                   off-CPU time of every thread
+  chainrec heatmap trace.zst -o heat.svg --metric wakeups --comm cr-sink
+  chainrec heatmap trace.zst -o heat.svg --rows 100 --colormap linear --highlight-comm cr-relay";
+
+/// What the heat map's colour shows.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum MetricArg {
+    /// Off-CPU time.
+    #[value(alias = "off-cpu")]
+    Offcpu,
+    /// On-CPU time.
+    #[value(alias = "on-cpu")]
+    Oncpu,
+    /// Number of wakings.
+    #[value(alias = "events")]
+    Wakeups,
+}
+
+/// Heat map colour map.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ColorMapArg {
+    /// Darkness by rank among the distinct values (shows faint patterns).
+    Rank,
+    /// Darkness proportional to the value.
+    Linear,
+}
+
 /// Arguments of `chainrec heatmap`.
 #[derive(clap::Args)]
+#[command(after_help = HEATMAP_EXAMPLES)]
 pub struct HeatmapArgs {
     /// Trace file.
     pub file: PathBuf,
     /// Output SVG.
     #[arg(short, long, value_name = "SVG")]
     pub output: PathBuf,
-    /// What the colour shows: offcpu (time), oncpu (time), wakeups (count).
-    #[arg(long, default_value = "offcpu")]
-    pub metric: String,
-    /// Colour map: rank (shows faint patterns) or linear.
-    #[arg(long, default_value = "rank")]
-    pub colormap: String,
-    /// Rows per second (y resolution; 50 = 20 ms buckets).
-    #[arg(long, default_value_t = 50)]
+    /// What the colour shows.
+    #[arg(long, value_enum, default_value = "offcpu")]
+    pub metric: MetricArg,
+    /// Colour map.
+    #[arg(long, value_enum, default_value = "rank")]
+    pub colormap: ColorMapArg,
+    /// Rows per second (y resolution; 50 = 20 ms buckets), 1..=1000.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub rows: u32,
     /// Only threads with this name.
     #[arg(long)]
@@ -70,8 +107,16 @@ pub struct HeatmapArgs {
     pub quiet: bool,
 }
 
+const EXPORT_EXAMPLES: &str = "\
+Examples:
+  chainrec export trace.zst --perfetto trace.pftrace      the whole trace, for ui.perfetto.dev
+  chainrec export trace.zst --pprof chains.pb.gz          chain graph for `go tool pprof -http=:8080`
+  chainrec export trace.zst --pprof sink.pb.gz --comm '^cr-sink$' --window 0.5..
+  chainrec export trace.zst --perfetto t.pftrace --pprof c.pb.gz -q";
+
 /// Arguments of `chainrec export`.
 #[derive(clap::Args)]
+#[command(after_help = EXPORT_EXAMPLES)]
 pub struct ExportArgs {
     /// Trace file.
     pub file: PathBuf,
@@ -88,8 +133,14 @@ pub struct ExportArgs {
     pub quiet: bool,
 }
 
+const DEMO_EXAMPLES: &str = "\
+Examples (root, or CAP_BPF + CAP_PERFMON):
+  chainrec demo                               3 s; writes chainrec-demo/{trace.zst,chain.folded,chain.svg}
+  chainrec demo -o /tmp/demo --duration 10 --period-us 500";
+
 /// Arguments of `chainrec demo`.
 #[derive(clap::Args)]
+#[command(after_help = DEMO_EXAMPLES)]
 pub struct DemoArgs {
     /// Output directory (created).
     #[arg(short, long, default_value = "chainrec-demo")]
@@ -225,7 +276,11 @@ pub(crate) fn write_stdout(s: &str) -> Result<()> {
 /// `chainrec heatmap`.
 pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
     let opts = HeatmapOptions {
-        metric: Metric::parse(&a.metric)?,
+        metric: match a.metric {
+            MetricArg::Offcpu => Metric::OffCpu,
+            MetricArg::Oncpu => Metric::OnCpu,
+            MetricArg::Wakeups => Metric::Wakeups,
+        },
         rows: a.rows,
         select: Select {
             comm: a.comm.clone(),
@@ -235,7 +290,10 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
             comm: a.highlight_comm.clone(),
             tid: a.highlight_tid,
         }),
-        colormap: ColorMap::parse(&a.colormap)?,
+        colormap: match a.colormap {
+            ColorMapArg::Rank => ColorMap::Rank,
+            ColorMapArg::Linear => ColorMap::Linear,
+        },
     };
     let reader = open(&a.file, "heatmap")?;
     let src = Progressed {
