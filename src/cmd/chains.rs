@@ -1,7 +1,7 @@
 //! `chainrec chains|offcpu|wakeup|offwake` (fronts chainrec-chain).
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{
-    Config, Duration, Engine, Filter, Mode, Stats, Unit, View as ChainView, Window,
+    Config, Duration, Engine, Filter, Mode, Stats, Unit, View as ChainView, Window, WindowBound,
     DEFAULT_MAX_DEPTH,
 };
 use chainrec_format::RecordingMeta;
@@ -111,7 +111,17 @@ impl FilterArgs {
         };
         let window = match &self.window {
             Some(w) => {
-                let (s, e) = Window::parse(w)?.resolve(meta, trace_start_ns);
+                let parsed = Window::parse(w)?;
+                let wall = [parsed.start, parsed.end]
+                    .into_iter()
+                    .flatten()
+                    .any(|b| matches!(b, WindowBound::Wall(_) | WindowBound::TimeOfDay(_)));
+                if wall && meta.clock_offset_ns == 0 {
+                    bail!(
+                        "--window {w:?}: this trace has no wall-clock time (synthetic, or recorded without it); give seconds from its start, e.g. 0.5..1"
+                    );
+                }
+                let (s, e) = parsed.resolve(meta, trace_start_ns);
                 if s > e {
                     bail!("--window {w:?}: start is after end");
                 }
@@ -254,6 +264,7 @@ fn analyse(
 ) -> Result<()> {
     let unit = Unit::parse(&a.unit)?;
     let t0 = std::time::Instant::now();
+    not_a_directory(&a.file)?;
     let reader = super::open_trace(&a.file, name)?;
     let meta = reader.meta();
     let tables = reader.tables();
@@ -367,6 +378,14 @@ fn analyse(
         unit,
         dedup,
     );
+    Ok(())
+}
+
+/// A directory given as the trace gets a clear error (mapping it fails with ENODEV).
+pub(crate) fn not_a_directory(file: &Path) -> Result<()> {
+    if file.is_dir() {
+        bail!("{}: is a directory, not a trace file", file.display());
+    }
     Ok(())
 }
 

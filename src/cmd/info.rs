@@ -27,6 +27,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    super::chains::not_a_directory(&a.file)?;
     let r = TraceReader::open(&a.file).map_err(|e| with_path(&a.file, e))?;
     let stats: VerifyReport = if a.verify {
         let rep = r
