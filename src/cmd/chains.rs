@@ -1,7 +1,7 @@
 //! `chainrec chains|offcpu|wakeup|offwake` (fronts chainrec-chain).
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{
-    Config, Duration, Engine, Filter, Mode, Stats, Unit, View as ChainView, Window,
+    Config, Duration, Engine, Filter, Mode, Stats, Unit, View as ChainView, Window, WindowBound,
     DEFAULT_MAX_DEPTH,
 };
 use chainrec_format::RecordingMeta;
@@ -21,44 +21,59 @@ pub enum View {
 const FILTER_HELP: &str = "\
 Filters select the waiting thread (the root of each line); chains follow into any process.";
 
+/// Help heading of the filters. Set on each argument: a struct-level `next_help_heading`
+/// would also apply to every argument declared after the flattened filters.
+const FILTERS: &str = "Filters (on the waiting thread)";
+
 /// Root filters, shared by `chains`, `offcpu`, `wakeup`, `offwake` (and `top`): flatten
 /// with `#[command(flatten)]` and convert with [`FilterArgs::to_filter`].
 #[derive(clap::Args, Clone, Debug, Default)]
-#[command(next_help_heading = "Filters (on the waiting thread)")]
 pub struct FilterArgs {
     /// Only threads of these processes (tgid); repeat or comma-separate.
-    #[arg(short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
+    #[arg(help_heading = FILTERS, short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
     pub pid: Vec<u32>,
     /// Only these threads; repeat or comma-separate.
-    #[arg(short = 't', long = "tid", value_delimiter = ',', value_name = "TID")]
+    #[arg(help_heading = FILTERS, short = 't', long = "tid", value_delimiter = ',', value_name = "TID")]
     pub tid: Vec<u32>,
     /// Only threads whose name (at switch-out) matches this regex.
-    #[arg(long, value_name = "REGEX")]
+    #[arg(help_heading = FILTERS, long, value_name = "REGEX")]
     pub comm: Option<String>,
     /// Only waits whose switch-out state has a bit of MASK (2 = D, 1 = S; 0 = preempted
     /// only), decimal or 0x hex.
-    #[arg(long, value_name = "MASK", value_parser = parse_mask)]
+    #[arg(help_heading = FILTERS, long, value_name = "MASK", value_parser = parse_mask)]
     pub state: Option<u32>,
     /// Minimum block time in microseconds (off-CPU time for `offcpu`).
-    #[arg(short = 'm', long = "min-block-time", value_name = "US")]
+    #[arg(help_heading = FILTERS, short = 'm', long = "min-block-time", value_name = "US")]
     pub min_block_us: Option<u64>,
     /// Maximum block time in microseconds (off-CPU time for `offcpu`).
-    #[arg(short = 'M', long = "max-block-time", value_name = "US")]
+    #[arg(help_heading = FILTERS, short = 'M', long = "max-block-time", value_name = "US")]
     pub max_block_us: Option<u64>,
     /// User threads only.
     #[arg(
+        help_heading = FILTERS,
         short = 'u',
         long = "user-threads-only",
         conflicts_with = "kernel_threads_only"
     )]
     pub user_threads_only: bool,
     /// Kernel threads only.
-    #[arg(short = 'k', long = "kernel-threads-only")]
+    #[arg(help_heading = FILTERS, short = 'k', long = "kernel-threads-only")]
     pub kernel_threads_only: bool,
     /// Only waits ending inside START..END: seconds from trace start (`2..3.5`), wall
     /// clock `@EPOCH_SECONDS`, or UTC time of day `HH:MM:SS[.f]`; either end may be empty.
-    #[arg(long, value_name = "START..END")]
+    #[arg(help_heading = FILTERS, long, value_name = "START..END")]
     pub window: Option<String>,
+}
+
+/// `0.000..2.345 s from the trace start (wall clock @A..@B)`, for error messages.
+fn describe_span(meta: &RecordingMeta, trace_start_ns: u64, first: u64, last: u64) -> String {
+    let rel = |t: u64| (t as f64 - trace_start_ns as f64) / 1e9;
+    let mut s = format!("{:.3}..{:.3} s from the trace start", rel(first), rel(last));
+    if meta.clock_offset_ns != 0 {
+        let wall = |t: u64| (t as i128).saturating_add(meta.clock_offset_ns) as f64 / 1e9;
+        s += &format!(" (wall clock @{:.3}..@{:.3})", wall(first), wall(last));
+    }
+    s
 }
 
 fn parse_mask(s: &str) -> Result<u32, String> {
@@ -71,12 +86,15 @@ fn parse_mask(s: &str) -> Result<u32, String> {
 
 impl FilterArgs {
     /// Build the library filter. `trace_start_ns` anchors relative window times;
-    /// `duration` says what -m/-M and the window measure.
+    /// `duration` says what -m/-M and the window measure; `span` (first and last event
+    /// time, [`chainrec_format::TraceReader::time_span`]) makes a window that selects
+    /// nothing an error.
     pub fn to_filter(
         &self,
         meta: &RecordingMeta,
         trace_start_ns: u64,
         duration: Duration,
+        span: Option<(u64, u64)>,
     ) -> Result<Filter> {
         let comm = match &self.comm {
             Some(c) => Some(chainrec_chain::regex::Regex::new(c).map_err(|e| {
@@ -93,9 +111,27 @@ impl FilterArgs {
         };
         let window = match &self.window {
             Some(w) => {
-                let (s, e) = Window::parse(w)?.resolve(meta, trace_start_ns);
+                let parsed = Window::parse(w)?;
+                let wall = [parsed.start, parsed.end]
+                    .into_iter()
+                    .flatten()
+                    .any(|b| matches!(b, WindowBound::Wall(_) | WindowBound::TimeOfDay(_)));
+                if wall && meta.clock_offset_ns == 0 {
+                    bail!(
+                        "--window {w:?}: this trace has no wall-clock time (synthetic, or recorded without it); give seconds from its start, e.g. 0.5..1"
+                    );
+                }
+                let (s, e) = parsed.resolve(meta, trace_start_ns);
                 if s > e {
                     bail!("--window {w:?}: start is after end");
+                }
+                if let Some((first, last)) = span {
+                    if e < first || s > last {
+                        bail!(
+                            "--window {w:?} is outside the trace, which spans {}",
+                            describe_span(meta, trace_start_ns, first, last)
+                        );
+                    }
                 }
                 Some((s, e))
             }
@@ -121,8 +157,17 @@ impl FilterArgs {
     }
 }
 
+const VIEW_EXAMPLES: &str = "\
+Examples:
+  chainrec offcpu trace.zst > offcpu.folded        off-CPU time by stack (flamegraph.pl)
+  chainrec offcpu trace.zst -p 1234 --state 2      ... of process 1234, uninterruptible (D) waits
+  chainrec wakeup trace.zst --svg wakeup.svg       blocked time by waker stack, as an SVG
+  chainrec offwake trace.zst -m 1000 --unit ms     off-CPU stack with its waker, waits >= 1 ms
+  chainrec offwake trace.zst --comm '^cr-' --window 0.5..1";
+
 /// Arguments common to every folded view.
 #[derive(clap::Args, Clone, Debug)]
+#[command(after_help = VIEW_EXAMPLES)]
 pub struct ViewArgs {
     /// Trace file (from `chainrec record` or `chainrec synth`).
     pub file: PathBuf,
@@ -219,6 +264,7 @@ fn analyse(
 ) -> Result<()> {
     let unit = Unit::parse(&a.unit)?;
     let t0 = std::time::Instant::now();
+    not_a_directory(&a.file)?;
     let reader = super::open_trace(&a.file, name)?;
     let meta = reader.meta();
     let tables = reader.tables();
@@ -232,7 +278,9 @@ fn analyse(
     } else {
         Duration::Blocked
     };
-    let filter = a.filter.to_filter(meta, trace_start, duration)?;
+    let filter = a
+        .filter
+        .to_filter(meta, trace_start, duration, reader.time_span())?;
     let dedup = dedup && !filter.has_thread_filter();
     let range = match filter.window {
         // Causes come from before the window: decode from the start, stop after it.
@@ -330,6 +378,14 @@ fn analyse(
         unit,
         dedup,
     );
+    Ok(())
+}
+
+/// A directory given as the trace gets a clear error (mapping it fails with ENODEV).
+pub(crate) fn not_a_directory(file: &Path) -> Result<()> {
+    if file.is_dir() {
+        bail!("{}: is a directory, not a trace file", file.display());
+    }
     Ok(())
 }
 

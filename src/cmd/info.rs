@@ -1,7 +1,8 @@
 //! `chainrec info` (fronts chainrec-format): summarize a trace, optionally check it.
 use anyhow::{bail, Context, Result};
 use chainrec_format::{EventKind, StackId, TraceReader, VerifyReport};
-use std::path::PathBuf;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -26,7 +27,8 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let r = TraceReader::open(&a.file).with_context(|| format!("{}", a.file.display()))?;
+    super::chains::not_a_directory(&a.file)?;
+    let r = TraceReader::open(&a.file).map_err(|e| with_path(&a.file, e))?;
     let stats: VerifyReport = if a.verify {
         let rep = r
             .verify()
@@ -62,16 +64,32 @@ pub fn run(a: Args) -> Result<()> {
                 Ok(())
             },
         )
-        .with_context(|| format!("{}", a.file.display()))?;
+        .map_err(|e| with_path(&a.file, e))?;
         rep
     };
     let s = Summary::new(&r, &stats, a.verify);
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&s.json())?);
+    let text = if a.json {
+        serde_json::to_string_pretty(&s.json())? + "\n"
     } else {
-        s.print();
+        s.render()
+    };
+    super::report::write_stdout(&text)
+}
+
+/// `writeln!` into a `String` (which cannot fail).
+macro_rules! w {
+    ($o:ident, $($t:tt)*) => {{
+        let _ = writeln!($o, $($t)*);
+    }};
+}
+
+/// Name `path` in a format error, unless the error already does (an I/O error's message
+/// is its path).
+pub(crate) fn with_path(path: &Path, e: chainrec_format::FormatError) -> anyhow::Error {
+    match e {
+        chainrec_format::FormatError::Io { .. } => e.into(),
+        e => anyhow::Error::new(e).context(path.display().to_string()),
     }
-    Ok(())
 }
 
 fn stack_refs(e: &chainrec_format::Event) -> Vec<StackId> {
@@ -201,12 +219,15 @@ impl<'a> Summary<'a> {
         })
     }
 
-    fn print(&self) {
+    /// The human summary, as text.
+    fn render(&self) -> String {
+        let mut o = String::new();
         let r = self.r;
         let m = r.meta();
         let t = r.tables();
         let (maj, min) = r.version();
-        println!(
+        w!(
+            o,
             "{}: chainrec trace v{maj}.{min}, {}",
             r.path().display(),
             human_bytes(r.file_len())
@@ -216,7 +237,8 @@ impl<'a> Summary<'a> {
         } else {
             m.host.clone()
         };
-        println!(
+        w!(
+            o,
             "  recorded    on {host} (kernel {}), {} cpus, clock {:?}, stacks {:?} (threshold {})",
             if m.kernel_release.is_empty() {
                 "?"
@@ -229,13 +251,14 @@ impl<'a> Summary<'a> {
             human_ns(m.stack_threshold_ns)
         );
         if let Some(s) = &m.synthetic_scenario {
-            println!("  synthetic   scenario {s}");
+            w!(o, "  synthetic   scenario {s}");
         }
         if !m.command_line.is_empty() {
-            println!("  command     {}", m.command_line.join(" "));
+            w!(o, "  command     {}", m.command_line.join(" "));
         }
         let span = r.time_span();
-        println!(
+        w!(
+            o,
             "  duration    {}{}",
             human_ns(self.duration_ns),
             if m.end_ns == 0 {
@@ -245,9 +268,10 @@ impl<'a> Summary<'a> {
             }
         );
         if let Some((a, b)) = span {
-            println!("  events at   {a} .. {b} ns (trace clock)");
+            w!(o, "  events at   {a} .. {b} ns (trace clock)");
         }
-        println!(
+        w!(
+            o,
             "  events      {} ({:.2} bytes/event on disk)",
             group(r.event_count()),
             self.bytes_per_event
@@ -255,11 +279,12 @@ impl<'a> Summary<'a> {
         for k in EventKind::ALL {
             let n = self.stats.events_by_kind[k as usize];
             if n > 0 {
-                println!("    {:<14}{:>15}", k.name(), group(n));
+                w!(o, "    {:<14}{:>15}", k.name(), group(n));
             }
         }
-        println!("  chunks      {}", r.chunks().len());
-        println!(
+        w!(o, "  chunks      {}", r.chunks().len());
+        w!(
+            o,
             "  tables      {} tasks, {} stacks, {} symbols ({} unresolved), {} irq sources",
             group(t.tasks.len() as u64),
             group(t.stacks.len() as u64),
@@ -268,7 +293,8 @@ impl<'a> Summary<'a> {
             t.irq_sources.len()
         );
         let rs = &self.stats.reserved_stack_refs;
-        println!(
+        w!(
+            o,
             "  stack refs  {} skipped (wait < threshold), {} failed, {} user-preempted, {} none",
             group(rs[StackId::SKIPPED.0 as usize]),
             group(rs[StackId::FAILED.0 as usize]),
@@ -276,7 +302,7 @@ impl<'a> Summary<'a> {
             group(rs[StackId::NONE.0 as usize])
         );
         let l = &m.lost;
-        println!(
+        w!(o,
             "  lost        {} events (ring buffer full {}, malformed {}, out of order {}); stacks failed: kernel {}, user {}; user stacks preempted {}; unresolved addresses {}",
             group(self.lost_events()),
             group(l.ringbuf_full),
@@ -288,7 +314,7 @@ impl<'a> Summary<'a> {
             group(l.unresolved_symbols)
         );
         let sb = r.section_bytes();
-        println!(
+        w!(o,
             "  size        {} total: event chunks {}, tables {} ({} sections), metadata {}, index {}",
             human_bytes(r.file_len()),
             human_bytes(sb.chunks),
@@ -298,15 +324,18 @@ impl<'a> Summary<'a> {
             human_bytes(sb.index)
         );
         match r.recovery() {
-            None => println!("  recovered   no (index and trailer intact)"),
-            Some(rec) => println!(
+            None => w!(o, "  recovered   no (index and trailer intact)"),
+            Some(rec) => w!(
+                o,
                 "  recovered   YES: {} ({} bytes after the last good section ignored)",
-                rec.reason, rec.trailing_bytes
+                rec.reason,
+                rec.trailing_bytes
             ),
         }
         if self.verified {
-            println!("  verified    ok: every chunk decoded, every stack and irq-source reference resolved");
+            w!(o, "  verified    ok: every chunk decoded, every stack and irq-source reference resolved");
         }
+        o
     }
 }
 

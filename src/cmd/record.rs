@@ -63,7 +63,8 @@ pub struct Args {
     /// finished, and count disagreements in the trace metadata (`user_walk_shortcut`).
     #[arg(long, hide = true)]
     pub verify_user_walk: bool,
-    /// BPF ring buffer size (power of two; e.g. 16M, 64M).
+    /// BPF ring buffer size, 4K..=2G (e.g. 16M, 64M); a size that is not a power of two
+    /// is rounded up to the next one (33M -> 64M), with a note.
     #[arg(long, value_name = "SIZE", default_value = "32M")]
     pub ringbuf_size: String,
     /// How often the consumer drains the ring buffer, in ms.
@@ -110,6 +111,32 @@ fn secs(s: f64, what: &str) -> Result<Duration> {
 pub fn run(a: Args) -> Result<()> {
     let threshold = chainrec_record::parse_duration_ns(&a.stack_threshold)?;
     let ringbuf = chainrec_record::parse_size(&a.ringbuf_size)?;
+    // (Sizes out of range are refused by the recorder.)
+    if !ringbuf.is_power_of_two() && (4096..=1 << 31).contains(&ringbuf) {
+        eprintln!(
+            "chainrec: note: --ringbuf-size {} is not a power of two; using {} bytes ({} MiB)",
+            a.ringbuf_size,
+            ringbuf.next_power_of_two(),
+            ringbuf.next_power_of_two() >> 20
+        );
+    }
+    // Fail now, not after the whole recording, if the summary cannot be written there.
+    if let Some(p) = &a.summary_json {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        if p.is_dir() {
+            bail!("--summary-json {}: is a directory", p.display());
+        }
+        if !dir.is_dir() {
+            bail!(
+                "--summary-json {}: directory {} does not exist",
+                p.display(),
+                dir.display()
+            );
+        }
+    }
     let duration = a.duration.map(|d| secs(d, "--duration")).transpose()?;
     if a.poll_ms == 0 || a.poll_ms > 1000 {
         bail!("--poll-ms must be in 1..=1000");
@@ -275,7 +302,7 @@ pub fn run_workload(a: WorkloadArgs) -> Result<()> {
     .context("workload failed")?;
     let j = serde_json::to_string_pretty(&rep)? + "\n";
     match &a.json {
-        Some(p) if p.as_os_str() == "-" => print!("{j}"),
+        Some(p) if p.as_os_str() == "-" => super::report::write_stdout(&j)?,
         Some(p) => std::fs::write(p, j).with_context(|| format!("writing {}", p.display()))?,
         None => eprintln!(
             "chainrec workload: {} messages; blocked: timer {:.3} s, relay {:.3} s, sink {:.3} s",

@@ -12,8 +12,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+const TOP_EXAMPLES: &str = "\
+Examples:
+  chainrec top trace.zst                       the 10 longest waits, each with its chain
+  chainrec top trace.zst -n 3 --comm '^cr-sink$' -m 1000
+  chainrec top trace.zst --json -q | jq '.entries[0]'";
+
 /// Arguments of `chainrec top`.
 #[derive(clap::Args)]
+#[command(after_help = TOP_EXAMPLES)]
 pub struct TopArgs {
     /// Trace file.
     pub file: PathBuf,
@@ -33,22 +40,52 @@ pub struct TopArgs {
     pub quiet: bool,
 }
 
+const HEATMAP_EXAMPLES: &str = "\
+Examples:
+  chainrec heatmap trace.zst -o heat.svg                   off-CPU time of every thread
+  chainrec heatmap trace.zst -o heat.svg --metric wakeups --comm cr-sink
+  chainrec heatmap trace.zst -o heat.svg --rows 100 --colormap linear --highlight-comm cr-relay";
+
+/// What the heat map's colour shows.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum MetricArg {
+    /// Off-CPU time.
+    #[value(alias = "off-cpu")]
+    Offcpu,
+    /// On-CPU time.
+    #[value(alias = "on-cpu")]
+    Oncpu,
+    /// Number of wakings.
+    #[value(alias = "events")]
+    Wakeups,
+}
+
+/// Heat map colour map.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ColorMapArg {
+    /// Darkness by rank among the distinct values (shows faint patterns).
+    Rank,
+    /// Darkness proportional to the value.
+    Linear,
+}
+
 /// Arguments of `chainrec heatmap`.
 #[derive(clap::Args)]
+#[command(after_help = HEATMAP_EXAMPLES)]
 pub struct HeatmapArgs {
     /// Trace file.
     pub file: PathBuf,
     /// Output SVG.
     #[arg(short, long, value_name = "SVG")]
     pub output: PathBuf,
-    /// What the colour shows: offcpu (time), oncpu (time), wakeups (count).
-    #[arg(long, default_value = "offcpu")]
-    pub metric: String,
-    /// Colour map: rank (shows faint patterns) or linear.
-    #[arg(long, default_value = "rank")]
-    pub colormap: String,
-    /// Rows per second (y resolution; 50 = 20 ms buckets).
-    #[arg(long, default_value_t = 50)]
+    /// What the colour shows.
+    #[arg(long, value_enum, default_value = "offcpu")]
+    pub metric: MetricArg,
+    /// Colour map.
+    #[arg(long, value_enum, default_value = "rank")]
+    pub colormap: ColorMapArg,
+    /// Rows per second (y resolution; 50 = 20 ms buckets), 1..=1000.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub rows: u32,
     /// Only threads with this name.
     #[arg(long)]
@@ -70,8 +107,16 @@ pub struct HeatmapArgs {
     pub quiet: bool,
 }
 
+const EXPORT_EXAMPLES: &str = "\
+Examples:
+  chainrec export trace.zst --perfetto trace.pftrace      the whole trace, for ui.perfetto.dev
+  chainrec export trace.zst --pprof chains.pb.gz          chain graph for `go tool pprof -http=:8080`
+  chainrec export trace.zst --pprof sink.pb.gz --comm '^cr-sink$' --window 0.5..
+  chainrec export trace.zst --perfetto t.pftrace --pprof c.pb.gz -q";
+
 /// Arguments of `chainrec export`.
 #[derive(clap::Args)]
+#[command(after_help = EXPORT_EXAMPLES)]
 pub struct ExportArgs {
     /// Trace file.
     pub file: PathBuf,
@@ -88,8 +133,14 @@ pub struct ExportArgs {
     pub quiet: bool,
 }
 
+const DEMO_EXAMPLES: &str = "\
+Examples (root, or CAP_BPF + CAP_PERFMON):
+  chainrec demo                               3 s; writes chainrec-demo/{trace.zst,chain.folded,chain.svg}
+  chainrec demo -o /tmp/demo --duration 10 --period-us 500";
+
 /// Arguments of `chainrec demo`.
 #[derive(clap::Args)]
+#[command(after_help = DEMO_EXAMPLES)]
 pub struct DemoArgs {
     /// Output directory (created).
     #[arg(short, long, default_value = "chainrec-demo")]
@@ -135,6 +186,7 @@ fn reading(file: &Path) -> String {
 }
 
 fn open(path: &Path, what: &str) -> Result<TraceReader> {
+    super::chains::not_a_directory(path)?;
     super::open_trace(path, what)
 }
 
@@ -169,7 +221,9 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     let meta = reader.meta();
     let tables = reader.tables();
     let start = trace_start(&reader);
-    let filter = a.filter.to_filter(meta, start, ChainDuration::Blocked)?;
+    let filter = a
+        .filter
+        .to_filter(meta, start, ChainDuration::Blocked, reader.time_span())?;
     let range = match filter.window {
         Some((_, end)) => 0..reader.chunks_in_window(0, end).end,
         None => 0..reader.chunks().len(),
@@ -210,7 +264,9 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     Ok(())
 }
 
-fn write_stdout(s: &str) -> Result<()> {
+/// Write `s` to stdout. A closed pipe (`| head`) is a quiet success; any other write
+/// error (a full disk, `> /dev/full`) is an error.
+pub(crate) fn write_stdout(s: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -221,7 +277,11 @@ fn write_stdout(s: &str) -> Result<()> {
 /// `chainrec heatmap`.
 pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
     let opts = HeatmapOptions {
-        metric: Metric::parse(&a.metric)?,
+        metric: match a.metric {
+            MetricArg::Offcpu => Metric::OffCpu,
+            MetricArg::Oncpu => Metric::OnCpu,
+            MetricArg::Wakeups => Metric::Wakeups,
+        },
         rows: a.rows,
         select: Select {
             comm: a.comm.clone(),
@@ -231,7 +291,10 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
             comm: a.highlight_comm.clone(),
             tid: a.highlight_tid,
         }),
-        colormap: ColorMap::parse(&a.colormap)?,
+        colormap: match a.colormap {
+            ColorMapArg::Rank => ColorMap::Rank,
+            ColorMapArg::Linear => ColorMap::Linear,
+        },
     };
     let reader = open(&a.file, "heatmap")?;
     let src = Progressed {
@@ -290,35 +353,45 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     if filtered && a.pprof.is_none() {
         bail!("export: the filters select waits of the chain graph and apply to --pprof only; the Perfetto export is always the whole trace");
     }
-    if let Some(path) = &a.perfetto {
+    if let (Some(p), Some(q)) = (&a.perfetto, &a.pprof) {
+        if p == q {
+            bail!(
+                "export: --perfetto and --pprof name the same file {}",
+                p.display()
+            );
+        }
+    }
+    // Everything that can be checked before the (long) work is: the filter and window,
+    // and both outputs (created as temporary files next to their destinations, renamed
+    // into place only when complete; removed on any failure).
+    let start = trace_start(&reader);
+    let filter = a
+        .filter
+        .to_filter(meta, start, ChainDuration::Blocked, reader.time_span())?;
+    let mut perfetto_out = a.perfetto.as_deref().map(TempOutput::create).transpose()?;
+    let mut pprof_out = a.pprof.as_deref().map(TempOutput::create).transpose()?;
+    let mut perfetto_note = String::new();
+    if let Some(out) = &mut perfetto_out {
+        let path = out.dest.clone();
         let src = Progressed {
             inner: &reader,
             progress: RefCell::new(Progress::new(2 * reader.event_count(), "perfetto", a.quiet)),
         };
-        let f =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        let mut w = std::io::BufWriter::new(f);
-        // Fails on either side: reading the trace or writing the output. A partial
-        // output is removed rather than left to look like a (truncated) export.
-        let st = match perfetto::export(&src, &mut w) {
-            Ok(st) => st,
-            Err(e) => {
-                drop(w);
-                let _ = std::fs::remove_file(path);
-                return Err(e).with_context(|| {
-                    format!("exporting {} to {}", a.file.display(), path.display())
-                });
-            }
-        };
+        let mut w = std::io::BufWriter::new(out.file()?);
+        let st = perfetto::export(&src, &mut w)
+            .map_err(anyhow::Error::from)
+            .and_then(|st| Ok(w.flush().map(|_| st)?))
+            .with_context(|| format!("exporting {} to {}", a.file.display(), path.display()))?;
+        drop(w);
         src.progress.borrow_mut().finish();
-        eprintln!(
+        perfetto_note = format!(
             "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} wakings' target CPU guessed; {} lazily attached stacks have no Perfetto counterpart)",
             path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.exits, st.wakings_target_cpu_guessed, st.not_exported
         );
     }
-    if let Some(path) = &a.pprof {
-        let start = trace_start(&reader);
-        let filter = a.filter.to_filter(meta, start, ChainDuration::Blocked)?;
+    let mut pprof_note = String::new();
+    if let Some(out) = &mut pprof_out {
+        let path = out.dest.clone();
         let dedup = !filter.has_thread_filter();
         let cfg = Config {
             mode: Mode::Bounded,
@@ -365,19 +438,92 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             return Err(e.into());
         }
         let profile = builder.finish()?;
-        let f =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        pprof::write_gz(&profile, &mut std::io::BufWriter::new(f))
+        let mut w = std::io::BufWriter::new(out.file()?);
+        pprof::write_gz(&profile, &mut w)
+            .map_err(anyhow::Error::from)
+            .and_then(|_| Ok(w.flush()?))
             .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!(
+        drop(w);
+        pprof_note = format!(
             "chainrec: export: wrote {} ({} samples, {} locations; value = attributed blocked time in ns)",
             path.display(),
             profile.sample.len(),
             profile.location.len()
         );
     }
+    // Both outputs complete: only now move them into place.
+    for (out, note) in [(perfetto_out, perfetto_note), (pprof_out, pprof_note)] {
+        if let Some(mut out) = out {
+            out.commit()?;
+            eprintln!("{note}");
+        }
+    }
     warn_lost("export", meta);
     Ok(())
+}
+
+/// An output written to a temporary file in the destination's directory and renamed
+/// over the destination by [`TempOutput::commit`]; dropped uncommitted, it is removed, so
+/// a failure never leaves a partial file that looks like a result.
+struct TempOutput {
+    dest: PathBuf,
+    tmp: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl TempOutput {
+    fn create(dest: &Path) -> Result<TempOutput> {
+        let name = dest
+            .file_name()
+            .with_context(|| format!("{}: not a file name", dest.display()))?;
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if dest.is_dir() {
+            bail!("{}: is a directory", dest.display());
+        }
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".tmp.{}", std::process::id()));
+        let tmp = dir.join(tmp_name);
+        let file = std::fs::File::create(&tmp).with_context(|| {
+            format!(
+                "cannot create {} (in directory {})",
+                dest.display(),
+                dir.display()
+            )
+        })?;
+        Ok(TempOutput {
+            dest: dest.to_path_buf(),
+            tmp,
+            file: Some(file),
+        })
+    }
+
+    /// The open temporary file (once).
+    fn file(&mut self) -> Result<std::fs::File> {
+        self.file
+            .take()
+            .with_context(|| format!("{}: written twice", self.dest.display()))
+    }
+
+    /// Move the finished file into place.
+    fn commit(&mut self) -> Result<()> {
+        std::fs::rename(&self.tmp, &self.dest).with_context(|| {
+            format!("renaming {} to {}", self.tmp.display(), self.dest.display())
+        })?;
+        self.tmp = PathBuf::new();
+        Ok(())
+    }
+}
+
+impl Drop for TempOutput {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// `chainrec demo`: record the built-in workload, write trace, folded chain graph and SVG.
@@ -409,6 +555,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
             o.lost_events
         );
     }
+    let mut text = String::new();
     match &o.top {
         Some(best) => {
             let one = top::TopReport {
@@ -421,28 +568,28 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
                 preempted: 0,
                 without_waker: 0,
             };
-            println!("Top chain of cr-sink (the most total blocked time):");
-            let text = top::render_text(&one);
+            text.push_str("Top chain of cr-sink (the most total blocked time):\n");
+            let t = top::render_text(&one);
             // Drop the summary line (it would describe only this entry).
-            print!(
-                "{}",
-                text.rsplit_once("\n\n").map(|(a, _)| a).unwrap_or(&text)
-            );
-            println!();
+            text.push_str(t.rsplit_once("\n\n").map(|(a, _)| a).unwrap_or(&t));
+            text.push('\n');
         }
-        None => println!("No blocked wait of the workload threads had a waker in the trace."),
+        None => {
+            text.push_str("No blocked wait of the workload threads had a waker in the trace.\n")
+        }
     }
-    println!(
-        "\nFiles:\n  {}  (the recording)\n  {}  (folded chain graph, {} lines)\n  {}  (open in a browser: click to zoom, Search or Ctrl-F)",
+    text.push_str(&format!(
+        "\nFiles:\n  {}  (the recording)\n  {}  (folded chain graph, {} lines)\n  {}  (open in a browser: click to zoom, Search or Ctrl-F)\n",
         o.trace.display(),
         o.folded.display(),
         o.lines,
         o.svg.display()
-    );
-    println!(
-        "Next: chainrec top {t}    chainrec chains {t} --svg all.svg    chainrec heatmap {t} -o heat.svg",
+    ));
+    text.push_str(&format!(
+        "Next: chainrec top {t}    chainrec chains {t} --svg all.svg    chainrec heatmap {t} -o heat.svg\n",
         t = o.trace.display()
-    );
+    ));
+    write_stdout(&text)?;
     Ok(())
 }
 

@@ -76,10 +76,11 @@ impl TraceSink for Track<'_> {
 /// `chainrec synth`.
 pub fn run(a: Args) -> Result<()> {
     if a.list {
-        for s in synth::scenarios() {
-            println!("{:<14} {}", s.name, s.about);
-        }
-        return Ok(());
+        let list: String = synth::scenarios()
+            .iter()
+            .map(|s| format!("{:<14} {}\n", s.name, s.about))
+            .collect();
+        return super::report::write_stdout(&list);
     }
     let (Some(name), Some(out)) = (a.scenario, a.output) else {
         bail!("--scenario and -o are required")
@@ -105,7 +106,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let t0 = std::time::Instant::now();
     let mut w = TraceWriter::create(&out, &meta, WriterOptions::default())
-        .with_context(|| out.display().to_string())?;
+        .map_err(|e| super::info::with_path(&out, e))?;
     let mut track = Track {
         w: &mut w,
         first: None,
@@ -127,7 +128,9 @@ pub fn run(a: Args) -> Result<()> {
         meta.stack_mode = StackMode::Lazy;
         meta.lost.stacks_skipped = track.skipped;
     }
-    let sum = w.finish(&meta).with_context(|| out.display().to_string())?;
+    let sum = w
+        .finish(&meta)
+        .map_err(|e| super::info::with_path(&out, e))?;
     eprintln!(
         "chainrec: synth: {name}: {} events, {} chunks, {} bytes -> {} in {:.2} s",
         sum.events,

@@ -28,6 +28,10 @@ pub enum WindowBound {
     TimeOfDay(u64),
 }
 
+/// Largest accepted wall-clock `@SECONDS` (about the year 2554: nanoseconds since the
+/// epoch must fit the trace clock's u64).
+pub const MAX_WALL_SECS: f64 = 18_000_000_000.0;
+
 /// A `--window START..END`: either end may be omitted.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct Window {
@@ -58,6 +62,11 @@ impl Window {
                 let v: f64 = w
                     .parse()
                     .map_err(|_| bad("wall-clock end must be @SECONDS since the epoch"))?;
+                if !v.is_finite() || !(0.0..=MAX_WALL_SECS).contains(&v) {
+                    return Err(bad(&format!(
+                        "wall-clock time @{w} is out of range (0..={MAX_WALL_SECS} seconds since the epoch)"
+                    )));
+                }
                 return Ok(Some(WindowBound::Wall((v * 1e9).round() as i128)));
             }
             if s.contains(':') {
@@ -79,7 +88,9 @@ impl Window {
                 .parse()
                 .map_err(|_| bad("expected seconds from trace start, @EPOCH or HH:MM:SS"))?;
             if !v.is_finite() || v < 0.0 {
-                return Err(bad("relative times must be >= 0"));
+                return Err(bad(&format!(
+                    "relative time {s} must be a finite number of seconds >= 0"
+                )));
             }
             Ok(Some(WindowBound::Relative(v)))
         };
@@ -94,16 +105,19 @@ impl Window {
     pub fn resolve(&self, meta: &RecordingMeta, trace_start_ns: u64) -> (u64, u64) {
         let conv = |b: WindowBound| -> u64 {
             match b {
+                // `as u64` saturates (NaN gives 0); parse rejects those values anyway.
                 WindowBound::Relative(s) => trace_start_ns.saturating_add((s * 1e9).round() as u64),
-                WindowBound::Wall(w) => {
-                    (w - meta.clock_offset_ns).clamp(0, u64::MAX as i128) as u64
-                }
+                WindowBound::Wall(w) => w
+                    .saturating_sub(meta.clock_offset_ns)
+                    .clamp(0, u64::MAX as i128) as u64,
                 WindowBound::TimeOfDay(tod) => {
                     const DAY: i128 = 86_400_000_000_000;
-                    let wall_start = trace_start_ns as i128 + meta.clock_offset_ns;
-                    let midnight = wall_start - wall_start.rem_euclid(DAY);
-                    (midnight + tod as i128 - meta.clock_offset_ns).clamp(0, u64::MAX as i128)
-                        as u64
+                    let wall_start = (trace_start_ns as i128).saturating_add(meta.clock_offset_ns);
+                    let midnight = wall_start.saturating_sub(wall_start.rem_euclid(DAY));
+                    midnight
+                        .saturating_add(tod as i128)
+                        .saturating_sub(meta.clock_offset_ns)
+                        .clamp(0, u64::MAX as i128) as u64
                 }
             }
         };
@@ -211,5 +225,81 @@ impl Filter {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(spec: &str) -> String {
+        Window::parse(spec)
+            .expect_err(&format!("{spec:?} must be rejected"))
+            .to_string()
+    }
+
+    #[test]
+    fn rejects_non_finite_and_out_of_range_wall_clock() {
+        for v in ["nan", "inf", "-inf", "-1e30", "1e30", "-1", "NaN"] {
+            let e = err(&format!("@{v}.."));
+            assert!(e.contains(&format!("@{v}")), "{e}");
+            assert!(e.contains("out of range"), "{e}");
+            let e = err(&format!("..@{v}"));
+            assert!(e.contains("out of range"), "{e}");
+        }
+        assert!(err("@abc..").contains("@SECONDS"));
+    }
+
+    #[test]
+    fn rejects_bad_relative_times() {
+        for v in ["nan", "inf", "-inf", "-1"] {
+            let e = err(&format!("{v}..3"));
+            assert!(e.contains(&format!("relative time {v} ")), "{e}");
+        }
+        assert!(err("2").contains("START..END"));
+        assert!(err("25:00:00..").contains("out of range"));
+        assert!(err("10:00:nan..").contains("out of range"));
+    }
+
+    #[test]
+    fn accepts_and_resolves_valid_windows() {
+        let meta = RecordingMeta {
+            clock_offset_ns: 1_700_000_000_000_000_000,
+            ..RecordingMeta::default()
+        };
+        let w = Window::parse("2..3.5").unwrap();
+        assert_eq!(w.resolve(&meta, 1_000), (2_000_001_000, 3_500_001_000));
+        let w = Window::parse("..").unwrap();
+        assert_eq!(w.resolve(&meta, 1_000), (0, u64::MAX));
+        // Wall clock before the trace clock's zero clamps to 0, far beyond to the end.
+        let w = Window::parse("@0..@18000000000").unwrap();
+        let (s, e) = w.resolve(&meta, 1_000);
+        assert_eq!(s, 0);
+        assert_eq!(e, 18_000_000_000_000_000_000 - 1_700_000_000_000_000_000);
+        // Huge relative times saturate instead of overflowing.
+        let w = Window::parse("1e300..").unwrap();
+        assert_eq!(w.resolve(&meta, 1_000).0, u64::MAX);
+    }
+
+    #[test]
+    fn resolve_saturates_extreme_offsets() {
+        let meta = RecordingMeta {
+            clock_offset_ns: i128::MIN,
+            ..RecordingMeta::default()
+        };
+        let w = Window {
+            start: Some(WindowBound::Wall(i128::MAX)),
+            end: Some(WindowBound::TimeOfDay(0)),
+        };
+        let _ = w.resolve(&meta, u64::MAX);
+        let meta = RecordingMeta {
+            clock_offset_ns: i128::MAX,
+            ..RecordingMeta::default()
+        };
+        let w = Window {
+            start: Some(WindowBound::Wall(i128::MIN)),
+            end: Some(WindowBound::TimeOfDay(86_399_999_999_999)),
+        };
+        assert_eq!(w.resolve(&meta, u64::MAX).0, 0);
     }
 }
