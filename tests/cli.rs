@@ -10,9 +10,9 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_chainrec"))
 }
 
-/// A fresh directory for one test.
+/// A fresh directory for one test (under cargo's per-target scratch space, not /tmp).
 fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("chainrec-cli-{}-{name}", std::process::id()));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}"));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -152,8 +152,11 @@ fn bad_trace_files_are_rejected() {
     for cmd in ["chains", "top", "info"] {
         fails(&[cmd, missing.to_str().unwrap()], "No such file");
         fails(&[cmd, d.to_str().unwrap()], "is a directory");
-        fails(&[cmd, empty.to_str().unwrap()], "truncated trace");
+        fails(&[cmd, empty.to_str().unwrap()], "empty file (0 bytes)");
     }
+    // Analysis commands name the trace in format errors, once.
+    let o = run(&["chains", empty.to_str().unwrap()]);
+    assert_eq!(stderr(&o).matches("empty.zst").count(), 1, "{}", stderr(&o));
     // info names the path once, not twice.
     let o = run(&["info", missing.to_str().unwrap()]);
     assert_eq!(
@@ -307,4 +310,66 @@ fn chains_of_the_relay_scenario() {
     // about one 10 ms period each (us).
     let total: u64 = lines.iter().map(|l| l.1).sum();
     assert!((1_090_000..=1_120_000).contains(&total), "{total}: {text}");
+}
+
+#[test]
+fn a_damaged_trace_fails_unless_salvaged() {
+    let d = tmpdir("damaged");
+    let p = d.join("busy.zst");
+    let o = bin()
+        .args([
+            "synth",
+            "--scenario",
+            "busy-server",
+            "--events",
+            "300000",
+            "-o",
+        ])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Damage a byte a third into the file: inside an event chunk, so events after it are
+    // unreadable (whether the index still vouches for the chunk or not).
+    let mut bytes = std::fs::read(&p).unwrap();
+    let at = bytes.len() / 3;
+    bytes[at] ^= 0xff;
+    std::fs::write(&p, &bytes).unwrap();
+    let file = p.to_str().unwrap();
+    for cmd in ["chains", "top"] {
+        fails(&[cmd, file], "CHAINREC_SALVAGE=1");
+        let o = bin()
+            .args([cmd, file])
+            .env("CHAINREC_SALVAGE", "1")
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert!(o.status.success(), "{cmd} salvaged: {err}");
+        assert!(
+            err.contains("warning"),
+            "{cmd} salvaged without a warning: {err}"
+        );
+        assert!(!o.stdout.is_empty(), "{cmd} salvaged printed nothing");
+    }
+}
+
+#[test]
+fn a_trace_can_be_read_from_a_pipe() {
+    // A real pipe (a file as stdin would be a regular file behind /dev/stdin).
+    let mut child = bin()
+        .args(["chains", "/dev/stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let bytes = std::fs::read(trace()).unwrap();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &bytes));
+    let o = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let direct = run(&["chains", t()]);
+    assert_eq!(o.stdout, direct.stdout);
+    assert!(!o.stdout.is_empty());
 }

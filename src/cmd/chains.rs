@@ -264,7 +264,6 @@ fn analyse(
 ) -> Result<()> {
     let unit = Unit::parse(&a.unit)?;
     let t0 = std::time::Instant::now();
-    not_a_directory(&a.file)?;
     let reader = super::open_trace(&a.file, name)?;
     let meta = reader.meta();
     let tables = reader.tables();
@@ -378,14 +377,6 @@ fn analyse(
         unit,
         dedup,
     );
-    Ok(())
-}
-
-/// A directory given as the trace gets a clear error (mapping it fails with ENODEV).
-pub(crate) fn not_a_directory(file: &Path) -> Result<()> {
-    if file.is_dir() {
-        bail!("{}: is a directory, not a trace file", file.display());
-    }
     Ok(())
 }
 

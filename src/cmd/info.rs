@@ -2,7 +2,7 @@
 use anyhow::{bail, Context, Result};
 use chainrec_format::{EventKind, StackId, TraceReader, VerifyReport};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -27,8 +27,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    super::chains::not_a_directory(&a.file)?;
-    let r = TraceReader::open(&a.file).map_err(|e| with_path(&a.file, e))?;
+    let r = TraceReader::open(&a.file).map_err(|e| super::with_path(&a.file, e))?;
     let stats: VerifyReport = if a.verify {
         let rep = r
             .verify()
@@ -64,7 +63,7 @@ pub fn run(a: Args) -> Result<()> {
                 Ok(())
             },
         )
-        .map_err(|e| with_path(&a.file, e))?;
+        .map_err(|e| super::with_path(&a.file, e))?;
         rep
     };
     let s = Summary::new(&r, &stats, a.verify);
@@ -85,13 +84,6 @@ macro_rules! w {
 
 /// Name `path` in a format error, unless the error already does (an I/O error's message
 /// is its path).
-pub(crate) fn with_path(path: &Path, e: chainrec_format::FormatError) -> anyhow::Error {
-    match e {
-        chainrec_format::FormatError::Io { .. } => e.into(),
-        e => anyhow::Error::new(e).context(path.display().to_string()),
-    }
-}
-
 fn stack_refs(e: &chainrec_format::Event) -> Vec<StackId> {
     use chainrec_format::Event::*;
     match e {

@@ -12,6 +12,14 @@ use std::path::Path;
 /// Environment variable that lets analyses run on the readable part of a damaged trace.
 pub const SALVAGE_ENV: &str = "CHAINREC_SALVAGE";
 
+/// A trace error naming the trace once (I/O errors name their path already).
+pub(crate) fn with_path(path: &Path, e: FormatError) -> anyhow::Error {
+    match e {
+        FormatError::Io { .. } => e.into(),
+        e => anyhow::Error::new(e).context(path.display().to_string()),
+    }
+}
+
 /// True when the user asked to analyse what a damaged trace still holds.
 fn salvage_requested() -> bool {
     std::env::var(SALVAGE_ENV).is_ok_and(|v| v == "1")
@@ -24,11 +32,7 @@ fn salvage_requested() -> bool {
 /// bad chunk in a file whose index is intact): with CHAINREC_SALVAGE=1 the analysis stops
 /// there with a warning, else it fails and [`damage_hint`] says what to do.
 pub fn open_trace(path: &Path, what: &str) -> Result<TraceReader> {
-    let mut reader = TraceReader::open(path).map_err(|e| match e {
-        // I/O errors name the path already.
-        e @ FormatError::Io { .. } => anyhow::Error::new(e),
-        e => anyhow::Error::new(e).context(path.display().to_string()),
-    })?;
+    let mut reader = TraceReader::open(path).map_err(|e| with_path(path, e))?;
     if salvage_requested() {
         let what = what.to_string();
         reader.salvage_chunks(move |e| {

@@ -106,7 +106,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let t0 = std::time::Instant::now();
     let mut w = TraceWriter::create(&out, &meta, WriterOptions::default())
-        .map_err(|e| super::info::with_path(&out, e))?;
+        .map_err(|e| super::with_path(&out, e))?;
     let mut track = Track {
         w: &mut w,
         first: None,
@@ -128,9 +128,7 @@ pub fn run(a: Args) -> Result<()> {
         meta.stack_mode = StackMode::Lazy;
         meta.lost.stacks_skipped = track.skipped;
     }
-    let sum = w
-        .finish(&meta)
-        .map_err(|e| super::info::with_path(&out, e))?;
+    let sum = w.finish(&meta).map_err(|e| super::with_path(&out, e))?;
     eprintln!(
         "chainrec: synth: {name}: {} events, {} chunks, {} bytes -> {} in {:.2} s",
         sum.events,
