@@ -116,6 +116,8 @@ pub struct TraceWriter {
     pos: u64,
     total_events: u64,
     index: IndexPayload,
+    /// The output is a regular file (not a pipe or device).
+    regular: bool,
 }
 
 impl TraceWriter {
@@ -139,8 +141,12 @@ impl TraceWriter {
             .open(path)
             .map_err(io)?;
         // An existing file keeps its mode on truncation: narrow it to the requested one.
-        let cur = file.metadata().map_err(io)?.permissions().mode() & 0o7777;
-        if cur & !options.mode != 0 {
+        // Only for a regular file: `-o /dev/stdout` or a named pipe must keep its mode
+        // (narrowing /dev/null would lock every other user out of it).
+        let stat = file.metadata().map_err(io)?;
+        let regular = stat.is_file();
+        let cur = stat.permissions().mode() & 0o7777;
+        if regular && cur & !options.mode != 0 {
             file.set_permissions(std::fs::Permissions::from_mode(cur & options.mode))
                 .map_err(io)?;
         }
@@ -148,6 +154,7 @@ impl TraceWriter {
         let mut w = TraceWriter {
             path: path.to_owned(),
             file,
+            regular,
             cctx,
             encoder: ChunkEncoder::default(),
             raw: Vec::new(),
@@ -305,7 +312,10 @@ impl TraceWriter {
         let index_offset = self.pos;
         self.write_bytes(&sec)?;
         self.write_bytes(&trailer_bytes(index_offset, sec.len() as u64))?;
-        self.file.sync_all().map_err(|e| self.io(e))?;
+        // A pipe or device has nothing to sync (fsync fails there with EINVAL).
+        if self.regular {
+            self.file.sync_all().map_err(|e| self.io(e))?;
+        }
         Ok(WriteSummary {
             events: self.total_events,
             bytes: self.pos,

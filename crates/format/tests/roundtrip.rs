@@ -595,3 +595,32 @@ fn salvage_stops_at_a_damaged_chunk() {
         );
     }
 }
+
+#[test]
+fn a_trace_written_into_a_pipe() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("fifo-out");
+    let fifo = dir.file("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .args(["-m", "0644"])
+        .arg(&fifo)
+        .status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("SKIP a_trace_written_into_a_pipe: mkfifo failed");
+        return;
+    }
+    let fifo_r = fifo.clone();
+    let reader = std::thread::spawn(move || std::fs::read(fifo_r).unwrap());
+    let t = mem_trace(9, 2_500);
+    // No chmod of the pipe and no fsync (which fails on a pipe with EINVAL).
+    let mut o = opts(1000);
+    o.mode = 0o600;
+    let s = t.write_to(&fifo, o).unwrap();
+    let bytes = reader.join().unwrap();
+    assert_eq!(s.bytes, bytes.len() as u64);
+    let mode = std::fs::metadata(&fifo).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o644, "the pipe's mode was changed");
+    let r = TraceReader::from_bytes(bytes).unwrap();
+    assert!(r.recovery().is_none());
+    assert_eq!(r.to_mem().unwrap().events, t.events);
+}
