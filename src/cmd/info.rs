@@ -287,7 +287,9 @@ impl<'a> Summary<'a> {
         let rs = &self.stats.reserved_stack_refs;
         w!(
             o,
-            "  stack refs  {} skipped (wait < threshold), {} failed, {} user-preempted, {} none",
+            // References in the events, not waits: lazy mode puts a `skipped` placeholder
+            // on every switch-out and attaches stacks later to waits above the threshold.
+            "  stack refs  in events: {} skipped placeholders, {} failed, {} user-preempted, {} none",
             group(rs[StackId::SKIPPED.0 as usize]),
             group(rs[StackId::FAILED.0 as usize]),
             group(rs[StackId::USER_PREEMPTED.0 as usize]),
@@ -295,13 +297,14 @@ impl<'a> Summary<'a> {
         );
         let l = &m.lost;
         w!(o,
-            "  lost        {} events (ring buffer full {}, malformed {}, out of order {}); stacks failed: kernel {}, user {}; user stacks preempted {}; unresolved addresses {}",
+            "  lost        {} events (ring buffer full {}, malformed {}, out of order {}); stacks failed: kernel {}, user {}; stacks skipped (wait < threshold) {}; user stacks preempted {}; unresolved addresses {}",
             group(self.lost_events()),
             group(l.ringbuf_full),
             group(l.malformed),
             group(l.out_of_order),
             group(l.kernel_stack_failed),
             group(l.user_stack_failed),
+            group(l.stacks_skipped),
             group(l.user_stacks_preempted),
             group(l.unresolved_symbols)
         );
