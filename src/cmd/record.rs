@@ -2,11 +2,22 @@
 use anyhow::{bail, Context, Result};
 use chainrec_format::StackMode;
 use chainrec_record::workload::{self, WorkloadOptions};
-use chainrec_record::{RecordOptions, StopCondition};
-use std::path::PathBuf;
+use chainrec_record::{RecordError, RecordOptions, RecordSummary, StopCondition};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// eprintln! that never panics: a closed or full stderr must not cost the summary file or
+/// the exit status.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
 
 const RECORD_EXAMPLES: &str = "\
 Examples:
@@ -20,7 +31,14 @@ Examples:
 Needs root, or CAP_BPF + CAP_PERFMON. The trace is written with mode 0600; Ctrl-C,
 SIGTERM or the end of --duration finish the file; a killed recorder leaves a file
 readable up to its last flush (at most ~0.5 s lost). Lost events are never silent:
-they are counted in the file and in the summary.";
+they are counted in the file and in the summary.
+
+With COMMAND: it starts once the programs are attached (never after a stop request);
+SIGINT/SIGTERM sent to chainrec with kill(1) are passed on to it (Ctrl-C reaches it from
+the terminal anyway); when --duration ends first, the recording stops but chainrec waits
+for COMMAND to exit; if the recorder fails, the error is printed at once and COMMAND gets
+SIGTERM. Exit status: COMMAND's (128+N when it died of signal N; 0 when it died of the
+SIGINT/SIGTERM that stopped the recording), 1 when recording failed.";
 
 /// Stack capture policy.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -40,7 +58,8 @@ pub struct Args {
     /// Output trace file.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
-    /// Stop after this many seconds (default: until Ctrl-C, or until COMMAND exits).
+    /// Stop after this many seconds (default: until Ctrl-C, or until COMMAND exits; with
+    /// COMMAND, chainrec still waits for it to exit).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,
     /// Record only these processes and, transitively, the tasks that wake them (repeatable).
@@ -49,11 +68,11 @@ pub struct Args {
     /// Stack policy.
     #[arg(long, value_enum, default_value = "lazy")]
     pub stacks: StacksArg,
-    /// Lazy mode: waits shorter than this get no stacks (e.g. 100us, 1ms).
-    #[arg(long, value_name = "DURATION", default_value = "100us")]
-    pub stack_threshold: String,
+    /// Lazy mode: waits shorter than this get no stacks (e.g. 100us, 1ms) [default: 100us].
+    #[arg(long, value_name = "DURATION")]
+    pub stack_threshold: Option<String>,
     /// Kernel stacks only (no user frame-pointer walks).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "user_stacks_at_sys_exit")]
     pub no_user_stacks: bool,
     /// Lazy mode: take user stacks with the sys_exit tracepoint even when the kernel has the
     /// BPF task_work kfuncs (the fallback path; slower on syscall-heavy loads).
@@ -107,114 +126,139 @@ fn secs(s: f64, what: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(s))
 }
 
-/// `chainrec record`.
-pub fn run(a: Args) -> Result<()> {
-    let threshold = chainrec_record::parse_duration_ns(&a.stack_threshold)?;
-    let ringbuf = chainrec_record::parse_size(&a.ringbuf_size)?;
-    // (Sizes out of range are refused by the recorder.)
-    if !ringbuf.is_power_of_two() && (4096..=1 << 31).contains(&ringbuf) {
-        eprintln!(
-            "chainrec: note: --ringbuf-size {} is not a power of two; using {} bytes ({} MiB)",
-            a.ringbuf_size,
-            ringbuf.next_power_of_two(),
-            ringbuf.next_power_of_two() >> 20
-        );
+/// A byte count for messages: exact GiB/MiB/KiB when it is a multiple, else bytes.
+fn human_bytes(n: u64) -> String {
+    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if n >= 1 << shift && n % (1 << shift) == 0 {
+            return format!("{} {unit}", n >> shift);
+        }
     }
-    // Fail now, not after the whole recording, if the summary cannot be written there.
-    if let Some(p) = &a.summary_json {
+    format!("{n} bytes")
+}
+
+/// Where `name` would be executed from (the PATH lookup `execvp` does), or why not.
+fn resolve_command(name: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| -> std::result::Result<(), String> {
+        let m = std::fs::metadata(p).map_err(|e| e.to_string())?;
+        if m.is_dir() {
+            return Err("is a directory".into());
+        }
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+            .map_err(|_| "contains a NUL byte".to_string())?;
+        // SAFETY: c is a valid NUL-terminated path.
+        let ok = unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0;
+        if !ok || m.permissions().mode() & 0o111 == 0 {
+            return Err("not executable".into());
+        }
+        Ok(())
+    };
+    if name.is_empty() {
+        bail!("the command is an empty string");
+    }
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        runnable(&p).map_err(|e| anyhow::anyhow!("cannot run `{name}`: {e}"))?;
+        return Ok(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut why = None;
+    for dir in std::env::split_paths(&path) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let cand = dir.join(name);
+        if !cand.exists() {
+            continue;
+        }
+        match runnable(&cand) {
+            Ok(()) => return Ok(cand),
+            Err(e) => why = why.or(Some(format!("{}: {e}", cand.display()))),
+        }
+    }
+    match why {
+        Some(w) => bail!("cannot run `{name}`: {w}"),
+        None => bail!("cannot run `{name}`: command not found in PATH"),
+    }
+}
+
+/// The thread group id of `pid` from /proc, or a clear error (no such process).
+fn tgid_of(pid: u32) -> Result<u32> {
+    if pid == 0 {
+        bail!("-p 0: pid 0 is the idle task, not a process (give a process id)");
+    }
+    let status = match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("-p {pid}: no such process")
+        }
+        Err(e) => bail!("-p {pid}: cannot read /proc/{pid}/status: {e}"),
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .with_context(|| format!("-p {pid}: no Tgid in /proc/{pid}/status"))
+}
+
+/// -p values as process ids: threads map to their process (with a note), duplicates go.
+fn check_pids(pids: &[u32]) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for &p in pids {
+        let tgid = tgid_of(p)?;
+        if tgid != p {
+            say!("chainrec: note: -p {p} is a thread of process {tgid}; recording process {tgid}");
+        }
+        if !out.contains(&tgid) {
+            out.push(tgid);
+        }
+    }
+    Ok(out)
+}
+
+/// Whether two paths name the same file (the same inode if both exist, else the same
+/// name in the same directory).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return x.dev() == y.dev() && x.ino() == y.ino();
+    }
+    let split = |p: &Path| {
         let dir = match p.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
-            _ => std::path::Path::new("."),
+            _ => Path::new("."),
         };
-        if p.is_dir() {
-            bail!("--summary-json {}: is a directory", p.display());
-        }
-        if !dir.is_dir() {
-            bail!(
-                "--summary-json {}: directory {} does not exist",
-                p.display(),
-                dir.display()
-            );
-        }
-    }
-    let duration = a.duration.map(|d| secs(d, "--duration")).transpose()?;
-    if a.poll_ms == 0 || a.poll_ms > 1000 {
-        bail!("--poll-ms must be in 1..=1000");
-    }
-    let opts = RecordOptions {
-        output: a.output.clone(),
-        stack_mode: match a.stacks {
-            StacksArg::Lazy => StackMode::Lazy,
-            StacksArg::Eager => StackMode::Eager,
-            StacksArg::None => StackMode::None,
-        },
-        stack_threshold_ns: threshold,
-        ringbuf_bytes: ringbuf,
-        pids: a.pids.clone(),
-        poll_period: Duration::from_millis(a.poll_ms),
-        status_line: !a.quiet,
-        command_line: std::env::args().collect(),
-        user_stacks: !a.no_user_stacks,
-        force_context_fallback: false,
-        force_sys_exit_user_stacks: a.user_stacks_at_sys_exit,
-        no_user_walk_shortcut: false,
-        verify_user_walk_shortcut: a.verify_user_walk,
+        (dir.canonicalize().ok(), p.file_name().map(|n| n.to_owned()))
     };
-    let flag = chainrec_record::install_stop_signals();
-    let started = Arc::new(AtomicBool::new(false));
-    let stop = StopCondition {
-        duration,
-        flag: Some(flag.clone()),
-        started: Some(started.clone()),
-    };
-    let handle = std::thread::Builder::new()
-        .name("chainrec-consumer".into())
-        .spawn(move || chainrec_record::record(&opts, stop))
-        .context("cannot start the recorder thread")?;
+    let (da, na) = split(a);
+    let (db, nb) = split(b);
+    da.is_some() && da == db && na == nb
+}
 
-    let mut child_status = None;
-    if !a.command.is_empty() {
-        while !started.load(Ordering::SeqCst) {
-            if handle.is_finished() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if started.load(Ordering::SeqCst) {
-            let spawned = std::process::Command::new(&a.command[0])
-                .args(&a.command[1..])
-                .spawn();
-            match spawned {
-                Ok(mut child) => {
-                    let st = child.wait().context("waiting for the command")?;
-                    child_status = Some(st);
-                }
-                Err(e) => {
-                    flag.store(true, Ordering::SeqCst);
-                    let _ = handle.join();
-                    bail!("cannot run `{}`: {e}", a.command[0]);
-                }
-            }
-            flag.store(true, Ordering::SeqCst);
-        }
-    }
-    let summary = match handle.join() {
-        Ok(r) => r?,
-        Err(_) => bail!("recorder thread panicked"),
-    };
-
+fn print_summary(summary: &RecordSummary) {
     let l = &summary.lost;
     let secs = summary.duration.as_secs_f64().max(1e-9);
-    eprintln!(
-        "chainrec: wrote {} ({} events in {:.1} s, {:.0} events/s, {:.1} MiB, {:.2} bytes/event)",
-        summary.output.display(),
-        summary.events,
-        secs,
-        summary.events as f64 / secs,
-        summary.bytes as f64 / (1 << 20) as f64,
-        summary.bytes as f64 / summary.events.max(1) as f64
-    );
-    eprintln!(
+    if summary.events > 0 {
+        say!(
+            "chainrec: wrote {} ({} events in {:.1} s, {:.0} events/s, {:.1} MiB, {:.2} bytes/event)",
+            summary.output.display(),
+            summary.events,
+            secs,
+            summary.events as f64 / secs,
+            summary.bytes as f64 / (1 << 20) as f64,
+            summary.bytes as f64 / summary.events as f64
+        );
+    } else {
+        say!(
+            "chainrec: wrote {} (no events in {:.1} s, {} bytes)",
+            summary.output.display(),
+            secs,
+            summary.bytes
+        );
+    }
+    say!(
         "chainrec: lost: {} ring buffer full, {} out of order, {} malformed; stacks: {} unique, {} kernel / {} user failed, \
          {} skipped (wait < threshold), {} user stacks dropped (user-mode preemption); {} symbols ({} unresolved)",
         l.ringbuf_full,
@@ -236,7 +280,7 @@ pub fn run(a: Args) -> Result<()> {
     } else {
         "BPF run time n/a (sysctl kernel.bpf_stats_enabled=1)".to_string()
     };
-    eprintln!(
+    say!(
         "chainrec: consumer CPU {:.2} s ({:.1} % of a core); {bpf_ns}; waking context: {}; \
          lazy user stacks: {}",
         summary.consumer_cpu.as_secs_f64(),
@@ -245,43 +289,348 @@ pub fn run(a: Args) -> Result<()> {
         summary.user_stack_method
     );
     if let Some(m) = summary.user_walk_mismatches {
-        eprintln!(
+        say!(
             "chainrec: user-walk shortcut: {} stacks, {m} disagreed with the kernel walker",
             summary.user_walks_shortcut
         );
     }
-    if let Some(path) = &a.summary_json {
-        let j = serde_json::json!({
-            "output": summary.output,
-            "events": summary.events,
-            "events_by_kind": summary.events_by_kind,
-            "bytes": summary.bytes,
-            "duration_s": secs,
-            "lost": {
-                "ringbuf_full": l.ringbuf_full, "out_of_order": l.out_of_order, "malformed": l.malformed,
-                "kernel_stack_failed": l.kernel_stack_failed, "user_stack_failed": l.user_stack_failed,
-                "stacks_skipped": l.stacks_skipped, "user_stacks_preempted": l.user_stacks_preempted,
-                "unresolved_symbols": l.unresolved_symbols,
-            },
-            "stacks": summary.stacks,
-            "symbols": summary.symbols,
-            "consumer_cpu_s": summary.consumer_cpu.as_secs_f64(),
-            "bpf_run_time_ns": summary.bpf_run_time_ns,
-            "bpf_run_cnt": summary.bpf_run_cnt,
-            "context_method": summary.context_method,
-            "context_fallbacks": summary.context_fallbacks,
-            "user_stack_method": summary.user_stack_method,
-            "user_walks_shortcut": summary.user_walks_shortcut,
-        });
-        std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
+    if l.ringbuf_full > 0 {
+        say!(
+            "chainrec: WARNING: {} events lost because the ring buffer was full; the chains \
+             around them may be incomplete (raise --ringbuf-size, e.g. 128M, or lower --poll-ms)",
+            l.ringbuf_full
+        );
     }
-    if let Some(st) = child_status {
-        if !st.success() {
-            bail!("command `{}` exited with {st}", a.command.join(" "));
+}
+
+fn write_summary_json(summary: &RecordSummary, path: &Path) -> Result<()> {
+    let l = &summary.lost;
+    let j = serde_json::json!({
+        "output": summary.output,
+        "events": summary.events,
+        "events_by_kind": summary.events_by_kind,
+        "bytes": summary.bytes,
+        "duration_s": summary.duration.as_secs_f64(),
+        "lost": {
+            "ringbuf_full": l.ringbuf_full, "out_of_order": l.out_of_order, "malformed": l.malformed,
+            "kernel_stack_failed": l.kernel_stack_failed, "user_stack_failed": l.user_stack_failed,
+            "stacks_skipped": l.stacks_skipped, "user_stacks_preempted": l.user_stacks_preempted,
+            "unresolved_symbols": l.unresolved_symbols,
+        },
+        "stacks": summary.stacks,
+        "symbols": summary.symbols,
+        "consumer_cpu_s": summary.consumer_cpu.as_secs_f64(),
+        "bpf_run_time_ns": summary.bpf_run_time_ns,
+        "bpf_run_cnt": summary.bpf_run_cnt,
+        "context_method": summary.context_method,
+        "context_fallbacks": summary.context_fallbacks,
+        "user_stack_method": summary.user_stack_method,
+        "user_walks_shortcut": summary.user_walks_shortcut,
+    });
+    std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The recording ended: the summary file first (a closed stderr must not cost it), then
+/// the summary on stderr.
+fn finish_recording(summary: &RecordSummary, json: Option<&Path>) -> Result<()> {
+    let r = json.map(|p| write_summary_json(summary, p)).transpose();
+    print_summary(summary);
+    r.map(|_| ())
+}
+
+/// A recorder error, with a hint when a partial trace was left behind.
+fn recorder_error(e: RecordError, output: &Path) -> anyhow::Error {
+    let partial = matches!(e, RecordError::Format(_) | RecordError::Io { .. })
+        && std::fs::metadata(output).is_ok_and(|m| m.is_file() && m.len() > 0);
+    if matches!(e, RecordError::Stopped { .. }) {
+        return e.into();
+    }
+    let err = anyhow::Error::new(e).context("recording failed");
+    if partial {
+        anyhow::anyhow!(
+            "{err:#}; the events recorded before the failure are in {o} (`chainrec info {o}` \
+             reads it and tells how to analyse it)",
+            o = output.display()
+        )
+    } else {
+        err
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        _ => return format!("signal {sig}"),
+    };
+    format!("signal {sig} ({name})")
+}
+
+fn send_signal(pid: u32, sig: i32) {
+    // SAFETY: kill has no memory-safety preconditions. The child is not reaped yet (a
+    // zombie keeps its pid), so the pid cannot name another process.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// `chainrec record`.
+pub fn run(a: Args) -> Result<()> {
+    // Everything that can be checked is checked before the output is touched.
+    let lazy = matches!(a.stacks, StacksArg::Lazy);
+    let stacks_name = format!("{:?}", a.stacks).to_lowercase();
+    if a.stack_threshold.is_some() && !lazy {
+        bail!("--stack-threshold applies to --stacks lazy only (--stacks {stacks_name} has no threshold)");
+    }
+    if a.user_stacks_at_sys_exit && !lazy {
+        bail!(
+            "--user-stacks-at-sys-exit applies to --stacks lazy only (--stacks {stacks_name} {})",
+            if matches!(a.stacks, StacksArg::Eager) {
+                "takes user stacks in the scheduler tracepoints"
+            } else {
+                "takes no stacks"
+            }
+        );
+    }
+    let threshold =
+        chainrec_record::parse_duration_ns(a.stack_threshold.as_deref().unwrap_or("100us"))?;
+    let ringbuf = chainrec_record::parse_size(&a.ringbuf_size)?;
+    if !(4096..=1 << 31).contains(&ringbuf) {
+        bail!(
+            "--ringbuf-size {}: out of range ({}; allowed 4K ..= 2G)",
+            a.ringbuf_size,
+            human_bytes(ringbuf)
+        );
+    }
+    let duration = a.duration.map(|d| secs(d, "--duration")).transpose()?;
+    if a.poll_ms == 0 || a.poll_ms > 1000 {
+        bail!("--poll-ms must be in 1..=1000");
+    }
+    chainrec_record::check_output(&a.output)?;
+    // Fail now, not after the whole recording, if the summary cannot be written there.
+    if let Some(p) = &a.summary_json {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if p.is_dir() {
+            bail!("--summary-json {}: is a directory", p.display());
+        }
+        if !dir.is_dir() {
+            if dir.exists() {
+                bail!(
+                    "--summary-json {}: {} is not a directory",
+                    p.display(),
+                    dir.display()
+                );
+            }
+            bail!(
+                "--summary-json {}: directory {} does not exist",
+                p.display(),
+                dir.display()
+            );
+        }
+        if same_file(p, &a.output) {
+            bail!(
+                "--summary-json {} is the trace file (-o {}): give it another name",
+                p.display(),
+                a.output.display()
+            );
         }
     }
+    let pids = check_pids(&a.pids)?;
+    if let Some(name) = a.command.first() {
+        resolve_command(name)?;
+    }
+    if !ringbuf.is_power_of_two() {
+        say!(
+            "chainrec: note: --ringbuf-size {} is not a power of two; using {}",
+            a.ringbuf_size,
+            human_bytes(ringbuf.next_power_of_two())
+        );
+    }
+    let opts = RecordOptions {
+        output: a.output.clone(),
+        stack_mode: match a.stacks {
+            StacksArg::Lazy => StackMode::Lazy,
+            StacksArg::Eager => StackMode::Eager,
+            StacksArg::None => StackMode::None,
+        },
+        stack_threshold_ns: threshold,
+        ringbuf_bytes: ringbuf,
+        pids,
+        poll_period: Duration::from_millis(a.poll_ms),
+        status_line: !a.quiet,
+        command_line: std::env::args().collect(),
+        user_stacks: !a.no_user_stacks,
+        force_context_fallback: false,
+        force_sys_exit_user_stacks: a.user_stacks_at_sys_exit,
+        no_user_walk_shortcut: false,
+        verify_user_walk_shortcut: a.verify_user_walk,
+    };
+    let flag = chainrec_record::install_stop_signals();
+    let started = Arc::new(AtomicBool::new(false));
+    let stop = StopCondition {
+        duration,
+        flag: Some(flag.clone()),
+        started: Some(started.clone()),
+    };
+    let handle = std::thread::Builder::new()
+        .name("chainrec-consumer".into())
+        .spawn(move || chainrec_record::record(&opts, stop))
+        .context("cannot start the recorder thread")?;
+    let join = |h: std::thread::JoinHandle<chainrec_record::Result<RecordSummary>>| match h.join() {
+        Ok(r) => r.map_err(|e| recorder_error(e, &a.output)),
+        Err(_) => Err(anyhow::anyhow!("recorder thread panicked")),
+    };
+
+    if a.command.is_empty() {
+        let summary = join(handle)?;
+        return finish_recording(&summary, a.summary_json.as_deref());
+    }
+    let cmd = a.command.join(" ");
+    let stop_requested =
+        || flag.load(Ordering::SeqCst) || chainrec_record::stop_signals().count > 0;
+    while !started.load(Ordering::SeqCst) && !handle.is_finished() && !stop_requested() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if !started.load(Ordering::SeqCst) || stop_requested() {
+        // Never start the command after a stop request (or without a recorder).
+        flag.store(true, Ordering::SeqCst);
+        let summary = join(handle)?;
+        finish_recording(&summary, a.summary_json.as_deref())?;
+        bail!("stopped before `{cmd}` was started (the command did not run)");
+    }
+    let mut child = match std::process::Command::new(&a.command[0])
+        .args(&a.command[1..])
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            flag.store(true, Ordering::SeqCst);
+            let r = join(handle);
+            if let Ok(s) = &r {
+                let _ = finish_recording(s, a.summary_json.as_deref());
+            }
+            bail!("cannot run `{}`: {e}", a.command[0]);
+        }
+    };
+    let pid = child.id();
+
+    // Poll the command, the recorder and the stop signals together.
+    let mut handle = Some(handle);
+    let mut forwarded = 0u32;
+    let mut status: Option<ExitStatus> = None;
+    let mut failed: Option<(anyhow::Error, bool)> = None;
+    let mut waiting_since: Option<Instant> = None;
+    let mut child_gone = false;
+    loop {
+        let sigs = chainrec_record::stop_signals();
+        if sigs.count > forwarded {
+            forwarded = sigs.count;
+            flag.store(true, Ordering::SeqCst);
+            // Ctrl-C from the terminal reaches the command's process group by itself.
+            if status.is_none() && !sigs.last_from_terminal {
+                send_signal(pid, sigs.last);
+            }
+        }
+        if status.is_none() && !child_gone {
+            match child.try_wait() {
+                Ok(Some(st)) => {
+                    status = Some(st);
+                    flag.store(true, Ordering::SeqCst);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    // Cannot happen for our own child; stop recording and report it.
+                    flag.store(true, Ordering::SeqCst);
+                    failed.get_or_insert((anyhow::anyhow!("waiting for `{cmd}`: {e}"), false));
+                    child_gone = true;
+                }
+            }
+        }
+        if handle.as_ref().is_some_and(|h| h.is_finished()) {
+            let h = handle.take().expect("checked above");
+            match join(h) {
+                Ok(summary) => {
+                    if let Err(e) = finish_recording(&summary, a.summary_json.as_deref()) {
+                        failed.get_or_insert((e, false));
+                    }
+                }
+                Err(e) => {
+                    // At once, not when the command exits; and the command is not recorded
+                    // any more, so it is stopped.
+                    say!("chainrec: error: {e:#}");
+                    if status.is_none() {
+                        say!("chainrec: stopping `{cmd}` (pid {pid}) with SIGTERM");
+                        send_signal(pid, libc::SIGTERM);
+                    }
+                    failed = Some((e, true));
+                }
+            }
+            if status.is_none() && !child_gone {
+                waiting_since = Some(Instant::now());
+            }
+        }
+        if (status.is_some() || child_gone) && handle.is_none() {
+            break;
+        }
+        if let Some(t) = waiting_since {
+            if t.elapsed() >= Duration::from_secs(1) {
+                say!(
+                    "chainrec: recording finished; waiting for `{cmd}` (pid {pid}) to exit{}",
+                    if forwarded == 0 {
+                        " (Ctrl-C or SIGTERM to chainrec passes on to it)"
+                    } else {
+                        ""
+                    }
+                );
+                waiting_since = None;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if let Some((e, printed)) = failed {
+        if !printed {
+            say!("chainrec: error: {e:#}");
+        }
+        if let Some(st) = status {
+            say!("chainrec: `{cmd}` {}", describe(st));
+        }
+        std::process::exit(1);
+    }
+    let st = status.expect("the loop ends with the command's status");
+    let sigs = chainrec_record::stop_signals();
+    let code = match (st.code(), st.signal()) {
+        (Some(c), _) => c,
+        // The signal that stopped the recording (passed on, or from the terminal): a
+        // normal stop.
+        (None, Some(sig)) if sigs.count > 0 && sig == sigs.last => 0,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => 1,
+    };
+    if code != 0 {
+        say!("chainrec: `{cmd}` {}; exiting with {code}", describe(st));
+        std::process::exit(code);
+    }
     Ok(())
+}
+
+fn describe(st: ExitStatus) -> String {
+    match (st.code(), st.signal()) {
+        (Some(c), _) => format!("exited with code {c}"),
+        (None, Some(s)) => format!("was killed by {}", signal_name(s)),
+        _ => format!("ended with {st}"),
+    }
 }
 
 /// `chainrec workload`.
@@ -293,8 +642,38 @@ pub fn run_workload(a: WorkloadArgs) -> Result<()> {
         duration: secs(a.duration, "--duration")?,
         period: Duration::from_micros(a.period_us),
     };
+    if opts.period > opts.duration {
+        bail!(
+            "--period-us {} is longer than --duration {} s (the workload would run one whole \
+             period anyway)",
+            a.period_us,
+            a.duration
+        );
+    }
+    // Fail now, not after the whole run, if the report cannot be written there.
+    if let Some(p) = a.json.as_deref().filter(|p| p.as_os_str() != "-") {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if p.is_dir() {
+            bail!("--json {}: is a directory", p.display());
+        }
+        if !dir.is_dir() {
+            bail!(
+                "--json {}: {} {}",
+                p.display(),
+                dir.display(),
+                if dir.exists() {
+                    "is not a directory"
+                } else {
+                    "does not exist"
+                }
+            );
+        }
+    }
     let rep = workload::run_with(&opts, |t, r, s| {
-        eprintln!(
+        say!(
             "chainrec workload: pid {} cr-timer {t} cr-relay {r} cr-sink {s}",
             std::process::id()
         );
@@ -304,7 +683,7 @@ pub fn run_workload(a: WorkloadArgs) -> Result<()> {
     match &a.json {
         Some(p) if p.as_os_str() == "-" => super::report::write_stdout(&j)?,
         Some(p) => std::fs::write(p, j).with_context(|| format!("writing {}", p.display()))?,
-        None => eprintln!(
+        None => say!(
             "chainrec workload: {} messages; blocked: timer {:.3} s, relay {:.3} s, sink {:.3} s",
             rep.messages,
             rep.timer.blocked_ns as f64 / 1e9,

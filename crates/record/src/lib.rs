@@ -22,7 +22,10 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/chainrec.skel.rs"));
 }
 
-pub use recorder::{install_stop_signals, record, RecordOptions, RecordSummary, StopCondition};
+pub use recorder::{
+    check_output, install_stop_signals, record, stop_signals, RecordOptions, RecordSummary,
+    StopCondition, StopSignals,
+};
 
 use std::path::PathBuf;
 
@@ -67,6 +70,12 @@ pub enum RecordError {
     /// Bad option value.
     #[error("invalid option: {0}")]
     Invalid(String),
+    /// A stop was requested before recording started; the output was not touched.
+    #[error("stopped before recording started; {path} was not written")]
+    Stopped {
+        /// The output that was left alone.
+        path: PathBuf,
+    },
     /// The output path is unusable.
     #[error("cannot write {path}: {detail}")]
     Output {

@@ -56,11 +56,41 @@ fn err(what: &str, e: impl std::fmt::Display) -> ReportError {
     ReportError::Input(format!("{what}: {e}"))
 }
 
+/// `e` and all its causes on one line (a message that repeats its cause's text, as
+/// "path: cause" does, is not repeated).
+fn full_message(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !msg.contains(&t) {
+            msg = format!("{msg}: {t}");
+        }
+        cur = c.source();
+    }
+    msg
+}
+
+/// A recorder failure with its whole cause. Only a refused BPF load is about privileges
+/// (and that error says so itself).
+fn record_err(e: chainrec_record::RecordError) -> ReportError {
+    ReportError::Input(format!("recording failed: {}", full_message(&e)))
+}
+
 /// Run the demo.
 pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
-    std::fs::create_dir_all(&opts.dir).map_err(|e| ReportError::Io {
-        path: opts.dir.clone(),
-        source: e,
+    if opts.dir.exists() && !opts.dir.is_dir() {
+        return Err(ReportError::Input(format!(
+            "{} exists and is not a directory (the demo writes trace.zst, chain.folded and \
+             chain.svg into the directory given with -o)",
+            opts.dir.display()
+        )));
+    }
+    std::fs::create_dir_all(&opts.dir).map_err(|e| {
+        ReportError::Input(format!(
+            "cannot create directory {}: {e}",
+            opts.dir.display()
+        ))
     })?;
     let trace = opts.dir.join("trace.zst");
     let folded_path = opts.dir.join("chain.folded");
@@ -85,17 +115,14 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
         .name("chainrec-consumer".into())
         .spawn(move || chainrec_record::record(&ropts, cond))
         .map_err(|e| err("cannot start the recorder thread", e))?;
-    let needs = "recording failed (the demo needs root, or CAP_BPF + CAP_PERFMON)";
+    let panicked = || err("recording failed", "recorder thread panicked");
     while !started.load(Ordering::SeqCst) && !handle.is_finished() {
         std::thread::sleep(Duration::from_millis(5));
     }
     if !started.load(Ordering::SeqCst) {
-        let r = handle
-            .join()
-            .map_err(|_| err(needs, "recorder thread panicked"))?;
-        r.map_err(|e| err(needs, e))?;
+        handle.join().map_err(|_| panicked())?.map_err(record_err)?;
         return Err(err(
-            needs,
+            "recording failed",
             "the recorder stopped before the workload started",
         ));
     }
@@ -106,10 +133,16 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
     let mut tids = [0u32; 3];
     let wl = chainrec_record::workload::run_with(&wopts, |t, r, s| tids = [t, r, s]);
     stop.store(true, Ordering::SeqCst);
-    let summary = handle
-        .join()
-        .map_err(|_| err(needs, "recorder thread panicked"))?
-        .map_err(|e| err(needs, e))?;
+    let summary = handle.join().map_err(|_| panicked())?.map_err(|e| {
+        let mut r = format!("recording failed: {}", full_message(&e));
+        if trace.is_file() && std::fs::metadata(&trace).is_ok_and(|m| m.len() > 0) {
+            r.push_str(&format!(
+                "; the events recorded before the failure are in {t} (`chainrec info {t}`)",
+                t = trace.display()
+            ));
+        }
+        ReportError::Input(r)
+    })?;
     let wl = wl.map_err(|e| err("the chain workload failed", e))?;
 
     // 2. Chain graph of the workload's threads (dedup on: the sink's chain shows the

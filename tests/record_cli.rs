@@ -1,0 +1,257 @@
+//! `chainrec record` and `chainrec workload` from the command line.
+//!
+//! The argument pre-checks run anywhere (no BPF needed: they fail before anything is
+//! loaded) and must leave an existing output file untouched. The command-mode tests need
+//! root and BPF; without them they print a loud SKIP and pass, unless
+//! `CHAINREC_REQUIRE_BPF=1`, in which case they fail.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Two recorders at once would see each other's events (and share 2 CPUs).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_chainrec"))
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("record-cli-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A previous trace stands in: fixed content that must survive a refused run.
+fn previous(dir: &Path) -> PathBuf {
+    let p = dir.join("prev.zst");
+    std::fs::write(&p, b"previous trace").unwrap();
+    p
+}
+
+fn refused(args: &[&str], out: &Path, expect: &str) {
+    let o = bin().args(args).output().unwrap();
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{args:?} succeeded: {err}");
+    assert_ne!(o.status.code(), Some(101), "{args:?} panicked: {err}");
+    assert!(
+        err.contains(expect),
+        "{args:?}: expected `{expect}` in: {err}"
+    );
+    assert_eq!(
+        std::fs::read(out).unwrap(),
+        b"previous trace",
+        "{args:?} touched {}",
+        out.display()
+    );
+}
+
+#[test]
+fn prechecks_leave_the_previous_trace_alone() {
+    let d = tmpdir("pre");
+    let prev = previous(&d);
+    let p = prev.to_str().unwrap();
+    let afile = d.join("afile");
+    std::fs::write(&afile, b"x").unwrap();
+    let dot = format!("{}/./prev.zst", d.display());
+    let in_file = format!("{}/x.zst", afile.display());
+    refused(
+        &["record", "-o", p, "--", "chainrec-no-such-command"],
+        &prev,
+        "not found in PATH",
+    );
+    refused(
+        &["record", "-o", p, "--", afile.to_str().unwrap()],
+        &prev,
+        "not executable",
+    );
+    refused(
+        &["record", "-o", p, "-p", "4294967295"],
+        &prev,
+        "no such process",
+    );
+    refused(&["record", "-o", p, "-p", "0"], &prev, "pid 0");
+    refused(
+        &["record", "-o", p, "--summary-json", p],
+        &prev,
+        "is the trace file",
+    );
+    refused(
+        &["record", "-o", p, "--summary-json", &dot],
+        &prev,
+        "is the trace file",
+    );
+    refused(
+        &[
+            "record",
+            "-o",
+            p,
+            "--stacks",
+            "none",
+            "--stack-threshold",
+            "1ms",
+        ],
+        &prev,
+        "--stacks lazy only",
+    );
+    refused(
+        &[
+            "record",
+            "-o",
+            p,
+            "--stacks",
+            "eager",
+            "--user-stacks-at-sys-exit",
+        ],
+        &prev,
+        "--stacks lazy only",
+    );
+    refused(
+        &[
+            "record",
+            "-o",
+            p,
+            "--no-user-stacks",
+            "--user-stacks-at-sys-exit",
+        ],
+        &prev,
+        "cannot be used with",
+    );
+    refused(
+        &["record", "-o", p, "--ringbuf-size", "3K"],
+        &prev,
+        "--ringbuf-size 3K",
+    );
+    // -o inside a regular file: "not a directory", not "does not exist".
+    let o = bin().args(["record", "-o", &in_file]).output().unwrap();
+    assert!(stderr(&o).contains("is not a directory"), "{}", stderr(&o));
+}
+
+#[test]
+fn workload_checks_before_running() {
+    let d = tmpdir("workload");
+    let t = Instant::now();
+    let o = bin()
+        .args(["workload", "--duration", "3", "--json"])
+        .arg(d.join("nodir/w.json"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+    let o = bin()
+        .args(["workload", "--period-us", "10000000", "--duration", "0.2"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("longer than --duration"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "ran the workload first"
+    );
+}
+
+fn require_bpf() -> bool {
+    std::env::var("CHAINREC_REQUIRE_BPF").is_ok_and(|v| v == "1")
+}
+
+/// True when the test can record; otherwise a loud SKIP (or a failure when required).
+fn can_record(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let why = if unsafe { libc::geteuid() } != 0 {
+        "not root"
+    } else if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        "no kernel BTF"
+    } else {
+        return true;
+    };
+    if require_bpf() {
+        panic!("CHAINREC_REQUIRE_BPF=1 but {test} cannot record: {why}");
+    }
+    eprintln!("\n*** SKIP {test}: needs root/BPF ({why}); CHAINREC_REQUIRE_BPF=1 makes this a failure ***\n");
+    false
+}
+
+fn json(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn command_exit_codes_are_passed_on() {
+    if !can_record("command_exit_codes_are_passed_on") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tmpdir("exit");
+    let trace = d.join("t.zst");
+    let sj = d.join("s.json");
+    for (script, want) in [("exit 3", 3), ("exit 0", 0), ("kill -SEGV $$", 128 + 11)] {
+        let o = bin()
+            .args(["record", "-q", "-o"])
+            .arg(&trace)
+            .arg("--summary-json")
+            .arg(&sj)
+            .args(["--", "sh", "-c", script])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(want), "{script}: {}", stderr(&o));
+        let j = json(&sj);
+        // Consumer CPU counts from attach: a single thread cannot use more than the
+        // wall-clock time (loading the programs used to be included: 490 % of a core).
+        let (cpu, dur) = (
+            j["consumer_cpu_s"].as_f64().unwrap(),
+            j["duration_s"].as_f64().unwrap(),
+        );
+        assert!(
+            cpu <= dur + 0.02,
+            "{script}: consumer CPU {cpu} s in {dur} s"
+        );
+        let info = bin().arg("info").arg(&trace).output().unwrap();
+        assert!(info.status.success(), "{}", stderr(&info));
+    }
+}
+
+#[test]
+fn sigterm_is_passed_on_to_the_command() {
+    if !can_record("sigterm_is_passed_on_to_the_command") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tmpdir("sigterm");
+    let trace = d.join("t.zst");
+    let child = bin()
+        .args(["record", "-q", "-o"])
+        .arg(&trace)
+        // Not `sh -c 'sleep 20'`: sh would die of the signal and leave its sleep behind.
+        .args(["--", "sleep", "20"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Attached and running the command within a couple of seconds (the trace exists then).
+    let t = Instant::now();
+    while !trace.exists() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = Instant::now();
+    // SAFETY: kill has no memory-safety preconditions; the child is ours and not reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let mut child = child;
+    let st = child.wait().unwrap();
+    let waited = sent.elapsed();
+    // The command died of the SIGTERM chainrec passed on: a normal stop, exit 0, and fast
+    // (the command would have slept 20 s).
+    assert_eq!(st.code(), Some(0), "{st}");
+    assert!(waited < Duration::from_secs(5), "took {waited:?}");
+    let info = bin().arg("info").arg(&trace).output().unwrap();
+    assert!(info.status.success(), "{}", stderr(&info));
+}
