@@ -5,6 +5,7 @@
 mod cmd;
 
 use clap::{Parser, Subcommand};
+use std::io::Write;
 
 /// Chain graphs: why threads blocked, and the whole chain of wakeups that led to their
 /// resumption, down to the interrupt that started it.
@@ -89,9 +90,11 @@ fn main() {
     };
     if let Err(err) = result {
         // One line per cause, like `error: ... : caused by ...`, and a non-zero exit.
-        eprintln!("chainrec: error: {err:#}");
+        // Not eprintln!: a closed or full stderr must not turn an error into a panic.
+        let mut stderr = std::io::stderr().lock();
+        let _ = writeln!(stderr, "chainrec: error: {err:#}");
         if let Some(hint) = analysis.then(|| cmd::damage_hint(&err)).flatten() {
-            eprintln!("chainrec: hint: {hint}");
+            let _ = writeln!(stderr, "chainrec: hint: {hint}");
         }
         std::process::exit(1);
     }

@@ -373,3 +373,27 @@ fn a_trace_can_be_read_from_a_pipe() {
     assert_eq!(o.stdout, direct.stdout);
     assert!(!o.stdout.is_empty());
 }
+
+#[test]
+fn errors_survive_a_full_stderr() {
+    // The error cannot be printed, but the exit status still says what happened.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = bin()
+        .args(["info", "/nonexistent/trace.zst"])
+        .stderr(Stdio::from(full))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn demo_refuses_a_file_as_its_directory() {
+    let d = tmpdir("demo-file");
+    let f = d.join("afile");
+    std::fs::write(&f, b"keep").unwrap();
+    fails(&["demo", "-o", f.to_str().unwrap()], "is not a directory");
+    assert_eq!(std::fs::read(&f).unwrap(), b"keep");
+}
