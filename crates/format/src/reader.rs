@@ -114,13 +114,20 @@ impl TraceReader {
             )));
         }
         if !meta.is_file() {
-            // A pipe or character device (`chainrec chains /dev/stdin < trace.zst`) cannot
-            // be mapped: read it into memory.
+            // A pipe or character device (`cat trace.zst | chainrec chains /dev/stdin`)
+            // cannot be mapped: read it into memory, once its first bytes show a trace
+            // (`/dev/zero` must not fill the memory).
+            use std::io::Read;
             let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io)?;
+            (&mut file)
+                .take(FILE_HEADER_LEN as u64)
+                .read_to_end(&mut bytes)
+                .map_err(io)?;
             if bytes.is_empty() {
                 return Err(FormatError::Empty);
             }
+            parse_file_header(&bytes)?;
+            file.read_to_end(&mut bytes).map_err(io)?;
             return Self::from_data(path.to_owned(), Data::Owned(bytes));
         }
         if meta.len() == 0 {

@@ -447,6 +447,12 @@ fn not_chainrec_and_versions() {
         TraceReader::open(&p),
         Err(FormatError::Truncated { .. })
     ));
+    // A character device that is not a trace is refused from its first bytes (reading
+    // /dev/zero to the end would never finish).
+    assert!(matches!(
+        TraceReader::open(std::path::Path::new("/dev/zero")),
+        Err(FormatError::NotChainrec)
+    ));
     // A directory is refused as such.
     let e = TraceReader::open(&dir.file("")).err().unwrap();
     match &e {
