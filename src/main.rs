@@ -2,10 +2,18 @@
 //! chain of wakeups behind it. This binary is thin: each subcommand parses its
 //! arguments and calls into the library crates.
 
+/// `eprintln!` without its panic: a closed or full stderr (`2>&-`, `2>/dev/full`) must not
+/// turn a finished command into exit 101. Messages that cannot be written are dropped.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 mod cmd;
 
 use clap::{Parser, Subcommand};
-use std::io::Write;
 
 /// Chain graphs: why threads blocked, and the whole chain of wakeups that led to their
 /// resumption, down to the interrupt that started it.
@@ -90,11 +98,9 @@ fn main() {
     };
     if let Err(err) = result {
         // One line per cause, like `error: ... : caused by ...`, and a non-zero exit.
-        // Not eprintln!: a closed or full stderr must not turn an error into a panic.
-        let mut stderr = std::io::stderr().lock();
-        let _ = writeln!(stderr, "chainrec: error: {err:#}");
+        say!("chainrec: error: {err:#}");
         if let Some(hint) = analysis.then(|| cmd::damage_hint(&err)).flatten() {
-            let _ = writeln!(stderr, "chainrec: hint: {hint}");
+            say!("chainrec: hint: {hint}");
         }
         std::process::exit(1);
     }

@@ -12,7 +12,9 @@ fn bin() -> Command {
 
 /// A fresh directory for one test (under cargo's per-target scratch space, not /tmp).
 fn tmpdir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}"));
+    // The pid keeps concurrent runs against one target directory apart.
+    let d =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -188,7 +190,14 @@ fn heatmap_rows_are_checked_before_anything_else() {
         fails_with(&o, "is not in 1..=1000");
     }
     fails(
-        &["heatmap", t(), "-o", "x.svg", "--metric", "cpu"],
+        &[
+            "heatmap",
+            t(),
+            "-o",
+            svg.to_str().unwrap(),
+            "--metric",
+            "cpu",
+        ],
         "possible values",
     );
     assert!(!svg.exists());
@@ -372,6 +381,34 @@ fn a_trace_can_be_read_from_a_pipe() {
     let direct = run(&["chains", t()]);
     assert_eq!(o.stdout, direct.stdout);
     assert!(!o.stdout.is_empty());
+}
+
+#[test]
+fn a_full_stderr_does_not_fail_a_command() {
+    // Notes and warnings are lost, the result is not.
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let o = bin()
+        .args(["chains", t()])
+        .stderr(Stdio::from(full()))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "exit {:?}", o.status.code());
+    assert_eq!(o.stdout, run(&["chains", t()]).stdout);
+    let d = tmpdir("stderr-full");
+    let out = d.join("s.zst");
+    let o = bin()
+        .args(["synth", "--scenario", "pipe-relay", "-o"])
+        .arg(&out)
+        .stderr(Stdio::from(full()))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "exit {:?}", o.status.code());
+    assert!(out.exists());
 }
 
 #[test]

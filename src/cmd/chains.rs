@@ -322,7 +322,7 @@ fn analyse(
                 view != ChainView::OffCpu,
                 path,
             )?;
-            eprintln!(
+            say!(
                 "chainrec: {name}: wrote {} ({} lines)",
                 path.display(),
                 lines.len()
@@ -357,7 +357,7 @@ fn analyse(
                     l.starts_with("VmHWM") || l.starts_with("RssAnon") || l.starts_with("RssFile")
                 })
                 .collect();
-            eprintln!(
+            say!(
                 "chainrec: {name}: memory: {}",
                 pick.join(", ")
                     .split_whitespace()
@@ -402,7 +402,7 @@ fn summary(
     unit: Unit,
     dedup: bool,
 ) {
-    eprintln!(
+    say!(
         "chainrec: {name}: {} events in {:.3} s ({:.1} M events/s); {} waits ({} woken, {} runnable), {} lines{}",
         st.events,
         secs,
@@ -415,19 +415,19 @@ fn summary(
     );
     let l = &meta.lost;
     if st.lost_events > 0 || l.ringbuf_full + l.malformed + l.out_of_order > 0 {
-        eprintln!(
+        say!(
             "chainrec: {name}: warning: LOST EVENTS: {} lost (markers: {}; recording: ring buffer full {}, malformed {}, out of order {}); {} waits overlap a loss and are marked [lost events]",
             st.lost_events, st.lost_markers, l.ringbuf_full, l.malformed, l.out_of_order, st.waits_with_lost
         );
     }
     if st.stacks_missing > 0 || l.kernel_stack_failed + l.user_stack_failed > 0 {
-        eprintln!(
+        say!(
             "chainrec: {name}: warning: missing stacks: {} shown waits have a failed stack ([missing stack]); recording: kernel {} / user {} failed",
             st.stacks_missing, l.kernel_stack_failed, l.user_stack_failed
         );
     }
     if st.stacks_skipped > 0 || l.stacks_skipped > 0 {
-        eprintln!(
+        say!(
             "chainrec: {name}: note: {} shown waits have stacks skipped by the lazy policy (waits < {} us, [no stack: ...]); recording skipped {}",
             st.stacks_skipped,
             meta.stack_threshold_ns / 1000,
@@ -435,13 +435,13 @@ fn summary(
         );
     }
     if st.waits_before_trace + st.waits_without_waker + st.inconsistent + st.wakings_ignored > 0 {
-        eprintln!(
+        say!(
             "chainrec: {name}: note: {} waits began before the trace (not shown), {} blocked waits had no waking ([waker unknown]), {} still open at the end, {} wakings of non-blocked threads ignored, {} inconsistent switch sequences",
             st.waits_before_trace, st.waits_without_waker, st.waits_open_at_end, st.wakings_ignored, st.inconsistent
         );
     }
     if small_lines > 0 {
-        eprintln!(
+        say!(
             "chainrec: {name}: note: {small_lines} lines below 1 {} ({small_ns} ns in total) left out; use --unit ns",
             unit.name()
         );

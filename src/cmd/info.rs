@@ -82,8 +82,6 @@ macro_rules! w {
     }};
 }
 
-/// Name `path` in a format error, unless the error already does (an I/O error's message
-/// is its path).
 fn stack_refs(e: &chainrec_format::Event) -> Vec<StackId> {
     use chainrec_format::Event::*;
     match e {

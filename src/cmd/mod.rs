@@ -36,7 +36,7 @@ pub fn open_trace(path: &Path, what: &str) -> Result<TraceReader> {
     if salvage_requested() {
         let what = what.to_string();
         reader.salvage_chunks(move |e| {
-            eprintln!(
+            say!(
                 "chainrec: {what}: warning: {e}; {SALVAGE_ENV}=1: stopping there, the output covers only the events before it"
             )
         });
@@ -50,7 +50,7 @@ pub fn open_trace(path: &Path, what: &str) -> Result<TraceReader> {
                 reader.event_count()
             );
         }
-        eprintln!(
+        say!(
             "chainrec: {what}: warning: trace index unusable ({}); recovered by scanning, {} trailing bytes ignored{}",
             r.reason,
             r.trailing_bytes,

@@ -201,7 +201,7 @@ fn trace_start(reader: &TraceReader) -> u64 {
 fn warn_lost(what: &str, meta: &RecordingMeta) {
     let l = &meta.lost;
     if l.ringbuf_full + l.malformed + l.out_of_order > 0 {
-        eprintln!(
+        say!(
             "chainrec: {what}: warning: LOST EVENTS in the recording: ring buffer full {}, malformed {}, out of order {}",
             l.ringbuf_full, l.malformed, l.out_of_order
         );
@@ -255,9 +255,10 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     write_stdout(&out)?;
     warn_lost("top", meta);
     if stats.lost_events > 0 {
-        eprintln!(
+        say!(
             "chainrec: top: warning: {} events lost in the trace; {} waits overlap a loss",
-            stats.lost_events, stats.waits_with_lost
+            stats.lost_events,
+            stats.waits_with_lost
         );
     }
     Ok(())
@@ -313,7 +314,7 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
         reader.meta().clock_offset_ns != 0,
     );
     std::fs::write(&a.output, svg).with_context(|| format!("writing {}", a.output.display()))?;
-    eprintln!(
+    say!(
         "chainrec: heatmap: wrote {} ({} seconds x {} rows, {} non-empty cells){}",
         a.output.display(),
         h.columns,
@@ -454,7 +455,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     for (out, note) in [(perfetto_out, perfetto_note), (pprof_out, pprof_note)] {
         if let Some(mut out) = out {
             out.commit()?;
-            eprintln!("{note}");
+            say!("{note}");
         }
     }
     warn_lost("export", meta);
@@ -545,17 +546,19 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
         period: Duration::from_micros(a.period_us),
         command_line: std::env::args().collect(),
     };
-    eprintln!(
+    say!(
         "chainrec demo: recording the chain workload (cr-timer -> cr-relay -> cr-sink over pipes) for {:.1} s",
         a.duration
     );
     let o = chainrec_report::demo::run(&opts)?;
-    eprintln!(
+    say!(
         "chainrec demo: recorded {} events ({} bytes); the workload passed {} messages",
-        o.events, o.bytes, o.messages
+        o.events,
+        o.bytes,
+        o.messages
     );
     if o.lost_events > 0 {
-        eprintln!(
+        say!(
             "chainrec demo: warning: LOST EVENTS: {} (the chains may be incomplete)",
             o.lost_events
         );
@@ -614,7 +617,7 @@ pub fn render_svg(
         .with_context(|| format!("drawing {}", path.display()))?;
     std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
     if stats.zero_weight_lines > 0 {
-        eprintln!(
+        say!(
             "chainrec: {} stacks with zero weight not drawn",
             stats.zero_weight_lines
         );

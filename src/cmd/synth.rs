@@ -129,7 +129,7 @@ pub fn run(a: Args) -> Result<()> {
         meta.lost.stacks_skipped = track.skipped;
     }
     let sum = w.finish(&meta).map_err(|e| super::with_path(&out, e))?;
-    eprintln!(
+    say!(
         "chainrec: synth: {name}: {} events, {} chunks, {} bytes -> {} in {:.2} s",
         sum.events,
         sum.chunks,
