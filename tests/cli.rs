@@ -2,6 +2,7 @@
 //! error and a non-zero exit, never a panic, and leaves no output file behind. Runs
 //! without root: the traces come from `chainrec synth`.
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -433,4 +434,53 @@ fn demo_refuses_a_file_as_its_directory() {
     std::fs::write(&f, b"keep").unwrap();
     fails(&["demo", "-o", f.to_str().unwrap()], "is not a directory");
     assert_eq!(std::fs::read(&f).unwrap(), b"keep");
+}
+
+#[test]
+fn export_keeps_symlinks_and_pipes() {
+    let d = tmpdir("export-nodes");
+    // A symlink stays a symlink; its target gets the export.
+    let target = d.join("target.pb.gz");
+    let link = d.join("link.pb.gz");
+    std::fs::write(&target, b"old").unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let o = bin()
+        .args(["export", t(), "-q", "--pprof"])
+        .arg(&link)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    let written = std::fs::read(&target).unwrap();
+    assert_eq!(
+        &written[..2],
+        &[0x1f, 0x8b],
+        "gzip expected in the link's target"
+    );
+    // A named pipe is written through, not replaced by a regular file.
+    let fifo = d.join("out.pftrace");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("SKIP export_keeps_symlinks_and_pipes (pipe part): mkfifo failed");
+        return;
+    }
+    // Hold a write end (O_RDWR does not block on Linux) so that the reader never waits
+    // forever, even if the export did not open the pipe at all.
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let fifo_r = fifo.clone();
+    let reader = std::thread::spawn(move || std::fs::read(fifo_r).unwrap());
+    let o = bin()
+        .args(["export", t(), "-q", "--perfetto"])
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    drop(held);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bytes = reader.join().unwrap();
+    assert!(!bytes.is_empty());
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
 }

@@ -464,15 +464,47 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
 
 /// An output written to a temporary file in the destination's directory and renamed
 /// over the destination by [`TempOutput::commit`]; dropped uncommitted, it is removed, so
-/// a failure never leaves a partial file that looks like a result.
+/// a failure never leaves a partial file that looks like a result. Only for a new or
+/// regular file: a device, pipe or socket (`--perfetto /dev/stdout`) is written directly
+/// (renaming over it would replace the node), a symlink is followed to its target, and a
+/// replaced file keeps its mode.
 struct TempOutput {
+    /// Where the result goes (a symlink resolved).
     dest: PathBuf,
+    /// The temporary file; empty when writing `dest` directly or once committed.
     tmp: PathBuf,
     file: Option<std::fs::File>,
 }
 
 impl TempOutput {
     fn create(dest: &Path) -> Result<TempOutput> {
+        let creating = |p: &Path| format!("cannot create {}", p.display());
+        let existing = match std::fs::metadata(dest) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).with_context(|| creating(dest)),
+        };
+        let direct = |path: &Path| -> Result<TempOutput> {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(path)
+                .with_context(|| creating(path))?;
+            Ok(TempOutput {
+                dest: path.to_path_buf(),
+                tmp: PathBuf::new(),
+                file: Some(file),
+            })
+        };
+        let dest = match &existing {
+            Some(m) if m.is_dir() => bail!("{}: is a directory", dest.display()),
+            Some(m) if !m.is_file() => return direct(dest),
+            Some(_) => std::fs::canonicalize(dest).with_context(|| creating(dest))?,
+            // A dangling symlink: creating through it is what the user asked for.
+            None if dest.is_symlink() => return direct(dest),
+            None => dest.to_path_buf(),
+        };
         let name = dest
             .file_name()
             .with_context(|| format!("{}: not a file name", dest.display()))?;
@@ -480,9 +512,6 @@ impl TempOutput {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        if dest.is_dir() {
-            bail!("{}: is a directory", dest.display());
-        }
         let mut tmp_name = std::ffi::OsString::from(".");
         tmp_name.push(name);
         tmp_name.push(format!(".tmp.{}", std::process::id()));
@@ -494,22 +523,29 @@ impl TempOutput {
                 dir.display()
             )
         })?;
+        if let Some(m) = existing {
+            file.set_permissions(m.permissions())
+                .with_context(|| creating(&dest))?;
+        }
         Ok(TempOutput {
-            dest: dest.to_path_buf(),
+            dest,
             tmp,
             file: Some(file),
         })
     }
 
-    /// The open temporary file (once).
+    /// The open output file (once).
     fn file(&mut self) -> Result<std::fs::File> {
         self.file
             .take()
             .with_context(|| format!("{}: written twice", self.dest.display()))
     }
 
-    /// Move the finished file into place.
+    /// Move the finished file into place (nothing to do when written directly).
     fn commit(&mut self) -> Result<()> {
+        if self.tmp.as_os_str().is_empty() {
+            return Ok(());
+        }
         std::fs::rename(&self.tmp, &self.dest).with_context(|| {
             format!("renaming {} to {}", self.tmp.display(), self.dest.display())
         })?;
