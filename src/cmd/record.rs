@@ -339,9 +339,11 @@ fn finish_recording(summary: &RecordSummary, json: Option<&Path>) -> Result<()> 
     r.map(|_| ())
 }
 
-/// A recorder error, with a hint when a partial trace was left behind.
-fn recorder_error(e: RecordError, output: &Path) -> anyhow::Error {
-    let partial = matches!(e, RecordError::Format(_) | RecordError::Io { .. })
+/// A recorder error, with a hint when a partial trace was left behind: only when
+/// recording had `started` (else the file there, if any, is an older one or empty).
+fn recorder_error(e: RecordError, output: &Path, started: bool) -> anyhow::Error {
+    let partial = started
+        && matches!(e, RecordError::Format(_))
         && std::fs::metadata(output).is_ok_and(|m| m.is_file() && m.len() > 0);
     if matches!(e, RecordError::Stopped { .. }) {
         return e.into();
@@ -489,7 +491,7 @@ pub fn run(a: Args) -> Result<()> {
         .spawn(move || chainrec_record::record(&opts, stop))
         .context("cannot start the recorder thread")?;
     let join = |h: std::thread::JoinHandle<chainrec_record::Result<RecordSummary>>| match h.join() {
-        Ok(r) => r.map_err(|e| recorder_error(e, &a.output)),
+        Ok(r) => r.map_err(|e| recorder_error(e, &a.output, started.load(Ordering::SeqCst))),
         Err(_) => Err(anyhow::anyhow!("recorder thread panicked")),
     };
 
