@@ -34,8 +34,8 @@ readable up to its last flush (at most ~0.5 s lost). Lost events are never silen
 they are counted in the file and in the summary.
 
 With COMMAND: it starts once the programs are attached (never after a stop request);
-SIGINT/SIGTERM sent to chainrec with kill(1) are passed on to it (Ctrl-C reaches it from
-the terminal anyway); when --duration ends first, the recording stops but chainrec waits
+SIGTERM sent to chainrec from outside its process group is passed on to the command;
+SIGINT is not (the command gets Ctrl-C from the terminal itself); when --duration ends first, the recording stops but chainrec waits
 for COMMAND to exit; if the recorder fails, the error is printed at once and COMMAND gets
 SIGTERM. Exit status: COMMAND's (128+N when it died of signal N; 0 when it died of the
 SIGINT/SIGTERM that stopped the recording), 1 when recording failed.";
@@ -370,7 +370,9 @@ fn signal_name(sig: i32) -> String {
         libc::SIGBUS => "SIGBUS",
         libc::SIGFPE => "SIGFPE",
         libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
         libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
         libc::SIGPIPE => "SIGPIPE",
         libc::SIGALRM => "SIGALRM",
         libc::SIGTERM => "SIGTERM",
@@ -379,10 +381,35 @@ fn signal_name(sig: i32) -> String {
     format!("signal {sig} ({name})")
 }
 
+/// Send `sig` to the command. Callers check that it was not reaped: try_wait returned
+/// no status and no error (after an error the pid may have been reaped and reused).
 fn send_signal(pid: u32, sig: i32) {
-    // SAFETY: kill has no memory-safety preconditions. The child is not reaped yet (a
-    // zombie keeps its pid), so the pid cannot name another process.
+    // SAFETY: kill has no memory-safety preconditions. The caller checked that the child
+    // was not reaped (a zombie keeps its pid), so the pid cannot name another process.
     unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Whether `pid` is in chainrec's own process group. False when it is unknown (0) or
+/// gone (getpgid fails: the sender already exited).
+fn in_own_process_group(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: getpgid and getpgrp have no memory-safety preconditions.
+    let (theirs, ours) = unsafe { (libc::getpgid(pid), libc::getpgrp()) };
+    theirs != -1 && theirs == ours
+}
+
+/// The stop signals that came since `seen` (a [`chainrec_record::StopSignals`]): the signal
+/// to pass on to the command, if any. SIGINT never is (the terminal's or the group's
+/// signal: the command receives it itself); SIGTERM is when it did not come from the
+/// terminal and its sender is not in chainrec's process group (`kill -TERM -PGID`, e.g.
+/// systemd or GNU timeout, reaches the command directly).
+fn to_pass_on(
+    seen: chainrec_record::StopSignals,
+    now: chainrec_record::StopSignals,
+) -> Option<i32> {
+    (now.terms > seen.terms && !in_own_process_group(now.term_sender)).then_some(libc::SIGTERM)
 }
 
 /// `chainrec record`.
@@ -500,12 +527,18 @@ pub fn run(a: Args) -> Result<()> {
         return finish_recording(&summary, a.summary_json.as_deref());
     }
     let cmd = a.command.join(" ");
-    let stop_requested =
-        || flag.load(Ordering::SeqCst) || chainrec_record::stop_signals().count > 0;
-    while !started.load(Ordering::SeqCst) && !handle.is_finished() && !stop_requested() {
+    // The stop signals checked before the spawn; any later one (even one that comes
+    // between this check and the spawn) is a stop for the loop after the spawn.
+    let mut seen = chainrec_record::stop_signals();
+    while !started.load(Ordering::SeqCst)
+        && !handle.is_finished()
+        && !flag.load(Ordering::SeqCst)
+        && seen.count == 0
+    {
         std::thread::sleep(Duration::from_millis(5));
+        seen = chainrec_record::stop_signals();
     }
-    if !started.load(Ordering::SeqCst) || stop_requested() {
+    if !started.load(Ordering::SeqCst) || flag.load(Ordering::SeqCst) || seen.count > 0 {
         // Never start the command after a stop request (or without a recorder).
         flag.store(true, Ordering::SeqCst);
         let summary = join(handle)?;
@@ -530,20 +563,20 @@ pub fn run(a: Args) -> Result<()> {
 
     // Poll the command, the recorder and the stop signals together.
     let mut handle = Some(handle);
-    let mut forwarded = 0u32;
     let mut status: Option<ExitStatus> = None;
     let mut failed: Option<(anyhow::Error, bool)> = None;
     let mut waiting_since: Option<Instant> = None;
     let mut child_gone = false;
     loop {
         let sigs = chainrec_record::stop_signals();
-        if sigs.count > forwarded {
-            forwarded = sigs.count;
+        if sigs.count > seen.count {
             flag.store(true, Ordering::SeqCst);
-            // Ctrl-C from the terminal reaches the command's process group by itself.
-            if status.is_none() && !sigs.last_from_terminal {
-                send_signal(pid, sigs.last);
+            if let Some(sig) = to_pass_on(seen, sigs) {
+                if status.is_none() && !child_gone {
+                    send_signal(pid, sig);
+                }
             }
+            seen = sigs;
         }
         if status.is_none() && !child_gone {
             match child.try_wait() {
@@ -572,7 +605,7 @@ pub fn run(a: Args) -> Result<()> {
                     // At once, not when the command exits; and the command is not recorded
                     // any more, so it is stopped.
                     say!("chainrec: error: {e:#}");
-                    if status.is_none() {
+                    if status.is_none() && !child_gone {
                         say!("chainrec: stopping `{cmd}` (pid {pid}) with SIGTERM");
                         send_signal(pid, libc::SIGTERM);
                     }
@@ -590,8 +623,9 @@ pub fn run(a: Args) -> Result<()> {
             if t.elapsed() >= Duration::from_secs(1) {
                 say!(
                     "chainrec: recording finished; waiting for `{cmd}` (pid {pid}) to exit{}",
-                    if forwarded == 0 {
-                        " (Ctrl-C or SIGTERM to chainrec passes on to it)"
+                    if seen.count == 0 {
+                        " (Ctrl-C, or SIGTERM to chainrec from outside its process group, \
+                         stops it)"
                     } else {
                         ""
                     }
