@@ -335,3 +335,33 @@ fn stop_signals_reach_the_command_once() {
         assert_eq!(lines, format!("{name}\n"), "{what}: deliveries");
     }
 }
+
+/// `-o /dev/stdout` with a command: the command's output goes to stderr, not into the trace.
+#[test]
+fn command_output_stays_out_of_a_trace_on_stdout() {
+    if !can_record("command_output_stays_out_of_a_trace_on_stdout") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tmpdir("stdout");
+    let trace = d.join("t.zst");
+    let o = bin()
+        .args(["record", "-q", "-o", "/dev/stdout", "--"])
+        .args(["sh", "-c", "echo chainrec-test-output"])
+        .stdout(std::fs::File::create(&trace).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("chainrec-test-output"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("writes its output to stderr"),
+        "{}",
+        stderr(&o)
+    );
+    let info = bin().arg("info").arg(&trace).output().unwrap();
+    assert!(info.status.success(), "{}", stderr(&info));
+}

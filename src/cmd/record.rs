@@ -237,6 +237,22 @@ fn same_file(a: &Path, b: &Path) -> bool {
     da.is_some() && da == db && na == nb
 }
 
+/// Whether `output` is the same file as chainrec's stdout (fd 1), e.g. `-o /dev/stdout`.
+fn output_is_stdout(output: &Path) -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    match (
+        std::fs::File::from(fd).metadata(),
+        std::fs::metadata(output),
+    ) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
 fn print_summary(summary: &RecordSummary) {
     let l = &summary.lost;
     let secs = summary.duration.as_secs_f64().max(1e-9);
@@ -545,10 +561,24 @@ pub fn run(a: Args) -> Result<()> {
         finish_recording(&summary, a.summary_json.as_deref())?;
         bail!("stopped before `{cmd}` was started (the command did not run)");
     }
-    let mut child = match std::process::Command::new(&a.command[0])
-        .args(&a.command[1..])
-        .spawn()
-    {
+    let mut command = std::process::Command::new(&a.command[0]);
+    command.args(&a.command[1..]);
+    if output_is_stdout(&a.output) {
+        // The command would inherit the trace's file as its stdout and write into it.
+        use std::os::fd::AsFd;
+        let o = a.output.display();
+        match std::io::stderr().as_fd().try_clone_to_owned() {
+            Ok(fd) => {
+                say!("chainrec: note: the trace goes to stdout (-o {o}); `{cmd}` writes its output to stderr");
+                command.stdout(std::process::Stdio::from(fd));
+            }
+            Err(e) => {
+                say!("chainrec: note: the trace goes to stdout (-o {o}) and stderr is unusable ({e}); `{cmd}`'s output is discarded");
+                command.stdout(std::process::Stdio::null());
+            }
+        }
+    }
+    let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
             flag.store(true, Ordering::SeqCst);
