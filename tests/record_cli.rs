@@ -17,8 +17,11 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_chainrec"))
 }
 
+/// A fresh directory for one test of this process (the pid keeps concurrent runs against
+/// one target directory from deleting each other's files).
 fn tmpdir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("record-cli-{name}"));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("record-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -194,7 +197,7 @@ fn command_exit_codes_are_passed_on() {
     let d = tmpdir("exit");
     let trace = d.join("t.zst");
     let sj = d.join("s.json");
-    for (script, want) in [("exit 3", 3), ("exit 0", 0), ("kill -SEGV $$", 128 + 11)] {
+    for (script, want) in [("exit 3", 3), ("exit 0", 0), ("kill -USR1 $$", 128 + 10)] {
         let o = bin()
             .args(["record", "-q", "-o"])
             .arg(&trace)
@@ -220,38 +223,145 @@ fn command_exit_codes_are_passed_on() {
     }
 }
 
+/// Wait until `p` exists (the command is running); on timeout, kill `child` and fail.
+fn wait_for(p: &Path, child: &mut std::process::Child) {
+    let t = Instant::now();
+    while !p.exists() {
+        if t.elapsed() > Duration::from_secs(15) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{} did not appear", p.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait for `child` at most `secs`; on timeout kill it and fail.
+fn wait_at_most(child: &mut std::process::Child, secs: u64) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if t.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chainrec still running after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill has no memory-safety preconditions; pid names a child of this test
+    // that was not reaped yet (or, negative, its process group).
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill({pid}, {sig})");
+}
+
 #[test]
 fn sigterm_is_passed_on_to_the_command() {
+    use std::os::unix::process::CommandExt;
     if !can_record("sigterm_is_passed_on_to_the_command") {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = tmpdir("sigterm");
     let trace = d.join("t.zst");
-    let child = bin()
+    let marker = d.join("running");
+    let mut child = bin()
         .args(["record", "-q", "-o"])
         .arg(&trace)
-        // Not `sh -c 'sleep 20'`: sh would die of the signal and leave its sleep behind.
-        .args(["--", "sleep", "20"])
+        // exec: sh would die of the signal and leave its sleep behind.
+        .args(["--", "sh", "-c", "touch \"$1\"; exec sleep 20", "sh"])
+        .arg(&marker)
         .stderr(std::process::Stdio::null())
+        // Its own process group: a SIGTERM from this test comes from outside it.
+        .process_group(0)
         .spawn()
         .unwrap();
-    // Attached and running the command within a couple of seconds (the trace exists then).
-    let t = Instant::now();
-    while !trace.exists() && t.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for(&marker, &mut child);
     let sent = Instant::now();
-    // SAFETY: kill has no memory-safety preconditions; the child is ours and not reaped.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    let mut child = child;
-    let st = child.wait().unwrap();
+    kill(child.id() as i32, libc::SIGTERM);
+    let st = wait_at_most(&mut child, 10);
     let waited = sent.elapsed();
     // The command died of the SIGTERM chainrec passed on: a normal stop, exit 0, and fast
     // (the command would have slept 20 s).
     assert_eq!(st.code(), Some(0), "{st}");
     assert!(waited < Duration::from_secs(5), "took {waited:?}");
+    let info = bin().arg("info").arg(&trace).output().unwrap();
+    assert!(info.status.success(), "{}", stderr(&info));
+}
+
+/// A stop signal reaches the command exactly once: a group SIGINT (as from a script or
+/// GNU timeout) directly, a SIGTERM to chainrec from outside its group passed on.
+#[test]
+fn stop_signals_reach_the_command_once() {
+    use std::os::unix::process::CommandExt;
+    if !can_record("stop_signals_reach_the_command_once") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tmpdir("once");
+    for (what, sig, to_group) in [
+        ("group SIGINT", libc::SIGINT, true),
+        ("SIGTERM to chainrec", libc::SIGTERM, false),
+    ] {
+        let name = if sig == libc::SIGINT { "INT" } else { "TERM" };
+        let (ready, marker) = (d.join("ready"), d.join("marker"));
+        let _ = std::fs::remove_file(&ready);
+        let _ = std::fs::remove_file(&marker);
+        // Each delivery appends a line; after the first, the command lingers 1 s (a
+        // second delivery would add a line) and exits 0.
+        let script = format!(
+            "trap 'echo {name} >> \"$2\"' {name}; touch \"$1\"; \
+             while [ ! -s \"$2\" ]; do sleep 0.1; done; sleep 1; exit 0"
+        );
+        let mut child = bin()
+            .args(["record", "-q", "-o"])
+            .arg(d.join("t.zst"))
+            .args(["--", "sh", "-c", &script, "sh"])
+            .arg(&ready)
+            .arg(&marker)
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        wait_for(&ready, &mut child);
+        let pid = child.id() as i32;
+        kill(if to_group { -pid } else { pid }, sig);
+        let st = wait_at_most(&mut child, 15);
+        assert_eq!(st.code(), Some(0), "{what}: {st}");
+        let lines = std::fs::read_to_string(&marker).unwrap();
+        assert_eq!(lines, format!("{name}\n"), "{what}: deliveries");
+    }
+}
+
+/// `-o /dev/stdout` with a command: the command's output goes to stderr, not into the trace.
+#[test]
+fn command_output_stays_out_of_a_trace_on_stdout() {
+    if !can_record("command_output_stays_out_of_a_trace_on_stdout") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tmpdir("stdout");
+    let trace = d.join("t.zst");
+    let o = bin()
+        .args(["record", "-q", "-o", "/dev/stdout", "--"])
+        .args(["sh", "-c", "echo chainrec-test-output"])
+        .stdout(std::fs::File::create(&trace).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("chainrec-test-output"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("writes its output to stderr"),
+        "{}",
+        stderr(&o)
+    );
     let info = bin().arg("info").arg(&trace).output().unwrap();
     assert!(info.status.success(), "{}", stderr(&info));
 }

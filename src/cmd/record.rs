@@ -34,8 +34,8 @@ readable up to its last flush (at most ~0.5 s lost). Lost events are never silen
 they are counted in the file and in the summary.
 
 With COMMAND: it starts once the programs are attached (never after a stop request);
-SIGINT/SIGTERM sent to chainrec with kill(1) are passed on to it (Ctrl-C reaches it from
-the terminal anyway); when --duration ends first, the recording stops but chainrec waits
+SIGTERM sent to chainrec from outside its process group is passed on to the command;
+SIGINT is not (the command gets Ctrl-C from the terminal itself); when --duration ends first, the recording stops but chainrec waits
 for COMMAND to exit; if the recorder fails, the error is printed at once and COMMAND gets
 SIGTERM. Exit status: COMMAND's (128+N when it died of signal N; 0 when it died of the
 SIGINT/SIGTERM that stopped the recording), 1 when recording failed.";
@@ -237,6 +237,22 @@ fn same_file(a: &Path, b: &Path) -> bool {
     da.is_some() && da == db && na == nb
 }
 
+/// Whether `output` is the same file as chainrec's stdout (fd 1), e.g. `-o /dev/stdout`.
+fn output_is_stdout(output: &Path) -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    match (
+        std::fs::File::from(fd).metadata(),
+        std::fs::metadata(output),
+    ) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
 fn print_summary(summary: &RecordSummary) {
     let l = &summary.lost;
     let secs = summary.duration.as_secs_f64().max(1e-9);
@@ -339,9 +355,11 @@ fn finish_recording(summary: &RecordSummary, json: Option<&Path>) -> Result<()> 
     r.map(|_| ())
 }
 
-/// A recorder error, with a hint when a partial trace was left behind.
-fn recorder_error(e: RecordError, output: &Path) -> anyhow::Error {
-    let partial = matches!(e, RecordError::Format(_) | RecordError::Io { .. })
+/// A recorder error, with a hint when a partial trace was left behind: only when
+/// recording had `started` (else the file there, if any, is an older one or empty).
+fn recorder_error(e: RecordError, output: &Path, started: bool) -> anyhow::Error {
+    let partial = started
+        && matches!(e, RecordError::Format(_))
         && std::fs::metadata(output).is_ok_and(|m| m.is_file() && m.len() > 0);
     if matches!(e, RecordError::Stopped { .. }) {
         return e.into();
@@ -368,7 +386,9 @@ fn signal_name(sig: i32) -> String {
         libc::SIGBUS => "SIGBUS",
         libc::SIGFPE => "SIGFPE",
         libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
         libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
         libc::SIGPIPE => "SIGPIPE",
         libc::SIGALRM => "SIGALRM",
         libc::SIGTERM => "SIGTERM",
@@ -377,10 +397,35 @@ fn signal_name(sig: i32) -> String {
     format!("signal {sig} ({name})")
 }
 
+/// Send `sig` to the command. Callers check that it was not reaped: try_wait returned
+/// no status and no error (after an error the pid may have been reaped and reused).
 fn send_signal(pid: u32, sig: i32) {
-    // SAFETY: kill has no memory-safety preconditions. The child is not reaped yet (a
-    // zombie keeps its pid), so the pid cannot name another process.
+    // SAFETY: kill has no memory-safety preconditions. The caller checked that the child
+    // was not reaped (a zombie keeps its pid), so the pid cannot name another process.
     unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Whether `pid` is in chainrec's own process group. False when it is unknown (0) or
+/// gone (getpgid fails: the sender already exited).
+fn in_own_process_group(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: getpgid and getpgrp have no memory-safety preconditions.
+    let (theirs, ours) = unsafe { (libc::getpgid(pid), libc::getpgrp()) };
+    theirs != -1 && theirs == ours
+}
+
+/// The stop signals that came since `seen` (a [`chainrec_record::StopSignals`]): the signal
+/// to pass on to the command, if any. SIGINT never is (the terminal's or the group's
+/// signal: the command receives it itself); SIGTERM is when it did not come from the
+/// terminal and its sender is not in chainrec's process group (`kill -TERM -PGID`, e.g.
+/// systemd or GNU timeout, reaches the command directly).
+fn to_pass_on(
+    seen: chainrec_record::StopSignals,
+    now: chainrec_record::StopSignals,
+) -> Option<i32> {
+    (now.terms > seen.terms && !in_own_process_group(now.term_sender)).then_some(libc::SIGTERM)
 }
 
 /// `chainrec record`.
@@ -489,7 +534,7 @@ pub fn run(a: Args) -> Result<()> {
         .spawn(move || chainrec_record::record(&opts, stop))
         .context("cannot start the recorder thread")?;
     let join = |h: std::thread::JoinHandle<chainrec_record::Result<RecordSummary>>| match h.join() {
-        Ok(r) => r.map_err(|e| recorder_error(e, &a.output)),
+        Ok(r) => r.map_err(|e| recorder_error(e, &a.output, started.load(Ordering::SeqCst))),
         Err(_) => Err(anyhow::anyhow!("recorder thread panicked")),
     };
 
@@ -498,22 +543,42 @@ pub fn run(a: Args) -> Result<()> {
         return finish_recording(&summary, a.summary_json.as_deref());
     }
     let cmd = a.command.join(" ");
-    let stop_requested =
-        || flag.load(Ordering::SeqCst) || chainrec_record::stop_signals().count > 0;
-    while !started.load(Ordering::SeqCst) && !handle.is_finished() && !stop_requested() {
+    // The stop signals checked before the spawn; any later one (even one that comes
+    // between this check and the spawn) is a stop for the loop after the spawn.
+    let mut seen = chainrec_record::stop_signals();
+    while !started.load(Ordering::SeqCst)
+        && !handle.is_finished()
+        && !flag.load(Ordering::SeqCst)
+        && seen.count == 0
+    {
         std::thread::sleep(Duration::from_millis(5));
+        seen = chainrec_record::stop_signals();
     }
-    if !started.load(Ordering::SeqCst) || stop_requested() {
+    if !started.load(Ordering::SeqCst) || flag.load(Ordering::SeqCst) || seen.count > 0 {
         // Never start the command after a stop request (or without a recorder).
         flag.store(true, Ordering::SeqCst);
         let summary = join(handle)?;
         finish_recording(&summary, a.summary_json.as_deref())?;
         bail!("stopped before `{cmd}` was started (the command did not run)");
     }
-    let mut child = match std::process::Command::new(&a.command[0])
-        .args(&a.command[1..])
-        .spawn()
-    {
+    let mut command = std::process::Command::new(&a.command[0]);
+    command.args(&a.command[1..]);
+    if output_is_stdout(&a.output) {
+        // The command would inherit the trace's file as its stdout and write into it.
+        use std::os::fd::AsFd;
+        let o = a.output.display();
+        match std::io::stderr().as_fd().try_clone_to_owned() {
+            Ok(fd) => {
+                say!("chainrec: note: the trace goes to stdout (-o {o}); `{cmd}` writes its output to stderr");
+                command.stdout(std::process::Stdio::from(fd));
+            }
+            Err(e) => {
+                say!("chainrec: note: the trace goes to stdout (-o {o}) and stderr is unusable ({e}); `{cmd}`'s output is discarded");
+                command.stdout(std::process::Stdio::null());
+            }
+        }
+    }
+    let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
             flag.store(true, Ordering::SeqCst);
@@ -528,20 +593,20 @@ pub fn run(a: Args) -> Result<()> {
 
     // Poll the command, the recorder and the stop signals together.
     let mut handle = Some(handle);
-    let mut forwarded = 0u32;
     let mut status: Option<ExitStatus> = None;
     let mut failed: Option<(anyhow::Error, bool)> = None;
     let mut waiting_since: Option<Instant> = None;
     let mut child_gone = false;
     loop {
         let sigs = chainrec_record::stop_signals();
-        if sigs.count > forwarded {
-            forwarded = sigs.count;
+        if sigs.count > seen.count {
             flag.store(true, Ordering::SeqCst);
-            // Ctrl-C from the terminal reaches the command's process group by itself.
-            if status.is_none() && !sigs.last_from_terminal {
-                send_signal(pid, sigs.last);
+            if let Some(sig) = to_pass_on(seen, sigs) {
+                if status.is_none() && !child_gone {
+                    send_signal(pid, sig);
+                }
             }
+            seen = sigs;
         }
         if status.is_none() && !child_gone {
             match child.try_wait() {
@@ -570,7 +635,7 @@ pub fn run(a: Args) -> Result<()> {
                     // At once, not when the command exits; and the command is not recorded
                     // any more, so it is stopped.
                     say!("chainrec: error: {e:#}");
-                    if status.is_none() {
+                    if status.is_none() && !child_gone {
                         say!("chainrec: stopping `{cmd}` (pid {pid}) with SIGTERM");
                         send_signal(pid, libc::SIGTERM);
                     }
@@ -588,8 +653,9 @@ pub fn run(a: Args) -> Result<()> {
             if t.elapsed() >= Duration::from_secs(1) {
                 say!(
                     "chainrec: recording finished; waiting for `{cmd}` (pid {pid}) to exit{}",
-                    if forwarded == 0 {
-                        " (Ctrl-C or SIGTERM to chainrec passes on to it)"
+                    if seen.count == 0 {
+                        " (Ctrl-C, or SIGTERM to chainrec from outside its process group, \
+                         stops it)"
                     } else {
                         ""
                     }

@@ -59,14 +59,6 @@ pub enum RecordError {
     /// Writing the trace failed.
     #[error(transparent)]
     Format(#[from] chainrec_format::FormatError),
-    /// Other I/O failure.
-    #[error("{what}: {source}")]
-    Io {
-        /// What was being done.
-        what: String,
-        /// Underlying error.
-        source: std::io::Error,
-    },
     /// Bad option value.
     #[error("invalid option: {0}")]
     Invalid(String),
