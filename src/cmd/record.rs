@@ -10,15 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// eprintln! that never panics: a closed or full stderr must not cost the summary file or
-/// the exit status.
-macro_rules! say {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
-    }};
-}
-
 const RECORD_EXAMPLES: &str = "\
 Examples:
   chainrec record -o trace.zst --duration 10        whole system for 10 s
@@ -463,27 +454,7 @@ pub fn run(a: Args) -> Result<()> {
     chainrec_record::check_output(&a.output)?;
     // Fail now, not after the whole recording, if the summary cannot be written there.
     if let Some(p) = &a.summary_json {
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if p.is_dir() {
-            bail!("--summary-json {}: is a directory", p.display());
-        }
-        if !dir.is_dir() {
-            if dir.exists() {
-                bail!(
-                    "--summary-json {}: {} is not a directory",
-                    p.display(),
-                    dir.display()
-                );
-            }
-            bail!(
-                "--summary-json {}: directory {} does not exist",
-                p.display(),
-                dir.display()
-            );
-        }
+        chainrec_record::check_output(p).context("--summary-json")?;
         if same_file(p, &a.output) {
             bail!(
                 "--summary-json {} is the trace file (-o {}): give it another name",
@@ -718,25 +689,7 @@ pub fn run_workload(a: WorkloadArgs) -> Result<()> {
     }
     // Fail now, not after the whole run, if the report cannot be written there.
     if let Some(p) = a.json.as_deref().filter(|p| p.as_os_str() != "-") {
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if p.is_dir() {
-            bail!("--json {}: is a directory", p.display());
-        }
-        if !dir.is_dir() {
-            bail!(
-                "--json {}: {} {}",
-                p.display(),
-                dir.display(),
-                if dir.exists() {
-                    "is not a directory"
-                } else {
-                    "does not exist"
-                }
-            );
-        }
+        chainrec_record::check_output(p).context("--json")?;
     }
     let rep = workload::run_with(&opts, |t, r, s| {
         say!(

@@ -570,12 +570,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
     if a.period_us == 0 || a.period_us > 1_000_000 {
         bail!("--period-us must be in 1..=1000000");
     }
-    if a.output.exists() && !a.output.is_dir() {
-        bail!(
-            "{}: exists and is not a directory (demo writes trace.zst, chain.folded and chain.svg into a directory)",
-            a.output.display()
-        );
-    }
+    chainrec_report::demo::prepare_dir(&a.output)?;
     let opts = chainrec_report::demo::DemoOptions {
         dir: a.output.clone(),
         duration: Duration::from_secs_f64(a.duration),

@@ -77,21 +77,23 @@ fn record_err(e: chainrec_record::RecordError) -> ReportError {
     ReportError::Input(format!("recording failed: {}", full_message(&e)))
 }
 
-/// Run the demo.
-pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
-    if opts.dir.exists() && !opts.dir.is_dir() {
+/// Check and create the demo's output directory (done by [`run`] too; callers that
+/// announce the recording call it first, so that a bad `-o` fails before the announcement).
+pub fn prepare_dir(dir: &std::path::Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
         return Err(ReportError::Input(format!(
             "{} exists and is not a directory (the demo writes trace.zst, chain.folded and \
              chain.svg into the directory given with -o)",
-            opts.dir.display()
+            dir.display()
         )));
     }
-    std::fs::create_dir_all(&opts.dir).map_err(|e| {
-        ReportError::Input(format!(
-            "cannot create directory {}: {e}",
-            opts.dir.display()
-        ))
-    })?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| ReportError::Input(format!("cannot create directory {}: {e}", dir.display())))
+}
+
+/// Run the demo.
+pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
+    prepare_dir(&opts.dir)?;
     let trace = opts.dir.join("trace.zst");
     let folded_path = opts.dir.join("chain.folded");
     let svg_path = opts.dir.join("chain.svg");
