@@ -968,7 +968,10 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
                 let evs = writer.events_written();
                 let rate = (evs - last_status.1) as f64 / dt;
                 let lost = meta.lost.ringbuf_full + meta.lost.out_of_order + meta.lost.malformed;
-                eprint!(
+                // Not eprint!: a terminal gone away (EIO) must not panic the consumer and
+                // lose the trace's end.
+                let _ = write!(
+                    std::io::stderr(),
                     "\r\x1b[K[chainrec] {:6.1} s  {:>9.0} ev/s  {:>11} events  lost {}  {:.1} MiB",
                     t_start.elapsed().as_secs_f64(),
                     rate,
@@ -985,7 +988,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         }
     }
     if status {
-        eprintln!();
+        let _ = writeln!(std::io::stderr());
     }
     let end_ns = monotonic_ns();
     let (mut run_ns, mut run_cnt) = (0, 0);
