@@ -2,24 +2,12 @@
 //! error and a non-zero exit, never a panic, and leaves no output file behind. Runs
 //! without root: the traces come from `chainrec synth`.
 
+mod common;
+use common::{bin, fails_with, stderr, tmpdir};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_chainrec"))
-}
-
-/// A fresh directory for one test (under cargo's per-target scratch space, not /tmp).
-fn tmpdir(name: &str) -> PathBuf {
-    // The pid keeps concurrent runs against one target directory apart.
-    let d =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// The pipe-relay scenario (cr-sink <- cr-relay <- cr-timer <- [hardirq: timer], 10 ms
 /// period), about 1000 events: 112 periods over 1.115 s.
@@ -44,25 +32,8 @@ fn trace() -> &'static Path {
     })
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn run(args: &[&str]) -> Output {
     bin().args(args).output().unwrap()
-}
-
-/// Assert a clean failure: non-zero exit, `phrase` in stderr, no panic.
-#[track_caller]
-fn fails_with(o: &Output, phrase: &str) {
-    let err = stderr(o);
-    assert!(
-        !o.status.success(),
-        "expected failure, got success; stderr: {err}"
-    );
-    assert_ne!(o.status.code(), Some(101), "panic exit code; stderr: {err}");
-    assert!(err.contains(phrase), "stderr lacks {phrase:?}: {err}");
-    assert!(!err.contains("panicked"), "panicked: {err}");
 }
 
 #[track_caller]

@@ -10,37 +10,19 @@
 
 use chainrec_chain::{Config, Engine, Filter, NodeKind, NodeTable, WaitRecord};
 use chainrec_format::TraceReader;
-use std::path::PathBuf;
+mod common;
+use common::{skip_bpf, tmpdir};
 use std::process::Command;
-
-fn require() -> bool {
-    std::env::var("CHAINREC_REQUIRE_BPF").is_ok_and(|v| v == "1")
-}
-
-fn skip(why: &str) {
-    if require() {
-        panic!("CHAINREC_REQUIRE_BPF=1 but the real-kernel chain test cannot run: {why}");
-    }
-    eprintln!(
-        "\n*** SKIP real_chain: {why} (set CHAINREC_REQUIRE_BPF=1 to make this a failure) ***\n"
-    );
-}
-
-fn tmpdir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("chainrec-real-chain-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 #[test]
 fn sink_chain_down_to_timer_irq() {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        skip("not running as root");
+        skip_bpf("real_chain", "not running as root");
         return;
     }
     let bin = env!("CARGO_BIN_EXE_chainrec");
-    let dir = tmpdir();
+    let dir = tmpdir("workload");
     let trace = dir.join("workload.zst");
     let json = dir.join("workload.json");
     let out = Command::new(bin)
@@ -55,7 +37,7 @@ fn sink_chain_down_to_timer_irq() {
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("ermission") || err.contains("EPERM") || err.contains("not permitted") {
-            skip(&format!("BPF not permitted: {}", err.trim()));
+            skip_bpf("real_chain", &format!("BPF not permitted: {}", err.trim()));
             return;
         }
         panic!("chainrec record failed: {err}");

@@ -5,31 +5,14 @@
 //! root and BPF; without them they print a loud SKIP and pass, unless
 //! `CHAINREC_REQUIRE_BPF=1`, in which case they fail.
 
+mod common;
+use common::{bin, can_record, fails_with, stderr, tmpdir};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Two recorders at once would see each other's events (and share 2 CPUs).
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_chainrec"))
-}
-
-/// A fresh directory for one test of this process (the pid keeps concurrent runs against
-/// one target directory from deleting each other's files).
-fn tmpdir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("record-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// A previous trace stands in: fixed content that must survive a refused run.
 fn previous(dir: &Path) -> PathBuf {
@@ -38,15 +21,9 @@ fn previous(dir: &Path) -> PathBuf {
     p
 }
 
+#[track_caller]
 fn refused(args: &[&str], out: &Path, expect: &str) {
-    let o = bin().args(args).output().unwrap();
-    let err = stderr(&o);
-    assert!(!o.status.success(), "{args:?} succeeded: {err}");
-    assert_ne!(o.status.code(), Some(101), "{args:?} panicked: {err}");
-    assert!(
-        err.contains(expect),
-        "{args:?}: expected `{expect}` in: {err}"
-    );
+    fails_with(&bin().args(args).output().unwrap(), expect);
     assert_eq!(
         std::fs::read(out).unwrap(),
         b"previous trace",
@@ -161,27 +138,6 @@ fn workload_checks_before_running() {
         t.elapsed() < Duration::from_secs(2),
         "ran the workload first"
     );
-}
-
-fn require_bpf() -> bool {
-    std::env::var("CHAINREC_REQUIRE_BPF").is_ok_and(|v| v == "1")
-}
-
-/// True when the test can record; otherwise a loud SKIP (or a failure when required).
-fn can_record(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let why = if unsafe { libc::geteuid() } != 0 {
-        "not root"
-    } else if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        "no kernel BTF"
-    } else {
-        return true;
-    };
-    if require_bpf() {
-        panic!("CHAINREC_REQUIRE_BPF=1 but {test} cannot record: {why}");
-    }
-    eprintln!("\n*** SKIP {test}: needs root/BPF ({why}); CHAINREC_REQUIRE_BPF=1 makes this a failure ***\n");
-    false
 }
 
 fn json(p: &Path) -> serde_json::Value {
