@@ -291,7 +291,13 @@ mod tests {
             start: Some(WindowBound::Wall(i128::MAX)),
             end: Some(WindowBound::TimeOfDay(0)),
         };
-        let _ = w.resolve(&meta, u64::MAX);
+        let (start, end) = w.resolve(&meta, u64::MAX);
+        assert_eq!(start, u64::MAX);
+        // Midnight of the trace's wall-clock day: within a day before the trace start,
+        // and a whole number of days in wall-clock time.
+        const DAY: u64 = 86_400_000_000_000;
+        assert!(end > u64::MAX - DAY, "{end}");
+        assert_eq!((end as i128 + i128::MIN).rem_euclid(DAY as i128), 0);
         let meta = RecordingMeta {
             clock_offset_ns: i128::MAX,
             ..RecordingMeta::default()
