@@ -71,6 +71,13 @@ const CACHE_BITS: u32 = 14;
 /// metal wakings are a third of all wakings on a busy server).
 const METAL_CACHE_BITS: u32 = 12;
 
+/// Slot of `key` in a direct-mapped cache of 2^`bits` entries (Fibonacci hashing: the
+/// top bits of the product mix every bit of the key).
+#[inline]
+fn cache_slot(key: u64, bits: u32) -> usize {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
+}
+
 /// Interned (comm, tgid) pair: a thread identity, the part of a task node that changes
 /// only on exec/rename, so the engine keeps it per thread and node lookups hash three
 /// integers instead of a 16-byte name.
@@ -176,9 +183,10 @@ impl NodeTable {
     /// Intern a task node of identity `ident` (from [`Self::ident`]).
     #[inline]
     pub(crate) fn task(&mut self, ident: IdentId, kstack: StackId, ustack: StackId) -> NodeId {
-        let h = ((ident as u64) << 40 ^ (kstack.0 as u64) << 20 ^ ustack.0 as u64)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let slot = (h >> (64 - CACHE_BITS)) as usize;
+        let slot = cache_slot(
+            (ident as u64) << 40 ^ (kstack.0 as u64) << 20 ^ ustack.0 as u64,
+            CACHE_BITS,
+        );
         let e = self.cache[slot];
         if e.0 == ident && e.1 == kstack && e.2 == ustack && e.3 != NodeId::MAX {
             return e.3;
@@ -211,9 +219,10 @@ impl NodeTable {
         kstack: StackId,
         tables: &Tables,
     ) -> NodeId {
-        let h = ((context as u64) << 56 ^ (source as u64) << 28 ^ kstack.0 as u64)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let slot = (h >> (64 - METAL_CACHE_BITS)) as usize;
+        let slot = cache_slot(
+            (context as u64) << 56 ^ (source as u64) << 28 ^ kstack.0 as u64,
+            METAL_CACHE_BITS,
+        );
         let e = self.metal_cache[slot];
         if e.0 == context && e.1 == source && e.2 == kstack && e.3 != NodeId::MAX {
             return e.3;
