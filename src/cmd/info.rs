@@ -220,7 +220,7 @@ impl<'a> Summary<'a> {
             o,
             "{}: chainrec trace v{maj}.{min}, {}",
             r.path().display(),
-            human_bytes(r.file_len())
+            super::human_bytes(r.file_len())
         );
         let host = if m.host.is_empty() {
             "?".to_string()
@@ -309,12 +309,12 @@ impl<'a> Summary<'a> {
         let sb = r.section_bytes();
         w!(o,
             "  size        {} total: event chunks {}, tables {} ({} sections), metadata {}, index {}",
-            human_bytes(r.file_len()),
-            human_bytes(sb.chunks),
-            human_bytes(sb.tables),
+            super::human_bytes(r.file_len()),
+            super::human_bytes(sb.chunks),
+            super::human_bytes(sb.tables),
             sb.table_sections,
-            human_bytes(sb.meta),
-            human_bytes(sb.index)
+            super::human_bytes(sb.meta),
+            super::human_bytes(sb.index)
         );
         match r.recovery() {
             None => w!(o, "  recovered   no (index and trailer intact)"),
@@ -342,18 +342,6 @@ fn group(n: u64) -> String {
         out.push(c);
     }
     out
-}
-
-fn human_bytes(b: u64) -> String {
-    if b < 1024 {
-        format!("{b} B")
-    } else if b < 1 << 20 {
-        format!("{:.1} KiB", b as f64 / 1024.0)
-    } else if b < 1 << 30 {
-        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
-    } else {
-        format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
-    }
 }
 
 fn human_ns(ns: u64) -> String {

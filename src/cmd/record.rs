@@ -117,16 +117,6 @@ fn secs(s: f64, what: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(s))
 }
 
-/// A byte count for messages: exact GiB/MiB/KiB when it is a multiple, else bytes.
-fn human_bytes(n: u64) -> String {
-    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
-            return format!("{} {unit}", n >> shift);
-        }
-    }
-    format!("{n} bytes")
-}
-
 /// Where `name` would be executed from (the PATH lookup `execvp` does), or why not.
 fn resolve_command(name: &str) -> Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
@@ -209,12 +199,17 @@ fn check_pids(pids: &[u32]) -> Result<Vec<u32>> {
     Ok(out)
 }
 
+/// Whether two stats are of one file (same device and inode).
+fn same_inode(x: &std::fs::Metadata, y: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    x.dev() == y.dev() && x.ino() == y.ino()
+}
+
 /// Whether two paths name the same file (the same inode if both exist, else the same
 /// name in the same directory).
 fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
     if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
-        return x.dev() == y.dev() && x.ino() == y.ino();
+        return same_inode(&x, &y);
     }
     let split = |p: &Path| {
         let dir = match p.parent() {
@@ -231,7 +226,6 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// Whether `output` is the same file as chainrec's stdout (fd 1), e.g. `-o /dev/stdout`.
 fn output_is_stdout(output: &Path) -> bool {
     use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
     let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() else {
         return false;
     };
@@ -239,7 +233,7 @@ fn output_is_stdout(output: &Path) -> bool {
         std::fs::File::from(fd).metadata(),
         std::fs::metadata(output),
     ) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        (Ok(x), Ok(y)) => same_inode(&x, &y),
         _ => false,
     }
 }
@@ -444,7 +438,7 @@ pub fn run(a: Args) -> Result<()> {
         bail!(
             "--ringbuf-size {}: out of range ({}; allowed 4K ..= 2G)",
             a.ringbuf_size,
-            human_bytes(ringbuf)
+            super::human_bytes(ringbuf)
         );
     }
     let duration = a.duration.map(|d| secs(d, "--duration")).transpose()?;
@@ -471,7 +465,7 @@ pub fn run(a: Args) -> Result<()> {
         say!(
             "chainrec: note: --ringbuf-size {} is not a power of two; using {}",
             a.ringbuf_size,
-            human_bytes(ringbuf.next_power_of_two())
+            super::human_bytes(ringbuf.next_power_of_two())
         );
     }
     let opts = RecordOptions {
