@@ -72,7 +72,7 @@ pub fn run(a: Args) -> Result<()> {
     } else {
         s.render()
     };
-    super::report::write_stdout(&text)
+    super::write_stdout(&text)
 }
 
 /// `writeln!` into a `String` (which cannot fail).

@@ -108,3 +108,15 @@ pub(crate) fn human_bytes(b: u64) -> String {
         format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
     }
 }
+
+/// Write `s` to stdout. A closed pipe (`| head`) is a quiet success; any other write
+/// error (a full disk, `> /dev/full`) is an error.
+pub(crate) fn write_stdout(s: &str) -> Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing to stdout"),
+    }
+}

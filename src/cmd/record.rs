@@ -694,7 +694,7 @@ pub fn run_workload(a: WorkloadArgs) -> Result<()> {
     .context("workload failed")?;
     let j = serde_json::to_string_pretty(&rep)? + "\n";
     match &a.json {
-        Some(p) if p.as_os_str() == "-" => super::report::write_stdout(&j)?,
+        Some(p) if p.as_os_str() == "-" => super::write_stdout(&j)?,
         Some(p) => std::fs::write(p, j).with_context(|| format!("writing {}", p.display()))?,
         None => say!(
             "chainrec workload: {} messages; blocked: timer {:.3} s, relay {:.3} s, sink {:.3} s",

@@ -252,7 +252,7 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     } else {
         top::render_text(&report)
     };
-    write_stdout(&out)?;
+    super::write_stdout(&out)?;
     warn_lost("top", meta);
     if stats.lost_events > 0 {
         say!(
@@ -262,16 +262,6 @@ pub fn run_top(a: TopArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Write `s` to stdout. A closed pipe (`| head`) is a quiet success; any other write
-/// error (a full disk, `> /dev/full`) is an error.
-pub(crate) fn write_stdout(s: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r.context("writing to stdout"),
-    }
 }
 
 /// `chainrec heatmap`.
@@ -628,7 +618,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
         "Next: chainrec top {t}    chainrec chains {t} --svg all.svg    chainrec heatmap {t} -o heat.svg\n",
         t = o.trace.display()
     ));
-    write_stdout(&text)?;
+    super::write_stdout(&text)?;
     Ok(())
 }
 

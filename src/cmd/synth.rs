@@ -80,7 +80,7 @@ pub fn run(a: Args) -> Result<()> {
             .iter()
             .map(|s| format!("{:<14} {}\n", s.name, s.about))
             .collect();
-        return super::report::write_stdout(&list);
+        return super::write_stdout(&list);
     }
     let (Some(name), Some(out)) = (a.scenario, a.output) else {
         bail!("--scenario and -o are required")
