@@ -1,7 +1,7 @@
 //! `chainrec chains|offcpu|wakeup|offwake` (fronts chainrec-chain).
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{
-    Config, Duration, Engine, Filter, Mode, Stats, Unit, View as ChainView, Window, WindowBound,
+    Config, Duration, Engine, Filter, Mode, Stats, Unit, View as ChainView, Window,
     DEFAULT_MAX_DEPTH,
 };
 use chainrec_format::RecordingMeta;
@@ -111,17 +111,9 @@ impl FilterArgs {
         };
         let window = match &self.window {
             Some(w) => {
-                let parsed = Window::parse(w)?;
-                let wall = [parsed.start, parsed.end]
-                    .into_iter()
-                    .flatten()
-                    .any(|b| matches!(b, WindowBound::Wall(_) | WindowBound::TimeOfDay(_)));
-                if wall && meta.clock_offset_ns == 0 {
-                    bail!(
-                        "--window {w:?}: this trace has no wall-clock time (synthetic, or recorded without it); give seconds from its start, e.g. 0.5..1"
-                    );
-                }
-                let (s, e) = parsed.resolve(meta, trace_start_ns);
+                let (s, e) = Window::parse(w)?
+                    .resolve(meta, trace_start_ns)
+                    .with_context(|| format!("--window {w:?}"))?;
                 if s > e {
                     bail!("--window {w:?}: start is after end");
                 }

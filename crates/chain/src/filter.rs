@@ -102,7 +102,20 @@ impl Window {
     }
 
     /// Resolve to trace-clock nanoseconds `[start, end]` using the recording metadata.
-    pub fn resolve(&self, meta: &RecordingMeta, trace_start_ns: u64) -> (u64, u64) {
+    /// A wall-clock or time-of-day bound needs the trace's wall-clock offset
+    /// ([`ChainError::NoWallClock`] without it: it would be read as trace-clock time).
+    pub fn resolve(
+        &self,
+        meta: &RecordingMeta,
+        trace_start_ns: u64,
+    ) -> Result<(u64, u64), ChainError> {
+        let wall = [self.start, self.end]
+            .into_iter()
+            .flatten()
+            .any(|b| matches!(b, WindowBound::Wall(_) | WindowBound::TimeOfDay(_)));
+        if wall && meta.clock_offset_ns == 0 {
+            return Err(ChainError::NoWallClock);
+        }
         let conv = |b: WindowBound| -> u64 {
             match b {
                 // `as u64` saturates (NaN gives 0); parse rejects those values anyway.
@@ -121,10 +134,10 @@ impl Window {
                 }
             }
         };
-        (
+        Ok((
             self.start.map(conv).unwrap_or(0),
             self.end.map(conv).unwrap_or(u64::MAX),
-        )
+        ))
     }
 }
 
@@ -268,17 +281,37 @@ mod tests {
             ..RecordingMeta::default()
         };
         let w = Window::parse("2..3.5").unwrap();
-        assert_eq!(w.resolve(&meta, 1_000), (2_000_001_000, 3_500_001_000));
+        assert_eq!(
+            w.resolve(&meta, 1_000).unwrap(),
+            (2_000_001_000, 3_500_001_000)
+        );
         let w = Window::parse("..").unwrap();
-        assert_eq!(w.resolve(&meta, 1_000), (0, u64::MAX));
+        assert_eq!(w.resolve(&meta, 1_000).unwrap(), (0, u64::MAX));
         // Wall clock before the trace clock's zero clamps to 0, far beyond to the end.
         let w = Window::parse("@0..@18000000000").unwrap();
-        let (s, e) = w.resolve(&meta, 1_000);
+        let (s, e) = w.resolve(&meta, 1_000).unwrap();
         assert_eq!(s, 0);
         assert_eq!(e, 18_000_000_000_000_000_000 - 1_700_000_000_000_000_000);
         // Huge relative times saturate instead of overflowing.
         let w = Window::parse("1e300..").unwrap();
-        assert_eq!(w.resolve(&meta, 1_000).0, u64::MAX);
+        assert_eq!(w.resolve(&meta, 1_000).unwrap().0, u64::MAX);
+    }
+
+    #[test]
+    fn wall_clock_windows_need_a_wall_clock() {
+        let meta = RecordingMeta::default();
+        for spec in ["@1..@2", "..10:00:00", "1..@5"] {
+            let w = Window::parse(spec).unwrap();
+            assert!(
+                matches!(w.resolve(&meta, 0), Err(ChainError::NoWallClock)),
+                "{spec}"
+            );
+        }
+        // Relative windows do not.
+        assert_eq!(
+            Window::parse("1..2").unwrap().resolve(&meta, 0).unwrap(),
+            (1_000_000_000, 2_000_000_000)
+        );
     }
 
     #[test]
@@ -291,7 +324,7 @@ mod tests {
             start: Some(WindowBound::Wall(i128::MAX)),
             end: Some(WindowBound::TimeOfDay(0)),
         };
-        let (start, end) = w.resolve(&meta, u64::MAX);
+        let (start, end) = w.resolve(&meta, u64::MAX).unwrap();
         assert_eq!(start, u64::MAX);
         // Midnight of the trace's wall-clock day: within a day before the trace start,
         // and a whole number of days in wall-clock time.
@@ -306,6 +339,6 @@ mod tests {
             start: Some(WindowBound::Wall(i128::MIN)),
             end: Some(WindowBound::TimeOfDay(86_399_999_999_999)),
         };
-        assert_eq!(w.resolve(&meta, u64::MAX).0, 0);
+        assert_eq!(w.resolve(&meta, u64::MAX).unwrap().0, 0);
     }
 }

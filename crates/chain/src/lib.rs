@@ -54,6 +54,9 @@ pub enum ChainError {
         /// What was wrong.
         reason: String,
     },
+    /// A wall-clock or time-of-day window on a trace that has no wall-clock time.
+    #[error("this trace has no wall-clock time (synthetic, or recorded without it); give seconds from its start, e.g. 0.5..1")]
+    NoWallClock,
     /// A `--comm` regular expression did not compile.
     #[error("bad --comm regex: {0}")]
     BadRegex(#[from] regex::Error),
