@@ -199,30 +199,6 @@ fn check_pids(pids: &[u32]) -> Result<Vec<u32>> {
     Ok(out)
 }
 
-/// Whether two stats are of one file (same device and inode).
-fn same_inode(x: &std::fs::Metadata, y: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    x.dev() == y.dev() && x.ino() == y.ino()
-}
-
-/// Whether two paths name the same file (the same inode if both exist, else the same
-/// name in the same directory).
-fn same_file(a: &Path, b: &Path) -> bool {
-    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
-        return same_inode(&x, &y);
-    }
-    let split = |p: &Path| {
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        (dir.canonicalize().ok(), p.file_name().map(|n| n.to_owned()))
-    };
-    let (da, na) = split(a);
-    let (db, nb) = split(b);
-    da.is_some() && da == db && na == nb
-}
-
 /// Whether `output` is the same file as chainrec's stdout (fd 1), e.g. `-o /dev/stdout`.
 fn output_is_stdout(output: &Path) -> bool {
     use std::os::fd::AsFd;
@@ -233,7 +209,7 @@ fn output_is_stdout(output: &Path) -> bool {
         std::fs::File::from(fd).metadata(),
         std::fs::metadata(output),
     ) {
-        (Ok(x), Ok(y)) => same_inode(&x, &y),
+        (Ok(x), Ok(y)) => super::same_inode(&x, &y),
         _ => false,
     }
 }
@@ -449,7 +425,7 @@ pub fn run(a: Args) -> Result<()> {
     // Fail now, not after the whole recording, if the summary cannot be written there.
     if let Some(p) = &a.summary_json {
         chainrec_record::check_output(p).context("--summary-json")?;
-        if same_file(p, &a.output) {
+        if super::same_file(p, &a.output) {
             bail!(
                 "--summary-json {} is the trace file (-o {}): give it another name",
                 p.display(),

@@ -344,7 +344,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
         bail!("export: the filters select waits of the chain graph and apply to --pprof only; the Perfetto export is always the whole trace");
     }
     if let (Some(p), Some(q)) = (&a.perfetto, &a.pprof) {
-        if p == q {
+        if super::same_file(p, q) {
             bail!(
                 "export: --perfetto and --pprof name the same file {}",
                 p.display()
