@@ -319,21 +319,16 @@ fn finish_recording(summary: &RecordSummary, json: Option<&Path>) -> Result<()> 
 /// A recorder error, with a hint when a partial trace was left behind: only when
 /// recording had `started` (else the file there, if any, is an older one or empty).
 fn recorder_error(e: RecordError, output: &Path, started: bool) -> anyhow::Error {
-    let partial = started
-        && matches!(e, RecordError::Format(_))
-        && std::fs::metadata(output).is_ok_and(|m| m.is_file() && m.len() > 0);
     if matches!(e, RecordError::Stopped { .. }) {
         return e.into();
     }
+    let note = (started && matches!(e, RecordError::Format(_)))
+        .then(|| chainrec_record::partial_trace_note(output))
+        .flatten();
     let err = anyhow::Error::new(e).context("recording failed");
-    if partial {
-        anyhow::anyhow!(
-            "{err:#}; the events recorded before the failure are in {o} (`chainrec info {o}` \
-             reads it and tells how to analyse it)",
-            o = output.display()
-        )
-    } else {
-        err
+    match note {
+        Some(n) => anyhow::anyhow!("{err:#}; {n}"),
+        None => err,
     }
 }
 

@@ -651,6 +651,20 @@ fn open_and_load<'obj>(
     open.load().map_err(|e| bpf_err("load", e))
 }
 
+/// After a recording failed once it had started: where the events recorded before the
+/// failure are (a sentence to append to the error), if `output` holds any.
+pub fn partial_trace_note(output: &std::path::Path) -> Option<String> {
+    std::fs::metadata(output)
+        .is_ok_and(|m| m.is_file() && m.len() > 0)
+        .then(|| {
+            format!(
+                "the events recorded before the failure are in {o} (`chainrec info {o}` reads it \
+                 and tells how to analyse it)",
+                o = output.display()
+            )
+        })
+}
+
 /// Fail before loading anything when `path` cannot be the trace file: a directory, or in
 /// a directory that does not exist (or is not a directory).
 pub fn check_output(path: &std::path::Path) -> Result<()> {

@@ -137,11 +137,8 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
     stop.store(true, Ordering::SeqCst);
     let summary = handle.join().map_err(|_| panicked())?.map_err(|e| {
         let mut r = format!("recording failed: {}", full_message(&e));
-        if trace.is_file() && std::fs::metadata(&trace).is_ok_and(|m| m.len() > 0) {
-            r.push_str(&format!(
-                "; the events recorded before the failure are in {t} (`chainrec info {t}`)",
-                t = trace.display()
-            ));
+        if let Some(n) = chainrec_record::partial_trace_note(&trace) {
+            r = format!("{r}; {n}");
         }
         ReportError::Input(r)
     })?;
