@@ -1066,6 +1066,25 @@ impl<'t> Engine<'t> {
             }
             p.holder = nodes.runq(p.holder);
         }
+        // Same-named holders of different processes share a node: merge their parts.
+        if rec.runq.len() > 1 {
+            let mut i = 1;
+            while i < rec.runq.len() {
+                let (level, holder, ns) = (rec.runq[i].level, rec.runq[i].holder, rec.runq[i].ns);
+                match rec.runq[..i]
+                    .iter_mut()
+                    .rev()
+                    .take_while(|p| p.level == level)
+                    .find(|p| p.holder == holder)
+                {
+                    Some(p) => {
+                        p.ns += ns;
+                        rec.runq.remove(i);
+                    }
+                    None => i += 1,
+                }
+            }
+        }
         st.records_emitted += 1;
         st.dedup_hidden += u64::from(!rec.root);
         st.truncated += u64::from(rec.truncated);

@@ -60,6 +60,9 @@ pub enum FrameClass {
     Marker,
     /// `[lost events]` and other loss markers.
     Lost,
+    /// `[run queue]`: the level above waited for a CPU (the frame above it names who held
+    /// the CPU).
+    RunQueue,
 }
 
 /// Hue (degrees) of each chain level; cycles after the last.
@@ -70,6 +73,8 @@ pub const METAL_FILL: &str = "rgb(204,36,36)";
 pub const MARKER_FILL: &str = "url(#chainrec-marker)";
 /// Fill of loss markers (a red hatched pattern defined in the SVG).
 pub const LOST_FILL: &str = "url(#chainrec-lost)";
+/// Fill of `[run queue]` frames: waiting for a CPU, not for an event.
+pub const RUNQ_FILL: &str = "rgb(150,110,200)";
 /// Fill of `--` separators.
 pub const LEVEL_SEP_FILL: &str = "rgb(110,110,110)";
 /// Fill of `-` separators.
@@ -92,6 +97,9 @@ pub fn classify_name(name: &str) -> Option<FrameClass> {
         _ => {}
     }
     let inner = name.strip_prefix('[')?.strip_suffix(']')?;
+    if inner == "run queue" {
+        return Some(FrameClass::RunQueue);
+    }
     let head = inner.split([':', ' ']).next().unwrap_or("");
     Some(match head {
         "hardirq" | "softirq" | "nmi" | "idle" | "irq" | "interrupt" | "metal" => FrameClass::Metal,
@@ -177,6 +185,7 @@ pub fn fill_for(class: FrameClass, name: &str) -> String {
         FrameClass::Metal => METAL_FILL.to_string(),
         FrameClass::Marker => MARKER_FILL.to_string(),
         FrameClass::Lost => LOST_FILL.to_string(),
+        FrameClass::RunQueue => RUNQ_FILL.to_string(),
     }
 }
 
@@ -562,6 +571,7 @@ mod tests {
         assert_eq!(classify_name("[lost events]"), Some(Lost));
         assert_eq!(classify_name("[softirq: NET_RX]"), Some(Metal));
         assert_eq!(classify_name("[nmi]"), Some(Metal));
+        assert_eq!(classify_name("[run queue]"), Some(RunQueue));
         assert_eq!(classify_name("[idle]"), Some(Metal));
         assert_eq!(classify_name("main"), None);
     }
