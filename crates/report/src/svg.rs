@@ -455,9 +455,11 @@ fn recolor(
 fn subtitle(chain_layout: bool, unit: &str, tiny_frames: usize, width: usize) -> String {
     let legends: &[&str] = if chain_layout {
         &[
-            "blocked thread at the bottom, one hue per waker level above each --; lighter = kernel; \
-             red = interrupt; hatched = no stack/lost",
-            "one hue per waker level; lighter = kernel; red = interrupt; hatched = no stack",
+            "blocked thread at the bottom, one hue per waker level; lighter = kernel; \
+             red = interrupt; violet = run queue; hatched = no stack/lost",
+            "one hue per waker level; lighter = kernel; red = interrupt; violet = run queue; \
+             hatched = no stack",
+            "one hue per waker level; red = interrupt; violet = run queue",
             "one hue per waker level",
         ]
     } else {
@@ -491,7 +493,7 @@ mod tests {
         assert_eq!(
             tiny,
             "width = time (us); one hue per waker level; lighter = kernel; red = interrupt; \
-             hatched = no stack; 12345 tiny frames not drawn"
+             violet = run queue; hatched = no stack; 12345 tiny frames not drawn"
         );
         assert_eq!(
             subtitle(true, "us", 0, 400),
