@@ -53,6 +53,10 @@ test)
     ensure_packages test
     log "checking formatting"
     cargo fmt --all -- --check
+    # The analysis-only binary (README: "Analysis only, on a workstation") must build without
+    # the recorder; built first, because the tests below rebuild the full binary in place.
+    log "building the analysis-only binary (--no-default-features)"
+    cargo build --release --locked --no-default-features --bin chainrec
     log "running tests (BPF tests run for real as root; CHAINREC_REQUIRE_BPF=1 turns their skip into a failure)"
     # Release mode: the engine and format tests push millions of events, and the recorder's consumer
     # must keep up with the kernel during the real-recording tests.

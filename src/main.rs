@@ -44,8 +44,10 @@ Examples:
 #[derive(Subcommand)]
 enum Command {
     /// Record scheduler events (BPF) into a trace file.
+    #[cfg(feature = "record")]
     Record(cmd::record::Args),
     /// Run the built-in chain workload (timer -> relay -> sink threads over pipes).
+    #[cfg(feature = "record")]
     Workload(cmd::record::WorkloadArgs),
     /// Multi-level chain graph: each wait with the whole chain of wakeups behind it.
     Chains(cmd::chains::ChainsArgs),
@@ -62,7 +64,8 @@ enum Command {
     /// Export to Perfetto or pprof.
     Export(cmd::report::ExportArgs),
     /// Record the built-in chain workload and write trace, folded chain graph and SVG.
-    Demo(cmd::report::DemoArgs),
+    #[cfg(feature = "record")]
+    Demo(cmd::demo::DemoArgs),
     /// Summarize (and with --verify, check) a trace file.
     Info(cmd::info::Args),
     /// Write a synthetic trace with exactly known chains.
@@ -83,7 +86,9 @@ fn main() {
             | Command::Export(_)
     );
     let result = match cli.command {
+        #[cfg(feature = "record")]
         Command::Record(a) => cmd::record::run(a),
+        #[cfg(feature = "record")]
         Command::Workload(a) => cmd::record::run_workload(a),
         Command::Chains(a) => cmd::chains::run_chains(a),
         Command::Offcpu(a) => cmd::chains::run_view(cmd::chains::View::OffCpu, a),
@@ -92,7 +97,8 @@ fn main() {
         Command::Top(a) => cmd::report::run_top(a),
         Command::Heatmap(a) => cmd::report::run_heatmap(a),
         Command::Export(a) => cmd::report::run_export(a),
-        Command::Demo(a) => cmd::report::run_demo(a),
+        #[cfg(feature = "record")]
+        Command::Demo(a) => cmd::demo::run(a),
         Command::Info(a) => cmd::info::run(a),
         Command::Synth(a) => cmd::synth::run(a),
     };

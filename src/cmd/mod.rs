@@ -1,6 +1,9 @@
 //! One module per command family; each is owned by the crate it fronts.
 pub mod chains;
+#[cfg(feature = "record")]
+pub mod demo;
 pub mod info;
+#[cfg(feature = "record")]
 pub mod record;
 pub mod report;
 pub mod synth;

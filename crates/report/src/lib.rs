@@ -6,7 +6,6 @@
 //! * [`pprof`]: chain graph as a gzipped pprof profile.
 //! * [`top`]: the longest individual waits, as a table or JSON.
 
-pub mod demo;
 pub mod heatmap;
 pub mod perfetto;
 pub mod pprof;
