@@ -53,6 +53,10 @@ test)
     ensure_packages test
     log "checking formatting"
     cargo fmt --all -- --check
+    log "clippy (warnings are errors)"
+    cargo clippy --locked --workspace --all-targets -- -D warnings
+    log "rustdoc (warnings are errors)"
+    RUSTDOCFLAGS=-Dwarnings cargo doc --locked --no-deps --workspace
     # The analysis-only binary (README: "Analysis only, on a workstation") must build without
     # the recorder; built first, because the tests below rebuild the full binary in place.
     log "building the analysis-only binary (--no-default-features)"

@@ -2,6 +2,10 @@
 //! chain of wakeups behind it. This binary is thin: each subcommand parses its
 //! arguments and calls into the library crates.
 
+// Doc comments of the argument structs are the `--help` text (clap), where `[truncated]`
+// is a marker users see, not a rustdoc link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 /// `eprintln!` without its panic: a closed or full stderr (`2>&-`, `2>/dev/full`) must not
 /// turn a finished command into exit 101. Messages that cannot be written are dropped.
 macro_rules! say {
