@@ -1,7 +1,7 @@
 //! `chainrec chains|offcpu|wakeup|offwake` (fronts chainrec-chain).
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{
-    Config, Duration, Engine, Filter, Mode, Stats, Unit, View as ChainView, Window,
+    Analysis, Dedup, Duration, Filter, Mode, Setup, Stats, Unit, View as ChainView, Window,
     DEFAULT_MAX_DEPTH,
 };
 use chainrec_format::RecordingMeta;
@@ -85,17 +85,12 @@ fn parse_mask(s: &str) -> Result<u32, String> {
 }
 
 impl FilterArgs {
-    /// Build the library filter. `trace_start_ns` anchors relative window times;
-    /// `duration` says what -m/-M and the window measure; `span` (first and last event
-    /// time, [`chainrec_format::TraceReader::time_span`]) makes a window that selects
-    /// nothing an error.
-    pub fn to_filter(
-        &self,
-        meta: &RecordingMeta,
-        trace_start_ns: u64,
-        duration: Duration,
-        span: Option<(u64, u64)>,
-    ) -> Result<Filter> {
+    /// Build the library filter for the trace of `an`: relative window times count from
+    /// its start, and a window that selects none of its events is an error. `duration`
+    /// says what -m/-M and the window measure.
+    pub fn to_filter(&self, an: &Analysis, duration: Duration) -> Result<Filter> {
+        let (meta, trace_start_ns) = (an.meta(), an.start_ns());
+        let span = an.reader().time_span();
         let comm = match &self.comm {
             Some(c) => Some(chainrec_chain::regex::Regex::new(c).map_err(|e| {
                 let msg = e.to_string();
@@ -256,44 +251,29 @@ fn analyse(
 ) -> Result<()> {
     let unit = Unit::parse(&a.unit)?;
     let t0 = std::time::Instant::now();
-    let reader = super::open_trace(&a.file, name)?;
-    let meta = reader.meta();
-    let tables = reader.tables();
-    let trace_start = if meta.start_ns != 0 {
-        meta.start_ns
-    } else {
-        reader.time_span().map(|s| s.0).unwrap_or(0)
-    };
+    let an = super::open_trace(&a.file, name)?;
+    let (meta, tables) = (an.meta(), an.tables());
     let duration = if view == ChainView::OffCpu {
         Duration::OffCpu
     } else {
         Duration::Blocked
     };
-    let filter = a
-        .filter
-        .to_filter(meta, trace_start, duration, reader.time_span())?;
-    let dedup = dedup && !filter.has_thread_filter();
-    let range = match filter.window {
-        // Causes come from before the window: decode from the start, stop after it.
-        Some((_, end)) => 0..reader.chunks_in_window(0, end).end,
-        None => 0..reader.chunks().len(),
-    };
-    let cfg = Config {
+    let setup = Setup {
         mode,
         max_depth,
-        dedup,
-        filter,
+        dedup: if dedup { Dedup::Auto } else { Dedup::Off },
+        filter: a.filter.to_filter(&an, duration)?,
+        parallel: !a.serial,
     };
-    let mut engine = Engine::new(tables, meta, cfg);
-    let (stats, folded) =
-        chainrec_chain::fold_trace(&reader, range, !a.serial, &mut engine, view, |_| {})
-            .with_context(|| format!("{}: reading events", a.file.display()))?;
+    let (done, folded) = an
+        .fold(setup, view, |_| {})
+        .with_context(|| format!("{}: reading events", a.file.display()))?;
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
     match &a.svg {
         Some(path) => {
             // One aggregation: the lines to draw, and those that round to 0 counted.
             let mut lines = Vec::new();
-            for (l, w) in folded.folded_ns(engine.nodes(), tables, meta) {
+            for (l, w) in folded.folded_ns(done.nodes(), tables, meta) {
                 match unit.round(w) {
                     0 => {
                         small_lines += 1;
@@ -325,7 +305,7 @@ fn analyse(
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
             let r = folded
-                .write_folded(engine.nodes(), tables, meta, unit, &mut out)
+                .write_folded(done.nodes(), tables, meta, unit, &mut out)
                 .and_then(|sum| {
                     nlines = sum.lines as usize;
                     small_lines = sum.small_lines;
@@ -360,14 +340,14 @@ fn analyse(
     }
     summary(
         name,
-        &stats,
+        &done.summary.stats,
         meta,
         secs,
         nlines,
         small_lines,
         small_ns,
         unit,
-        dedup,
+        done.summary.dedup,
     );
     Ok(())
 }
@@ -406,7 +386,7 @@ fn summary(
         if dedup { format!(", {} waits shown inside other chains (dedup; --no-dedup shows them)", st.dedup_hidden) } else { String::new() }
     );
     let l = &meta.lost;
-    if st.lost_events > 0 || l.ringbuf_full + l.malformed + l.out_of_order > 0 {
+    if st.lost_events > 0 || l.events() > 0 {
         say!(
             "chainrec: {name}: warning: LOST EVENTS: {} lost (markers: {}; recording: ring buffer full {}, malformed {}, out of order {}); {} waits overlap a loss and are marked [lost events]",
             st.lost_events, st.lost_markers, l.ringbuf_full, l.malformed, l.out_of_order, st.waits_with_lost

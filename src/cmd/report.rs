@@ -1,7 +1,7 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Config, Duration as ChainDuration, Engine, Mode, View};
-use chainrec_format::{Event, RecordingMeta, Tables, TraceReader};
+use chainrec_chain::{Dedup, Duration as ChainDuration, Setup, View};
+use chainrec_format::{Event, RecordingMeta, Tables};
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
 use chainrec_report::progress::Progress;
 use chainrec_report::source::EventSource;
@@ -164,22 +164,9 @@ fn reading(file: &Path) -> String {
     format!("{}: reading events", file.display())
 }
 
-fn open(path: &Path, what: &str) -> Result<TraceReader> {
-    super::open_trace(path, what)
-}
-
-fn trace_start(reader: &TraceReader) -> u64 {
-    let meta = reader.meta();
-    if meta.start_ns != 0 {
-        meta.start_ns
-    } else {
-        reader.time_span().map(|s| s.0).unwrap_or(0)
-    }
-}
-
 fn warn_lost(what: &str, meta: &RecordingMeta) {
     let l = &meta.lost;
-    if l.ringbuf_full + l.malformed + l.out_of_order > 0 {
+    if l.events() > 0 {
         say!(
             "chainrec: {what}: warning: LOST EVENTS in the recording: ring buffer full {}, malformed {}, out of order {}",
             l.ringbuf_full, l.malformed, l.out_of_order
@@ -195,37 +182,23 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     if a.max_depth == 0 {
         bail!("--max-depth must be at least 1");
     }
-    let reader = open(&a.file, "top")?;
-    let meta = reader.meta();
-    let tables = reader.tables();
-    let start = trace_start(&reader);
-    let filter = a
-        .filter
-        .to_filter(meta, start, ChainDuration::Blocked, reader.time_span())?;
-    let range = match filter.window {
-        Some((_, end)) => 0..reader.chunks_in_window(0, end).end,
-        None => 0..reader.chunks().len(),
-    };
-    // Every wait is a candidate: dedup off.
-    let cfg = Config {
-        mode: Mode::Bounded,
+    let an = super::open_trace(&a.file, "top")?;
+    let meta = an.meta();
+    let setup = Setup {
         max_depth: a.max_depth,
-        dedup: false,
-        filter,
+        // Every wait is a candidate: dedup off.
+        dedup: Dedup::Off,
+        filter: a.filter.to_filter(&an, ChainDuration::Blocked)?,
+        ..Setup::default()
     };
-    let mut engine = Engine::new(tables, meta, cfg);
     let mut sink = TopSink::default();
-    let mut progress = Progress::new(reader.event_count(), "top", a.quiet);
-    reader
-        .for_each_chunk::<anyhow::Error>(range, true, |evs| {
-            progress.inc(evs.len() as u64);
-            engine.process(evs, &mut sink);
-            Ok(())
-        })
+    let mut progress = Progress::new(an.reader().event_count(), "top", a.quiet);
+    let done = an
+        .run(setup, &mut sink, |n| progress.inc(n as u64))
         .with_context(|| reading(&a.file))?;
-    let stats = engine.finish(&mut sink);
     progress.finish();
-    let report = sink.finish(a.count, engine.nodes(), tables, meta, start);
+    let stats = &done.summary.stats;
+    let report = sink.finish(a.count, done.nodes(), an.tables(), meta, an.start_ns());
     let out = if a.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
@@ -265,9 +238,10 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
             ColorMapArg::Linear => ColorMap::Linear,
         },
     };
-    let reader = open(&a.file, "heatmap")?;
+    let an = super::open_trace(&a.file, "heatmap")?;
+    let reader = an.reader();
     let src = Progressed {
-        inner: &reader,
+        inner: reader,
         progress: RefCell::new(Progress::new(reader.event_count(), "heatmap", a.quiet)),
     };
     let h = heatmap::compute(&src, &opts).with_context(|| reading(&a.file))?;
@@ -307,8 +281,8 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     if a.perfetto.is_none() && a.pprof.is_none() {
         bail!("export: say what to write: --perfetto OUT.pftrace and/or --pprof OUT.pb.gz");
     }
-    let reader = open(&a.file, "export")?;
-    let meta = reader.meta();
+    let an = super::open_trace(&a.file, "export")?;
+    let (reader, meta) = (an.reader(), an.meta());
     let f = &a.filter;
     let filtered = !f.pid.is_empty()
         || !f.tid.is_empty()
@@ -333,17 +307,14 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     // Everything that can be checked before the (long) work is: the filter and window,
     // and both outputs (created as temporary files next to their destinations, renamed
     // into place only when complete; removed on any failure).
-    let start = trace_start(&reader);
-    let filter = a
-        .filter
-        .to_filter(meta, start, ChainDuration::Blocked, reader.time_span())?;
+    let filter = a.filter.to_filter(&an, ChainDuration::Blocked)?;
     let mut perfetto_out = a.perfetto.as_deref().map(TempOutput::create).transpose()?;
     let mut pprof_out = a.pprof.as_deref().map(TempOutput::create).transpose()?;
     let mut perfetto_note = String::new();
     if let Some(out) = &mut perfetto_out {
         let path = out.dest.clone();
         let src = Progressed {
-            inner: &reader,
+            inner: reader,
             progress: RefCell::new(Progress::new(2 * reader.event_count(), "perfetto", a.quiet)),
         };
         let mut w = std::io::BufWriter::new(out.file()?);
@@ -361,30 +332,16 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     let mut pprof_note = String::new();
     if let Some(out) = &mut pprof_out {
         let path = out.dest.clone();
-        let dedup = !filter.has_thread_filter();
-        let cfg = Config {
-            mode: Mode::Bounded,
-            max_depth: chainrec_chain::DEFAULT_MAX_DEPTH,
-            dedup,
+        let setup = Setup {
             filter,
+            ..Setup::default()
         };
-        let mut engine = Engine::new(reader.tables(), meta, cfg);
         let mut progress = Progress::new(reader.event_count(), "pprof", a.quiet);
-        let (_, folded) = chainrec_chain::fold_trace(
-            &reader,
-            0..reader.chunks().len(),
-            true,
-            &mut engine,
-            View::Chains,
-            |n| progress.inc(n as u64),
-        )
-        .with_context(|| reading(&a.file))?;
+        let (done, folded) = an
+            .fold(setup, View::Chains, |n| progress.inc(n as u64))
+            .with_context(|| reading(&a.file))?;
         progress.finish();
-        let end = if meta.end_ns != 0 {
-            meta.end_ns
-        } else {
-            reader.time_span().map(|s| s.1).unwrap_or(start)
-        };
+        let (start, end) = (an.start_ns(), an.end_ns());
         let info = pprof::ProfileInfo {
             time_nanos: if meta.clock_offset_ns != 0 {
                 (start as i128 + meta.clock_offset_ns) as i64
@@ -398,7 +355,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
         // render to the same text become separate samples (pprof sums them).
         let mut builder = pprof::ProfileBuilder::new(&info);
         let mut failed = None;
-        folded.for_each_line(engine.nodes(), reader.tables(), meta, |l, w| {
+        folded.for_each_line(done.nodes(), an.tables(), meta, |l, w| {
             if failed.is_none() {
                 failed = builder.add(l, w).err();
             }

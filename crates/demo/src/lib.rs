@@ -5,7 +5,7 @@
 //! Its own crate so that `chainrec-report` does not depend on the recorder (and builds
 //! without clang, libelf and libbpf), while the report tests can still run the demo.
 
-use chainrec_chain::{Config, Engine, FoldedSink, Mode, Unit, View};
+use chainrec_chain::{Analysis, Dedup, FoldedSink, Setup, Unit, View};
 use chainrec_format::TraceReader;
 use chainrec_report::svg::{self, SvgOptions, SvgStats};
 use chainrec_report::top::{TopEntry, TopSink};
@@ -175,28 +175,20 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
 
     // 2. Chain graph of the workload's threads (dedup on: the sink's chain shows the
     //    relay's and timer's waits inside it), and the top chain.
-    let reader = TraceReader::open(&trace).map_err(ReportError::from)?;
-    let meta = reader.meta();
-    let tables = reader.tables();
-    let filter = chainrec_chain::Filter {
-        tids: tids.to_vec(),
-        ..Default::default()
+    let an = Analysis::from_reader(TraceReader::open(&trace).map_err(ReportError::from)?);
+    let (meta, tables) = (an.meta(), an.tables());
+    let setup = Setup {
+        dedup: Dedup::On,
+        filter: chainrec_chain::Filter {
+            tids: tids.to_vec(),
+            ..Default::default()
+        },
+        ..Setup::default()
     };
-    let cfg = Config {
-        mode: Mode::Bounded,
-        max_depth: chainrec_chain::DEFAULT_MAX_DEPTH,
-        dedup: true,
-        filter,
-    };
-    let mut engine = Engine::new(tables, meta, cfg);
     let mut sinks = (FoldedSink::new(View::Chains), TopSink::default());
-    reader.for_each_chunk::<ReportError>(0..reader.chunks().len(), true, |evs| {
-        engine.process(evs, &mut sinks);
-        Ok(())
-    })?;
-    engine.finish(&mut sinks);
+    let done = an.run(setup, &mut sinks, |_| {})?;
     let (folded, topsink) = sinks;
-    let lines = folded.lines(engine.nodes(), tables, meta, Unit::Us);
+    let lines = folded.lines(done.nodes(), tables, meta, Unit::Us);
     if lines.is_empty() {
         return Err(DemoError::NoWaits(tids));
     }
@@ -225,12 +217,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
         path: svg_path.clone(),
         source: e,
     })?;
-    let start = if meta.start_ns != 0 {
-        meta.start_ns
-    } else {
-        reader.time_span().map(|s| s.0).unwrap_or(0)
-    };
-    let report = topsink.finish(usize::MAX, engine.nodes(), tables, meta, start);
+    let report = topsink.finish(usize::MAX, done.nodes(), tables, meta, an.start_ns());
     // The sink's chain with the most total blocked time: the whole relay of the workload.
     // (The timer's own waits, timer <- [hardirq: timer], are as long but say less.)
     let top = report
@@ -245,7 +232,6 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
                 .max_by_key(|e| (e.total_ns, std::cmp::Reverse(e.rank)))
         })
         .cloned();
-    let l = &meta.lost;
     Ok(DemoOutcome {
         trace,
         folded: folded_path,
@@ -257,7 +243,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
         top,
         lines: lines.len(),
         svg_stats,
-        lost_events: l.ringbuf_full + l.malformed + l.out_of_order,
+        lost_events: done.summary.lost_in_recording,
     })
 }
 

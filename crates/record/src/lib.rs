@@ -49,13 +49,20 @@ pub enum RecordError {
         detail: String,
     },
     /// Opening, loading or attaching the BPF object failed for another reason.
-    #[error("BPF {stage} failed: {detail}")]
+    #[error("BPF {stage} failed{}", if libbpf_log.is_empty() { String::new() } else { format!(" (libbpf: {libbpf_log})") })]
     Bpf {
         /// What was being done.
         stage: &'static str,
-        /// Underlying message.
-        detail: String,
+        /// The last lines libbpf logged before the failure (the verifier's complaint),
+        /// joined with ` | `; empty when it logged nothing.
+        libbpf_log: String,
+        /// The libbpf error.
+        #[source]
+        source: libbpf_rs::Error,
     },
+    /// The generated BPF skeleton lacks a part the recorder sets up (a build problem).
+    #[error("BPF open failed: the skeleton has no {0}")]
+    Skeleton(&'static str),
     /// Writing the trace failed.
     #[error(transparent)]
     Format(#[from] chainrec_format::FormatError),
