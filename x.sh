@@ -51,6 +51,11 @@ demo)
 test)
     shift
     ensure_packages test
+    # docs/CHAINS.md is the repository's copy of the project-wide semantics document.
+    if [ -f ../shared/CHAINS.md ] && ! cmp -s ../shared/CHAINS.md docs/CHAINS.md; then
+        log "docs/CHAINS.md differs from ../shared/CHAINS.md: copy it over (cp ../shared/CHAINS.md docs/)"
+        exit 1
+    fi
     log "checking formatting"
     cargo fmt --all -- --check
     log "clippy (warnings are errors)"
