@@ -2,6 +2,7 @@
 pub mod chains;
 #[cfg(feature = "record")]
 pub mod demo;
+pub mod filter;
 pub mod info;
 #[cfg(feature = "record")]
 pub mod record;

@@ -3,6 +3,7 @@ use anyhow::{bail, Context, Result};
 use chainrec_chain::{Dedup, Duration as ChainDuration, Setup, View};
 use chainrec_format::{Event, RecordingMeta, Tables};
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
+use chainrec_report::output::TempOutput;
 use chainrec_report::progress::Progress;
 use chainrec_report::source::EventSource;
 use chainrec_report::top::{self, TopSink};
@@ -33,7 +34,7 @@ pub struct TopArgs {
     #[arg(long, default_value_t = chainrec_chain::DEFAULT_MAX_DEPTH)]
     pub max_depth: usize,
     #[command(flatten)]
-    pub filter: crate::cmd::chains::FilterArgs,
+    pub filter: crate::cmd::filter::FilterArgs,
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
@@ -126,7 +127,7 @@ pub struct ExportArgs {
     #[arg(long, value_name = "OUT.pb.gz")]
     pub pprof: Option<PathBuf>,
     #[command(flatten)]
-    pub filter: crate::cmd::chains::FilterArgs,
+    pub filter: crate::cmd::filter::FilterArgs,
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
@@ -312,7 +313,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     let mut pprof_out = a.pprof.as_deref().map(TempOutput::create).transpose()?;
     let mut perfetto_note = String::new();
     if let Some(out) = &mut perfetto_out {
-        let path = out.dest.clone();
+        let path = out.dest().to_path_buf();
         let src = Progressed {
             inner: reader,
             progress: RefCell::new(Progress::new(2 * reader.event_count(), "perfetto", a.quiet)),
@@ -331,7 +332,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     }
     let mut pprof_note = String::new();
     if let Some(out) = &mut pprof_out {
-        let path = out.dest.clone();
+        let path = out.dest().to_path_buf();
         let setup = Setup {
             filter,
             ..Setup::default()
@@ -385,129 +386,5 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
         }
     }
     warn_lost("export", meta);
-    Ok(())
-}
-
-/// An output written to a temporary file in the destination's directory and renamed
-/// over the destination by [`TempOutput::commit`]; dropped uncommitted, it is removed, so
-/// a failure never leaves a partial file that looks like a result. Only for a new or
-/// regular file: a device, pipe or socket (`--perfetto /dev/stdout`) is written directly
-/// (renaming over it would replace the node), a symlink is followed to its target, and a
-/// replaced file keeps its mode.
-struct TempOutput {
-    /// Where the result goes (a symlink resolved).
-    dest: PathBuf,
-    /// The temporary file; empty when writing `dest` directly or once committed.
-    tmp: PathBuf,
-    file: Option<std::fs::File>,
-}
-
-impl TempOutput {
-    fn create(dest: &Path) -> Result<TempOutput> {
-        let creating = |p: &Path| format!("cannot create {}", p.display());
-        let existing = match std::fs::metadata(dest) {
-            Ok(m) => Some(m),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).with_context(|| creating(dest)),
-        };
-        let direct = |path: &Path| -> Result<TempOutput> {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(path)
-                .with_context(|| creating(path))?;
-            Ok(TempOutput {
-                dest: path.to_path_buf(),
-                tmp: PathBuf::new(),
-                file: Some(file),
-            })
-        };
-        let dest = match &existing {
-            Some(m) if m.is_dir() => bail!("{}: is a directory", dest.display()),
-            Some(m) if !m.is_file() => return direct(dest),
-            Some(_) => std::fs::canonicalize(dest).with_context(|| creating(dest))?,
-            // A dangling symlink: creating through it is what the user asked for.
-            None if dest.is_symlink() => return direct(dest),
-            None => dest.to_path_buf(),
-        };
-        let name = dest
-            .file_name()
-            .with_context(|| format!("{}: not a file name", dest.display()))?;
-        let dir = match dest.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".tmp.{}", std::process::id()));
-        let tmp = dir.join(tmp_name);
-        let file = std::fs::File::create(&tmp).with_context(|| {
-            format!(
-                "cannot create {} (in directory {})",
-                dest.display(),
-                dir.display()
-            )
-        })?;
-        if let Some(m) = existing {
-            file.set_permissions(m.permissions())
-                .with_context(|| creating(&dest))?;
-        }
-        Ok(TempOutput {
-            dest,
-            tmp,
-            file: Some(file),
-        })
-    }
-
-    /// The open output file (once).
-    fn file(&mut self) -> Result<std::fs::File> {
-        self.file
-            .take()
-            .with_context(|| format!("{}: written twice", self.dest.display()))
-    }
-
-    /// Move the finished file into place (nothing to do when written directly).
-    fn commit(&mut self) -> Result<()> {
-        if self.tmp.as_os_str().is_empty() {
-            return Ok(());
-        }
-        std::fs::rename(&self.tmp, &self.dest).with_context(|| {
-            format!("renaming {} to {}", self.tmp.display(), self.dest.display())
-        })?;
-        self.tmp = PathBuf::new();
-        Ok(())
-    }
-}
-
-impl Drop for TempOutput {
-    fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-    }
-}
-
-/// Render folded lines as an interactive flame-graph SVG at `path` (used by `--svg` of
-/// chains/offcpu/wakeup/offwake). `chain_layout` turns on per-level hues and `--`
-/// separators as in CHAINS.md; `unit` is the weight unit (`us`, `ns`, `ms`).
-pub fn render_svg(
-    folded: &[(String, u64)],
-    title: &str,
-    unit: &str,
-    chain_layout: bool,
-    path: &std::path::Path,
-) -> Result<()> {
-    let opts = chainrec_report::svg::SvgOptions::new(title, unit, chain_layout);
-    let mut buf = Vec::new();
-    let stats = chainrec_report::svg::render(folded, &opts, &mut buf)
-        .with_context(|| format!("drawing {}", path.display()))?;
-    std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
-    if stats.zero_weight_lines > 0 {
-        say!(
-            "chainrec: {} stacks with zero weight not drawn",
-            stats.zero_weight_lines
-        );
-    }
     Ok(())
 }

@@ -5,8 +5,10 @@
 //! * [`perfetto`]: native Perfetto trace export (ftrace sched events, clock snapshot).
 //! * [`pprof`]: chain graph as a gzipped pprof profile.
 //! * [`top`]: the longest individual waits, as a table or JSON.
+//! * [`output`]: output files that appear whole or not at all.
 
 pub mod heatmap;
+pub mod output;
 pub mod perfetto;
 pub mod pprof;
 pub mod progress;
