@@ -107,6 +107,10 @@ fn main() {
         Command::Synth(a) => cmd::synth::run(a),
     };
     if let Err(err) = result {
+        // A command that printed its own messages and only chose the exit status.
+        if let Some(cmd::Exit(code)) = err.downcast_ref::<cmd::Exit>() {
+            std::process::exit(*code);
+        }
         // One line per cause, like `error: ... : caused by ...`, and a non-zero exit.
         say!("chainrec: error: {err:#}");
         if let Some(hint) = analysis.then(|| cmd::damage_hint(&err)).flatten() {

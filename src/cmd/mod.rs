@@ -24,6 +24,20 @@ pub(crate) fn with_path(path: &Path, e: FormatError) -> anyhow::Error {
     }
 }
 
+/// An "error" that only carries the exit status: the command printed what happened
+/// itself (`record -- COMMAND` exits with COMMAND's status). `main` exits with it and prints
+/// nothing.
+#[derive(Debug)]
+pub struct Exit(pub i32);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit status {}", self.0)
+    }
+}
+
+impl std::error::Error for Exit {}
+
 /// Environment variable that lets analyses run on the readable part of a damaged trace.
 pub const SALVAGE_ENV: &str = "CHAINREC_SALVAGE";
 

@@ -2,12 +2,11 @@
 use anyhow::{bail, Context, Result};
 use chainrec_format::StackMode;
 use chainrec_record::workload::{self, WorkloadOptions};
-use chainrec_record::{RecordError, RecordOptions, RecordSummary, StopCondition};
+use chainrec_record::{RecordError, RecordOptions, RecordSummary, Recording};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 const RECORD_EXAMPLES: &str = "\
@@ -459,19 +458,11 @@ pub fn run(a: Args) -> Result<()> {
         verify_user_walk_shortcut: a.verify_user_walk,
     };
     let flag = chainrec_record::install_stop_signals();
-    let started = Arc::new(AtomicBool::new(false));
-    let stop = StopCondition {
-        duration,
-        flag: Some(flag.clone()),
-        started: Some(started.clone()),
-    };
-    let handle = std::thread::Builder::new()
-        .name("chainrec-consumer".into())
-        .spawn(move || chainrec_record::record(&opts, stop))
-        .context("cannot start the recorder thread")?;
-    let join = |h: std::thread::JoinHandle<chainrec_record::Result<RecordSummary>>| match h.join() {
-        Ok(r) => r.map_err(|e| recorder_error(e, &a.output, started.load(Ordering::SeqCst))),
-        Err(_) => Err(anyhow::anyhow!("recorder thread panicked")),
+    let handle = Recording::start(opts, duration, flag.clone())
+        .map_err(|e| recorder_error(e, &a.output, false))?;
+    let join = |r: Recording| {
+        let started = r.started();
+        r.join().map_err(|e| recorder_error(e, &a.output, started))
     };
 
     if a.command.is_empty() {
@@ -482,15 +473,11 @@ pub fn run(a: Args) -> Result<()> {
     // The stop signals checked before the spawn; any later one (even one that comes
     // between this check and the spawn) is a stop for the loop after the spawn.
     let mut seen = chainrec_record::stop_signals();
-    while !started.load(Ordering::SeqCst)
-        && !handle.is_finished()
-        && !flag.load(Ordering::SeqCst)
-        && seen.count == 0
-    {
-        std::thread::sleep(Duration::from_millis(5));
+    let started = handle.wait_started(|| {
         seen = chainrec_record::stop_signals();
-    }
-    if !started.load(Ordering::SeqCst) || flag.load(Ordering::SeqCst) || seen.count > 0 {
+        flag.load(Ordering::SeqCst) || seen.count > 0
+    });
+    if !started || flag.load(Ordering::SeqCst) || seen.count > 0 {
         // Never start the command after a stop request (or without a recorder).
         flag.store(true, Ordering::SeqCst);
         let summary = join(handle)?;
@@ -608,7 +595,7 @@ pub fn run(a: Args) -> Result<()> {
         if let Some(st) = status {
             say!("chainrec: `{cmd}` {}", describe(st));
         }
-        std::process::exit(1);
+        return Err(super::Exit(1).into());
     }
     let st = status.expect("the loop ends with the command's status");
     let sigs = chainrec_record::stop_signals();
@@ -622,7 +609,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     if code != 0 {
         say!("chainrec: `{cmd}` {}; exiting with {code}", describe(st));
-        std::process::exit(code);
+        return Err(super::Exit(code).into());
     }
     Ok(())
 }

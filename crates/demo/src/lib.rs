@@ -7,11 +7,12 @@
 
 use chainrec_chain::{Analysis, Dedup, FoldedSink, Setup, Unit, View};
 use chainrec_format::TraceReader;
+use chainrec_record::Recording;
 use chainrec_report::svg::{self, SvgOptions, SvgStats};
 use chainrec_report::top::{TopEntry, TopSink};
 use chainrec_report::ReportError;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,9 +71,6 @@ pub enum DemoError {
         #[source]
         source: std::io::Error,
     },
-    /// The recorder thread could not be started.
-    #[error("cannot start the recorder thread")]
-    Spawn(#[source] std::io::Error),
     /// The recorder failed. Only a refused BPF load is about privileges (and that error
     /// says so itself).
     #[error("recording failed{}", partial.as_ref().map(|n| format!(" ({n})")).unwrap_or_default())]
@@ -84,9 +82,6 @@ pub enum DemoError {
         /// ([`chainrec_record::partial_trace_note`]).
         partial: Option<String>,
     },
-    /// The recorder thread panicked (a bug).
-    #[error("recording failed: the recorder thread panicked")]
-    RecorderPanicked,
     /// The recorder stopped before the workload could start.
     #[error("recording failed: the recorder stopped before the workload started")]
     StoppedEarly,
@@ -134,27 +129,14 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
         command_line: opts.command_line.clone(),
         ..Default::default()
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Arc::new(AtomicBool::new(false));
-    let cond = chainrec_record::StopCondition {
-        duration: None,
-        flag: Some(stop.clone()),
-        started: Some(started.clone()),
-    };
-    let handle = std::thread::Builder::new()
-        .name("chainrec-consumer".into())
-        .spawn(move || chainrec_record::record(&ropts, cond))
-        .map_err(DemoError::Spawn)?;
-    let panicked = |_| DemoError::RecorderPanicked;
     let failed = |source| DemoError::Record {
         source,
         partial: None,
     };
-    while !started.load(Ordering::SeqCst) && !handle.is_finished() {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    if !started.load(Ordering::SeqCst) {
-        handle.join().map_err(panicked)?.map_err(failed)?;
+    let recording =
+        Recording::start(ropts, None, Arc::new(AtomicBool::new(false))).map_err(failed)?;
+    if !recording.wait_started(|| false) {
+        recording.join().map_err(failed)?;
         return Err(DemoError::StoppedEarly);
     }
     let wopts = chainrec_record::workload::WorkloadOptions {
@@ -163,14 +145,11 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
     };
     let mut tids = [0u32; 3];
     let wl = chainrec_record::workload::run_with(&wopts, |t, r, s| tids = [t, r, s]);
-    stop.store(true, Ordering::SeqCst);
-    let summary = handle
-        .join()
-        .map_err(panicked)?
-        .map_err(|source| DemoError::Record {
-            source,
-            partial: chainrec_record::partial_trace_note(&trace),
-        })?;
+    recording.stop();
+    let summary = recording.join().map_err(|source| DemoError::Record {
+        source,
+        partial: chainrec_record::partial_trace_note(&trace),
+    })?;
     let wl = wl.map_err(DemoError::Workload)?;
 
     // 2. Chain graph of the workload's threads (dedup on: the sink's chain shows the

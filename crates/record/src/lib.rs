@@ -9,6 +9,7 @@ mod btfinfo;
 pub mod ksyms;
 mod raw;
 mod recorder;
+mod recording;
 pub mod usyms;
 pub mod workload;
 
@@ -26,6 +27,7 @@ pub use recorder::{
     check_output, install_stop_signals, partial_trace_note, record, stop_signals, RecordOptions,
     RecordSummary, StopCondition, StopSignals,
 };
+pub use recording::Recording;
 
 use std::path::PathBuf;
 
@@ -60,6 +62,12 @@ pub enum RecordError {
         #[source]
         source: libbpf_rs::Error,
     },
+    /// The recorder thread could not be started.
+    #[error("cannot start the recorder thread")]
+    Thread(#[source] std::io::Error),
+    /// The recorder thread panicked (a bug).
+    #[error("recorder thread panicked")]
+    Panicked,
     /// The generated BPF skeleton lacks a part the recorder sets up (a build problem).
     #[error("BPF open failed: the skeleton has no {0}")]
     Skeleton(&'static str),
