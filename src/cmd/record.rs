@@ -1,13 +1,14 @@
 //! `chainrec record` and `chainrec workload` (fronts chainrec-record).
 use anyhow::{bail, Context, Result};
 use chainrec_format::StackMode;
+use chainrec_record::command::{exit_code, supervise, Supervision};
 use chainrec_record::workload::{self, WorkloadOptions};
 use chainrec_record::{RecordError, RecordOptions, RecordSummary, Recording};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const RECORD_EXAMPLES: &str = "\
 Examples:
@@ -352,37 +353,6 @@ fn signal_name(sig: i32) -> String {
     format!("signal {sig} ({name})")
 }
 
-/// Send `sig` to the command. Callers check that it was not reaped: try_wait returned
-/// no status and no error (after an error the pid may have been reaped and reused).
-fn send_signal(pid: u32, sig: i32) {
-    // SAFETY: kill has no memory-safety preconditions. The caller checked that the child
-    // was not reaped (a zombie keeps its pid), so the pid cannot name another process.
-    unsafe { libc::kill(pid as libc::pid_t, sig) };
-}
-
-/// Whether `pid` is in chainrec's own process group. False when it is unknown (0) or
-/// gone (getpgid fails: the sender already exited).
-fn in_own_process_group(pid: i32) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: getpgid and getpgrp have no memory-safety preconditions.
-    let (theirs, ours) = unsafe { (libc::getpgid(pid), libc::getpgrp()) };
-    theirs != -1 && theirs == ours
-}
-
-/// The stop signals that came since `seen` (a [`chainrec_record::StopSignals`]): the signal
-/// to pass on to the command, if any. SIGINT never is (the terminal's or the group's
-/// signal: the command receives it itself); SIGTERM is when it did not come from the
-/// terminal and its sender is not in chainrec's process group (`kill -TERM -PGID`, e.g.
-/// systemd or GNU timeout, reaches the command directly).
-fn to_pass_on(
-    seen: chainrec_record::StopSignals,
-    now: chainrec_record::StopSignals,
-) -> Option<i32> {
-    (now.terms > seen.terms && !in_own_process_group(now.term_sender)).then_some(libc::SIGTERM)
-}
-
 /// `chainrec record`.
 pub fn run(a: Args) -> Result<()> {
     // Everything that can be checked is checked before the output is touched.
@@ -501,7 +471,7 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
     }
-    let mut child = match command.spawn() {
+    let child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
             flag.store(true, Ordering::SeqCst);
@@ -515,79 +485,46 @@ pub fn run(a: Args) -> Result<()> {
     let pid = child.id();
 
     // Poll the command, the recorder and the stop signals together.
-    let mut handle = Some(handle);
-    let mut status: Option<ExitStatus> = None;
     let mut failed: Option<(anyhow::Error, bool)> = None;
-    let mut waiting_since: Option<Instant> = None;
-    let mut child_gone = false;
-    loop {
-        let sigs = chainrec_record::stop_signals();
-        if sigs.count > seen.count {
-            flag.store(true, Ordering::SeqCst);
-            if let Some(sig) = to_pass_on(seen, sigs) {
-                if status.is_none() && !child_gone {
-                    send_signal(pid, sig);
+    let status = supervise(child, handle, &flag, seen, |event| match event {
+        Supervision::RecordingEnded {
+            result,
+            command_running,
+        } => match result.map_err(|e| recorder_error(e, &a.output, true)) {
+            Ok(summary) => {
+                if let Err(e) = finish_recording(&summary, a.summary_json.as_deref()) {
+                    failed.get_or_insert((e, false));
                 }
+                false
             }
-            seen = sigs;
-        }
-        if status.is_none() && !child_gone {
-            match child.try_wait() {
-                Ok(Some(st)) => {
-                    status = Some(st);
-                    flag.store(true, Ordering::SeqCst);
+            Err(e) => {
+                // At once, not when the command exits; and the command is not recorded
+                // any more, so it is stopped.
+                say!("chainrec: error: {e:#}");
+                if command_running {
+                    say!("chainrec: stopping `{cmd}` (pid {pid}) with SIGTERM");
                 }
-                Ok(None) => {}
-                Err(e) => {
-                    // Cannot happen for our own child; stop recording and report it.
-                    flag.store(true, Ordering::SeqCst);
-                    failed.get_or_insert((anyhow::anyhow!("waiting for `{cmd}`: {e}"), false));
-                    child_gone = true;
+                failed = Some((e, true));
+                true
+            }
+        },
+        Supervision::WaitFailed(e) => {
+            failed.get_or_insert((anyhow::anyhow!("waiting for `{cmd}`: {e}"), false));
+            false
+        }
+        Supervision::StillRunning { pid, signals_seen } => {
+            say!(
+                "chainrec: recording finished; waiting for `{cmd}` (pid {pid}) to exit{}",
+                if signals_seen {
+                    ""
+                } else {
+                    " (Ctrl-C, or SIGTERM to chainrec from outside its process group, \
+                     stops it)"
                 }
-            }
+            );
+            false
         }
-        if handle.as_ref().is_some_and(|h| h.is_finished()) {
-            let h = handle.take().expect("checked above");
-            match join(h) {
-                Ok(summary) => {
-                    if let Err(e) = finish_recording(&summary, a.summary_json.as_deref()) {
-                        failed.get_or_insert((e, false));
-                    }
-                }
-                Err(e) => {
-                    // At once, not when the command exits; and the command is not recorded
-                    // any more, so it is stopped.
-                    say!("chainrec: error: {e:#}");
-                    if status.is_none() && !child_gone {
-                        say!("chainrec: stopping `{cmd}` (pid {pid}) with SIGTERM");
-                        send_signal(pid, libc::SIGTERM);
-                    }
-                    failed = Some((e, true));
-                }
-            }
-            if status.is_none() && !child_gone {
-                waiting_since = Some(Instant::now());
-            }
-        }
-        if (status.is_some() || child_gone) && handle.is_none() {
-            break;
-        }
-        if let Some(t) = waiting_since {
-            if t.elapsed() >= Duration::from_secs(1) {
-                say!(
-                    "chainrec: recording finished; waiting for `{cmd}` (pid {pid}) to exit{}",
-                    if seen.count == 0 {
-                        " (Ctrl-C, or SIGTERM to chainrec from outside its process group, \
-                         stops it)"
-                    } else {
-                        ""
-                    }
-                );
-                waiting_since = None;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    });
     if let Some((e, printed)) = failed {
         if !printed {
             say!("chainrec: error: {e:#}");
@@ -597,16 +534,8 @@ pub fn run(a: Args) -> Result<()> {
         }
         return Err(super::Exit(1).into());
     }
-    let st = status.expect("the loop ends with the command's status");
-    let sigs = chainrec_record::stop_signals();
-    let code = match (st.code(), st.signal()) {
-        (Some(c), _) => c,
-        // The signal that stopped the recording (passed on, or from the terminal): a
-        // normal stop.
-        (None, Some(sig)) if sigs.count > 0 && sig == sigs.last => 0,
-        (None, Some(sig)) => 128 + sig,
-        (None, None) => 1,
-    };
+    let st = status.expect("without a wait failure, the command's status");
+    let code = exit_code(st);
     if code != 0 {
         say!("chainrec: `{cmd}` {}; exiting with {code}", describe(st));
         return Err(super::Exit(code).into());

@@ -6,6 +6,7 @@
 //! See `docs/RECORDER.md` for the design (lazy stacks, waking context, ring buffer).
 
 mod btfinfo;
+pub mod command;
 pub mod ksyms;
 mod raw;
 mod recorder;
