@@ -110,6 +110,19 @@ impl Done<'_> {
 }
 
 /// A trace opened for analysis.
+///
+/// ```no_run
+/// use chainrec_chain::{Analysis, DamagePolicy, Setup, TraceWarning, Unit, View};
+/// use std::sync::Arc;
+/// # fn demo() -> Result<(), chainrec_chain::ChainError> {
+/// let an = Analysis::open("trace.zst".as_ref(), DamagePolicy::Refuse, Arc::new(|w: TraceWarning<'_>| eprintln!("{w:?}")))?;
+/// let (done, folded) = an.fold(Setup::default(), View::Chains, |_| {})?;
+/// let lines = folded.lines(done.nodes(), an.tables(), an.meta(), Unit::Us);
+/// let s = &done.summary;
+/// eprintln!("{} waits, {} lines; lost: {} (markers), {} (recorder)",
+///     s.stats.waits, lines.len(), s.stats.lost_events, s.lost_in_recording);
+/// # Ok(()) }
+/// ```
 pub struct Analysis {
     reader: TraceReader,
     start_ns: u64,
