@@ -9,6 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// What happened while supervising, for the caller to act on and print.
+// A handful are made per recording and handed over at once: boxing the big variant would
+// buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Supervision {
     /// The recording ended with `result`; `command_running` says whether the command
     /// still runs. The callback returns true to have the command stopped with SIGTERM (a
