@@ -117,78 +117,11 @@ fn secs(s: f64, what: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(s))
 }
 
-/// Where `name` would be executed from (the PATH lookup `execvp` does), or why not.
-fn resolve_command(name: &str) -> Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &Path| -> std::result::Result<(), String> {
-        let m = std::fs::metadata(p).map_err(|e| e.to_string())?;
-        if m.is_dir() {
-            return Err("is a directory".into());
-        }
-        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
-            .map_err(|_| "contains a NUL byte".to_string())?;
-        // SAFETY: c is a valid NUL-terminated path.
-        let ok = unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0;
-        if !ok || m.permissions().mode() & 0o111 == 0 {
-            return Err("not executable".into());
-        }
-        Ok(())
-    };
-    if name.is_empty() {
-        bail!("the command is an empty string");
-    }
-    if name.contains('/') {
-        let p = PathBuf::from(name);
-        runnable(&p).map_err(|e| anyhow::anyhow!("cannot run `{name}`: {e}"))?;
-        return Ok(p);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    let mut why = None;
-    for dir in std::env::split_paths(&path) {
-        let dir = if dir.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            dir
-        };
-        let cand = dir.join(name);
-        if !cand.exists() {
-            continue;
-        }
-        match runnable(&cand) {
-            Ok(()) => return Ok(cand),
-            Err(e) => why = why.or(Some(format!("{}: {e}", cand.display()))),
-        }
-    }
-    match why {
-        Some(w) => bail!("cannot run `{name}`: {w}"),
-        None => bail!("cannot run `{name}`: command not found in PATH"),
-    }
-}
-
-/// The thread group id of `pid` from /proc, or a clear error (no such process).
-fn tgid_of(pid: u32) -> Result<u32> {
-    if pid == 0 {
-        bail!("-p 0: pid 0 is the idle task, not a process (give a process id)");
-    }
-    let status = match std::fs::read_to_string(format!("/proc/{pid}/status")) {
-        Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("-p {pid}: no such process")
-        }
-        Err(e) => bail!("-p {pid}: cannot read /proc/{pid}/status: {e}"),
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
-        .with_context(|| format!("-p {pid}: no Tgid in /proc/{pid}/status"))
-}
-
 /// -p values as process ids: threads map to their process (with a note), duplicates go.
 fn check_pids(pids: &[u32]) -> Result<Vec<u32>> {
     let mut out = Vec::new();
     for &p in pids {
-        let tgid = tgid_of(p)?;
+        let tgid = chainrec_record::command::process_of(p).with_context(|| format!("-p {p}"))?;
         if tgid != p {
             say!("chainrec: note: -p {p} is a thread of process {tgid}; recording process {tgid}");
         }
@@ -399,7 +332,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     let pids = check_pids(&a.pids)?;
     if let Some(name) = a.command.first() {
-        resolve_command(name)?;
+        chainrec_record::command::resolve(name)?;
     }
     if !ringbuf.is_power_of_two() {
         say!(

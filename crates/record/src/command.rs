@@ -147,3 +147,137 @@ fn in_own_process_group(pid: i32) -> bool {
 fn to_pass_on(seen: StopSignals, now: StopSignals) -> Option<i32> {
     (now.terms > seen.terms && !in_own_process_group(now.term_sender)).then_some(libc::SIGTERM)
 }
+
+/// Why a command cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The command name is empty.
+    #[error("the command is an empty string")]
+    Empty,
+    /// No such command in any PATH directory.
+    #[error("cannot run `{0}`: command not found in PATH")]
+    NotFound(String),
+    /// The file exists but cannot be executed.
+    #[error("cannot run `{name}`: {}{why}", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
+    NotRunnable {
+        /// The command as given.
+        name: String,
+        /// The candidate found in PATH (None for a name with a `/`, which is the path).
+        path: Option<std::path::PathBuf>,
+        /// Why it cannot run.
+        why: Unrunnable,
+    },
+}
+
+/// Why a file cannot be executed.
+#[derive(Debug, thiserror::Error)]
+pub enum Unrunnable {
+    /// Its metadata cannot be read (missing, no permission on a directory).
+    #[error("{0}")]
+    Stat(std::io::Error),
+    /// It is a directory.
+    #[error("is a directory")]
+    Directory,
+    /// The path contains a NUL byte.
+    #[error("contains a NUL byte")]
+    NulByte,
+    /// No execute permission for this process.
+    #[error("not executable")]
+    NotExecutable,
+}
+
+/// Where `name` would be executed from (the PATH lookup `execvp` does), or why it cannot
+/// be run: checked before recording starts, so that a typo costs no recording.
+pub fn resolve(name: &str) -> std::result::Result<std::path::PathBuf, CommandError> {
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::{Path, PathBuf};
+    let runnable = |p: &Path| -> std::result::Result<(), Unrunnable> {
+        let m = std::fs::metadata(p).map_err(Unrunnable::Stat)?;
+        if m.is_dir() {
+            return Err(Unrunnable::Directory);
+        }
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+            .map_err(|_| Unrunnable::NulByte)?;
+        // SAFETY: c is a valid NUL-terminated path.
+        let ok = unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0;
+        if !ok || m.permissions().mode() & 0o111 == 0 {
+            return Err(Unrunnable::NotExecutable);
+        }
+        Ok(())
+    };
+    if name.is_empty() {
+        return Err(CommandError::Empty);
+    }
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        runnable(&p).map_err(|why| CommandError::NotRunnable {
+            name: name.to_string(),
+            path: None,
+            why,
+        })?;
+        return Ok(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut first_failure = None;
+    for dir in std::env::split_paths(&path) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let cand = dir.join(name);
+        if !cand.exists() {
+            continue;
+        }
+        match runnable(&cand) {
+            Ok(()) => return Ok(cand),
+            Err(why) => {
+                first_failure.get_or_insert(CommandError::NotRunnable {
+                    name: name.to_string(),
+                    path: Some(cand),
+                    why,
+                });
+            }
+        }
+    }
+    Err(first_failure.unwrap_or_else(|| CommandError::NotFound(name.to_string())))
+}
+
+/// Why a pid does not name a process.
+#[derive(Debug, thiserror::Error)]
+pub enum PidError {
+    /// Pid 0.
+    #[error("pid 0 is the idle task, not a process (give a process id)")]
+    Idle,
+    /// No such process.
+    #[error("no such process")]
+    NoSuchProcess,
+    /// `/proc/PID/status` could not be read.
+    #[error("cannot read /proc/{pid}/status")]
+    Read {
+        /// The pid.
+        pid: u32,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `/proc/PID/status` has no Tgid line.
+    #[error("no Tgid in /proc/{0}/status")]
+    NoTgid(u32),
+}
+
+/// The process (thread group id) that `pid` belongs to, from /proc.
+pub fn process_of(pid: u32) -> std::result::Result<u32, PidError> {
+    if pid == 0 {
+        return Err(PidError::Idle);
+    }
+    let status = match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PidError::NoSuchProcess),
+        Err(source) => return Err(PidError::Read { pid, source }),
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or(PidError::NoTgid(pid))
+}
