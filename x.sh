@@ -51,8 +51,21 @@ demo)
 test)
     shift
     ensure_packages test
+    # docs/CHAINS.md is the repository's copy of the project-wide semantics document.
+    if [ -f ../shared/CHAINS.md ] && ! cmp -s ../shared/CHAINS.md docs/CHAINS.md; then
+        log "docs/CHAINS.md differs from ../shared/CHAINS.md: copy it over (cp ../shared/CHAINS.md docs/)"
+        exit 1
+    fi
     log "checking formatting"
     cargo fmt --all -- --check
+    log "clippy (warnings are errors)"
+    cargo clippy --locked --workspace --all-targets -- -D warnings
+    log "rustdoc (warnings are errors)"
+    RUSTDOCFLAGS=-Dwarnings cargo doc --locked --no-deps --workspace
+    # The analysis-only binary (README: "Analysis only, on a workstation") must build without
+    # the recorder; built first, because the tests below rebuild the full binary in place.
+    log "building the analysis-only binary (--no-default-features)"
+    cargo build --release --locked --no-default-features --bin chainrec
     log "running tests (BPF tests run for real as root; CHAINREC_REQUIRE_BPF=1 turns their skip into a failure)"
     # Release mode: the engine and format tests push millions of events, and the recorder's consumer
     # must keep up with the kernel during the real-recording tests.

@@ -2,6 +2,10 @@
 //! chain of wakeups behind it. This binary is thin: each subcommand parses its
 //! arguments and calls into the library crates.
 
+// Doc comments of the argument structs are the `--help` text (clap), where `[truncated]`
+// is a marker users see, not a rustdoc link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 /// `eprintln!` without its panic: a closed or full stderr (`2>&-`, `2>/dev/full`) must not
 /// turn a finished command into exit 101. Messages that cannot be written are dropped.
 macro_rules! say {
@@ -44,8 +48,10 @@ Examples:
 #[derive(Subcommand)]
 enum Command {
     /// Record scheduler events (BPF) into a trace file.
+    #[cfg(feature = "record")]
     Record(cmd::record::Args),
     /// Run the built-in chain workload (timer -> relay -> sink threads over pipes).
+    #[cfg(feature = "record")]
     Workload(cmd::record::WorkloadArgs),
     /// Multi-level chain graph: each wait with the whole chain of wakeups behind it.
     Chains(cmd::chains::ChainsArgs),
@@ -62,7 +68,8 @@ enum Command {
     /// Export to Perfetto or pprof.
     Export(cmd::report::ExportArgs),
     /// Record the built-in chain workload and write trace, folded chain graph and SVG.
-    Demo(cmd::report::DemoArgs),
+    #[cfg(feature = "record")]
+    Demo(cmd::demo::DemoArgs),
     /// Summarize (and with --verify, check) a trace file.
     Info(cmd::info::Args),
     /// Write a synthetic trace with exactly known chains.
@@ -83,7 +90,9 @@ fn main() {
             | Command::Export(_)
     );
     let result = match cli.command {
+        #[cfg(feature = "record")]
         Command::Record(a) => cmd::record::run(a),
+        #[cfg(feature = "record")]
         Command::Workload(a) => cmd::record::run_workload(a),
         Command::Chains(a) => cmd::chains::run_chains(a),
         Command::Offcpu(a) => cmd::chains::run_view(cmd::chains::View::OffCpu, a),
@@ -92,11 +101,16 @@ fn main() {
         Command::Top(a) => cmd::report::run_top(a),
         Command::Heatmap(a) => cmd::report::run_heatmap(a),
         Command::Export(a) => cmd::report::run_export(a),
-        Command::Demo(a) => cmd::report::run_demo(a),
+        #[cfg(feature = "record")]
+        Command::Demo(a) => cmd::demo::run(a),
         Command::Info(a) => cmd::info::run(a),
         Command::Synth(a) => cmd::synth::run(a),
     };
     if let Err(err) = result {
+        // A command that printed its own messages and only chose the exit status.
+        if let Some(cmd::Exit(code)) = err.downcast_ref::<cmd::Exit>() {
+            std::process::exit(*code);
+        }
         // One line per cause, like `error: ... : caused by ...`, and a non-zero exit.
         say!("chainrec: error: {err:#}");
         if let Some(hint) = analysis.then(|| cmd::damage_hint(&err)).flatten() {

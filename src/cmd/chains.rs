@@ -1,8 +1,8 @@
 //! `chainrec chains|offcpu|wakeup|offwake` (fronts chainrec-chain).
+pub use super::filter::FilterArgs;
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{
-    Config, Duration, Engine, Filter, Mode, Stats, Unit, View as ChainView, Window,
-    DEFAULT_MAX_DEPTH,
+    Dedup, Duration, Mode, Setup, Stats, Unit, View as ChainView, DEFAULT_MAX_DEPTH,
 };
 use chainrec_format::RecordingMeta;
 use std::io::Write;
@@ -20,134 +20,6 @@ pub enum View {
 
 const FILTER_HELP: &str = "\
 Filters select the waiting thread (the root of each line); chains follow into any process.";
-
-/// Help heading of the filters. Set on each argument: a struct-level `next_help_heading`
-/// would also apply to every argument declared after the flattened filters.
-const FILTERS: &str = "Filters (on the waiting thread)";
-
-/// Root filters, shared by `chains`, `offcpu`, `wakeup`, `offwake` (and `top`): flatten
-/// with `#[command(flatten)]` and convert with [`FilterArgs::to_filter`].
-#[derive(clap::Args, Clone, Debug, Default)]
-pub struct FilterArgs {
-    /// Only threads of these processes (tgid); repeat or comma-separate.
-    #[arg(help_heading = FILTERS, short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
-    pub pid: Vec<u32>,
-    /// Only these threads; repeat or comma-separate.
-    #[arg(help_heading = FILTERS, short = 't', long = "tid", value_delimiter = ',', value_name = "TID")]
-    pub tid: Vec<u32>,
-    /// Only threads whose name (at switch-out) matches this regex.
-    #[arg(help_heading = FILTERS, long, value_name = "REGEX")]
-    pub comm: Option<String>,
-    /// Only waits whose switch-out state has a bit of MASK (2 = D, 1 = S; 0 = preempted
-    /// only), decimal or 0x hex.
-    #[arg(help_heading = FILTERS, long, value_name = "MASK", value_parser = parse_mask)]
-    pub state: Option<u32>,
-    /// Minimum block time in microseconds (off-CPU time for `offcpu`).
-    #[arg(help_heading = FILTERS, short = 'm', long = "min-block-time", value_name = "US")]
-    pub min_block_us: Option<u64>,
-    /// Maximum block time in microseconds (off-CPU time for `offcpu`).
-    #[arg(help_heading = FILTERS, short = 'M', long = "max-block-time", value_name = "US")]
-    pub max_block_us: Option<u64>,
-    /// User threads only.
-    #[arg(
-        help_heading = FILTERS,
-        short = 'u',
-        long = "user-threads-only",
-        conflicts_with = "kernel_threads_only"
-    )]
-    pub user_threads_only: bool,
-    /// Kernel threads only.
-    #[arg(help_heading = FILTERS, short = 'k', long = "kernel-threads-only")]
-    pub kernel_threads_only: bool,
-    /// Only waits ending inside START..END: seconds from trace start (`2..3.5`), wall
-    /// clock `@EPOCH_SECONDS`, or UTC time of day `HH:MM:SS[.f]`; either end may be empty.
-    #[arg(help_heading = FILTERS, long, value_name = "START..END")]
-    pub window: Option<String>,
-}
-
-/// `0.000..2.345 s from the trace start (wall clock @A..@B)`, for error messages.
-fn describe_span(meta: &RecordingMeta, trace_start_ns: u64, first: u64, last: u64) -> String {
-    let rel = |t: u64| (t as f64 - trace_start_ns as f64) / 1e9;
-    let mut s = format!("{:.3}..{:.3} s from the trace start", rel(first), rel(last));
-    if meta.clock_offset_ns != 0 {
-        let wall = |t: u64| (t as i128).saturating_add(meta.clock_offset_ns) as f64 / 1e9;
-        s += &format!(" (wall clock @{:.3}..@{:.3})", wall(first), wall(last));
-    }
-    s
-}
-
-fn parse_mask(s: &str) -> Result<u32, String> {
-    let r = match s.strip_prefix("0x") {
-        Some(h) => u32::from_str_radix(h, 16),
-        None => s.parse(),
-    };
-    r.map_err(|_| format!("{s:?} is not a state mask (decimal or 0x hex)"))
-}
-
-impl FilterArgs {
-    /// Build the library filter. `trace_start_ns` anchors relative window times;
-    /// `duration` says what -m/-M and the window measure; `span` (first and last event
-    /// time, [`chainrec_format::TraceReader::time_span`]) makes a window that selects
-    /// nothing an error.
-    pub fn to_filter(
-        &self,
-        meta: &RecordingMeta,
-        trace_start_ns: u64,
-        duration: Duration,
-        span: Option<(u64, u64)>,
-    ) -> Result<Filter> {
-        let comm = match &self.comm {
-            Some(c) => Some(chainrec_chain::regex::Regex::new(c).map_err(|e| {
-                let msg = e.to_string();
-                let last = msg
-                    .lines()
-                    .rfind(|l| !l.trim().is_empty())
-                    .unwrap_or("invalid")
-                    .trim()
-                    .to_string();
-                anyhow::anyhow!("bad --comm regex {c:?}: {last}")
-            })?),
-            None => None,
-        };
-        let window = match &self.window {
-            Some(w) => {
-                let (s, e) = Window::parse(w)?
-                    .resolve(meta, trace_start_ns)
-                    .with_context(|| format!("--window {w:?}"))?;
-                if s > e {
-                    bail!("--window {w:?}: start is after end");
-                }
-                if let Some((first, last)) = span {
-                    if e < first || s > last {
-                        bail!(
-                            "--window {w:?} is outside the trace, which spans {}",
-                            describe_span(meta, trace_start_ns, first, last)
-                        );
-                    }
-                }
-                Some((s, e))
-            }
-            None => None,
-        };
-        if let (Some(a), Some(b)) = (self.min_block_us, self.max_block_us) {
-            if a > b {
-                bail!("-m {a} is larger than -M {b}");
-            }
-        }
-        Ok(Filter {
-            pids: self.pid.clone(),
-            tids: self.tid.clone(),
-            comm,
-            state_mask: self.state,
-            min_ns: self.min_block_us.map(|u| u.saturating_mul(1000)),
-            max_ns: self.max_block_us.map(|u| u.saturating_mul(1000)),
-            user_only: self.user_threads_only,
-            kernel_only: self.kernel_threads_only,
-            window,
-            duration,
-        })
-    }
-}
 
 const VIEW_EXAMPLES: &str = "\
 Examples:
@@ -264,45 +136,30 @@ fn analyse(
 ) -> Result<()> {
     let unit = Unit::parse(&a.unit)?;
     let t0 = std::time::Instant::now();
-    let reader = super::open_trace(&a.file, name)?;
-    let meta = reader.meta();
-    let tables = reader.tables();
-    let trace_start = if meta.start_ns != 0 {
-        meta.start_ns
-    } else {
-        reader.time_span().map(|s| s.0).unwrap_or(0)
-    };
+    let an = super::open_trace(&a.file, name)?;
+    let (meta, tables) = (an.meta(), an.tables());
     let duration = if view == ChainView::OffCpu {
         Duration::OffCpu
     } else {
         Duration::Blocked
     };
-    let filter = a
-        .filter
-        .to_filter(meta, trace_start, duration, reader.time_span())?;
-    let dedup = dedup && !filter.has_thread_filter();
-    let range = match filter.window {
-        // Causes come from before the window: decode from the start, stop after it.
-        Some((_, end)) => 0..reader.chunks_in_window(0, end).end,
-        None => 0..reader.chunks().len(),
-    };
-    let cfg = Config {
+    let setup = Setup {
         mode,
         max_depth,
-        dedup,
-        filter,
+        dedup: if dedup { Dedup::Auto } else { Dedup::Off },
+        filter: a.filter.to_filter(&an, duration)?,
+        parallel: !a.serial,
         runqueue,
     };
-    let mut engine = Engine::new(tables, meta, cfg);
-    let (stats, folded) =
-        chainrec_chain::fold_trace(&reader, range, !a.serial, &mut engine, view, |_| {})
-            .with_context(|| format!("{}: reading events", a.file.display()))?;
+    let (done, folded) = an
+        .fold(setup, view, |_| {})
+        .with_context(|| format!("{}: reading events", a.file.display()))?;
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
     match &a.svg {
         Some(path) => {
             // One aggregation: the lines to draw, and those that round to 0 counted.
             let mut lines = Vec::new();
-            for (l, w) in folded.folded_ns(engine.nodes(), tables, meta) {
+            for (l, w) in folded.folded_ns(done.nodes(), tables, meta) {
                 match unit.round(w) {
                     0 => {
                         small_lines += 1;
@@ -316,13 +173,7 @@ fn analyse(
                 .title
                 .clone()
                 .unwrap_or_else(|| default_title(name, &a.file));
-            crate::cmd::report::render_svg(
-                &lines,
-                &title,
-                unit.name(),
-                view != ChainView::OffCpu,
-                path,
-            )?;
+            render_svg(&lines, &title, unit.name(), view != ChainView::OffCpu, path)?;
             say!(
                 "chainrec: {name}: wrote {} ({} lines)",
                 path.display(),
@@ -334,7 +185,7 @@ fn analyse(
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
             let r = folded
-                .write_folded(engine.nodes(), tables, meta, unit, &mut out)
+                .write_folded(done.nodes(), tables, meta, unit, &mut out)
                 .and_then(|sum| {
                     nlines = sum.lines as usize;
                     small_lines = sum.small_lines;
@@ -369,14 +220,14 @@ fn analyse(
     }
     summary(
         name,
-        &stats,
+        &done.summary.stats,
         meta,
         secs,
         nlines,
         small_lines,
         small_ns,
         unit,
-        dedup,
+        done.summary.dedup,
     );
     Ok(())
 }
@@ -415,7 +266,7 @@ fn summary(
         if dedup { format!(", {} waits shown inside other chains (dedup; --no-dedup shows them)", st.dedup_hidden) } else { String::new() }
     );
     let l = &meta.lost;
-    if st.lost_events > 0 || l.ringbuf_full + l.malformed + l.out_of_order > 0 {
+    if st.lost_events > 0 || l.events() > 0 {
         say!(
             "chainrec: {name}: warning: LOST EVENTS: {} lost (markers: {}; recording: ring buffer full {}, malformed {}, out of order {}); {} waits overlap a loss and are marked [lost events]",
             st.lost_events, st.lost_markers, l.ringbuf_full, l.malformed, l.out_of_order, st.waits_with_lost
@@ -465,4 +316,28 @@ fn human_ns(ns: u64) -> String {
         1_000_000..=999_999_999 => format!("{:.1} ms", ns as f64 / 1e6),
         _ => format!("{:.3} s", ns as f64 / 1e9),
     }
+}
+
+/// Render folded lines as an interactive flame-graph SVG at `path` (used by `--svg` of
+/// chains/offcpu/wakeup/offwake). `chain_layout` turns on per-level hues and `--`
+/// separators as in CHAINS.md; `unit` is the weight unit (`us`, `ns`, `ms`).
+pub fn render_svg(
+    folded: &[(String, u64)],
+    title: &str,
+    unit: &str,
+    chain_layout: bool,
+    path: &std::path::Path,
+) -> Result<()> {
+    let opts = chainrec_report::svg::SvgOptions::new(title, unit, chain_layout);
+    let mut buf = Vec::new();
+    let stats = chainrec_report::svg::render(folded, &opts, &mut buf)
+        .with_context(|| format!("drawing {}", path.display()))?;
+    std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
+    if stats.zero_weight_lines > 0 {
+        say!(
+            "chainrec: {} stacks with zero weight not drawn",
+            stats.zero_weight_lines
+        );
+    }
+    Ok(())
 }

@@ -1,16 +1,20 @@
 //! One module per command family; each is owned by the crate it fronts.
 pub mod chains;
+#[cfg(feature = "record")]
+pub mod demo;
+pub mod filter;
 pub mod info;
+#[cfg(feature = "record")]
 pub mod record;
 pub mod report;
 pub mod synth;
 
-use anyhow::{bail, Result};
-use chainrec_format::{FormatError, TraceReader};
+use anyhow::Result;
+use chainrec_chain::{Analysis, ChainError, DamagePolicy, TraceWarning};
+use chainrec_format::FormatError;
+use chainrec_report::ReportError;
 use std::path::Path;
-
-/// Environment variable that lets analyses run on the readable part of a damaged trace.
-pub const SALVAGE_ENV: &str = "CHAINREC_SALVAGE";
+use std::sync::Arc;
 
 /// A trace error naming the trace once (I/O errors name their path already).
 pub(crate) fn with_path(path: &Path, e: FormatError) -> anyhow::Error {
@@ -19,6 +23,23 @@ pub(crate) fn with_path(path: &Path, e: FormatError) -> anyhow::Error {
         e => anyhow::Error::new(e).context(path.display().to_string()),
     }
 }
+
+/// An "error" that only carries the exit status: the command printed what happened
+/// itself (`record -- COMMAND` exits with COMMAND's status). `main` exits with it and prints
+/// nothing.
+#[derive(Debug)]
+pub struct Exit(pub i32);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit status {}", self.0)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+/// Environment variable that lets analyses run on the readable part of a damaged trace.
+pub const SALVAGE_ENV: &str = "CHAINREC_SALVAGE";
 
 /// True when the user asked to analyse what a damaged trace still holds.
 fn salvage_requested() -> bool {
@@ -31,67 +52,42 @@ fn salvage_requested() -> bool {
 /// would silently miss data. That holds for damage found while reading the events too (a
 /// bad chunk in a file whose index is intact): with CHAINREC_SALVAGE=1 the analysis stops
 /// there with a warning, else it fails and [`damage_hint`] says what to do.
-pub fn open_trace(path: &Path, what: &str) -> Result<TraceReader> {
-    let mut reader = TraceReader::open(path).map_err(|e| with_path(path, e))?;
-    if salvage_requested() {
-        let what = what.to_string();
-        reader.salvage_chunks(move |e| {
-            say!(
-                "chainrec: {what}: warning: {e}; {SALVAGE_ENV}=1: stopping there, the output covers only the events before it"
-            )
-        });
-    }
-    if let Some(r) = reader.recovery() {
-        if r.damaged && !salvage_requested() {
-            bail!(
-                "{}: trace is damaged ({}); {} events before the damage are readable: run with {SALVAGE_ENV}=1 to analyse them anyway",
-                path.display(),
-                r.reason,
-                reader.event_count()
-            );
-        }
-        say!(
+pub fn open_trace(path: &Path, what: &str) -> Result<Analysis> {
+    let policy = if salvage_requested() {
+        DamagePolicy::Salvage
+    } else {
+        DamagePolicy::Refuse
+    };
+    let what = what.to_string();
+    let warn = Arc::new(move |w: TraceWarning<'_>| {
+        match w {
+        TraceWarning::SalvageStop(e) => say!(
+            "chainrec: {what}: warning: {e}; {SALVAGE_ENV}=1: stopping there, the output covers only the events before it"
+        ),
+        TraceWarning::Recovered(r) => say!(
             "chainrec: {what}: warning: trace index unusable ({}); recovered by scanning, {} trailing bytes ignored{}",
             r.reason,
             r.trailing_bytes,
             if r.damaged { " (damaged file: output covers only the events before the damage)" } else { "" }
-        );
+        ),
     }
-    Ok(reader)
+    });
+    Ok(Analysis::open(path, policy, warn)?)
 }
 
-/// For an analysis that failed on a damaged event chunk: how to analyse the events before
-/// the damage anyway (None when salvage is already on or the error is another one).
+/// For an analysis that failed on damage in the middle of the trace: how to analyse the
+/// events before the damage anyway (None when salvage is already on or the error is
+/// another one).
 pub fn damage_hint(err: &anyhow::Error) -> Option<String> {
-    // The library errors wrap a FormatError transparently (not as a source), so look
-    // inside them too.
-    let chunk_damage = err.chain().any(|c| {
-        let format = c.downcast_ref::<FormatError>().or_else(|| {
-            match (
-                c.downcast_ref::<chainrec_chain::ChainError>(),
-                c.downcast_ref::<chainrec_report::ReportError>(),
-            ) {
-                (Some(chainrec_chain::ChainError::Trace(e)), _) => Some(e),
-                (_, Some(chainrec_report::ReportError::Format(e))) => Some(e),
-                _ => None,
-            }
-        });
-        matches!(
-            format,
-            Some(
-                FormatError::Checksum {
-                    what: "event chunk",
-                    ..
-                } | FormatError::Corrupt {
-                    what: "event chunk",
-                    ..
-                }
-            )
-        )
+    let damage = err.chain().any(|c| {
+        c.downcast_ref::<ChainError>()
+            .is_some_and(ChainError::is_damage)
+            || c.downcast_ref::<ReportError>()
+                .is_some_and(ReportError::is_damage)
     });
-    (chunk_damage && !salvage_requested()).then(|| {
+    (damage && !salvage_requested()).then(|| {
         format!(
-            "the trace is damaged in the middle; run with {SALVAGE_ENV}=1 to analyse the events before the damage (`chainrec info --verify` shows the damage)"
+            "run with {SALVAGE_ENV}=1 to analyse the events before the damage anyway (`chainrec info --verify` shows the damage)"
         )
     })
 }

@@ -1,14 +1,14 @@
 //! `chainrec record` and `chainrec workload` (fronts chainrec-record).
 use anyhow::{bail, Context, Result};
 use chainrec_format::StackMode;
+use chainrec_record::command::{exit_code, supervise, Supervision};
 use chainrec_record::workload::{self, WorkloadOptions};
-use chainrec_record::{RecordError, RecordOptions, RecordSummary, StopCondition};
+use chainrec_record::{RecordError, RecordOptions, RecordSummary, Recording};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 const RECORD_EXAMPLES: &str = "\
 Examples:
@@ -117,78 +117,11 @@ fn secs(s: f64, what: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(s))
 }
 
-/// Where `name` would be executed from (the PATH lookup `execvp` does), or why not.
-fn resolve_command(name: &str) -> Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &Path| -> std::result::Result<(), String> {
-        let m = std::fs::metadata(p).map_err(|e| e.to_string())?;
-        if m.is_dir() {
-            return Err("is a directory".into());
-        }
-        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
-            .map_err(|_| "contains a NUL byte".to_string())?;
-        // SAFETY: c is a valid NUL-terminated path.
-        let ok = unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0;
-        if !ok || m.permissions().mode() & 0o111 == 0 {
-            return Err("not executable".into());
-        }
-        Ok(())
-    };
-    if name.is_empty() {
-        bail!("the command is an empty string");
-    }
-    if name.contains('/') {
-        let p = PathBuf::from(name);
-        runnable(&p).map_err(|e| anyhow::anyhow!("cannot run `{name}`: {e}"))?;
-        return Ok(p);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    let mut why = None;
-    for dir in std::env::split_paths(&path) {
-        let dir = if dir.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            dir
-        };
-        let cand = dir.join(name);
-        if !cand.exists() {
-            continue;
-        }
-        match runnable(&cand) {
-            Ok(()) => return Ok(cand),
-            Err(e) => why = why.or(Some(format!("{}: {e}", cand.display()))),
-        }
-    }
-    match why {
-        Some(w) => bail!("cannot run `{name}`: {w}"),
-        None => bail!("cannot run `{name}`: command not found in PATH"),
-    }
-}
-
-/// The thread group id of `pid` from /proc, or a clear error (no such process).
-fn tgid_of(pid: u32) -> Result<u32> {
-    if pid == 0 {
-        bail!("-p 0: pid 0 is the idle task, not a process (give a process id)");
-    }
-    let status = match std::fs::read_to_string(format!("/proc/{pid}/status")) {
-        Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("-p {pid}: no such process")
-        }
-        Err(e) => bail!("-p {pid}: cannot read /proc/{pid}/status: {e}"),
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
-        .with_context(|| format!("-p {pid}: no Tgid in /proc/{pid}/status"))
-}
-
 /// -p values as process ids: threads map to their process (with a note), duplicates go.
 fn check_pids(pids: &[u32]) -> Result<Vec<u32>> {
     let mut out = Vec::new();
     for &p in pids {
-        let tgid = tgid_of(p)?;
+        let tgid = chainrec_record::command::process_of(p).with_context(|| format!("-p {p}"))?;
         if tgid != p {
             say!("chainrec: note: -p {p} is a thread of process {tgid}; recording process {tgid}");
         }
@@ -353,37 +286,6 @@ fn signal_name(sig: i32) -> String {
     format!("signal {sig} ({name})")
 }
 
-/// Send `sig` to the command. Callers check that it was not reaped: try_wait returned
-/// no status and no error (after an error the pid may have been reaped and reused).
-fn send_signal(pid: u32, sig: i32) {
-    // SAFETY: kill has no memory-safety preconditions. The caller checked that the child
-    // was not reaped (a zombie keeps its pid), so the pid cannot name another process.
-    unsafe { libc::kill(pid as libc::pid_t, sig) };
-}
-
-/// Whether `pid` is in chainrec's own process group. False when it is unknown (0) or
-/// gone (getpgid fails: the sender already exited).
-fn in_own_process_group(pid: i32) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: getpgid and getpgrp have no memory-safety preconditions.
-    let (theirs, ours) = unsafe { (libc::getpgid(pid), libc::getpgrp()) };
-    theirs != -1 && theirs == ours
-}
-
-/// The stop signals that came since `seen` (a [`chainrec_record::StopSignals`]): the signal
-/// to pass on to the command, if any. SIGINT never is (the terminal's or the group's
-/// signal: the command receives it itself); SIGTERM is when it did not come from the
-/// terminal and its sender is not in chainrec's process group (`kill -TERM -PGID`, e.g.
-/// systemd or GNU timeout, reaches the command directly).
-fn to_pass_on(
-    seen: chainrec_record::StopSignals,
-    now: chainrec_record::StopSignals,
-) -> Option<i32> {
-    (now.terms > seen.terms && !in_own_process_group(now.term_sender)).then_some(libc::SIGTERM)
-}
-
 /// `chainrec record`.
 pub fn run(a: Args) -> Result<()> {
     // Everything that can be checked is checked before the output is touched.
@@ -430,7 +332,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     let pids = check_pids(&a.pids)?;
     if let Some(name) = a.command.first() {
-        resolve_command(name)?;
+        chainrec_record::command::resolve(name)?;
     }
     if !ringbuf.is_power_of_two() {
         say!(
@@ -459,19 +361,11 @@ pub fn run(a: Args) -> Result<()> {
         verify_user_walk_shortcut: a.verify_user_walk,
     };
     let flag = chainrec_record::install_stop_signals();
-    let started = Arc::new(AtomicBool::new(false));
-    let stop = StopCondition {
-        duration,
-        flag: Some(flag.clone()),
-        started: Some(started.clone()),
-    };
-    let handle = std::thread::Builder::new()
-        .name("chainrec-consumer".into())
-        .spawn(move || chainrec_record::record(&opts, stop))
-        .context("cannot start the recorder thread")?;
-    let join = |h: std::thread::JoinHandle<chainrec_record::Result<RecordSummary>>| match h.join() {
-        Ok(r) => r.map_err(|e| recorder_error(e, &a.output, started.load(Ordering::SeqCst))),
-        Err(_) => Err(anyhow::anyhow!("recorder thread panicked")),
+    let handle = Recording::start(opts, duration, flag.clone())
+        .map_err(|e| recorder_error(e, &a.output, false))?;
+    let join = |r: Recording| {
+        let started = r.started();
+        r.join().map_err(|e| recorder_error(e, &a.output, started))
     };
 
     if a.command.is_empty() {
@@ -482,15 +376,11 @@ pub fn run(a: Args) -> Result<()> {
     // The stop signals checked before the spawn; any later one (even one that comes
     // between this check and the spawn) is a stop for the loop after the spawn.
     let mut seen = chainrec_record::stop_signals();
-    while !started.load(Ordering::SeqCst)
-        && !handle.is_finished()
-        && !flag.load(Ordering::SeqCst)
-        && seen.count == 0
-    {
-        std::thread::sleep(Duration::from_millis(5));
+    let started = handle.wait_started(|| {
         seen = chainrec_record::stop_signals();
-    }
-    if !started.load(Ordering::SeqCst) || flag.load(Ordering::SeqCst) || seen.count > 0 {
+        flag.load(Ordering::SeqCst) || seen.count > 0
+    });
+    if !started || flag.load(Ordering::SeqCst) || seen.count > 0 {
         // Never start the command after a stop request (or without a recorder).
         flag.store(true, Ordering::SeqCst);
         let summary = join(handle)?;
@@ -514,7 +404,7 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
     }
-    let mut child = match command.spawn() {
+    let child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
             flag.store(true, Ordering::SeqCst);
@@ -528,79 +418,46 @@ pub fn run(a: Args) -> Result<()> {
     let pid = child.id();
 
     // Poll the command, the recorder and the stop signals together.
-    let mut handle = Some(handle);
-    let mut status: Option<ExitStatus> = None;
     let mut failed: Option<(anyhow::Error, bool)> = None;
-    let mut waiting_since: Option<Instant> = None;
-    let mut child_gone = false;
-    loop {
-        let sigs = chainrec_record::stop_signals();
-        if sigs.count > seen.count {
-            flag.store(true, Ordering::SeqCst);
-            if let Some(sig) = to_pass_on(seen, sigs) {
-                if status.is_none() && !child_gone {
-                    send_signal(pid, sig);
+    let status = supervise(child, handle, &flag, seen, |event| match event {
+        Supervision::RecordingEnded {
+            result,
+            command_running,
+        } => match result.map_err(|e| recorder_error(e, &a.output, true)) {
+            Ok(summary) => {
+                if let Err(e) = finish_recording(&summary, a.summary_json.as_deref()) {
+                    failed.get_or_insert((e, false));
                 }
+                false
             }
-            seen = sigs;
-        }
-        if status.is_none() && !child_gone {
-            match child.try_wait() {
-                Ok(Some(st)) => {
-                    status = Some(st);
-                    flag.store(true, Ordering::SeqCst);
+            Err(e) => {
+                // At once, not when the command exits; and the command is not recorded
+                // any more, so it is stopped.
+                say!("chainrec: error: {e:#}");
+                if command_running {
+                    say!("chainrec: stopping `{cmd}` (pid {pid}) with SIGTERM");
                 }
-                Ok(None) => {}
-                Err(e) => {
-                    // Cannot happen for our own child; stop recording and report it.
-                    flag.store(true, Ordering::SeqCst);
-                    failed.get_or_insert((anyhow::anyhow!("waiting for `{cmd}`: {e}"), false));
-                    child_gone = true;
+                failed = Some((e, true));
+                true
+            }
+        },
+        Supervision::WaitFailed(e) => {
+            failed.get_or_insert((anyhow::anyhow!("waiting for `{cmd}`: {e}"), false));
+            false
+        }
+        Supervision::StillRunning { pid, signals_seen } => {
+            say!(
+                "chainrec: recording finished; waiting for `{cmd}` (pid {pid}) to exit{}",
+                if signals_seen {
+                    ""
+                } else {
+                    " (Ctrl-C, or SIGTERM to chainrec from outside its process group, \
+                     stops it)"
                 }
-            }
+            );
+            false
         }
-        if handle.as_ref().is_some_and(|h| h.is_finished()) {
-            let h = handle.take().expect("checked above");
-            match join(h) {
-                Ok(summary) => {
-                    if let Err(e) = finish_recording(&summary, a.summary_json.as_deref()) {
-                        failed.get_or_insert((e, false));
-                    }
-                }
-                Err(e) => {
-                    // At once, not when the command exits; and the command is not recorded
-                    // any more, so it is stopped.
-                    say!("chainrec: error: {e:#}");
-                    if status.is_none() && !child_gone {
-                        say!("chainrec: stopping `{cmd}` (pid {pid}) with SIGTERM");
-                        send_signal(pid, libc::SIGTERM);
-                    }
-                    failed = Some((e, true));
-                }
-            }
-            if status.is_none() && !child_gone {
-                waiting_since = Some(Instant::now());
-            }
-        }
-        if (status.is_some() || child_gone) && handle.is_none() {
-            break;
-        }
-        if let Some(t) = waiting_since {
-            if t.elapsed() >= Duration::from_secs(1) {
-                say!(
-                    "chainrec: recording finished; waiting for `{cmd}` (pid {pid}) to exit{}",
-                    if seen.count == 0 {
-                        " (Ctrl-C, or SIGTERM to chainrec from outside its process group, \
-                         stops it)"
-                    } else {
-                        ""
-                    }
-                );
-                waiting_since = None;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    });
     if let Some((e, printed)) = failed {
         if !printed {
             say!("chainrec: error: {e:#}");
@@ -608,21 +465,13 @@ pub fn run(a: Args) -> Result<()> {
         if let Some(st) = status {
             say!("chainrec: `{cmd}` {}", describe(st));
         }
-        std::process::exit(1);
+        return Err(super::Exit(1).into());
     }
-    let st = status.expect("the loop ends with the command's status");
-    let sigs = chainrec_record::stop_signals();
-    let code = match (st.code(), st.signal()) {
-        (Some(c), _) => c,
-        // The signal that stopped the recording (passed on, or from the terminal): a
-        // normal stop.
-        (None, Some(sig)) if sigs.count > 0 && sig == sigs.last => 0,
-        (None, Some(sig)) => 128 + sig,
-        (None, None) => 1,
-    };
+    let st = status.expect("without a wait failure, the command's status");
+    let code = exit_code(st);
     if code != 0 {
         say!("chainrec: `{cmd}` {}; exiting with {code}", describe(st));
-        std::process::exit(code);
+        return Err(super::Exit(code).into());
     }
     Ok(())
 }

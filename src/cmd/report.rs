@@ -1,8 +1,9 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Config, Duration as ChainDuration, Engine, Mode, View};
-use chainrec_format::{Event, RecordingMeta, Tables, TraceReader};
+use chainrec_chain::{Dedup, Duration as ChainDuration, Setup, View};
+use chainrec_format::{Event, RecordingMeta, Tables};
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
+use chainrec_report::output::TempOutput;
 use chainrec_report::progress::Progress;
 use chainrec_report::source::EventSource;
 use chainrec_report::top::{self, TopSink};
@@ -10,7 +11,6 @@ use chainrec_report::{perfetto, pprof};
 use std::cell::RefCell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 const TOP_EXAMPLES: &str = "\
 Examples:
@@ -34,7 +34,7 @@ pub struct TopArgs {
     #[arg(long, default_value_t = chainrec_chain::DEFAULT_MAX_DEPTH)]
     pub max_depth: usize,
     #[command(flatten)]
-    pub filter: crate::cmd::chains::FilterArgs,
+    pub filter: crate::cmd::filter::FilterArgs,
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
@@ -127,30 +127,10 @@ pub struct ExportArgs {
     #[arg(long, value_name = "OUT.pb.gz")]
     pub pprof: Option<PathBuf>,
     #[command(flatten)]
-    pub filter: crate::cmd::chains::FilterArgs,
+    pub filter: crate::cmd::filter::FilterArgs,
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
-}
-
-const DEMO_EXAMPLES: &str = "\
-Examples (root, or CAP_BPF + CAP_PERFMON):
-  chainrec demo                               3 s; writes chainrec-demo/{trace.zst,chain.folded,chain.svg}
-  chainrec demo -o /tmp/demo --duration 10 --period-us 500";
-
-/// Arguments of `chainrec demo`.
-#[derive(clap::Args)]
-#[command(after_help = DEMO_EXAMPLES)]
-pub struct DemoArgs {
-    /// Output directory (created).
-    #[arg(short, long, default_value = "chainrec-demo")]
-    pub output: PathBuf,
-    /// Seconds to run the workload.
-    #[arg(long, default_value_t = 3.0)]
-    pub duration: f64,
-    /// Workload timer period in microseconds.
-    #[arg(long, default_value_t = 2000)]
-    pub period_us: u64,
 }
 
 /// An [`EventSource`] that advances a progress bar.
@@ -185,22 +165,9 @@ fn reading(file: &Path) -> String {
     format!("{}: reading events", file.display())
 }
 
-fn open(path: &Path, what: &str) -> Result<TraceReader> {
-    super::open_trace(path, what)
-}
-
-fn trace_start(reader: &TraceReader) -> u64 {
-    let meta = reader.meta();
-    if meta.start_ns != 0 {
-        meta.start_ns
-    } else {
-        reader.time_span().map(|s| s.0).unwrap_or(0)
-    }
-}
-
 fn warn_lost(what: &str, meta: &RecordingMeta) {
     let l = &meta.lost;
-    if l.ringbuf_full + l.malformed + l.out_of_order > 0 {
+    if l.events() > 0 {
         say!(
             "chainrec: {what}: warning: LOST EVENTS in the recording: ring buffer full {}, malformed {}, out of order {}",
             l.ringbuf_full, l.malformed, l.out_of_order
@@ -216,38 +183,23 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     if a.max_depth == 0 {
         bail!("--max-depth must be at least 1");
     }
-    let reader = open(&a.file, "top")?;
-    let meta = reader.meta();
-    let tables = reader.tables();
-    let start = trace_start(&reader);
-    let filter = a
-        .filter
-        .to_filter(meta, start, ChainDuration::Blocked, reader.time_span())?;
-    let range = match filter.window {
-        Some((_, end)) => 0..reader.chunks_in_window(0, end).end,
-        None => 0..reader.chunks().len(),
-    };
-    // Every wait is a candidate: dedup off.
-    let cfg = Config {
-        mode: Mode::Bounded,
+    let an = super::open_trace(&a.file, "top")?;
+    let meta = an.meta();
+    let setup = Setup {
         max_depth: a.max_depth,
-        dedup: false,
-        filter,
-        runqueue: true,
+        // Every wait is a candidate: dedup off.
+        dedup: Dedup::Off,
+        filter: a.filter.to_filter(&an, ChainDuration::Blocked)?,
+        ..Setup::default()
     };
-    let mut engine = Engine::new(tables, meta, cfg);
     let mut sink = TopSink::default();
-    let mut progress = Progress::new(reader.event_count(), "top", a.quiet);
-    reader
-        .for_each_chunk::<anyhow::Error>(range, true, |evs| {
-            progress.inc(evs.len() as u64);
-            engine.process(evs, &mut sink);
-            Ok(())
-        })
+    let mut progress = Progress::new(an.reader().event_count(), "top", a.quiet);
+    let done = an
+        .run(setup, &mut sink, |n| progress.inc(n as u64))
         .with_context(|| reading(&a.file))?;
-    let stats = engine.finish(&mut sink);
     progress.finish();
-    let report = sink.finish(a.count, engine.nodes(), tables, meta, start);
+    let stats = &done.summary.stats;
+    let report = sink.finish(a.count, done.nodes(), an.tables(), meta, an.start_ns());
     let out = if a.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
@@ -287,9 +239,10 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
             ColorMapArg::Linear => ColorMap::Linear,
         },
     };
-    let reader = open(&a.file, "heatmap")?;
+    let an = super::open_trace(&a.file, "heatmap")?;
+    let reader = an.reader();
     let src = Progressed {
-        inner: &reader,
+        inner: reader,
         progress: RefCell::new(Progress::new(reader.event_count(), "heatmap", a.quiet)),
     };
     let h = heatmap::compute(&src, &opts).with_context(|| reading(&a.file))?;
@@ -329,8 +282,8 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     if a.perfetto.is_none() && a.pprof.is_none() {
         bail!("export: say what to write: --perfetto OUT.pftrace and/or --pprof OUT.pb.gz");
     }
-    let reader = open(&a.file, "export")?;
-    let meta = reader.meta();
+    let an = super::open_trace(&a.file, "export")?;
+    let (reader, meta) = (an.reader(), an.meta());
     let f = &a.filter;
     let filtered = !f.pid.is_empty()
         || !f.tid.is_empty()
@@ -355,17 +308,14 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     // Everything that can be checked before the (long) work is: the filter and window,
     // and both outputs (created as temporary files next to their destinations, renamed
     // into place only when complete; removed on any failure).
-    let start = trace_start(&reader);
-    let filter = a
-        .filter
-        .to_filter(meta, start, ChainDuration::Blocked, reader.time_span())?;
+    let filter = a.filter.to_filter(&an, ChainDuration::Blocked)?;
     let mut perfetto_out = a.perfetto.as_deref().map(TempOutput::create).transpose()?;
     let mut pprof_out = a.pprof.as_deref().map(TempOutput::create).transpose()?;
     let mut perfetto_note = String::new();
     if let Some(out) = &mut perfetto_out {
-        let path = out.dest.clone();
+        let path = out.dest().to_path_buf();
         let src = Progressed {
-            inner: &reader,
+            inner: reader,
             progress: RefCell::new(Progress::new(2 * reader.event_count(), "perfetto", a.quiet)),
         };
         let mut w = std::io::BufWriter::new(out.file()?);
@@ -382,32 +332,17 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     }
     let mut pprof_note = String::new();
     if let Some(out) = &mut pprof_out {
-        let path = out.dest.clone();
-        let dedup = !filter.has_thread_filter();
-        let cfg = Config {
-            mode: Mode::Bounded,
-            max_depth: chainrec_chain::DEFAULT_MAX_DEPTH,
-            dedup,
+        let path = out.dest().to_path_buf();
+        let setup = Setup {
             filter,
-            runqueue: true,
+            ..Setup::default()
         };
-        let mut engine = Engine::new(reader.tables(), meta, cfg);
         let mut progress = Progress::new(reader.event_count(), "pprof", a.quiet);
-        let (_, folded) = chainrec_chain::fold_trace(
-            &reader,
-            0..reader.chunks().len(),
-            true,
-            &mut engine,
-            View::Chains,
-            |n| progress.inc(n as u64),
-        )
-        .with_context(|| reading(&a.file))?;
+        let (done, folded) = an
+            .fold(setup, View::Chains, |n| progress.inc(n as u64))
+            .with_context(|| reading(&a.file))?;
         progress.finish();
-        let end = if meta.end_ns != 0 {
-            meta.end_ns
-        } else {
-            reader.time_span().map(|s| s.1).unwrap_or(start)
-        };
+        let (start, end) = (an.start_ns(), an.end_ns());
         let info = pprof::ProfileInfo {
             time_nanos: if meta.clock_offset_ns != 0 {
                 (start as i128 + meta.clock_offset_ns) as i64
@@ -421,7 +356,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
         // render to the same text become separate samples (pprof sums them).
         let mut builder = pprof::ProfileBuilder::new(&info);
         let mut failed = None;
-        folded.for_each_line(engine.nodes(), reader.tables(), meta, |l, w| {
+        folded.for_each_line(done.nodes(), an.tables(), meta, |l, w| {
             if failed.is_none() {
                 failed = builder.add(l, w).err();
             }
@@ -451,199 +386,5 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
         }
     }
     warn_lost("export", meta);
-    Ok(())
-}
-
-/// An output written to a temporary file in the destination's directory and renamed
-/// over the destination by [`TempOutput::commit`]; dropped uncommitted, it is removed, so
-/// a failure never leaves a partial file that looks like a result. Only for a new or
-/// regular file: a device, pipe or socket (`--perfetto /dev/stdout`) is written directly
-/// (renaming over it would replace the node), a symlink is followed to its target, and a
-/// replaced file keeps its mode.
-struct TempOutput {
-    /// Where the result goes (a symlink resolved).
-    dest: PathBuf,
-    /// The temporary file; empty when writing `dest` directly or once committed.
-    tmp: PathBuf,
-    file: Option<std::fs::File>,
-}
-
-impl TempOutput {
-    fn create(dest: &Path) -> Result<TempOutput> {
-        let creating = |p: &Path| format!("cannot create {}", p.display());
-        let existing = match std::fs::metadata(dest) {
-            Ok(m) => Some(m),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).with_context(|| creating(dest)),
-        };
-        let direct = |path: &Path| -> Result<TempOutput> {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(path)
-                .with_context(|| creating(path))?;
-            Ok(TempOutput {
-                dest: path.to_path_buf(),
-                tmp: PathBuf::new(),
-                file: Some(file),
-            })
-        };
-        let dest = match &existing {
-            Some(m) if m.is_dir() => bail!("{}: is a directory", dest.display()),
-            Some(m) if !m.is_file() => return direct(dest),
-            Some(_) => std::fs::canonicalize(dest).with_context(|| creating(dest))?,
-            // A dangling symlink: creating through it is what the user asked for.
-            None if dest.is_symlink() => return direct(dest),
-            None => dest.to_path_buf(),
-        };
-        let name = dest
-            .file_name()
-            .with_context(|| format!("{}: not a file name", dest.display()))?;
-        let dir = match dest.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".tmp.{}", std::process::id()));
-        let tmp = dir.join(tmp_name);
-        let file = std::fs::File::create(&tmp).with_context(|| {
-            format!(
-                "cannot create {} (in directory {})",
-                dest.display(),
-                dir.display()
-            )
-        })?;
-        if let Some(m) = existing {
-            file.set_permissions(m.permissions())
-                .with_context(|| creating(&dest))?;
-        }
-        Ok(TempOutput {
-            dest,
-            tmp,
-            file: Some(file),
-        })
-    }
-
-    /// The open output file (once).
-    fn file(&mut self) -> Result<std::fs::File> {
-        self.file
-            .take()
-            .with_context(|| format!("{}: written twice", self.dest.display()))
-    }
-
-    /// Move the finished file into place (nothing to do when written directly).
-    fn commit(&mut self) -> Result<()> {
-        if self.tmp.as_os_str().is_empty() {
-            return Ok(());
-        }
-        std::fs::rename(&self.tmp, &self.dest).with_context(|| {
-            format!("renaming {} to {}", self.tmp.display(), self.dest.display())
-        })?;
-        self.tmp = PathBuf::new();
-        Ok(())
-    }
-}
-
-impl Drop for TempOutput {
-    fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-    }
-}
-
-/// `chainrec demo`: record the built-in workload, write trace, folded chain graph and SVG.
-pub fn run_demo(a: DemoArgs) -> Result<()> {
-    if !(0.5..=600.0).contains(&a.duration) {
-        bail!("--duration must be between 0.5 and 600 seconds");
-    }
-    if a.period_us == 0 || a.period_us > 1_000_000 {
-        bail!("--period-us must be in 1..=1000000");
-    }
-    chainrec_report::demo::prepare_dir(&a.output)?;
-    let opts = chainrec_report::demo::DemoOptions {
-        dir: a.output.clone(),
-        duration: Duration::from_secs_f64(a.duration),
-        period: Duration::from_micros(a.period_us),
-        command_line: std::env::args().collect(),
-    };
-    say!(
-        "chainrec demo: recording the chain workload (cr-timer -> cr-relay -> cr-sink over pipes) for {:.1} s",
-        a.duration
-    );
-    let o = chainrec_report::demo::run(&opts)?;
-    say!(
-        "chainrec demo: recorded {} events ({} bytes); the workload passed {} messages",
-        o.events,
-        o.bytes,
-        o.messages
-    );
-    if o.lost_events > 0 {
-        say!(
-            "chainrec demo: warning: LOST EVENTS: {} (the chains may be incomplete)",
-            o.lost_events
-        );
-    }
-    let mut text = String::new();
-    match &o.top {
-        Some(best) => {
-            let one = top::TopReport {
-                entries: vec![top::TopEntry {
-                    rank: 1,
-                    ..best.clone()
-                }],
-                chains: 0,
-                ranked_waits: best.count,
-                preempted: 0,
-                without_waker: 0,
-            };
-            text.push_str("Top chain of cr-sink (the most total blocked time):\n");
-            let t = top::render_text(&one);
-            // Drop the summary line (it would describe only this entry).
-            text.push_str(t.rsplit_once("\n\n").map(|(a, _)| a).unwrap_or(&t));
-            text.push('\n');
-        }
-        None => {
-            text.push_str("No blocked wait of the workload threads had a waker in the trace.\n")
-        }
-    }
-    text.push_str(&format!(
-        "\nFiles:\n  {}  (the recording)\n  {}  (folded chain graph, {} lines)\n  {}  (open in a browser: click to zoom, Search or Ctrl-F)\n",
-        o.trace.display(),
-        o.folded.display(),
-        o.lines,
-        o.svg.display()
-    ));
-    text.push_str(&format!(
-        "Next: chainrec top {t}    chainrec chains {t} --svg all.svg    chainrec heatmap {t} -o heat.svg\n",
-        t = o.trace.display()
-    ));
-    super::write_stdout(&text)?;
-    Ok(())
-}
-
-/// Render folded lines as an interactive flame-graph SVG at `path` (used by `--svg` of
-/// chains/offcpu/wakeup/offwake). `chain_layout` turns on per-level hues and `--`
-/// separators as in CHAINS.md; `unit` is the weight unit (`us`, `ns`, `ms`).
-pub fn render_svg(
-    folded: &[(String, u64)],
-    title: &str,
-    unit: &str,
-    chain_layout: bool,
-    path: &std::path::Path,
-) -> Result<()> {
-    let opts = chainrec_report::svg::SvgOptions::new(title, unit, chain_layout);
-    let mut buf = Vec::new();
-    let stats = chainrec_report::svg::render(folded, &opts, &mut buf)
-        .with_context(|| format!("drawing {}", path.display()))?;
-    std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
-    if stats.zero_weight_lines > 0 {
-        say!(
-            "chainrec: {} stacks with zero weight not drawn",
-            stats.zero_weight_lines
-        );
-    }
     Ok(())
 }

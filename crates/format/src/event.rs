@@ -1,7 +1,7 @@
 //! Event records: what the recorder writes and the engine reads.
 //!
 //! These types are the contract between `chainrec-record`, `chainrec-chain` and
-//! `chainrec-report`. Field meanings follow `../shared/CHAINS.md` ("Events the engine
+//! `chainrec-report`. Field meanings follow `docs/CHAINS.md` ("Events the engine
 //! works from"); timestamps are nanoseconds on the trace clock (see
 //! [`crate::RecordingMeta::clock`]).
 

@@ -99,6 +99,22 @@ pub enum FormatError {
     },
 }
 
+/// The `what` of errors about an event chunk (one constant, so that
+/// [`FormatError::is_chunk_damage`] cannot drift from the places that report them).
+pub(crate) const EVENT_CHUNK: &str = "event chunk";
+
+impl FormatError {
+    /// Whether this is damage inside an event chunk (checksum or decoding), found while
+    /// reading: the events after it are unreadable, those before it are fine.
+    pub fn is_chunk_damage(&self) -> bool {
+        matches!(
+            self,
+            FormatError::Checksum { what, .. } | FormatError::Corrupt { what, .. }
+                if *what == EVENT_CHUNK
+        )
+    }
+}
+
 /// Result alias for this crate.
 pub type Result<T, E = FormatError> = std::result::Result<T, E>;
 

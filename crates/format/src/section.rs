@@ -58,7 +58,7 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
     match kind {
         KIND_META => "metadata section",
         KIND_TABLES => "table section",
-        KIND_CHUNK => "event chunk",
+        KIND_CHUNK => crate::EVENT_CHUNK,
         KIND_INDEX => "index section",
         _ => "section",
     }

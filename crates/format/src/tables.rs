@@ -116,6 +116,14 @@ pub struct LostCounts {
     pub unresolved_symbols: u64,
 }
 
+impl LostCounts {
+    /// Events lost while recording: ring buffer full, malformed and out of order (stacks
+    /// and symbols are counted apart; the events carrying them were kept).
+    pub fn events(&self) -> u64 {
+        self.ringbuf_full + self.malformed + self.out_of_order
+    }
+}
+
 /// Recording metadata. Written at the start (what is known then) and again at the end.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordingMeta {

@@ -6,9 +6,11 @@
 //! See `docs/RECORDER.md` for the design (lazy stacks, waking context, ring buffer).
 
 mod btfinfo;
+pub mod command;
 pub mod ksyms;
 mod raw;
 mod recorder;
+mod recording;
 pub mod usyms;
 pub mod workload;
 
@@ -26,6 +28,7 @@ pub use recorder::{
     check_output, install_stop_signals, partial_trace_note, record, stop_signals, RecordOptions,
     RecordSummary, StopCondition, StopSignals,
 };
+pub use recording::Recording;
 
 use std::path::PathBuf;
 
@@ -49,13 +52,26 @@ pub enum RecordError {
         detail: String,
     },
     /// Opening, loading or attaching the BPF object failed for another reason.
-    #[error("BPF {stage} failed: {detail}")]
+    #[error("BPF {stage} failed{}", if libbpf_log.is_empty() { String::new() } else { format!(" (libbpf: {libbpf_log})") })]
     Bpf {
         /// What was being done.
         stage: &'static str,
-        /// Underlying message.
-        detail: String,
+        /// The last lines libbpf logged before the failure (the verifier's complaint),
+        /// joined with ` | `; empty when it logged nothing.
+        libbpf_log: String,
+        /// The libbpf error.
+        #[source]
+        source: libbpf_rs::Error,
     },
+    /// The recorder thread could not be started.
+    #[error("cannot start the recorder thread")]
+    Thread(#[source] std::io::Error),
+    /// The recorder thread panicked (a bug).
+    #[error("recorder thread panicked")]
+    Panicked,
+    /// The generated BPF skeleton lacks a part the recorder sets up (a build problem).
+    #[error("BPF open failed: the skeleton has no {0}")]
+    Skeleton(&'static str),
     /// Writing the trace failed.
     #[error(transparent)]
     Format(#[from] chainrec_format::FormatError),

@@ -229,7 +229,7 @@ fn libbpf_print(_level: libbpf_rs::PrintLevel, msg: String) {
 }
 
 fn bpf_err(stage: &'static str, e: libbpf_rs::Error) -> RecordError {
-    let mut detail = format!("{e:#}");
+    let detail = format!("{e:#}");
     let perm = matches!(e.kind(), libbpf_rs::ErrorKind::PermissionDenied)
         || detail.contains("Operation not permitted")
         || detail.contains("EPERM");
@@ -238,10 +238,11 @@ fn bpf_err(stage: &'static str, e: libbpf_rs::Error) -> RecordError {
     } else {
         let log = LIBBPF_LOG.lock().map(|l| l.clone()).unwrap_or_default();
         let tail: Vec<&str> = log.iter().rev().take(3).rev().map(String::as_str).collect();
-        if !tail.is_empty() {
-            detail = format!("{detail}; libbpf: {}", tail.join(" | "));
+        RecordError::Bpf {
+            stage,
+            libbpf_log: tail.join(" | "),
+            source: e,
         }
-        RecordError::Bpf { stage, detail }
     }
 }
 
@@ -610,10 +611,7 @@ fn open_and_load<'obj>(
             .maps
             .rodata_data
             .as_deref_mut()
-            .ok_or_else(|| RecordError::Bpf {
-                stage: "open",
-                detail: "skeleton has no .rodata".into(),
-            })?;
+            .ok_or(RecordError::Skeleton(".rodata"))?;
         ro.stack_mode = match opts.stack_mode {
             StackMode::Lazy => 0,
             StackMode::Eager => 1,
@@ -734,9 +732,11 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     let mut open_obj2 = MaybeUninit::uninit();
     let mut skel = match open_and_load(&mut open_obj, opts, &delta, rb_size, path) {
         Ok(s) => s,
-        Err(RecordError::Bpf { detail, .. }) if path == UserStackPath::TaskWork => {
+        Err(e @ RecordError::Bpf { .. }) if path == UserStackPath::TaskWork => {
             path = UserStackPath::SysExit;
-            path_note = format!("task_work program rejected: {detail}");
+            let source =
+                std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s:#}"));
+            path_note = format!("task_work program rejected: {e}{source}");
             open_and_load(&mut open_obj2, opts, &delta, rb_size, path)?
         }
         Err(e) => return Err(e),

@@ -30,11 +30,7 @@ impl Metric {
             "offcpu" | "off-cpu" => Metric::OffCpu,
             "oncpu" | "on-cpu" => Metric::OnCpu,
             "wakeups" | "events" => Metric::Wakeups,
-            _ => {
-                return Err(ReportError::Input(format!(
-                    "unknown metric {s:?} (offcpu, oncpu, wakeups)"
-                )))
-            }
+            _ => return Err(ReportError::UnknownMetric(s.to_string())),
         })
     }
     fn describe(self) -> &'static str {
@@ -61,9 +57,7 @@ impl ColorMap {
         match s {
             "linear" => Ok(ColorMap::Linear),
             "rank" => Ok(ColorMap::Rank),
-            _ => Err(ReportError::Input(format!(
-                "unknown colour map {s:?} (rank, linear)"
-            ))),
+            _ => Err(ReportError::UnknownColorMap(s.to_string())),
         }
     }
 }
@@ -213,10 +207,7 @@ impl Acc {
 /// Compute a heat map over the whole trace.
 pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> {
     if opts.rows == 0 || opts.rows > 1000 {
-        return Err(ReportError::Input(format!(
-            "rows per second must be 1..=1000, not {}",
-            opts.rows
-        )));
+        return Err(ReportError::BadRows(opts.rows));
     }
     let offset = src.meta().clock_offset_ns;
     let mut names = Names::new(src.tables());
@@ -289,7 +280,7 @@ pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> 
         Ok(())
     })?;
     let Some(first_ts) = first_ts else {
-        return Err(ReportError::Input("the trace has no events".into()));
+        return Err(ReportError::NoEvents);
     };
     let end = src.meta().end_ns.max(last_ts);
     let mut open_at_end = 0;
@@ -313,10 +304,10 @@ pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> 
     acc.first_second = first_second;
     let span = last_second - first_second + 1;
     if span > 1_000_000 || span as u64 * opts.rows as u64 > 50_000_000 {
-        return Err(ReportError::Input(format!(
-            "the trace spans {span} seconds: too many columns for a heat map at {} rows per second",
-            opts.rows
-        )));
+        return Err(ReportError::TooManyColumns {
+            span,
+            rows: opts.rows,
+        });
     }
     let columns = span as u32;
     let n = (columns * opts.rows) as usize;

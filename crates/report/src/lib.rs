@@ -5,9 +5,10 @@
 //! * [`perfetto`]: native Perfetto trace export (ftrace sched events, clock snapshot).
 //! * [`pprof`]: chain graph as a gzipped pprof profile.
 //! * [`top`]: the longest individual waits, as a table or JSON.
+//! * [`output`]: output files that appear whole or not at all.
 
-pub mod demo;
 pub mod heatmap;
+pub mod output;
 pub mod perfetto;
 pub mod pprof;
 pub mod progress;
@@ -22,7 +23,11 @@ use std::path::PathBuf;
 pub enum ReportError {
     /// Reading the trace failed.
     #[error(transparent)]
-    Format(#[from] chainrec_format::FormatError),
+    Format(chainrec_format::FormatError),
+    /// An event chunk failed its checksum or did not decode, so the events after it are
+    /// unreadable (the source is the [`chainrec_format::FormatError`]).
+    #[error("the trace is damaged in the middle")]
+    DamagedChunk(#[source] chainrec_format::FormatError),
     /// I/O failure on `path`.
     #[error("{path}: {source}")]
     Io {
@@ -31,12 +36,69 @@ pub enum ReportError {
         /// Underlying error.
         source: std::io::Error,
     },
-    /// The input cannot be drawn or exported (empty, inconsistent).
-    #[error("{0}")]
-    Input(String),
-    /// The flame-graph library failed or produced something unexpected.
-    #[error("rendering failed: {0}")]
-    Render(String),
+    /// The trace has no events.
+    #[error("the trace has no events")]
+    NoEvents,
+    /// An unknown heat-map metric name.
+    #[error("unknown metric {0:?} (offcpu, oncpu, wakeups)")]
+    UnknownMetric(String),
+    /// An unknown heat-map colour-map name.
+    #[error("unknown colour map {0:?} (rank, linear)")]
+    UnknownColorMap(String),
+    /// Heat-map rows per second out of range.
+    #[error("rows per second must be 1..=1000, not {0}")]
+    BadRows(u32),
+    /// The trace spans too many seconds for a heat map at this resolution.
+    #[error(
+        "the trace spans {span} seconds: too many columns for a heat map at {rows} rows per second"
+    )]
+    TooManyColumns {
+        /// Seconds spanned.
+        span: i64,
+        /// Rows per second asked for.
+        rows: u32,
+    },
+    /// A folded line with an empty stack.
+    #[error("a folded line has an empty stack")]
+    EmptyStack,
+    /// Nothing to draw: every line has zero weight.
+    #[error("nothing to draw: no stack has a non-zero weight")]
+    NothingToDraw,
+    /// Nothing to export: every line has zero weight.
+    #[error("nothing to export: no stack has a non-zero weight")]
+    NothingToExport,
+    /// The weights add up to more than 64 bits.
+    #[error("total weight overflows 64 bits")]
+    TotalOverflow,
+    /// A weight larger than pprof's int64.
+    #[error("weight {0} does not fit pprof's int64")]
+    WeightOverflow(u64),
+    /// The flame-graph library failed.
+    #[error("rendering failed")]
+    Inferno(#[source] std::io::Error),
+    /// The flame-graph library produced something this crate cannot post-process (a bug).
+    #[error("rendering failed: unexpected inferno output: {0}")]
+    UnexpectedSvg(String),
+    /// Encoding a protobuf message failed.
+    #[error("rendering failed")]
+    Encode(#[source] prost::EncodeError),
+}
+
+impl ReportError {
+    /// Whether the report failed on damage in the middle of the trace.
+    pub fn is_damage(&self) -> bool {
+        matches!(self, ReportError::DamagedChunk(_))
+    }
+}
+
+impl From<chainrec_format::FormatError> for ReportError {
+    fn from(e: chainrec_format::FormatError) -> Self {
+        if e.is_chunk_damage() {
+            ReportError::DamagedChunk(e)
+        } else {
+            ReportError::Format(e)
+        }
+    }
 }
 
 /// Result alias for this crate.

@@ -300,8 +300,7 @@ impl Out<'_> {
         // Trace.packet = 1, length-delimited: tag byte 0x0A, varint length, bytes.
         self.buf.push(0x0A);
         prost::encoding::encode_varint(p.encoded_len() as u64, &mut self.buf);
-        p.encode(&mut self.buf)
-            .map_err(|e| ReportError::Render(e.to_string()))?;
+        p.encode(&mut self.buf).map_err(ReportError::Encode)?;
         self.w.write_all(&self.buf).map_err(|e| ReportError::Io {
             path: "<perfetto output>".into(),
             source: e,
@@ -354,7 +353,7 @@ pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats>
         Ok(())
     })?;
     let Some(first_ts) = first_ts else {
-        return Err(ReportError::Input("the trace has no events".into()));
+        return Err(ReportError::NoEvents);
     };
 
     let mut out = Out {

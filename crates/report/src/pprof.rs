@@ -153,8 +153,7 @@ impl ProfileBuilder {
         if ns == 0 {
             return Ok(());
         }
-        let value = i64::try_from(ns)
-            .map_err(|_| ReportError::Input(format!("weight {ns} does not fit pprof's int64")))?;
+        let value = i64::try_from(ns).map_err(|_| ReportError::WeightOverflow(ns))?;
         let mut ids = Vec::new();
         for frame in stack.split(';').rev() {
             let id = match self.loc_of.get(frame) {
@@ -187,9 +186,7 @@ impl ProfileBuilder {
     /// The profile (an error when no line had a weight).
     pub fn finish(self) -> Result<Profile> {
         if self.p.sample.is_empty() {
-            return Err(ReportError::Input(
-                "nothing to export: no stack has a non-zero weight".into(),
-            ));
+            return Err(ReportError::NothingToExport);
         }
         Ok(self.p)
     }

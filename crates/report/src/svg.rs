@@ -220,22 +220,18 @@ pub fn render(
         }
         let stack = stack.trim();
         if stack.is_empty() {
-            return Err(ReportError::Input(
-                "a folded line has an empty stack".into(),
-            ));
+            return Err(ReportError::EmptyStack);
         }
         *merged.entry(stack).or_default() += *w;
     }
     if merged.is_empty() {
-        return Err(ReportError::Input(
-            "nothing to draw: no stack has a non-zero weight".into(),
-        ));
+        return Err(ReportError::NothingToDraw);
     }
     stats.stacks = merged.len();
     stats.total = merged
         .values()
         .try_fold(0u64, |a, &w| a.checked_add(w))
-        .ok_or_else(|| ReportError::Input("total weight overflows 64 bits".into()))?;
+        .ok_or(ReportError::TotalOverflow)?;
     let min_width = 0.1f64; // inferno's default, percent of the total
     let min_w = min_width * stats.total as f64 / 100.0;
 
@@ -317,8 +313,9 @@ pub fn render(
     let lines: Vec<String> = merged.iter().map(|(s, w)| format!("{s} {w}")).collect();
     let mut raw = Vec::new();
     flamegraph::from_lines(&mut options, lines.iter().map(|s| s.as_str()), &mut raw)
-        .map_err(|e| ReportError::Render(e.to_string()))?;
-    let raw = String::from_utf8(raw).map_err(|e| ReportError::Render(e.to_string()))?;
+        .map_err(ReportError::Inferno)?;
+    let raw = String::from_utf8(raw)
+        .map_err(|e| ReportError::UnexpectedSvg(format!("not UTF-8 ({e})")))?;
     let svg = recolor(&raw, &classes)?;
     out.write_all(svg.as_bytes()).map_err(|e| ReportError::Io {
         path: "<svg output>".into(),
@@ -384,7 +381,7 @@ fn recolor(
     raw: &str,
     classes: &HashMap<(usize, u64), (FrameClass, &str)>,
 ) -> Result<String, ReportError> {
-    let bad = |what: &str| ReportError::Render(format!("unexpected inferno output: {what}"));
+    let bad = |what: &str| ReportError::UnexpectedSvg(what.to_string());
     let frames_at = raw
         .find("<svg id=\"frames\"")
         .ok_or_else(|| bad("no frames container"))?;

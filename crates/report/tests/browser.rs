@@ -536,7 +536,7 @@ fn external_svg_in_chromium() {
 /// CHAINREC_REQUIRE_BPF=1.
 #[test]
 fn demo_svg_in_chromium() {
-    if !chainrec_report::demo::can_record() {
+    if !chainrec_demo::can_record() {
         if std::env::var("CHAINREC_REQUIRE_BPF").as_deref() == Ok("1") {
             panic!("demo_svg_in_chromium needs root (BPF) and CHAINREC_REQUIRE_BPF=1");
         }
@@ -548,13 +548,13 @@ fn demo_svg_in_chromium() {
     }
     let dir =
         TempDir(std::env::temp_dir().join(format!("chainrec-demo-test-{}", std::process::id())));
-    let opts = chainrec_report::demo::DemoOptions {
+    let opts = chainrec_demo::DemoOptions {
         dir: dir.0.clone(),
         duration: Duration::from_secs(2),
         period: Duration::from_millis(2),
         command_line: vec!["browser-test".into()],
     };
-    let o = chainrec_report::demo::run(&opts).expect("chainrec demo");
+    let o = chainrec_demo::run(&opts).expect("chainrec demo");
     assert!(
         o.messages > 100,
         "workload passed only {} messages",

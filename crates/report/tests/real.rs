@@ -3,9 +3,10 @@
 //! and top, each checked against the recorded events.
 
 use chainrec_chain::{Config, Engine, Filter, FoldedSink, Mode, View};
+use chainrec_demo as demo;
 use chainrec_format::{Event, TraceReader};
 use chainrec_report::heatmap::{self, HeatmapOptions, Metric, Select};
-use chainrec_report::{demo, perfetto, pprof, top::TopSink};
+use chainrec_report::{perfetto, pprof, top::TopSink};
 use prost::Message;
 use std::time::Duration;
 

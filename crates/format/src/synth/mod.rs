@@ -1,7 +1,10 @@
 //! Synthetic traces: scenarios with exactly known chains and timings, and a busy-server
 //! mix that scales to 100 M+ events for benchmarks. Deterministic for a seed.
 
-use crate::{RecordingMeta, Result, StackMode, TraceSink};
+use crate::{
+    Clock, Event, IrqSource, RecordingMeta, Result, StackEntry, StackId, StackMode, SymbolEntry,
+    TaskEntry, TraceSink,
+};
 
 mod busy;
 mod exact;
@@ -47,13 +50,104 @@ pub fn find(name: &str) -> Option<Scenario> {
     scenarios().into_iter().find(|s| s.name == name)
 }
 
-/// Adjust `meta` to what scenario `name` simulates (CPU count, stack policy, start time),
-/// for callers that build their own metadata. Scenarios without such facts leave it as is.
-pub fn adjust_meta(name: &str, meta: &mut RecordingMeta) {
+/// The metadata of a synthetic trace of scenario `name` made with `params`, as known
+/// before generating it: synthetic host and clock, the scenario's stack policy, and for
+/// the busy server its CPU count. [`Tracker::complete`] adds what generating it showed
+/// (time span, skipped stacks, CPUs used).
+pub fn meta(name: &str, params: &SynthParams, command_line: Vec<String>) -> RecordingMeta {
+    let mut meta = RecordingMeta {
+        host: "synthetic".into(),
+        kernel_release: "synthetic".into(),
+        clock: Clock::Synthetic,
+        command_line,
+        stack_mode: StackMode::Eager,
+        stack_threshold_ns: 100_000,
+        synthetic_scenario: Some(name.to_string()),
+        extra: vec![
+            ("seed".into(), params.seed.to_string()),
+            ("events_requested".into(), params.events.to_string()),
+        ],
+        ..RecordingMeta::default()
+    };
     if name == "busy-server" {
         meta.cpu_count = busy::CPUS;
         meta.stack_mode = StackMode::Lazy;
         meta.stack_threshold_ns = busy::STACK_THRESHOLD_NS;
-        meta.start_ns = busy::T0;
+    }
+    meta
+}
+
+/// A [`TraceSink`] in front of another that notes what the metadata must say about the
+/// events written through it.
+pub struct Tracker<'a> {
+    inner: &'a mut dyn TraceSink,
+    first: Option<u64>,
+    last: u64,
+    /// Events carrying a stack the (simulated) lazy policy skipped.
+    skipped: u64,
+    /// Highest CPU number seen (+1), 0 before any.
+    cpus: u32,
+}
+
+impl<'a> Tracker<'a> {
+    /// Track the events written to `inner`.
+    pub fn new(inner: &'a mut dyn TraceSink) -> Self {
+        Tracker {
+            inner,
+            first: None,
+            last: 0,
+            skipped: 0,
+            cpus: 0,
+        }
+    }
+
+    /// Complete `meta` (from [`meta`]) with the events seen: start and end time, the
+    /// CPU count when the scenario did not fix one, and the lazy policy with its skipped
+    /// stacks when a scenario simulates the lazy recorder.
+    pub fn complete(&self, meta: &mut RecordingMeta) {
+        meta.start_ns = self.first.unwrap_or(0);
+        meta.end_ns = self.last;
+        if meta.cpu_count == 0 {
+            meta.cpu_count = self.cpus.max(1);
+        }
+        if self.skipped > 0 {
+            meta.stack_mode = StackMode::Lazy;
+            meta.lost.stacks_skipped = self.skipped;
+        }
+    }
+}
+
+impl TraceSink for Tracker<'_> {
+    fn push(&mut self, e: &Event) -> Result<()> {
+        self.first.get_or_insert(e.ts());
+        self.last = e.ts();
+        let (skipped, cpu) = match e {
+            Event::Switch(s) => (
+                s.prev_kstack == StackId::SKIPPED || s.prev_ustack == StackId::SKIPPED,
+                Some(s.cpu),
+            ),
+            Event::Waking(w) => (
+                w.waker_kstack == StackId::SKIPPED || w.waker_ustack == StackId::SKIPPED,
+                Some(w.cpu),
+            ),
+            _ => (false, None),
+        };
+        self.skipped += u64::from(skipped);
+        if let Some(c) = cpu.filter(|&c| c != u32::MAX) {
+            self.cpus = self.cpus.max(c + 1);
+        }
+        self.inner.push(e)
+    }
+    fn add_stacks(&mut self, s: &[StackEntry]) -> Result<()> {
+        self.inner.add_stacks(s)
+    }
+    fn add_symbols(&mut self, s: &[SymbolEntry]) -> Result<()> {
+        self.inner.add_symbols(s)
+    }
+    fn add_tasks(&mut self, t: &[TaskEntry]) -> Result<()> {
+        self.inner.add_tasks(t)
+    }
+    fn add_irq_sources(&mut self, s: &[IrqSource]) -> Result<()> {
+        self.inner.add_irq_sources(s)
     }
 }

@@ -3,7 +3,7 @@
 //! decoding nor trie insertion is measured.
 //!
 //! ```text
-//! cargo run --release -p chainrec-chain --example walk_time -- /tmp/busy50.zst [ROUNDS]
+//! cargo run --release -p chainrec-tools --bin walk_time -- /tmp/busy50.zst [ROUNDS]
 //! ```
 //!
 //! Needs about 40 bytes of memory per event (2 GB for 50 M events).

@@ -9,7 +9,7 @@
 //! same machine; see docs/BENCHMARKS.md ("Session 5").
 //!
 //! ```text
-//! cargo run --release -p chainrec-chain --example walk_floor -- /tmp/busy50.zst [ROUNDS]
+//! cargo run --release -p chainrec-tools --bin walk_floor -- /tmp/busy50.zst [ROUNDS]
 //! ```
 //!
 //! Needs about 40 bytes of memory per event (2 GB for 50 M events).

@@ -1,14 +1,18 @@
-//! `chainrec demo`: record the built-in chain workload (cr-timer → cr-relay → cr-sink over
-//! pipes) with the BPF recorder, then write `trace.zst`, `chain.folded` and `chain.svg`
-//! and find the workload's top chain. Needs root (or CAP_BPF + CAP_PERFMON).
+//! chainrec-demo: `chainrec demo`. Record the built-in chain workload (cr-timer → cr-relay
+//! → cr-sink over pipes) with the BPF recorder, then write `trace.zst`, `chain.folded` and
+//! `chain.svg` and find the workload's top chain. Needs root (or CAP_BPF + CAP_PERFMON).
+//!
+//! Its own crate so that `chainrec-report` does not depend on the recorder (and builds
+//! without clang, libelf and libbpf), while the report tests can still run the demo.
 
-use crate::svg::{self, SvgOptions, SvgStats};
-use crate::top::{TopEntry, TopSink};
-use crate::{ReportError, Result};
-use chainrec_chain::{Config, Engine, FoldedSink, Mode, Unit, View};
+use chainrec_chain::{Analysis, Dedup, FoldedSink, Setup, Unit, View};
 use chainrec_format::TraceReader;
+use chainrec_record::Recording;
+use chainrec_report::svg::{self, SvgOptions, SvgStats};
+use chainrec_report::top::{TopEntry, TopSink};
+use chainrec_report::ReportError;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,43 +56,62 @@ pub struct DemoOutcome {
     pub lost_events: u64,
 }
 
-fn err(what: &str, e: impl std::fmt::Display) -> ReportError {
-    ReportError::Input(format!("{what}: {e}"))
+/// Errors of the demo.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// `-o` names something that is not a directory.
+    #[error("{} exists and is not a directory (the demo writes trace.zst, chain.folded and chain.svg into the directory given with -o)", .0.display())]
+    NotADirectory(PathBuf),
+    /// The output directory could not be created.
+    #[error("cannot create directory {}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The recorder failed. Only a refused BPF load is about privileges (and that error
+    /// says so itself).
+    #[error("recording failed{}", partial.as_ref().map(|n| format!(" ({n})")).unwrap_or_default())]
+    Record {
+        /// The recorder's error.
+        #[source]
+        source: chainrec_record::RecordError,
+        /// Where the events recorded before the failure are, if anywhere
+        /// ([`chainrec_record::partial_trace_note`]).
+        partial: Option<String>,
+    },
+    /// The recorder stopped before the workload could start.
+    #[error("recording failed: the recorder stopped before the workload started")]
+    StoppedEarly,
+    /// The workload itself failed.
+    #[error("the chain workload failed")]
+    Workload(#[source] std::io::Error),
+    /// The recording holds no wait of the workload threads.
+    #[error("the recording has no waits of the workload threads {0:?}: nothing to draw")]
+    NoWaits([u32; 3]),
+    /// Reading the trace or drawing failed.
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    /// Analysing the trace failed.
+    #[error(transparent)]
+    Chain(#[from] chainrec_chain::ChainError),
 }
 
-/// `e` and all its causes on one line (a message that repeats its cause's text, as
-/// "path: cause" does, is not repeated).
-fn full_message(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !msg.contains(&t) {
-            msg = format!("{msg}: {t}");
-        }
-        cur = c.source();
-    }
-    msg
-}
-
-/// A recorder failure with its whole cause. Only a refused BPF load is about privileges
-/// (and that error says so itself).
-fn record_err(e: chainrec_record::RecordError) -> ReportError {
-    ReportError::Input(format!("recording failed: {}", full_message(&e)))
-}
+/// Result alias for this crate.
+pub type Result<T, E = DemoError> = std::result::Result<T, E>;
 
 /// Check and create the demo's output directory (done by [`run`] too; callers that
 /// announce the recording call it first, so that a bad `-o` fails before the announcement).
 pub fn prepare_dir(dir: &std::path::Path) -> Result<()> {
     if dir.exists() && !dir.is_dir() {
-        return Err(ReportError::Input(format!(
-            "{} exists and is not a directory (the demo writes trace.zst, chain.folded and \
-             chain.svg into the directory given with -o)",
-            dir.display()
-        )));
+        return Err(DemoError::NotADirectory(dir.to_path_buf()));
     }
-    std::fs::create_dir_all(dir)
-        .map_err(|e| ReportError::Input(format!("cannot create directory {}: {e}", dir.display())))
+    std::fs::create_dir_all(dir).map_err(|source| DemoError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// Run the demo.
@@ -106,27 +129,15 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
         command_line: opts.command_line.clone(),
         ..Default::default()
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Arc::new(AtomicBool::new(false));
-    let cond = chainrec_record::StopCondition {
-        duration: None,
-        flag: Some(stop.clone()),
-        started: Some(started.clone()),
+    let failed = |source| DemoError::Record {
+        source,
+        partial: None,
     };
-    let handle = std::thread::Builder::new()
-        .name("chainrec-consumer".into())
-        .spawn(move || chainrec_record::record(&ropts, cond))
-        .map_err(|e| err("cannot start the recorder thread", e))?;
-    let panicked = || err("recording failed", "recorder thread panicked");
-    while !started.load(Ordering::SeqCst) && !handle.is_finished() {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    if !started.load(Ordering::SeqCst) {
-        handle.join().map_err(|_| panicked())?.map_err(record_err)?;
-        return Err(err(
-            "recording failed",
-            "the recorder stopped before the workload started",
-        ));
+    let recording =
+        Recording::start(ropts, None, Arc::new(AtomicBool::new(false))).map_err(failed)?;
+    if !recording.wait_started(|| false) {
+        recording.join().map_err(failed)?;
+        return Err(DemoError::StoppedEarly);
     }
     let wopts = chainrec_record::workload::WorkloadOptions {
         duration: opts.duration,
@@ -134,45 +145,31 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
     };
     let mut tids = [0u32; 3];
     let wl = chainrec_record::workload::run_with(&wopts, |t, r, s| tids = [t, r, s]);
-    stop.store(true, Ordering::SeqCst);
-    let summary = handle.join().map_err(|_| panicked())?.map_err(|e| {
-        let mut r = format!("recording failed: {}", full_message(&e));
-        if let Some(n) = chainrec_record::partial_trace_note(&trace) {
-            r = format!("{r}; {n}");
-        }
-        ReportError::Input(r)
+    recording.stop();
+    let summary = recording.join().map_err(|source| DemoError::Record {
+        source,
+        partial: chainrec_record::partial_trace_note(&trace),
     })?;
-    let wl = wl.map_err(|e| err("the chain workload failed", e))?;
+    let wl = wl.map_err(DemoError::Workload)?;
 
     // 2. Chain graph of the workload's threads (dedup on: the sink's chain shows the
     //    relay's and timer's waits inside it), and the top chain.
-    let reader = TraceReader::open(&trace)?;
-    let meta = reader.meta();
-    let tables = reader.tables();
-    let filter = chainrec_chain::Filter {
-        tids: tids.to_vec(),
-        ..Default::default()
+    let an = Analysis::from_reader(TraceReader::open(&trace).map_err(ReportError::from)?);
+    let (meta, tables) = (an.meta(), an.tables());
+    let setup = Setup {
+        dedup: Dedup::On,
+        filter: chainrec_chain::Filter {
+            tids: tids.to_vec(),
+            ..Default::default()
+        },
+        ..Setup::default()
     };
-    let cfg = Config {
-        mode: Mode::Bounded,
-        max_depth: chainrec_chain::DEFAULT_MAX_DEPTH,
-        dedup: true,
-        filter,
-        runqueue: true,
-    };
-    let mut engine = Engine::new(tables, meta, cfg);
     let mut sinks = (FoldedSink::new(View::Chains), TopSink::default());
-    reader.for_each_chunk::<ReportError>(0..reader.chunks().len(), true, |evs| {
-        engine.process(evs, &mut sinks);
-        Ok(())
-    })?;
-    engine.finish(&mut sinks);
+    let done = an.run(setup, &mut sinks, |_| {})?;
     let (folded, topsink) = sinks;
-    let lines = folded.lines(engine.nodes(), tables, meta, Unit::Us);
+    let lines = folded.lines(done.nodes(), tables, meta, Unit::Us);
     if lines.is_empty() {
-        return Err(ReportError::Input(format!(
-            "the recording has no waits of the workload threads {tids:?}: nothing to draw"
-        )));
+        return Err(DemoError::NoWaits(tids));
     }
     let mut text = String::new();
     for (l, w) in &lines {
@@ -199,12 +196,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
         path: svg_path.clone(),
         source: e,
     })?;
-    let start = if meta.start_ns != 0 {
-        meta.start_ns
-    } else {
-        reader.time_span().map(|s| s.0).unwrap_or(0)
-    };
-    let report = topsink.finish(usize::MAX, engine.nodes(), tables, meta, start);
+    let report = topsink.finish(usize::MAX, done.nodes(), tables, meta, an.start_ns());
     // The sink's chain with the most total blocked time: the whole relay of the workload.
     // (The timer's own waits, timer <- [hardirq: timer], are as long but say less.)
     let top = report
@@ -219,7 +211,6 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
                 .max_by_key(|e| (e.total_ns, std::cmp::Reverse(e.rank)))
         })
         .cloned();
-    let l = &meta.lost;
     Ok(DemoOutcome {
         trace,
         folded: folded_path,
@@ -231,7 +222,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
         top,
         lines: lines.len(),
         svg_stats,
-        lost_events: l.ringbuf_full + l.malformed + l.out_of_order,
+        lost_events: done.summary.lost_in_recording,
     })
 }
 

@@ -1,0 +1,280 @@
+//! One analysis of one trace file: opening it with a damage policy, the trace-start rule,
+//! the chunks a window needs, automatic dedup, and the run itself ([`fold_trace`] or any
+//! [`WaitSink`]), ending in one [`Summary`]. Every command that walks a trace (`chains`,
+//! `offcpu`, `wakeup`, `offwake`, `top`, the pprof export, the demo) sets up its engine here,
+//! through the engine's public API only.
+
+use crate::{fold_trace, ChainError, Config, Engine, Filter, FoldedSink, Mode, NodeTable};
+use crate::{Stats, View, WaitSink, DEFAULT_MAX_DEPTH};
+use chainrec_format::{FormatError, RecordingMeta, Recovery, Tables, TraceReader};
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What to do with a damaged trace: corruption in the middle of the file (a bad index
+/// recovered by scanning, or a bad event chunk found while reading), so that events after
+/// it are unreadable. A file merely cut short at the end (a killed recorder) is always read
+/// up to its last complete section, with a warning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DamagePolicy {
+    /// A damaged trace is an error: the output would silently miss data.
+    #[default]
+    Refuse,
+    /// Analyse the events before the damage, with a warning.
+    Salvage,
+}
+
+/// Something the caller must show, because the output covers less than the file.
+#[derive(Debug)]
+pub enum TraceWarning<'a> {
+    /// The index was unusable; the file was recovered by scanning.
+    Recovered(&'a Recovery),
+    /// [`DamagePolicy::Salvage`]: a damaged event chunk; the analysis stops there.
+    SalvageStop(&'a FormatError),
+}
+
+/// Receives [`TraceWarning`]s (while opening, and while reading for salvage stops).
+pub type WarnFn = Arc<dyn Fn(TraceWarning<'_>) + Send + Sync>;
+
+/// Subchain dedup (waits shown inside another chain are not shown again as roots).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dedup {
+    /// On unless the filter selects threads (`-p`, `-t`, `--comm`, `-u`, `-k`): a chain
+    /// of a selected thread must not disappear because an unselected one shows it.
+    #[default]
+    Auto,
+    /// Always on.
+    On,
+    /// Always off (every wait is a root).
+    Off,
+}
+
+/// How to run the engine over the trace.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Attribution mode.
+    pub mode: Mode,
+    /// Maximum hops per chain (≥ 1).
+    pub max_depth: usize,
+    /// Subchain dedup.
+    pub dedup: Dedup,
+    /// Root filter; its window also bounds the chunks decoded.
+    pub filter: Filter,
+    /// Decode chunks in parallel (rayon) rather than one at a time on this thread.
+    pub parallel: bool,
+    /// Run-queue attribution ([`Config::runqueue`]).
+    pub runqueue: bool,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            mode: Mode::Bounded,
+            max_depth: DEFAULT_MAX_DEPTH,
+            dedup: Dedup::Auto,
+            filter: Filter::default(),
+            parallel: true,
+            runqueue: true,
+        }
+    }
+}
+
+/// What one run did: the engine's counters and how the run was set up, for the caller
+/// to print.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// The engine's counters (`stats.lost_events`: events lost according to the trace's
+    /// lost markers).
+    pub stats: Stats,
+    /// Whether dedup was on (after [`Dedup::Auto`] was decided).
+    pub dedup: bool,
+    /// The resolved window (trace-clock ns), if any.
+    pub window: Option<(u64, u64)>,
+    /// The chunks decoded.
+    pub chunks: Range<usize>,
+    /// Events the recorder counted as lost (ring buffer full, malformed, out of order),
+    /// from the trace metadata.
+    pub lost_in_recording: u64,
+}
+
+/// A finished run: the engine (its node table names the records' frames) and the summary.
+pub struct Done<'a> {
+    /// The engine after [`Engine::finish`].
+    pub engine: Engine<'a>,
+    /// What the run did.
+    pub summary: Summary,
+}
+
+impl Done<'_> {
+    /// The interned nodes the sinks' records refer to.
+    pub fn nodes(&self) -> &NodeTable {
+        self.engine.nodes()
+    }
+}
+
+/// A trace opened for analysis.
+///
+/// ```no_run
+/// use chainrec_chain::{Analysis, DamagePolicy, Setup, TraceWarning, Unit, View};
+/// use std::sync::Arc;
+/// # fn demo() -> Result<(), chainrec_chain::ChainError> {
+/// let an = Analysis::open("trace.zst".as_ref(), DamagePolicy::Refuse, Arc::new(|w: TraceWarning<'_>| eprintln!("{w:?}")))?;
+/// let (done, folded) = an.fold(Setup::default(), View::Chains, |_| {})?;
+/// let lines = folded.lines(done.nodes(), an.tables(), an.meta(), Unit::Us);
+/// let s = &done.summary;
+/// eprintln!("{} waits, {} lines; lost: {} (markers), {} (recorder)",
+///     s.stats.waits, lines.len(), s.stats.lost_events, s.lost_in_recording);
+/// # Ok(()) }
+/// ```
+pub struct Analysis {
+    reader: TraceReader,
+    start_ns: u64,
+}
+
+impl Analysis {
+    /// Open `path` under `policy`. Warnings (an index recovered by scanning; with
+    /// [`DamagePolicy::Salvage`], the damaged chunk a run stops at) go to `warn`.
+    pub fn open(path: &Path, policy: DamagePolicy, warn: WarnFn) -> Result<Analysis, ChainError> {
+        let mut reader = TraceReader::open(path).map_err(|e| match e {
+            // An I/O error names its path already.
+            FormatError::Io { .. } => ChainError::Trace(e),
+            e => ChainError::Open {
+                path: path.to_path_buf(),
+                source: e,
+            },
+        })?;
+        if policy == DamagePolicy::Salvage {
+            let w = warn.clone();
+            reader.salvage_chunks(move |e| w(TraceWarning::SalvageStop(e)));
+        }
+        if let Some(r) = reader.recovery() {
+            if r.damaged && policy == DamagePolicy::Refuse {
+                return Err(ChainError::Damaged {
+                    path: path.to_path_buf(),
+                    reason: r.reason.clone(),
+                    readable_events: reader.event_count(),
+                });
+            }
+            warn(TraceWarning::Recovered(r));
+        }
+        Ok(Analysis::from_reader(reader))
+    }
+
+    /// Analyse an already opened trace (no damage policy: a damaged chunk is an error).
+    pub fn from_reader(reader: TraceReader) -> Analysis {
+        let start_ns = trace_start_ns(&reader);
+        Analysis { reader, start_ns }
+    }
+
+    /// The trace.
+    pub fn reader(&self) -> &TraceReader {
+        &self.reader
+    }
+
+    /// Recording metadata.
+    pub fn meta(&self) -> &RecordingMeta {
+        self.reader.meta()
+    }
+
+    /// Tables (tasks, stacks, symbols, irq sources).
+    pub fn tables(&self) -> &Tables {
+        self.reader.tables()
+    }
+
+    /// Where the trace starts (trace clock, ns): the recording's start time, or the first
+    /// event's when the metadata has none. Relative window times count from here.
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
+    /// Where the trace ends: the recording's end time, or the last event's when the
+    /// metadata has none (the start when there are no events).
+    pub fn end_ns(&self) -> u64 {
+        match self.meta().end_ns {
+            0 => self.reader.time_span().map_or(self.start_ns, |s| s.1),
+            e => e,
+        }
+    }
+
+    /// The chunks a run with `filter` decodes: with a window, from the first chunk (causes
+    /// come from before the window) to the last one that starts inside it.
+    pub fn chunk_range(&self, filter: &Filter) -> Range<usize> {
+        match filter.window {
+            Some((_, end)) => 0..self.reader.chunks_in_window(0, end).end,
+            None => 0..self.reader.chunks().len(),
+        }
+    }
+
+    fn engine(&self, setup: Setup) -> (Engine<'_>, Summary) {
+        let dedup = match setup.dedup {
+            Dedup::Auto => !setup.filter.has_thread_filter(),
+            Dedup::On => true,
+            Dedup::Off => false,
+        };
+        let summary = Summary {
+            stats: Stats::default(),
+            dedup,
+            window: setup.filter.window,
+            chunks: self.chunk_range(&setup.filter),
+            lost_in_recording: self.meta().lost.events(),
+        };
+        let cfg = Config {
+            mode: setup.mode,
+            max_depth: setup.max_depth,
+            dedup,
+            filter: setup.filter,
+            runqueue: setup.runqueue,
+        };
+        (Engine::new(self.tables(), self.meta(), cfg), summary)
+    }
+
+    /// Run the engine into `sink`, calling `on_chunk(events)` after each decoded chunk
+    /// (progress).
+    pub fn run(
+        &self,
+        setup: Setup,
+        sink: &mut impl WaitSink,
+        mut on_chunk: impl FnMut(usize),
+    ) -> Result<Done<'_>, ChainError> {
+        let parallel = setup.parallel;
+        let (mut engine, mut summary) = self.engine(setup);
+        self.reader
+            .for_each_chunk::<ChainError>(summary.chunks.clone(), parallel, |evs| {
+                engine.process(evs, sink);
+                on_chunk(evs.len());
+                Ok(())
+            })?;
+        summary.stats = engine.finish(sink);
+        Ok(Done { engine, summary })
+    }
+
+    /// Fold the run's records for `view` on two threads ([`fold_trace`]), calling
+    /// `on_chunk(events)` after each decoded chunk.
+    pub fn fold(
+        &self,
+        setup: Setup,
+        view: View,
+        on_chunk: impl FnMut(usize),
+    ) -> Result<(Done<'_>, FoldedSink), ChainError> {
+        let parallel = setup.parallel;
+        let (mut engine, mut summary) = self.engine(setup);
+        let (stats, folded) = fold_trace(
+            &self.reader,
+            summary.chunks.clone(),
+            parallel,
+            &mut engine,
+            view,
+            on_chunk,
+        )?;
+        summary.stats = stats;
+        Ok((Done { engine, summary }, folded))
+    }
+}
+
+/// The trace-start rule of [`Analysis::start_ns`], for a bare reader.
+pub fn trace_start_ns(reader: &TraceReader) -> u64 {
+    match reader.meta().start_ns {
+        0 => reader.time_span().map_or(0, |s| s.0),
+        s => s,
+    }
+}

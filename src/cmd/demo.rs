@@ -1,0 +1,95 @@
+//! `chainrec demo` (fronts chainrec-demo; needs the `record` feature).
+use anyhow::{bail, Result};
+use chainrec_report::top;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const DEMO_EXAMPLES: &str = "\
+Examples (root, or CAP_BPF + CAP_PERFMON):
+  chainrec demo                               3 s; writes chainrec-demo/{trace.zst,chain.folded,chain.svg}
+  chainrec demo -o /tmp/demo --duration 10 --period-us 500";
+
+/// Arguments of `chainrec demo`.
+#[derive(clap::Args)]
+#[command(after_help = DEMO_EXAMPLES)]
+pub struct DemoArgs {
+    /// Output directory (created).
+    #[arg(short, long, default_value = "chainrec-demo")]
+    pub output: PathBuf,
+    /// Seconds to run the workload.
+    #[arg(long, default_value_t = 3.0)]
+    pub duration: f64,
+    /// Workload timer period in microseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub period_us: u64,
+}
+
+/// `chainrec demo`: record the built-in workload, write trace, folded chain graph and SVG.
+pub fn run(a: DemoArgs) -> Result<()> {
+    if !(0.5..=600.0).contains(&a.duration) {
+        bail!("--duration must be between 0.5 and 600 seconds");
+    }
+    if a.period_us == 0 || a.period_us > 1_000_000 {
+        bail!("--period-us must be in 1..=1000000");
+    }
+    chainrec_demo::prepare_dir(&a.output)?;
+    let opts = chainrec_demo::DemoOptions {
+        dir: a.output.clone(),
+        duration: Duration::from_secs_f64(a.duration),
+        period: Duration::from_micros(a.period_us),
+        command_line: std::env::args().collect(),
+    };
+    say!(
+        "chainrec demo: recording the chain workload (cr-timer -> cr-relay -> cr-sink over pipes) for {:.1} s",
+        a.duration
+    );
+    let o = chainrec_demo::run(&opts)?;
+    say!(
+        "chainrec demo: recorded {} events ({} bytes); the workload passed {} messages",
+        o.events,
+        o.bytes,
+        o.messages
+    );
+    if o.lost_events > 0 {
+        say!(
+            "chainrec demo: warning: LOST EVENTS: {} (the chains may be incomplete)",
+            o.lost_events
+        );
+    }
+    let mut text = String::new();
+    match &o.top {
+        Some(best) => {
+            let one = top::TopReport {
+                entries: vec![top::TopEntry {
+                    rank: 1,
+                    ..best.clone()
+                }],
+                chains: 0,
+                ranked_waits: best.count,
+                preempted: 0,
+                without_waker: 0,
+            };
+            text.push_str("Top chain of cr-sink (the most total blocked time):\n");
+            let t = top::render_text(&one);
+            // Drop the summary line (it would describe only this entry).
+            text.push_str(t.rsplit_once("\n\n").map(|(a, _)| a).unwrap_or(&t));
+            text.push('\n');
+        }
+        None => {
+            text.push_str("No blocked wait of the workload threads had a waker in the trace.\n")
+        }
+    }
+    text.push_str(&format!(
+        "\nFiles:\n  {}  (the recording)\n  {}  (folded chain graph, {} lines)\n  {}  (open in a browser: click to zoom, Search or Ctrl-F)\n",
+        o.trace.display(),
+        o.folded.display(),
+        o.lines,
+        o.svg.display()
+    ));
+    text.push_str(&format!(
+        "Next: chainrec top {t}    chainrec chains {t} --svg all.svg    chainrec heatmap {t} -o heat.svg\n",
+        t = o.trace.display()
+    ));
+    super::write_stdout(&text)?;
+    Ok(())
+}

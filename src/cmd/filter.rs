@@ -1,0 +1,128 @@
+//! The root filters shared by `chains`, `offcpu`, `wakeup`, `offwake`, `top` and `export`
+//! (a module of their own, so that the command modules need not import each other).
+use anyhow::{bail, Context, Result};
+use chainrec_chain::{Analysis, Duration, Filter, Window};
+use chainrec_format::RecordingMeta;
+
+/// Help heading of the filters. Set on each argument: a struct-level `next_help_heading`
+/// would also apply to every argument declared after the flattened filters.
+const FILTERS: &str = "Filters (on the waiting thread)";
+
+/// Root filters, shared by `chains`, `offcpu`, `wakeup`, `offwake` (and `top`): flatten
+/// with `#[command(flatten)]` and convert with [`FilterArgs::to_filter`].
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct FilterArgs {
+    /// Only threads of these processes (tgid); repeat or comma-separate.
+    #[arg(help_heading = FILTERS, short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Only these threads; repeat or comma-separate.
+    #[arg(help_heading = FILTERS, short = 't', long = "tid", value_delimiter = ',', value_name = "TID")]
+    pub tid: Vec<u32>,
+    /// Only threads whose name (at switch-out) matches this regex.
+    #[arg(help_heading = FILTERS, long, value_name = "REGEX")]
+    pub comm: Option<String>,
+    /// Only waits whose switch-out state has a bit of MASK (2 = D, 1 = S; 0 = preempted
+    /// only), decimal or 0x hex.
+    #[arg(help_heading = FILTERS, long, value_name = "MASK", value_parser = parse_mask)]
+    pub state: Option<u32>,
+    /// Minimum block time in microseconds (off-CPU time for `offcpu`).
+    #[arg(help_heading = FILTERS, short = 'm', long = "min-block-time", value_name = "US")]
+    pub min_block_us: Option<u64>,
+    /// Maximum block time in microseconds (off-CPU time for `offcpu`).
+    #[arg(help_heading = FILTERS, short = 'M', long = "max-block-time", value_name = "US")]
+    pub max_block_us: Option<u64>,
+    /// User threads only.
+    #[arg(
+        help_heading = FILTERS,
+        short = 'u',
+        long = "user-threads-only",
+        conflicts_with = "kernel_threads_only"
+    )]
+    pub user_threads_only: bool,
+    /// Kernel threads only.
+    #[arg(help_heading = FILTERS, short = 'k', long = "kernel-threads-only")]
+    pub kernel_threads_only: bool,
+    /// Only waits ending inside START..END: seconds from trace start (`2..3.5`), wall
+    /// clock `@EPOCH_SECONDS`, or UTC time of day `HH:MM:SS[.f]`; either end may be empty.
+    #[arg(help_heading = FILTERS, long, value_name = "START..END")]
+    pub window: Option<String>,
+}
+
+/// `0.000..2.345 s from the trace start (wall clock @A..@B)`, for error messages.
+fn describe_span(meta: &RecordingMeta, trace_start_ns: u64, first: u64, last: u64) -> String {
+    let rel = |t: u64| (t as f64 - trace_start_ns as f64) / 1e9;
+    let mut s = format!("{:.3}..{:.3} s from the trace start", rel(first), rel(last));
+    if meta.clock_offset_ns != 0 {
+        let wall = |t: u64| (t as i128).saturating_add(meta.clock_offset_ns) as f64 / 1e9;
+        s += &format!(" (wall clock @{:.3}..@{:.3})", wall(first), wall(last));
+    }
+    s
+}
+
+fn parse_mask(s: &str) -> Result<u32, String> {
+    let r = match s.strip_prefix("0x") {
+        Some(h) => u32::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("{s:?} is not a state mask (decimal or 0x hex)"))
+}
+
+impl FilterArgs {
+    /// Build the library filter for the trace of `an`: relative window times count from
+    /// its start, and a window that selects none of its events is an error. `duration`
+    /// says what -m/-M and the window measure.
+    pub fn to_filter(&self, an: &Analysis, duration: Duration) -> Result<Filter> {
+        let (meta, trace_start_ns) = (an.meta(), an.start_ns());
+        let span = an.reader().time_span();
+        let comm = match &self.comm {
+            Some(c) => Some(chainrec_chain::regex::Regex::new(c).map_err(|e| {
+                let msg = e.to_string();
+                let last = msg
+                    .lines()
+                    .rfind(|l| !l.trim().is_empty())
+                    .unwrap_or("invalid")
+                    .trim()
+                    .to_string();
+                anyhow::anyhow!("bad --comm regex {c:?}: {last}")
+            })?),
+            None => None,
+        };
+        let window = match &self.window {
+            Some(w) => {
+                let (s, e) = Window::parse(w)?
+                    .resolve(meta, trace_start_ns)
+                    .with_context(|| format!("--window {w:?}"))?;
+                if s > e {
+                    bail!("--window {w:?}: start is after end");
+                }
+                if let Some((first, last)) = span {
+                    if e < first || s > last {
+                        bail!(
+                            "--window {w:?} is outside the trace, which spans {}",
+                            describe_span(meta, trace_start_ns, first, last)
+                        );
+                    }
+                }
+                Some((s, e))
+            }
+            None => None,
+        };
+        if let (Some(a), Some(b)) = (self.min_block_us, self.max_block_us) {
+            if a > b {
+                bail!("-m {a} is larger than -M {b}");
+            }
+        }
+        Ok(Filter {
+            pids: self.pid.clone(),
+            tids: self.tid.clone(),
+            comm,
+            state_mask: self.state,
+            min_ns: self.min_block_us.map(|u| u.saturating_mul(1000)),
+            max_ns: self.max_block_us.map(|u| u.saturating_mul(1000)),
+            user_only: self.user_threads_only,
+            kernel_only: self.kernel_threads_only,
+            window,
+            duration,
+        })
+    }
+}
