@@ -3,6 +3,7 @@ pub mod chains;
 pub mod info;
 pub mod record;
 pub mod report;
+pub mod script;
 pub mod synth;
 
 use anyhow::{bail, Result};

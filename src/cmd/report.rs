@@ -198,7 +198,7 @@ fn trace_start(reader: &TraceReader) -> u64 {
     }
 }
 
-fn warn_lost(what: &str, meta: &RecordingMeta) {
+pub(crate) fn warn_lost(what: &str, meta: &RecordingMeta) {
     let l = &meta.lost;
     if l.ringbuf_full + l.malformed + l.out_of_order > 0 {
         say!(

@@ -22,6 +22,7 @@
 //! * [`Filter`] selects root waits (pid, tid, comm, state, duration, window, ...).
 
 mod engine;
+mod explain;
 mod filter;
 mod folded;
 mod fx;
@@ -33,8 +34,9 @@ mod render;
 mod trie;
 
 pub use engine::{Config, Engine, Mode, Stats, DEFAULT_MAX_DEPTH};
+pub use explain::Inconsistency;
 pub use filter::{Duration, Filter, Window, WindowBound};
-pub use folded::{ChainGraph, FoldedSink, Unit, View};
+pub use folded::{stack_frames, ChainGraph, FoldedSink, Unit, View};
 pub use nodes::{Node, NodeId, NodeKind, NodeTable};
 pub use paths::{PathBatch, PathReducer};
 pub use pipeline::fold_trace;

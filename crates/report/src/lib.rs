@@ -5,15 +5,18 @@
 //! * [`perfetto`]: native Perfetto trace export (ftrace sched events, clock snapshot).
 //! * [`pprof`]: chain graph as a gzipped pprof profile.
 //! * [`top`]: the longest individual waits, as a table or JSON.
+//! * [`script`]: every event, as text or NDJSON; [`waits`]: every wait with its chain.
 
 pub mod demo;
 pub mod heatmap;
 pub mod perfetto;
 pub mod pprof;
 pub mod progress;
+pub mod script;
 pub mod source;
 pub mod svg;
 pub mod top;
+pub mod waits;
 
 use std::path::PathBuf;
 

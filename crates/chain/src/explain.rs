@@ -1,0 +1,114 @@
+//! What each anomaly counter of [`Stats`] means, in words a user can act on: the stderr
+//! summary of every analysis command prints [`Stats::anomaly_notes`]. `docs/ENGINE.md`
+//! ("Anomaly counters") lists the same with their causes.
+
+use crate::engine::Stats;
+use chainrec_format::Tid;
+
+/// How many inconsistent sequences [`Stats::inconsistent_examples`] keeps.
+pub const EXAMPLES: usize = 4;
+
+/// One inconsistent switch sequence (the first few are kept, to look at with
+/// `chainrec script TRACE -t TID --window ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inconsistency {
+    /// Time of the offending switch.
+    pub ts: u64,
+    /// The thread.
+    pub tid: Tid,
+    /// True: switched in while believed running; false: switched out while believed
+    /// off-CPU.
+    pub switch_in: bool,
+}
+
+impl Stats {
+    /// Count an inconsistent switch sequence of `tid` at `ts` (`dropped_ns`: off-CPU time
+    /// of the open wait it dropped).
+    pub(crate) fn note_inconsistent(
+        &mut self,
+        ts: u64,
+        tid: Tid,
+        switch_in: bool,
+        dropped_ns: u64,
+    ) {
+        self.inconsistent += 1;
+        if switch_in {
+            self.inconsistent_in += 1;
+        } else {
+            self.inconsistent_out += 1;
+            self.inconsistent_dropped_ns += dropped_ns;
+        }
+        if self.inconsistent_examples.len() < EXAMPLES {
+            self.inconsistent_examples
+                .push(Inconsistency { ts, tid, switch_in });
+        }
+    }
+
+    /// One line per non-zero anomaly counter: the count, what it means, and what was done
+    /// with the time. `trace_start_ns` turns example timestamps into seconds from the
+    /// trace start (as `chainrec script` prints them).
+    pub fn anomaly_notes(&self, trace_start_ns: u64) -> Vec<String> {
+        let mut v = Vec::new();
+        let secs = |ns: u64| format!("{:.3} s", ns as f64 / 1e9);
+        if self.waits_before_trace > 0 {
+            v.push(format!(
+                "waits begun before the trace: {} (a thread first seen woken or switched in; its wait's start is unknown: not shown as a root, {} of its in-trace off-CPU time not shown; its waking still serves as a cause)",
+                self.waits_before_trace,
+                secs(self.waits_before_trace_ns)
+            ));
+        }
+        if self.waits_without_waker > 0 {
+            v.push(format!(
+                "waits without a waking: {} (a blocked thread switched in with no sched_waking seen for it; shown as [waker unknown] with their whole off-CPU time)",
+                self.waits_without_waker
+            ));
+        }
+        if self.waits_open_at_end > 0 {
+            v.push(format!(
+                "waits open at the end: {} (switched out, not yet switched in when the trace ended; shown up to the waking when one was seen, else not shown)",
+                self.waits_open_at_end
+            ));
+        }
+        if self.wakings_ignored > 0 {
+            v.push(format!(
+                "wakings ignored: {} (the target was running, runnable or already woken, as when a wakeup races a thread about to sleep; no wait ended there, no time affected)",
+                self.wakings_ignored
+            ));
+        }
+        if self.wakings_of_idle > 0 {
+            v.push(format!(
+                "wakings of the idle task ignored: {} (no time affected)",
+                self.wakings_of_idle
+            ));
+        }
+        if self.inconsistent > 0 {
+            let ex: Vec<String> = self
+                .inconsistent_examples
+                .iter()
+                .map(|e| {
+                    format!(
+                        "tid {} {} at {:.6} s",
+                        e.tid,
+                        if e.switch_in { "in" } else { "out" },
+                        e.ts.saturating_sub(trace_start_ns) as f64 / 1e9
+                    )
+                })
+                .collect();
+            v.push(format!(
+                "inconsistent switch sequences: {} ({} switch-ins of a thread believed running: nothing dropped; {} switch-outs of a thread already off-CPU: its open wait was dropped, {} of off-CPU time not shown; first: {}; `chainrec script TRACE -t TID` shows the events)",
+                self.inconsistent,
+                self.inconsistent_in,
+                self.inconsistent_out,
+                secs(self.inconsistent_dropped_ns),
+                ex.join(", ")
+            ));
+        }
+        if self.stacks_unmatched > 0 {
+            v.push(format!(
+                "off-CPU stacks unmatched: {} (lazily captured stacks of a thread with no wait to attach them to, e.g. one begun before the trace; stacks discarded, no time affected)",
+                self.stacks_unmatched
+            ));
+        }
+        v
+    }
+}
