@@ -92,9 +92,15 @@ pub struct Stats {
     pub inconsistent_out: u64,
     /// ... of which switch-ins of a thread believed running (no wait to close).
     pub inconsistent_in: u64,
-    /// Off-CPU time of the waits dropped by inconsistent switch-outs (switch-out of the
-    /// dropped wait to the second switch-out), not shown anywhere.
+    /// Time covered by the waits dropped by inconsistent switch-outs (switch-out of the
+    /// dropped wait to the second switch-out; on-CPU after an untraced switch-in in part),
+    /// not shown anywhere.
     pub inconsistent_dropped_ns: u64,
+    /// Switches whose prev is not the task the previous switch on that CPU switched in:
+    /// a switch on that CPU was not traced (lost events, or the kernel's; docs/ENGINE.md).
+    pub untraced_switches: u64,
+    /// The first few untraced switches: (time, CPU, task expected, task found).
+    pub untraced_examples: Vec<(u64, u32, Tid, Tid)>,
     /// The first few inconsistent sequences, to look at with `chainrec script`.
     pub inconsistent_examples: Vec<crate::explain::Inconsistency>,
     /// In-trace part (trace start to switch-in) of the waits that began before the
@@ -280,6 +286,8 @@ pub struct Engine<'t> {
     pending: usize,
     /// The filter keeps every wait (no per-wait check needed).
     filter_all: bool,
+    /// Which task each CPU runs, to count untraced switches.
+    cpus: crate::explain::CpuCheck,
     stats: Stats,
 }
 
@@ -314,6 +322,7 @@ impl<'t> Engine<'t> {
             work: Vec::new(),
             pending: 0,
             filter_all,
+            cpus: crate::explain::CpuCheck::default(),
             stats: Stats::default(),
         }
     }
@@ -348,7 +357,10 @@ impl<'t> Engine<'t> {
         for ev in events {
             self.stats.events += 1;
             match ev {
-                Event::Switch(s) => self.on_switch(s, sink),
+                Event::Switch(s) => {
+                    self.cpus.check(s, &mut self.stats);
+                    self.on_switch(s, sink)
+                }
                 Event::Waking(w) => self.on_waking(w),
                 Event::WakeupNew(n) => {
                     let t = self.task(n.child_tid);

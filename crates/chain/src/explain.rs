@@ -3,7 +3,7 @@
 //! ("Anomaly counters") lists the same with their causes.
 
 use crate::engine::Stats;
-use chainrec_format::Tid;
+use chainrec_format::{Switch, Tid};
 
 /// How many inconsistent sequences [`Stats::inconsistent_examples`] keeps.
 pub const EXAMPLES: usize = 4;
@@ -19,6 +19,37 @@ pub struct Inconsistency {
     /// True: switched in while believed running; false: switched out while believed
     /// off-CPU.
     pub switch_in: bool,
+}
+
+/// The task each CPU runs according to the last switch seen on it, to notice switches
+/// that were not traced: a switch whose prev is another task.
+#[derive(Debug, Default)]
+pub(crate) struct CpuCheck {
+    /// next_tid of the last switch per CPU (`Tid::MAX`: none seen yet).
+    next: Vec<Tid>,
+}
+
+impl CpuCheck {
+    /// Count `s` in `st` if it shows that a switch on its CPU was not traced.
+    #[inline]
+    pub(crate) fn check(&mut self, s: &Switch, st: &mut Stats) {
+        // A trace is untrusted input: CPUs beyond any real machine's are not tracked.
+        if s.cpu >= 1 << 16 {
+            return;
+        }
+        let c = s.cpu as usize;
+        if self.next.len() <= c {
+            self.next.resize(c + 1, Tid::MAX);
+        }
+        let expected = std::mem::replace(&mut self.next[c], s.next_tid);
+        if expected != Tid::MAX && expected != s.prev_tid {
+            st.untraced_switches += 1;
+            if st.untraced_examples.len() < EXAMPLES {
+                st.untraced_examples
+                    .push((s.ts, s.cpu, expected, s.prev_tid));
+            }
+        }
+    }
 }
 
 impl Stats {
@@ -95,11 +126,28 @@ impl Stats {
                 })
                 .collect();
             v.push(format!(
-                "inconsistent switch sequences: {} ({} switch-ins of a thread believed running: nothing dropped; {} switch-outs of a thread already off-CPU: its open wait was dropped, {} of off-CPU time not shown; first: {}; `chainrec script TRACE -t TID` shows the events)",
+                "inconsistent switch sequences: {} ({} switch-ins of a thread believed running: nothing dropped; {} switch-outs of a thread believed off-CPU: its open wait was dropped, {} from those waits' switch-outs to these, partly on-CPU after an untraced switch-in, not shown; first: {}; `chainrec script TRACE -t TID` shows the events)",
                 self.inconsistent,
                 self.inconsistent_in,
                 self.inconsistent_out,
                 secs(self.inconsistent_dropped_ns),
+                ex.join(", ")
+            ));
+        }
+        if self.untraced_switches > 0 {
+            let ex: Vec<String> = self
+                .untraced_examples
+                .iter()
+                .map(|&(ts, cpu, expected, found)| {
+                    format!(
+                        "CPU {cpu} at {:.6} s: switch-out of tid {expected} and switch-in of tid {found} not traced",
+                        ts.saturating_sub(trace_start_ns) as f64 / 1e9
+                    )
+                })
+                .collect();
+            v.push(format!(
+                "untraced context switches: {} (a switch on a CPU whose prev is not the task the previous switch there put on it: the switch in between has no sched_switch event, because events were lost or because the kernel did not trace it; each causes at most one inconsistent switch-in and one inconsistent switch-out; first: {})",
+                self.untraced_switches,
                 ex.join(", ")
             ));
         }
