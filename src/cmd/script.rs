@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 const SCRIPT_EXAMPLES: &str = "\
 Examples:
-  chainrec synth pipe-relay -o relay.zst
+  chainrec synth --scenario pipe-relay --events 1000 -o relay.zst
   chainrec script relay.zst | head                   every event, like perf script
   chainrec script relay.zst --comm '^cr-sink$' -F    events of cr-sink (either side), with frames
   chainrec script relay.zst -t 102 --window 0.5..0.6 --ns
@@ -72,7 +72,7 @@ pub struct ScriptArgs {
 
 const WAITS_EXAMPLES: &str = "\
 Examples:
-  chainrec synth pipe-relay -o relay.zst
+  chainrec synth --scenario pipe-relay --events 1000 -o relay.zst
   chainrec waits relay.zst | head                  each wait: times, stacks, one line per level
   chainrec waits relay.zst --json | jq -c '{tid, blocked_ns, hops: [.hops[].node]}'
   chainrec waits relay.zst --comm '^cr-sink$' -m 5000 -F
