@@ -254,6 +254,9 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     };
     super::write_stdout(&out)?;
     warn_lost("top", meta);
+    for note in stats.anomaly_notes(start) {
+        say!("chainrec: top: note: {note}");
+    }
     if stats.lost_events > 0 {
         say!(
             "chainrec: top: warning: {} events lost in the trace; {} waits overlap a loss",

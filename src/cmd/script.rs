@@ -82,7 +82,7 @@ Text layout (times in seconds from the trace start, as `chainrec script` prints 
   COMM tid/tgid STATE off-CPU T blocked T run queue T [flags]
       out SWITCH-OUT  woken WAKING  in SWITCH-IN  k=KSTACK u=USTACK
    1 <- NS  WAKER tid/tgid CONTEXT at WAKING  k=.. u=..       the waker (level 1)
-   2 <- NS  [hardirq: timer] (on TID) hardirq at ..          ... down to metal
+   2 <- NS  [hardirq: timer] (on tid TID) hardirq at ..      ... down to metal
 Records come in the engine's decision order (a wait is final at its thread's next
 switch-out), not sorted by time. The NDJSON fields are listed in docs/REPORTS.md.";
 

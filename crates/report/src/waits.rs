@@ -260,7 +260,7 @@ pub fn render_text(w: &WaitJson, start_ns: u64) -> String {
     push_frames(&mut s, "        ", &w.node);
     for h in &w.hops {
         let who = if h.metal {
-            format!("{} (on {})", h.node.node, h.waker_tid)
+            format!("{} (on tid {})", h.node.node, h.waker_tid)
         } else {
             format!("{} {}/{}", h.waker_comm, h.waker_tid, h.waker_tgid)
         };
