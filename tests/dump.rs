@@ -311,6 +311,7 @@ fn waits_json_round_trips_every_record_field_and_checks_against_script() {
                 "offcpu_ns",
                 "attributed_ns",
                 "hops",
+                "runq",
                 "truncated",
                 "cycle",
                 "lost",
@@ -319,6 +320,19 @@ fn waits_json_round_trips_every_record_field_and_checks_against_script() {
             ]);
             want.extend(NODE_KEYS);
             assert_eq!(keys(row), want, "{name}: {row}");
+            let runq = row["runq"].as_array().unwrap();
+            assert_eq!(runq.len(), w.runq.len(), "{name}: {row}");
+            for (pv, p) in runq.iter().zip(&w.runq) {
+                assert_eq!(pv["level"], p.level);
+                assert_eq!(pv["holder_id"], p.holder);
+                assert_eq!(pv["holder"], nodes.get(p.holder).name().as_ref());
+                assert_eq!(pv["ns"], p.ns);
+                assert_eq!(keys(pv), set(&["level", "holder", "holder_id", "ns"]));
+            }
+            // Level 0's run-queue parts are the whole runnable part after the waking.
+            if !w.runq.is_empty() && !w.preempted() {
+                assert_eq!(Some(w.runq_ns_of(0)), w.runq_ns(), "{name}: {row}");
+            }
             let hops = row["hops"].as_array().unwrap();
             assert_eq!(hops.len(), w.hops.len());
             for (i, (hv, h)) in hops.iter().zip(&w.hops).enumerate() {

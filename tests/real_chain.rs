@@ -8,7 +8,7 @@
 //! Needs root (or CAP_BPF + CAP_PERFMON). Without it the test prints a loud SKIP and
 //! passes, unless `CHAINREC_REQUIRE_BPF=1`, in which case it fails.
 
-use chainrec_chain::{Config, Engine, Filter, NodeKind, NodeTable, WaitRecord};
+use chainrec_chain::{Config, Engine, Filter, NodeTable, WaitRecord};
 use chainrec_format::TraceReader;
 mod common;
 use common::{skip_bpf, tmpdir};
@@ -77,11 +77,7 @@ fn sink_chain_down_to_timer_irq() {
         let shape = w
             .hops
             .iter()
-            .map(|h| match &nodes.get(h.node).kind {
-                NodeKind::Task { comm, .. } => comm.to_string(),
-                NodeKind::Metal { label, .. } => label.clone(),
-                NodeKind::Marker(m) => m.to_string(),
-            })
+            .map(|h| nodes.get(h.node).name().into_owned())
             .collect();
         *by_shape.entry(shape).or_insert(0) += b;
     };

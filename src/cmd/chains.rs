@@ -192,6 +192,7 @@ Line layout (flamegraph.pl --color=chain / bcc compatible):
   comm;user frames;-;kernel frames            the waiting thread (root->leaf)
   --;kernel frames;-;user frames;waker comm   each waker level (leaf->root)
   --;kernel frames;[hardirq: timer]           down to metal
+  --;[run queue];holder comm                  runnable, behind the task holding the CPU
 Markers: [truncated] [cycle] [lost events] [waker unknown] [missing stack]
          [no stack: wait < 100us] [no user stack: preempted]";
 
@@ -213,6 +214,11 @@ pub struct ChainsArgs {
     /// or `last` (every level gets the whole wait, like Gregg's prototype).
     #[arg(long, default_value = "bounded", value_parser = ["bounded", "last"])]
     pub mode: String,
+    /// Leave run-queue time out: show only blocked time (no `[run queue]` levels, no
+    /// preemptions), the graph before run-queue attribution. By default a wait's runnable
+    /// part and each waker's runnable part are levels naming the tasks that held the CPU.
+    #[arg(long)]
+    pub no_runqueue: bool,
 }
 
 /// `chainrec chains`.
@@ -232,6 +238,7 @@ pub fn run_chains(a: ChainsArgs) -> Result<()> {
         mode,
         a.max_depth,
         !a.no_dedup,
+        !a.no_runqueue,
     )
 }
 
@@ -243,7 +250,7 @@ pub fn run_view(v: View, a: ViewArgs) -> Result<()> {
         View::OffWake => (ChainView::OffWake, "offwake"),
     };
     // Single-level views need only the first hop.
-    analyse(&a, view, name, Mode::Bounded, 1, false)
+    analyse(&a, view, name, Mode::Bounded, 1, false, false)
 }
 
 fn analyse(
@@ -253,6 +260,7 @@ fn analyse(
     mode: Mode,
     max_depth: usize,
     dedup: bool,
+    runqueue: bool,
 ) -> Result<()> {
     let unit = Unit::parse(&a.unit)?;
     let t0 = std::time::Instant::now();
@@ -283,6 +291,7 @@ fn analyse(
         max_depth,
         dedup,
         filter,
+        runqueue,
     };
     let mut engine = Engine::new(tables, meta, cfg);
     let (stats, folded) =
@@ -429,10 +438,28 @@ fn summary(
     for note in st.anomaly_notes(meta.start_ns) {
         say!("chainrec: {name}: note: {note}");
     }
+    if st.runq_root_ns + st.runq_inner_ns > 0 {
+        say!(
+            "chainrec: {name}: run queue: {} runnable after a waking or a preemption, {} of wakers runnable inside chains: shown as [run queue] levels behind the tasks that held the CPU (--no-runqueue leaves them out){}{}",
+            human_ns(st.runq_root_ns),
+            human_ns(st.runq_inner_ns),
+            if st.runq_unknown_ns > 0 { format!("; {} behind [unknown] (the CPU's switch history did not reach back)", human_ns(st.runq_unknown_ns)) } else { String::new() },
+            if st.runq_unsplit_ns > 0 { format!("; {} of inner levels not checked for run-queue time (older than the waker's last 1024 runnable periods; left with the waker)", human_ns(st.runq_unsplit_ns)) } else { String::new() },
+        );
+    }
     if small_lines > 0 {
         say!(
             "chainrec: {name}: note: {small_lines} lines below 1 {} ({small_ns} ns in total) left out; use --unit ns",
             unit.name()
         );
+    }
+}
+
+/// A duration for the summary: seconds, milliseconds or microseconds.
+fn human_ns(ns: u64) -> String {
+    match ns {
+        0..=999_999 => format!("{:.1} us", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.1} ms", ns as f64 / 1e6),
+        _ => format!("{:.3} s", ns as f64 / 1e9),
     }
 }

@@ -233,6 +233,7 @@ pub fn run_top(a: TopArgs) -> Result<()> {
         max_depth: a.max_depth,
         dedup: false,
         filter,
+        runqueue: true,
     };
     let mut engine = Engine::new(tables, meta, cfg);
     let mut sink = TopSink::default();
@@ -391,6 +392,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             max_depth: chainrec_chain::DEFAULT_MAX_DEPTH,
             dedup,
             filter,
+            runqueue: true,
         };
         let mut engine = Engine::new(reader.tables(), meta, cfg);
         let mut progress = Progress::new(reader.event_count(), "pprof", a.quiet);

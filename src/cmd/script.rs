@@ -81,6 +81,7 @@ Examples:
 Text layout (times in seconds from the trace start, as `chainrec script` prints them):
   COMM tid/tgid STATE off-CPU T blocked T run queue T [flags]
       out SWITCH-OUT  woken WAKING  in SWITCH-IN  k=KSTACK u=USTACK
+        [run queue] HOLDER T, ...                             its own runnable part
    1 <- NS  WAKER tid/tgid CONTEXT at WAKING  k=.. u=..       the waker (level 1)
    2 <- NS  [hardirq: timer] (on tid TID) hardirq at ..      ... down to metal
 Records come in the engine's decision order (a wait is final at its thread's next
@@ -110,6 +111,9 @@ pub struct WaitsArgs {
     /// as for `chains`).
     #[arg(long)]
     pub no_dedup: bool,
+    /// Leave run-queue time out of the records (`runq` empty), as `chains --no-runqueue`.
+    #[arg(long)]
+    pub no_runqueue: bool,
     /// Also print the waits dedup hides (shown inside another chain), with `"root": false`.
     #[arg(long)]
     pub hidden: bool,
@@ -214,6 +218,7 @@ pub fn run_waits(a: WaitsArgs) -> Result<()> {
         max_depth: a.max_depth,
         dedup,
         filter,
+        runqueue: !a.no_runqueue,
     };
     let mut engine = Engine::new(tables, meta, cfg);
     let mut sink = WaitsOut {

@@ -2,12 +2,13 @@
 
 use crate::filter::Filter;
 use crate::fx::FxHashMap;
-use crate::nodes::{IdentId, NodeTable};
-use crate::record::{HopRecord, WaitRecord, WaitSink};
+use crate::nodes::{IdentId, NodeTable, HOLDER_IDLE, HOLDER_UNKNOWN};
+use crate::record::{HopRecord, RunqPart, WaitRecord, WaitSink};
 use chainrec_format::{
     Comm, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables, Tid, WakeContext, Waking,
     STATE_INTERRUPTIBLE, STATE_RUNNABLE,
 };
+use std::collections::VecDeque;
 use std::fmt;
 
 /// Default `--max-depth` (hops per chain, metal included).
@@ -35,6 +36,10 @@ pub struct Config {
     pub dedup: bool,
     /// Root filter: only matching waits reach the sink, and only their chains count for dedup.
     pub filter: Filter,
+    /// Run-queue attribution (time-bounded mode only; CHAINS.md "Run-queue time"): each
+    /// record's runnable part, and the part of each level during which its waker was
+    /// runnable, are split by the tasks that held the CPU ([`WaitRecord::runq`]).
+    pub runqueue: bool,
 }
 
 impl Default for Config {
@@ -44,6 +49,7 @@ impl Default for Config {
             max_depth: DEFAULT_MAX_DEPTH,
             dedup: true,
             filter: Filter::default(),
+            runqueue: true,
         }
     }
 }
@@ -120,6 +126,19 @@ pub struct Stats {
     pub peak_tasks: u64,
     /// Most waits parked at once waiting for the dedup decision.
     pub peak_pending_waits: u64,
+    /// Run-queue nanoseconds of emitted waits' own runnable parts (level 0).
+    pub runq_root_ns: u64,
+    /// Run-queue nanoseconds inside emitted chains: time their wakers were runnable.
+    pub runq_inner_ns: u64,
+    /// Run-queue nanoseconds (of emitted waits' own runnable parts) whose CPU holder is
+    /// unknown: the CPU's switch history did not reach back that far (shown as
+    /// `[run queue];[unknown]`).
+    pub runq_unknown_ns: u64,
+    /// Nanoseconds of inner levels that could not be split into the waker running and
+    /// runnable, because the waker's run-queue history (its last 1024 runnable periods) no
+    /// longer reached back that far; they stay with the waker, as without run-queue
+    /// attribution.
+    pub runq_unsplit_ns: u64,
 }
 
 impl fmt::Display for Stats {
@@ -142,6 +161,48 @@ impl fmt::Display for Stats {
             self.wakings_ignored,
             self.inconsistent
         )
+    }
+}
+
+/// Switches kept per CPU for run-queue attribution (16 B each).
+const CPU_HISTORY: usize = 1 << 16;
+/// Runnable periods kept per thread for splitting inner levels (24 B each; a thread that
+/// switches rarely keeps few).
+const TASK_RQ_HISTORY: usize = 1024;
+/// CPUs beyond this number get no run-queue history (a trace is untrusted input).
+const MAX_CPUS: u32 = 1 << 13;
+
+/// One runnable period of a thread behind one CPU holder.
+#[derive(Clone, Copy, Debug)]
+struct RqSeg {
+    start: u64,
+    end: u64,
+    /// [`IdentId`], [`HOLDER_IDLE`] or [`HOLDER_UNKNOWN`].
+    holder: u32,
+}
+
+/// A thread's recent runnable periods (run-queue attribution of inner levels).
+#[derive(Clone, Debug, Default)]
+struct TaskRq {
+    segs: VecDeque<RqSeg>,
+    /// Periods ending before this were dropped: earlier time cannot be split.
+    floor: u64,
+}
+
+impl TaskRq {
+    fn push(&mut self, seg: RqSeg) {
+        if let Some(last) = self.segs.back_mut() {
+            if last.holder == seg.holder && last.end == seg.start {
+                last.end = seg.end;
+                return;
+            }
+        }
+        if self.segs.len() == TASK_RQ_HISTORY {
+            if let Some(old) = self.segs.pop_front() {
+                self.floor = old.end;
+            }
+        }
+        self.segs.push_back(seg);
     }
 }
 
@@ -287,7 +348,15 @@ pub struct Engine<'t> {
     /// The filter keeps every wait (no per-wait check needed).
     filter_all: bool,
     /// Which task each CPU runs, to count untraced switches.
-    cpus: crate::explain::CpuCheck,
+    cpu_check: crate::explain::CpuCheck,
+    /// Run-queue attribution in effect (on in the config, time-bounded mode).
+    runqueue: bool,
+    /// Per CPU: recent switch-ins (time, holder code), oldest first.
+    cpus: Vec<VecDeque<(u64, u32)>>,
+    /// Per task slot (parallel to `tasks`): recent runnable periods.
+    task_rq: Vec<TaskRq>,
+    /// Scratch: pieces of one runnable period, newest first.
+    rq_pieces: Vec<RqSeg>,
     stats: Stats,
 }
 
@@ -297,6 +366,7 @@ impl<'t> Engine<'t> {
     pub fn new(tables: &'t Tables, meta: &RecordingMeta, mut cfg: Config) -> Self {
         cfg.max_depth = cfg.max_depth.clamp(1, 250);
         let filter_all = cfg.filter.is_empty();
+        let runqueue = cfg.runqueue && cfg.mode == Mode::Bounded;
         Engine {
             tables,
             cfg,
@@ -322,7 +392,11 @@ impl<'t> Engine<'t> {
             work: Vec::new(),
             pending: 0,
             filter_all,
-            cpus: crate::explain::CpuCheck::default(),
+            cpu_check: crate::explain::CpuCheck::default(),
+            runqueue,
+            cpus: Vec::new(),
+            task_rq: Vec::new(),
+            rq_pieces: Vec::new(),
             stats: Stats::default(),
         }
     }
@@ -358,7 +432,7 @@ impl<'t> Engine<'t> {
             self.stats.events += 1;
             match ev {
                 Event::Switch(s) => {
-                    self.cpus.check(s, &mut self.stats);
+                    self.cpu_check.check(s, &mut self.stats);
                     self.on_switch(s, sink)
                 }
                 Event::Waking(w) => self.on_waking(w),
@@ -491,6 +565,7 @@ impl<'t> Engine<'t> {
             i as usize
         } else {
             self.tasks.push(task);
+            self.task_rq.push(TaskRq::default());
             self.tasks.len() - 1
         };
         if (tid as usize) < DIRECT_TIDS {
@@ -535,6 +610,7 @@ impl<'t> Engine<'t> {
         o.kstack = k;
         o.ustack = u;
         o.hops.clear();
+        o.runq.clear();
         o.truncated = false;
         o.cycle = false;
         o.lost = false;
@@ -580,8 +656,29 @@ impl<'t> Engine<'t> {
                 );
             }
         }
-        if s.next_tid != 0 {
+        if s.next_tid == 0 {
+            if self.runqueue {
+                self.push_cpu(s.cpu, s.ts, HOLDER_IDLE);
+            }
+        } else {
             let t = self.task(s.next_tid);
+            if self.runqueue {
+                let task = &self.tasks[t];
+                if task.status == Status::Off && !task.open_pretrace {
+                    // Runnable from the waking (or the whole of a preemption / a new task's
+                    // first wait for a CPU) to now.
+                    let r0 = if task.open.state == STATE_RUNNABLE {
+                        Some(task.open.switch_out_ns)
+                    } else {
+                        task.open.wake_ns
+                    };
+                    if let Some(r0) = r0 {
+                        self.split_runnable(t, s.cpu, r0, s.ts);
+                    }
+                }
+                let holder = self.tasks[t].ident;
+                self.push_cpu(s.cpu, s.ts, holder);
+            }
             let task = &mut self.tasks[t];
             match task.status {
                 Status::Off => {
@@ -623,6 +720,9 @@ impl<'t> Engine<'t> {
             self.task_ix.remove(&tid);
         }
         self.live_tasks -= 1;
+        let rq = &mut self.task_rq[t];
+        rq.segs.clear();
+        rq.floor = 0;
         let task = &mut self.tasks[t];
         task.last_cause = NO_HOP;
         task.open_hop = NO_HOP;
@@ -630,6 +730,62 @@ impl<'t> Engine<'t> {
         task.held_valid = false;
         task.status = Status::Unknown;
         self.free_tasks.push(t as u32);
+    }
+
+    /// Record that `holder` went on `cpu` at `ts` (run-queue attribution).
+    fn push_cpu(&mut self, cpu: u32, ts: u64, holder: u32) {
+        if cpu >= MAX_CPUS {
+            return;
+        }
+        if self.cpus.len() <= cpu as usize {
+            self.cpus.resize_with(cpu as usize + 1, VecDeque::new);
+        }
+        let q = &mut self.cpus[cpu as usize];
+        if q.len() == CPU_HISTORY {
+            q.pop_front();
+        }
+        q.push_back((ts, holder));
+    }
+
+    /// Task `t` was runnable over `[r0, end)` and is switched in on `cpu` at `end`: split
+    /// that time by who held `cpu` (before this switch-in is pushed to its history), add
+    /// the pieces to the task's run-queue history and to its open record (level 0).
+    fn split_runnable(&mut self, t: usize, cpu: u32, r0: u64, end: u64) {
+        let pieces = &mut self.rq_pieces;
+        pieces.clear();
+        let mut hi = end;
+        if let Some(q) = self.cpus.get(cpu as usize) {
+            for &(ts, holder) in q.iter().rev() {
+                if ts >= hi {
+                    continue;
+                }
+                let lo = ts.max(r0);
+                if hi > lo {
+                    pieces.push(RqSeg {
+                        start: lo,
+                        end: hi,
+                        holder,
+                    });
+                }
+                hi = lo;
+                if ts <= r0 {
+                    break;
+                }
+            }
+        }
+        if hi > r0 {
+            pieces.push(RqSeg {
+                start: r0,
+                end: hi,
+                holder: HOLDER_UNKNOWN,
+            });
+        }
+        let rq = &mut self.task_rq[t];
+        let rec = &mut self.tasks[t].open;
+        for &p in pieces.iter().rev() {
+            rq.push(p);
+            add_runq(&mut rec.runq, 0, p.holder, p.end - p.start);
+        }
     }
 
     fn on_stacks(&mut self, o: &OffCpuStacks) {
@@ -750,6 +906,12 @@ impl<'t> Engine<'t> {
                 cfg: &self.cfg,
                 inner: &mut self.inner_buf,
                 seen: &mut self.seen,
+                rq: self.runqueue.then_some(RqView {
+                    task_rq: &self.task_rq,
+                    task_direct: &self.task_direct,
+                    task_ix: &self.task_ix,
+                }),
+                unsplit: &mut self.stats.runq_unsplit_ns,
             };
             walker.walk(h, &mut self.tasks[t].open, mark);
             if mark && self.inner_buf.is_empty() {
@@ -918,6 +1080,39 @@ impl<'t> Engine<'t> {
             return false;
         }
         rec.node = nodes.task(rec.ident, rec.kstack, rec.ustack);
+        // Run-queue parts carry holder codes until here (the walk cannot intern nodes).
+        // Level 0 (added at switch-in) comes after the levels of the walk (at the waking).
+        rec.runq.sort_by_key(|p| p.level);
+        for p in &mut rec.runq {
+            if p.level == 0 {
+                st.runq_root_ns += p.ns;
+                if p.holder == HOLDER_UNKNOWN {
+                    st.runq_unknown_ns += p.ns;
+                }
+            } else {
+                st.runq_inner_ns += p.ns;
+            }
+            p.holder = nodes.runq(p.holder);
+        }
+        // Same-named holders of different processes share a node: merge their parts.
+        if rec.runq.len() > 1 {
+            let mut i = 1;
+            while i < rec.runq.len() {
+                let (level, holder, ns) = (rec.runq[i].level, rec.runq[i].holder, rec.runq[i].ns);
+                match rec.runq[..i]
+                    .iter_mut()
+                    .rev()
+                    .take_while(|p| p.level == level)
+                    .find(|p| p.holder == holder)
+                {
+                    Some(p) => {
+                        p.ns += ns;
+                        rec.runq.remove(i);
+                    }
+                    None => i += 1,
+                }
+            }
+        }
         st.records_emitted += 1;
         st.dedup_hidden += u64::from(!rec.root);
         st.truncated += u64::from(rec.truncated);
@@ -1022,13 +1217,89 @@ struct Walker<'a> {
     cfg: &'a Config,
     inner: &'a mut Vec<u32>,
     seen: &'a mut Vec<Tid>,
+    /// Run-queue histories, when run-queue attribution is on.
+    rq: Option<RqView<'a>>,
+    /// [`Stats::runq_unsplit_ns`].
+    unsplit: &'a mut u64,
+}
+
+/// The engine's run-queue histories, and how to find a thread's.
+struct RqView<'a> {
+    task_rq: &'a [TaskRq],
+    task_direct: &'a [u32],
+    task_ix: &'a FxHashMap<Tid, u32>,
+}
+
+impl RqView<'_> {
+    fn of(&self, tid: Tid) -> Option<&TaskRq> {
+        let i = if (tid as usize) < DIRECT_TIDS {
+            match self.task_direct.get(tid as usize) {
+                Some(&i) if i != 0 => i as usize - 1,
+                _ => return None,
+            }
+        } else {
+            *self.task_ix.get(&tid)? as usize
+        };
+        self.task_rq.get(i)
+    }
+}
+
+/// Add `ns` behind `holder` at `level` to `parts` (holders of one level merged; a record
+/// has a handful of parts, sorted by level when it is emitted).
+fn add_runq(parts: &mut Vec<RunqPart>, level: u32, holder: u32, ns: u64) {
+    if ns == 0 {
+        return;
+    }
+    for p in parts.iter_mut() {
+        if p.level == level && p.holder == holder {
+            p.ns += ns;
+            return;
+        }
+    }
+    parts.push(RunqPart { level, holder, ns });
 }
 
 impl Walker<'_> {
+    /// Split level `level`'s own time windows by the waker's runnable periods: the parts
+    /// where it was runnable go to [`WaitRecord::runq`] behind its CPU's holders.
+    fn split_level(
+        &mut self,
+        level: u32,
+        waker: Tid,
+        windows: [(u64, u64); 2],
+        rec: &mut WaitRecord,
+    ) {
+        let Some(rq) = &self.rq else {
+            return;
+        };
+        let Some(h) = rq.of(waker) else {
+            return;
+        };
+        for (x, y) in windows {
+            if y <= x {
+                continue;
+            }
+            if x < h.floor {
+                *self.unsplit += h.floor.min(y) - x;
+            }
+            // Periods are in time order and disjoint: the first that ends after x, then on
+            // until one starts at or after y.
+            let first = h.segs.partition_point(|seg| seg.end <= x);
+            for seg in h.segs.range(first..) {
+                if seg.start >= y {
+                    break;
+                }
+                let ns = seg.end.min(y) - seg.start.max(x);
+                add_runq(&mut rec.runq, level, seg.holder, ns);
+            }
+        }
+    }
+
     /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when
     /// `mark` (the root passes the filter).
     fn walk(&mut self, first: u32, rec: &mut WaitRecord, mark: bool) {
         rec.hops.clear();
+        rec.runq.clear();
         rec.truncated = false;
         rec.cycle = false;
         let a = rec.switch_out_ns;
@@ -1046,6 +1317,9 @@ impl Walker<'_> {
                     if h.metal || h.cause == NO_HOP || h.cause_ts <= l {
                         r.ns = t.saturating_sub(l);
                         rec.hops.push(r);
+                        if !h.metal {
+                            self.split_level(depth as u32, h.waker_tid, [(l, t), (0, 0)], rec);
+                        }
                         break;
                     }
                     if depth >= max || h.cause == CUT {
@@ -1057,6 +1331,13 @@ impl Walker<'_> {
                     let l2 = l.max(h.cause_s);
                     r.ns = t.saturating_sub(l) - h.cause_ts.min(t).saturating_sub(l2);
                     rec.hops.push(r);
+                    // Own time: before the waker blocked, and after its waking.
+                    self.split_level(
+                        depth as u32,
+                        h.waker_tid,
+                        [(l, l2), (h.cause_ts.min(t), t)],
+                        rec,
+                    );
                     if mark {
                         self.inner.push(h.cause);
                     }

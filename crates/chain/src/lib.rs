@@ -37,10 +37,10 @@ pub use engine::{Config, Engine, Mode, Stats, DEFAULT_MAX_DEPTH};
 pub use explain::Inconsistency;
 pub use filter::{Duration, Filter, Window, WindowBound};
 pub use folded::{stack_frames, ChainGraph, FoldedSink, Unit, View};
-pub use nodes::{Node, NodeId, NodeKind, NodeTable};
+pub use nodes::{Node, NodeId, NodeKind, NodeTable, RunqHolder};
 pub use paths::{PathBatch, PathReducer};
 pub use pipeline::fold_trace;
-pub use record::{HopRecord, WaitRecord, WaitSink};
+pub use record::{HopRecord, RunqPart, WaitRecord, WaitSink};
 /// Re-exported for [`Filter::comm`].
 pub use regex;
 pub use render::WriteSummary;

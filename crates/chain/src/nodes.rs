@@ -27,7 +27,39 @@ pub enum NodeKind {
     },
     /// A marker frame: `[truncated]`, `[cycle]`, `[lost events]`, `[waker unknown]`.
     Marker(&'static str),
+    /// A run-queue level: the thread (or the waker of the level above) was runnable while
+    /// `holder` ran on the CPU it was then switched in on. Prints `[run queue];holder`.
+    RunQueue {
+        /// Who held the CPU.
+        holder: RunqHolder,
+    },
 }
+
+/// Who held a CPU while a thread waited for it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RunqHolder {
+    /// A thread (by name: threads of one name share a node, as task nodes do).
+    Task(Comm),
+    /// The idle task: the CPU was idle (the wake-up of an idle CPU, or a migration).
+    Idle,
+    /// The trace does not say: the CPU's switch history did not reach back that far (the
+    /// engine keeps the last 64 Ki switches per CPU) or the CPU had no switch yet.
+    Unknown,
+}
+
+impl RunqHolder {
+    /// The holder's frame: its comm, `[idle]` or `[unknown]`.
+    pub fn name(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            RunqHolder::Task(c) => c.as_str(),
+            RunqHolder::Idle => "[idle]".into(),
+            RunqHolder::Unknown => "[unknown]".into(),
+        }
+    }
+}
+
+/// The frame that opens every run-queue level.
+pub const RUNQ_FRAME: &str = "[run queue]";
 
 /// An interned node.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -47,7 +79,12 @@ impl Node {
             NodeKind::Task { comm, .. } => comm.as_str(),
             NodeKind::Metal { label, .. } => label.as_str().into(),
             NodeKind::Marker(m) => (*m).into(),
+            NodeKind::RunQueue { holder } => holder.name(),
         }
+    }
+    /// True for run-queue nodes.
+    pub fn is_runq(&self) -> bool {
+        matches!(self.kind, NodeKind::RunQueue { .. })
     }
     /// True for metal nodes.
     pub fn is_metal(&self) -> bool {
@@ -78,6 +115,11 @@ fn cache_slot(key: u64, bits: u32) -> usize {
     (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
 }
 
+/// Run-queue holder code for the idle task (else an [`IdentId`]).
+pub(crate) const HOLDER_IDLE: u32 = u32::MAX;
+/// Run-queue holder code for a CPU whose history does not cover the time.
+pub(crate) const HOLDER_UNKNOWN: u32 = u32::MAX - 1;
+
 /// Interned (comm, tgid) pair: a thread identity, the part of a task node that changes
 /// only on exec/rename, so the engine keeps it per thread and node lookups hash three
 /// integers instead of a 16-byte name.
@@ -104,6 +146,10 @@ pub struct NodeTable {
     /// Stacks that render like a lower id, and that id: nodes are interned by rendering,
     /// so that equal folded lines are one line.
     same_stacks: FxHashMap<StackId, StackId>,
+    /// Run-queue nodes by holder: comm id, or [`HOLDER_IDLE`] / [`HOLDER_UNKNOWN`].
+    runq: FxHashMap<u32, NodeId>,
+    /// Run-queue node by holder identity (`NodeId::MAX` = not yet interned).
+    runq_by_ident: Vec<NodeId>,
 }
 
 impl Default for NodeTable {
@@ -121,6 +167,8 @@ impl Default for NodeTable {
                 1 << METAL_CACHE_BITS
             ],
             same_stacks: FxHashMap::default(),
+            runq: FxHashMap::default(),
+            runq_by_ident: Vec::new(),
         };
         for m in ["[truncated]", "[cycle]", "[lost events]", "[waker unknown]"] {
             t.nodes.push(Node {
@@ -206,6 +254,44 @@ impl NodeTable {
                 kind: NodeKind::Task { comm },
                 kstack,
                 ustack,
+            });
+        }
+        id
+    }
+    /// Intern the run-queue node of a CPU holder: an [`IdentId`], [`HOLDER_IDLE`] or
+    /// [`HOLDER_UNKNOWN`].
+    pub(crate) fn runq(&mut self, holder: u32) -> NodeId {
+        if let Some(&id) = self.runq_by_ident.get(holder as usize) {
+            if id != NodeId::MAX {
+                return id;
+            }
+        }
+        let id = self.runq_slow(holder);
+        if (holder as usize) < self.idents.len() {
+            if self.runq_by_ident.len() < self.idents.len() {
+                self.runq_by_ident.resize(self.idents.len(), NodeId::MAX);
+            }
+            self.runq_by_ident[holder as usize] = id;
+        }
+        id
+    }
+
+    fn runq_slow(&mut self, holder: u32) -> NodeId {
+        let (key, holder) = match holder {
+            HOLDER_IDLE => (HOLDER_IDLE, RunqHolder::Idle),
+            HOLDER_UNKNOWN => (HOLDER_UNKNOWN, RunqHolder::Unknown),
+            ident => {
+                let (comm, _, comm_id) = self.idents[ident as usize];
+                (comm_id, RunqHolder::Task(comm))
+            }
+        };
+        let next = self.nodes.len() as NodeId;
+        let id = *self.runq.entry(key).or_insert(next);
+        if id == next {
+            self.nodes.push(Node {
+                kind: NodeKind::RunQueue { holder },
+                kstack: StackId::NONE,
+                ustack: StackId::NONE,
             });
         }
         id

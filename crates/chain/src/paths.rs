@@ -210,11 +210,18 @@ impl PathReducer {
                 b.end_path();
             }
             View::Chains | View::OffWake => {
-                if w.preempted() || (view == View::Chains && !w.root) {
+                if view == View::Chains && !w.root {
                     b.waits_not_in_view += 1;
                     return;
                 }
-                if w.hops.is_empty() {
+                if w.preempted() {
+                    // Run-queue attribution on: a preemption is its run-queue level alone.
+                    if view == View::OffWake || w.runq.is_empty() {
+                        b.waits_not_in_view += 1;
+                        return;
+                    }
+                    Self::runq_paths(w, b, 0);
+                } else if w.hops.is_empty() {
                     let Some(d) = w.offcpu_ns() else {
                         b.waits_not_in_view += 1;
                         return;
@@ -237,6 +244,9 @@ impl PathReducer {
                 } else {
                     let last = w.hops.len() - 1;
                     let whole = w.mode == Mode::Last;
+                    // A level's own weight: its share less the time its waker was runnable
+                    // (that part goes to the level's `[run queue]` paths).
+                    let own = |k: usize| w.hops[k].ns - w.runq_ns_of(k as u32 + 1);
                     let markers = |b: &mut PathBatch| {
                         if w.truncated {
                             b.push(MARK_TRUNCATED, 0);
@@ -250,14 +260,14 @@ impl PathReducer {
                         // end of the chain, the whole blocked time).
                         b.push(w.node, 0);
                         for (k, h) in w.hops.iter().enumerate() {
-                            let own = if whole || k == last { 0 } else { h.ns };
-                            b.push(h.node, own);
+                            let o = if whole || k == last { 0 } else { own(k) };
+                            b.push(h.node, o);
                         }
                         markers(b);
                         if w.lost {
                             b.push(MARK_LOST, 0);
                         }
-                        b.add_last(w.hops[last].ns);
+                        b.add_last(if whole { w.hops[last].ns } else { own(last) });
                         b.end_path();
                     } else {
                         // Lost events: every level's share goes to a `[lost events]` leaf
@@ -270,10 +280,11 @@ impl PathReducer {
                             if k == last {
                                 markers(b);
                             }
-                            b.push(MARK_LOST, w.hops[k].ns);
+                            b.push(MARK_LOST, own(k));
                             b.end_path();
                         }
                     }
+                    Self::runq_paths(w, b, 0);
                 }
             }
             View::Wakeup => {
@@ -291,6 +302,26 @@ impl PathReducer {
             }
         }
         b.waits_in_view += 1;
+    }
+}
+
+impl PathReducer {
+    /// The run-queue paths of a record, from `first_part` on: per part, the path to its
+    /// level (the root, then the hops above it) and the holder's `[run queue]` node
+    /// weighted by the part (under `[lost events]` when events were lost inside the wait).
+    fn runq_paths(w: &WaitRecord, b: &mut PathBatch, first_part: usize) {
+        for p in &w.runq[first_part..] {
+            b.push(w.node, 0);
+            for h in &w.hops[..p.level as usize] {
+                b.push(h.node, 0);
+            }
+            b.push(p.holder, 0);
+            if w.lost {
+                b.push(MARK_LOST, 0);
+            }
+            b.add_last(p.ns);
+            b.end_path();
+        }
     }
 }
 

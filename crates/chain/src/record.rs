@@ -4,6 +4,21 @@ use crate::engine::Mode;
 use crate::nodes::{NodeId, NodeTable};
 use chainrec_format::{Comm, StackId, Tid, WakeContext, STATE_RUNNABLE};
 
+/// Run-queue time behind one CPU holder: while a thread was runnable, `holder` (a
+/// [`crate::NodeKind::RunQueue`] node: `[run queue];comm`, `[idle]` or `[unknown]`) held the
+/// CPU the thread was then switched in on, for `ns` nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunqPart {
+    /// Level: 0 = the waiting thread's own runnable part (waking to switch-in, or a whole
+    /// preemption); k ≥ 1 = the runnable part of level k's waker (`hops[k - 1]`) inside
+    /// that level's share.
+    pub level: u32,
+    /// Interned run-queue node of the holder.
+    pub holder: NodeId,
+    /// Nanoseconds.
+    pub ns: u64,
+}
+
 /// One level of a chain: the waking that ended a blocked interval, and the time it
 /// explains.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,7 +42,8 @@ pub struct HopRecord {
     /// Interned node (comm + stacks, or metal label + kernel stack); see [`NodeTable`].
     pub node: NodeId,
     /// Nanoseconds of the root's blocked time attributed to this level (time-bounded
-    /// mode: this node's own share; `--mode last`: the whole blocked time).
+    /// mode: this node's own share; `--mode last`: the whole blocked time). Includes the
+    /// time the waker was runnable, which [`WaitRecord::runq`] breaks down.
     pub ns: u64,
 }
 
@@ -60,6 +76,11 @@ pub struct WaitRecord {
     /// The chain, first waker first, ending at metal, an unknown cause, a cycle or the
     /// depth limit.
     pub hops: Vec<HopRecord>,
+    /// Run-queue time, by level and CPU holder (run-queue attribution on, time-bounded
+    /// mode): level 0 is this wait's runnable part (waking to switch-in, or the whole of
+    /// a preemption); level k the part of `hops[k - 1].ns` during which that waker was
+    /// runnable. Ordered by level. Empty with `--no-runqueue` and in `--mode last`.
+    pub runq: Vec<RunqPart>,
     /// The chain was cut by the depth limit while a further cause existed.
     pub truncated: bool,
     /// `--mode last` only: the walk stopped because a thread repeated.
@@ -99,6 +120,14 @@ impl WaitRecord {
     /// Sum of the hops' attributed time (equals [`Self::blocked_ns`] in time-bounded mode).
     pub fn attributed_ns(&self) -> u64 {
         self.hops.iter().map(|h| h.ns).sum()
+    }
+    /// Run-queue parts of one level (0 = the waiting thread itself; k = `hops[k - 1]`).
+    pub fn runq_of(&self, level: u32) -> impl Iterator<Item = &RunqPart> + '_ {
+        self.runq.iter().filter(move |p| p.level == level)
+    }
+    /// Run-queue nanoseconds of one level (see [`Self::runq_of`]).
+    pub fn runq_ns_of(&self, level: u32) -> u64 {
+        self.runq_of(level).map(|p| p.ns).sum()
     }
 }
 

@@ -105,6 +105,13 @@ fn piece(id: NodeId, first: bool, nodes: &NodeTable, r: &mut Renderer<'_>, out: 
     let n = nodes.get(id);
     match &n.kind {
         NodeKind::Marker(m) => f.push((*m).to_string()),
+        NodeKind::RunQueue { holder } => {
+            if !first {
+                f.push("--".into());
+            }
+            f.push(crate::nodes::RUNQ_FRAME.into());
+            f.push(holder.name().into_owned());
+        }
         NodeKind::Metal { label, .. } => {
             if first {
                 f.push(label.clone());

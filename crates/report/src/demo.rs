@@ -158,6 +158,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
         max_depth: chainrec_chain::DEFAULT_MAX_DEPTH,
         dedup: true,
         filter,
+        runqueue: true,
     };
     let mut engine = Engine::new(tables, meta, cfg);
     let mut sinks = (FoldedSink::new(View::Chains), TopSink::default());

@@ -60,6 +60,9 @@ pub enum FrameClass {
     Marker,
     /// `[lost events]` and other loss markers.
     Lost,
+    /// `[run queue]`: the level above waited for a CPU (the frame above it names who held
+    /// the CPU).
+    RunQueue,
 }
 
 /// Hue (degrees) of each chain level; cycles after the last.
@@ -70,6 +73,8 @@ pub const METAL_FILL: &str = "rgb(204,36,36)";
 pub const MARKER_FILL: &str = "url(#chainrec-marker)";
 /// Fill of loss markers (a red hatched pattern defined in the SVG).
 pub const LOST_FILL: &str = "url(#chainrec-lost)";
+/// Fill of `[run queue]` frames: waiting for a CPU, not for an event.
+pub const RUNQ_FILL: &str = "rgb(150,110,200)";
 /// Fill of `--` separators.
 pub const LEVEL_SEP_FILL: &str = "rgb(110,110,110)";
 /// Fill of `-` separators.
@@ -92,6 +97,9 @@ pub fn classify_name(name: &str) -> Option<FrameClass> {
         _ => {}
     }
     let inner = name.strip_prefix('[')?.strip_suffix(']')?;
+    if inner == "run queue" {
+        return Some(FrameClass::RunQueue);
+    }
     let head = inner.split([':', ' ']).next().unwrap_or("");
     Some(match head {
         "hardirq" | "softirq" | "nmi" | "idle" | "irq" | "interrupt" | "metal" => FrameClass::Metal,
@@ -177,6 +185,7 @@ pub fn fill_for(class: FrameClass, name: &str) -> String {
         FrameClass::Metal => METAL_FILL.to_string(),
         FrameClass::Marker => MARKER_FILL.to_string(),
         FrameClass::Lost => LOST_FILL.to_string(),
+        FrameClass::RunQueue => RUNQ_FILL.to_string(),
     }
 }
 
@@ -446,9 +455,11 @@ fn recolor(
 fn subtitle(chain_layout: bool, unit: &str, tiny_frames: usize, width: usize) -> String {
     let legends: &[&str] = if chain_layout {
         &[
-            "blocked thread at the bottom, one hue per waker level above each --; lighter = kernel; \
-             red = interrupt; hatched = no stack/lost",
-            "one hue per waker level; lighter = kernel; red = interrupt; hatched = no stack",
+            "blocked thread at the bottom, one hue per waker level; lighter = kernel; \
+             red = interrupt; violet = run queue; hatched = no stack/lost",
+            "one hue per waker level; lighter = kernel; red = interrupt; violet = run queue; \
+             hatched = no stack",
+            "one hue per waker level; red = interrupt; violet = run queue",
             "one hue per waker level",
         ]
     } else {
@@ -482,7 +493,7 @@ mod tests {
         assert_eq!(
             tiny,
             "width = time (us); one hue per waker level; lighter = kernel; red = interrupt; \
-             hatched = no stack; 12345 tiny frames not drawn"
+             violet = run queue; hatched = no stack; 12345 tiny frames not drawn"
         );
         assert_eq!(
             subtitle(true, "us", 0, 400),
@@ -562,6 +573,7 @@ mod tests {
         assert_eq!(classify_name("[lost events]"), Some(Lost));
         assert_eq!(classify_name("[softirq: NET_RX]"), Some(Metal));
         assert_eq!(classify_name("[nmi]"), Some(Metal));
+        assert_eq!(classify_name("[run queue]"), Some(RunQueue));
         assert_eq!(classify_name("[idle]"), Some(Metal));
         assert_eq!(classify_name("main"), None);
     }

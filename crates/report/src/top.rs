@@ -109,8 +109,24 @@ pub struct TopEntry {
     pub lost: bool,
     /// The chain, level by level.
     pub chain: Vec<Level>,
-    /// The full chain as one folded line.
+    /// The full chain as one folded line (blocked levels; run-queue parts are in
+    /// [`Self::runq`]).
     pub folded: String,
+    /// Run-queue time of the longest wait (empty with `--no-runqueue`): per level (0 = the
+    /// thread itself after its waking, k = level k's waker inside its share), who held the
+    /// CPU and for how long.
+    pub runq: Vec<RunqShare>,
+}
+
+/// Part of a wait spent runnable behind one CPU holder.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RunqShare {
+    /// Level (0 = the waiting thread, k = level k's waker).
+    pub level: u32,
+    /// The task that held the CPU (`[idle]`, `[unknown]` when not a task).
+    pub holder: String,
+    /// Nanoseconds.
+    pub ns: u64,
 }
 
 /// The result of `top`.
@@ -160,10 +176,19 @@ impl TopSink {
             .enumerate()
             .map(|(i, g)| {
                 let w = &g.longest;
-                // Render this one wait through the engine's own folded renderer.
+                // Render this one wait through the engine's own folded renderer, without
+                // its run-queue parts (listed apart, per level).
                 let mut one = FoldedSink::new(View::Chains);
                 let mut rec = w.clone();
                 rec.root = true;
+                let runq = std::mem::take(&mut rec.runq)
+                    .into_iter()
+                    .map(|p| RunqShare {
+                        level: p.level,
+                        holder: nodes.get(p.holder).name().into_owned(),
+                        ns: p.ns,
+                    })
+                    .collect();
                 one.on_wait(&rec, nodes);
                 let lines = one.folded_ns(nodes, tables, meta);
                 let folded = lines
@@ -211,6 +236,7 @@ impl TopSink {
                     lost: w.lost,
                     chain,
                     folded,
+                    runq,
                 }
             })
             .collect();
@@ -234,6 +260,9 @@ pub fn fmt_ns(ns: u64) -> String {
         format!("{:.1} us", ns as f64 / 1e3)
     }
 }
+
+/// CPU holders named per run-queue line of the text output (the rest are summed).
+const TOP_HOLDERS: usize = 3;
 
 /// Terminal rendering.
 pub fn render_text(r: &TopReport) -> String {
@@ -273,6 +302,40 @@ pub fn render_text(r: &TopReport) -> String {
                 let _ = writeln!(s, "      blocked {:>10}  {}", fmt_ns(l.ns), frames);
             } else {
                 let _ = writeln!(s, "  {:>2} <- {:>10}  {}", l.level, fmt_ns(l.ns), frames);
+            }
+            // The part of this level spent waiting for a CPU, behind whom.
+            let mut rq: Vec<&RunqShare> = e
+                .runq
+                .iter()
+                .filter(|p| p.level as usize == l.level)
+                .collect();
+            if !rq.is_empty() {
+                let total: u64 = rq.iter().map(|p| p.ns).sum();
+                rq.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.holder.cmp(&b.holder)));
+                let mut behind: Vec<String> = rq
+                    .iter()
+                    .take(TOP_HOLDERS)
+                    .map(|p| format!("{} {}", p.holder, fmt_ns(p.ns)))
+                    .collect();
+                if rq.len() > TOP_HOLDERS {
+                    let rest: u64 = rq[TOP_HOLDERS..].iter().map(|p| p.ns).sum();
+                    behind.push(format!(
+                        "{} others {}",
+                        rq.len() - TOP_HOLDERS,
+                        fmt_ns(rest)
+                    ));
+                }
+                let what = if l.level == 0 {
+                    "runnable"
+                } else {
+                    "of it runnable"
+                };
+                let _ = writeln!(
+                    s,
+                    "      {what} {:>10}  [run queue] behind {}",
+                    fmt_ns(total),
+                    behind.join(", ")
+                );
             }
         }
         s.push('\n');

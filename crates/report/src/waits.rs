@@ -7,7 +7,7 @@
 
 use crate::script::{rel_secs, rel_time, stack_label, state_str};
 use crate::top::fmt_ns;
-use chainrec_chain::{stack_frames, HopRecord, Mode, NodeTable, WaitRecord};
+use chainrec_chain::{stack_frames, HopRecord, Mode, NodeTable, RunqPart, WaitRecord};
 use chainrec_format::{RecordingMeta, StackId, Tables};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -107,6 +107,31 @@ pub struct HopJson {
     pub ns: u64,
 }
 
+/// Run-queue time of one level behind one CPU holder (a [`RunqPart`]).
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct RunqJson {
+    /// 0 = the waiting thread's own runnable part; k = level k's waker runnable inside
+    /// that level's `ns`.
+    pub level: u32,
+    /// Who held the CPU meanwhile: a comm, `[idle]` or `[unknown]`.
+    pub holder: String,
+    /// Interned run-queue node id of the holder.
+    pub holder_id: u32,
+    /// Nanoseconds.
+    pub ns: u64,
+}
+
+impl RunqJson {
+    fn new(p: &RunqPart, cx: &WaitContext) -> Self {
+        RunqJson {
+            level: p.level,
+            holder: cx.nodes.get(p.holder).name().into_owned(),
+            holder_id: p.holder,
+            ns: p.ns,
+        }
+    }
+}
+
 /// One wait (a [`WaitRecord`]).
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct WaitJson {
@@ -143,6 +168,9 @@ pub struct WaitJson {
     pub node: NodeJson,
     /// The chain, first waker first.
     pub hops: Vec<HopJson>,
+    /// Run-queue time by level and CPU holder, ordered by level (empty with
+    /// `--no-runqueue` and in `--mode last`).
+    pub runq: Vec<RunqJson>,
     /// Cut by the depth limit while a further cause existed.
     pub truncated: bool,
     /// `--mode last`: stopped at a repeated thread.
@@ -180,6 +208,7 @@ impl WaitJson {
                 .enumerate()
                 .map(|(i, h)| HopJson::new(i + 1, h, cx))
                 .collect(),
+            runq: w.runq.iter().map(|p| RunqJson::new(p, cx)).collect(),
             truncated: w.truncated,
             cycle: w.cycle,
             lost: w.lost,
@@ -258,6 +287,7 @@ pub fn render_text(w: &WaitJson, start_ns: u64) -> String {
         stack_label(StackId(w.node.ustack)),
     );
     push_frames(&mut s, "        ", &w.node);
+    push_runq(&mut s, w, 0);
     for h in &w.hops {
         let who = if h.metal {
             format!("{} (on tid {})", h.node.node, h.waker_tid)
@@ -276,6 +306,20 @@ pub fn render_text(w: &WaitJson, start_ns: u64) -> String {
             stack_label(StackId(h.node.ustack)),
         );
         push_frames(&mut s, "        ", &h.node);
+        push_runq(&mut s, w, h.level as u32);
     }
     s
+}
+
+/// `[run queue] HOLDER NS, ...` of one level, when it has any.
+fn push_runq(s: &mut String, w: &WaitJson, level: u32) {
+    let parts: Vec<String> = w
+        .runq
+        .iter()
+        .filter(|p| p.level == level)
+        .map(|p| format!("{} {}", p.holder, fmt_ns(p.ns)))
+        .collect();
+    if !parts.is_empty() {
+        let _ = writeln!(s, "        [run queue] {}", parts.join(", "));
+    }
 }

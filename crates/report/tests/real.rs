@@ -116,6 +116,7 @@ fn reports_on_a_real_recording() {
             tids: vec![timer, relay, sink],
             ..Default::default()
         },
+        runqueue: true,
     };
     let mut engine = Engine::new(reader.tables(), reader.meta(), cfg);
     let mut sinks = (FoldedSink::new(View::Chains), TopSink::default());

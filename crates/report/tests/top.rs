@@ -43,6 +43,7 @@ fn run(t: &MemTrace, n: usize, filter: Filter) -> chainrec_report::top::TopRepor
         max_depth: chainrec_chain::DEFAULT_MAX_DEPTH,
         dedup: false,
         filter,
+        runqueue: true,
     };
     let mut engine = Engine::new(&t.tables, &t.meta, cfg);
     let mut sink = TopSink::default();

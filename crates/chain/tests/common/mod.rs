@@ -54,16 +54,21 @@ pub fn run(m: &MemTrace, cfg: Config, view: View) -> Run {
     run_batched(m, cfg, view, usize::MAX)
 }
 
-/// Default config (bounded, dedup on).
+/// Default config (bounded, dedup on) without run-queue attribution: the blocked-only graph
+/// (`--no-runqueue`), whose exact attribution of blocked time most tests fix. Run-queue
+/// levels have their own tests (`runqueue.rs`).
 pub fn cfg() -> Config {
-    Config::default()
+    Config {
+        runqueue: false,
+        ..Config::default()
+    }
 }
 
 /// Config for --mode last.
 pub fn last() -> Config {
     Config {
         mode: Mode::Last,
-        ..Config::default()
+        ..cfg()
     }
 }
 
@@ -71,7 +76,7 @@ pub fn last() -> Config {
 pub fn nodedup() -> Config {
     Config {
         dedup: false,
-        ..Config::default()
+        ..cfg()
     }
 }
 

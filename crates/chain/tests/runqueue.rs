@@ -1,0 +1,275 @@
+//! Run-queue attribution (CHAINS.md "Run-queue time"): exact outputs on hand-built traces.
+//! Every scenario states its timeline; the expected lines follow from it by hand.
+
+mod common;
+
+use chainrec_chain::{Config, NodeKind, RunqHolder, View};
+use chainrec_format::{
+    Comm, CommReason, Event, MemTrace, StackId, Switch, TaskComm, Tid, WakeContext, Waking,
+    STATE_INTERRUPTIBLE, STATE_RUNNABLE,
+};
+use common::{map, run, show, Run};
+
+const T: Tid = 10;
+const H: Tid = 20;
+const H2: Tid = 21;
+const W: Tid = 30;
+const X: Tid = 40;
+
+/// A trace built event by event (times in ns; all stacks empty, so nodes print as comms).
+struct Tb(MemTrace);
+
+impl Tb {
+    fn new(names: &[(Tid, &str)]) -> Self {
+        let mut m = MemTrace::default();
+        m.meta.stack_threshold_ns = 100_000;
+        for &(tid, name) in names {
+            m.events.push(Event::Comm(TaskComm {
+                ts: 0,
+                tid,
+                tgid: tid,
+                comm: Comm::new(name),
+                reason: CommReason::Seen,
+            }));
+        }
+        Tb(m)
+    }
+    fn sw(&mut self, ts: u64, cpu: u32, prev: Tid, state: u32, next: Tid) -> &mut Self {
+        self.0.events.push(Event::Switch(Switch {
+            ts,
+            cpu,
+            prev_tid: prev,
+            prev_state: state,
+            next_tid: next,
+            prev_kstack: StackId::NONE,
+            prev_ustack: StackId::NONE,
+        }));
+        self
+    }
+    fn wake(&mut self, ts: u64, cpu: u32, waker: Tid, target: Tid, ctx: WakeContext) -> &mut Self {
+        self.0.events.push(Event::Waking(Waking {
+            ts,
+            cpu,
+            waker_tid: waker,
+            target_tid: target,
+            context: ctx,
+            source: 0,
+            waker_kstack: StackId::NONE,
+            waker_ustack: StackId::NONE,
+        }));
+        self
+    }
+}
+
+const S: u32 = STATE_INTERRUPTIBLE;
+const R: u32 = STATE_RUNNABLE;
+
+fn rq() -> Config {
+    Config::default()
+}
+
+fn no_rq() -> Config {
+    common::cfg()
+}
+
+/// Off-CPU time per root comm, from the offcpu view.
+fn offcpu(m: &MemTrace) -> std::collections::BTreeMap<String, u64> {
+    run(m, common::nodedup(), View::OffCpu).folded
+}
+
+/// Sum of the chain graph's lines per root comm (first frame).
+fn per_root(r: &Run) -> std::collections::BTreeMap<String, u64> {
+    let mut m = std::collections::BTreeMap::new();
+    for (l, w) in &r.folded {
+        *m.entry(l.split(';').next().unwrap().to_string())
+            .or_insert(0) += w;
+    }
+    m
+}
+
+/// The victim T blocks on CPU 0 while hog H holds it; W (CPU 1, never blocked) wakes T.
+/// W itself was preempted by H2 for 100 ns inside T's wait; T then waits for CPU 0
+/// behind H (100 ns) and H2 (200 ns, migrated from CPU 1).
+///
+/// ```text
+/// cpu0: 0 idle->T | 100 T(S)->H | 400 H(R)->H2 | 600 H2(R)->T
+/// cpu1: 0 idle->W | 150 W(R)->H2 | 250 H2(R)->W | 300 W wakes T
+/// ```
+fn victim_behind_hogs() -> MemTrace {
+    let mut b = Tb::new(&[(T, "victim"), (H, "hog"), (H2, "hog2"), (W, "waker")]);
+    b.sw(0, 0, 0, R, T)
+        .sw(0, 1, 0, R, W)
+        .sw(100, 0, T, S, H)
+        .sw(150, 1, W, R, H2)
+        .sw(250, 1, H2, R, W)
+        .wake(300, 1, W, T, WakeContext::Task)
+        .sw(400, 0, H, R, H2)
+        .sw(600, 0, H2, R, T);
+    b.0
+}
+
+#[test]
+fn root_and_inner_runnable_time_behind_the_cpu_holders() {
+    let m = victim_behind_hogs();
+    let r = run(&m, rq(), View::Chains);
+    let want = map(&[
+        // T blocked [100, 300]: W's own time, of which W was runnable [150, 250) behind hog2.
+        ("victim;--;waker", 100),
+        ("victim;--;waker;--;[run queue];hog2", 100),
+        // T runnable [300, 600) on CPU 0: hog until 400, then hog2.
+        ("victim;--;[run queue];hog", 100),
+        ("victim;--;[run queue];hog2", 200),
+        // W's preemption [150, 250) on CPU 1 behind hog2; hog2's [250, 400) behind hog on
+        // CPU 0, where it was switched in.
+        ("waker;--;[run queue];hog2", 100),
+        ("hog2;--;[run queue];hog", 150),
+    ]);
+    assert_eq!(r.folded, want, "\n{}", show(&r));
+    // Widths add up to off-CPU time, per thread (nothing here is hidden by dedup).
+    let off = offcpu(&m);
+    assert_eq!(per_root(&r)["victim"], off["victim"]);
+    assert_eq!(per_root(&r)["waker"], off["waker"]);
+    assert_eq!(per_root(&r)["hog2"], 150);
+    // The record: level 0 parts first, then level 1; hop shares include the runnable part.
+    let v = r.records.iter().find(|w| w.tid == T).unwrap();
+    assert_eq!(v.attributed_ns(), 200);
+    assert_eq!(v.runq_ns_of(0), 300);
+    assert_eq!(v.runq_ns_of(1), 100);
+    assert_eq!(
+        v.runq.iter().map(|p| (p.level, p.ns)).collect::<Vec<_>>(),
+        vec![(0, 100), (0, 200), (1, 100)]
+    );
+    assert_eq!(r.stats.runq_root_ns, 300 + 100 + 150);
+    assert_eq!(r.stats.runq_inner_ns, 100);
+    assert_eq!(r.stats.runq_unknown_ns, 0);
+}
+
+#[test]
+fn no_runqueue_is_the_blocked_only_graph() {
+    let m = victim_behind_hogs();
+    let r = run(&m, no_rq(), View::Chains);
+    assert_eq!(r.folded, map(&[("victim;--;waker", 200)]), "\n{}", show(&r));
+    assert!(r.records.iter().all(|w| w.runq.is_empty()));
+    // --mode last never splits.
+    let r = run(
+        &m,
+        Config {
+            mode: chainrec_chain::Mode::Last,
+            ..rq()
+        },
+        View::Chains,
+    );
+    assert_eq!(r.folded, map(&[("victim;--;waker", 200)]), "\n{}", show(&r));
+}
+
+/// The waker blocked inside the root's wait: its own time is before it blocked and after
+/// it was woken, and both windows split by its runnable periods.
+///
+/// ```text
+/// cpu0: 0 idle->T | 100 T(S)->H | 700 H(R)->T
+/// cpu1: 0 idle->W | 150 W(R)->H2 | 200 H2(R)->W | 250 W(S)->idle | 400 [hardirq] wakes W
+///       | 450 idle->W | 500 W wakes T
+/// ```
+#[test]
+fn inner_level_split_on_both_sides_of_the_wakers_own_wait() {
+    let mut b = Tb::new(&[(T, "victim"), (H, "hog"), (H2, "hog2"), (W, "waker")]);
+    b.sw(0, 0, 0, R, T)
+        .sw(0, 1, 0, R, W)
+        .sw(100, 0, T, S, H)
+        .sw(150, 1, W, R, H2)
+        .sw(200, 1, H2, R, W)
+        .sw(250, 1, W, S, 0)
+        .wake(400, 1, 0, W, WakeContext::HardIrq)
+        .sw(450, 1, 0, R, W)
+        .wake(500, 1, W, T, WakeContext::Task)
+        .sw(700, 0, H, R, T);
+    let m = b.0;
+    let r = run(&m, rq(), View::Chains);
+    let want = map(&[
+        // Level 1 (waker) owns [100, 250) and [400, 500]: 250 ns, runnable 50 behind hog2
+        // (150..200) and 50 behind the idle CPU it was woken on (400..450).
+        ("victim;--;waker", 150),
+        ("victim;--;waker;--;[run queue];hog2", 50),
+        ("victim;--;waker;--;[run queue];[idle]", 50),
+        // Level 2: the interrupt, [250, 400].
+        ("victim;--;waker;--;[hardirq]", 150),
+        ("victim;--;[run queue];hog", 200),
+        // The waker's preemption; its own wait is an inner hop of the victim's chain (dedup).
+        ("waker;--;[run queue];hog2", 50),
+    ]);
+    assert_eq!(r.folded, want, "\n{}", show(&r));
+    assert_eq!(per_root(&r)["victim"], offcpu(&m)["victim"]);
+    // Without dedup the waker's wait is a root too: blocked 150 behind the interrupt, then
+    // runnable 50 behind the idle CPU.
+    let r = run(&m, common::nodedup(), View::Chains);
+    assert_eq!(r.folded["waker;--;[hardirq]"], 150);
+    assert!(
+        r.folded.keys().all(|l| !l.contains("[run queue]")),
+        "\n{}",
+        show(&r)
+    );
+    let r = run(
+        &m,
+        Config {
+            dedup: false,
+            ..rq()
+        },
+        View::Chains,
+    );
+    assert_eq!(r.folded["waker;--;[hardirq]"], 150);
+    assert_eq!(r.folded["waker;--;[run queue];[idle]"], 50);
+    assert_eq!(per_root(&r), offcpu(&m));
+}
+
+/// A CPU with no earlier switch in the trace: the holder is unknown, shown and counted.
+#[test]
+fn unknown_holder_when_the_cpu_history_does_not_reach_back() {
+    let mut b = Tb::new(&[(T, "victim"), (W, "waker"), (X, "other")]);
+    b.sw(0, 0, 0, R, T)
+        .sw(0, 1, 0, R, W)
+        .sw(100, 0, T, S, 0)
+        .wake(300, 1, W, T, WakeContext::Task)
+        // T is switched in on CPU 2, whose first switch this is.
+        .sw(350, 2, X, R, T);
+    let m = b.0;
+    let r = run(&m, rq(), View::Chains);
+    assert_eq!(
+        r.folded["victim;--;[run queue];[unknown]"],
+        50,
+        "\n{}",
+        show(&r)
+    );
+    assert_eq!(r.stats.runq_unknown_ns, 50);
+    let v = r.records.iter().find(|w| w.tid == T).unwrap();
+    let nodes_named: Vec<_> = v.runq.iter().map(|p| p.ns).collect();
+    assert_eq!(nodes_named, vec![50]);
+}
+
+/// The holder node is a `NodeKind::RunQueue` naming the holder.
+#[test]
+fn runq_nodes_name_their_holder() {
+    let m = victim_behind_hogs();
+    let mut engine = chainrec_chain::Engine::new(&m.tables, &m.meta, rq());
+    let mut holders = Vec::new();
+    let mut sink = |w: &chainrec_chain::WaitRecord, n: &chainrec_chain::NodeTable| {
+        for p in &w.runq {
+            match &n.get(p.holder).kind {
+                NodeKind::RunQueue { holder } => holders.push((w.tid, p.level, holder.clone())),
+                k => panic!("run-queue part with a {k:?} node"),
+            }
+        }
+    };
+    engine.process(&m.events, &mut sink);
+    engine.finish(&mut sink);
+    holders.sort_by_key(|(t, l, h)| (*t, *l, h.name().into_owned()));
+    assert_eq!(
+        holders,
+        vec![
+            (T, 0, RunqHolder::Task(Comm::new("hog"))),
+            (T, 0, RunqHolder::Task(Comm::new("hog2"))),
+            (T, 1, RunqHolder::Task(Comm::new("hog2"))),
+            (H2, 0, RunqHolder::Task(Comm::new("hog"))),
+            (W, 0, RunqHolder::Task(Comm::new("hog2"))),
+        ]
+    );
+}
