@@ -42,6 +42,9 @@ Examples:
   # off-CPU stacks of one process; the longest waits with their chains
   chainrec offcpu trace.zst -p 1234
   chainrec top trace.zst -n 10
+  # every event, every wait with its chain (to check a chain by hand)
+  chainrec script trace.zst -t 1234 --window 2..2.1
+  chainrec waits trace.zst -t 1234 --json
   # summarize and check a trace
   chainrec info trace.zst --verify";
 
@@ -70,6 +73,10 @@ enum Command {
     /// Record the built-in chain workload and write trace, folded chain graph and SVG.
     #[cfg(feature = "record")]
     Demo(cmd::demo::DemoArgs),
+    /// Every event, one per line (like perf script), or NDJSON.
+    Script(cmd::script::ScriptArgs),
+    /// Every wait with its chain: times, stacks, each level's waker and share (text or NDJSON).
+    Waits(cmd::script::WaitsArgs),
     /// Summarize (and with --verify, check) a trace file.
     Info(cmd::info::Args),
     /// Write a synthetic trace with exactly known chains.
@@ -88,6 +95,8 @@ fn main() {
             | Command::Top(_)
             | Command::Heatmap(_)
             | Command::Export(_)
+            | Command::Script(_)
+            | Command::Waits(_)
     );
     let result = match cli.command {
         #[cfg(feature = "record")]
@@ -103,6 +112,8 @@ fn main() {
         Command::Export(a) => cmd::report::run_export(a),
         #[cfg(feature = "record")]
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Script(a) => cmd::script::run_script(a),
+        Command::Waits(a) => cmd::script::run_waits(a),
         Command::Info(a) => cmd::info::run(a),
         Command::Synth(a) => cmd::synth::run(a),
     };

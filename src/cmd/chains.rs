@@ -286,11 +286,8 @@ fn summary(
             l.stacks_skipped
         );
     }
-    if st.waits_before_trace + st.waits_without_waker + st.inconsistent + st.wakings_ignored > 0 {
-        say!(
-            "chainrec: {name}: note: {} waits began before the trace (not shown), {} blocked waits had no waking ([waker unknown]), {} still open at the end, {} wakings of non-blocked threads ignored, {} inconsistent switch sequences",
-            st.waits_before_trace, st.waits_without_waker, st.waits_open_at_end, st.wakings_ignored, st.inconsistent
-        );
+    for note in st.anomaly_notes(meta.start_ns) {
+        say!("chainrec: {name}: note: {note}");
     }
     if st.runq_root_ns + st.runq_inner_ns > 0 {
         say!(

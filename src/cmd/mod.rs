@@ -7,6 +7,7 @@ pub mod info;
 #[cfg(feature = "record")]
 pub mod record;
 pub mod report;
+pub mod script;
 pub mod synth;
 
 use anyhow::Result;

@@ -165,7 +165,7 @@ fn reading(file: &Path) -> String {
     format!("{}: reading events", file.display())
 }
 
-fn warn_lost(what: &str, meta: &RecordingMeta) {
+pub(crate) fn warn_lost(what: &str, meta: &RecordingMeta) {
     let l = &meta.lost;
     if l.events() > 0 {
         say!(
@@ -207,6 +207,9 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     };
     super::write_stdout(&out)?;
     warn_lost("top", meta);
+    for note in stats.anomaly_notes(an.start_ns()) {
+        say!("chainrec: top: note: {note}");
+    }
     if stats.lost_events > 0 {
         say!(
             "chainrec: top: warning: {} events lost in the trace; {} waits overlap a loss",

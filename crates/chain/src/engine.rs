@@ -94,6 +94,24 @@ pub struct Stats {
     /// Inconsistent sequences (switch-out of a thread believed off-CPU, switch-in of a
     /// thread believed running): state was reset, usually due to lost events.
     pub inconsistent: u64,
+    /// ... of which switch-outs of a thread believed off-CPU (its open wait was dropped).
+    pub inconsistent_out: u64,
+    /// ... of which switch-ins of a thread believed running (no wait to close).
+    pub inconsistent_in: u64,
+    /// Time covered by the waits dropped by inconsistent switch-outs (switch-out of the
+    /// dropped wait to the second switch-out; on-CPU after an untraced switch-in in part),
+    /// not shown anywhere.
+    pub inconsistent_dropped_ns: u64,
+    /// Switches whose prev is not the task the previous switch on that CPU switched in:
+    /// a switch on that CPU was not traced (lost events, or the kernel's; docs/ENGINE.md).
+    pub untraced_switches: u64,
+    /// The first few untraced switches: (time, CPU, task expected, task found).
+    pub untraced_examples: Vec<(u64, u32, Tid, Tid)>,
+    /// The first few inconsistent sequences, to look at with `chainrec script`.
+    pub inconsistent_examples: Vec<crate::explain::Inconsistency>,
+    /// In-trace part (trace start to switch-in) of the waits that began before the
+    /// trace: not shown as roots.
+    pub waits_before_trace_ns: u64,
     /// Emitted waits whose off-CPU kernel or user stack was skipped by the lazy policy.
     pub stacks_skipped: u64,
     /// Emitted waits (or their hops) with a failed or dangling stack.
@@ -329,6 +347,8 @@ pub struct Engine<'t> {
     pending: usize,
     /// The filter keeps every wait (no per-wait check needed).
     filter_all: bool,
+    /// Which task each CPU runs, to count untraced switches.
+    cpu_check: crate::explain::CpuCheck,
     /// Run-queue attribution in effect (on in the config, time-bounded mode).
     runqueue: bool,
     /// Per CPU: recent switch-ins (time, holder code), oldest first.
@@ -372,6 +392,7 @@ impl<'t> Engine<'t> {
             work: Vec::new(),
             pending: 0,
             filter_all,
+            cpu_check: crate::explain::CpuCheck::default(),
             runqueue,
             cpus: Vec::new(),
             task_rq: Vec::new(),
@@ -410,7 +431,10 @@ impl<'t> Engine<'t> {
         for ev in events {
             self.stats.events += 1;
             match ev {
-                Event::Switch(s) => self.on_switch(s, sink),
+                Event::Switch(s) => {
+                    self.cpu_check.check(s, &mut self.stats);
+                    self.on_switch(s, sink)
+                }
                 Event::Waking(w) => self.on_waking(w),
                 Event::WakeupNew(n) => {
                     let t = self.task(n.child_tid);
@@ -611,7 +635,9 @@ impl<'t> Engine<'t> {
                     // was still running (woken before it switched out): not inconsistent.
                     self.stats.wakings_ignored += 1;
                 } else if self.tasks[t].status == Status::Off {
-                    self.stats.inconsistent += 1;
+                    let dropped = s.ts.saturating_sub(self.tasks[t].open.switch_out_ns);
+                    self.stats
+                        .note_inconsistent(s.ts, s.prev_tid, false, dropped);
                     let slot = std::mem::replace(&mut self.tasks[t].open_slot, NO_SLOT);
                     if slot != NO_SLOT && slot != LAZY_SLOT {
                         self.slots[slot as usize].ready = true;
@@ -659,6 +685,8 @@ impl<'t> Engine<'t> {
                     self.stats.waits += 1;
                     if task.open_pretrace {
                         self.stats.waits_before_trace += 1;
+                        self.stats.waits_before_trace_ns +=
+                            s.ts.saturating_sub(task.open.switch_out_ns);
                     } else {
                         if task.open.state == STATE_RUNNABLE {
                             self.stats.preemptions += 1;
@@ -679,7 +707,7 @@ impl<'t> Engine<'t> {
                     task.open_pretrace = false;
                 }
                 Status::Unknown => self.stats.waits_before_trace += 1,
-                Status::Running => self.stats.inconsistent += 1,
+                Status::Running => self.stats.note_inconsistent(s.ts, s.next_tid, true, 0),
             }
             task.status = Status::Running;
         }

@@ -285,8 +285,10 @@ impl WaitSink for FoldedSink {
 
 /// Frames of stack `id`, leaf first. Reserved ids: NONE → nothing; SKIPPED →
 /// `[no stack: wait < Nus]`; FAILED, dangling or unknown reserved → `[missing stack]`;
-/// USER_PREEMPTED → `[no user stack: preempted]`. Unnamed addresses: see [`FrameName`].
-pub(crate) fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> Vec<String> {
+/// USER_PREEMPTED → `[no user stack: preempted]`. Unnamed addresses print as
+/// `[MODULE+0xOFFSET]` or `[unknown]` (see `FrameName`). This is how every view names
+/// frames; `threshold_ns` is the recording's lazy-stack threshold.
+pub fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> Vec<String> {
     match id {
         StackId::NONE => Vec::new(),
         StackId::SKIPPED => vec![if threshold_ns == 0 {

@@ -24,6 +24,7 @@
 
 mod analysis;
 mod engine;
+mod explain;
 mod filter;
 mod folded;
 mod fx;
@@ -38,8 +39,9 @@ pub use analysis::{
     trace_start_ns, Analysis, DamagePolicy, Dedup, Done, Setup, Summary, TraceWarning, WarnFn,
 };
 pub use engine::{Config, Engine, Mode, Stats, DEFAULT_MAX_DEPTH};
+pub use explain::Inconsistency;
 pub use filter::{Duration, Filter, Window, WindowBound};
-pub use folded::{ChainGraph, FoldedSink, Unit, View};
+pub use folded::{stack_frames, ChainGraph, FoldedSink, Unit, View};
 pub use nodes::{Node, NodeId, NodeKind, NodeTable, RunqHolder};
 pub use paths::{PathBatch, PathReducer};
 pub use pipeline::fold_trace;

@@ -6,15 +6,18 @@
 //! * [`pprof`]: chain graph as a gzipped pprof profile.
 //! * [`top`]: the longest individual waits, as a table or JSON.
 //! * [`output`]: output files that appear whole or not at all.
+//! * [`script`]: every event, as text or NDJSON; [`waits`]: every wait with its chain.
 
 pub mod heatmap;
 pub mod output;
 pub mod perfetto;
 pub mod pprof;
 pub mod progress;
+pub mod script;
 pub mod source;
 pub mod svg;
 pub mod top;
+pub mod waits;
 
 use std::path::PathBuf;
 

@@ -1,0 +1,255 @@
+//! What each anomaly counter of [`Stats`] means, in words a user can act on: the stderr
+//! summary of every analysis command prints [`Stats::anomaly_notes`]. `docs/ENGINE.md`
+//! ("Anomaly counters") lists the same with their causes.
+
+use crate::engine::Stats;
+use chainrec_format::{Switch, Tid};
+
+/// How many inconsistent sequences [`Stats::inconsistent_examples`] keeps.
+pub const EXAMPLES: usize = 4;
+
+/// One inconsistent switch sequence (the first few are kept, to look at with
+/// `chainrec script TRACE -t TID --window ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inconsistency {
+    /// Time of the offending switch.
+    pub ts: u64,
+    /// The thread.
+    pub tid: Tid,
+    /// True: switched in while believed running; false: switched out while believed
+    /// off-CPU.
+    pub switch_in: bool,
+}
+
+/// The task each CPU runs according to the last switch seen on it, to notice switches
+/// that were not traced: a switch whose prev is another task.
+#[derive(Debug, Default)]
+pub(crate) struct CpuCheck {
+    /// next_tid of the last switch per CPU (`Tid::MAX`: none seen yet).
+    next: Vec<Tid>,
+}
+
+impl CpuCheck {
+    /// Count `s` in `st` if it shows that a switch on its CPU was not traced.
+    #[inline]
+    pub(crate) fn check(&mut self, s: &Switch, st: &mut Stats) {
+        // A trace is untrusted input: CPUs beyond any real machine's are not tracked.
+        if s.cpu >= 1 << 16 {
+            return;
+        }
+        let c = s.cpu as usize;
+        if self.next.len() <= c {
+            self.next.resize(c + 1, Tid::MAX);
+        }
+        let expected = std::mem::replace(&mut self.next[c], s.next_tid);
+        if expected != Tid::MAX && expected != s.prev_tid {
+            st.untraced_switches += 1;
+            if st.untraced_examples.len() < EXAMPLES {
+                st.untraced_examples
+                    .push((s.ts, s.cpu, expected, s.prev_tid));
+            }
+        }
+    }
+}
+
+impl Stats {
+    /// Count an inconsistent switch sequence of `tid` at `ts` (`dropped_ns`: off-CPU time
+    /// of the open wait it dropped).
+    pub(crate) fn note_inconsistent(
+        &mut self,
+        ts: u64,
+        tid: Tid,
+        switch_in: bool,
+        dropped_ns: u64,
+    ) {
+        self.inconsistent += 1;
+        if switch_in {
+            self.inconsistent_in += 1;
+        } else {
+            self.inconsistent_out += 1;
+            self.inconsistent_dropped_ns += dropped_ns;
+        }
+        if self.inconsistent_examples.len() < EXAMPLES {
+            self.inconsistent_examples
+                .push(Inconsistency { ts, tid, switch_in });
+        }
+    }
+
+    /// One line per non-zero anomaly counter: the count, what it means, and what was done
+    /// with the time. `trace_start_ns` turns example timestamps into seconds from the
+    /// trace start (as `chainrec script` prints them).
+    pub fn anomaly_notes(&self, trace_start_ns: u64) -> Vec<String> {
+        let mut v = Vec::new();
+        let secs = |ns: u64| format!("{:.3} s", ns as f64 / 1e9);
+        if self.waits_before_trace > 0 {
+            v.push(format!(
+                "waits begun before the trace: {} (a thread first seen woken or switched in; its wait's start is unknown: not shown as a root, {} of its in-trace off-CPU time not shown; its waking still serves as a cause)",
+                self.waits_before_trace,
+                secs(self.waits_before_trace_ns)
+            ));
+        }
+        if self.waits_without_waker > 0 {
+            v.push(format!(
+                "waits without a waking: {} (a blocked thread switched in with no sched_waking seen for it; shown as [waker unknown] with their whole off-CPU time)",
+                self.waits_without_waker
+            ));
+        }
+        if self.waits_open_at_end > 0 {
+            v.push(format!(
+                "waits open at the end: {} (switched out, not yet switched in when the trace ended; shown up to the waking when one was seen, else not shown)",
+                self.waits_open_at_end
+            ));
+        }
+        if self.wakings_ignored > 0 {
+            v.push(format!(
+                "wakings ignored: {} (the target was running, runnable or already woken, as when a wakeup races a thread about to sleep; no wait ended there, no time affected)",
+                self.wakings_ignored
+            ));
+        }
+        if self.wakings_of_idle > 0 {
+            v.push(format!(
+                "wakings of the idle task ignored: {} (no time affected)",
+                self.wakings_of_idle
+            ));
+        }
+        if self.inconsistent > 0 {
+            let ex: Vec<String> = self
+                .inconsistent_examples
+                .iter()
+                .map(|e| {
+                    format!(
+                        "tid {} {} at {:.6} s",
+                        e.tid,
+                        if e.switch_in { "in" } else { "out" },
+                        e.ts.saturating_sub(trace_start_ns) as f64 / 1e9
+                    )
+                })
+                .collect();
+            v.push(format!(
+                "inconsistent switch sequences: {} ({} switch-ins of a thread believed running: nothing dropped; {} switch-outs of a thread believed off-CPU: its open wait was dropped, {} from those waits' switch-outs to these, partly on-CPU after an untraced switch-in, not shown; first: {}; `chainrec script TRACE -t TID` shows the events)",
+                self.inconsistent,
+                self.inconsistent_in,
+                self.inconsistent_out,
+                secs(self.inconsistent_dropped_ns),
+                ex.join(", ")
+            ));
+        }
+        if self.untraced_switches > 0 {
+            let ex: Vec<String> = self
+                .untraced_examples
+                .iter()
+                .map(|&(ts, cpu, expected, found)| {
+                    format!(
+                        "CPU {cpu} at {:.6} s: switch-out of tid {expected} and switch-in of tid {found} not traced",
+                        ts.saturating_sub(trace_start_ns) as f64 / 1e9
+                    )
+                })
+                .collect();
+            v.push(format!(
+                "untraced context switches: {} (a switch on a CPU whose prev is not the task the previous switch there put on it: the switch in between has no sched_switch event, because events were lost or because the kernel did not trace it; each causes at most one inconsistent switch-in and one inconsistent switch-out; first: {})",
+                self.untraced_switches,
+                ex.join(", ")
+            ));
+        }
+        if self.stacks_unmatched > 0 {
+            v.push(format!(
+                "off-CPU stacks unmatched: {} (lazily captured stacks of a thread with no wait to attach them to, e.g. one begun before the trace; stacks discarded, no time affected)",
+                self.stacks_unmatched
+            ));
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Config, Engine, Inconsistency};
+    use chainrec_format::{Event, RecordingMeta, StackId, Switch, Tables};
+
+    const MS: u64 = 1_000_000;
+    const T0: u64 = 1_000 * MS;
+
+    fn switch(ms: u64, cpu: u32, prev_tid: u32, prev_state: u32, next_tid: u32) -> Event {
+        Event::Switch(Switch {
+            ts: T0 + ms * MS,
+            cpu,
+            prev_tid,
+            prev_state,
+            next_tid,
+            prev_kstack: StackId::NONE,
+            prev_ustack: StackId::NONE,
+        })
+    }
+
+    /// The pattern seen on real recordings with 0 lost events: one switch `20 -> 30` on
+    /// CPU 0 is not traced. 30 then switches out while believed off-CPU (its open wait,
+    /// 50 ms..300 ms, is dropped) and 20 switches in elsewhere while believed running.
+    #[test]
+    fn one_untraced_switch_explains_two_inconsistent_sequences() {
+        let tables = Tables::default();
+        let meta = RecordingMeta {
+            start_ns: T0,
+            ..RecordingMeta::default()
+        };
+        let mut engine = Engine::new(&tables, &meta, Config::default());
+        let events = [
+            switch(50, 1, 30, 1, 0),
+            switch(100, 0, 10, 1, 20),
+            // untraced: switch(200, 0, 20, 1, 30)
+            switch(300, 0, 30, 1, 10),
+            switch(400, 1, 0, 0, 20),
+        ];
+        let mut sink = |_: &crate::WaitRecord, _: &crate::NodeTable| {};
+        engine.process(&events, &mut sink);
+        let st = engine.finish(&mut sink);
+        assert_eq!(st.untraced_switches, 1);
+        assert_eq!(st.untraced_examples, [(T0 + 300 * MS, 0, 20, 30)]);
+        assert_eq!(
+            (st.inconsistent, st.inconsistent_in, st.inconsistent_out),
+            (2, 1, 1)
+        );
+        assert_eq!(st.inconsistent_dropped_ns, 250 * MS);
+        assert_eq!(
+            st.inconsistent_examples,
+            [
+                Inconsistency {
+                    ts: T0 + 300 * MS,
+                    tid: 30,
+                    switch_in: false
+                },
+                Inconsistency {
+                    ts: T0 + 400 * MS,
+                    tid: 20,
+                    switch_in: true
+                },
+            ]
+        );
+        let notes = st.anomaly_notes(T0);
+        let find = |p: &str| {
+            notes
+                .iter()
+                .find(|n| n.starts_with(p))
+                .unwrap_or_else(|| panic!("no {p:?} in {notes:#?}"))
+                .as_str()
+        };
+        assert_eq!(
+            find("inconsistent"),
+            "inconsistent switch sequences: 2 (1 switch-ins of a thread believed running: nothing dropped; \
+             1 switch-outs of a thread believed off-CPU: its open wait was dropped, 0.250 s from those waits' \
+             switch-outs to these, partly on-CPU after an untraced switch-in, not shown; \
+             first: tid 30 out at 0.300000 s, tid 20 in at 0.400000 s; `chainrec script TRACE -t TID` shows the events)"
+        );
+        assert_eq!(
+            find("untraced"),
+            "untraced context switches: 1 (a switch on a CPU whose prev is not the task the previous switch \
+             there put on it: the switch in between has no sched_switch event, because events were lost or \
+             because the kernel did not trace it; each causes at most one inconsistent switch-in and one \
+             inconsistent switch-out; first: CPU 0 at 0.300000 s: switch-out of tid 20 and switch-in of tid 30 not traced)"
+        );
+        // Every counter that is not zero has its note, and only those.
+        assert_eq!(st.waits_before_trace, 1);
+        assert_eq!(st.waits_without_waker, 1);
+        assert_eq!(st.waits_open_at_end, 1);
+        assert_eq!(notes.len(), 5, "{notes:#?}");
+    }
+}

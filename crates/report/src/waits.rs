@@ -1,0 +1,325 @@
+//! `chainrec waits`: one record per wait, as the engine built it ([`WaitRecord`]), as
+//! NDJSON (schema in `docs/REPORTS.md`) or a few readable lines per wait. Every time and
+//! tid in it can be found in `chainrec script` output, so a chain can be checked by hand.
+//!
+//! [`WaitJson::new`] is the one place that maps a record to its JSON form: a new field of
+//! [`WaitRecord`] or [`HopRecord`] is one field here (and one line in the docs).
+
+use crate::script::{rel_secs, rel_time, stack_label, state_str};
+use crate::top::fmt_ns;
+use chainrec_chain::{stack_frames, HopRecord, Mode, NodeTable, RunqPart, WaitRecord};
+use chainrec_format::{RecordingMeta, StackId, Tables};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// What the mapping needs besides the record.
+#[derive(Clone, Copy)]
+pub struct WaitContext<'a> {
+    /// The engine's interned nodes.
+    pub nodes: &'a NodeTable,
+    /// The trace's tables (frames).
+    pub tables: &'a Tables,
+    /// Trace start (trace clock), for `time_s`.
+    pub start_ns: u64,
+    /// Lazy-stack threshold of the recording (frame labels).
+    pub threshold_ns: u64,
+    /// Include symbolized frames.
+    pub frames: bool,
+}
+
+impl<'a> WaitContext<'a> {
+    /// Context for a trace.
+    pub fn new(
+        nodes: &'a NodeTable,
+        tables: &'a Tables,
+        meta: &RecordingMeta,
+        start_ns: u64,
+        frames: bool,
+    ) -> Self {
+        WaitContext {
+            nodes,
+            tables,
+            start_ns,
+            threshold_ns: meta.stack_threshold_ns,
+            frames,
+        }
+    }
+
+    fn frames(&self, s: StackId) -> Option<Vec<String>> {
+        self.frames
+            .then(|| stack_frames(self.tables, s, self.threshold_ns))
+    }
+}
+
+/// A node of a chain (the waiting thread, or a level's waker) with its stacks.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct NodeJson {
+    /// The node as it prints in the chain graph: comm, or the metal label.
+    pub node: String,
+    /// Interned node id (equal ids print alike).
+    pub node_id: u32,
+    /// Kernel stack id (root: off-CPU stack; level: waker stack).
+    pub kstack: u32,
+    /// User stack id.
+    pub ustack: u32,
+    /// With `--frames`: kernel frames, leaf first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kframes: Option<Vec<String>>,
+    /// With `--frames`: user frames, leaf first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uframes: Option<Vec<String>>,
+}
+
+impl NodeJson {
+    fn new(node: u32, k: StackId, u: StackId, cx: &WaitContext) -> Self {
+        NodeJson {
+            node: cx.nodes.get(node).name().into_owned(),
+            node_id: node,
+            kstack: k.0,
+            ustack: u.0,
+            kframes: cx.frames(k),
+            uframes: cx.frames(u),
+        }
+    }
+}
+
+/// One level of a wait's chain (a [`HopRecord`]).
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct HopJson {
+    /// 1 = the waiting thread's waker, 2 = its waker's waker, ...
+    pub level: usize,
+    /// Time of the waking.
+    pub ts_ns: u64,
+    /// Waker tid (metal: the interrupted task, 0 = idle).
+    pub waker_tid: u32,
+    /// Waker tgid (0 when unknown or metal).
+    pub waker_tgid: u32,
+    /// Waker name (empty for metal).
+    pub waker_comm: String,
+    /// `task`, `softirq`, `hardirq`, `nmi`.
+    pub context: &'static str,
+    /// The chain ends here (interrupt context or the idle task).
+    pub metal: bool,
+    /// The waker node and its stacks.
+    #[serde(flatten)]
+    pub node: NodeJson,
+    /// Nanoseconds of the wait attributed to this level.
+    pub ns: u64,
+}
+
+/// Run-queue time of one level behind one CPU holder (a [`RunqPart`]).
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct RunqJson {
+    /// 0 = the waiting thread's own runnable part; k = level k's waker runnable inside
+    /// that level's `ns`.
+    pub level: u32,
+    /// Who held the CPU meanwhile: a comm, `[idle]` or `[unknown]`.
+    pub holder: String,
+    /// Interned run-queue node id of the holder.
+    pub holder_id: u32,
+    /// Nanoseconds.
+    pub ns: u64,
+}
+
+impl RunqJson {
+    fn new(p: &RunqPart, cx: &WaitContext) -> Self {
+        RunqJson {
+            level: p.level,
+            holder: cx.nodes.get(p.holder).name().into_owned(),
+            holder_id: p.holder,
+            ns: p.ns,
+        }
+    }
+}
+
+/// One wait (a [`WaitRecord`]).
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct WaitJson {
+    /// The waiting thread.
+    pub tid: u32,
+    /// Its process (0 when unknown).
+    pub tgid: u32,
+    /// Its name at switch-out.
+    pub comm: String,
+    /// From the trace's task table.
+    pub kernel_thread: bool,
+    /// Switch-out state bits (0 = preempted).
+    pub state: u32,
+    /// The state as letters.
+    pub state_str: String,
+    /// Switch-out time (trace clock).
+    pub switch_out_ns: u64,
+    /// Seconds from the trace start to the switch-out.
+    pub time_s: f64,
+    /// The waking that ended the blocked part, when seen.
+    pub wake_ns: Option<u64>,
+    /// Switch-in, when seen before the trace ended.
+    pub switch_in_ns: Option<u64>,
+    /// Switch-out to waking.
+    pub blocked_ns: Option<u64>,
+    /// Waking to switch-in.
+    pub runq_ns: Option<u64>,
+    /// Switch-out to switch-in.
+    pub offcpu_ns: Option<u64>,
+    /// Sum of the levels' `ns`.
+    pub attributed_ns: u64,
+    /// The root node and the off-CPU stacks.
+    #[serde(flatten)]
+    pub node: NodeJson,
+    /// The chain, first waker first.
+    pub hops: Vec<HopJson>,
+    /// Run-queue time by level and CPU holder, ordered by level (empty with
+    /// `--no-runqueue` and in `--mode last`).
+    pub runq: Vec<RunqJson>,
+    /// Cut by the depth limit while a further cause existed.
+    pub truncated: bool,
+    /// `--mode last`: stopped at a repeated thread.
+    pub cycle: bool,
+    /// A lost-events marker fell inside the wait.
+    pub lost: bool,
+    /// False when dedup shows this wait inside another chain (printed with `--hidden`).
+    pub root: bool,
+    /// `bounded` or `last`: how the levels' `ns` were computed.
+    pub mode: &'static str,
+}
+
+impl WaitJson {
+    /// Map a record (the one place that does).
+    pub fn new(w: &WaitRecord, cx: &WaitContext) -> Self {
+        WaitJson {
+            tid: w.tid,
+            tgid: w.tgid,
+            comm: w.comm.to_string(),
+            kernel_thread: w.kernel_thread,
+            state: w.state,
+            state_str: state_str(w.state),
+            switch_out_ns: w.switch_out_ns,
+            time_s: rel_secs(w.switch_out_ns, cx.start_ns),
+            wake_ns: w.wake_ns,
+            switch_in_ns: w.switch_in_ns,
+            blocked_ns: w.blocked_ns(),
+            runq_ns: w.runq_ns(),
+            offcpu_ns: w.offcpu_ns(),
+            attributed_ns: w.attributed_ns(),
+            node: NodeJson::new(w.node, w.kstack, w.ustack, cx),
+            hops: w
+                .hops
+                .iter()
+                .enumerate()
+                .map(|(i, h)| HopJson::new(i + 1, h, cx))
+                .collect(),
+            runq: w.runq.iter().map(|p| RunqJson::new(p, cx)).collect(),
+            truncated: w.truncated,
+            cycle: w.cycle,
+            lost: w.lost,
+            root: w.root,
+            mode: match w.mode {
+                Mode::Bounded => "bounded",
+                Mode::Last => "last",
+            },
+        }
+    }
+}
+
+impl HopJson {
+    fn new(level: usize, h: &HopRecord, cx: &WaitContext) -> Self {
+        HopJson {
+            level,
+            ts_ns: h.ts,
+            waker_tid: h.waker_tid,
+            waker_tgid: h.waker_tgid,
+            waker_comm: h.waker_comm.to_string(),
+            context: h.context.label(),
+            metal: h.metal,
+            node: NodeJson::new(h.node, h.kstack, h.ustack, cx),
+            ns: h.ns,
+        }
+    }
+}
+
+fn opt_time(t: Option<u64>, start: u64) -> String {
+    t.map_or("-".to_string(), |t| rel_time(t, start))
+}
+
+fn push_frames(s: &mut String, indent: &str, n: &NodeJson) {
+    for (side, f) in [("kernel", &n.kframes), ("user", &n.uframes)] {
+        if let Some(f) = f.as_ref().filter(|f| !f.is_empty()) {
+            let _ = writeln!(s, "{indent}{side}: {}", f.join(" <- "));
+        }
+    }
+}
+
+/// The readable form of one wait: a header line, the times, then one line per level.
+/// Times are seconds from the trace start, as `chainrec script` prints them.
+pub fn render_text(w: &WaitJson, start_ns: u64) -> String {
+    let mut s = String::new();
+    let mut flags = String::new();
+    for (on, f) in [
+        (w.truncated, " [truncated]"),
+        (w.cycle, " [cycle]"),
+        (w.lost, " [lost events]"),
+        (!w.root, " [shown inside another chain]"),
+    ] {
+        if on {
+            flags += f;
+        }
+    }
+    let dur = |l: &str, v: Option<u64>| v.map(|v| format!(" {l} {}", fmt_ns(v)));
+    let _ = writeln!(
+        s,
+        "{} {}/{} {}{}{}{}{}",
+        w.comm,
+        w.tid,
+        w.tgid,
+        w.state_str,
+        dur("off-CPU", w.offcpu_ns).unwrap_or_default(),
+        dur("blocked", w.blocked_ns).unwrap_or_default(),
+        dur("run queue", w.runq_ns).unwrap_or_default(),
+        flags
+    );
+    let _ = writeln!(
+        s,
+        "    out {}  woken {}  in {}  k={} u={}",
+        rel_time(w.switch_out_ns, start_ns),
+        opt_time(w.wake_ns, start_ns),
+        opt_time(w.switch_in_ns, start_ns),
+        stack_label(StackId(w.node.kstack)),
+        stack_label(StackId(w.node.ustack)),
+    );
+    push_frames(&mut s, "        ", &w.node);
+    push_runq(&mut s, w, 0);
+    for h in &w.hops {
+        let who = if h.metal {
+            format!("{} (on tid {})", h.node.node, h.waker_tid)
+        } else {
+            format!("{} {}/{}", h.waker_comm, h.waker_tid, h.waker_tgid)
+        };
+        let _ = writeln!(
+            s,
+            "  {:>2} <- {:>10}  {} {} at {}  k={} u={}",
+            h.level,
+            fmt_ns(h.ns),
+            who,
+            h.context,
+            rel_time(h.ts_ns, start_ns),
+            stack_label(StackId(h.node.kstack)),
+            stack_label(StackId(h.node.ustack)),
+        );
+        push_frames(&mut s, "        ", &h.node);
+        push_runq(&mut s, w, h.level as u32);
+    }
+    s
+}
+
+/// `[run queue] HOLDER NS, ...` of one level, when it has any.
+fn push_runq(s: &mut String, w: &WaitJson, level: u32) {
+    let parts: Vec<String> = w
+        .runq
+        .iter()
+        .filter(|p| p.level == level)
+        .map(|p| format!("{} {}", p.holder, fmt_ns(p.ns)))
+        .collect();
+    if !parts.is_empty() {
+        let _ = writeln!(s, "        [run queue] {}", parts.join(", "));
+    }
+}

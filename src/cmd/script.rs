@@ -1,0 +1,290 @@
+//! `chainrec script` (every event) and `chainrec waits` (every wait with its chain): the
+//! dumps users and tests check chains with by hand (fronts chainrec-report's `script` and
+//! `waits`).
+use super::chains::FilterArgs;
+use anyhow::{bail, Context, Result};
+use chainrec_chain::{Config, Duration, Engine, Mode, NodeTable, WaitRecord, DEFAULT_MAX_DEPTH};
+use chainrec_report::script::{EventFilter, Script, ScriptOptions};
+use chainrec_report::waits::{self, WaitContext, WaitJson};
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+const SCRIPT_EXAMPLES: &str = "\
+Examples:
+  chainrec synth --scenario pipe-relay --events 1000 -o relay.zst
+  chainrec script relay.zst | head                   every event, like perf script
+  chainrec script relay.zst --comm '^cr-sink$' -F    events of cr-sink (either side), with frames
+  chainrec script relay.zst -t 102 --window 0.5..0.6 --ns
+  chainrec script relay.zst --json | jq -c 'select(.kind == \"waking\")'
+
+Text layout (times in seconds from the trace start; --ns adds the raw trace clock):
+  TIME [CPU] switch        PREV tid/tgid STATE ==> NEXT tid/tgid k=KSTACK u=USTACK
+  TIME [CPU] waking        WAKER tid/tgid -> TARGET tid/tgid CONTEXT [src=IRQ] k=.. u=..
+  TIME [CPU] wakeup_new    PARENT tid/tgid -> CHILD tid/tgid
+  TIME [---] comm|exit     TASK tid/tgid [(exec|rename|fork|seen)]
+  TIME [---] offcpu_stacks TASK tid/tgid k=.. u=..     (lazily captured, for its last switch-out)
+  TIME [CPU] lost          N events lost (CAUSE)
+Stack ids: a number (frames with -F), - none, skipped (lazy policy), failed, user-preempted.
+The NDJSON fields are listed in docs/REPORTS.md.";
+
+/// Help heading of the event filters.
+const EVENT_FILTERS: &str = "Filters (an event matches when any of its tasks matches)";
+
+/// Event filters of `script`: the task criteria of the analysis filters, applied to every
+/// task of an event.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct EventFilterArgs {
+    /// Only events of these processes (tgid); repeat or comma-separate.
+    #[arg(help_heading = EVENT_FILTERS, short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Only events of these threads; repeat or comma-separate.
+    #[arg(help_heading = EVENT_FILTERS, short = 't', long = "tid", value_delimiter = ',', value_name = "TID")]
+    pub tid: Vec<u32>,
+    /// Only events of threads whose name (at the event) matches this regex.
+    #[arg(help_heading = EVENT_FILTERS, long, value_name = "REGEX")]
+    pub comm: Option<String>,
+    /// Only events inside START..END: seconds from trace start (`2..3.5`), wall clock
+    /// `@EPOCH_SECONDS`, or UTC time of day `HH:MM:SS[.f]`; either end may be empty.
+    #[arg(help_heading = EVENT_FILTERS, long, value_name = "START..END")]
+    pub window: Option<String>,
+}
+
+/// Arguments of `chainrec script`.
+#[derive(clap::Args, Clone, Debug)]
+#[command(after_help = SCRIPT_EXAMPLES)]
+pub struct ScriptArgs {
+    /// Trace file (from `chainrec record` or `chainrec synth`).
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub filter: EventFilterArgs,
+    /// Print the symbolized frames of every stack (leaf first).
+    #[arg(short = 'F', long)]
+    pub frames: bool,
+    /// One JSON object per event (NDJSON) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also print the raw trace-clock timestamp (ns) of each event (text form; the JSON
+    /// form always has `ts_ns`).
+    #[arg(long)]
+    pub ns: bool,
+}
+
+const WAITS_EXAMPLES: &str = "\
+Examples:
+  chainrec synth --scenario pipe-relay --events 1000 -o relay.zst
+  chainrec waits relay.zst | head                  each wait: times, stacks, one line per level
+  chainrec waits relay.zst --json | jq -c '{tid, blocked_ns, hops: [.hops[].node]}'
+  chainrec waits relay.zst --comm '^cr-sink$' -m 5000 -F
+  chainrec waits relay.zst --hidden --json         also the waits dedup shows inside other chains
+
+Text layout (times in seconds from the trace start, as `chainrec script` prints them):
+  COMM tid/tgid STATE off-CPU T blocked T run queue T [flags]
+      out SWITCH-OUT  woken WAKING  in SWITCH-IN  k=KSTACK u=USTACK
+        [run queue] HOLDER T, ...                             its own runnable part
+   1 <- NS  WAKER tid/tgid CONTEXT at WAKING  k=.. u=..       the waker (level 1)
+   2 <- NS  [hardirq: timer] (on tid TID) hardirq at ..      ... down to metal
+Records come in the engine's decision order (a wait is final at its thread's next
+switch-out), not sorted by time. The NDJSON fields are listed in docs/REPORTS.md.";
+
+/// Arguments of `chainrec waits`.
+#[derive(clap::Args, Clone, Debug)]
+#[command(after_help = WAITS_EXAMPLES)]
+pub struct WaitsArgs {
+    /// Trace file (from `chainrec record` or `chainrec synth`).
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// One JSON object per wait (NDJSON) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the symbolized frames of every stack (leaf first).
+    #[arg(short = 'F', long)]
+    pub frames: bool,
+    /// Maximum waker levels per chain (metal included), as for `chains`.
+    #[arg(long, default_value_t = DEFAULT_MAX_DEPTH, value_name = "N")]
+    pub max_depth: usize,
+    /// Attribution of the levels' ns: `bounded` or `last`, as for `chains`.
+    #[arg(long, default_value = "bounded", value_parser = ["bounded", "last"])]
+    pub mode: String,
+    /// Dedup off: every wait is a root (dedup is on by default, off with a thread filter,
+    /// as for `chains`).
+    #[arg(long)]
+    pub no_dedup: bool,
+    /// Leave run-queue time out of the records (`runq` empty), as `chains --no-runqueue`.
+    #[arg(long)]
+    pub no_runqueue: bool,
+    /// Also print the waits dedup hides (shown inside another chain), with `"root": false`.
+    #[arg(long)]
+    pub hidden: bool,
+}
+
+/// A buffered stdout; write errors end the command, except a closed pipe, which ends it
+/// quietly (as `write_stdout` does).
+fn stdout() -> BufWriter<std::io::StdoutLock<'static>> {
+    BufWriter::with_capacity(1 << 16, std::io::stdout().lock())
+}
+
+/// Turn the outcome of a streamed dump into the command's result: a closed pipe is success.
+fn finish_output(r: Result<()>, out: &mut dyn Write) -> Result<()> {
+    let r = r.and_then(|()| out.flush().map_err(Into::into));
+    match r {
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            Ok(())
+        }
+        r => r.context("writing to stdout"),
+    }
+}
+
+/// `chainrec script`.
+pub fn run_script(a: ScriptArgs) -> Result<()> {
+    let an = super::open_trace(&a.file, "script")?;
+    let (reader, meta, start) = (an.reader(), an.meta(), an.start_ns());
+    // The analysis filters' parsing (regex, window resolution and checks), task criteria only.
+    let f = FilterArgs {
+        pid: a.filter.pid.clone(),
+        tid: a.filter.tid.clone(),
+        comm: a.filter.comm.clone(),
+        window: a.filter.window.clone(),
+        ..FilterArgs::default()
+    }
+    .to_filter(&an, Duration::OffCpu)?;
+    // Names change on comm events: chunks before the window are decoded too.
+    let range = an.chunk_range(&f);
+    let filter = EventFilter {
+        pids: f.pids,
+        tids: f.tids,
+        comm: f.comm,
+        window: f.window,
+    };
+    let opts = ScriptOptions {
+        json: a.json,
+        frames: a.frames,
+        raw_ns: a.ns,
+    };
+    let mut script = Script::new(reader.tables(), meta, start, opts, filter);
+    let mut out = stdout();
+    let r = reader.for_each_chunk::<anyhow::Error>(range, true, |evs| {
+        for e in evs {
+            script.event(e, &mut out)?;
+        }
+        Ok(())
+    });
+    let r = r.with_context(|| format!("{}: reading events", a.file.display()));
+    finish_output(r, &mut out)?;
+    super::report::warn_lost("script", meta);
+    Ok(())
+}
+
+/// `chainrec waits`.
+pub fn run_waits(a: WaitsArgs) -> Result<()> {
+    if a.max_depth == 0 {
+        bail!("--max-depth must be at least 1");
+    }
+    let an = super::open_trace(&a.file, "waits")?;
+    let (reader, meta, tables, start) = (an.reader(), an.meta(), an.tables(), an.start_ns());
+    let filter = a.filter.to_filter(&an, Duration::Blocked)?;
+    let dedup = !a.no_dedup && !filter.has_thread_filter();
+    // The engine is driven here, not through Analysis::run, so that the walk stops at the
+    // end of the chunk once stdout is gone.
+    let range = an.chunk_range(&filter);
+    let cfg = Config {
+        mode: if a.mode == "last" {
+            Mode::Last
+        } else {
+            Mode::Bounded
+        },
+        max_depth: a.max_depth,
+        dedup,
+        filter,
+        runqueue: !a.no_runqueue,
+    };
+    let mut engine = Engine::new(tables, meta, cfg);
+    let mut sink = WaitsOut {
+        out: stdout(),
+        json: a.json,
+        frames: a.frames,
+        hidden: a.hidden,
+        tables,
+        meta,
+        start,
+        printed: 0,
+        left_out: 0,
+        failed: None,
+    };
+    let r = reader.for_each_chunk::<anyhow::Error>(range, true, |evs| {
+        engine.process(evs, &mut sink);
+        // Stop reading once stdout is gone.
+        sink.failed.take().map_or(Ok(()), |e| Err(e.into()))
+    });
+    let r = r.and_then(|()| {
+        engine.finish(&mut sink);
+        sink.failed.take().map_or(Ok(()), |e| Err(e.into()))
+    });
+    let r = r.with_context(|| format!("{}: reading events", a.file.display()));
+    finish_output(r, &mut sink.out)?;
+    let st = engine.stats();
+    say!(
+        "chainrec: waits: {} events; {} waits printed{}",
+        st.events,
+        sink.printed,
+        if sink.left_out > 0 {
+            format!(
+                ", {} shown inside other chains left out (dedup; --hidden prints them, --no-dedup makes them roots)",
+                sink.left_out
+            )
+        } else {
+            String::new()
+        }
+    );
+    super::report::warn_lost("waits", meta);
+    for note in st.anomaly_notes(start) {
+        say!("chainrec: waits: note: {note}");
+    }
+    Ok(())
+}
+
+/// The record stream of `waits`, printed as it comes.
+struct WaitsOut<'a> {
+    out: BufWriter<std::io::StdoutLock<'static>>,
+    json: bool,
+    frames: bool,
+    hidden: bool,
+    tables: &'a chainrec_format::Tables,
+    meta: &'a chainrec_format::RecordingMeta,
+    start: u64,
+    printed: u64,
+    left_out: u64,
+    /// The first write error; the walk stops at the end of the chunk.
+    failed: Option<std::io::Error>,
+}
+
+impl chainrec_chain::WaitSink for WaitsOut<'_> {
+    fn on_wait(&mut self, w: &WaitRecord, nodes: &NodeTable) {
+        if self.failed.is_some() {
+            return;
+        }
+        if !w.root && !self.hidden {
+            self.left_out += 1;
+            return;
+        }
+        let cx = WaitContext::new(nodes, self.tables, self.meta, self.start, self.frames);
+        let j = WaitJson::new(w, &cx);
+        let r = if self.json {
+            serde_json::to_writer(&mut self.out, &j)
+                .map_err(std::io::Error::from)
+                .and_then(|()| self.out.write_all(b"\n"))
+        } else {
+            self.out
+                .write_all(waits::render_text(&j, self.start).as_bytes())
+        };
+        self.printed += 1;
+        if let Err(e) = r {
+            self.failed = Some(e);
+        }
+    }
+}
