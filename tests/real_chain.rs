@@ -173,3 +173,129 @@ fn sink_chain_down_to_timer_irq() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A mixed shell workload: pipes, sleeps, short-lived processes, wait4 woken by several
+/// children in one syscall, a process killed mid-wait, and spinners causing preemptions.
+const MIXED: &str = "\
+(head -c 3000000 /dev/urandom | gzip -1 > /dev/null) & \
+(for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.02; /bin/true; done) & \
+(sleep 0.1 & sleep 0.2 & sleep 0.3 & wait) & \
+(for i in 1 2 3; do timeout 0.05 sleep 1; done) & \
+(timeout 0.6 sh -c 'while :; do :; done') & \
+(timeout 0.6 sh -c 'while :; do :; done') & \
+wait";
+
+/// Record MIXED in `mode`; None when BPF is not permitted (skipped loudly).
+fn record_mixed(dir: &std::path::Path, mode: &str) -> Option<std::path::PathBuf> {
+    let trace = dir.join(format!("mixed-{mode}.zst"));
+    let out = Command::new(env!("CARGO_BIN_EXE_chainrec"))
+        .args(["record", "-o"])
+        .arg(&trace)
+        .args(["--stacks", mode, "--", "sh", "-c", MIXED])
+        .output()
+        .expect("run chainrec record");
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("ermission") || err.contains("EPERM") || err.contains("not permitted") {
+            skip_bpf("real_chain", &format!("BPF not permitted: {}", err.trim()));
+            return None;
+        }
+        panic!("chainrec record failed: {err}");
+    }
+    Some(trace)
+}
+
+/// Leaf-first kernel frame names of stack `id`.
+fn kframes(t: &chainrec_format::Tables, id: chainrec_format::StackId) -> Vec<String> {
+    let Some(s) = t.stacks.get(&id) else {
+        return vec![];
+    };
+    s.frames
+        .iter()
+        .map(|&a| {
+            t.symbol(s, a)
+                .and_then(|y| y.name.clone())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Labels are true on a real mixed recording: no wait of 1 ms or more says "wait <
+/// threshold" (own stacks or its waker's), and lazy and eager off-CPU kernel stacks of
+/// pipe reads end in the same frames (no scheduler frames in either).
+#[test]
+fn mixed_workload_labels_true_and_modes_agree() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        skip_bpf("real_chain", "not running as root");
+        return;
+    }
+    let dir = tmpdir("mixed");
+    let mut leaves: Vec<std::collections::BTreeSet<String>> = Vec::new();
+    for mode in ["lazy", "eager"] {
+        let Some(trace) = record_mixed(&dir, mode) else {
+            return;
+        };
+        let reader = TraceReader::open(&trace).expect("open trace");
+        let t = reader.tables();
+        let cfg = Config {
+            dedup: false,
+            ..Config::default()
+        };
+        let mut engine = Engine::new(t, reader.meta(), cfg);
+        let mut long = 0u64;
+        let mut false_labels = Vec::new();
+        let mut pipe_leaves = std::collections::BTreeSet::new();
+        let mut sink = |w: &WaitRecord, _: &NodeTable| {
+            let skip = chainrec_format::StackId::SKIPPED;
+            if w.offcpu_ns().unwrap_or(0) >= 1_000_000 {
+                long += 1;
+                let hop = w.hops.first();
+                let blocked_long = w.blocked_ns().unwrap_or(0) > 100_000;
+                if w.kstack == skip
+                    || w.ustack == skip
+                    || (blocked_long && hop.is_some_and(|h| h.kstack == skip || h.ustack == skip))
+                {
+                    false_labels.push(format!("{w:?}"));
+                }
+            }
+            let k = kframes(t, w.kstack);
+            if k.iter().any(|n| n.ends_with("pipe_read")) {
+                pipe_leaves.insert(k[0].clone());
+            }
+        };
+        reader
+            .for_each_chunk::<chainrec_format::FormatError>(0..reader.chunks().len(), true, |evs| {
+                engine.process(evs, &mut sink);
+                Ok(())
+            })
+            .expect("decode");
+        let st = engine.finish(&mut sink);
+        eprintln!(
+            "{mode}: {long} waits >= 1 ms, {} labelled shorter; stacks: {} missing, {} exiting, \
+             {} not captured; pipe-read leaves {pipe_leaves:?}",
+            false_labels.len(),
+            st.stacks_missing,
+            st.stacks_exiting,
+            st.stacks_not_captured
+        );
+        assert!(long >= 20, "{mode}: only {long} waits >= 1 ms recorded");
+        assert!(
+            false_labels.is_empty(),
+            "{mode}: waits >= 1 ms labelled as shorter than the threshold: {false_labels:#?}"
+        );
+        assert!(!pipe_leaves.is_empty(), "{mode}: no pipe-read wait");
+        for l in &pipe_leaves {
+            assert!(
+                !l.contains("schedule"),
+                "{mode}: scheduler frame at the leaf of a pipe read: {pipe_leaves:?}"
+            );
+        }
+        leaves.push(pipe_leaves);
+    }
+    assert_eq!(
+        leaves[0], leaves[1],
+        "lazy and eager pipe-read stacks end in different frames"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
