@@ -426,6 +426,12 @@ fn summary(
             l.stacks_skipped
         );
     }
+    if st.stacks_exiting + st.stacks_not_captured > 0 {
+        say!(
+            "chainrec: {name}: note: {} shown waits have a user stack of an exiting task ([no user stack: exiting]; not a failure); {} waits or wakings longer than the lazy threshold got no stack ([no stack: not captured])",
+            st.stacks_exiting, st.stacks_not_captured
+        );
+    }
     if st.waits_before_trace + st.waits_without_waker + st.inconsistent + st.wakings_ignored > 0 {
         say!(
             "chainrec: {name}: note: {} waits began before the trace (not shown), {} blocked waits had no waking ([waker unknown]), {} still open at the end, {} wakings of non-blocked threads ignored, {} inconsistent switch sequences",
