@@ -506,7 +506,14 @@ fn real_eager_and_none_modes() {
                 let mut piped = 0;
                 let mut blocked = 0;
                 for s in &sink_switches {
-                    assert!(s.prev_ustack.is_real() || s.prev_ustack == StackId::FAILED);
+                    // The final switch-out, past exit_mm, has no user stack: USER_EXITING.
+                    assert!(
+                        s.prev_ustack.is_real()
+                            || s.prev_ustack == StackId::FAILED
+                            || s.prev_ustack == StackId::USER_EXITING,
+                        "{:?}",
+                        s.prev_ustack
+                    );
                     if s.prev_state != STATE_INTERRUPTIBLE {
                         continue;
                     }
