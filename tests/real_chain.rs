@@ -13,8 +13,13 @@ mod common;
 use common::{skip_bpf, tmpdir};
 use std::process::Command;
 
+/// The real-kernel tests of this file run one at a time: the mixed workload's spinners
+/// would otherwise load the machine under the pipe chain's recording.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn sink_chain_down_to_timer_irq() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         skip_bpf("real_chain", "not running as root");
@@ -225,6 +230,7 @@ fn kframes(t: &chainrec_format::Tables, id: chainrec_format::StackId) -> Vec<Str
 /// pipe reads end in the same frames (no scheduler frames in either).
 #[test]
 fn mixed_workload_labels_true_and_modes_agree() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         skip_bpf("real_chain", "not running as root");
