@@ -25,6 +25,8 @@ char LICENSE[] SEC("license") = "GPL";
 #define ST_FAILED 2
 #define ST_UPREEMPT 3
 #define ST_PRESENT 4
+#define ST_EXITING 5 /* user stack: the task was exiting (no user address space left) */
+#define ST_EXEC 6    /* user stack: replaced by an exec before it could be taken */
 
 /* comm reasons (= chainrec_format::CommReason) */
 #define CR_SEEN 0
@@ -54,12 +56,15 @@ char LICENSE[] SEC("license") = "GPL";
 #define C_RB_FULL 0
 #define C_SKIP_OFFCPU 1
 #define C_SKIP_WAKER 2 /* unused: counted in user space */
-#define C_USER_PENDING_OVERWRITTEN 3
+#define C_USER_PENDING_OVERWRITTEN 3 /* a long wait served by a user half already due */
 #define C_CTX_FALLBACK 4
 #define C_TW_FAILED 5 /* task_work could not be scheduled (user stack status FAILED) */
 #define C_UWALK_SHORT 6 /* user walks finished without the kernel walker */
 #define C_UWALK_MISMATCH 7 /* verify_user_walk: the kernel walker disagreed */
-#define C_NR 8
+#define C_USER_AT_SWITCH 8 /* user halves taken at a switch-out before the return to user */
+#define C_USER_AT_EXIT 9 /* user halves due when the task exited (status EXITING) */
+#define C_USER_AT_EXEC 10 /* user halves due when the task exec'd (status EXEC) */
+#define C_NR 11
 
 struct ev {
 	__u64 ts;
@@ -173,6 +178,9 @@ struct task_st {
 	__u32 tw_armed; /* task_work path: a user stack is due at the return to user space.
 			 * Its own word, not a flag bit: the callback clears it while it may be
 			 * preempted by sched_switch updating flags. */
+	__u32 tw_queued; /* task_work path: a callback is queued and has not run yet (it may
+			  * have nothing left to do: tw_armed cleared by a switch-out) */
+	__u32 pad;
 };
 
 /* Per-task task_work slot (lazy user stacks, task_work path), keyed by tid. Task storage
@@ -355,6 +363,7 @@ static __always_inline void cur_kstack(void *ctx, struct ev_stk *s)
 	}
 }
 
+#define PF_EXITING 0x00000004
 #define PF_USER_WORKER 0x00004000
 #define USER_CS 0x33 /* __USER_CS: 64-bit user code segment */
 
@@ -379,6 +388,17 @@ static __always_inline void cur_ustack(void *ctx, struct ev_stk *s)
 	long r;
 	if (off > MAX_FRAMES)
 		off = MAX_FRAMES;
+	{
+		/* An exiting task past exit_mm (e.g. do_exit waking its parent) has no user
+		 * stack left to walk: say so instead of counting a failed walk. */
+		struct task_struct *cur = bpf_get_current_task_btf();
+
+		if ((cur->flags & PF_EXITING) && !cur->mm) {
+			s->h.ust = ST_EXITING;
+			s->h.nu = 0;
+			return;
+		}
+	}
 	if (user_walk_shortcut) {
 		struct task_struct *cur = bpf_get_current_task_btf();
 		struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(cur);
@@ -496,8 +516,6 @@ static __always_inline void count_atomic(__u32 idx)
 		__sync_fetch_and_add(c, 1);
 }
 
-#define PF_EXITING 0x00000004
-
 /* The user-stack half of a lazy off-CPU stack pair (EV_OFFCPU, aux 1), taken in the task's
  * own context on its way back to user space. uip/usp are the user registers read at
  * switch-in: when they still match, the task is returning from the same wait and the user
@@ -525,7 +543,9 @@ static __always_inline void emit_user_half(struct task_struct *cur, __u64 uip, _
 	e->h.c = 0;
 	e->h.d = 0;
 	ur = (struct pt_regs *)bpf_task_pt_regs(cur);
-	if (ur && ur->ip == uip && ur->sp == usp && !(cur->flags & PF_EXITING)) {
+	if (cur->flags & PF_EXITING) {
+		e->h.ust = ST_EXITING;
+	} else if (ur && ur->ip == uip && ur->sp == usp) {
 		long r = bpf_get_task_stack(cur, e->frames, sizeof(e->frames), BPF_F_USER_STACK);
 		if (r < 0) {
 			e->h.ust = ST_FAILED;
@@ -545,8 +565,11 @@ static int user_stack_cb(struct bpf_map *map, void *key, void *value)
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct task_st *s = tst(cur, false);
 
-	if (!s || !s->tw_armed)
+	if (!s)
 		return 0;
+	s->tw_queued = 0;
+	if (!s->tw_armed)
+		return 0; /* already taken at a switch-out (user_half_at_switch) */
 	s->tw_armed = 0;
 	emit_user_half(cur, s->uip, s->usp);
 	return 0;
@@ -591,11 +614,14 @@ static __always_inline __u8 arm_user_stack(struct task_struct *next, __u32 tid, 
 		err = bpf_task_work_schedule_resume_impl(next, &v->tw, &twmap, user_stack_cb, 0);
 		if (err == 0) {
 			ns->tw_armed = 1;
+			ns->tw_queued = 1;
 			return ST_NONE;
 		}
-		if (ns->tw_armed) {
-			/* Still pending from an earlier wait in the same syscall (no return to user
-			 * space since): that callback takes the stack, with the same registers. */
+		if (ns->tw_queued) {
+			/* Still queued from an earlier wait in the same syscall (no return to user
+			 * space since; that wait got its user half at the switch-out in between):
+			 * the queued callback takes this wait's stack, with the same registers. */
+			ns->tw_armed = 1;
 			count(C_USER_PENDING_OVERWRITTEN);
 			return ST_NONE;
 		}
@@ -611,6 +637,61 @@ static __always_inline __u8 arm_user_stack(struct task_struct *next, __u32 tid, 
 	return ST_NONE;
 }
 
+/* True when a lazy user half is due for this task (its last long wait's user stack has not
+ * been taken yet: no return to user space since that wait's switch-in). */
+static __always_inline bool user_half_due(struct task_st *s)
+{
+	return use_task_work ? s->tw_armed != 0 : (s->flags & TS_UPENDING) != 0;
+}
+
+static __always_inline void user_half_done(struct task_st *s)
+{
+	if (use_task_work) {
+		s->tw_armed = 0; /* the queued callback finds nothing to do */
+	} else {
+		s->flags &= ~TS_UPENDING;
+		__sync_fetch_and_add(&user_pending, -1);
+	}
+}
+
+/* prev is switched out again before its last long wait's user half was taken (preempted on
+ * its way back to user space, or blocked again inside the same syscall). Take that half now,
+ * in prev's own context: it has not returned to user space, so its user registers are still
+ * those of the wait (checked against the stored ip/sp). Emitted before the Switch record with
+ * the same timestamp, so the engine attaches it to the wait that just ended, not to the one
+ * that starts (which the user half used to be given when it arrived after this switch). */
+static __always_inline void user_half_at_switch(void *ctx, struct task_struct *prev,
+						struct task_st *ps, __u64 ts)
+{
+	struct ev_stk *s;
+	struct pt_regs *ur;
+
+	user_half_done(ps);
+	count(C_USER_AT_SWITCH);
+	s = scratch_ev();
+	if (!s)
+		return;
+	s->h.ts = ts;
+	s->h.kind = EV_OFFCPU;
+	s->h.aux = 1; /* user-stack half */
+	s->h.kst = ST_NONE;
+	s->h.cpu = bpf_get_smp_processor_id();
+	s->h.nk = 0;
+	s->h.nu = 0;
+	s->h.a = prev->pid;
+	s->h.b = prev->tgid;
+	s->h.c = 0;
+	s->h.d = 0;
+	ur = (struct pt_regs *)bpf_task_pt_regs(prev);
+	if (prev->flags & PF_EXITING)
+		s->h.ust = ST_EXITING;
+	else if (ur && ur->ip == ps->uip && ur->sp == ps->usp)
+		cur_ustack(ctx, s);
+	else
+		s->h.ust = ST_UPREEMPT;
+	output_stk(s);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -622,6 +703,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u32 next_pid = next->pid;
 	bool pk = prev_pid == 0 || is_kthread(prev);
 	__u32 state = preempt ? 0 : (prev_state & 0xff);
+
+	if (stack_mode == MODE_LAZY && user_stacks && ps && user_half_due(ps))
+		user_half_at_switch(ctx, prev, ps, ts);
 
 	if (!interesting(prev, ps) && !interesting(next, ns))
 		goto bookkeeping;
@@ -817,6 +901,13 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	struct task_st *s = tst(p, true);
 	if (s)
 		s->flags |= TS_SEEN;
+	if (s && stack_mode == MODE_LAZY && user_stacks && user_half_due(s)) {
+		/* The wait was inside execve (or before it, in the same syscall): the user stack
+		 * it waited with belonged to the old program, which is gone now. */
+		user_half_done(s);
+		count_atomic(C_USER_AT_EXEC);
+		emit_ev(ts, EV_OFFCPU, 1, ST_NONE, ST_EXEC, p->pid, p->tgid, 0, 0);
+	}
 	if (!interesting(p, s))
 		return 0;
 	emit_comm(p, CR_EXEC, ts);
@@ -862,9 +953,12 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 {
 	__u64 ts = bpf_ktime_get_ns();
 	struct task_st *s = tst(p, false);
-	if (s && (s->flags & TS_UPENDING)) {
-		s->flags &= ~TS_UPENDING;
-		__sync_fetch_and_add(&user_pending, -1);
+	if (s && stack_mode == MODE_LAZY && user_stacks && user_half_due(s)) {
+		/* Exiting before its return to user space (killed mid-wait): the user half that
+		 * was due says so, rather than leaving the wait without one. */
+		user_half_done(s);
+		count_atomic(C_USER_AT_EXIT);
+		emit_ev(ts, EV_OFFCPU, 1, ST_NONE, ST_EXITING, p->pid, p->tgid, 0, 0);
 	}
 	if (s && (s->flags & TS_TWSLOT)) {
 		__u32 tid = p->pid;

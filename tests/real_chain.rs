@@ -1,9 +1,8 @@
 //! Real-kernel chain test: record the built-in chain workload (cr-timer -> pipe ->
 //! cr-relay -> pipe -> cr-sink) with BPF, rebuild the chains, and check that the sink's
 //! waits are explained by cr-sink <- cr-relay <- cr-timer <- [hardirq: timer], with the
-//! sink's blocked time within 2 % of what the workload measured itself (the workload
-//! times its read() calls, so the comparison uses the off-CPU time of the sink's blocked
-//! waits, which includes the run-queue latency after each waking).
+//! sink's off-CPU time inside its read() calls within 0.5 % of what the workload measured
+//! itself (wall time in the calls minus the thread's own CPU time in them).
 //!
 //! Needs root (or CAP_BPF + CAP_PERFMON). Without it the test prints a loud SKIP and
 //! passes, unless `CHAINREC_REQUIRE_BPF=1`, in which case it fails.
@@ -14,8 +13,13 @@ mod common;
 use common::{skip_bpf, tmpdir};
 use std::process::Command;
 
+/// The real-kernel tests of this file run one at a time: the mixed workload's spinners
+/// would otherwise load the machine under the pipe chain's recording.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn sink_chain_down_to_timer_irq() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         skip_bpf("real_chain", "not running as root");
@@ -45,10 +49,10 @@ fn sink_chain_down_to_timer_irq() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("workload json"))
             .expect("parse json");
-    let sink_tid = report["sink"]["tid"].as_u64().expect("sink tid") as u32;
-    let sink_blocked = report["sink"]["blocked_ns"]
-        .as_u64()
-        .expect("sink blocked_ns");
+    let sink_rep: chainrec_record::workload::ThreadReport =
+        serde_json::from_value(report["sink"].clone()).expect("sink report");
+    let sink_tid = sink_rep.tid;
+    let sink_blocked = sink_rep.blocked_ns;
     assert!(
         sink_blocked > 1_000_000_000,
         "workload ran too short: {report}"
@@ -67,13 +71,14 @@ fn sink_chain_down_to_timer_irq() {
     // Per chain shape (names of the hops), the sink's blocked time.
     let mut by_shape: std::collections::BTreeMap<Vec<String>, u64> = Default::default();
     let mut blocked = 0u64;
-    let mut offcpu = 0u64;
+    // Every off-CPU interval of the sink (blocked or preempted), in emission order.
+    let mut off: Vec<(u64, u64)> = Vec::new();
     let mut sink = |w: &WaitRecord, nodes: &NodeTable| {
+        if let Some(i) = w.switch_in_ns {
+            off.push((w.switch_out_ns, i));
+        }
         let Some(b) = w.blocked_ns() else { return };
         blocked += b;
-        // Time inside read() as the workload measures it also holds the run-queue
-        // latency after the waking: compare with off-CPU time of the blocked waits.
-        offcpu += w.offcpu_ns().unwrap_or(b);
         let shape = w
             .hops
             .iter()
@@ -144,18 +149,155 @@ fn sink_chain_down_to_timer_irq() {
         "[hardirq: timer]".into(),
     ];
     let full = by_shape.get(&want).copied().unwrap_or(0);
+    off.sort_unstable();
+    let offcpu = sink_rep.time_inside_calls(off.iter().copied());
+    let measured = sink_blocked - sink_rep.oncpu_ns;
     eprintln!(
-        "sink {sink_tid}: blocked {blocked} ns to the waking, {offcpu} ns off-CPU (workload measured {sink_blocked} ns); chains: {by_shape:?}"
+        "sink {sink_tid}: blocked {blocked} ns to the waking, {offcpu} ns off-CPU inside read() \
+         (workload measured {sink_blocked} ns inside, {} ns of it on a CPU); chains: {by_shape:?}",
+        sink_rep.oncpu_ns
     );
     assert!(
         full * 10 >= blocked * 9,
         "at least 90% of the sink's blocked time must follow cr-sink <- cr-relay <- cr-timer <- [hardirq: timer]: {by_shape:?}"
     );
-    let diff = (offcpu as f64 - sink_blocked as f64).abs() / sink_blocked as f64;
+    // Time inside read() holds on-CPU time too (entry, return path, the lazy user-stack
+    // callback: 2.4 % of it on a loaded CI machine), which no off-CPU interval can show:
+    // compare with what the sink measured as not running.
+    let diff = (offcpu as f64 - measured as f64).abs() / sink_blocked as f64;
     assert!(
-        diff <= 0.02,
-        "sink blocked {offcpu} ns (off-CPU; {blocked} ns to the waking) vs workload {sink_blocked} ns: {:.2} % apart",
+        diff <= 0.005,
+        "sink off-CPU inside read() {offcpu} ns vs workload {measured} ns ({sink_blocked} ns \
+         wall, {} ns on a CPU): {:.3} % of the wall time apart",
+        sink_rep.oncpu_ns,
         diff * 100.0
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A mixed shell workload: pipes, sleeps, short-lived processes, wait4 woken by several
+/// children in one syscall, a process killed mid-wait, and spinners causing preemptions.
+const MIXED: &str = "\
+(head -c 3000000 /dev/urandom | gzip -1 > /dev/null) & \
+(for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.02; /bin/true; done) & \
+(sleep 0.1 & sleep 0.2 & sleep 0.3 & wait) & \
+(for i in 1 2 3; do timeout 0.05 sleep 1; done) & \
+(timeout 0.6 sh -c 'while :; do :; done') & \
+(timeout 0.6 sh -c 'while :; do :; done') & \
+wait";
+
+/// Record MIXED in `mode`; None when BPF is not permitted (skipped loudly).
+fn record_mixed(dir: &std::path::Path, mode: &str) -> Option<std::path::PathBuf> {
+    let trace = dir.join(format!("mixed-{mode}.zst"));
+    let out = Command::new(env!("CARGO_BIN_EXE_chainrec"))
+        .args(["record", "-o"])
+        .arg(&trace)
+        .args(["--stacks", mode, "--", "sh", "-c", MIXED])
+        .output()
+        .expect("run chainrec record");
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("ermission") || err.contains("EPERM") || err.contains("not permitted") {
+            skip_bpf("real_chain", &format!("BPF not permitted: {}", err.trim()));
+            return None;
+        }
+        panic!("chainrec record failed: {err}");
+    }
+    Some(trace)
+}
+
+/// Leaf-first kernel frame names of stack `id`.
+fn kframes(t: &chainrec_format::Tables, id: chainrec_format::StackId) -> Vec<String> {
+    let Some(s) = t.stacks.get(&id) else {
+        return vec![];
+    };
+    s.frames
+        .iter()
+        .map(|&a| {
+            t.symbol(s, a)
+                .and_then(|y| y.name.clone())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Labels are true on a real mixed recording: no wait of 1 ms or more says "wait <
+/// threshold" (own stacks or its waker's), and lazy and eager off-CPU kernel stacks of
+/// pipe reads end in the same frames (no scheduler frames in either).
+#[test]
+fn mixed_workload_labels_true_and_modes_agree() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        skip_bpf("real_chain", "not running as root");
+        return;
+    }
+    let dir = tmpdir("mixed");
+    let mut leaves: Vec<std::collections::BTreeSet<String>> = Vec::new();
+    for mode in ["lazy", "eager"] {
+        let Some(trace) = record_mixed(&dir, mode) else {
+            return;
+        };
+        let reader = TraceReader::open(&trace).expect("open trace");
+        let t = reader.tables();
+        let cfg = Config {
+            dedup: false,
+            ..Config::default()
+        };
+        let mut engine = Engine::new(t, reader.meta(), cfg);
+        let mut long = 0u64;
+        let mut false_labels = Vec::new();
+        let mut pipe_leaves = std::collections::BTreeSet::new();
+        let mut sink = |w: &WaitRecord, _: &NodeTable| {
+            let skip = chainrec_format::StackId::SKIPPED;
+            if w.offcpu_ns().unwrap_or(0) >= 1_000_000 {
+                long += 1;
+                let hop = w.hops.first();
+                let blocked_long = w.blocked_ns().unwrap_or(0) > 100_000;
+                if w.kstack == skip
+                    || w.ustack == skip
+                    || (blocked_long && hop.is_some_and(|h| h.kstack == skip || h.ustack == skip))
+                {
+                    false_labels.push(format!("{w:?}"));
+                }
+            }
+            let k = kframes(t, w.kstack);
+            if k.iter().any(|n| n.ends_with("pipe_read")) {
+                pipe_leaves.insert(k[0].clone());
+            }
+        };
+        reader
+            .for_each_chunk::<chainrec_format::FormatError>(0..reader.chunks().len(), true, |evs| {
+                engine.process(evs, &mut sink);
+                Ok(())
+            })
+            .expect("decode");
+        let st = engine.finish(&mut sink);
+        eprintln!(
+            "{mode}: {long} waits >= 1 ms, {} labelled shorter; stacks: {} missing, {} exiting, \
+             {} not captured; pipe-read leaves {pipe_leaves:?}",
+            false_labels.len(),
+            st.stacks_missing,
+            st.stacks_exiting,
+            st.stacks_not_captured
+        );
+        assert!(long >= 20, "{mode}: only {long} waits >= 1 ms recorded");
+        assert!(
+            false_labels.is_empty(),
+            "{mode}: waits >= 1 ms labelled as shorter than the threshold: {false_labels:#?}"
+        );
+        assert!(!pipe_leaves.is_empty(), "{mode}: no pipe-read wait");
+        for l in &pipe_leaves {
+            assert!(
+                !l.contains("schedule"),
+                "{mode}: scheduler frame at the leaf of a pipe read: {pipe_leaves:?}"
+            );
+        }
+        leaves.push(pipe_leaves);
+    }
+    assert_eq!(
+        leaves[0], leaves[1],
+        "lazy and eager pipe-read stacks end in different frames"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

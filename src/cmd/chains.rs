@@ -286,6 +286,12 @@ fn summary(
             l.stacks_skipped
         );
     }
+    if st.stacks_exiting + st.stacks_not_captured > 0 {
+        say!(
+            "chainrec: {name}: note: {} shown waits have a user stack of an exiting task ([no user stack: exiting]; not a failure); {} waits or wakings longer than the lazy threshold got no stack ([no stack: not captured])",
+            st.stacks_exiting, st.stacks_not_captured
+        );
+    }
     for note in st.anomaly_notes(meta.start_ns) {
         say!("chainrec: {name}: note: {note}");
     }

@@ -186,6 +186,11 @@ impl<'a> Summary<'a> {
             },
             "missing_stacks": self.missing_stacks(),
             "skipped_stacks": self.stats.reserved_stack_refs[StackId::SKIPPED.0 as usize],
+            "user_exiting_stack_refs": self.stats.reserved_stack_refs[StackId::USER_EXITING.0 as usize],
+            "lazy_user": chainrec_record::LazyUserCounts::KEYS
+                .iter()
+                .filter_map(|k| Some((k.to_string(), m.extra(k)?.parse::<u64>().ok()?.into())))
+                .collect::<serde_json::Map<String, serde_json::Value>>(),
             "no_stack_refs": self.stats.reserved_stack_refs[StackId::NONE.0 as usize],
             "recovered": r.recovery().is_some(),
             "recovery": r.recovery().map(|x| serde_json::json!({"reason": x.reason, "trailing_bytes": x.trailing_bytes})),
@@ -287,12 +292,21 @@ impl<'a> Summary<'a> {
             o,
             // References in the events, not waits: lazy mode puts a `skipped` placeholder
             // on every switch-out and attaches stacks later to waits above the threshold.
-            "  stack refs  in events: {} skipped placeholders, {} failed, {} user-preempted, {} none",
+            "  stack refs  in events: {} skipped placeholders, {} failed, {} user-preempted, {} user-exiting, {} none",
             group(rs[StackId::SKIPPED.0 as usize]),
             group(rs[StackId::FAILED.0 as usize]),
             group(rs[StackId::USER_PREEMPTED.0 as usize]),
+            group(rs[StackId::USER_EXITING.0 as usize]),
             group(rs[StackId::NONE.0 as usize])
         );
+        // Recorder counters kept in the metadata's extra pairs (absent in older traces).
+        let lazy: Vec<String> = chainrec_record::LazyUserCounts::KEYS
+            .iter()
+            .filter_map(|k| m.extra(k).map(|v| format!("{k} {v}")))
+            .collect();
+        if !lazy.is_empty() {
+            w!(o, "  user stacks {}", lazy.join(", "));
+        }
         let l = &m.lost;
         w!(o,
             "  lost        {} events (ring buffer full {}, malformed {}, out of order {}); stacks failed: kernel {}, user {}; stacks skipped (wait < threshold) {}; user stacks preempted {}; unresolved addresses {}",

@@ -198,6 +198,17 @@ fn print_summary(summary: &RecordSummary) {
         summary.context_method,
         summary.user_stack_method
     );
+    let z = &summary.lazy_user;
+    say!(
+        "chainrec: user stacks: {} of exiting tasks ([no user stack: exiting]); lazy user halves: \
+         {} taken at a switch-out before the return to user space, {} due at exit, {} at exec, \
+         {} served by a callback already queued",
+        z.exiting,
+        z.at_switch_out,
+        z.at_exit,
+        z.at_exec,
+        z.served_by_pending
+    );
     if let Some(m) = summary.user_walk_mismatches {
         say!(
             "chainrec: user-walk shortcut: {} stacks, {m} disagreed with the kernel walker",
@@ -236,6 +247,13 @@ fn write_summary_json(summary: &RecordSummary, path: &Path) -> Result<()> {
         "context_fallbacks": summary.context_fallbacks,
         "user_stack_method": summary.user_stack_method,
         "user_walks_shortcut": summary.user_walks_shortcut,
+        "lazy_user": {
+            "user_stacks_exiting": summary.lazy_user.exiting,
+            "user_halves_at_switch_out": summary.lazy_user.at_switch_out,
+            "user_halves_at_exit": summary.lazy_user.at_exit,
+            "user_halves_at_exec": summary.lazy_user.at_exec,
+            "user_halves_served_by_pending": summary.lazy_user.served_by_pending,
+        },
     });
     std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
         .with_context(|| format!("writing {}", path.display()))

@@ -116,6 +116,13 @@ pub struct Stats {
     pub stacks_skipped: u64,
     /// Emitted waits (or their hops) with a failed or dangling stack.
     pub stacks_missing: u64,
+    /// Emitted waits (or their hops) with a user stack marked exiting (`[no user stack:
+    /// exiting]`, e.g. a waker in `do_exit`): not failures.
+    pub stacks_exiting: u64,
+    /// Emitted waits (or their first hop) longer than the lazy threshold whose stack stayed
+    /// the recorder's "skipped" placeholder (no stack arrived): shown as `[no stack: not
+    /// captured]`, never as `[no stack: wait < T]`.
+    pub stacks_not_captured: u64,
     /// Off-CPU stack events that matched no wait.
     pub stacks_unmatched: u64,
     /// Hop arena garbage collections.
@@ -853,6 +860,7 @@ impl<'t> Engine<'t> {
                 }
             }
         }
+        let (wk, wu) = self.waker_stacks(t, w);
         // Build the hop.
         let metal = w.context != WakeContext::Task || w.waker_tid == 0;
         let mut hop = Hop {
@@ -863,8 +871,8 @@ impl<'t> Engine<'t> {
             node: 0,
             waker_tid: w.waker_tid,
             waker_ident: IdentId::MAX,
-            kstack: w.waker_kstack,
-            ustack: if metal { StackId::NONE } else { w.waker_ustack },
+            kstack: wk,
+            ustack: if metal { StackId::NONE } else { wu },
             context: w.context,
             metal,
             hidden: false,
@@ -872,9 +880,7 @@ impl<'t> Engine<'t> {
             wait_slot: NO_SLOT,
         };
         if metal {
-            hop.node = self
-                .nodes
-                .metal(w.context, w.source, w.waker_kstack, self.tables);
+            hop.node = self.nodes.metal(w.context, w.source, wk, self.tables);
         } else {
             let wt = self.task(w.waker_tid);
             let waker = &mut self.tasks[wt];
@@ -887,7 +893,7 @@ impl<'t> Engine<'t> {
                 hop.cause_s = waker.last_cause_s;
                 hop.cause_ts = self.hops[waker.last_cause as usize].ts;
             }
-            hop.node = self.nodes.task(waker.ident, w.waker_kstack, w.waker_ustack);
+            hop.node = self.nodes.task(waker.ident, wk, wu);
         }
         let h = self.alloc_hop(hop);
         let task = &mut self.tasks[t];
@@ -929,6 +935,31 @@ impl<'t> Engine<'t> {
         if self.live_hops >= self.gc_threshold {
             self.gc();
         }
+    }
+
+    /// The waker stacks of `w`, whose target is task `t`. The recorder skips them when the
+    /// target had waited less than the threshold at the waking; a longer wait whose hop
+    /// still says so was not captured (see `emit_rec`), and is labelled that way.
+    fn waker_stacks(&mut self, t: usize, w: &Waking) -> (StackId, StackId) {
+        let (mut k, mut u) = (w.waker_kstack, w.waker_ustack);
+        let task = &self.tasks[t];
+        // Only for a waking that will end the wait (see on_waking's status check).
+        if task.status == Status::Off
+            && task.open.state != STATE_RUNNABLE
+            && task.open_hop == NO_HOP
+            && !task.open_pretrace
+            && self.stack_threshold_ns > 0
+            && w.ts.saturating_sub(task.open.switch_out_ns) > self.stack_threshold_ns
+            && (k == StackId::SKIPPED || u == StackId::SKIPPED)
+        {
+            self.stats.stacks_not_captured += 1;
+            for s in [&mut k, &mut u] {
+                if *s == StackId::SKIPPED {
+                    *s = StackId::NOT_CAPTURED;
+                }
+            }
+        }
+        (k, u)
     }
 
     #[inline]
@@ -1002,6 +1033,7 @@ impl<'t> Engine<'t> {
                 &mut self.stats,
                 &self.cfg.filter,
                 self.filter_all,
+                self.stack_threshold_ns,
                 &mut task.held,
                 sink,
             );
@@ -1040,6 +1072,7 @@ impl<'t> Engine<'t> {
                     &mut self.stats,
                     &self.cfg.filter,
                     self.filter_all,
+                    self.stack_threshold_ns,
                     &mut sl.rec,
                     sink,
                 );
@@ -1068,16 +1101,35 @@ impl<'t> Engine<'t> {
     /// Filter, intern the root node, count, and pass to the sink. True when emitted.
     /// Takes the engine's parts rather than `self`, so that `rec` can be a record the
     /// engine owns (a task's held record, a slot's record), emitted where it lies.
+    #[allow(clippy::too_many_arguments)]
     fn emit_rec(
         nodes: &mut NodeTable,
         st: &mut Stats,
         filter: &Filter,
         filter_all: bool,
+        threshold_ns: u64,
         rec: &mut WaitRecord,
         sink: &mut impl WaitSink,
     ) -> bool {
         if !filter_all && !filter.matches(rec) {
             return false;
+        }
+        // The recorder marks every switch-out SKIPPED and replaces that with the stacks it
+        // takes once the wait proves longer than the threshold. If none arrived (recording
+        // ended first, ring buffer full, ...), the placeholder would claim "wait <
+        // threshold" for a longer wait: say "not captured" instead.
+        let end = rec.switch_in_ns.or(rec.wake_ns);
+        if threshold_ns > 0
+            && end.is_some_and(|e| e.saturating_sub(rec.switch_out_ns) > threshold_ns)
+        {
+            let mut fixed = false;
+            for s in [&mut rec.kstack, &mut rec.ustack] {
+                if *s == StackId::SKIPPED {
+                    *s = StackId::NOT_CAPTURED;
+                    fixed = true;
+                }
+            }
+            st.stacks_not_captured += u64::from(fixed);
         }
         rec.node = nodes.task(rec.ident, rec.kstack, rec.ustack);
         // Run-queue parts carry holder codes until here (the walk cannot intern nodes).
@@ -1139,6 +1191,10 @@ impl<'t> Engine<'t> {
                 .any(|h| is_missing(h.kstack) || is_missing(h.ustack))
         {
             st.stacks_missing += 1;
+        }
+        let exiting = StackId::USER_EXITING;
+        if rec.ustack == exiting || rec.hops.iter().any(|h| h.ustack == exiting) {
+            st.stacks_exiting += 1;
         }
         sink.on_wait(rec, nodes);
         true

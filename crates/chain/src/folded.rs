@@ -285,7 +285,9 @@ impl WaitSink for FoldedSink {
 
 /// Frames of stack `id`, leaf first. Reserved ids: NONE → nothing; SKIPPED →
 /// `[no stack: wait < Nus]`; FAILED, dangling or unknown reserved → `[missing stack]`;
-/// USER_PREEMPTED → `[no user stack: preempted]`. Unnamed addresses print as
+/// USER_PREEMPTED → `[no user stack: preempted]`; USER_EXITING → `[no user stack: exiting]`;
+/// USER_EXEC → `[no user stack: exec]`;
+/// NOT_CAPTURED → `[no stack: not captured]`. Unnamed addresses print as
 /// `[MODULE+0xOFFSET]` or `[unknown]` (see `FrameName`). This is how every view names
 /// frames; `threshold_ns` is the recording's lazy-stack threshold.
 pub fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> Vec<String> {
@@ -299,6 +301,9 @@ pub fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> Vec<Stri
             format!("[no stack: wait < {}ns]", threshold_ns)
         }],
         StackId::USER_PREEMPTED => vec!["[no user stack: preempted]".to_string()],
+        StackId::USER_EXITING => vec!["[no user stack: exiting]".to_string()],
+        StackId::USER_EXEC => vec!["[no user stack: exec]".to_string()],
+        StackId::NOT_CAPTURED => vec!["[no stack: not captured]".to_string()],
         _ => match tables.stacks.get(&id) {
             Some(st) if id.is_real() => st
                 .frames

@@ -524,6 +524,51 @@ fn lazy_stacks_skipped_failed_and_lost_are_shown() {
 }
 
 #[test]
+fn stack_labels_say_why_a_stack_is_missing() {
+    let mut m = gen("stack-labels", 32); // 2 iterations
+    m.meta.stack_threshold_ns = 100_000;
+    let r = run(&m, cfg(), View::Chains);
+    let root = "cr-lab;lab_loop;read;-;ksys_read;pipe_read;schedule";
+    let nc = "[no stack: not captured]";
+    let skip = "[no stack: wait < 100us]";
+    let want = map(&[
+        (
+            &j(&[
+                root,
+                "--;try_to_wake_up;do_notify_parent;do_exit;-;[no user stack: exiting];cr-waker",
+            ]),
+            2 * 500_000,
+        ),
+        (&format!("cr-lab;{nc};-;{nc};{L_IRQ}"), 2 * 300_000),
+        (
+            &format!(
+                "cr-lab;[no user stack: exec];-;ksys_read;pipe_read;schedule;--;{nc};-;{nc};cr-waker"
+            ),
+            2 * 300_000,
+        ),
+        (&format!("cr-lab;{skip};-;{skip};--;{skip};[hardirq: timer]"), 2 * 20_000),
+    ]);
+    assert_eq!(r.folded, want, "{}", show(&r));
+    // Exiting wakers are not failures; the long waits without stacks are counted apart.
+    assert_eq!(r.stats.stacks_missing, 0);
+    assert_eq!(r.stats.stacks_exiting, 2);
+    assert_eq!(r.stats.stacks_not_captured, 4);
+    assert_eq!(r.stats.stacks_skipped, 2);
+    // No wait longer than the threshold says "wait < 100us".
+    for w in &r.records {
+        if w.offcpu_ns().unwrap_or(0) > 100_000 {
+            assert!(
+                ![w.kstack, w.ustack]
+                    .iter()
+                    .chain(w.hops.iter().flat_map(|h| [&h.kstack, &h.ustack]))
+                    .any(|s| *s == chainrec_format::StackId::SKIPPED),
+                "{w:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn window_selects_waits_by_waking_time() {
     let m = gen("pipe-relay", 27);
     let w = Window::parse("0.01..0.02").unwrap();

@@ -33,6 +33,17 @@ impl StackId {
     /// The lazy user stack was discarded because the task was preempted in user mode
     /// (its user registers at switch-in no longer matched at syscall exit).
     pub const USER_PREEMPTED: StackId = StackId(3);
+    /// No user stack: the task was exiting (past `exit_mm`, e.g. `do_exit` waking its
+    /// parent), or exited before returning to user space from its wait. Not a failure.
+    pub const USER_EXITING: StackId = StackId(4);
+    /// No user stack: the task exec'd after its wait, before the user stack could be taken
+    /// on its return to user space (the program it waited in is gone).
+    pub const USER_EXEC: StackId = StackId(6);
+    /// Not in traces: assigned by the analysis when the recorder marked a stack
+    /// [`StackId::SKIPPED`] (wait shorter than the threshold) but the wait turned out longer,
+    /// and no lazily taken stack arrived (e.g. the recording ended first). It keeps a wait
+    /// longer than the threshold from being labelled as shorter.
+    pub const NOT_CAPTURED: StackId = StackId(5);
     /// The first id that names a real entry of the stack table.
     pub const FIRST_REAL: u32 = 16;
 

@@ -42,6 +42,22 @@ impl KernelSymbols {
         Ok(Self::parse(&std::fs::read_to_string("/proc/kallsyms")?))
     }
 
+    /// Address ranges of the kernel's scheduler and spinlock text (`.sched.text`,
+    /// `.spinlock.text`: `__sched_text_start..__sched_text_end`,
+    /// `__lock_text_start..__lock_text_end`), i.e. what the kernel's `in_sched_functions()`
+    /// tests. Empty when the snapshot lacks the markers (no privilege).
+    pub fn scheduler_text(&self) -> Vec<(u64, u64)> {
+        let addr = |name: &str| self.syms.iter().find(|s| s.1 == name).map(|s| s.0);
+        [
+            ("__sched_text_start", "__sched_text_end"),
+            ("__lock_text_start", "__lock_text_end"),
+        ]
+        .iter()
+        .filter_map(|(a, b)| Some((addr(a)?, addr(b)?)))
+        .filter(|(a, b)| a < b)
+        .collect()
+    }
+
     /// Number of symbols.
     pub fn len(&self) -> usize {
         self.syms.len()

@@ -25,8 +25,8 @@ mod skel {
 }
 
 pub use recorder::{
-    check_output, install_stop_signals, partial_trace_note, record, stop_signals, RecordOptions,
-    RecordSummary, StopCondition, StopSignals,
+    check_output, install_stop_signals, partial_trace_note, record, stop_signals, LazyUserCounts,
+    RecordOptions, RecordSummary, StopCondition, StopSignals,
 };
 pub use recording::Recording;
 

@@ -15,6 +15,8 @@ pub const ST_SKIPPED: u8 = 1;
 pub const ST_FAILED: u8 = 2;
 pub const ST_UPREEMPT: u8 = 3;
 pub const ST_PRESENT: u8 = 4;
+pub const ST_EXITING: u8 = 5;
+pub const ST_EXEC: u8 = 6;
 
 pub const SRC_HARDIRQ: u32 = 1 << 16;
 pub const SRC_SOFTIRQ: u32 = 2 << 16;
@@ -29,6 +31,11 @@ pub const C_CTX_FALLBACK: u32 = 4;
 pub const C_TW_FAILED: u32 = 5;
 pub const C_UWALK_SHORT: u32 = 6;
 pub const C_UWALK_MISMATCH: u32 = 7;
+pub const C_USER_AT_SWITCH: u32 = 8;
+pub const C_USER_AT_EXIT: u32 = 9;
+pub const C_USER_AT_EXEC: u32 = 10;
+/// Number of counters (`C_NR` in the C side).
+pub const C_NR: usize = 11;
 
 pub const HDR: usize = 32;
 

@@ -124,6 +124,54 @@ pub struct RecordSummary {
     pub user_walks_shortcut: u64,
     /// With `verify_user_walk_shortcut`: how many of those the kernel walker disagreed with.
     pub user_walk_mismatches: Option<u64>,
+    /// How user stacks were settled outside the common path (also in the metadata).
+    pub lazy_user: LazyUserCounts,
+}
+
+/// User stacks settled outside the common path, counted so that none is silent. Stored in
+/// the trace metadata's `extra` under the keys of [`LazyUserCounts::KEYS`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LazyUserCounts {
+    /// User stacks marked `USER_EXITING` (`[no user stack: exiting]`): wakers past
+    /// `exit_mm`, and lazy user halves of tasks that exited before returning to user space.
+    pub exiting: u64,
+    /// Lazy user halves taken at a switch-out, because the task was switched out again
+    /// (preempted, or blocked again in the same syscall) before its return to user space.
+    pub at_switch_out: u64,
+    /// Lazy user halves that were due when the task exited (status `USER_EXITING`).
+    pub at_exit: u64,
+    /// Lazy user halves that were due when the task exec'd (status `USER_EXEC`).
+    pub at_exec: u64,
+    /// Long waits whose user half comes from a task_work callback still queued for an
+    /// earlier wait of the same syscall (no new callback could be scheduled).
+    pub served_by_pending: u64,
+}
+
+impl LazyUserCounts {
+    /// Metadata keys, in field order.
+    pub const KEYS: [&'static str; 5] = [
+        "user_stacks_exiting",
+        "user_halves_at_switch_out",
+        "user_halves_at_exit",
+        "user_halves_at_exec",
+        "user_halves_served_by_pending",
+    ];
+
+    /// The counts as metadata key/values.
+    pub fn extra(&self) -> Vec<(String, String)> {
+        let v = [
+            self.exiting,
+            self.at_switch_out,
+            self.at_exit,
+            self.at_exec,
+            self.served_by_pending,
+        ];
+        Self::KEYS
+            .iter()
+            .zip(v)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
 }
 
 static SIGNAL_STOP: AtomicBool = AtomicBool::new(false);
@@ -322,15 +370,24 @@ struct Converter {
     /// Kernel stack references written as SKIPPED (lazy wakings; switches are counted
     /// in BPF at switch-in instead).
     skipped: u64,
+    /// User stacks written as USER_EXITING (the task was exiting).
+    user_exiting: u64,
     /// Leaf kernel addresses already classified: true = inside the BPF/tracing machinery.
     tracing_frames: HashMap<u64, bool>,
+    /// Scheduler and spinlock text ranges ([`KernelSymbols::scheduler_text`]), removed from
+    /// eager off-CPU kernel stacks; reused buffer for the result.
+    sched_text: Vec<(u64, u64)>,
+    nosched_buf: Vec<u64>,
 }
 
 impl Converter {
     fn new(ksyms: KernelSymbols) -> Self {
         Converter {
+            sched_text: ksyms.scheduler_text(),
+            nosched_buf: Vec::new(),
             ksyms,
             skipped: 0,
+            user_exiting: 0,
             tracing_frames: HashMap::new(),
             stack_ids: HashMap::new(),
             next_stack: StackId::FIRST_REAL,
@@ -359,6 +416,11 @@ impl Converter {
                 self.lost.user_stacks_preempted += 1;
                 StackId::USER_PREEMPTED
             }
+            raw::ST_EXITING => {
+                self.user_exiting += 1;
+                StackId::USER_EXITING
+            }
+            raw::ST_EXEC => StackId::USER_EXEC,
             raw::ST_PRESENT if !frames.is_empty() => {
                 let frames = if kind == StackKind::Kernel {
                     self.strip_tracing(frames)
@@ -404,6 +466,32 @@ impl Converter {
                 StackId::FAILED
             }
         }
+    }
+
+    /// An eager off-CPU kernel stack (taken at switch-out, in the task itself), without the
+    /// scheduler's own frames (`schedule`, `__schedule`, `schedule_hrtimeout_range`,
+    /// `do_nanosleep`, `preempt_schedule_irq`, spinlock functions, ...). The lazy stack of the
+    /// same wait, walked at switch-in with `bpf_get_task_stack`, never has them (the kernel
+    /// skips `in_sched_functions()` when it walks another task's stack), so both modes give
+    /// the same frames, e.g. `...;anon_pipe_read` for a pipe read, and their folded files
+    /// merge. Done here, not in the engine: the kernel's rule is an address range, which
+    /// only the recorder's kallsyms snapshot knows.
+    fn offcpu_kstack(&mut self, status: u8, frames: &[u64]) -> StackId {
+        if status != raw::ST_PRESENT || self.sched_text.is_empty() {
+            return self.stack(status, StackKind::Kernel, 0, frames);
+        }
+        let frames = self.strip_tracing(frames);
+        let mut kept = std::mem::take(&mut self.nosched_buf);
+        kept.clear();
+        kept.extend(
+            frames
+                .iter()
+                .copied()
+                .filter(|a| !self.sched_text.iter().any(|r| (r.0..r.1).contains(a))),
+        );
+        let id = self.stack(status, StackKind::Kernel, 0, &kept);
+        self.nosched_buf = kept;
+        id
     }
 
     /// Drop the leading frames of the BPF program and the tracepoint glue
@@ -462,7 +550,7 @@ impl Converter {
                 prev_tid: e.a,
                 prev_state: e.c,
                 next_tid: e.b,
-                prev_kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
+                prev_kstack: self.offcpu_kstack(e.kst, kf),
                 prev_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
             }),
             raw::EV_WAKING => Event::Waking(Waking {
@@ -861,7 +949,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     let mut last_status = (Instant::now(), 0u64);
     let status = opts.status_line && std::io::stderr().is_terminal();
     let window_ns: u64 = 10_000_000;
-    let mut counters_total = [0u64; 8];
+    let mut counters_total = [0u64; raw::C_NR];
 
     let mut stopping = false;
     loop {
@@ -917,8 +1005,8 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         let periodic = last_flush.elapsed() >= Duration::from_millis(500);
         if periodic || stopping {
             // Ring buffer reserve failures, per CPU -> Lost markers.
-            let mut totals = [0u64; 8];
-            for idx in 0..8u32 {
+            let mut totals = [0u64; raw::C_NR];
+            for idx in 0..raw::C_NR as u32 {
                 if let Ok(Some(vals)) = skel
                     .maps
                     .counters
@@ -1040,6 +1128,14 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             counters_total[raw::C_TW_FAILED as usize].to_string(),
         ));
     }
+    let lazy_user = LazyUserCounts {
+        exiting: conv.user_exiting,
+        at_switch_out: counters_total[raw::C_USER_AT_SWITCH as usize],
+        at_exit: counters_total[raw::C_USER_AT_EXIT as usize],
+        served_by_pending: counters_total[raw::C_USER_PENDING_OVERWRITTEN as usize],
+        at_exec: counters_total[raw::C_USER_AT_EXEC as usize],
+    };
+    meta.extra.extend(lazy_user.extra());
     if run_cnt > 0 {
         meta.extra
             .push(("bpf_run_time_ns".into(), run_ns.to_string()));
@@ -1062,13 +1158,14 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         context_method,
         user_stack_method,
         user_walks_shortcut: counters_total[raw::C_UWALK_SHORT as usize],
+        lazy_user,
         user_walk_mismatches: opts
             .verify_user_walk_shortcut
             .then_some(counters_total[raw::C_UWALK_MISMATCH as usize]),
     })
 }
 
-fn lost_counts(conv: &Converter, counters: &[u64; 8], out_of_order: u64) -> LostCounts {
+fn lost_counts(conv: &Converter, counters: &[u64; raw::C_NR], out_of_order: u64) -> LostCounts {
     LostCounts {
         ringbuf_full: counters[raw::C_RB_FULL as usize],
         out_of_order,

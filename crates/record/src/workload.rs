@@ -42,6 +42,51 @@ pub struct ThreadReport {
     pub calls: u64,
     /// Total time inside the blocking calls, ns (CLOCK_MONOTONIC around each call).
     pub blocked_ns: u64,
+    /// The part of `blocked_ns` the thread spent on a CPU (CLOCK_THREAD_CPUTIME_ID around
+    /// each call): entering and leaving the call, and on a loaded machine whatever runs in
+    /// it after the wakeup (e.g. the recorder's lazy user-stack callback). The thread was
+    /// off-CPU for `blocked_ns - oncpu_ns` of it, which is what a recording can see.
+    #[serde(default)]
+    pub oncpu_ns: u64,
+    /// Each blocking call as `[start, end]` (CLOCK_MONOTONIC ns, the trace clock), so that
+    /// a recording's off-CPU time can be compared inside the calls only.
+    #[serde(default)]
+    pub calls_ns: Vec<[u64; 2]>,
+}
+
+impl ThreadReport {
+    /// Run one blocking call, adding its wall and CPU time and its interval.
+    fn timed<T>(&mut self, call: impl FnOnce() -> T) -> T {
+        let c0 = thread_cpu_ns();
+        let t0 = monotonic_ns();
+        let r = call();
+        let t1 = monotonic_ns();
+        self.oncpu_ns += thread_cpu_ns().saturating_sub(c0);
+        self.blocked_ns += t1 - t0;
+        self.calls += 1;
+        self.calls_ns.push([t0, t1]);
+        r
+    }
+
+    /// How much of `intervals` (`(start, end)` ns, sorted by start, not overlapping; e.g. a
+    /// recording's off-CPU intervals of this thread) lies inside the blocking calls.
+    pub fn time_inside_calls(&self, intervals: impl IntoIterator<Item = (u64, u64)>) -> u64 {
+        let mut total = 0;
+        let mut i = 0;
+        for (a, b) in intervals {
+            while i < self.calls_ns.len() && self.calls_ns[i][1] <= a {
+                i += 1;
+            }
+            // Calls are disjoint and sorted: sum the overlap with each one [a, b] touches.
+            let mut j = i;
+            while j < self.calls_ns.len() && self.calls_ns[j][0] < b {
+                let [s, e] = self.calls_ns[j];
+                total += e.min(b).saturating_sub(s.max(a));
+                j += 1;
+            }
+        }
+        total
+    }
 }
 
 /// What the workload did.
@@ -71,6 +116,17 @@ pub fn monotonic_ns() -> u64 {
     };
     // SAFETY: ts is a valid, writable timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CPU time of the calling thread in ns (CLOCK_THREAD_CPUTIME_ID).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -177,10 +233,7 @@ pub fn run_with(
                 ..Default::default()
             };
             loop {
-                let t0 = monotonic_ns();
-                let n = read1(&r2)?;
-                rep.blocked_ns += monotonic_ns() - t0;
-                rep.calls += 1;
+                let n = rep.timed(|| read1(&r2))?;
                 if n == 0 {
                     return Ok(rep);
                 }
@@ -200,10 +253,7 @@ pub fn run_with(
             };
             let mut msgs = 0;
             loop {
-                let t0 = monotonic_ns();
-                let n = read1(&r1)?;
-                rep.blocked_ns += monotonic_ns() - t0;
-                rep.calls += 1;
+                let n = rep.timed(|| read1(&r1))?;
                 if n == 0 {
                     drop(w2);
                     return Ok((rep, msgs));
@@ -229,10 +279,7 @@ pub fn run_with(
             let _ = go_rx.recv();
             let end = monotonic_ns() + duration.as_nanos() as u64;
             while monotonic_ns() < end {
-                let t0 = monotonic_ns();
-                sleep_for(period);
-                rep.blocked_ns += monotonic_ns() - t0;
-                rep.calls += 1;
+                rep.timed(|| sleep_for(period));
                 write1(&w1)?;
             }
             drop(w1);

@@ -412,26 +412,44 @@ fn real_chain_workload_lazy() {
         "only {checked} wakings with stacks to check the context against"
     );
 
-    // The sink's off-CPU time in the trace matches its own measurement within 2 %.
+    // The sink's off-CPU time inside its read() calls, from the trace, matches what the sink
+    // measured itself: wall time in the calls minus its own CPU time in them. Comparing
+    // with the wall time alone fails on a loaded machine: the sink is on a CPU inside read()
+    // after its switch-in (return path, the lazy user-stack callback, waiting out a
+    // hypervisor's steal), 2.4 % of it in one CI run beside a release build.
     let mut off_since: Option<u64> = None;
-    let mut off_total = 0u64;
+    let mut off = Vec::new();
     for e in &mem.events {
         if let Event::Switch(s) = e {
-            if s.prev_tid == sink && s.ts >= rep.start_ns {
+            if s.prev_tid == sink {
                 off_since = Some(s.ts);
             }
             if s.next_tid == sink {
                 if let Some(t0) = off_since.take() {
-                    off_total += s.ts - t0;
+                    off.push((t0, s.ts));
                 }
             }
         }
     }
-    let measured = rep.sink.blocked_ns as f64;
-    let ratio = off_total as f64 / measured;
+    let traced = rep.sink.time_inside_calls(off.iter().copied()) as f64;
+    let wall = rep.sink.blocked_ns as f64;
+    let measured = wall - rep.sink.oncpu_ns as f64;
+    // What may differ: CPU time the sink's clock does not count as its own (steal, the
+    // clock reads around each call), a small share of the small on-CPU part.
+    let diff = (traced - measured).abs() / wall;
+    eprintln!(
+        "sink: {} calls, {wall} ns inside them, {} ns of it on a CPU ({:.2} %); off-CPU inside \
+         them: traced {traced} ns, measured {measured} ns",
+        rep.sink.calls,
+        rep.sink.oncpu_ns,
+        100.0 * rep.sink.oncpu_ns as f64 / wall
+    );
     assert!(
-        (0.98..=1.02).contains(&ratio),
-        "sink off-CPU {off_total} ns vs measured {measured} ns (ratio {ratio:.4})"
+        diff <= 0.005,
+        "sink off-CPU inside read(): traced {traced} ns vs measured {measured} ns \
+         (wall {wall} ns, on-CPU {} ns): {:.3} % of the wall time apart",
+        rep.sink.oncpu_ns,
+        diff * 100.0
     );
 
     // Summary agrees with the file.
@@ -488,7 +506,14 @@ fn real_eager_and_none_modes() {
                 let mut piped = 0;
                 let mut blocked = 0;
                 for s in &sink_switches {
-                    assert!(s.prev_ustack.is_real() || s.prev_ustack == StackId::FAILED);
+                    // The final switch-out, past exit_mm, has no user stack: USER_EXITING.
+                    assert!(
+                        s.prev_ustack.is_real()
+                            || s.prev_ustack == StackId::FAILED
+                            || s.prev_ustack == StackId::USER_EXITING,
+                        "{:?}",
+                        s.prev_ustack
+                    );
                     if s.prev_state != STATE_INTERRUPTIBLE {
                         continue;
                     }

@@ -31,6 +31,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario { name: "pretrace", about: "cr-a <- cr-b <- cr-c <- timer where cr-b and cr-c were blocked before the trace began", generate: pretrace },
         Scenario { name: "many-threads", about: "64 cr-worker threads woken by cr-dispatch, woken by [softirq: NET_RX]", generate: many_threads },
         Scenario { name: "lazy-stacks", about: "lazily attached off-CPU stacks, skipped stacks on short waits, failed waker stacks, a lost-events marker", generate: lazy_stacks },
+        Scenario { name: "stack-labels", about: "an exiting waker, a user stack lost to exec, long waits whose stacks never arrived, a short skipped wait", generate: stack_labels },
     ]
 }
 
@@ -726,6 +727,72 @@ fn many_threads(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
             b.sw(t + 180_000, 1, w(63), S, 0, k_fw, u_fw);
         },
         1_000_000,
+    )
+}
+
+/// stack-labels: 16 events per 2 ms iteration. cr-lab (lazy threshold 100 us) waits four
+/// times: 500 us, woken by cr-waker while it exits (user stack USER_EXITING); 300 us woken
+/// by the timer, no stack ever attached (the SKIPPED placeholders stay); 300 us woken by
+/// cr-waker with SKIPPED waker stacks, its user half USER_EXEC; 20 us, all skipped (true).
+fn stack_labels(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
+    let lab = 1201;
+    let waker = 1203;
+    let mut b = B::new();
+    let k_read = b.k(&["schedule", "pipe_read", "ksys_read"]);
+    let u_read = b.u(1200, &["read", "lab_loop"]);
+    let k_exit = b.k(&["try_to_wake_up", "do_notify_parent", "do_exit"]);
+    let k_irq = irq_timer_stack(&mut b);
+    b.comm(T0, lab, 1200, "cr-lab", CommReason::Seen);
+    b.comm(T0, waker, 1202, "cr-waker", CommReason::Seen);
+    let tasks = [
+        (lab, 1200, "cr-lab", false),
+        (waker, 1202, "cr-waker", false),
+    ];
+    let sk = StackId::SKIPPED;
+    let half = |b: &mut B, ts: u64, k: StackId, u: StackId| {
+        b.ev.push(Event::OffCpuStacks(OffCpuStacks {
+            ts,
+            tid: lab,
+            kstack: k,
+            ustack: u,
+        }))
+    };
+    run(
+        b,
+        out,
+        &tasks,
+        iterations(p, 16),
+        |b, _i, t| {
+            b.sw(t + 100_000, 0, lab, S, 0, sk, sk);
+            b.wk(
+                t + 600_000,
+                1,
+                waker,
+                lab,
+                TASK,
+                0,
+                k_exit,
+                StackId::USER_EXITING,
+            );
+            b.swin(t + 610_000, 0, lab);
+            half(b, t + 610_000, k_read, NO);
+            half(b, t + 620_000, NO, u_read);
+
+            b.sw(t + 700_000, 0, lab, S, 0, sk, sk);
+            b.wk(t + 1_000_000, 0, 0, lab, HARD, SRC_TIMER, k_irq, NO);
+            b.swin(t + 1_010_000, 0, lab);
+
+            b.sw(t + 1_100_000, 0, lab, S, 0, sk, sk);
+            b.wk(t + 1_400_000, 1, waker, lab, TASK, 0, sk, sk);
+            b.swin(t + 1_410_000, 0, lab);
+            half(b, t + 1_410_000, k_read, NO);
+            half(b, t + 1_420_000, NO, StackId::USER_EXEC);
+
+            b.sw(t + 1_500_000, 0, lab, S, 0, sk, sk);
+            b.wk(t + 1_520_000, 0, 0, lab, HARD, SRC_TIMER, sk, NO);
+            b.swin(t + 1_530_000, 0, lab);
+        },
+        2_000_000,
     )
 }
 
