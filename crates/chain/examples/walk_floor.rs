@@ -195,7 +195,7 @@ impl Floor {
                     if !self.tasks[t].off || self.tasks[t].wake_hop != NO_HOP {
                         continue;
                     }
-                    let metal = w.context != WakeContext::Task || w.waker_tid == 0;
+                    let metal = !w.context.is_task() || w.waker_tid == 0;
                     let mut hop = Hop {
                         seq: self.next_seq,
                         ts: w.ts,

@@ -24,7 +24,7 @@ mod skel {
 
 pub use recorder::{
     check_output, install_stop_signals, partial_trace_note, record, stop_signals, RecordOptions,
-    RecordSummary, StopCondition, StopSignals,
+    RecordSummary, SoftirqCounts, StopCondition, StopSignals,
 };
 
 use std::path::PathBuf;

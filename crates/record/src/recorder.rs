@@ -53,6 +53,9 @@ pub struct RecordOptions {
     /// Tests: let the kernel walk every user stack the shortcut finished as well, and count
     /// disagreements (metadata `user_walk_shortcut`).
     pub verify_user_walk_shortcut: bool,
+    /// Do not attach the `do_softirq` programs: every softirq waking stays metal, as
+    /// before they existed (A/B, and to test the fallback).
+    pub no_softirq_tracking: bool,
 }
 
 impl Default for RecordOptions {
@@ -71,6 +74,7 @@ impl Default for RecordOptions {
             force_sys_exit_user_stacks: false,
             no_user_walk_shortcut: false,
             verify_user_walk_shortcut: false,
+            no_softirq_tracking: false,
         }
     }
 }
@@ -124,6 +128,48 @@ pub struct RecordSummary {
     pub user_walks_shortcut: u64,
     /// With `verify_user_walk_shortcut`: how many of those the kernel walker disagreed with.
     pub user_walk_mismatches: Option<u64>,
+    /// How softirq wakings were told apart (task / interrupt exit / ksoftirqd), or why not.
+    pub softirq_method: String,
+    /// Softirq wakings by how they were decided.
+    pub softirq: SoftirqCounts,
+}
+
+/// Softirq wakings by how the recorder decided them (docs/RECORDER.md, "Softirq wakings").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoftirqCounts {
+    /// Run by the waking task itself inside `do_softirq` (task hops).
+    pub task: u64,
+    /// Run at an interrupt's exit (metal).
+    pub irq_exit: u64,
+    /// Run by ksoftirqd (metal, `via ksoftirqd`).
+    pub ksoftirqd: u64,
+    /// Decided without `do_softirq` tracking (metal, as before it existed).
+    pub untracked: u64,
+    /// Softirq wakings whose kernel stack showed how the softirq ran (`do_softirq`, or an
+    /// interrupt's exit / ksoftirqd); the stack decides those.
+    pub stack_checked: u64,
+    /// Of those, moved to task context by the stack (the BPF side said interrupt exit).
+    pub stack_to_task: u64,
+    /// Of those, moved to interrupt exit by the stack (the BPF side said task).
+    pub stack_to_irq: u64,
+}
+
+impl std::fmt::Display for SoftirqCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} run by the task itself (task hops), {} at an interrupt's exit, {} in ksoftirqd, \
+             {} not told apart (metal); {} checked against their kernel stack, which moved {} to \
+             the task and {} to the interrupt",
+            self.task,
+            self.irq_exit,
+            self.ksoftirqd,
+            self.untracked,
+            self.stack_checked,
+            self.stack_to_task,
+            self.stack_to_irq
+        )
+    }
 }
 
 static SIGNAL_STOP: AtomicBool = AtomicBool::new(false);
@@ -291,10 +337,22 @@ fn irq_name(code: u32) -> String {
     let n = code & 0xffff;
     match code & !0xffff {
         raw::SRC_TIMER => "timer".to_string(),
-        raw::SRC_SOFTIRQ => SOFTIRQ_NAMES
-            .get(n as usize)
-            .map(|s| s.to_string())
-            .unwrap_or(format!("softirq {n}")),
+        raw::SRC_SOFTIRQ => {
+            let vec = n & !raw::SRC_SOFTIRQ_KSOFTIRQD;
+            let name = if vec == raw::SRC_SOFTIRQ_UNKNOWN {
+                "vector unknown".to_string()
+            } else {
+                SOFTIRQ_NAMES
+                    .get(vec as usize)
+                    .map(|s| s.to_string())
+                    .unwrap_or(format!("softirq {vec}"))
+            };
+            if n & raw::SRC_SOFTIRQ_KSOFTIRQD != 0 {
+                format!("{name} via ksoftirqd")
+            } else {
+                name
+            }
+        }
         _ => std::fs::read_to_string(format!("/sys/kernel/irq/{n}/actions"))
             .ok()
             .map(|s| s.trim().to_string())
@@ -323,6 +381,40 @@ struct Converter {
     skipped: u64,
     /// Leaf kernel addresses already classified: true = inside the BPF/tracing machinery.
     tracing_frames: HashMap<u64, bool>,
+    /// Kernel addresses already classified for softirq wakings (see `softirq_by_stack`).
+    softirq_frames: HashMap<u64, SoftirqFrame>,
+    /// Softirq wakings checked against their kernel stack, and how many the stack moved
+    /// to task context / to interrupt exit (the BPF side had decided otherwise).
+    softirq_stack_checked: u64,
+    softirq_stack_to_task: u64,
+    softirq_stack_to_irq: u64,
+}
+
+/// What a kernel frame says about the softirq a waking ran in (the innermost such frame
+/// of the stack decides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SoftirqFrame {
+    /// Says nothing.
+    Other,
+    /// `do_softirq` (`.part.N` too) or `__local_bh_enable_ip`: run by the task itself.
+    Task,
+    /// An interrupt's entry or exit (`irq_exit_rcu`, `sysvec_*`, `common_interrupt`, ...).
+    Irq,
+}
+
+fn softirq_frame(name: &str) -> SoftirqFrame {
+    let base = name.split('.').next().unwrap_or(name);
+    match base {
+        "do_softirq" | "__local_bh_enable_ip" => SoftirqFrame::Task,
+        "irq_exit_rcu"
+        | "__irq_exit_rcu"
+        | "irq_exit"
+        | "common_interrupt"
+        | "asm_common_interrupt"
+        | "run_ksoftirqd" => SoftirqFrame::Irq,
+        n if n.starts_with("sysvec_") || n.starts_with("asm_sysvec_") => SoftirqFrame::Irq,
+        _ => SoftirqFrame::Other,
+    }
 }
 
 impl Converter {
@@ -331,6 +423,10 @@ impl Converter {
             ksyms,
             skipped: 0,
             tracing_frames: HashMap::new(),
+            softirq_frames: HashMap::new(),
+            softirq_stack_checked: 0,
+            softirq_stack_to_task: 0,
+            softirq_stack_to_irq: 0,
             stack_ids: HashMap::new(),
             next_stack: StackId::FIRST_REAL,
             new_stacks: Vec::new(),
@@ -432,6 +528,63 @@ impl Converter {
         &frames[cut..]
     }
 
+    /// Whether the kernel stack of a softirq waking shows the softirq run by the task
+    /// itself (`Some(true)`), at an interrupt's exit or in ksoftirqd (`Some(false)`), or
+    /// neither (`None`): the innermost `do_softirq` / interrupt frame decides.
+    fn softirq_by_stack(&mut self, frames: &[u64]) -> Option<bool> {
+        for &a in frames {
+            let ksyms = &self.ksyms;
+            let class = *self.softirq_frames.entry(a).or_insert_with(|| {
+                ksyms
+                    .resolve(a)
+                    .name
+                    .as_deref()
+                    .map_or(SoftirqFrame::Other, softirq_frame)
+            });
+            match class {
+                SoftirqFrame::Other => {}
+                SoftirqFrame::Task => return Some(true),
+                SoftirqFrame::Irq => return Some(false),
+            }
+        }
+        None
+    }
+
+    /// Context and source code of a softirq waking, checked against its kernel stack when
+    /// it has one: the stack is exact where the BPF side used the preempt-count rule.
+    fn softirq_checked(
+        &mut self,
+        e: &RawEv,
+        kf: &[u64],
+        context: WakeContext,
+    ) -> (WakeContext, u32) {
+        let ksoftirqd = e.c & !0xffff == raw::SRC_SOFTIRQ && e.c & raw::SRC_SOFTIRQ_KSOFTIRQD != 0;
+        if e.kst != raw::ST_PRESENT || ksoftirqd {
+            return (context, e.c);
+        }
+        let Some(task) = self.softirq_by_stack(kf) else {
+            return (context, e.c);
+        };
+        self.softirq_stack_checked += 1;
+        match (task, context) {
+            (true, WakeContext::SoftIrq) if e.a != 0 => {
+                self.softirq_stack_to_task += 1;
+                // An hrtimer expiring in the softirq was sent as the timer source.
+                let code = if e.c == raw::SRC_TIMER {
+                    raw::SRC_SOFTIRQ | 8
+                } else {
+                    e.c
+                };
+                (WakeContext::SoftIrqTask, code)
+            }
+            (false, WakeContext::SoftIrqTask) => {
+                self.softirq_stack_to_irq += 1;
+                (WakeContext::SoftIrq, e.c)
+            }
+            _ => (context, e.c),
+        }
+    }
+
     fn irq(&mut self, code: u32) -> u32 {
         if code == 0 {
             return 0;
@@ -464,16 +617,32 @@ impl Converter {
                 prev_kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
                 prev_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
             }),
-            raw::EV_WAKING => Event::Waking(Waking {
-                ts: e.ts,
-                cpu: e.cpu as u32,
-                waker_tid: e.a,
-                target_tid: e.b,
-                context: WakeContext::from_u8(e.aux).unwrap_or(WakeContext::Task),
-                source: self.irq(e.c),
-                waker_kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
-                waker_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
-            }),
+            raw::EV_WAKING => {
+                let mut context = WakeContext::from_u8(e.aux).unwrap_or(WakeContext::Task);
+                let mut code = e.c;
+                if matches!(context, WakeContext::SoftIrq | WakeContext::SoftIrqTask) {
+                    (context, code) = self.softirq_checked(e, kf, context);
+                }
+                // The format ties the source to the context (Waking::unencodable): a task
+                // waking has none, a task-context softirq always names its vector.
+                let code = match context {
+                    WakeContext::Task => 0,
+                    WakeContext::SoftIrqTask if code == 0 => {
+                        raw::SRC_SOFTIRQ | raw::SRC_SOFTIRQ_UNKNOWN
+                    }
+                    _ => code,
+                };
+                Event::Waking(Waking {
+                    ts: e.ts,
+                    cpu: e.cpu as u32,
+                    waker_tid: e.a,
+                    target_tid: e.b,
+                    context,
+                    source: self.irq(code),
+                    waker_kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
+                    waker_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
+                })
+            }
             raw::EV_WAKEUP_NEW => Event::WakeupNew(WakeupNew {
                 ts: e.ts,
                 cpu: e.cpu as u32,
@@ -602,6 +771,8 @@ fn open_and_load<'obj>(
     delta: &std::result::Result<i64, String>,
     rb_size: u32,
     path: UserStackPath,
+    softirq_tracking: bool,
+    irq_stack: Option<&IrqStackInfo>,
 ) -> Result<ChainrecSkel<'obj>> {
     let builder = ChainrecSkelBuilder::default();
     let mut open = builder.open(open_obj).map_err(|e| bpf_err("open", e))?;
@@ -624,6 +795,14 @@ fn open_and_load<'obj>(
         ro.filter_enabled = !opts.pids.is_empty();
         ro.user_stacks = opts.user_stacks;
         ro.use_task_work = path == UserStackPath::TaskWork;
+        ro.softirq_heuristic = !opts.no_softirq_tracking;
+        if let Some(i) = irq_stack {
+            ro.have_irqstack = true;
+            ro.irqstack_ptr_delta = i.ptr_delta;
+            ro.irqstack_inuse_delta = i.inuse_delta;
+            (ro.bh_enable_start, ro.bh_enable_end) = i.bh_enable;
+            (ro.do_softirq_start, ro.do_softirq_end) = i.do_softirq;
+        }
         if let Some(min) = mmap_min_addr() {
             ro.user_walk_shortcut = !opts.no_user_walk_shortcut;
             ro.verify_user_walk = opts.verify_user_walk_shortcut;
@@ -632,6 +811,10 @@ fn open_and_load<'obj>(
         if let Ok(d) = delta {
             ro.preempt_delta = *d;
             ro.have_preempt_delta = true;
+        }
+        if let Ok(d) = crate::btfinfo::ksoftirqd_delta() {
+            ro.ksoftirqd_delta = d;
+            ro.have_ksoftirqd_delta = true;
         }
     }
     open.maps
@@ -648,7 +831,82 @@ fn open_and_load<'obj>(
         // Attaching sys_exit at all puts every syscall exit on the slow path.
         open.progs.on_sys_exit.set_autoload(false);
     }
+    // The do_softirq programs are attached by hand, in order (see attach_softirq).
+    open.progs.on_do_softirq.set_autoattach(false);
+    open.progs.on_do_softirq_exit.set_autoattach(false);
+    if !softirq_tracking {
+        open.progs.on_do_softirq.set_autoload(false);
+        open.progs.on_do_softirq_exit.set_autoload(false);
+    }
     open.load().map_err(|e| bpf_err("load", e))
+}
+
+/// What the BPF side needs to tell softirqs run by a task from those at an interrupt's
+/// exit by the irq stack (`softirq_by_irqstack` in bpf/chainrec.bpf.c).
+struct IrqStackInfo {
+    ptr_delta: i64,
+    inuse_delta: i64,
+    bh_enable: (u64, u64),
+    do_softirq: (u64, u64),
+}
+
+impl IrqStackInfo {
+    fn find(ksyms: &KernelSymbols) -> std::result::Result<IrqStackInfo, String> {
+        if !cfg!(target_arch = "x86_64") {
+            return Err("irq stack layout known on x86_64 only".into());
+        }
+        let (ptr_delta, inuse_delta) = crate::btfinfo::irq_stack_deltas()?;
+        let range = |n: &str| {
+            ksyms
+                .range(n)
+                .ok_or_else(|| format!("no unique `{n}` in /proc/kallsyms"))
+        };
+        Ok(IrqStackInfo {
+            ptr_delta,
+            inuse_delta,
+            bh_enable: range("__local_bh_enable_ip")?,
+            do_softirq: range("do_softirq")?,
+        })
+    }
+}
+
+/// Attach the `do_softirq` fexit program, then the fentry one (so that the per-CPU flag the
+/// entry sets is always cleared), then tell the programs they may trust it. The links
+/// must be dropped in the reverse order: entry first ([`SoftirqLinks`] does).
+fn attach_softirq(skel: &mut ChainrecSkel<'_>) -> std::result::Result<SoftirqLinks, String> {
+    let exit = skel
+        .progs
+        .on_do_softirq_exit
+        .attach_trace()
+        .map_err(|e| format!("fexit do_softirq: {e}"))?;
+    let entry = skel
+        .progs
+        .on_do_softirq
+        .attach_trace()
+        .map_err(|e| format!("fentry do_softirq: {e}"))?;
+    let bss = skel
+        .maps
+        .bss_data
+        .as_deref_mut()
+        .ok_or("skeleton has no .bss")?;
+    bss.sirq_tracked = true;
+    Ok(SoftirqLinks {
+        entry: Some(entry),
+        _exit: Some(exit),
+    })
+}
+
+/// The `do_softirq` links; fields drop in declaration order: the entry program first.
+#[derive(Default)]
+struct SoftirqLinks {
+    entry: Option<libbpf_rs::Link>,
+    _exit: Option<libbpf_rs::Link>,
+}
+
+impl SoftirqLinks {
+    fn attached(&self) -> bool {
+        self.entry.is_some()
+    }
 }
 
 /// After a recording failed once it had started: where the events recorded before the
@@ -730,16 +988,52 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             Err(e) => (UserStackPath::SysExit, e),
         }
     };
-    let mut open_obj = MaybeUninit::uninit();
-    let mut open_obj2 = MaybeUninit::uninit();
-    let mut skel = match open_and_load(&mut open_obj, opts, &delta, rb_size, path) {
-        Ok(s) => s,
-        Err(RecordError::Bpf { detail, .. }) if path == UserStackPath::TaskWork => {
-            path = UserStackPath::SysExit;
-            path_note = format!("task_work program rejected: {detail}");
-            open_and_load(&mut open_obj2, opts, &delta, rb_size, path)?
+    // Snapshot kernel symbols before starting (module loads during recording are rare).
+    let ksyms = KernelSymbols::load().unwrap_or_default();
+    let irq_stack = IrqStackInfo::find(&ksyms);
+    // Softirq wakings told apart by fentry/fexit on do_softirq (docs/RECORDER.md). Without
+    // them (no such function, no trampolines, rejected), softirq wakings stay metal.
+    let (mut softirq_tracking, mut softirq_note) = if opts.no_softirq_tracking {
+        (false, "off (--no-softirq-tracking)".to_string())
+    } else {
+        match crate::btfinfo::kernel_has_func("do_softirq") {
+            Ok(true) => (true, String::new()),
+            Ok(false) => (false, "kernel BTF has no do_softirq".to_string()),
+            Err(e) => (false, e),
         }
-        Err(e) => return Err(e),
+    };
+    // Load; on a rejection, retry without the optional part that was rejected (the
+    // do_softirq programs, then the task_work path), saying why.
+    let mut open_objs: [MaybeUninit<OpenObject>; 3] =
+        std::array::from_fn(|_| MaybeUninit::uninit());
+    let mut slots = open_objs.iter_mut();
+    let mut skel = loop {
+        let slot = slots.next().expect("at most three load attempts");
+        match open_and_load(
+            slot,
+            opts,
+            &delta,
+            rb_size,
+            path,
+            softirq_tracking,
+            irq_stack.as_ref().ok(),
+        ) {
+            Ok(s) => break s,
+            // The optional do_softirq programs first: whatever failed (this kernel refuses
+            // every fentry program with EPERM), retry without them.
+            Err(e) if softirq_tracking => {
+                softirq_tracking = false;
+                softirq_note = match e {
+                    RecordError::Permission { .. } => "refused by the kernel (EPERM)".into(),
+                    e => format!("rejected: {e}"),
+                };
+            }
+            Err(RecordError::Bpf { detail, .. }) if path == UserStackPath::TaskWork => {
+                path = UserStackPath::SysExit;
+                path_note = format!("task_work program rejected: {detail}");
+            }
+            Err(e) => return Err(e),
+        }
     };
     let user_stack_method = match path {
         UserStackPath::Off if opts.stack_mode != StackMode::Lazy => {
@@ -759,8 +1053,6 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             .map_err(|e| bpf_err("filter setup", e))?;
     }
 
-    // Snapshot kernel symbols before starting (module loads during recording are rare).
-    let ksyms = KernelSymbols::load().unwrap_or_default();
     let usyms = UserSymbolizer::new();
 
     let (host, release) = uname();
@@ -838,6 +1130,31 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     .map_err(|e| bpf_err("ring buffer", e))?;
     let ring = rbb.build().map_err(|e| bpf_err("ring buffer", e))?;
 
+    let mut softirq_links = SoftirqLinks::default();
+    if softirq_tracking {
+        match attach_softirq(&mut skel) {
+            Ok(l) => softirq_links = l,
+            Err(e) => softirq_note = format!("attach failed: {e}"),
+        }
+    }
+    let softirq_method = if softirq_links.attached() {
+        "fentry/fexit on do_softirq".to_string()
+    } else if opts.no_softirq_tracking {
+        format!("not told apart, softirq wakings stay metal ({softirq_note})")
+    } else {
+        match &irq_stack {
+            Ok(_) => format!(
+                "saved stack pointer on the irq stack, checked against the kernel stack where \
+                 one was taken (fentry: {softirq_note})"
+            ),
+            Err(e) => format!(
+                "not told apart ({e}; fentry: {softirq_note}): softirq wakings stay metal \
+                 unless their kernel stack shows do_softirq"
+            ),
+        }
+    };
+    meta.extra
+        .push(("softirq_context".into(), softirq_method.clone()));
     skel.attach().map_err(|e| bpf_err("attach", e))?;
     let start_ns = monotonic_ns();
     meta.start_ns = start_ns;
@@ -861,7 +1178,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     let mut last_status = (Instant::now(), 0u64);
     let status = opts.status_line && std::io::stderr().is_terminal();
     let window_ns: u64 = 10_000_000;
-    let mut counters_total = [0u64; 8];
+    let mut counters_total = [0u64; raw::C_NR];
 
     let mut stopping = false;
     loop {
@@ -872,6 +1189,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
                 stopping = true;
                 // Detach first so that nothing new arrives, then drain everything.
                 skel.links = ChainrecLinks::default();
+                drop(std::mem::take(&mut softirq_links));
             }
         }
         let now = monotonic_ns();
@@ -917,8 +1235,8 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         let periodic = last_flush.elapsed() >= Duration::from_millis(500);
         if periodic || stopping {
             // Ring buffer reserve failures, per CPU -> Lost markers.
-            let mut totals = [0u64; 8];
-            for idx in 0..8u32 {
+            let mut totals = [0u64; raw::C_NR];
+            for idx in 0..raw::C_NR as u32 {
                 if let Ok(Some(vals)) = skel
                     .maps
                     .counters
@@ -1040,6 +1358,18 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             counters_total[raw::C_TW_FAILED as usize].to_string(),
         ));
     }
+    let c = |i: u32| counters_total[i as usize];
+    let softirq = SoftirqCounts {
+        task: c(raw::C_SIRQ_TASK),
+        irq_exit: c(raw::C_SIRQ_IRQ),
+        ksoftirqd: c(raw::C_SIRQ_KSOFTIRQD),
+        untracked: c(raw::C_SIRQ_UNTRACKED),
+        stack_checked: conv.softirq_stack_checked,
+        stack_to_task: conv.softirq_stack_to_task,
+        stack_to_irq: conv.softirq_stack_to_irq,
+    };
+    meta.extra
+        .push(("softirq_wakings".into(), softirq.to_string()));
     if run_cnt > 0 {
         meta.extra
             .push(("bpf_run_time_ns".into(), run_ns.to_string()));
@@ -1065,10 +1395,12 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         user_walk_mismatches: opts
             .verify_user_walk_shortcut
             .then_some(counters_total[raw::C_UWALK_MISMATCH as usize]),
+        softirq_method,
+        softirq,
     })
 }
 
-fn lost_counts(conv: &Converter, counters: &[u64; 8], out_of_order: u64) -> LostCounts {
+fn lost_counts(conv: &Converter, counters: &[u64; raw::C_NR], out_of_order: u64) -> LostCounts {
     LostCounts {
         ringbuf_full: counters[raw::C_RB_FULL as usize],
         out_of_order,
