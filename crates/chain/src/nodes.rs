@@ -105,6 +105,9 @@ pub struct NodeTable {
     /// Task nodes by (comm, canonical kernel stack, canonical user stack).
     tasks: FxHashMap<(CommId, StackId, StackId), NodeId>,
     metal: FxHashMap<(WakeContext, u32, StackId), NodeId>,
+    /// Metal nodes by what they print: (context, label, kernel frames from the interrupt
+    /// entry up), so that stacks differing only in the interrupted context share a node.
+    metal_cut: FxHashMap<(WakeContext, String, Vec<String>), NodeId>,
     /// Task nodes of softirqs run by the task itself: (comm, source, kstack, ustack), by
     /// raw and by canonical stacks.
     softirq_tasks: FxHashMap<(CommId, u32, StackId, StackId), NodeId>,
@@ -126,6 +129,7 @@ impl Default for NodeTable {
             tasks: FxHashMap::default(),
             metal: FxHashMap::default(),
             softirq_tasks: FxHashMap::default(),
+            metal_cut: FxHashMap::default(),
             metal_cache: vec![
                 (WakeContext::Task, 0, StackId::NONE, NodeId::MAX);
                 1 << METAL_CACHE_BITS
@@ -303,20 +307,54 @@ impl NodeTable {
             Some(&id) => id,
             None => {
                 let label = metal_label(context, source, canonical, tables);
-                let id = self.nodes.len() as NodeId;
-                self.nodes.push(Node {
-                    kind: NodeKind::Metal { context, label },
-                    kstack: canonical,
-                    ustack: StackId::NONE,
-                    kframes: None,
-                    leaf_frame: None,
-                });
+                let (kframes, frames) = interrupt_frames(tables, canonical);
+                let next = self.nodes.len() as NodeId;
+                let id = *self
+                    .metal_cut
+                    .entry((context, label.clone(), frames))
+                    .or_insert(next);
+                if id == next {
+                    self.nodes.push(Node {
+                        kind: NodeKind::Metal { context, label },
+                        kstack: canonical,
+                        ustack: StackId::NONE,
+                        kframes,
+                        leaf_frame: None,
+                    });
+                }
                 self.metal.insert((context, source, canonical), id);
                 id
             }
         };
         self.metal.insert((context, source, kstack), id);
         id
+    }
+}
+
+/// Whether kernel function `name` is where an interrupt entered, or where ksoftirqd runs
+/// softirqs: a metal stack keeps the frames up to it and drops the rest, which belong to
+/// whatever the interrupt happened to hit (docs/ENGINE.md, "Metal stacks").
+fn is_interrupt_entry(name: &str) -> bool {
+    name.starts_with("asm_sysvec_")
+        || name.starts_with("asm_fred_")
+        || matches!(
+            name,
+            "asm_common_interrupt" | "asm_exc_nmi" | "asm_spurious_interrupt" | "run_ksoftirqd"
+        )
+}
+
+/// The frames a metal node of stack `id` keeps, leaf first: up to and including the
+/// innermost interrupt entry (`Some(count)`), or all when there is none (`None`), and
+/// their rendered names (the node's identity).
+fn interrupt_frames(tables: &Tables, id: StackId) -> (Option<u32>, Vec<String>) {
+    let frames = crate::folded::stack_frames(tables, id, 0);
+    match frames.iter().position(|f| is_interrupt_entry(f)) {
+        Some(i) if i + 1 < frames.len() => {
+            let mut frames = frames;
+            frames.truncate(i + 1);
+            (Some(frames.len() as u32), frames)
+        }
+        _ => (None, frames),
     }
 }
 
