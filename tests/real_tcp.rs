@@ -184,10 +184,13 @@ fn check_chain(test: &str, trace: &Path, client: u32) {
         server1 * 10 >= blocked * 8,
         "{test}: under 80 % of the client's blocked time on the server at level 1: {shapes:?}"
     );
-    // Most of each wait is the server's sleep: the chain goes on to the timer below it.
+    // Below the server, its own waker: the timer that ended each 2 ms sleep. The sleeps
+    // lie inside the client's waits (the client blocks right after sending), so the timer
+    // level holds at least most of ROUNDS sleeps; on a loaded machine the rest of the
+    // client's wait is the server running or runnable, which stays with the server.
     assert!(
-        timer2 * 10 >= blocked * 5,
-        "{test}: the chain does not continue below the server to the timer: {shapes:?}"
+        timer2 * 2 >= min,
+        "{test}: the chain does not continue below the server to the timer ({timer2} ns < half of {min}): {shapes:?}"
     );
 }
 
