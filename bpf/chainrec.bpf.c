@@ -550,7 +550,7 @@ static __always_inline __u8 softirq_context(struct task_struct *cur, struct rq *
 	}
 	if (sirq_tracked)
 		goto irq;
-	if (!have_irqstack || !rq) {
+	if (!softirq_heuristic || !have_irqstack || !rq) {
 		count(C_SIRQ_UNTRACKED);
 		goto metal;
 	}

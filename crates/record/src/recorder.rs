@@ -388,6 +388,9 @@ struct Converter {
     softirq_stack_checked: u64,
     softirq_stack_to_task: u64,
     softirq_stack_to_irq: u64,
+    /// Check softirq wakings against their kernel stacks (off with --no-softirq-tracking,
+    /// which keeps the behaviour from before they were told apart, for A/B).
+    softirq_by_stack_on: bool,
 }
 
 /// What a kernel frame says about the softirq a waking ran in (the innermost such frame
@@ -427,6 +430,7 @@ impl Converter {
             softirq_stack_checked: 0,
             softirq_stack_to_task: 0,
             softirq_stack_to_irq: 0,
+            softirq_by_stack_on: true,
             stack_ids: HashMap::new(),
             next_stack: StackId::FIRST_REAL,
             new_stacks: Vec::new(),
@@ -559,7 +563,7 @@ impl Converter {
         context: WakeContext,
     ) -> (WakeContext, u32) {
         let ksoftirqd = e.c & !0xffff == raw::SRC_SOFTIRQ && e.c & raw::SRC_SOFTIRQ_KSOFTIRQD != 0;
-        if e.kst != raw::ST_PRESENT || ksoftirqd {
+        if e.kst != raw::ST_PRESENT || ksoftirqd || !self.softirq_by_stack_on {
             return (context, e.c);
         }
         let Some(task) = self.softirq_by_stack(kf) else {
@@ -1167,6 +1171,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     }
 
     let mut conv = Converter::new(ksyms);
+    conv.softirq_by_stack_on = !opts.no_softirq_tracking;
     let mut reorder = Reorder {
         buf: Vec::with_capacity(1 << 16),
         last_ts: 0,
