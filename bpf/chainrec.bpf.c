@@ -44,11 +44,14 @@ char LICENSE[] SEC("license") = "GPL";
 #define CTX_SOFTIRQ 1
 #define CTX_HARDIRQ 2
 #define CTX_NMI 3
+#define CTX_SOFTIRQ_TASK 4 /* softirq run by the task itself (local_bh_enable -> do_softirq) */
 
 /* source codes: kind << 16 | number */
 #define SRC_HARDIRQ (1u << 16)
 #define SRC_SOFTIRQ (2u << 16)
 #define SRC_TIMER (3u << 16)
+#define SRC_SOFTIRQ_KSOFTIRQD 0x8000 /* with SRC_SOFTIRQ: the vector ran in ksoftirqd */
+#define SRC_SOFTIRQ_UNKNOWN 0x7fff  /* with SRC_SOFTIRQ: no softirq_entry seen on this CPU yet */
 
 #define MAX_FRAMES 127
 
@@ -64,7 +67,11 @@ char LICENSE[] SEC("license") = "GPL";
 #define C_USER_AT_SWITCH 8 /* user halves taken at a switch-out before the return to user */
 #define C_USER_AT_EXIT 9 /* user halves due when the task exited (status EXITING) */
 #define C_USER_AT_EXEC 10 /* user halves due when the task exec'd (status EXEC) */
-#define C_NR 11
+#define C_SIRQ_TASK 11 /* softirq wakings decided as run by the task itself */
+#define C_SIRQ_IRQ 12 /* softirq wakings decided as at an interrupt's exit */
+#define C_SIRQ_KSOFTIRQD 13 /* softirq wakings in ksoftirqd */
+#define C_SIRQ_UNTRACKED 14 /* softirq wakings not told apart (kept metal) */
+#define C_NR 15
 
 struct ev {
 	__u64 ts;
@@ -146,8 +153,32 @@ struct irq_state {
 	__u32 hardirq;   /* SRC_HARDIRQ|irq of the running handler, 0 when none */
 	__u32 softirq;   /* SRC_SOFTIRQ|vec of the running softirq, 0 when none */
 	__u32 timer;     /* hrtimer expiry nesting depth */
+	__u32 task_sirq; /* 1 inside do_softirq: softirqs run by the task itself */
+	__u32 last_softirq; /* SRC_SOFTIRQ|vec of the last softirq entered, kept after its exit
+			     * (wakeup_softirqd runs after the last vector's softirq_exit) */
 	__u32 pad;
 };
+
+/* True once user space attached both do_softirq programs (see CTX_SOFTIRQ_TASK). */
+bool sirq_tracked = false;
+/* Without them: decide by the irq stack (see softirq_by_irqstack); false = all metal. */
+const volatile bool softirq_heuristic = true;
+/* Per-CPU hardirq_stack_ptr / hardirq_stack_inuse minus runqueues, and the code ranges
+ * of __local_bh_enable_ip and do_softirq (kallsyms), for softirq_by_irqstack. */
+const volatile bool have_irqstack = false;
+const volatile __s64 irqstack_ptr_delta = 0;
+const volatile __s64 irqstack_inuse_delta = 0;
+const volatile __u64 bh_enable_start = 0;
+const volatile __u64 bh_enable_end = 0;
+const volatile __u64 do_softirq_start = 0;
+const volatile __u64 do_softirq_end = 0;
+#define IRQSTACK_WORDS 12
+
+/* &ksoftirqd - &runqueues (per-CPU; kernels without CONFIG_KALLSYMS_ALL have no ksym
+ * address for it). Without it, softirqs run by ksoftirqd are named like those at an
+ * interrupt's exit. */
+const volatile __s64 ksoftirqd_delta = 0;
+const volatile bool have_ksoftirqd_delta = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -453,8 +484,117 @@ static __always_inline void cur_ustack(void *ctx, struct ev_stk *s)
 
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
-static __always_inline __u8 wake_context(struct task_struct *cur)
+static __always_inline __u32 irq_source(__u8 ctx)
 {
+	__u32 zero = 0;
+	struct irq_state *is;
+	if (ctx == CTX_TASK || ctx == CTX_NMI)
+		return 0;
+	is = bpf_map_lookup_elem(&irqst, &zero);
+	if (!is)
+		return 0;
+	if (is->timer)
+		return SRC_TIMER;
+	return ctx == CTX_HARDIRQ ? is->hardirq : is->softirq;
+}
+
+static __always_inline struct irq_state *irq_state(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&irqst, &zero);
+}
+
+/* A waking in softirq context: run by the task itself (inside do_softirq, called only from
+ * process context by local_bh_enable), at an interrupt's exit, or by ksoftirqd. Sets *src
+ * to the vector (SRC_SOFTIRQ|vec, with SRC_SOFTIRQ_KSOFTIRQD in ksoftirqd; SRC_TIMER for
+ * an hrtimer expiring in an interrupt's softirq, as before). `pc` is the preempt count, or
+ * ~0 when unknown (irq tracepoint fallback). */
+/* Whether the softirq running on this CPU was entered through do_softirq, i.e. by the task
+ * itself (1), not at an interrupt's exit (0); -1 when unknown. Both run on the irq stack
+ * when the interrupt came from kernel mode: call_on_irqstack saves the previous stack
+ * pointer at the top of the irq stack, and only in the do_softirq case does the return
+ * address into __local_bh_enable_ip / do_softirq follow within a few words there (an
+ * interrupt's frame is followed by its pt_regs, 21 words). An interrupt from user mode
+ * runs on the task stack (hardirq_stack_inuse false): not do_softirq, which always
+ * switches. */
+static __always_inline int softirq_by_irqstack(struct rq *rq)
+{
+	__u64 tos = 0, sp = 0, w[IRQSTACK_WORDS];
+	__u8 inuse = 0;
+	int i;
+
+	if (bpf_probe_read_kernel(&inuse, 1, (void *)((__u64)rq + irqstack_inuse_delta)))
+		return -1;
+	if (!inuse)
+		return 0;
+	if (bpf_probe_read_kernel(&tos, 8, (void *)((__u64)rq + irqstack_ptr_delta)) || !tos ||
+	    bpf_probe_read_kernel(&sp, 8, (void *)tos) || !sp ||
+	    bpf_probe_read_kernel(w, sizeof(w), (void *)sp))
+		return -1;
+	for (i = 0; i < IRQSTACK_WORDS; i++) {
+		if ((w[i] > bh_enable_start && w[i] < bh_enable_end) ||
+		    (w[i] > do_softirq_start && w[i] < do_softirq_end))
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline __u8 softirq_context(struct task_struct *cur, struct rq *rq, __u32 *src)
+{
+	struct irq_state *is = irq_state();
+	__u32 vec;
+	int by_stack;
+
+	if (!is) {
+		*src = 0;
+		return CTX_SOFTIRQ;
+	}
+	/* The running vector, else the last one (wakeup_softirqd after the last exit). */
+	vec = is->softirq ? is->softirq : is->last_softirq;
+	if (!vec)
+		vec = SRC_SOFTIRQ | SRC_SOFTIRQ_UNKNOWN;
+	*src = vec;
+	if (sirq_tracked && is->task_sirq) {
+		count(C_SIRQ_TASK);
+		return CTX_SOFTIRQ_TASK;
+	}
+	if (have_ksoftirqd_delta && rq) {
+		__u64 k = 0;
+
+		if (!bpf_probe_read_kernel(&k, sizeof(k), (void *)((__u64)rq + ksoftirqd_delta)) &&
+		    k == (__u64)cur) {
+			count(C_SIRQ_KSOFTIRQD);
+			*src = vec | SRC_SOFTIRQ_KSOFTIRQD;
+			return CTX_SOFTIRQ;
+		}
+	}
+	if (sirq_tracked)
+		goto irq;
+	if (!softirq_heuristic || !have_irqstack || !rq) {
+		count(C_SIRQ_UNTRACKED);
+		goto metal;
+	}
+	by_stack = softirq_by_irqstack(rq);
+	if (by_stack < 0) {
+		count(C_SIRQ_UNTRACKED);
+		goto metal;
+	}
+	if (by_stack && cur->pid != 0) {
+		count(C_SIRQ_TASK);
+		return CTX_SOFTIRQ_TASK;
+	}
+irq:
+	count(C_SIRQ_IRQ);
+metal:
+	if (is->timer)
+		*src = SRC_TIMER;
+	return CTX_SOFTIRQ;
+}
+
+/* Context of a waking, and its interrupt source code in *src (0 when none). */
+static __always_inline __u8 wake_context(struct task_struct *cur, __u32 *src)
+{
+	*src = 0;
 	if (have_preempt_delta) {
 		struct rq *rq = cur->se.cfs_rq->rq;
 		if (rq) {
@@ -472,10 +612,12 @@ static __always_inline __u8 wake_context(struct task_struct *cur)
 			}
 			if (pc & 0x00f00000)
 				return CTX_NMI;
-			if (pc & 0x000f0000)
+			if (pc & 0x000f0000) {
+				*src = irq_source(CTX_HARDIRQ);
 				return CTX_HARDIRQ;
+			}
 			if (pc & 0x00000100)
-				return CTX_SOFTIRQ;
+				return softirq_context(cur, rq, src);
 			return CTX_TASK;
 		}
 	}
@@ -483,28 +625,15 @@ fallback:
 	/* Fallback: the interrupt tracepoints' per-CPU state. */
 	count(C_CTX_FALLBACK);
 	{
-		__u32 zero = 0;
-		struct irq_state *is = bpf_map_lookup_elem(&irqst, &zero);
-		if (is && (is->hardirq || is->timer))
+		struct irq_state *is = irq_state();
+		if (is && (is->hardirq || is->timer)) {
+			*src = irq_source(CTX_HARDIRQ);
 			return CTX_HARDIRQ;
+		}
 		if (is && is->softirq)
-			return CTX_SOFTIRQ;
+			return softirq_context(cur, cur->se.cfs_rq->rq, src);
 	}
 	return CTX_TASK;
-}
-
-static __always_inline __u32 irq_source(__u8 ctx)
-{
-	__u32 zero = 0;
-	struct irq_state *is;
-	if (ctx == CTX_TASK || ctx == CTX_NMI)
-		return 0;
-	is = bpf_map_lookup_elem(&irqst, &zero);
-	if (!is)
-		return 0;
-	if (is->timer)
-		return SRC_TIMER;
-	return ctx == CTX_HARDIRQ ? is->hardirq : is->softirq;
 }
 
 /* Counter increment for the programs that may be preempted (task_work callback, sys_exit):
@@ -813,7 +942,10 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	__u64 ts = bpf_ktime_get_ns();
 	struct task_struct *cur = bpf_get_current_task_btf();
 	__u32 cur_pid = cur->pid;
-	__u8 ctx8 = wake_context(cur);
+	__u32 src;
+	__u8 ctx8 = wake_context(cur, &src);
+	/* The running task is the waker: task context, or a softirq it runs itself. */
+	bool task_waker = (ctx8 == CTX_TASK || ctx8 == CTX_SOFTIRQ_TASK) && cur_pid != 0;
 	bool want_stacks = false;
 	bool skipped = false;
 	struct task_st *ts_target = 0;
@@ -824,7 +956,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		if (!interesting(p, ts_target))
 			return 0;
 		/* The waker is part of an interesting chain from now on. */
-		if (ctx8 == CTX_TASK && cur_pid != 0) {
+		if (task_waker) {
 			struct task_st *ws = tst(cur, true);
 			if (ws)
 				ws->flags |= TS_INTERESTING;
@@ -854,21 +986,20 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		s->h.cpu = bpf_get_smp_processor_id();
 		s->h.a = cur_pid;
 		s->h.b = p->pid;
-		s->h.c = irq_source(ctx8);
+		s->h.c = src;
 		s->h.d = cur->tgid;
 		s->h.nu = 0;
 		cur_kstack(ctx, s);
-		if (ctx8 == CTX_TASK && cur_pid != 0 && !is_kthread(cur) && user_stacks)
+		if (task_waker && !is_kthread(cur) && user_stacks)
 			cur_ustack(ctx, s);
 		else
 			s->h.ust = ST_NONE;
 		output_stk(s);
 	} else {
-		bool user_skip = skipped && ctx8 == CTX_TASK && cur_pid != 0 && !is_kthread(cur);
+		bool user_skip = skipped && task_waker && !is_kthread(cur);
 
 		emit_ev(ts, EV_WAKING, ctx8, skipped ? ST_SKIPPED : ST_NONE,
-			user_skip ? ST_SKIPPED : ST_NONE, cur_pid, p->pid, irq_source(ctx8),
-			cur->tgid);
+			user_skip ? ST_SKIPPED : ST_NONE, cur_pid, p->pid, src, cur->tgid);
 	}
 	return 0;
 }
@@ -972,12 +1103,6 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	return 0;
 }
 
-static __always_inline struct irq_state *irq_state(void)
-{
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&irqst, &zero);
-}
-
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(on_irq_entry, int irq, struct irqaction *action)
 {
@@ -1000,8 +1125,10 @@ SEC("tp_btf/softirq_entry")
 int BPF_PROG(on_softirq_entry, unsigned int vec)
 {
 	struct irq_state *is = irq_state();
-	if (is)
-		is->softirq = SRC_SOFTIRQ | (vec & 0xffff);
+	if (is) {
+		is->softirq = SRC_SOFTIRQ | (vec & 0x7fff);
+		is->last_softirq = is->softirq;
+	}
 	return 0;
 }
 
@@ -1011,6 +1138,29 @@ int BPF_PROG(on_softirq_exit, unsigned int vec)
 	struct irq_state *is = irq_state();
 	if (is)
 		is->softirq = 0;
+	return 0;
+}
+
+/* Softirqs run by a task itself: __local_bh_enable_ip calls do_softirq only from process
+ * context (an interrupt's exit runs them through invoke_softirq, ksoftirqd through
+ * run_ksoftirqd). A flag, not a depth: do_softirq does not nest (in_interrupt() is true
+ * inside). User space attaches the fexit program first and detaches it last, so that the
+ * flag is never left set; it sets sirq_tracked once both are attached. */
+SEC("fentry/do_softirq")
+int BPF_PROG(on_do_softirq)
+{
+	struct irq_state *is = irq_state();
+	if (is)
+		is->task_sirq = 1;
+	return 0;
+}
+
+SEC("fexit/do_softirq")
+int BPF_PROG(on_do_softirq_exit)
+{
+	struct irq_state *is = irq_state();
+	if (is)
+		is->task_sirq = 0;
 	return 0;
 }
 

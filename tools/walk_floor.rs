@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Needs about 40 bytes of memory per event (2 GB for 50 M events).
-use chainrec_format::{Event, TraceReader, WakeContext};
+use chainrec_format::{Event, TraceReader};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -195,7 +195,7 @@ impl Floor {
                     if !self.tasks[t].off || self.tasks[t].wake_hop != NO_HOP {
                         continue;
                     }
-                    let metal = w.context != WakeContext::Task || w.waker_tid == 0;
+                    let metal = !w.context.is_task() || w.waker_tid == 0;
                     let mut hop = Hop {
                         seq: self.next_seq,
                         ts: w.ts,

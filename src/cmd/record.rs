@@ -73,6 +73,10 @@ pub struct Args {
     /// finished, and count disagreements in the trace metadata (`user_walk_shortcut`).
     #[arg(long, hide = true)]
     pub verify_user_walk: bool,
+    /// Diagnosis and A/B: do not tell softirqs run by a task (local_bh_enable) from those at
+    /// an interrupt's exit; every softirq waking is then metal.
+    #[arg(long, hide = true)]
+    pub no_softirq_tracking: bool,
     /// BPF ring buffer size, 4K..=2G (e.g. 16M, 64M); a size that is not a power of two
     /// is rounded up to the next one (33M -> 64M), with a note.
     #[arg(long, value_name = "SIZE", default_value = "32M")]
@@ -209,6 +213,11 @@ fn print_summary(summary: &RecordSummary) {
         z.at_exec,
         z.served_by_pending
     );
+    say!(
+        "chainrec: softirq wakings: {}; method: {}",
+        summary.softirq,
+        summary.softirq_method
+    );
     if let Some(m) = summary.user_walk_mismatches {
         say!(
             "chainrec: user-walk shortcut: {} stacks, {m} disagreed with the kernel walker",
@@ -245,6 +254,14 @@ fn write_summary_json(summary: &RecordSummary, path: &Path) -> Result<()> {
         "bpf_run_cnt": summary.bpf_run_cnt,
         "context_method": summary.context_method,
         "context_fallbacks": summary.context_fallbacks,
+        "softirq_method": summary.softirq_method,
+        "softirq_wakings": {
+            "task": summary.softirq.task, "irq_exit": summary.softirq.irq_exit,
+            "ksoftirqd": summary.softirq.ksoftirqd, "untracked": summary.softirq.untracked,
+            "stack_checked": summary.softirq.stack_checked,
+            "stack_to_task": summary.softirq.stack_to_task,
+            "stack_to_irq": summary.softirq.stack_to_irq,
+        },
         "user_stack_method": summary.user_stack_method,
         "user_walks_shortcut": summary.user_walks_shortcut,
         "lazy_user": {
@@ -377,6 +394,7 @@ pub fn run(a: Args) -> Result<()> {
         force_sys_exit_user_stacks: a.user_stacks_at_sys_exit,
         no_user_walk_shortcut: false,
         verify_user_walk_shortcut: a.verify_user_walk,
+        no_softirq_tracking: a.no_softirq_tracking,
     };
     let flag = chainrec_record::install_stop_signals();
     let handle = Recording::start(opts, duration, flag.clone())

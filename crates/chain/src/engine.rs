@@ -862,7 +862,8 @@ impl<'t> Engine<'t> {
         }
         let (wk, wu) = self.waker_stacks(t, w);
         // Build the hop.
-        let metal = w.context != WakeContext::Task || w.waker_tid == 0;
+        // A softirq the waker ran itself (SoftIrqTask) is a task hop: CHAINS.md.
+        let metal = !w.context.is_task() || w.waker_tid == 0;
         let mut hop = Hop {
             ts: w.ts,
             cause_ts: 0,
@@ -893,7 +894,12 @@ impl<'t> Engine<'t> {
                 hop.cause_s = waker.last_cause_s;
                 hop.cause_ts = self.hops[waker.last_cause as usize].ts;
             }
-            hop.node = self.nodes.task(waker.ident, wk, wu);
+            hop.node = if w.context == WakeContext::SoftIrqTask {
+                self.nodes
+                    .softirq_task(waker.ident, w.source, wk, wu, self.tables)
+            } else {
+                self.nodes.task(waker.ident, wk, wu)
+            };
         }
         let h = self.alloc_hop(hop);
         let task = &mut self.tasks[t];

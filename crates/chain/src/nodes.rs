@@ -70,6 +70,12 @@ pub struct Node {
     pub kstack: StackId,
     /// User stack.
     pub ustack: StackId,
+    /// How many kernel frames of `kstack` the node shows, leaf first; `None` = all. A metal
+    /// node keeps the frames from the interrupt entry up (docs/ENGINE.md, "Metal stacks").
+    pub kframes: Option<u32>,
+    /// A frame shown at the leaf end of the kernel frames: `[softirq: NET_RX]` on a task
+    /// that woke the target from a softirq it ran itself (docs/ENGINE.md, "Metal labels").
+    pub leaf_frame: Option<String>,
 }
 
 impl Node {
@@ -141,6 +147,12 @@ pub struct NodeTable {
     /// Task nodes by (comm, canonical kernel stack, canonical user stack).
     tasks: FxHashMap<(CommId, StackId, StackId), NodeId>,
     metal: FxHashMap<(WakeContext, u32, StackId), NodeId>,
+    /// Metal nodes by what they print: (context, label, kernel frames from the interrupt
+    /// entry up), so that stacks differing only in the interrupted context share a node.
+    metal_cut: FxHashMap<(WakeContext, String, Vec<String>), NodeId>,
+    /// Task nodes of softirqs run by the task itself: (comm, source, kstack, ustack), by
+    /// raw and by canonical stacks.
+    softirq_tasks: FxHashMap<(CommId, u32, StackId, StackId), NodeId>,
     /// Direct-mapped cache in front of `metal`: (context, source, kstack, node).
     metal_cache: Vec<(WakeContext, u32, StackId, NodeId)>,
     /// Stacks that render like a lower id, and that id: nodes are interned by rendering,
@@ -162,6 +174,8 @@ impl Default for NodeTable {
             cache: vec![(IdentId::MAX, StackId::NONE, StackId::NONE, NodeId::MAX); 1 << CACHE_BITS],
             tasks: FxHashMap::default(),
             metal: FxHashMap::default(),
+            softirq_tasks: FxHashMap::default(),
+            metal_cut: FxHashMap::default(),
             metal_cache: vec![
                 (WakeContext::Task, 0, StackId::NONE, NodeId::MAX);
                 1 << METAL_CACHE_BITS
@@ -175,6 +189,8 @@ impl Default for NodeTable {
                 kind: NodeKind::Marker(m),
                 kstack: StackId::NONE,
                 ustack: StackId::NONE,
+                kframes: None,
+                leaf_frame: None,
             });
         }
         t
@@ -254,6 +270,8 @@ impl NodeTable {
                 kind: NodeKind::Task { comm },
                 kstack,
                 ustack,
+                kframes: None,
+                leaf_frame: None,
             });
         }
         id
@@ -292,8 +310,51 @@ impl NodeTable {
                 kind: NodeKind::RunQueue { holder },
                 kstack: StackId::NONE,
                 ustack: StackId::NONE,
+                kframes: None,
+                leaf_frame: None,
             });
         }
+        id
+    }
+
+    /// Intern the task node of a waking from a softirq the task ran itself
+    /// ([`WakeContext::SoftIrqTask`]): the task's node with a `[softirq: VECTOR]` frame at
+    /// the leaf end of its kernel frames (`source` names the vector).
+    pub(crate) fn softirq_task(
+        &mut self,
+        ident: IdentId,
+        source: u32,
+        kstack: StackId,
+        ustack: StackId,
+        tables: &Tables,
+    ) -> NodeId {
+        let (comm, _, comm_id) = self.idents[ident as usize];
+        if let Some(&id) = self.softirq_tasks.get(&(comm_id, source, kstack, ustack)) {
+            return id;
+        }
+        let key = (
+            comm_id,
+            source,
+            self.canonical(kstack),
+            self.canonical(ustack),
+        );
+        let id = match self.softirq_tasks.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = self.nodes.len() as NodeId;
+                self.nodes.push(Node {
+                    kind: NodeKind::Task { comm },
+                    kstack: key.2,
+                    ustack: key.3,
+                    kframes: None,
+                    leaf_frame: Some(metal_label(WakeContext::SoftIrq, source, key.2, tables)),
+                });
+                self.softirq_tasks.insert(key, id);
+                id
+            }
+        };
+        self.softirq_tasks
+            .insert((comm_id, source, kstack, ustack), id);
         id
     }
     /// Intern a metal node (label computed once per distinct key).
@@ -334,18 +395,54 @@ impl NodeTable {
             Some(&id) => id,
             None => {
                 let label = metal_label(context, source, canonical, tables);
-                let id = self.nodes.len() as NodeId;
-                self.nodes.push(Node {
-                    kind: NodeKind::Metal { context, label },
-                    kstack: canonical,
-                    ustack: StackId::NONE,
-                });
+                let (kframes, frames) = interrupt_frames(tables, canonical);
+                let next = self.nodes.len() as NodeId;
+                let id = *self
+                    .metal_cut
+                    .entry((context, label.clone(), frames))
+                    .or_insert(next);
+                if id == next {
+                    self.nodes.push(Node {
+                        kind: NodeKind::Metal { context, label },
+                        kstack: canonical,
+                        ustack: StackId::NONE,
+                        kframes,
+                        leaf_frame: None,
+                    });
+                }
                 self.metal.insert((context, source, canonical), id);
                 id
             }
         };
         self.metal.insert((context, source, kstack), id);
         id
+    }
+}
+
+/// Whether kernel function `name` is where an interrupt entered, or where ksoftirqd runs
+/// softirqs: a metal stack keeps the frames up to it and drops the rest, which belong to
+/// whatever the interrupt happened to hit (docs/ENGINE.md, "Metal stacks").
+fn is_interrupt_entry(name: &str) -> bool {
+    name.starts_with("asm_sysvec_")
+        || name.starts_with("asm_fred_")
+        || matches!(
+            name,
+            "asm_common_interrupt" | "asm_exc_nmi" | "asm_spurious_interrupt" | "run_ksoftirqd"
+        )
+}
+
+/// The frames a metal node of stack `id` keeps, leaf first: up to and including the
+/// innermost interrupt entry (`Some(count)`), or all when there is none (`None`), and
+/// their rendered names (the node's identity).
+fn interrupt_frames(tables: &Tables, id: StackId) -> (Option<u32>, Vec<String>) {
+    let frames = crate::folded::stack_frames(tables, id, 0);
+    match frames.iter().position(|f| is_interrupt_entry(f)) {
+        Some(i) if i + 1 < frames.len() => {
+            let mut frames = frames;
+            frames.truncate(i + 1);
+            (Some(frames.len() as u32), frames)
+        }
+        _ => (None, frames),
     }
 }
 
@@ -381,7 +478,8 @@ pub(crate) fn metal_label(
         WakeContext::Nmi => return "[nmi]".to_string(),
         WakeContext::Task => return "[idle]".to_string(),
         WakeContext::HardIrq => "hardirq",
-        WakeContext::SoftIrq => "softirq",
+        // SoftIrqTask is metal only when the idle task ran it (else a task hop).
+        WakeContext::SoftIrq | WakeContext::SoftIrqTask => "softirq",
     };
     if source != 0 {
         return match tables.irq_sources.get(&source) {

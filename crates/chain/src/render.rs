@@ -113,17 +113,25 @@ fn piece(id: NodeId, first: bool, nodes: &NodeTable, r: &mut Renderer<'_>, out: 
             f.push(holder.name().into_owned());
         }
         NodeKind::Metal { label, .. } => {
+            let k = r.frames(n.kstack);
+            let k = &k[..n.kframes.map_or(k.len(), |c| (c as usize).min(k.len()))];
             if first {
                 f.push(label.clone());
-                f.extend(r.frames(n.kstack).iter().rev().cloned());
+                f.extend(k.iter().rev().cloned());
             } else {
                 f.push("--".into());
-                f.extend(r.frames(n.kstack).iter().cloned());
+                f.extend(k.iter().cloned());
                 f.push(label.clone());
             }
         }
         NodeKind::Task { comm, .. } => {
-            let k = r.frames(n.kstack).to_vec();
+            // Leaf first: the softirq frame, if any, then the stack.
+            let k: Vec<String> = n
+                .leaf_frame
+                .iter()
+                .chain(r.frames(n.kstack).iter())
+                .cloned()
+                .collect();
             let u = r.frames(n.ustack).to_vec();
             let any = !k.is_empty() || !u.is_empty();
             if first {

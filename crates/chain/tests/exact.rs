@@ -228,6 +228,47 @@ fn net_softirq_and_duration_filters() {
     assert_eq!(with(None, Some(599_999)), 0);
 }
 
+const CLIENT: &str =
+    "cr-client;client_loop;recv;-;__sys_recvfrom;tcp_recvmsg;sk_wait_data;schedule";
+const SERVER_RECV: &str =
+    "cr-server;serve_loop;recv;-;__sys_recvfrom;tcp_recvmsg;sk_wait_data;schedule";
+const SERVER_SLEEP: &str =
+    "cr-server;serve_loop;clock_nanosleep;-;__x64_sys_clock_nanosleep;do_nanosleep;schedule";
+const SOFTIRQ_SEND: &str = "--;[softirq: NET_RX];try_to_wake_up;sock_def_readable;tcp_v4_rcv;\
+net_rx_action;handle_softirqs;do_softirq;__local_bh_enable_ip;tcp_sendmsg;-;send";
+/// The timer interrupt's stack, cut at the interrupt entry (the idle task or seq_path
+/// below it are not shown, and both iterations share the node).
+const L_TIMER_ENTRY: &str = "--;try_to_wake_up;hrtimer_wakeup;__hrtimer_run_queues;\
+hrtimer_interrupt;sysvec_apic_timer_interrupt;asm_sysvec_apic_timer_interrupt;[hardirq: timer]";
+
+#[test]
+fn tcp_loopback_softirq_in_task_is_a_task_hop() {
+    // 2 iterations. Client blocked [100us, 2.2ms]: the server's softirq (send at 2.2ms)
+    // gets [2.15ms, 2.2ms] and the server's own running [100us, 150us) = 100us; the
+    // server's cause (timer at 2.15ms, sleep from 150us) gets [150us, 2.15ms] = 2ms. The
+    // server's recv waits [10us, 50us] are woken by the client's softirq (the client ran
+    // since before: the chain ends there). Its sleeps are inner hops (dedup).
+    let m = gen("tcp-loopback", 18);
+    let l_server = format!("{SOFTIRQ_SEND};serve_loop;cr-server");
+    let l_client = format!("{SOFTIRQ_SEND};client_loop;cr-client");
+    let r = run(&m, cfg(), View::Chains);
+    let want = map(&[
+        (&j(&[CLIENT, &l_server]), 2 * 100_000),
+        (&j(&[CLIENT, &l_server, L_TIMER_ENTRY]), 2 * 2_000_000),
+        (&j(&[SERVER_RECV, &l_client]), 2 * 40_000),
+    ]);
+    assert_eq!(r.folded, want, "{}", show(&r));
+    sum_check(&r);
+    let r = run(&m, nodedup(), View::Chains);
+    assert_eq!(
+        r.folded.get(&j(&[SERVER_SLEEP, L_TIMER_ENTRY])),
+        Some(&(2 * 2_000_000)),
+        "{}",
+        show(&r)
+    );
+    sum_check(&r);
+}
+
 const PING: &str = "cr-ping;ping_loop;read;-;ksys_read;pipe_read;schedule";
 const PONG: &str = "cr-pong;pong_loop;read;-;ksys_read;pipe_read;schedule";
 const L_PONG: &str = "--;try_to_wake_up;pipe_write;ksys_write;-;write;pong_loop;cr-pong";

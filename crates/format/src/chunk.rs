@@ -129,7 +129,14 @@ impl ChunkEncoder {
                         self.tid_refs.push(w.waker_tid);
                     }
                     self.tid_refs.push(w.target_tid);
-                    f |= (w.context as u8) << 1;
+                    // SoftIrqTask is context 0 with a source (format 1.1): a task waking
+                    // never has one (TraceWriter::push checks), and a 1.0 reader takes it
+                    // for the task hop it is.
+                    let bits = match w.context {
+                        WakeContext::SoftIrqTask => 0,
+                        c => c as u8,
+                    };
+                    f |= bits << 1;
                     f |= self.stack_pair(w.waker_kstack, w.waker_ustack);
                     if w.source != 0 {
                         f |= F_SOURCE;
@@ -561,16 +568,18 @@ pub(crate) fn decode(
                 let f = flags!();
                 let waker_tid = pred_or_ref!(f, cpu);
                 let target_tid = tidref!();
-                // Two bits cover all four contexts.
+                let waker_kstack = stack!(f >> 3);
+                let waker_ustack = stack!(f >> 5);
+                let source = if f & F_SOURCE != 0 { misc.u32v() } else { 0 };
+                // Two bits cover four contexts; task context with a source is a softirq
+                // the task ran itself (format 1.1).
                 let context = match (f >> 1) & 3 {
+                    0 if f & F_SOURCE != 0 => WakeContext::SoftIrqTask,
                     0 => WakeContext::Task,
                     1 => WakeContext::SoftIrq,
                     2 => WakeContext::HardIrq,
                     _ => WakeContext::Nmi,
                 };
-                let waker_kstack = stack!(f >> 3);
-                let waker_ustack = stack!(f >> 5);
-                let source = if f & F_SOURCE != 0 { misc.u32v() } else { 0 };
                 Event::Waking(Waking {
                     ts,
                     cpu,

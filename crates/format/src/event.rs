@@ -66,6 +66,11 @@ pub enum WakeContext {
     HardIrq = 2,
     /// Non-maskable interrupt.
     Nmi = 3,
+    /// A softirq the running task runs itself, synchronously, when it re-enables bottom
+    /// halves (`local_bh_enable` → `do_softirq`; TCP over loopback or veth delivers the
+    /// packet this way inside the sender's syscall). The waker is the task (a task hop,
+    /// `../shared/CHAINS.md`); `source` names the vector. Format 1.1 and later.
+    SoftIrqTask = 4,
 }
 
 impl WakeContext {
@@ -76,17 +81,24 @@ impl WakeContext {
             1 => Self::SoftIrq,
             2 => Self::HardIrq,
             3 => Self::Nmi,
+            4 => Self::SoftIrqTask,
             _ => return None,
         })
     }
-    /// Short lower-case name used in metal labels: `task`, `softirq`, `hardirq`, `nmi`.
+    /// Short lower-case name: `task`, `softirq`, `hardirq`, `nmi`, `softirq-task`.
     pub fn label(self) -> &'static str {
         match self {
             Self::Task => "task",
             Self::SoftIrq => "softirq",
             Self::HardIrq => "hardirq",
             Self::Nmi => "nmi",
+            Self::SoftIrqTask => "softirq-task",
         }
+    }
+    /// True when the running task is the waker (task context, or a softirq the task runs
+    /// itself); the waking is then a task hop unless the task is the idle task.
+    pub fn is_task(self) -> bool {
+        matches!(self, Self::Task | Self::SoftIrqTask)
     }
 }
 
@@ -165,6 +177,23 @@ pub struct Waking {
     pub waker_kstack: StackId,
     /// Waker user stack.
     pub waker_ustack: StackId,
+}
+
+impl Waking {
+    /// Why this waking cannot be stored in a trace file, if it cannot (the file format
+    /// tells [`WakeContext::SoftIrqTask`] from a task waking by its source, docs/FORMAT.md):
+    /// a task-context waking with a source, or a task-context softirq without one.
+    pub fn unencodable(&self) -> Option<&'static str> {
+        match (self.context, self.source) {
+            (WakeContext::Task, s) if s != 0 => {
+                Some("a task-context waking has no interrupt source (source must be 0)")
+            }
+            (WakeContext::SoftIrqTask, 0) => {
+                Some("a task-context softirq waking needs its vector (source must not be 0)")
+            }
+            _ => None,
+        }
+    }
 }
 
 /// sched_wakeup_new: a new task became runnable for the first time.

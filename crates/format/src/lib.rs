@@ -89,6 +89,14 @@ pub enum FormatError {
         /// Offset of the referencing chunk.
         offset: u64,
     },
+    /// An event the file format cannot hold (see [`crate::Waking::unencodable`]).
+    #[error("event at ts {ts} cannot be written: {detail}")]
+    InvalidEvent {
+        /// Its timestamp.
+        ts: u64,
+        /// What is wrong with it.
+        detail: &'static str,
+    },
     /// Events given to the writer out of timestamp order.
     #[error("event at ts {ts} is older than the previous event at {prev}; events must be written in time order")]
     OutOfOrder {
@@ -112,6 +120,18 @@ impl FormatError {
             FormatError::Checksum { what, .. } | FormatError::Corrupt { what, .. }
                 if *what == EVENT_CHUNK
         )
+    }
+}
+
+/// [`FormatError::InvalidEvent`] for an event no trace file can hold; [`MemTrace`] checks
+/// too, so that an in-memory trace is always one a file could store.
+pub(crate) fn check_encodable(event: &Event) -> Result<()> {
+    match event {
+        Event::Waking(w) => match w.unencodable() {
+            Some(detail) => Err(FormatError::InvalidEvent { ts: w.ts, detail }),
+            None => Ok(()),
+        },
+        _ => Ok(()),
     }
 }
 
@@ -161,6 +181,7 @@ pub struct MemTrace {
 
 impl TraceSink for MemTrace {
     fn push(&mut self, event: &Event) -> Result<()> {
+        check_encodable(event)?;
         if let Some(prev) = self.events.last() {
             if event.ts() < prev.ts() {
                 return Err(FormatError::OutOfOrder {

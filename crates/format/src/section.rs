@@ -21,7 +21,7 @@ pub(crate) const FILE_MAGIC: &[u8; 8] = b"CHAINREC";
 /// Major version written and read by this build.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Minor version written by this build (readers accept any minor of their major).
-pub const FORMAT_MINOR: u16 = 0;
+pub const FORMAT_MINOR: u16 = 1;
 
 /// Content size of the file-header frame.
 pub(crate) const FILE_HEADER_CONTENT: usize = 20;

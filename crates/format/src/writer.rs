@@ -326,6 +326,7 @@ impl TraceWriter {
 
 impl TraceSink for TraceWriter {
     fn push(&mut self, event: &Event) -> Result<()> {
+        crate::check_encodable(event)?;
         let ts = event.ts();
         if ts < self.last_ts {
             return Err(FormatError::OutOfOrder {

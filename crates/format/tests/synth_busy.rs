@@ -171,7 +171,9 @@ fn busy_server_is_a_consistent_schedule() {
                             })
                             .or_default() += 1;
                     }
-                    WakeContext::Nmi => panic!("no NMI wakings in this model"),
+                    WakeContext::Nmi | WakeContext::SoftIrqTask => {
+                        panic!("no {} wakings in this model", w.context.label())
+                    }
                 }
                 assert!(
                     !running_on.contains_key(&w.target_tid),

@@ -8,26 +8,50 @@ use libbpf_rs::btf::{Btf, BtfType};
 /// CPU's `struct rq` address to read the preempt count (waking context). `Err` says why
 /// it is unavailable (then the interrupt-tracepoint fallback is used).
 pub fn preempt_count_delta() -> Result<i64, String> {
+    percpu_delta("__preempt_count", 4)
+}
+
+/// Distance in bytes from `runqueues` to the per-CPU `ksoftirqd` task pointer, like
+/// [`preempt_count_delta`] (kernels without `CONFIG_KALLSYMS_ALL` give BPF no address
+/// for per-CPU variables). The BPF side names softirqs run by ksoftirqd with it.
+pub fn ksoftirqd_delta() -> Result<i64, String> {
+    percpu_delta("ksoftirqd", 8)
+}
+
+/// Distances from `runqueues` to the x86 per-CPU `hardirq_stack_ptr` (8 bytes) and
+/// `hardirq_stack_inuse` (1 byte): the BPF side reads the irq stack with them to tell a
+/// softirq run by a task (`do_softirq`) from one at an interrupt's exit.
+pub fn irq_stack_deltas() -> Result<(i64, i64), String> {
+    Ok((
+        percpu_delta("hardirq_stack_ptr", 8)?,
+        percpu_delta("hardirq_stack_inuse", 1)?,
+    ))
+}
+
+/// Offset of the per-CPU variable `name` (of `size` bytes) minus that of `runqueues`.
+fn percpu_delta(name: &str, size: usize) -> Result<i64, String> {
     let btf = Btf::from_vmlinux().map_err(|e| format!("cannot read kernel BTF: {e}"))?;
     let sec: DataSec<'_> = btf
         .type_by_name(".data..percpu")
         .ok_or_else(|| "kernel BTF has no .data..percpu datasec".to_string())?;
     let mut rq = None;
-    let mut pc = None;
+    let mut var = None;
     for v in sec.iter() {
         let Some(t) = btf.type_by_id::<BtfType<'_>>(v.ty) else {
             continue;
         };
         match t.name().and_then(|n| n.to_str()) {
             Some("runqueues") => rq = Some(v.offset as i64),
-            Some("__preempt_count") if v.size == 4 => pc = Some(v.offset as i64),
+            Some(n) if n == name && v.size == size => var = Some(v.offset as i64),
             _ => {}
         }
     }
-    match (rq, pc) {
-        (Some(rq), Some(pc)) => Ok(pc - rq),
+    match (rq, var) {
+        (Some(rq), Some(v)) => Ok(v - rq),
         (None, _) => Err("per-CPU variable `runqueues` not in kernel BTF".into()),
-        (_, None) => Err("per-CPU variable `__preempt_count` (4 bytes) not in kernel BTF".into()),
+        (_, None) => Err(format!(
+            "per-CPU variable `{name}` ({size} bytes) not in kernel BTF"
+        )),
     }
 }
 

@@ -68,6 +68,22 @@ impl KernelSymbols {
         self.syms.is_empty()
     }
 
+    /// Address range `[start, end)` of the vmlinux text symbol `name` (end = the next
+    /// symbol's address); None when absent or when the name is not unique.
+    pub fn range(&self, name: &str) -> Option<(u64, u64)> {
+        let mut hits = self
+            .syms
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.1 == name && s.2.is_none());
+        let (i, s) = hits.next()?;
+        if hits.next().is_some() {
+            return None;
+        }
+        let end = self.syms[i + 1..].iter().find(|n| n.0 > s.0)?.0;
+        Some((s.0, end))
+    }
+
     /// Resolve one kernel address (the entry has `name == None` when it falls outside
     /// every known symbol).
     pub fn resolve(&self, addr: u64) -> SymbolEntry {

@@ -26,7 +26,7 @@ mod skel {
 
 pub use recorder::{
     check_output, install_stop_signals, partial_trace_note, record, stop_signals, LazyUserCounts,
-    RecordOptions, RecordSummary, StopCondition, StopSignals,
+    RecordOptions, RecordSummary, SoftirqCounts, StopCondition, StopSignals,
 };
 pub use recording::Recording;
 

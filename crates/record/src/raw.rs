@@ -21,6 +21,13 @@ pub const ST_EXEC: u8 = 6;
 pub const SRC_HARDIRQ: u32 = 1 << 16;
 pub const SRC_SOFTIRQ: u32 = 2 << 16;
 pub const SRC_TIMER: u32 = 3 << 16;
+/// With [`SRC_SOFTIRQ`]: the vector ran in ksoftirqd.
+pub const SRC_SOFTIRQ_KSOFTIRQD: u32 = 0x8000;
+/// With [`SRC_SOFTIRQ`]: no softirq_entry seen on that CPU yet (vector unknown).
+pub const SRC_SOFTIRQ_UNKNOWN: u32 = 0x7fff;
+
+/// Waking context byte of a softirq run by the task itself (= `WakeContext::SoftIrqTask`).
+pub const CTX_SOFTIRQ_TASK: u8 = 4;
 
 /// Counter indexes of the per-CPU `counters` map.
 pub const C_RB_FULL: u32 = 0;
@@ -34,8 +41,12 @@ pub const C_UWALK_MISMATCH: u32 = 7;
 pub const C_USER_AT_SWITCH: u32 = 8;
 pub const C_USER_AT_EXIT: u32 = 9;
 pub const C_USER_AT_EXEC: u32 = 10;
-/// Number of counters (`C_NR` in the C side).
-pub const C_NR: usize = 11;
+pub const C_SIRQ_TASK: u32 = 11;
+pub const C_SIRQ_IRQ: u32 = 12;
+pub const C_SIRQ_KSOFTIRQD: u32 = 13;
+pub const C_SIRQ_UNTRACKED: u32 = 14;
+/// Number of counters (`C_NR` on the C side).
+pub const C_NR: usize = 15;
 
 pub const HDR: usize = 32;
 

@@ -53,6 +53,9 @@ pub struct RecordOptions {
     /// Tests: let the kernel walk every user stack the shortcut finished as well, and count
     /// disagreements (metadata `user_walk_shortcut`).
     pub verify_user_walk_shortcut: bool,
+    /// Do not attach the `do_softirq` programs: every softirq waking stays metal, as
+    /// before they existed (A/B, and to test the fallback).
+    pub no_softirq_tracking: bool,
 }
 
 impl Default for RecordOptions {
@@ -71,6 +74,7 @@ impl Default for RecordOptions {
             force_sys_exit_user_stacks: false,
             no_user_walk_shortcut: false,
             verify_user_walk_shortcut: false,
+            no_softirq_tracking: false,
         }
     }
 }
@@ -126,6 +130,10 @@ pub struct RecordSummary {
     pub user_walk_mismatches: Option<u64>,
     /// How user stacks were settled outside the common path (also in the metadata).
     pub lazy_user: LazyUserCounts,
+    /// How softirq wakings were told apart (task / interrupt exit / ksoftirqd), or why not.
+    pub softirq_method: String,
+    /// Softirq wakings by how they were decided.
+    pub softirq: SoftirqCounts,
 }
 
 /// User stacks settled outside the common path, counted so that none is silent. Stored in
@@ -171,6 +179,44 @@ impl LazyUserCounts {
             .zip(v)
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+}
+
+/// Softirq wakings by how the recorder decided them (docs/RECORDER.md, "Softirq wakings").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoftirqCounts {
+    /// Run by the waking task itself inside `do_softirq` (task hops).
+    pub task: u64,
+    /// Run at an interrupt's exit (metal).
+    pub irq_exit: u64,
+    /// Run by ksoftirqd (metal, `via ksoftirqd`).
+    pub ksoftirqd: u64,
+    /// Decided without `do_softirq` tracking (metal, as before it existed).
+    pub untracked: u64,
+    /// Softirq wakings whose kernel stack showed how the softirq ran (`do_softirq`, or an
+    /// interrupt's exit / ksoftirqd); the stack decides those.
+    pub stack_checked: u64,
+    /// Of those, moved to task context by the stack (the BPF side said interrupt exit).
+    pub stack_to_task: u64,
+    /// Of those, moved to interrupt exit by the stack (the BPF side said task).
+    pub stack_to_irq: u64,
+}
+
+impl std::fmt::Display for SoftirqCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} run by the task itself (task hops), {} at an interrupt's exit, {} in ksoftirqd, \
+             {} not told apart (metal); {} checked against their kernel stack, which moved {} to \
+             the task and {} to the interrupt",
+            self.task,
+            self.irq_exit,
+            self.ksoftirqd,
+            self.untracked,
+            self.stack_checked,
+            self.stack_to_task,
+            self.stack_to_irq
+        )
     }
 }
 
@@ -340,10 +386,22 @@ fn irq_name(code: u32) -> String {
     let n = code & 0xffff;
     match code & !0xffff {
         raw::SRC_TIMER => "timer".to_string(),
-        raw::SRC_SOFTIRQ => SOFTIRQ_NAMES
-            .get(n as usize)
-            .map(|s| s.to_string())
-            .unwrap_or(format!("softirq {n}")),
+        raw::SRC_SOFTIRQ => {
+            let vec = n & !raw::SRC_SOFTIRQ_KSOFTIRQD;
+            let name = if vec == raw::SRC_SOFTIRQ_UNKNOWN {
+                "vector unknown".to_string()
+            } else {
+                SOFTIRQ_NAMES
+                    .get(vec as usize)
+                    .map(|s| s.to_string())
+                    .unwrap_or(format!("softirq {vec}"))
+            };
+            if n & raw::SRC_SOFTIRQ_KSOFTIRQD != 0 {
+                format!("{name} via ksoftirqd")
+            } else {
+                name
+            }
+        }
         _ => std::fs::read_to_string(format!("/sys/kernel/irq/{n}/actions"))
             .ok()
             .map(|s| s.trim().to_string())
@@ -378,6 +436,43 @@ struct Converter {
     /// eager off-CPU kernel stacks; reused buffer for the result.
     sched_text: Vec<(u64, u64)>,
     nosched_buf: Vec<u64>,
+    /// Kernel addresses already classified for softirq wakings (see `softirq_by_stack`).
+    softirq_frames: HashMap<u64, SoftirqFrame>,
+    /// Softirq wakings checked against their kernel stack, and how many the stack moved
+    /// to task context / to interrupt exit (the BPF side had decided otherwise).
+    softirq_stack_checked: u64,
+    softirq_stack_to_task: u64,
+    softirq_stack_to_irq: u64,
+    /// Check softirq wakings against their kernel stacks (off with --no-softirq-tracking,
+    /// which keeps the behaviour from before they were told apart, for A/B).
+    softirq_by_stack_on: bool,
+}
+
+/// What a kernel frame says about the softirq a waking ran in (the innermost such frame
+/// of the stack decides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SoftirqFrame {
+    /// Says nothing.
+    Other,
+    /// `do_softirq` (`.part.N` too) or `__local_bh_enable_ip`: run by the task itself.
+    Task,
+    /// An interrupt's entry or exit (`irq_exit_rcu`, `sysvec_*`, `common_interrupt`, ...).
+    Irq,
+}
+
+fn softirq_frame(name: &str) -> SoftirqFrame {
+    let base = name.split('.').next().unwrap_or(name);
+    match base {
+        "do_softirq" | "__local_bh_enable_ip" => SoftirqFrame::Task,
+        "irq_exit_rcu"
+        | "__irq_exit_rcu"
+        | "irq_exit"
+        | "common_interrupt"
+        | "asm_common_interrupt"
+        | "run_ksoftirqd" => SoftirqFrame::Irq,
+        n if n.starts_with("sysvec_") || n.starts_with("asm_sysvec_") => SoftirqFrame::Irq,
+        _ => SoftirqFrame::Other,
+    }
 }
 
 impl Converter {
@@ -389,6 +484,11 @@ impl Converter {
             skipped: 0,
             user_exiting: 0,
             tracing_frames: HashMap::new(),
+            softirq_frames: HashMap::new(),
+            softirq_stack_checked: 0,
+            softirq_stack_to_task: 0,
+            softirq_stack_to_irq: 0,
+            softirq_by_stack_on: true,
             stack_ids: HashMap::new(),
             next_stack: StackId::FIRST_REAL,
             new_stacks: Vec::new(),
@@ -521,6 +621,63 @@ impl Converter {
         &frames[cut..]
     }
 
+    /// Whether the kernel stack of a softirq waking shows the softirq run by the task
+    /// itself (`Some(true)`), at an interrupt's exit or in ksoftirqd (`Some(false)`), or
+    /// neither (`None`): the innermost `do_softirq` / interrupt frame decides.
+    fn softirq_by_stack(&mut self, frames: &[u64]) -> Option<bool> {
+        for &a in frames {
+            let ksyms = &self.ksyms;
+            let class = *self.softirq_frames.entry(a).or_insert_with(|| {
+                ksyms
+                    .resolve(a)
+                    .name
+                    .as_deref()
+                    .map_or(SoftirqFrame::Other, softirq_frame)
+            });
+            match class {
+                SoftirqFrame::Other => {}
+                SoftirqFrame::Task => return Some(true),
+                SoftirqFrame::Irq => return Some(false),
+            }
+        }
+        None
+    }
+
+    /// Context and source code of a softirq waking, checked against its kernel stack when
+    /// it has one: the stack is exact where the BPF side used the preempt-count rule.
+    fn softirq_checked(
+        &mut self,
+        e: &RawEv,
+        kf: &[u64],
+        context: WakeContext,
+    ) -> (WakeContext, u32) {
+        let ksoftirqd = e.c & !0xffff == raw::SRC_SOFTIRQ && e.c & raw::SRC_SOFTIRQ_KSOFTIRQD != 0;
+        if e.kst != raw::ST_PRESENT || ksoftirqd || !self.softirq_by_stack_on {
+            return (context, e.c);
+        }
+        let Some(task) = self.softirq_by_stack(kf) else {
+            return (context, e.c);
+        };
+        self.softirq_stack_checked += 1;
+        match (task, context) {
+            (true, WakeContext::SoftIrq) if e.a != 0 => {
+                self.softirq_stack_to_task += 1;
+                // An hrtimer expiring in the softirq was sent as the timer source.
+                let code = if e.c == raw::SRC_TIMER {
+                    raw::SRC_SOFTIRQ | 8
+                } else {
+                    e.c
+                };
+                (WakeContext::SoftIrqTask, code)
+            }
+            (false, WakeContext::SoftIrqTask) => {
+                self.softirq_stack_to_irq += 1;
+                (WakeContext::SoftIrq, e.c)
+            }
+            _ => (context, e.c),
+        }
+    }
+
     fn irq(&mut self, code: u32) -> u32 {
         if code == 0 {
             return 0;
@@ -553,16 +710,32 @@ impl Converter {
                 prev_kstack: self.offcpu_kstack(e.kst, kf),
                 prev_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
             }),
-            raw::EV_WAKING => Event::Waking(Waking {
-                ts: e.ts,
-                cpu: e.cpu as u32,
-                waker_tid: e.a,
-                target_tid: e.b,
-                context: WakeContext::from_u8(e.aux).unwrap_or(WakeContext::Task),
-                source: self.irq(e.c),
-                waker_kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
-                waker_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
-            }),
+            raw::EV_WAKING => {
+                let mut context = WakeContext::from_u8(e.aux).unwrap_or(WakeContext::Task);
+                let mut code = e.c;
+                if matches!(context, WakeContext::SoftIrq | WakeContext::SoftIrqTask) {
+                    (context, code) = self.softirq_checked(e, kf, context);
+                }
+                // The format ties the source to the context (Waking::unencodable): a task
+                // waking has none, a task-context softirq always names its vector.
+                let code = match context {
+                    WakeContext::Task => 0,
+                    WakeContext::SoftIrqTask if code == 0 => {
+                        raw::SRC_SOFTIRQ | raw::SRC_SOFTIRQ_UNKNOWN
+                    }
+                    _ => code,
+                };
+                Event::Waking(Waking {
+                    ts: e.ts,
+                    cpu: e.cpu as u32,
+                    waker_tid: e.a,
+                    target_tid: e.b,
+                    context,
+                    source: self.irq(code),
+                    waker_kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
+                    waker_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
+                })
+            }
             raw::EV_WAKEUP_NEW => Event::WakeupNew(WakeupNew {
                 ts: e.ts,
                 cpu: e.cpu as u32,
@@ -691,6 +864,8 @@ fn open_and_load<'obj>(
     delta: &std::result::Result<i64, String>,
     rb_size: u32,
     path: UserStackPath,
+    softirq_tracking: bool,
+    irq_stack: Option<&IrqStackInfo>,
 ) -> Result<ChainrecSkel<'obj>> {
     let builder = ChainrecSkelBuilder::default();
     let mut open = builder.open(open_obj).map_err(|e| bpf_err("open", e))?;
@@ -710,6 +885,14 @@ fn open_and_load<'obj>(
         ro.filter_enabled = !opts.pids.is_empty();
         ro.user_stacks = opts.user_stacks;
         ro.use_task_work = path == UserStackPath::TaskWork;
+        ro.softirq_heuristic = !opts.no_softirq_tracking;
+        if let Some(i) = irq_stack {
+            ro.have_irqstack = true;
+            ro.irqstack_ptr_delta = i.ptr_delta;
+            ro.irqstack_inuse_delta = i.inuse_delta;
+            (ro.bh_enable_start, ro.bh_enable_end) = i.bh_enable;
+            (ro.do_softirq_start, ro.do_softirq_end) = i.do_softirq;
+        }
         if let Some(min) = mmap_min_addr() {
             ro.user_walk_shortcut = !opts.no_user_walk_shortcut;
             ro.verify_user_walk = opts.verify_user_walk_shortcut;
@@ -718,6 +901,10 @@ fn open_and_load<'obj>(
         if let Ok(d) = delta {
             ro.preempt_delta = *d;
             ro.have_preempt_delta = true;
+        }
+        if let Ok(d) = crate::btfinfo::ksoftirqd_delta() {
+            ro.ksoftirqd_delta = d;
+            ro.have_ksoftirqd_delta = true;
         }
     }
     open.maps
@@ -734,7 +921,82 @@ fn open_and_load<'obj>(
         // Attaching sys_exit at all puts every syscall exit on the slow path.
         open.progs.on_sys_exit.set_autoload(false);
     }
+    // The do_softirq programs are attached by hand, in order (see attach_softirq).
+    open.progs.on_do_softirq.set_autoattach(false);
+    open.progs.on_do_softirq_exit.set_autoattach(false);
+    if !softirq_tracking {
+        open.progs.on_do_softirq.set_autoload(false);
+        open.progs.on_do_softirq_exit.set_autoload(false);
+    }
     open.load().map_err(|e| bpf_err("load", e))
+}
+
+/// What the BPF side needs to tell softirqs run by a task from those at an interrupt's
+/// exit by the irq stack (`softirq_by_irqstack` in bpf/chainrec.bpf.c).
+struct IrqStackInfo {
+    ptr_delta: i64,
+    inuse_delta: i64,
+    bh_enable: (u64, u64),
+    do_softirq: (u64, u64),
+}
+
+impl IrqStackInfo {
+    fn find(ksyms: &KernelSymbols) -> std::result::Result<IrqStackInfo, String> {
+        if !cfg!(target_arch = "x86_64") {
+            return Err("irq stack layout known on x86_64 only".into());
+        }
+        let (ptr_delta, inuse_delta) = crate::btfinfo::irq_stack_deltas()?;
+        let range = |n: &str| {
+            ksyms
+                .range(n)
+                .ok_or_else(|| format!("no unique `{n}` in /proc/kallsyms"))
+        };
+        Ok(IrqStackInfo {
+            ptr_delta,
+            inuse_delta,
+            bh_enable: range("__local_bh_enable_ip")?,
+            do_softirq: range("do_softirq")?,
+        })
+    }
+}
+
+/// Attach the `do_softirq` fexit program, then the fentry one (so that the per-CPU flag the
+/// entry sets is always cleared), then tell the programs they may trust it. The links
+/// must be dropped in the reverse order: entry first ([`SoftirqLinks`] does).
+fn attach_softirq(skel: &mut ChainrecSkel<'_>) -> std::result::Result<SoftirqLinks, String> {
+    let exit = skel
+        .progs
+        .on_do_softirq_exit
+        .attach_trace()
+        .map_err(|e| format!("fexit do_softirq: {e}"))?;
+    let entry = skel
+        .progs
+        .on_do_softirq
+        .attach_trace()
+        .map_err(|e| format!("fentry do_softirq: {e}"))?;
+    let bss = skel
+        .maps
+        .bss_data
+        .as_deref_mut()
+        .ok_or("skeleton has no .bss")?;
+    bss.sirq_tracked = true;
+    Ok(SoftirqLinks {
+        entry: Some(entry),
+        _exit: Some(exit),
+    })
+}
+
+/// The `do_softirq` links; fields drop in declaration order: the entry program first.
+#[derive(Default)]
+struct SoftirqLinks {
+    entry: Option<libbpf_rs::Link>,
+    _exit: Option<libbpf_rs::Link>,
+}
+
+impl SoftirqLinks {
+    fn attached(&self) -> bool {
+        self.entry.is_some()
+    }
 }
 
 /// After a recording failed once it had started: where the events recorded before the
@@ -816,18 +1078,54 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             Err(e) => (UserStackPath::SysExit, e),
         }
     };
-    let mut open_obj = MaybeUninit::uninit();
-    let mut open_obj2 = MaybeUninit::uninit();
-    let mut skel = match open_and_load(&mut open_obj, opts, &delta, rb_size, path) {
-        Ok(s) => s,
-        Err(e @ RecordError::Bpf { .. }) if path == UserStackPath::TaskWork => {
-            path = UserStackPath::SysExit;
-            let source =
-                std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s:#}"));
-            path_note = format!("task_work program rejected: {e}{source}");
-            open_and_load(&mut open_obj2, opts, &delta, rb_size, path)?
+    // Snapshot kernel symbols before starting (module loads during recording are rare).
+    let ksyms = KernelSymbols::load().unwrap_or_default();
+    let irq_stack = IrqStackInfo::find(&ksyms);
+    // Softirq wakings told apart by fentry/fexit on do_softirq (docs/RECORDER.md). Without
+    // them (no such function, no trampolines, rejected), softirq wakings stay metal.
+    let (mut softirq_tracking, mut softirq_note) = if opts.no_softirq_tracking {
+        (false, "off (--no-softirq-tracking)".to_string())
+    } else {
+        match crate::btfinfo::kernel_has_func("do_softirq") {
+            Ok(true) => (true, String::new()),
+            Ok(false) => (false, "kernel BTF has no do_softirq".to_string()),
+            Err(e) => (false, e),
         }
-        Err(e) => return Err(e),
+    };
+    // Load; on a rejection, retry without the optional part that was rejected (the
+    // do_softirq programs, then the task_work path), saying why.
+    let mut open_objs: [MaybeUninit<OpenObject>; 3] =
+        std::array::from_fn(|_| MaybeUninit::uninit());
+    let mut slots = open_objs.iter_mut();
+    let mut skel = loop {
+        let slot = slots.next().expect("at most three load attempts");
+        match open_and_load(
+            slot,
+            opts,
+            &delta,
+            rb_size,
+            path,
+            softirq_tracking,
+            irq_stack.as_ref().ok(),
+        ) {
+            Ok(s) => break s,
+            // The optional do_softirq programs first: whatever failed (this kernel refuses
+            // every fentry program with EPERM), retry without them.
+            Err(e) if softirq_tracking => {
+                softirq_tracking = false;
+                softirq_note = match e {
+                    RecordError::Permission { .. } => "refused by the kernel (EPERM)".into(),
+                    e => format!("rejected: {e}"),
+                };
+            }
+            Err(e @ RecordError::Bpf { .. }) if path == UserStackPath::TaskWork => {
+                path = UserStackPath::SysExit;
+                let source =
+                    std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s:#}"));
+                path_note = format!("task_work program rejected: {e}{source}");
+            }
+            Err(e) => return Err(e),
+        }
     };
     let user_stack_method = match path {
         UserStackPath::Off if opts.stack_mode != StackMode::Lazy => {
@@ -847,8 +1145,6 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             .map_err(|e| bpf_err("filter setup", e))?;
     }
 
-    // Snapshot kernel symbols before starting (module loads during recording are rare).
-    let ksyms = KernelSymbols::load().unwrap_or_default();
     let usyms = UserSymbolizer::new();
 
     let (host, release) = uname();
@@ -926,6 +1222,31 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     .map_err(|e| bpf_err("ring buffer", e))?;
     let ring = rbb.build().map_err(|e| bpf_err("ring buffer", e))?;
 
+    let mut softirq_links = SoftirqLinks::default();
+    if softirq_tracking {
+        match attach_softirq(&mut skel) {
+            Ok(l) => softirq_links = l,
+            Err(e) => softirq_note = format!("attach failed: {e}"),
+        }
+    }
+    let softirq_method = if softirq_links.attached() {
+        "fentry/fexit on do_softirq".to_string()
+    } else if opts.no_softirq_tracking {
+        format!("not told apart, softirq wakings stay metal ({softirq_note})")
+    } else {
+        match &irq_stack {
+            Ok(_) => format!(
+                "saved stack pointer on the irq stack, checked against the kernel stack where \
+                 one was taken (fentry: {softirq_note})"
+            ),
+            Err(e) => format!(
+                "not told apart ({e}; fentry: {softirq_note}): softirq wakings stay metal \
+                 unless their kernel stack shows do_softirq"
+            ),
+        }
+    };
+    meta.extra
+        .push(("softirq_context".into(), softirq_method.clone()));
     skel.attach().map_err(|e| bpf_err("attach", e))?;
     let start_ns = monotonic_ns();
     meta.start_ns = start_ns;
@@ -938,6 +1259,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     }
 
     let mut conv = Converter::new(ksyms);
+    conv.softirq_by_stack_on = !opts.no_softirq_tracking;
     let mut reorder = Reorder {
         buf: Vec::with_capacity(1 << 16),
         last_ts: 0,
@@ -960,6 +1282,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
                 stopping = true;
                 // Detach first so that nothing new arrives, then drain everything.
                 skel.links = ChainrecLinks::default();
+                drop(std::mem::take(&mut softirq_links));
             }
         }
         let now = monotonic_ns();
@@ -1136,6 +1459,18 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         at_exec: counters_total[raw::C_USER_AT_EXEC as usize],
     };
     meta.extra.extend(lazy_user.extra());
+    let c = |i: u32| counters_total[i as usize];
+    let softirq = SoftirqCounts {
+        task: c(raw::C_SIRQ_TASK),
+        irq_exit: c(raw::C_SIRQ_IRQ),
+        ksoftirqd: c(raw::C_SIRQ_KSOFTIRQD),
+        untracked: c(raw::C_SIRQ_UNTRACKED),
+        stack_checked: conv.softirq_stack_checked,
+        stack_to_task: conv.softirq_stack_to_task,
+        stack_to_irq: conv.softirq_stack_to_irq,
+    };
+    meta.extra
+        .push(("softirq_wakings".into(), softirq.to_string()));
     if run_cnt > 0 {
         meta.extra
             .push(("bpf_run_time_ns".into(), run_ns.to_string()));
@@ -1162,6 +1497,8 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         user_walk_mismatches: opts
             .verify_user_walk_shortcut
             .then_some(counters_total[raw::C_UWALK_MISMATCH as usize]),
+        softirq_method,
+        softirq,
     })
 }
 

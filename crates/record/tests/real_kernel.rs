@@ -399,6 +399,10 @@ fn real_chain_workload_lazy() {
                 WakeContext::SoftIrq => {
                     assert!(softirq, "softirq waking without softirq frames: {names:?}")
                 }
+                WakeContext::SoftIrqTask => assert!(
+                    softirq && names.iter().any(|n| n.starts_with("do_softirq")),
+                    "task-context softirq waking without do_softirq: {names:?}"
+                ),
                 WakeContext::Task => {
                     assert!(!irq && !softirq, "task waking with irq frames: {names:?}")
                 }
@@ -901,7 +905,7 @@ fn real_context_fallback_agrees_with_stacks() {
                 .any(|n| n == "handle_softirqs" || n == "__do_softirq");
             let ok = match w.context {
                 WakeContext::HardIrq => irq,
-                WakeContext::SoftIrq => softirq,
+                WakeContext::SoftIrq | WakeContext::SoftIrqTask => softirq,
                 WakeContext::Task => !irq && !softirq,
                 WakeContext::Nmi => true,
             };

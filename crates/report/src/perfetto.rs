@@ -470,7 +470,10 @@ pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats>
                             common_flags: match wk.context {
                                 WakeContext::Task => None,
                                 WakeContext::HardIrq => Some(TRACE_FLAG_HARDIRQ),
-                                WakeContext::SoftIrq => Some(TRACE_FLAG_SOFTIRQ),
+                                // The kernel marks both alike: softirq in the preempt count.
+                                WakeContext::SoftIrq | WakeContext::SoftIrqTask => {
+                                    Some(TRACE_FLAG_SOFTIRQ)
+                                }
                                 WakeContext::Nmi => Some(TRACE_FLAG_NMI),
                             },
                             sched_waking: Some(SchedWaking {

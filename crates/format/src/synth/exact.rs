@@ -30,6 +30,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario { name: "comm-change", about: "cr-old <- cr-waker <- timer; cr-old renames itself cr-new half way", generate: comm_change },
         Scenario { name: "pretrace", about: "cr-a <- cr-b <- cr-c <- timer where cr-b and cr-c were blocked before the trace began", generate: pretrace },
         Scenario { name: "many-threads", about: "64 cr-worker threads woken by cr-dispatch, woken by [softirq: NET_RX]", generate: many_threads },
+        Scenario { name: "tcp-loopback", about: "cr-client <- cr-server (NET_RX softirq run in its own send) <- [hardirq: timer], interrupting different code each time", generate: tcp_loopback },
         Scenario { name: "lazy-stacks", about: "lazily attached off-CPU stacks, skipped stacks on short waits, failed waker stacks, a lost-events marker", generate: lazy_stacks },
         Scenario { name: "stack-labels", about: "an exiting waker, a user stack lost to exec, long waits whose stacks never arrived, a short skipped wait", generate: stack_labels },
     ]
@@ -236,6 +237,7 @@ const D: u32 = STATE_UNINTERRUPTIBLE;
 const HARD: WakeContext = WakeContext::HardIrq;
 const SOFT: WakeContext = WakeContext::SoftIrq;
 const TASK: WakeContext = WakeContext::Task;
+const SOFT_TASK: WakeContext = WakeContext::SoftIrqTask;
 const NO: StackId = StackId::NONE;
 
 fn irq_timer_stack(b: &mut B) -> StackId {
@@ -393,6 +395,95 @@ fn net_softirq(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
             b.swin(t + 720_000, 0, server);
         },
         1_000_000,
+    )
+}
+
+/// tcp-loopback: 9 events per 10 ms iteration. The server, blocked in recv, is woken by
+/// the NET_RX softirq the client runs in its own send; it sleeps 2 ms (timer), then its
+/// send runs the softirq that wakes the client, blocked in recv since t+100us. The timer
+/// interrupt hits the idle task, then a task in seq_path, alternately.
+fn tcp_loopback(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
+    let (client, server, other) = (1201, 1202, 1203);
+    let mut b = B::new();
+    let k_recv = b.k(&["schedule", "sk_wait_data", "tcp_recvmsg", "__sys_recvfrom"]);
+    let u_cli_recv = b.u(1200, &["recv", "client_loop"]);
+    let u_srv_recv = b.u(1200, &["recv", "serve_loop"]);
+    let k_sleep = b.k(&["schedule", "do_nanosleep", "__x64_sys_clock_nanosleep"]);
+    let u_srv_sleep = b.u(1200, &["clock_nanosleep", "serve_loop"]);
+    let k_send = b.k(&[
+        "try_to_wake_up",
+        "sock_def_readable",
+        "tcp_v4_rcv",
+        "net_rx_action",
+        "handle_softirqs",
+        "do_softirq",
+        "__local_bh_enable_ip",
+        "tcp_sendmsg",
+    ]);
+    let u_cli_send = b.u(1200, &["send", "client_loop"]);
+    let u_srv_send = b.u(1200, &["send", "serve_loop"]);
+    let irq = [
+        "try_to_wake_up",
+        "hrtimer_wakeup",
+        "__hrtimer_run_queues",
+        "hrtimer_interrupt",
+        "sysvec_apic_timer_interrupt",
+        "asm_sysvec_apic_timer_interrupt",
+    ];
+    let k_irq_idle = b.k(&[&irq[..], &["default_idle", "do_idle"]].concat());
+    let k_irq_seq = b.k(&[&irq[..], &["mangle_path", "seq_path"]].concat());
+    for (tid, name) in [
+        (client, "cr-client"),
+        (server, "cr-server"),
+        (other, "cr-other"),
+    ] {
+        b.comm(T0, tid, 1200, name, CommReason::Seen);
+    }
+    let tasks = [
+        (client, 1200, "cr-client", false),
+        (server, 1200, "cr-server", false),
+        (other, 1200, "cr-other", false),
+    ];
+    run(
+        b,
+        out,
+        &tasks,
+        iterations(p, 9),
+        |b, i, t| {
+            b.sw(t + 10_000, 1, server, S, 0, k_recv, u_srv_recv);
+            b.wk(
+                t + 50_000,
+                0,
+                client,
+                server,
+                SOFT_TASK,
+                SRC_NET_RX,
+                k_send,
+                u_cli_send,
+            );
+            b.swin(t + 60_000, 1, server);
+            b.sw(t + 100_000, 0, client, S, 0, k_recv, u_cli_recv);
+            b.sw(t + 150_000, 1, server, S, 0, k_sleep, u_srv_sleep);
+            let (hit, k_irq) = if i % 2 == 0 {
+                (0, k_irq_idle)
+            } else {
+                (other, k_irq_seq)
+            };
+            b.wk(t + 2_150_000, 1, hit, server, HARD, SRC_TIMER, k_irq, NO);
+            b.swin(t + 2_160_000, 1, server);
+            b.wk(
+                t + 2_200_000,
+                1,
+                server,
+                client,
+                SOFT_TASK,
+                SRC_NET_RX,
+                k_send,
+                u_srv_send,
+            );
+            b.swin(t + 2_220_000, 0, client);
+        },
+        10_000_000,
     )
 }
 

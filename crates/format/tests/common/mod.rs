@@ -233,18 +233,20 @@ pub fn events(seed: u64, n: usize, n_stacks: u32) -> Vec<Event> {
                 } else {
                     r.pick(&tids)
                 };
-                let context = WakeContext::from_u8(r.below(4) as u8).unwrap();
+                let context = WakeContext::from_u8(r.below(5) as u8).unwrap();
+                // A task waking has no source, a task-context softirq always has one.
+                let sourced = match context {
+                    WakeContext::Task => false,
+                    WakeContext::SoftIrqTask => true,
+                    _ => r.below(2) == 1,
+                };
                 Event::Waking(Waking {
                     ts,
                     cpu,
                     waker_tid: waker,
                     target_tid: tid,
                     context,
-                    source: if r.below(2) == 0 {
-                        0
-                    } else {
-                        1 + r.below(4) as u32
-                    },
+                    source: if sourced { 1 + r.below(4) as u32 } else { 0 },
                     waker_kstack: stack(&mut r),
                     waker_ustack: stack(&mut r),
                 })
