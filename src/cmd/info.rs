@@ -187,7 +187,7 @@ impl<'a> Summary<'a> {
             "missing_stacks": self.missing_stacks(),
             "skipped_stacks": self.stats.reserved_stack_refs[StackId::SKIPPED.0 as usize],
             "user_exiting_stack_refs": self.stats.reserved_stack_refs[StackId::USER_EXITING.0 as usize],
-            "lazy_user": chainrec_record::LazyUserCounts::KEYS
+            "lazy_user": chainrec_format::LAZY_USER_EXTRA_KEYS
                 .iter()
                 .filter_map(|k| Some((k.to_string(), m.extra(k)?.parse::<u64>().ok()?.into())))
                 .collect::<serde_json::Map<String, serde_json::Value>>(),
@@ -300,7 +300,7 @@ impl<'a> Summary<'a> {
             group(rs[StackId::NONE.0 as usize])
         );
         // Recorder counters kept in the metadata's extra pairs (absent in older traces).
-        let lazy: Vec<String> = chainrec_record::LazyUserCounts::KEYS
+        let lazy: Vec<String> = chainrec_format::LAZY_USER_EXTRA_KEYS
             .iter()
             .filter_map(|k| m.extra(k).map(|v| format!("{k} {v}")))
             .collect();

@@ -135,6 +135,18 @@ pub(crate) fn check_encodable(event: &Event) -> Result<()> {
     }
 }
 
+/// Metadata `extra` keys under which the recorder stores how lazy user stacks were settled
+/// outside the common path (chainrec_record's `LazyUserCounts`, in field order: exiting
+/// stacks, halves taken at a switch-out, due at exit, due at exec, served by a callback
+/// already queued). Here, so that `info` reads them without the recorder.
+pub const LAZY_USER_EXTRA_KEYS: [&str; 5] = [
+    "user_stacks_exiting",
+    "user_halves_at_switch_out",
+    "user_halves_at_exit",
+    "user_halves_at_exec",
+    "user_halves_served_by_pending",
+];
+
 /// Result alias for this crate.
 pub type Result<T, E = FormatError> = std::result::Result<T, E>;
 

@@ -157,13 +157,7 @@ pub struct LazyUserCounts {
 
 impl LazyUserCounts {
     /// Metadata keys, in field order.
-    pub const KEYS: [&'static str; 5] = [
-        "user_stacks_exiting",
-        "user_halves_at_switch_out",
-        "user_halves_at_exit",
-        "user_halves_at_exec",
-        "user_halves_served_by_pending",
-    ];
+    pub const KEYS: [&'static str; 5] = chainrec_format::LAZY_USER_EXTRA_KEYS;
 
     /// The counts as metadata key/values.
     pub fn extra(&self) -> Vec<(String, String)> {
