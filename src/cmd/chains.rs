@@ -5,6 +5,7 @@ use chainrec_chain::{
     Dedup, Duration, Mode, Setup, Stats, Unit, View as ChainView, DEFAULT_MAX_DEPTH,
 };
 use chainrec_format::RecordingMeta;
+use chainrec_report::top::fmt_ns;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -297,11 +298,9 @@ fn summary(
     }
     if st.runq_root_ns + st.runq_inner_ns > 0 {
         say!(
-            "chainrec: {name}: run queue: {} runnable after a waking or a preemption, {} of wakers runnable inside chains: shown as [run queue] levels behind the tasks that held the CPU (--no-runqueue leaves them out){}{}",
-            human_ns(st.runq_root_ns),
-            human_ns(st.runq_inner_ns),
-            if st.runq_unknown_ns > 0 { format!("; {} behind [unknown] (the CPU's switch history did not reach back)", human_ns(st.runq_unknown_ns)) } else { String::new() },
-            if st.runq_unsplit_ns > 0 { format!("; {} of inner levels not checked for run-queue time (older than the waker's last 1024 runnable periods; left with the waker)", human_ns(st.runq_unsplit_ns)) } else { String::new() },
+            "chainrec: {name}: run queue: {} runnable after a waking or a preemption, {} of wakers runnable inside chains: shown as [run queue] levels behind the tasks that held the CPU (--no-runqueue leaves them out)",
+            fmt_ns(st.runq_root_ns),
+            fmt_ns(st.runq_inner_ns),
         );
     }
     if small_lines > 0 {
@@ -309,15 +308,6 @@ fn summary(
             "chainrec: {name}: note: {small_lines} lines below 1 {} ({small_ns} ns in total) left out; use --unit ns",
             unit.name()
         );
-    }
-}
-
-/// A duration for the summary: seconds, milliseconds or microseconds.
-fn human_ns(ns: u64) -> String {
-    match ns {
-        0..=999_999 => format!("{:.1} us", ns as f64 / 1e3),
-        1_000_000..=999_999_999 => format!("{:.1} ms", ns as f64 / 1e6),
-        _ => format!("{:.3} s", ns as f64 / 1e9),
     }
 }
 

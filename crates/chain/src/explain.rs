@@ -80,7 +80,11 @@ impl Stats {
     /// trace start (as `chainrec script` prints them).
     pub fn anomaly_notes(&self, trace_start_ns: u64) -> Vec<String> {
         let mut v = Vec::new();
-        let secs = |ns: u64| format!("{:.3} s", ns as f64 / 1e9);
+        // Seconds, but never "0.000 s" for a small non-zero amount.
+        let secs = |ns: u64| match ns {
+            1..=999_999 => format!("{:.1} us", ns as f64 / 1e3),
+            _ => format!("{:.3} s", ns as f64 / 1e9),
+        };
         if self.waits_before_trace > 0 {
             v.push(format!(
                 "waits begun before the trace: {} (a thread first seen woken or switched in; its wait's start is unknown: not shown as a root, {} of its in-trace off-CPU time not shown; its waking still serves as a cause)",
@@ -155,6 +159,18 @@ impl Stats {
             v.push(format!(
                 "off-CPU stacks unmatched: {} (lazily captured stacks of a thread with no wait to attach them to, e.g. one begun before the trace; stacks discarded, no time affected)",
                 self.stacks_unmatched
+            ));
+        }
+        if self.runq_unknown_ns > 0 {
+            v.push(format!(
+                "run queue behind [unknown]: {} (runnable time on a CPU whose switch history did not reach back that far; shown as [run queue];[unknown])",
+                secs(self.runq_unknown_ns)
+            ));
+        }
+        if self.runq_unsplit_ns > 0 {
+            v.push(format!(
+                "inner levels not checked for run-queue time: {} (older than the waker's last 1024 runnable periods; left with the waker, as with --no-runqueue)",
+                secs(self.runq_unsplit_ns)
             ));
         }
         v
