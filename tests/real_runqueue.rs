@@ -8,7 +8,7 @@
 //! Needs root (or CAP_BPF + CAP_PERFMON). Without it the test prints a loud SKIP and
 //! passes, unless `CHAINREC_REQUIRE_BPF=1`, in which case it fails.
 
-use chainrec_chain::{Config, Engine, Filter, FoldedSink, View, WaitRecord};
+use chainrec_chain::{Analysis, Dedup, Filter, FoldedSink, Setup, View, WaitRecord};
 use chainrec_format::TraceReader;
 use std::collections::BTreeMap;
 mod common;
@@ -63,13 +63,8 @@ fn victim_waits_behind_pinned_spinners() {
         panic!("chainrec record failed: {err}");
     }
 
-    let reader = TraceReader::open(&trace).expect("open trace");
-    let victim = || Filter {
-        comm: Some(chainrec_chain::regex::Regex::new("^cr-victim$").unwrap()),
-        ..Filter::default()
-    };
-    let run = |view: View, cfg: Config| {
-        let mut engine = Engine::new(reader.tables(), reader.meta(), cfg);
+    let an = Analysis::from_reader(TraceReader::open(&trace).expect("open trace"));
+    let run = |view: View| {
         let mut holders: BTreeMap<String, u64> = BTreeMap::new();
         let mut runq_total = 0u64;
         let mut sink = (
@@ -83,27 +78,24 @@ fn victim_waits_behind_pinned_spinners() {
                 }
             },
         );
-        reader
-            .for_each_chunk::<chainrec_format::FormatError>(0..reader.chunks().len(), true, |evs| {
-                engine.process(evs, &mut sink);
-                Ok(())
-            })
-            .expect("decode");
-        engine.finish(&mut sink);
+        let setup = Setup {
+            dedup: Dedup::Off,
+            filter: Filter {
+                comm: Some(chainrec_chain::regex::Regex::new("^cr-victim$").unwrap()),
+                ..Filter::default()
+            },
+            ..Setup::default()
+        };
+        let done = an.run(setup, &mut sink, |_| {}).expect("analyse");
         let total: u64 = sink
             .0
-            .folded_ns(engine.nodes(), reader.tables(), reader.meta())
+            .folded_ns(done.nodes(), an.tables(), an.meta())
             .values()
             .sum();
         (total, holders, runq_total)
     };
-    let cfg = |dedup| Config {
-        dedup,
-        filter: victim(),
-        ..Config::default()
-    };
-    let (offcpu, _, _) = run(View::OffCpu, cfg(false));
-    let (chains, holders, runq) = run(View::Chains, cfg(false));
+    let (offcpu, _, _) = run(View::OffCpu);
+    let (chains, holders, runq) = run(View::Chains);
     assert!(
         offcpu > 500_000_000,
         "victim off-CPU only {offcpu} ns: the workload did not contend"
