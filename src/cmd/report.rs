@@ -375,7 +375,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
         drop(w);
         pprof_note = format!(
-            "chainrec: export: wrote {} ({} samples, {} locations; value = attributed blocked time in ns)",
+            "chainrec: export: wrote {} ({} samples, {} locations; value = attributed off-CPU time in ns: blocked, and runnable in [run queue] levels)",
             path.display(),
             profile.sample.len(),
             profile.location.len()
