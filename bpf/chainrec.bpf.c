@@ -93,7 +93,9 @@ char LICENSE[] SEC("license") = "GPL";
 #define P_TW_SCHED 14 /* arm_user_stack: the task_work kfunc alone */
 #define P_SW_EMIT 15  /* on_switch: the stack-less Switch record */
 #define P_SW_STASH 16 /* on_switch: user stack of prev taken at switch-out (predicted long) */
-#define P_NR 17
+#define P_SW_KSTACK1 17 /* --profile-bpf only: bpf_get_task_stack(next) of one frame */
+#define P_WK_KSTACK1 18 /* --profile-bpf only: the waker's kernel stack, one frame */
+#define P_NR 19
 #define C_NR (C_PROF + 2 * P_NR)
 
 struct ev {
@@ -1080,6 +1082,12 @@ bookkeeping:
 			{
 				long r;
 
+				if (profile) {
+					/* the fixed part of a walk: stop after one frame */
+					t0 = prof_t0();
+					bpf_get_task_stack(next, s->frames, 8, 0);
+					prof_add(P_SW_KSTACK1, t0, false);
+				}
 				t0 = prof_t0();
 				r = bpf_get_task_stack(next, s->frames, MAX_FRAMES * 8, 0);
 				prof_add(P_SW_KSTACK, t0, false);
@@ -1191,6 +1199,12 @@ static __always_inline int do_waking(void *ctx, struct task_struct *p, __u64 ts)
 		s->h.c = src;
 		s->h.d = cur->tgid;
 		s->h.nu = 0;
+		if (profile) {
+			/* the fixed part of a walk: stop after one frame */
+			t0 = prof_t0();
+			bpf_get_stack(ctx, s->frames, 8, 0);
+			prof_add(P_WK_KSTACK1, t0, false);
+		}
 		t0 = prof_t0();
 		cur_kstack(ctx, s);
 		prof_add(P_WK_KSTACK, t0, false);

@@ -54,7 +54,7 @@ pub const C_USTASH_MISSED: u32 = 17;
 /// `--profile-bpf`: section `p` has its ns at `C_PROF + 2p` and its entry count after it.
 pub const C_PROF: u32 = 18;
 /// The profiled sections, in `P_*` order of the C side.
-pub const P_NAMES: [&str; 17] = [
+pub const P_NAMES: [&str; 19] = [
     "on_switch",
     "switch: task storage (seen)",
     "switch: user half at switch-out",
@@ -72,6 +72,8 @@ pub const P_NAMES: [&str; 17] = [
     "arm: task_work kfunc",
     "switch: stack-less record",
     "switch: user stack of prev (predicted)",
+    "switch: kernel stack of next, 1 frame",
+    "waking: waker kernel stack, 1 frame",
 ];
 /// Number of counters (`C_NR` on the C side).
 pub const C_NR: usize = C_PROF as usize + 2 * P_NAMES.len();
