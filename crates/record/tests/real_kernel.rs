@@ -1187,9 +1187,9 @@ fn stack_coverage(
 /// User stacks taken at the switch-out on a prediction (lazy default) keep the stack
 /// coverage of the task_work path: the workload's blocked waits above the threshold carry
 /// kernel and user stacks as often as without the prediction, with the same user leaves,
-/// and the prediction was used. Measured: 2759 of 2759 waits with both stacks (3055
-/// stacks taken at the switch-out used, 18 wasted, 15 long waits predicted short), and
-/// 2734 of 2734 without the prediction.
+/// and the prediction was used. Measured: 2586 of 2586 waits with both stacks (2841
+/// stacks taken at the switch-out used, 57 wasted, 25 long waits predicted short), and
+/// 2455 of 2455 without the prediction.
 #[test]
 fn real_switch_out_user_stacks_keep_coverage() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
