@@ -185,6 +185,8 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             .then_some(counters[raw::C_UWALK_MISMATCH as usize]),
         softirq_method,
         softirq: fin.softirq,
+        bpf_profile: fin.bpf_profile,
+        user_stash: fin.user_stash,
     })
 }
 
