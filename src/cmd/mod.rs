@@ -118,26 +118,6 @@ pub(crate) fn write_stdout(s: &str) -> Result<()> {
     }
 }
 
-/// Whether two stats are of one file (same device and inode).
-pub(crate) fn same_inode(x: &std::fs::Metadata, y: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    x.dev() == y.dev() && x.ino() == y.ino()
-}
-
-/// Whether two paths name the same file (the same inode if both exist, else the same
-/// name in the same directory).
-pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
-    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
-        return same_inode(&x, &y);
-    }
-    let split = |p: &Path| {
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        (dir.canonicalize().ok(), p.file_name().map(|n| n.to_owned()))
-    };
-    let (da, na) = split(a);
-    let (db, nb) = split(b);
-    da.is_some() && da == db && na == nb
-}
+/// Whether two stats or two paths are of one file (in `chainrec_report::output`, beside the
+/// atomic outputs they protect).
+pub(crate) use chainrec_report::output::{same_file, same_inode};

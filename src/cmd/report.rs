@@ -1,14 +1,12 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{Dedup, Duration as ChainDuration, Setup, View};
-use chainrec_format::{Event, RecordingMeta, Tables};
+use chainrec_format::RecordingMeta;
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
 use chainrec_report::output::TempOutput;
-use chainrec_report::progress::Progress;
-use chainrec_report::source::EventSource;
+use chainrec_report::progress::{Progress, Progressed};
 use chainrec_report::top::{self, TopSink};
 use chainrec_report::{perfetto, pprof};
-use std::cell::RefCell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -133,33 +131,6 @@ pub struct ExportArgs {
     pub quiet: bool,
 }
 
-/// An [`EventSource`] that advances a progress bar.
-struct Progressed<'a> {
-    inner: &'a dyn EventSource,
-    progress: RefCell<Progress>,
-}
-
-impl EventSource for Progressed<'_> {
-    fn meta(&self) -> &RecordingMeta {
-        self.inner.meta()
-    }
-    fn tables(&self) -> &Tables {
-        self.inner.tables()
-    }
-    fn event_count(&self) -> u64 {
-        self.inner.event_count()
-    }
-    fn for_each_batch(
-        &self,
-        f: &mut dyn FnMut(&[Event]) -> chainrec_report::Result<()>,
-    ) -> chainrec_report::Result<()> {
-        self.inner.for_each_batch(&mut |evs| {
-            self.progress.borrow_mut().inc(evs.len() as u64);
-            f(evs)
-        })
-    }
-}
-
 /// Context of a failure while decoding `file`'s events (the same as `chains` gives).
 fn reading(file: &Path) -> String {
     format!("{}: reading events", file.display())
@@ -244,12 +215,12 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
     };
     let an = super::open_trace(&a.file, "heatmap")?;
     let reader = an.reader();
-    let src = Progressed {
-        inner: reader,
-        progress: RefCell::new(Progress::new(reader.event_count(), "heatmap", a.quiet)),
-    };
+    let src = Progressed::new(
+        reader,
+        Progress::new(reader.event_count(), "heatmap", a.quiet),
+    );
     let h = heatmap::compute(&src, &opts).with_context(|| reading(&a.file))?;
-    src.progress.borrow_mut().finish();
+    src.finish();
     let title = a
         .title
         .clone()
@@ -317,17 +288,17 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     let mut perfetto_note = String::new();
     if let Some(out) = &mut perfetto_out {
         let path = out.dest().to_path_buf();
-        let src = Progressed {
-            inner: reader,
-            progress: RefCell::new(Progress::new(2 * reader.event_count(), "perfetto", a.quiet)),
-        };
+        let src = Progressed::new(
+            reader,
+            Progress::new(2 * reader.event_count(), "perfetto", a.quiet),
+        );
         let mut w = std::io::BufWriter::new(out.file()?);
         let st = perfetto::export(&src, &mut w)
             .map_err(anyhow::Error::from)
             .and_then(|st| Ok(w.flush().map(|_| st)?))
             .with_context(|| format!("exporting {} to {}", a.file.display(), path.display()))?;
         drop(w);
-        src.progress.borrow_mut().finish();
+        src.finish();
         perfetto_note = format!(
             "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} wakings' target CPU guessed; {} lazily attached stacks have no Perfetto counterpart)",
             path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.exits, st.wakings_target_cpu_guessed, st.not_exported

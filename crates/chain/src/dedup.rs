@@ -36,6 +36,7 @@ pub(crate) struct Slots {
 impl Slots {
     /// A slot for the wait ended by `hop`, whose chain marked the hops in `inner_buf`
     /// (taken, left empty).
+    #[inline]
     pub(crate) fn alloc(&mut self, hop: u32, inner_buf: &mut Vec<u32>) -> u32 {
         let s = match self.free_slots.pop() {
             Some(s) => s,

@@ -33,6 +33,7 @@ pub(crate) struct TaskRq {
 }
 
 impl TaskRq {
+    #[inline]
     fn push(&mut self, seg: RqSeg) {
         if let Some(last) = self.segs.back_mut() {
             if last.holder == seg.holder && last.end == seg.start {
@@ -62,11 +63,13 @@ pub(crate) struct RunQueues {
 
 impl RunQueues {
     /// A new task slot was appended to the engine's tasks.
+    #[inline]
     pub(crate) fn add_task(&mut self) {
         self.task_rq.push(TaskRq::default());
     }
 
     /// Task slot `t` was freed: its history goes with it.
+    #[inline]
     pub(crate) fn clear_task(&mut self, t: usize) {
         let rq = &mut self.task_rq[t];
         rq.segs.clear();
@@ -74,6 +77,7 @@ impl RunQueues {
     }
 
     /// Record that `holder` went on `cpu` at `ts` (run-queue attribution).
+    #[inline]
     pub(crate) fn push_cpu(&mut self, cpu: u32, ts: u64, holder: u32) {
         if cpu >= MAX_CPUS {
             return;
@@ -91,6 +95,7 @@ impl RunQueues {
     /// Task `t` was runnable over `[r0, end)` and is switched in on `cpu` at `end`: split
     /// that time by who held `cpu` (before this switch-in is pushed to its history), add
     /// the pieces to the task's run-queue history and to `rec`, its open record (level 0).
+    #[inline]
     pub(crate) fn split_runnable(
         &mut self,
         t: usize,
@@ -136,6 +141,7 @@ impl RunQueues {
     }
 
     /// The histories, found by tid through `index`.
+    #[inline]
     pub(crate) fn view<'a>(&'a self, index: &'a TaskIndex) -> RqView<'a> {
         RqView {
             task_rq: &self.task_rq,
@@ -151,6 +157,7 @@ pub(crate) struct RqView<'a> {
 }
 
 impl RqView<'_> {
+    #[inline]
     pub(crate) fn of(&self, tid: Tid) -> Option<&TaskRq> {
         self.task_rq.get(self.index.find(tid)?)
     }
@@ -158,6 +165,7 @@ impl RqView<'_> {
 
 /// Add `ns` behind `holder` at `level` to `parts` (holders of one level merged; a record
 /// has a handful of parts, sorted by level when it is emitted).
+#[inline]
 pub(crate) fn add_runq(parts: &mut Vec<RunqPart>, level: u32, holder: u32, ns: u64) {
     if ns == 0 {
         return;

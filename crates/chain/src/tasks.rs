@@ -34,6 +34,7 @@ impl TaskIndex {
     }
 
     /// `tid` is in task slot `i`.
+    #[inline]
     pub(crate) fn insert(&mut self, tid: Tid, i: usize) {
         if (tid as usize) < DIRECT_TIDS {
             if self.direct.len() <= tid as usize {
@@ -51,6 +52,7 @@ impl TaskIndex {
     }
 
     /// `tid` is gone.
+    #[inline]
     pub(crate) fn remove(&mut self, tid: Tid) {
         if (tid as usize) < DIRECT_TIDS {
             self.direct[tid as usize] = 0;
@@ -93,6 +95,7 @@ pub(crate) struct Task {
 
 impl Task {
     /// A thread first seen now, with no wait open.
+    #[inline]
     pub(crate) fn new(tid: Tid, comm: Comm, tgid: Tid, ident: IdentId, kthread: bool) -> Self {
         Task {
             tid,
@@ -117,6 +120,7 @@ impl Task {
     }
 
     /// Open a wait: the thread is off-CPU from `ts`, in `state`, with these stacks.
+    #[inline]
     pub(crate) fn open_wait(
         &mut self,
         ts: u64,

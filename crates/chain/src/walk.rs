@@ -26,6 +26,7 @@ pub(crate) struct Walker<'a> {
 impl Walker<'_> {
     /// Split level `level`'s own time windows by the waker's runnable periods: the parts
     /// where it was runnable go to [`WaitRecord::runq`] behind its CPU's holders.
+    #[inline]
     fn split_level(
         &mut self,
         level: u32,
@@ -61,6 +62,7 @@ impl Walker<'_> {
 
     /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when
     /// `mark` (the root passes the filter).
+    #[inline]
     pub(crate) fn walk(&mut self, first: u32, rec: &mut WaitRecord, mark: bool) {
         rec.hops.clear();
         rec.runq.clear();

@@ -10,6 +10,7 @@ mod chunk;
 mod event;
 mod reader;
 mod section;
+mod summary;
 pub mod synth;
 mod tables;
 mod writer;
@@ -17,6 +18,7 @@ mod writer;
 pub use event::*;
 pub use reader::*;
 pub use section::{FORMAT_MAJOR, FORMAT_MINOR};
+pub use summary::TraceFacts;
 pub use tables::*;
 pub use writer::*;
 

@@ -15,33 +15,21 @@ use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn require_bpf() -> bool {
-    std::env::var("CHAINREC_REQUIRE_BPF").is_ok_and(|v| v == "1")
-}
-
-/// Some(reason) when BPF recording is not possible here.
+/// Some(reason) when BPF recording is not possible here (the test kit's gate).
 fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        return Some("no kernel BTF".into());
-    }
-    None
+    chainrec_testkit::bpf::unavailable().map(String::from)
 }
 
+/// The test kit's loud skip (a failure under CHAINREC_REQUIRE_BPF=1).
 fn skipped(reason: &str) {
-    if require_bpf() {
-        panic!("CHAINREC_REQUIRE_BPF=1 but BPF recording is not possible: {reason}");
-    }
-    eprintln!("SKIPPED: needs root/BPF ({reason})");
+    chainrec_testkit::bpf::skip("real_kernel", reason);
 }
 
+/// `name` in this process's scratch directory.
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("chainrec-real-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| chainrec_testkit::scratch::dir("real"))
+        .join(name)
 }
 
 /// Record while the workload runs. Err(reason) = not permitted (skip).
