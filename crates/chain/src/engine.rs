@@ -480,6 +480,8 @@ impl<'t> Engine<'t> {
                     self.stats.lost_markers += 1;
                     self.stats.lost_events += l.count;
                 }
+                // On-CPU samples do not change scheduling state.
+                Event::Sample(_) => {}
             }
         }
     }
