@@ -15,6 +15,7 @@ mod options;
 mod raw;
 mod recorder;
 mod recording;
+mod samples;
 pub mod usyms;
 pub mod workload;
 
@@ -32,6 +33,7 @@ pub use command::StopSignals;
 pub use options::{LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition};
 pub use recorder::{check_output, partial_trace_note, record};
 pub use recording::Recording;
+pub use samples::{SampleConfig, SampleEvent};
 
 use std::path::PathBuf;
 

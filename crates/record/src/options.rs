@@ -44,6 +44,8 @@ pub struct RecordOptions {
     /// Do not attach the `do_softirq` programs: every softirq waking stays metal, as
     /// before they existed (A/B, and to test the fallback).
     pub no_softirq_tracking: bool,
+    /// On-CPU samples (`--sample-freq`, `--sample-event`); `None` = `--no-samples`.
+    pub samples: Option<crate::samples::SampleConfig>,
 }
 
 impl Default for RecordOptions {
@@ -63,6 +65,7 @@ impl Default for RecordOptions {
             no_user_walk_shortcut: false,
             verify_user_walk_shortcut: false,
             no_softirq_tracking: false,
+            samples: Some(crate::samples::SampleConfig::default()),
         }
     }
 }
@@ -88,7 +91,7 @@ pub struct RecordSummary {
     /// Events written.
     pub events: u64,
     /// Events by kind (indexed by `EventKind as usize`).
-    pub events_by_kind: [u64; 7],
+    pub events_by_kind: [u64; chainrec_format::EventKind::COUNT],
     /// File size.
     pub bytes: u64,
     /// Recording time (attach to detach).
@@ -122,6 +125,8 @@ pub struct RecordSummary {
     pub softirq_method: String,
     /// Softirq wakings by how they were decided.
     pub softirq: SoftirqCounts,
+    /// On-CPU samples taken (also in the metadata), `None` with `--no-samples`.
+    pub sampling: Option<chainrec_format::Sampling>,
 }
 
 /// User stacks settled outside the common path, counted so that none is silent. Stored in

@@ -12,9 +12,9 @@ use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 
 /// Record kind of a sample (`EV_SAMPLE` on the C side).
 pub(crate) const EV_SAMPLE: u8 = 7;
-/// Sample counter indexes (`SC_*` on the C side).
+/// Sample counter indexes (`SC_*` on the C side; `SC_FILTERED`, samples of tasks outside
+/// the `-p` filter, is not read).
 pub(crate) const SC_LOST: usize = 0;
-pub(crate) const SC_FILTERED: usize = 1;
 /// Number of sample counters (`SC_NR`).
 pub(crate) const SC_NR: usize = 2;
 
@@ -85,7 +85,10 @@ fn open_event(cfg: &SampleConfig, cpu: u32) -> std::io::Result<OwnedFd> {
     };
     (attr.type_, attr.config) = match cfg.event {
         SampleEvent::CpuClock => (sys::PERF_TYPE_SOFTWARE, sys::PERF_COUNT_SW_CPU_CLOCK as u64),
-        SampleEvent::Cycles => (sys::PERF_TYPE_HARDWARE, sys::PERF_COUNT_HW_CPU_CYCLES as u64),
+        SampleEvent::Cycles => (
+            sys::PERF_TYPE_HARDWARE,
+            sys::PERF_COUNT_HW_CPU_CYCLES as u64,
+        ),
     };
     attr.__bindgen_anon_1.sample_freq = cfg.freq_hz;
     attr.set_freq(1);
@@ -112,13 +115,6 @@ fn open_event(cfg: &SampleConfig, cpu: u32) -> std::io::Result<OwnedFd> {
 #[derive(Default)]
 pub(crate) struct SampleLinks {
     links: Vec<libbpf_rs::Link>,
-}
-
-impl SampleLinks {
-    /// CPUs being sampled.
-    pub(crate) fn cpus(&self) -> usize {
-        self.links.len()
-    }
 }
 
 /// Open the sampling event on every online CPU and attach `prog` to each. An error names
