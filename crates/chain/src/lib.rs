@@ -29,6 +29,7 @@ mod filter;
 mod folded;
 mod fx;
 mod nodes;
+mod oncpu;
 mod paths;
 mod pipeline;
 mod record;
@@ -43,6 +44,9 @@ pub use explain::Inconsistency;
 pub use filter::{Duration, Filter, Window, WindowBound};
 pub use folded::{stack_frames, ChainGraph, FoldedSink, Unit, View};
 pub use nodes::{Node, NodeId, NodeKind, NodeTable, RunqHolder};
+pub use oncpu::{
+    fold_oncpu, sample_frames, OnCpuFold, OnCpuStats, IDLE_COMM, ONCPU_FRAME, ONCPU_NO_SAMPLE,
+};
 pub use paths::{PathBatch, PathReducer};
 pub use pipeline::fold_trace;
 pub use record::{HopRecord, RunqPart, WaitRecord, WaitSink};
@@ -96,6 +100,9 @@ pub enum ChainError {
     /// The trace could not be read.
     #[error(transparent)]
     Trace(chainrec_format::FormatError),
+    /// An option that does not apply to the analysis asked for.
+    #[error("{0}")]
+    Unsupported(String),
     /// The path-trie thread of [`fold_trace`] failed (a bug).
     #[error("the path-trie thread {0}")]
     FoldThread(&'static str),
