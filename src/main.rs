@@ -68,6 +68,8 @@ enum Command {
     Offwake(cmd::chains::ViewArgs),
     /// On-CPU time by stack, from the trace's CPU samples (a CPU flame graph).
     Oncpu(cmd::oncpu::OnCpuArgs),
+    /// Per thread, on-CPU samples and off-CPU waits with their chains in one graph (wall time).
+    Hotcold(cmd::oncpu::HotColdArgs),
     /// The longest individual waits, each with its chain.
     Top(cmd::report::TopArgs),
     /// Subsecond-offset heat map of off-CPU time.
@@ -95,6 +97,7 @@ fn main() {
         Command::Chains(_)
             | Command::Offcpu(_)
             | Command::Oncpu(_)
+            | Command::Hotcold(_)
             | Command::Wakeup(_)
             | Command::Offwake(_)
             | Command::Top(_)
@@ -113,6 +116,7 @@ fn main() {
         Command::Wakeup(a) => cmd::chains::run_view(cmd::chains::View::Wakeup, a),
         Command::Offwake(a) => cmd::chains::run_view(cmd::chains::View::OffWake, a),
         Command::Oncpu(a) => cmd::oncpu::run(a),
+        Command::Hotcold(a) => cmd::oncpu::run_hotcold(a),
         Command::Top(a) => cmd::report::run_top(a),
         Command::Heatmap(a) => cmd::report::run_heatmap(a),
         Command::Export(a) => cmd::report::run_export(a),

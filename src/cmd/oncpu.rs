@@ -107,6 +107,75 @@ pub(crate) fn output(
     Ok(())
 }
 
+const HOTCOLD_EXAMPLES: &str = "\
+Examples:
+  chainrec hotcold trace.zst -t 1234 --svg hot.svg   one thread's wall time, hot and cold
+  chainrec hotcold trace.zst -p 1234 > hotcold.folded
+
+Per thread, on-CPU samples (weighted as the CPU time they stand for) and off-CPU waits with
+their chains (as `chains --no-dedup`, run-queue levels included), in one graph whose width is
+the threads' wall time:
+  comm;[on cpu];user frames;-;kernel frames          hot (warm colours in the SVG)
+  comm;[off cpu];user;-;kernel;--;waker...           cold (the wait and its chain)
+Hot time is estimated from samples (samples x period): the wider the window, the closer
+hot + cold is to the wall time. Needs a trace with samples.";
+
+/// Arguments of `chainrec hotcold`.
+#[derive(clap::Args, Clone, Debug)]
+#[command(after_help = HOTCOLD_EXAMPLES)]
+pub struct HotColdArgs {
+    #[command(flatten)]
+    pub view: ViewArgs,
+}
+
+/// `chainrec hotcold`.
+pub fn run_hotcold(a: HotColdArgs) -> Result<()> {
+    let a = a.view;
+    let an = super::open_trace(&a.file, "hotcold")?;
+    let hot = fold(&an, &a, "hotcold")?;
+    let setup = chainrec_chain::Setup {
+        dedup: chainrec_chain::Dedup::Off,
+        filter: a.filter.to_filter(&an, Duration::OffCpu)?,
+        parallel: !a.serial,
+        ..chainrec_chain::Setup::default()
+    };
+    let (done, folded) = an
+        .fold(setup, chainrec_chain::View::Chains, |_| {})
+        .with_context(|| format!("{}: reading events", a.file.display()))?;
+    let cold = folded.folded_ns(done.nodes(), an.tables(), an.meta());
+    let (mut hot_ns, mut cold_ns) = (0u64, 0u64);
+    let mut lines: Vec<(String, u64)> = Vec::new();
+    for (l, ns) in hot.lines_ns() {
+        hot_ns += ns;
+        let (comm, rest) = l.split_once(';').unwrap_or((l, ""));
+        let mut s = format!("{comm};{}", chainrec_chain::ONCPU_FRAME);
+        if !rest.is_empty() {
+            s.push(';');
+            s.push_str(rest);
+        }
+        lines.push((s, ns));
+    }
+    for (l, ns) in cold {
+        cold_ns += ns;
+        let (comm, rest) = l.split_once(';').unwrap_or((&l, ""));
+        let mut s = format!("{comm};[off cpu]");
+        if !rest.is_empty() {
+            s.push(';');
+            s.push_str(rest);
+        }
+        lines.push((s, ns));
+    }
+    let st = &done.summary.stats;
+    say!(
+        "chainrec: hotcold: on CPU {} (from samples), off CPU {} ({} waits with their chains)",
+        chainrec_report::top::fmt_ns(hot_ns),
+        chainrec_report::top::fmt_ns(cold_ns),
+        st.waits
+    );
+    let title = format!("Hot/cold time: {}", a.file.display());
+    output(&a, "hotcold", &title, lines.into_iter(), true)
+}
+
 /// `chainrec oncpu`.
 pub fn run(a: OnCpuArgs) -> Result<()> {
     let a = a.view;

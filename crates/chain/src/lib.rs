@@ -49,7 +49,7 @@ pub use oncpu::{
 };
 pub use paths::{PathBatch, PathReducer};
 pub use pipeline::fold_trace;
-pub use record::{HopRecord, RunqPart, WaitRecord, WaitSink};
+pub use record::{HopRecord, OnCpuPart, RunqPart, WaitRecord, WaitSink};
 /// Re-exported for [`Filter::comm`].
 pub use regex;
 pub use render::WriteSummary;
