@@ -146,6 +146,9 @@ pub struct Stats {
     /// longer reached back that far; they stay with the waker, as without run-queue
     /// attribution.
     pub runq_unsplit_ns: u64,
+    /// On-CPU nanoseconds of inner levels split by samples while part of the level lay
+    /// before the waker's kept samples (its last 4096): split by the samples kept.
+    pub oncpu_short_history_ns: u64,
 }
 
 impl fmt::Display for Stats {
@@ -364,6 +367,8 @@ pub struct Engine<'t> {
     task_rq: Vec<TaskRq>,
     /// Scratch: pieces of one runnable period, newest first.
     rq_pieces: Vec<RqSeg>,
+    /// Recent on-CPU samples per thread (traces with samples, time-bounded mode).
+    samples: crate::sampleidx::SampleIndex,
     stats: Stats,
 }
 
@@ -374,6 +379,7 @@ impl<'t> Engine<'t> {
         cfg.max_depth = cfg.max_depth.clamp(1, 250);
         let filter_all = cfg.filter.is_empty();
         let runqueue = cfg.runqueue && cfg.mode == Mode::Bounded;
+        let cfg_bounded = cfg.mode == Mode::Bounded;
         Engine {
             tables,
             cfg,
@@ -404,6 +410,7 @@ impl<'t> Engine<'t> {
             cpus: Vec::new(),
             task_rq: Vec::new(),
             rq_pieces: Vec::new(),
+            samples: crate::sampleidx::SampleIndex::new(meta.sampling().is_some() && cfg_bounded),
             stats: Stats::default(),
         }
     }
@@ -480,8 +487,8 @@ impl<'t> Engine<'t> {
                     self.stats.lost_markers += 1;
                     self.stats.lost_events += l.count;
                 }
-                // On-CPU samples do not change scheduling state.
-                Event::Sample(_) => {}
+                // On-CPU samples do not change scheduling state: kept for `[on cpu]`.
+                Event::Sample(x) => self.samples.push(x),
             }
         }
     }
@@ -520,6 +527,7 @@ impl<'t> Engine<'t> {
             }
         }
         self.stats.peak_live_hops = self.stats.peak_live_hops.max(self.live_hops as u64);
+        self.stats.oncpu_short_history_ns = self.samples.short_history_ns.get();
         self.stats.clone()
     }
 
@@ -620,6 +628,7 @@ impl<'t> Engine<'t> {
         o.ustack = u;
         o.hops.clear();
         o.runq.clear();
+        o.oncpu_raw.clear();
         o.truncated = false;
         o.cycle = false;
         o.lost = false;
@@ -732,6 +741,7 @@ impl<'t> Engine<'t> {
         let rq = &mut self.task_rq[t];
         rq.segs.clear();
         rq.floor = 0;
+        self.samples.forget(tid);
         let task = &mut self.tasks[t];
         task.last_cause = NO_HOP;
         task.open_hop = NO_HOP;
@@ -926,6 +936,8 @@ impl<'t> Engine<'t> {
                     task_ix: &self.task_ix,
                 }),
                 unsplit: &mut self.stats.runq_unsplit_ns,
+                samples: &self.samples,
+                pieces: Vec::new(),
             };
             walker.walk(h, &mut self.tasks[t].open, mark);
             if mark && self.inner_buf.is_empty() {
@@ -1173,6 +1185,30 @@ impl<'t> Engine<'t> {
                 }
             }
         }
+        // On-CPU parts carry stacks until here, like the run-queue holders.
+        rec.oncpu.clear();
+        for p in &rec.oncpu_raw {
+            rec.oncpu.push(crate::OnCpuPart {
+                level: p.level,
+                node: nodes.oncpu(p.stacks),
+                ns: p.ns,
+            });
+        }
+        // Stack pairs that render alike share a node: merge their parts (same level).
+        let mut i = 1;
+        while i < rec.oncpu.len() {
+            let (level, node, ns) = (rec.oncpu[i].level, rec.oncpu[i].node, rec.oncpu[i].ns);
+            match rec.oncpu[..i]
+                .iter_mut()
+                .find(|p| p.level == level && p.node == node)
+            {
+                Some(p) => {
+                    p.ns += ns;
+                    rec.oncpu.remove(i);
+                }
+                None => i += 1,
+            }
+        }
         st.records_emitted += 1;
         st.dedup_hidden += u64::from(!rec.root);
         st.truncated += u64::from(rec.truncated);
@@ -1285,6 +1321,10 @@ struct Walker<'a> {
     rq: Option<RqView<'a>>,
     /// [`Stats::runq_unsplit_ns`].
     unsplit: &'a mut u64,
+    /// On-CPU samples, for the `[on cpu]` split of a level's running time.
+    samples: &'a crate::sampleidx::SampleIndex,
+    /// Scratch: a level's running pieces.
+    pieces: Vec<(u64, u64)>,
 }
 
 /// The engine's run-queue histories, and how to find a thread's.
@@ -1333,30 +1373,48 @@ impl Walker<'_> {
         windows: [(u64, u64); 2],
         rec: &mut WaitRecord,
     ) {
-        let Some(rq) = &self.rq else {
-            return;
-        };
-        let Some(h) = rq.of(waker) else {
-            return;
-        };
-        for (x, y) in windows {
-            if y <= x {
-                continue;
-            }
-            if x < h.floor {
-                *self.unsplit += h.floor.min(y) - x;
-            }
-            // Periods are in time order and disjoint: the first that ends after x, then on
-            // until one starts at or after y.
-            let first = h.segs.partition_point(|seg| seg.end <= x);
-            for seg in h.segs.range(first..) {
-                if seg.start >= y {
-                    break;
+        let h = self.rq.as_ref().and_then(|rq| rq.of(waker));
+        if let Some(h) = h {
+            for (x, y) in windows {
+                if y <= x {
+                    continue;
                 }
-                let ns = seg.end.min(y) - seg.start.max(x);
-                add_runq(&mut rec.runq, level, seg.holder, ns);
+                if x < h.floor {
+                    *self.unsplit += h.floor.min(y) - x;
+                }
+                // Periods are in time order and disjoint: the first that ends after x, then
+                // on until one starts at or after y.
+                let first = h.segs.partition_point(|seg| seg.end <= x);
+                for seg in h.segs.range(first..) {
+                    if seg.start >= y {
+                        break;
+                    }
+                    let ns = seg.end.min(y) - seg.start.max(x);
+                    add_runq(&mut rec.runq, level, seg.holder, ns);
+                }
             }
         }
+        if !self.samples.enabled {
+            return;
+        }
+        // The rest of the windows is the waker's on-CPU time: split it by its samples.
+        let mut pieces = std::mem::take(&mut self.pieces);
+        pieces.clear();
+        let busy = |x: u64, y: u64, f: &mut dyn FnMut(u64, u64)| {
+            if let Some(h) = h {
+                let first = h.segs.partition_point(|seg| seg.end <= x);
+                for seg in h.segs.range(first..) {
+                    if seg.start >= y {
+                        break;
+                    }
+                    f(seg.start, seg.end);
+                }
+            }
+        };
+        crate::sampleidx::minus(&windows, busy, &mut pieces);
+        self.samples
+            .split(waker, level, &pieces, &mut rec.oncpu_raw);
+        self.pieces = pieces;
     }
 
     /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when
@@ -1364,6 +1422,7 @@ impl Walker<'_> {
     fn walk(&mut self, first: u32, rec: &mut WaitRecord, mark: bool) {
         rec.hops.clear();
         rec.runq.clear();
+        rec.oncpu_raw.clear();
         rec.truncated = false;
         rec.cycle = false;
         let a = rec.switch_out_ns;

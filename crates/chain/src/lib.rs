@@ -34,6 +34,7 @@ mod paths;
 mod pipeline;
 mod record;
 mod render;
+mod sampleidx;
 mod trie;
 
 pub use analysis::{

@@ -109,6 +109,9 @@ pub struct WaitRecord {
     pub mode: Mode,
     /// Interned (comm, tgid) of the waiting thread, for the engine's node interning.
     pub(crate) ident: crate::nodes::IdentId,
+    /// On-CPU parts as the walk finds them (stacks, not yet interned nodes): turned into
+    /// [`Self::oncpu`] when the record is emitted.
+    pub(crate) oncpu_raw: Vec<crate::sampleidx::RawOnCpu>,
     /// False when subchain dedup hides this wait as a root (its ending waking is an
     /// inner hop of another chain). Always true with dedup off.
     pub root: bool,

@@ -82,7 +82,13 @@ impl SampleIndex {
     /// pieces' total times its share of the samples, rounded so that the parts add up
     /// exactly (largest remainder, ties to the first stack seen); `[on cpu: no sample]`
     /// gets it all when there is none. Appends to `out` under `level`.
-    pub(crate) fn split(&self, tid: Tid, level: u32, pieces: &[(u64, u64)], out: &mut Vec<RawOnCpu>) {
+    pub(crate) fn split(
+        &self,
+        tid: Tid,
+        level: u32,
+        pieces: &[(u64, u64)],
+        out: &mut Vec<RawOnCpu>,
+    ) {
         let total: u64 = pieces.iter().map(|&(x, y)| y.saturating_sub(x)).sum();
         if total == 0 {
             return;
@@ -123,9 +129,8 @@ impl SampleIndex {
         let mut given: u64 = counts.iter().map(|c| share(c.1)).sum();
         // Largest remainders first get the nanoseconds rounding left over.
         let mut order: Vec<usize> = (0..counts.len()).collect();
-        order.sort_by_key(|&i| {
-            std::cmp::Reverse((total as u128 * counts[i].1 as u128) % n as u128)
-        });
+        order
+            .sort_by_key(|&i| std::cmp::Reverse((total as u128 * counts[i].1 as u128) % n as u128));
         let mut extra = vec![0u64; counts.len()];
         for &i in order.iter().cycle().take(counts.len() * 2) {
             if given == total {
@@ -205,7 +210,14 @@ mod tests {
         // No sample inside: all to [on cpu: no sample].
         out.clear();
         i.split(7, 3, &[(40, 60)], &mut out);
-        assert_eq!(out, [RawOnCpu { level: 3, stacks: None, ns: 20 }]);
+        assert_eq!(
+            out,
+            [RawOnCpu {
+                level: 3,
+                stacks: None,
+                ns: 20
+            }]
+        );
         // Unknown thread: the same.
         out.clear();
         i.split(8, 1, &[(0, 5)], &mut out);
