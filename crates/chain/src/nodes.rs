@@ -93,8 +93,8 @@ impl Node {
             NodeKind::Metal { label, .. } => label.as_str().into(),
             NodeKind::Marker(m) => (*m).into(),
             NodeKind::RunQueue { holder } => holder.name(),
-            NodeKind::OnCpu { sampled: true } => crate::oncpu::ONCPU_FRAME.into(),
-            NodeKind::OnCpu { sampled: false } => crate::oncpu::ONCPU_NO_SAMPLE.into(),
+            NodeKind::OnCpu { sampled: true } => crate::frames::ONCPU_FRAME.into(),
+            NodeKind::OnCpu { sampled: false } => crate::frames::ONCPU_NO_SAMPLE.into(),
         }
     }
     /// True for run-queue nodes.
@@ -214,7 +214,7 @@ impl NodeTable {
     /// An empty table for the stacks of `tables` (stacks that render alike share nodes).
     pub(crate) fn for_tables(tables: &Tables) -> Self {
         NodeTable {
-            same_stacks: crate::folded::same_rendering_stacks(tables),
+            same_stacks: crate::frames::same_rendering_stacks(tables),
             ..NodeTable::default()
         }
     }
@@ -468,7 +468,7 @@ fn is_interrupt_entry(name: &str) -> bool {
 /// innermost interrupt entry (`Some(count)`), or all when there is none (`None`), and
 /// their rendered names (the node's identity).
 fn interrupt_frames(tables: &Tables, id: StackId) -> (Option<u32>, Vec<String>) {
-    let frames = crate::folded::stack_frames(tables, id, 0);
+    let frames = crate::frames::stack_frames(tables, id, 0);
     match frames.iter().position(|f| is_interrupt_entry(f)) {
         Some(i) if i + 1 < frames.len() => {
             let mut frames = frames;

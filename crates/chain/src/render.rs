@@ -4,10 +4,11 @@
 //! its own (the prefix of its first line is rebuilt from the parent links), so ranges
 //! are rendered in parallel into per-task buffers and written in order.
 
-use crate::folded::{stack_frames, Unit};
+use crate::frames::stack_frames;
 use crate::nodes::{NodeId, NodeKind, NodeTable};
 use crate::paths::COMM_BIT;
 use crate::trie::{PathTrie, NO_PARENT};
+use crate::views::Unit;
 use chainrec_format::{Comm, RecordingMeta, StackId, Tables};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
@@ -117,7 +118,7 @@ fn piece(id: NodeId, first: bool, nodes: &NodeTable, r: &mut Renderer<'_>, out: 
                 f.push("--".into());
             }
             if *sampled {
-                f.push(crate::oncpu::ONCPU_FRAME.into());
+                f.push(crate::frames::ONCPU_FRAME.into());
                 let k = r.frames(n.kstack).to_vec();
                 f.extend(r.frames(n.ustack).iter().rev().cloned());
                 if !k.is_empty() {
@@ -125,7 +126,7 @@ fn piece(id: NodeId, first: bool, nodes: &NodeTable, r: &mut Renderer<'_>, out: 
                 }
                 f.extend(k.into_iter().rev());
             } else {
-                f.push(crate::oncpu::ONCPU_NO_SAMPLE.into());
+                f.push(crate::frames::ONCPU_NO_SAMPLE.into());
             }
         }
         NodeKind::Metal { label, .. } => {
