@@ -230,8 +230,8 @@ impl Filter {
     pub fn matches_thread(&self, tid: Tid, tgid: Tid, comm: &Comm, kernel_thread: bool) -> bool {
         (self.tids.is_empty() || self.tids.contains(&tid))
             && (self.pids.is_empty() || self.pids.contains(&tgid))
-            && !(self.user_only && kernel_thread)
-            && !(self.kernel_only && !kernel_thread)
+            && (!self.user_only || !kernel_thread)
+            && (!self.kernel_only || kernel_thread)
             && self
                 .comm
                 .as_ref()

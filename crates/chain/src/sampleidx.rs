@@ -126,18 +126,15 @@ impl SampleIndex {
             return;
         }
         let share = |c: u64| (total as u128 * c as u128 / n as u128) as u64;
-        let mut given: u64 = counts.iter().map(|c| share(c.1)).sum();
+        let given: u64 = counts.iter().map(|c| share(c.1)).sum();
         // Largest remainders first get the nanoseconds rounding left over.
         let mut order: Vec<usize> = (0..counts.len()).collect();
         order
             .sort_by_key(|&i| std::cmp::Reverse((total as u128 * counts[i].1 as u128) % n as u128));
+        // Each share lost less than 1 ns to rounding down: fewer than `counts.len()` left.
         let mut extra = vec![0u64; counts.len()];
-        for &i in order.iter().cycle().take(counts.len() * 2) {
-            if given == total {
-                break;
-            }
+        for &i in order.iter().take((total - given) as usize) {
             extra[i] += 1;
-            given += 1;
         }
         for (i, (stacks, c)) in counts.into_iter().enumerate() {
             out.push(RawOnCpu {
