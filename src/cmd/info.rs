@@ -105,6 +105,11 @@ impl<'a> Summary<'a> {
             "first_ts": r.time_span().map(|s| s.0),
             "last_ts": r.time_span().map(|s| s.1),
             "events_by_kind": by_kind,
+            "sampling": m.sampling().map(|s| serde_json::json!({
+                "event": s.event, "freq_hz": s.freq_hz, "period_ns": s.period_ns,
+                "samples": s.samples, "no_kstack": s.no_kstack, "no_ustack": s.no_ustack,
+                "lost": s.lost,
+            })),
             "chunks": r.chunks().len(),
             "tasks": t.tasks.len(),
             "stacks": t.stacks.len(),
@@ -214,6 +219,21 @@ impl<'a> Summary<'a> {
             if n > 0 {
                 w!(o, "    {:<14}{:>15}", k.name(), group(n));
             }
+        }
+        match m.sampling() {
+            Some(s) => w!(
+                o,
+                "  samples     {} on-CPU samples ({} at {} Hz per CPU, {} each); without kernel stack {}, without user stack {}; lost {}",
+                group(s.samples),
+                s.event,
+                s.freq_hz,
+                human_ns(s.period_ns),
+                group(s.no_kstack),
+                group(s.no_ustack),
+                group(s.lost)
+            ),
+            None if maj >= 2 => w!(o, "  samples     none (sampling was off)"),
+            None => w!(o, "  samples     none (format {maj}.{min} predates on-CPU samples)"),
         }
         w!(o, "  chunks      {}", r.chunks().len());
         w!(

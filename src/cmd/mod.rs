@@ -4,6 +4,7 @@ pub mod chains;
 pub mod demo;
 pub mod filter;
 pub mod info;
+pub mod oncpu;
 #[cfg(feature = "record")]
 pub mod record;
 pub mod report;

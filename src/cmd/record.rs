@@ -19,6 +19,8 @@ Examples:
   chainrec record -o trace.zst -p 1234 -p 5678      those processes and the tasks that wake them
   chainrec record -o trace.zst --stacks eager       stacks on every switch and waking (costly)
   chainrec record -o trace.zst --stack-threshold 1ms  stacks only for waits longer than 1 ms
+  chainrec record -o trace.zst --sample-freq 99     on-CPU samples at 99 Hz per CPU (default 49)
+  chainrec record -o trace.zst --no-samples         scheduler events only
 
 Needs root, or CAP_BPF + CAP_PERFMON. The trace is written with mode 0600; Ctrl-C,
 SIGTERM or the end of --duration finish the file; a killed recorder leaves a file
@@ -41,6 +43,15 @@ pub enum StacksArg {
     Eager,
     /// No stacks at all.
     None,
+}
+
+/// Perf event that drives the on-CPU samples.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum SampleEventArg {
+    /// Software CPU clock: every sample is 1/freq s of CPU time (default; works in VMs).
+    CpuClock,
+    /// Hardware cycles (needs a PMU; not in most VMs).
+    Cycles,
 }
 
 /// Arguments of `chainrec record`.
@@ -86,6 +97,26 @@ pub struct Args {
     /// wait's user stack then comes through the task_work path).
     #[arg(long, hide = true)]
     pub no_switch_out_user_stacks: bool,
+    /// On-CPU samples per second per CPU, with kernel and user stacks (`chainrec oncpu`,
+    /// `hotcold`, and the `[on cpu]` frames of `chains`).
+    #[arg(
+        long,
+        value_name = "HZ",
+        default_value_t = 49,
+        conflicts_with = "no_samples"
+    )]
+    pub sample_freq: u64,
+    /// Event that drives the samples.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "cpu-clock",
+        conflicts_with = "no_samples"
+    )]
+    pub sample_event: SampleEventArg,
+    /// No on-CPU samples (scheduler events only).
+    #[arg(long)]
+    pub no_samples: bool,
     /// BPF ring buffer size, 4K..=2G (e.g. 16M, 64M); a size that is not a power of two
     /// is rounded up to the next one (33M -> 64M), with a note.
     #[arg(long, value_name = "SIZE", default_value = "32M")]
@@ -319,6 +350,19 @@ fn print_summary(summary: &RecordSummary) {
             summary.user_walks_shortcut
         );
     }
+    match &summary.sampling {
+        Some(s) => say!(
+            "chainrec: on-CPU samples: {} ({} at {} Hz per CPU); without kernel stack {}, \
+             without user stack {}; lost (ring buffer full) {}",
+            s.samples,
+            s.event,
+            s.freq_hz,
+            s.no_kstack,
+            s.no_ustack,
+            s.lost
+        ),
+        None => say!("chainrec: on-CPU samples: off (--no-samples)"),
+    }
     if l.ringbuf_full > 0 {
         say!(
             "chainrec: WARNING: {} events lost because the ring buffer was full; the chains \
@@ -357,6 +401,11 @@ fn write_summary_json(summary: &RecordSummary, path: &Path) -> Result<()> {
             "stack_to_task": summary.softirq.stack_to_task,
             "stack_to_irq": summary.softirq.stack_to_irq,
         },
+        "samples": summary.sampling.as_ref().map(|s| serde_json::json!({
+            "event": s.event, "freq_hz": s.freq_hz, "period_ns": s.period_ns,
+            "samples": s.samples, "no_kstack": s.no_kstack, "no_ustack": s.no_ustack,
+            "lost": s.lost,
+        })),
         "user_stack_method": summary.user_stack_method,
         "user_stash": {
             "taken": summary.user_stash.taken, "used": summary.user_stash.used,
@@ -499,6 +548,13 @@ pub fn run(a: Args) -> Result<()> {
         no_softirq_tracking: a.no_softirq_tracking,
         profile_bpf: a.profile_bpf,
         no_user_stash: a.no_switch_out_user_stacks,
+        samples: (!a.no_samples).then_some(chainrec_record::SampleConfig {
+            freq_hz: a.sample_freq,
+            event: match a.sample_event {
+                SampleEventArg::CpuClock => chainrec_record::SampleEvent::CpuClock,
+                SampleEventArg::Cycles => chainrec_record::SampleEvent::Cycles,
+            },
+        }),
     };
     let flag = install_stop_signals();
     let handle = Recording::start(opts, duration, flag.clone())

@@ -72,6 +72,30 @@ pub(crate) fn emit_rec(
             }
         }
     }
+    // On-CPU parts carry stacks until here, like the run-queue holders.
+    rec.oncpu.clear();
+    for p in &rec.oncpu_raw {
+        rec.oncpu.push(crate::OnCpuPart {
+            level: p.level,
+            node: nodes.oncpu(p.stacks),
+            ns: p.ns,
+        });
+    }
+    // Stack pairs that render alike share a node: merge their parts (same level).
+    let mut i = 1;
+    while i < rec.oncpu.len() {
+        let (level, node, ns) = (rec.oncpu[i].level, rec.oncpu[i].node, rec.oncpu[i].ns);
+        match rec.oncpu[..i]
+            .iter_mut()
+            .find(|p| p.level == level && p.node == node)
+        {
+            Some(p) => {
+                p.ns += ns;
+                rec.oncpu.remove(i);
+            }
+            None => i += 1,
+        }
+    }
     st.records_emitted += 1;
     st.dedup_hidden += u64::from(!rec.root);
     st.truncated += u64::from(rec.truncated);

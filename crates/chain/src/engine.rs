@@ -12,6 +12,7 @@ use crate::mode::Mode;
 use crate::nodes::{IdentId, NodeTable, HOLDER_IDLE};
 use crate::record::WaitSink;
 use crate::runqueue::RunQueues;
+use crate::sampleidx::SampleIndex;
 use crate::stats::Stats;
 use crate::tasks::{Status, Task, TaskIndex};
 use crate::walk::Walker;
@@ -52,6 +53,8 @@ pub struct Engine<'t> {
     runqueue: bool,
     /// Per-CPU and per-task (parallel to `tasks`) run-queue histories.
     rq: RunQueues,
+    /// Recent on-CPU samples per thread (traces with samples, time-bounded mode).
+    samples: SampleIndex,
     stats: Stats,
 }
 
@@ -62,6 +65,7 @@ impl<'t> Engine<'t> {
         cfg.max_depth = cfg.max_depth.clamp(1, 250);
         let filter_all = cfg.filter.is_empty();
         let runqueue = cfg.runqueue && cfg.mode == Mode::Bounded;
+        let bounded = cfg.mode == Mode::Bounded;
         Engine {
             tables,
             cfg,
@@ -86,6 +90,7 @@ impl<'t> Engine<'t> {
             cpu_check: CpuCheck::default(),
             runqueue,
             rq: RunQueues::default(),
+            samples: SampleIndex::new(meta.sampling().is_some() && bounded),
             stats: Stats::default(),
         }
     }
@@ -161,6 +166,8 @@ impl<'t> Engine<'t> {
                     self.stats.lost_markers += 1;
                     self.stats.lost_events += l.count;
                 }
+                // On-CPU samples do not change scheduling state: kept for `[on cpu]`.
+                Event::Sample(x) => self.samples.push(x),
             }
         }
     }
@@ -199,6 +206,7 @@ impl<'t> Engine<'t> {
             }
         }
         self.stats.peak_live_hops = self.stats.peak_live_hops.max(self.live_hops as u64);
+        self.stats.oncpu_short_history_ns = self.samples.short_history_ns.get();
         self.stats.clone()
     }
 
@@ -332,6 +340,7 @@ impl<'t> Engine<'t> {
         self.task_index.remove(tid);
         self.live_tasks -= 1;
         self.rq.clear_task(t);
+        self.samples.forget(tid);
         let task = &mut self.tasks[t];
         task.last_cause = NO_HOP;
         task.open_hop = NO_HOP;
@@ -465,6 +474,7 @@ impl<'t> Engine<'t> {
                 seen: &mut self.seen,
                 rq: self.runqueue.then(|| self.rq.view(&self.task_index)),
                 unsplit: &mut self.stats.runq_unsplit_ns,
+                samples: &self.samples,
             };
             walker.walk(h, &mut self.tasks[t].open, mark);
             if mark && self.inner_buf.is_empty() {

@@ -46,6 +46,9 @@ pub enum ChainError {
     /// The trace could not be read.
     #[error(transparent)]
     Trace(chainrec_format::FormatError),
+    /// An option that does not apply to the analysis asked for.
+    #[error("{0}")]
+    Unsupported(String),
     /// The path-trie thread of [`fold_trace`](crate::fold_trace) failed (a bug).
     #[error("the path-trie thread {0}")]
     FoldThread(&'static str),

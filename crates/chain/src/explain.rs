@@ -69,6 +69,12 @@ impl Stats {
             1..=999_999 => format!("{:.1} us", ns as f64 / 1e3),
             _ => format!("{:.3} s", ns as f64 / 1e9),
         };
+        if self.oncpu_short_history_ns > 0 {
+            v.push(format!(
+                "[on cpu] levels older than the waker's kept samples: {} (split by the samples kept, the waker's last 4096)",
+                secs(self.oncpu_short_history_ns)
+            ));
+        }
         if self.waits_before_trace > 0 {
             v.push(format!(
                 "waits begun before the trace: {} (a thread first seen woken or switched in; its wait's start is unknown: not shown as a root, {} of its in-trace off-CPU time not shown; its waking still serves as a cause)",

@@ -33,6 +33,13 @@ pub enum NodeKind {
         /// Who held the CPU.
         holder: RunqHolder,
     },
+    /// What a waker level did while it ran: `[on cpu]` and the frames of its samples
+    /// (root first; `kstack`/`ustack` of the node), or `[on cpu: no sample]` when
+    /// `sampled` is false (no sample of the waker fell inside its running time).
+    OnCpu {
+        /// False for `[on cpu: no sample]`.
+        sampled: bool,
+    },
 }
 
 /// Who held a CPU while a thread waited for it.
@@ -86,6 +93,8 @@ impl Node {
             NodeKind::Metal { label, .. } => label.as_str().into(),
             NodeKind::Marker(m) => (*m).into(),
             NodeKind::RunQueue { holder } => holder.name(),
+            NodeKind::OnCpu { sampled: true } => crate::frames::ONCPU_FRAME.into(),
+            NodeKind::OnCpu { sampled: false } => crate::frames::ONCPU_NO_SAMPLE.into(),
         }
     }
     /// True for run-queue nodes.
@@ -162,6 +171,9 @@ pub struct NodeTable {
     runq: FxHashMap<u32, NodeId>,
     /// Run-queue node by holder identity (`NodeId::MAX` = not yet interned).
     runq_by_ident: Vec<NodeId>,
+    /// On-CPU nodes by (canonical kernel stack, canonical user stack); `None` is
+    /// `[on cpu: no sample]`.
+    oncpu: FxHashMap<Option<(StackId, StackId)>, NodeId>,
 }
 
 impl Default for NodeTable {
@@ -183,6 +195,7 @@ impl Default for NodeTable {
             same_stacks: FxHashMap::default(),
             runq: FxHashMap::default(),
             runq_by_ident: Vec::new(),
+            oncpu: FxHashMap::default(),
         };
         for m in ["[truncated]", "[cycle]", "[lost events]", "[waker unknown]"] {
             t.nodes.push(Node {
@@ -310,6 +323,26 @@ impl NodeTable {
                 kind: NodeKind::RunQueue { holder },
                 kstack: StackId::NONE,
                 ustack: StackId::NONE,
+                kframes: None,
+                leaf_frame: None,
+            });
+        }
+        id
+    }
+
+    /// Intern the on-CPU node of a sampled stack pair, or `[on cpu: no sample]` (`None`).
+    pub(crate) fn oncpu(&mut self, stacks: Option<(StackId, StackId)>) -> NodeId {
+        let key = stacks.map(|(k, u)| (self.canonical(k), self.canonical(u)));
+        let next = self.nodes.len() as NodeId;
+        let id = *self.oncpu.entry(key).or_insert(next);
+        if id == next {
+            let (kstack, ustack) = key.unwrap_or((StackId::NONE, StackId::NONE));
+            self.nodes.push(Node {
+                kind: NodeKind::OnCpu {
+                    sampled: key.is_some(),
+                },
+                kstack,
+                ustack,
                 kframes: None,
                 leaf_frame: None,
             });

@@ -113,6 +113,22 @@ fn piece(id: NodeId, first: bool, nodes: &NodeTable, r: &mut Renderer<'_>, out: 
             f.push(crate::nodes::RUNQ_FRAME.into());
             f.push(holder.name().into_owned());
         }
+        NodeKind::OnCpu { sampled } => {
+            if !first {
+                f.push("--".into());
+            }
+            if *sampled {
+                f.push(crate::frames::ONCPU_FRAME.into());
+                let k = r.frames(n.kstack).to_vec();
+                f.extend(r.frames(n.ustack).iter().rev().cloned());
+                if !k.is_empty() {
+                    f.push("-".into());
+                }
+                f.extend(k.into_iter().rev());
+            } else {
+                f.push(crate::frames::ONCPU_NO_SAMPLE.into());
+            }
+        }
         NodeKind::Metal { label, .. } => {
             let k = r.frames(n.kstack);
             let k = &k[..n.kframes.map_or(k.len(), |c| (c as usize).min(k.len()))];

@@ -113,6 +113,9 @@ pub struct Stats {
     /// longer reached back that far; they stay with the waker, as without run-queue
     /// attribution.
     pub runq_unsplit_ns: u64,
+    /// On-CPU nanoseconds of inner levels split by samples while part of the level lay
+    /// before the waker's kept samples (its last 4096): split by the samples kept.
+    pub oncpu_short_history_ns: u64,
 }
 
 impl fmt::Display for Stats {

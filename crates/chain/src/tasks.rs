@@ -145,6 +145,7 @@ impl Task {
         o.ustack = u;
         o.hops.clear();
         o.runq.clear();
+        o.oncpu_raw.clear();
         o.truncated = false;
         o.cycle = false;
         o.lost = false;

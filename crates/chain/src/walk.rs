@@ -7,6 +7,7 @@ use crate::mode::Mode;
 use crate::nodes::NodeTable;
 use crate::record::WaitRecord;
 use crate::runqueue::{add_runq, RqView};
+use crate::sampleidx::{minus, SampleIndex};
 use chainrec_format::Tid;
 
 /// The chain walk, borrowing only what it reads from the engine (so that the record it
@@ -21,6 +22,8 @@ pub(crate) struct Walker<'a> {
     pub(crate) rq: Option<RqView<'a>>,
     /// [`Stats::runq_unsplit_ns`].
     pub(crate) unsplit: &'a mut u64,
+    /// On-CPU samples, for the `[on cpu]` split of a level's running time.
+    pub(crate) samples: &'a SampleIndex,
 }
 
 impl Walker<'_> {
@@ -34,30 +37,47 @@ impl Walker<'_> {
         windows: [(u64, u64); 2],
         rec: &mut WaitRecord,
     ) {
-        let Some(rq) = &self.rq else {
-            return;
-        };
-        let Some(h) = rq.of(waker) else {
-            return;
-        };
-        for (x, y) in windows {
-            if y <= x {
-                continue;
-            }
-            if x < h.floor {
-                *self.unsplit += h.floor.min(y) - x;
-            }
-            // Periods are in time order and disjoint: the first that ends after x, then on
-            // until one starts at or after y.
-            let first = h.segs.partition_point(|seg| seg.end <= x);
-            for seg in h.segs.range(first..) {
-                if seg.start >= y {
-                    break;
+        let h = self.rq.as_ref().and_then(|rq| rq.of(waker));
+        if let Some(h) = h {
+            for (x, y) in windows {
+                if y <= x {
+                    continue;
                 }
-                let ns = seg.end.min(y) - seg.start.max(x);
-                add_runq(&mut rec.runq, level, seg.holder, ns);
+                if x < h.floor {
+                    *self.unsplit += h.floor.min(y) - x;
+                }
+                // Periods are in time order and disjoint: the first that ends after x, then
+                // on until one starts at or after y.
+                let first = h.segs.partition_point(|seg| seg.end <= x);
+                for seg in h.segs.range(first..) {
+                    if seg.start >= y {
+                        break;
+                    }
+                    let ns = seg.end.min(y) - seg.start.max(x);
+                    add_runq(&mut rec.runq, level, seg.holder, ns);
+                }
             }
         }
+        if !self.samples.enabled {
+            return;
+        }
+        // The rest of the windows is the waker's on-CPU time: split it by its samples
+        // (docs/ENGINE.md, "What a running waker did").
+        let busy = |x: u64, y: u64, f: &mut dyn FnMut(u64, u64)| {
+            if let Some(h) = h {
+                let first = h.segs.partition_point(|seg| seg.end <= x);
+                for seg in h.segs.range(first..) {
+                    if seg.start >= y {
+                        break;
+                    }
+                    f(seg.start, seg.end);
+                }
+            }
+        };
+        let mut pieces = Vec::new();
+        minus(&windows, busy, &mut pieces);
+        self.samples
+            .split(waker, level, &pieces, &mut rec.oncpu_raw);
     }
 
     /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when
@@ -66,6 +86,7 @@ impl Walker<'_> {
     pub(crate) fn walk(&mut self, first: u32, rec: &mut WaitRecord, mark: bool) {
         rec.hops.clear();
         rec.runq.clear();
+        rec.oncpu_raw.clear();
         rec.truncated = false;
         rec.cycle = false;
         let a = rec.switch_out_ns;

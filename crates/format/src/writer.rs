@@ -83,9 +83,35 @@ pub(crate) struct IndexPayload {
     /// Total events.
     pub events: u64,
     /// Events by kind (`EventKind as usize`).
-    pub events_by_kind: [u64; 7],
+    pub events_by_kind: [u64; EventKind::COUNT],
     /// References to reserved stack ids, by id (0..16).
     pub reserved_stack_refs: [u64; 16],
+}
+
+/// The index payload of format 1 (7 event kinds); read, never written.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct IndexPayloadV1 {
+    pub chunks: Vec<IndexChunk>,
+    pub tables: Vec<u64>,
+    pub metas: Vec<u64>,
+    pub events: u64,
+    pub events_by_kind: [u64; 7],
+    pub reserved_stack_refs: [u64; 16],
+}
+
+impl From<IndexPayloadV1> for IndexPayload {
+    fn from(v: IndexPayloadV1) -> Self {
+        let mut events_by_kind = [0; EventKind::COUNT];
+        events_by_kind[..7].copy_from_slice(&v.events_by_kind);
+        IndexPayload {
+            chunks: v.chunks,
+            tables: v.tables,
+            metas: v.metas,
+            events: v.events,
+            events_by_kind,
+            reserved_stack_refs: v.reserved_stack_refs,
+        }
+    }
 }
 
 /// Bincode configuration of every bincode payload.

@@ -72,7 +72,7 @@ pub(crate) struct Consumer {
     pub(crate) conv: Converter,
     pub(crate) reorder: Reorder,
     /// Events written, by kind.
-    pub(crate) by_kind: [u64; 7],
+    pub(crate) by_kind: [u64; EventKind::COUNT],
     /// Ring-buffer reserve failures already turned into Lost markers, per CPU.
     lost_seen: Vec<u64>,
     /// The per-CPU counters summed over CPUs, as last read.
@@ -98,7 +98,7 @@ impl Consumer {
                 last_ts: 0,
                 out_of_order: 0,
             },
-            by_kind: [0; 7],
+            by_kind: [0; EventKind::COUNT],
             lost_seen: vec![0; cpu_count as usize],
             counters_total: [0; raw::C_NR],
             usyms,
@@ -115,6 +115,7 @@ impl Consumer {
         batch: &RefCell<Batch>,
         skel: &mut ChainrecSkel<'_>,
         mut softirq_links: SoftirqLinks,
+        mut sample_links: crate::samples::SampleLinks,
         writer: &mut TraceWriter,
         meta: &mut RecordingMeta,
         stop: &StopCondition,
@@ -132,6 +133,7 @@ impl Consumer {
                     // Detach first so that nothing new arrives, then drain everything.
                     skel.links = ChainrecLinks::default();
                     drop(std::mem::take(&mut softirq_links));
+                    drop(std::mem::take(&mut sample_links));
                 }
             }
             let now = monotonic_ns();
@@ -161,6 +163,7 @@ impl Consumer {
             self.symbolize_new(writer)?;
             if periodic || stopping {
                 meta.lost = self.lost();
+                self.update_sampling(skel, meta, opts);
                 if periodic && !stopping {
                     writer.update_meta(meta)?;
                     writer.flush()?;
@@ -271,6 +274,33 @@ impl Consumer {
             writer.add_symbols(&syms)?;
         }
         Ok(())
+    }
+
+    /// The sampling record of the metadata, with the counts so far (nothing without
+    /// samples).
+    fn update_sampling(
+        &self,
+        skel: &ChainrecSkel<'_>,
+        meta: &mut RecordingMeta,
+        opts: &RecordOptions,
+    ) {
+        let Some(cfg) = &opts.samples else {
+            return;
+        };
+        let mut bpf = [0u64; crate::samples::SC_NR];
+        for (idx, total) in bpf.iter_mut().enumerate() {
+            if let Ok(Some(vals)) = skel
+                .maps
+                .sample_counters
+                .lookup_percpu(&(idx as u32).to_ne_bytes(), MapFlags::ANY)
+            {
+                *total = vals
+                    .iter()
+                    .filter_map(|v| v.get(..8)?.try_into().ok().map(u64::from_ne_bytes))
+                    .sum();
+            }
+        }
+        meta.set_sampling(&self.conv.samples.sampling(cfg, &bpf));
     }
 
     /// The lost and skipped counts so far.

@@ -99,6 +99,8 @@ pub(crate) struct Converter {
     pub(crate) softirq_stack_checked: u64,
     pub(crate) softirq_stack_to_task: u64,
     pub(crate) softirq_stack_to_irq: u64,
+    /// On-CPU samples converted, and those without stacks.
+    pub(crate) samples: crate::samples::SampleCounts,
     /// Check softirq wakings against their kernel stacks (off with --no-softirq-tracking,
     /// which keeps the behaviour from before they were told apart, for A/B).
     pub(crate) softirq_by_stack_on: bool,
@@ -144,6 +146,7 @@ impl Converter {
             softirq_stack_checked: 0,
             softirq_stack_to_task: 0,
             softirq_stack_to_irq: 0,
+            samples: Default::default(),
             softirq_by_stack_on: true,
             stack_ids: HashMap::new(),
             next_stack: StackId::FIRST_REAL,
@@ -429,6 +432,13 @@ impl Converter {
                 tid: e.a,
                 tgid: e.b,
             }),
+            crate::samples::EV_SAMPLE => {
+                let mut counts = std::mem::take(&mut self.samples);
+                let ev =
+                    counts.convert(e, kf, uf, |st, kind, tgid, f| self.stack(st, kind, tgid, f));
+                self.samples = counts;
+                ev
+            }
             _ => Event::OffCpuStacks(OffCpuStacks {
                 ts: e.ts,
                 tid: e.a,
@@ -453,7 +463,7 @@ impl Reorder {
         &mut self,
         bound: u64,
         sink: &mut impl TraceSink,
-        by_kind: &mut [u64; 7],
+        by_kind: &mut [u64; EventKind::COUNT],
     ) -> Result<()> {
         if !self.buf.is_sorted_by_key(|e| e.ts()) {
             self.buf.sort_by_key(|e| e.ts());

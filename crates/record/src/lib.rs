@@ -15,6 +15,7 @@ mod options;
 mod raw;
 mod recorder;
 mod recording;
+mod samples;
 pub mod usyms;
 pub mod workload;
 
@@ -34,6 +35,7 @@ pub use options::{
 };
 pub use recorder::{check_output, partial_trace_note, record};
 pub use recording::Recording;
+pub use samples::{SampleConfig, SampleEvent};
 
 use std::path::PathBuf;
 

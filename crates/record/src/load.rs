@@ -147,6 +147,9 @@ fn open_and_load<'obj>(
         open.progs.on_do_softirq.set_autoload(false);
         open.progs.on_do_softirq_exit.set_autoload(false);
     }
+    if opts.samples.is_none() {
+        open.progs.on_sample.set_autoload(false);
+    }
     open.load().map_err(|e| bpf_err("load", e))
 }
 

@@ -50,6 +50,8 @@ pub struct RecordOptions {
     /// Time the sections of the BPF programs (`RecordSummary::bpf_profile`; costs two
     /// clock reads per section).
     pub profile_bpf: bool,
+    /// On-CPU samples (`--sample-freq`, `--sample-event`); `None` = `--no-samples`.
+    pub samples: Option<crate::samples::SampleConfig>,
 }
 
 impl Default for RecordOptions {
@@ -71,6 +73,7 @@ impl Default for RecordOptions {
             no_softirq_tracking: false,
             no_user_stash: false,
             profile_bpf: false,
+            samples: Some(crate::samples::SampleConfig::default()),
         }
     }
 }
@@ -96,7 +99,7 @@ pub struct RecordSummary {
     /// Events written.
     pub events: u64,
     /// Events by kind (indexed by `EventKind as usize`).
-    pub events_by_kind: [u64; 7],
+    pub events_by_kind: [u64; chainrec_format::EventKind::COUNT],
     /// File size.
     pub bytes: u64,
     /// Recording time (attach to detach).
@@ -135,6 +138,8 @@ pub struct RecordSummary {
     /// With [`RecordOptions::profile_bpf`]: per section of the BPF programs, its name, the
     /// ns spent in it and how often it ran (clock reads included).
     pub bpf_profile: Vec<(&'static str, u64, u64)>,
+    /// On-CPU samples taken (also in the metadata), `None` with `--no-samples`.
+    pub sampling: Option<chainrec_format::Sampling>,
 }
 
 /// User stacks settled outside the common path, counted so that none is silent. Stored in

@@ -124,7 +124,7 @@ pub fn decode(data: &[u8], pool: &mut Vec<u64>) -> Option<RawEv> {
         frames_at: pool.len() as u32,
         comm: [0; 16],
     };
-    if e.kind > EV_OFFCPU {
+    if e.kind > EV_OFFCPU && e.kind != crate::samples::EV_SAMPLE {
         return None;
     }
     if e.kind == EV_COMM {

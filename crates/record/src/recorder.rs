@@ -127,6 +127,12 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         .skel
         .attach()
         .map_err(|e| load::bpf_err("attach", e))?;
+    // The perf events are opened here, not with the tracepoints: one per online CPU.
+    let sample_links = match &opts.samples {
+        Some(cfg) => crate::samples::attach(&loaded.skel.progs.on_sample, cfg)
+            .map_err(RecordError::Invalid)?,
+        None => Default::default(),
+    };
     meta.start_ns = monotonic_ns();
     writer.update_meta(&meta)?;
     let t_start = Instant::now();
@@ -144,6 +150,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         &batch,
         &mut loaded.skel,
         softirq_links,
+        sample_links,
         &mut writer,
         &mut meta,
         &stop,
@@ -187,6 +194,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         softirq: fin.softirq,
         bpf_profile: fin.bpf_profile,
         user_stash: fin.user_stash,
+        sampling: meta.sampling(),
     })
 }
 
@@ -200,6 +208,14 @@ fn check_options(opts: &RecordOptions) -> Result<u32> {
     }
     let rb_size = opts.ringbuf_bytes.next_power_of_two() as u32;
     check_output(&opts.output)?;
+    if let Some(s) = &opts.samples {
+        if !(1..=100_000).contains(&s.freq_hz) {
+            return Err(RecordError::Invalid(format!(
+                "--sample-freq {} out of range (1 ..= 100000 Hz)",
+                s.freq_hz
+            )));
+        }
+    }
     if opts.pids.len() > 1024 {
         return Err(RecordError::Invalid("at most 1024 -p pids".into()));
     }

@@ -63,6 +63,15 @@ pub enum FrameClass {
     /// `[run queue]`: the level above waited for a CPU (the frame above it names who held
     /// the CPU).
     RunQueue,
+    /// `[on cpu]`: the frames above it (up to the next `--`) are sampled on-CPU stacks.
+    OnCpu,
+    /// `[off cpu]` (`hotcold`): the frames above it are an off-CPU wait and its chain.
+    OffCpu,
+    /// A frame of a sampled on-CPU stack (after `[on cpu]`): warm hues.
+    Hot {
+        /// Kernel part (after the `-`).
+        kernel: bool,
+    },
 }
 
 /// Hue (degrees) of each chain level; cycles after the last.
@@ -79,6 +88,12 @@ pub const RUNQ_FILL: &str = "rgb(150,110,200)";
 pub const LEVEL_SEP_FILL: &str = "rgb(110,110,110)";
 /// Fill of `-` separators.
 pub const USER_KERNEL_SEP_FILL: &str = "rgb(175,175,175)";
+/// Fill of `[on cpu]` frames.
+pub const ONCPU_FILL: &str = "rgb(222,82,30)";
+/// Fill of `[off cpu]` frames.
+pub const OFFCPU_FILL: &str = "rgb(60,110,200)";
+/// Hue (degrees) of sampled on-CPU frames: red to yellow, apart from every level hue.
+pub const HOT_HUE: f64 = 18.0;
 
 const DEFS: &str = concat!(
     "<defs>",
@@ -97,8 +112,11 @@ pub fn classify_name(name: &str) -> Option<FrameClass> {
         _ => {}
     }
     let inner = name.strip_prefix('[')?.strip_suffix(']')?;
-    if inner == "run queue" {
-        return Some(FrameClass::RunQueue);
+    match inner {
+        "run queue" => return Some(FrameClass::RunQueue),
+        "on cpu" => return Some(FrameClass::OnCpu),
+        "off cpu" => return Some(FrameClass::OffCpu),
+        _ => {}
     }
     let head = inner.split([':', ' ']).next().unwrap_or("");
     Some(match head {
@@ -112,21 +130,36 @@ pub fn classify_name(name: &str) -> Option<FrameClass> {
 pub fn classify_stack(frames: &[&str], chain_layout: bool) -> Vec<FrameClass> {
     let mut level = 0u32;
     let mut segment = 0u32;
+    // After `[on cpu]`: sampled frames, "user;-;kernel" root first, until the next `--`.
+    let mut hot = false;
     frames
         .iter()
         .map(|f| {
-            let class = classify_name(f).unwrap_or(FrameClass::Frame {
-                level,
-                // Level 0 is "comm;user;-;kernel"; wakers are "kernel;-;user;comm".
-                kernel: if level == 0 {
-                    segment > 0
-                } else {
-                    segment == 0
-                },
+            let class = classify_name(f).unwrap_or(if hot {
+                FrameClass::Hot {
+                    kernel: segment > 0,
+                }
+            } else {
+                FrameClass::Frame {
+                    level,
+                    // Level 0 is "comm;user;-;kernel"; wakers are "kernel;-;user;comm".
+                    kernel: if level == 0 {
+                        segment > 0
+                    } else {
+                        segment == 0
+                    },
+                }
             });
             match class {
-                FrameClass::LevelSeparator if chain_layout => {
-                    level += 1;
+                FrameClass::LevelSeparator => {
+                    hot = false;
+                    if chain_layout {
+                        level += 1;
+                        segment = 0;
+                    }
+                }
+                FrameClass::OnCpu => {
+                    hot = true;
                     segment = 0;
                 }
                 FrameClass::UserKernelSeparator => segment += 1,
@@ -186,6 +219,17 @@ pub fn fill_for(class: FrameClass, name: &str) -> String {
         FrameClass::Marker => MARKER_FILL.to_string(),
         FrameClass::Lost => LOST_FILL.to_string(),
         FrameClass::RunQueue => RUNQ_FILL.to_string(),
+        FrameClass::OnCpu => ONCPU_FILL.to_string(),
+        FrameClass::OffCpu => OFFCPU_FILL.to_string(),
+        FrameClass::Hot { kernel } => {
+            let h = fnv(name);
+            let v1 = (h & 0xffff) as f64 / 65535.0;
+            let v2 = ((h >> 16) & 0xffff) as f64 / 65535.0;
+            let hue = HOT_HUE + v2 * 32.0;
+            let light = if kernel { 0.66 } else { 0.52 } + 0.08 * v1;
+            let (r, g, b) = hsl(hue, 0.85, light);
+            format!("rgb({r},{g},{b})")
+        }
     }
 }
 

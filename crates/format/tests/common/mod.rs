@@ -257,22 +257,31 @@ pub fn events(seed: u64, n: usize, n_stacks: u32) -> Vec<Event> {
                     reason: CommReason::from_u8(r.below(4) as u8).unwrap(),
                 })
             }
-            7 => {
-                if r.below(2) == 0 {
-                    Event::Exit(Exit {
-                        ts,
-                        tid,
-                        tgid: r.pick(&tids),
-                    })
-                } else {
-                    Event::OffCpuStacks(OffCpuStacks {
-                        ts,
-                        tid,
-                        kstack: stack(&mut r),
-                        ustack: stack(&mut r),
-                    })
-                }
-            }
+            7 => match r.below(3) {
+                0 => Event::Exit(Exit {
+                    ts,
+                    tid,
+                    tgid: r.pick(&tids),
+                }),
+                1 => Event::OffCpuStacks(OffCpuStacks {
+                    ts,
+                    tid,
+                    kstack: stack(&mut r),
+                    ustack: stack(&mut r),
+                }),
+                // Samples mostly of the task running there (predicted), sometimes not.
+                _ => Event::Sample(Sample {
+                    ts,
+                    cpu,
+                    tid: if cpu < 4 && r.below(4) != 0 {
+                        running[cpu as usize]
+                    } else {
+                        tid
+                    },
+                    kstack: stack(&mut r),
+                    ustack: stack(&mut r),
+                }),
+            },
             _ => Event::Lost(Lost {
                 ts,
                 cpu,
