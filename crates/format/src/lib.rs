@@ -8,6 +8,7 @@
 
 mod chunk;
 mod event;
+mod flight;
 mod reader;
 mod section;
 pub mod synth;
@@ -15,6 +16,7 @@ mod tables;
 mod writer;
 
 pub use event::*;
+pub use flight::*;
 pub use reader::*;
 pub use section::{FORMAT_MAJOR, FORMAT_MINOR};
 pub use tables::*;
