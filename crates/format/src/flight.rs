@@ -365,6 +365,18 @@ impl RotatingWriter {
         self.file_path(self.seq)
     }
 
+    /// Events accepted so far, all files.
+    pub fn events_written(&self) -> u64 {
+        self.finished.iter().map(|f| f.1.events).sum::<u64>()
+            + self.writer.as_ref().map_or(0, TraceWriter::events_written)
+    }
+
+    /// Bytes written so far, all files.
+    pub fn bytes_written(&self) -> u64 {
+        self.finished.iter().map(|f| f.1.bytes).sum::<u64>()
+            + self.writer.as_ref().map_or(0, TraceWriter::bytes_written)
+    }
+
     /// Files finished so far, in order, with what each holds.
     pub fn finished(&self) -> &[(PathBuf, WriteSummary)] {
         &self.finished

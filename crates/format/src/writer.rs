@@ -384,6 +384,11 @@ impl TraceWriter {
         self.pos
     }
 
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Write an optional section of `kind` (>= 0x80) now, as a newer minor version might:
     /// readers that do not know the kind skip it. For compatibility tests; not indexed.
     #[doc(hidden)]

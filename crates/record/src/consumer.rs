@@ -5,6 +5,7 @@
 use crate::convert::{lost_counts, Converter, Reorder};
 use crate::load::{bpf_err, prog_stats, SoftirqLinks, UserStackPath};
 use crate::options::{LazyUserCounts, RecordOptions, SoftirqCounts, StopCondition};
+use crate::output::Output;
 use crate::raw::{self, RawEv};
 use crate::skel::{ChainrecLinks, ChainrecSkel};
 use crate::usyms::UserSymbolizer;
@@ -113,7 +114,7 @@ impl Consumer {
         batch: &RefCell<Batch>,
         skel: &mut ChainrecSkel<'_>,
         mut softirq_links: SoftirqLinks,
-        writer: &mut TraceWriter,
+        writer: &mut Output,
         meta: &mut RecordingMeta,
         stop: &StopCondition,
         opts: &RecordOptions,
@@ -151,6 +152,8 @@ impl Consumer {
                 now.saturating_sub(REORDER_WINDOW_NS)
             };
             self.reorder.drain(bound, writer, &mut self.by_kind)?;
+            // Flight recorder: triggers, SIGUSR1, dumps whose post time has passed.
+            writer.after_drain(self.reorder.last_ts)?;
             if periodic && !stopping {
                 // Flush first: symbolization below may take a while on first sight of a big
                 // binary.
@@ -204,7 +207,7 @@ impl Consumer {
     }
 
     /// New irq sources, tasks and stacks go to the writer before the events that use them.
-    fn write_tables(&mut self, writer: &mut TraceWriter) -> Result<()> {
+    fn write_tables(&mut self, writer: &mut Output) -> Result<()> {
         let conv = &mut self.conv;
         if !conv.new_irqs.is_empty() {
             writer.add_irq_sources(&conv.new_irqs)?;
@@ -255,7 +258,7 @@ impl Consumer {
 
     /// Symbolize new addresses at once (every poll), while their processes are still
     /// alive: short-lived processes would be gone by the next periodic flush.
-    fn symbolize_new(&mut self, writer: &mut TraceWriter) -> Result<()> {
+    fn symbolize_new(&mut self, writer: &mut Output) -> Result<()> {
         let conv = &mut self.conv;
         if !conv.new_kaddrs.is_empty() {
             let addrs = std::mem::take(&mut conv.new_kaddrs);
@@ -276,7 +279,7 @@ impl Consumer {
         lost_counts(&self.conv, &self.counters_total, self.reorder.out_of_order)
     }
 
-    fn draw_status(&mut self, writer: &TraceWriter, meta: &RecordingMeta, t_start: Instant) {
+    fn draw_status(&mut self, writer: &Output, meta: &RecordingMeta, t_start: Instant) {
         let Some(last) = &mut self.status else {
             return;
         };

@@ -12,6 +12,7 @@ mod convert;
 pub mod ksyms;
 mod load;
 mod options;
+pub mod output;
 mod raw;
 mod recorder;
 mod recording;

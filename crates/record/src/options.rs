@@ -44,6 +44,9 @@ pub struct RecordOptions {
     /// Do not attach the `do_softirq` programs: every softirq waking stays metal, as
     /// before they existed (A/B, and to test the fallback).
     pub no_softirq_tracking: bool,
+    /// One file, rotating files, or the flight recorder (`output` is then the prefix of
+    /// the dumps' names).
+    pub output_mode: crate::output::OutputMode,
 }
 
 impl Default for RecordOptions {
@@ -63,6 +66,7 @@ impl Default for RecordOptions {
             no_user_walk_shortcut: false,
             verify_user_walk_shortcut: false,
             no_softirq_tracking: false,
+            output_mode: crate::output::OutputMode::File,
         }
     }
 }
@@ -122,6 +126,11 @@ pub struct RecordSummary {
     pub softirq_method: String,
     /// Softirq wakings by how they were decided.
     pub softirq: SoftirqCounts,
+    /// Every file written, in order (one for a plain recording; the numbered files of
+    /// `--rotate`; the dumps of `--flight`).
+    pub files: Vec<PathBuf>,
+    /// What the flight recorder did (`--flight` only).
+    pub flight: Option<crate::output::FlightReport>,
 }
 
 /// User stacks settled outside the common path, counted so that none is silent. Stored in

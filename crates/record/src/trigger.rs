@@ -6,10 +6,7 @@
 
 use crate::{parse_duration_ns, RecordError, Result};
 use chainrec_format::{Comm, Tid};
-use chainrec_format::{
-    Event, FlightTrigger, IrqSource, StackEntry, SymbolEntry, TaskEntry, TraceSink, TriggerKind,
-    STATE_RUNNABLE,
-};
+use chainrec_format::{Event, FlightTrigger, TaskEntry, TriggerKind, STATE_RUNNABLE};
 use regex::Regex;
 use std::collections::HashMap;
 
@@ -212,38 +209,6 @@ impl TriggerWatch {
         f.comm
             .as_ref()
             .is_none_or(|re| re.is_match(&w.comm.as_str()))
-    }
-}
-
-/// A sink that shows every event and task to a [`TriggerWatch`] on its way to `inner`.
-pub struct Watching<'a, S: TraceSink> {
-    /// Where events go.
-    pub inner: &'a mut S,
-    /// Who looks at them.
-    pub watch: &'a mut TriggerWatch,
-}
-
-impl<S: TraceSink> TraceSink for Watching<'_, S> {
-    fn push(&mut self, event: &Event) -> chainrec_format::Result<()> {
-        self.watch.observe(event);
-        self.inner.push(event)
-    }
-
-    fn add_stacks(&mut self, stacks: &[StackEntry]) -> chainrec_format::Result<()> {
-        self.inner.add_stacks(stacks)
-    }
-
-    fn add_symbols(&mut self, symbols: &[SymbolEntry]) -> chainrec_format::Result<()> {
-        self.inner.add_symbols(symbols)
-    }
-
-    fn add_tasks(&mut self, tasks: &[TaskEntry]) -> chainrec_format::Result<()> {
-        self.watch.add_tasks(tasks);
-        self.inner.add_tasks(tasks)
-    }
-
-    fn add_irq_sources(&mut self, sources: &[IrqSource]) -> chainrec_format::Result<()> {
-        self.inner.add_irq_sources(sources)
     }
 }
 
