@@ -83,6 +83,14 @@ pub struct Args {
     /// an interrupt's exit; every softirq waking is then metal.
     #[arg(long, hide = true)]
     pub no_softirq_tracking: bool,
+    /// Diagnosis: time the sections of the BPF programs (two clock reads each) and print
+    /// ns per run of each (also in --summary-json, `bpf_profile`).
+    #[arg(long, hide = true)]
+    pub profile_bpf: bool,
+    /// A/B: never take a lazy user stack at the switch-out on a prediction (every long
+    /// wait's user stack then comes through the task_work path).
+    #[arg(long, hide = true)]
+    pub no_switch_out_user_stacks: bool,
     /// BPF ring buffer size, 4K..=2G (e.g. 16M, 64M); a size that is not a power of two
     /// is rounded up to the next one (33M -> 64M), with a note.
     #[arg(long, value_name = "SIZE", default_value = "32M")]
@@ -324,6 +332,18 @@ fn print_summary(summary: &RecordSummary) {
         summary.softirq,
         summary.softirq_method
     );
+    if summary.user_stack_method.starts_with("task_work")
+        || summary.user_stack_method.starts_with("sys_exit")
+    {
+        say!("chainrec: lazy user stacks: {}", summary.user_stash);
+    }
+    for (name, ns, n) in &summary.bpf_profile {
+        say!(
+            "chainrec: bpf profile: {name:<34} {n:>10} runs {:>8.0} ns/run {:>8.3} s",
+            *ns as f64 / (*n).max(1) as f64,
+            *ns as f64 * 1e-9
+        );
+    }
     if let Some(m) = summary.user_walk_mismatches {
         say!(
             "chainrec: user-walk shortcut: {} stacks, {m} disagreed with the kernel walker",
@@ -369,6 +389,13 @@ fn write_summary_json(summary: &RecordSummary, path: &Path) -> Result<()> {
             "stack_to_irq": summary.softirq.stack_to_irq,
         },
         "user_stack_method": summary.user_stack_method,
+        "user_stash": {
+            "taken": summary.user_stash.taken, "used": summary.user_stash.used,
+            "missed": summary.user_stash.missed,
+        },
+        "bpf_profile": summary.bpf_profile.iter()
+            .map(|(name, ns, n)| serde_json::json!({"section": name, "ns": ns, "runs": n}))
+            .collect::<Vec<_>>(),
         "user_walks_shortcut": summary.user_walks_shortcut,
         "lazy_user": {
             "user_stacks_exiting": summary.lazy_user.exiting,
@@ -520,6 +547,8 @@ pub fn run(a: Args) -> Result<()> {
         verify_user_walk_shortcut: a.verify_user_walk,
         no_softirq_tracking: a.no_softirq_tracking,
         output_mode,
+        profile_bpf: a.profile_bpf,
+        no_user_stash: a.no_switch_out_user_stacks,
     };
     let flag = install_stop_signals();
     let handle = Recording::start(opts, duration, flag.clone())

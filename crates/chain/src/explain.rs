@@ -2,24 +2,8 @@
 //! summary of every analysis command prints [`Stats::anomaly_notes`]. `docs/ENGINE.md`
 //! ("Anomaly counters") lists the same with their causes.
 
-use crate::engine::Stats;
+use crate::stats::{Inconsistency, Stats, EXAMPLES};
 use chainrec_format::{Switch, Tid};
-
-/// How many inconsistent sequences [`Stats::inconsistent_examples`] keeps.
-pub const EXAMPLES: usize = 4;
-
-/// One inconsistent switch sequence (the first few are kept, to look at with
-/// `chainrec script TRACE -t TID --window ...`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Inconsistency {
-    /// Time of the offending switch.
-    pub ts: u64,
-    /// The thread.
-    pub tid: Tid,
-    /// True: switched in while believed running; false: switched out while believed
-    /// off-CPU.
-    pub switch_in: bool,
-}
 
 /// The task each CPU runs according to the last switch seen on it, to notice switches
 /// that were not traced: a switch whose prev is another task.

@@ -1,7 +1,7 @@
 //! Root filters (applied to the waiting thread; chains follow into any process).
 
+use crate::error::ChainError;
 use crate::record::WaitRecord;
-use crate::ChainError;
 use chainrec_format::{RecordingMeta, Tid, STATE_RUNNABLE};
 use regex::Regex;
 

@@ -201,7 +201,7 @@ impl NodeTable {
     /// An empty table for the stacks of `tables` (stacks that render alike share nodes).
     pub(crate) fn for_tables(tables: &Tables) -> Self {
         NodeTable {
-            same_stacks: crate::folded::same_rendering_stacks(tables),
+            same_stacks: crate::frames::same_rendering_stacks(tables),
             ..NodeTable::default()
         }
     }
@@ -435,7 +435,7 @@ fn is_interrupt_entry(name: &str) -> bool {
 /// innermost interrupt entry (`Some(count)`), or all when there is none (`None`), and
 /// their rendered names (the node's identity).
 fn interrupt_frames(tables: &Tables, id: StackId) -> (Option<u32>, Vec<String>) {
-    let frames = crate::folded::stack_frames(tables, id, 0);
+    let frames = crate::frames::stack_frames(tables, id, 0);
     match frames.iter().position(|f| is_interrupt_entry(f)) {
         Some(i) if i + 1 < frames.len() => {
             let mut frames = frames;

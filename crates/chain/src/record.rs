@@ -1,6 +1,6 @@
 //! The per-wait record stream: one [`WaitRecord`] per off-CPU interval, with its chain.
 
-use crate::engine::Mode;
+use crate::mode::Mode;
 use crate::nodes::{NodeId, NodeTable};
 use chainrec_format::{Comm, StackId, Tid, WakeContext, STATE_RUNNABLE};
 
@@ -150,5 +150,26 @@ impl<A: WaitSink, B: WaitSink> WaitSink for (A, B) {
     fn on_wait(&mut self, wait: &WaitRecord, nodes: &NodeTable) {
         self.0.on_wait(wait, nodes);
         self.1.on_wait(wait, nodes);
+    }
+}
+
+/// A wait record on its own cache lines (two, not three: it is rewritten at every
+/// switch-out).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub(crate) struct Rec(WaitRecord);
+
+impl std::ops::Deref for Rec {
+    type Target = WaitRecord;
+    #[inline]
+    fn deref(&self) -> &WaitRecord {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Rec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut WaitRecord {
+        &mut self.0
     }
 }

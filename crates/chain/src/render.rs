@@ -4,10 +4,11 @@
 //! its own (the prefix of its first line is rebuilt from the parent links), so ranges
 //! are rendered in parallel into per-task buffers and written in order.
 
-use crate::folded::{stack_frames, Unit};
+use crate::frames::stack_frames;
 use crate::nodes::{NodeId, NodeKind, NodeTable};
 use crate::paths::COMM_BIT;
 use crate::trie::{PathTrie, NO_PARENT};
+use crate::views::Unit;
 use chainrec_format::{Comm, RecordingMeta, StackId, Tables};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};

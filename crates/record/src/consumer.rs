@@ -4,7 +4,9 @@
 
 use crate::convert::{lost_counts, Converter, Reorder};
 use crate::load::{bpf_err, prog_stats, SoftirqLinks, UserStackPath};
-use crate::options::{LazyUserCounts, RecordOptions, SoftirqCounts, StopCondition};
+use crate::options::{
+    LazyUserCounts, RecordOptions, SoftirqCounts, StopCondition, UserStashCounts,
+};
 use crate::output::Output;
 use crate::raw::{self, RawEv};
 use crate::skel::{ChainrecLinks, ChainrecSkel};
@@ -366,7 +368,30 @@ impl Consumer {
                 .push(("bpf_run_time_ns".into(), run_ns.to_string()));
             meta.extra.push(("bpf_run_cnt".into(), run_cnt.to_string()));
         }
+        let user_stash = UserStashCounts {
+            taken: c(raw::C_USTASH_TAKEN),
+            used: c(raw::C_USTASH_USED),
+            missed: c(raw::C_USTASH_MISSED),
+        };
+        if path != UserStackPath::Off {
+            meta.extra
+                .push(("user_stacks_at_switch_out".into(), user_stash.to_string()));
+        }
+        let bpf_profile = if opts.profile_bpf {
+            raw::P_NAMES
+                .iter()
+                .enumerate()
+                .map(|(p, name)| {
+                    let i = raw::C_PROF as usize + 2 * p;
+                    (*name, counters_total[i], counters_total[i + 1])
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         FinalCounts {
+            user_stash,
+            bpf_profile,
             run_ns,
             run_cnt,
             lazy_user,
@@ -377,6 +402,8 @@ impl Consumer {
 
 /// What [`Consumer::final_counts`] adds to the summary.
 pub(crate) struct FinalCounts {
+    pub(crate) user_stash: UserStashCounts,
+    pub(crate) bpf_profile: Vec<(&'static str, u64, u64)>,
     pub(crate) run_ns: u64,
     pub(crate) run_cnt: u64,
     pub(crate) lazy_user: LazyUserCounts,

@@ -31,7 +31,9 @@ mod skel {
 }
 
 pub use command::StopSignals;
-pub use options::{LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition};
+pub use options::{
+    LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition, UserStashCounts,
+};
 pub use recorder::{check_output, partial_trace_note, record};
 pub use recording::Recording;
 

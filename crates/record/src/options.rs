@@ -47,6 +47,12 @@ pub struct RecordOptions {
     /// One file, rotating files, or the flight recorder (`output` is then the prefix of
     /// the dumps' names).
     pub output_mode: crate::output::OutputMode,
+    /// Lazy mode: never take a user stack at a switch-out on a prediction (every long wait's
+    /// user half then comes through the task_work or sys_exit path; A/B and tests).
+    pub no_user_stash: bool,
+    /// Time the sections of the BPF programs (`RecordSummary::bpf_profile`; costs two
+    /// clock reads per section).
+    pub profile_bpf: bool,
 }
 
 impl Default for RecordOptions {
@@ -67,6 +73,8 @@ impl Default for RecordOptions {
             verify_user_walk_shortcut: false,
             no_softirq_tracking: false,
             output_mode: crate::output::OutputMode::File,
+            no_user_stash: false,
+            profile_bpf: false,
         }
     }
 }
@@ -131,6 +139,11 @@ pub struct RecordSummary {
     pub files: Vec<PathBuf>,
     /// What the flight recorder did (`--flight` only).
     pub flight: Option<crate::output::FlightReport>,
+    /// Lazy user stacks taken at the switch-out on a prediction.
+    pub user_stash: UserStashCounts,
+    /// With [`RecordOptions::profile_bpf`]: per section of the BPF programs, its name, the
+    /// ns spent in it and how often it ran (clock reads included).
+    pub bpf_profile: Vec<(&'static str, u64, u64)>,
 }
 
 /// User stacks settled outside the common path, counted so that none is silent. Stored in
@@ -170,6 +183,34 @@ impl LazyUserCounts {
             .zip(v)
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+}
+
+/// Lazy mode: user stacks taken at a task's switch-out because its wait was predicted to be
+/// longer than the threshold (its last wait in the same syscall was), so that no task_work
+/// is needed at the switch-in (docs/RECORDER.md, "User stacks at the switch-out").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UserStashCounts {
+    /// Taken at a switch-out.
+    pub taken: u64,
+    /// Used: the wait was longer than the threshold. `taken - used` walks were wasted.
+    pub used: u64,
+    /// Long waits predicted short: their user stack came through the task_work (or
+    /// sys_exit) path.
+    pub missed: u64,
+}
+
+impl std::fmt::Display for UserStashCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} taken at the switch-out on a prediction, {} used ({} wasted: the wait was \
+             short), {} long waits predicted short (task_work)",
+            self.taken,
+            self.used,
+            self.taken.saturating_sub(self.used),
+            self.missed
+        )
     }
 }
 

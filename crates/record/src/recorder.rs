@@ -193,6 +193,8 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         softirq: fin.softirq,
         files: ws.files,
         flight: ws.flight,
+        bpf_profile: fin.bpf_profile,
+        user_stash: fin.user_stash,
     })
 }
 
