@@ -17,7 +17,8 @@ pub struct FlightArgs {
     /// named `OUTPUT-<UTC time>-<tid>.zst`, -o being the prefix).
     #[arg(help_heading = FLIGHT, long, value_name = "DURATION")]
     pub flight: Option<String>,
-    /// Flight recorder: at most this much compressed data in memory [default: 256M].
+    /// Flight recorder: at most this much memory for the kept events and their tables,
+    /// dropping the oldest first [default: 256M].
     #[arg(help_heading = FLIGHT, long, value_name = "SIZE")]
     pub flight_size: Option<String>,
     /// Dump when a wait is too long: `wait>50ms` (blocked, switch-out to switch-in) or

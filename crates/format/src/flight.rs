@@ -20,7 +20,8 @@ pub struct FlightOptions {
     /// Keep chunks whose last event is at most this far behind the newest (0: no time
     /// bound).
     pub window_ns: u64,
-    /// Keep at most this many bytes of compressed chunks (0: no size bound).
+    /// Keep the ring's memory (compressed chunks, tables, the chunk being filled) at most
+    /// this many bytes, dropping the oldest chunks (0: no size bound).
     pub max_bytes: u64,
     /// Events per chunk (a chunk is also cut by [`FlightRing::seal`]).
     pub chunk_events: usize,
@@ -157,14 +158,23 @@ impl FlightRing {
         self.pin = from_ts;
     }
 
+    /// Memory besides the sealed chunks: tables, the chunk being filled, scratch.
+    fn fixed_bytes(&self) -> u64 {
+        self.table_bytes
+            + (self.events.capacity() * std::mem::size_of::<Event>()) as u64
+            + self.raw.capacity() as u64
+    }
+
     fn evict(&mut self) {
         let newest = self.last_ts;
+        let fixed = self.fixed_bytes();
         while let Some(front) = self.chunks.front() {
             let pinned = self.pin.is_some_and(|p| front.last_ts >= p);
             let too_old = self.options.window_ns != 0
                 && front.last_ts.saturating_add(self.options.window_ns) < newest
                 && !pinned;
-            let too_big = self.options.max_bytes != 0 && self.chunk_bytes > self.options.max_bytes;
+            let too_big =
+                self.options.max_bytes != 0 && self.chunk_bytes + fixed > self.options.max_bytes;
             if !(too_old || too_big) {
                 break;
             }
@@ -181,16 +191,12 @@ impl FlightRing {
 
     /// What the ring holds now.
     pub fn stats(&self) -> FlightStats {
-        let unsealed = (self.events.capacity() * std::mem::size_of::<Event>()) as u64;
         FlightStats {
             chunks: self.chunks.len() as u64,
             events: self.chunk_events + self.events.len() as u64,
             chunk_bytes: self.chunk_bytes,
             table_items: self.tables.items() as u64,
-            memory_bytes: self.chunk_bytes
-                + self.table_bytes
-                + unsealed
-                + self.raw.capacity() as u64,
+            memory_bytes: self.chunk_bytes + self.fixed_bytes(),
             oldest_ts: self
                 .chunks
                 .front()
