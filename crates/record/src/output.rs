@@ -228,7 +228,7 @@ impl Output {
         f.report.filtered_out = f.watch.filtered_out;
         for t in f.watch.take_fired() {
             f.report.triggers += 1;
-            f.consider(t);
+            f.consider(t)?;
         }
         let asked = f
             .plan
@@ -316,34 +316,39 @@ impl Output {
 }
 
 impl Flight {
-    /// A trigger fired: dump, or count why not.
-    fn consider(&mut self, t: FlightTrigger) {
+    /// A trigger fired: dump, or count why not. Triggers come in batches (one per drain),
+    /// so a pending dump whose window this trigger is past is written first.
+    fn consider(&mut self, t: FlightTrigger) -> Result<()> {
         if let Some(p) = &mut self.pending {
-            p.covered += 1;
-            self.report.in_pending_dump += 1;
-            return;
+            if t.end_ns <= p.to {
+                p.covered += 1;
+                self.report.in_pending_dump += 1;
+                return Ok(());
+            }
+            self.write_pending()?;
         }
         let trigger_dumps = (self.report.dumps.iter())
             .filter(|d| matches!(d.trigger.kind, TriggerKind::Wait | TriggerKind::RunQueue))
             .count() as u64;
         if trigger_dumps >= self.plan.max_dumps as u64 {
             self.report.skipped_max_dumps += 1;
-            return;
+            return Ok(());
         }
         if self
             .last_trigger_dump
             .is_some_and(|last| t.end_ns < last.saturating_add(self.plan.min_interval_ns))
         {
             self.report.skipped_interval += 1;
-            return;
+            return Ok(());
         }
         let written: u64 = self.report.dumps.iter().map(|d| d.bytes).sum();
         if self.plan.quota_bytes != 0 && written >= self.plan.quota_bytes {
             self.report.skipped_quota += 1;
-            return;
+            return Ok(());
         }
         self.last_trigger_dump = Some(t.end_ns);
         self.start_pending(t);
+        Ok(())
     }
 
     /// Keep [trigger − window (or the wait's start, if earlier), trigger + post] and
