@@ -49,10 +49,40 @@ pub fn run(a: Args) -> Result<()> {
         r.count_events().map_err(|e| super::with_path(&a.file, e))?
     };
     let s = Summary::new(&r, &stats, a.verify);
-    let text = if a.json {
-        serde_json::to_string_pretty(&s.json())? + "\n"
-    } else {
-        s.render()
+    // A flight-recorder dump made by a wait: that wait and its chain.
+    let trigger = match super::filter::flight_trigger(r.meta())? {
+        Some(t) if t.tid != 0 => {
+            let an = super::open_trace(&a.file, "info")?;
+            super::report::trigger_top(
+                &an,
+                &a.file,
+                chainrec_chain::DEFAULT_MAX_DEPTH,
+                &Default::default(),
+            )?
+        }
+        Some(t) => {
+            let how = format!("  written on  {} (no triggering wait)\n", t.rule);
+            return super::write_stdout(&match a.json {
+                true => {
+                    let mut j = s.json();
+                    j["flight_trigger"] =
+                        serde_json::json!({"kind": t.kind.name(), "rule": t.rule});
+                    serde_json::to_string_pretty(&j)? + "\n"
+                }
+                false => s.render() + &how,
+            });
+        }
+        None => None,
+    };
+    let text = match (a.json, &trigger) {
+        (true, Some((t, tr))) => {
+            let mut j = s.json();
+            j["flight_trigger"] = super::report::trigger_json(t, tr);
+            serde_json::to_string_pretty(&j)? + "\n"
+        }
+        (true, None) => serde_json::to_string_pretty(&s.json())? + "\n",
+        (false, Some((t, tr))) => s.render() + "\n" + &super::report::trigger_text(t, tr),
+        (false, None) => s.render(),
     };
     super::write_stdout(&text)
 }

@@ -3,6 +3,8 @@ pub mod chains;
 #[cfg(feature = "record")]
 pub mod demo;
 pub mod filter;
+#[cfg(feature = "record")]
+pub mod flight;
 pub mod info;
 pub mod oncpu;
 #[cfg(feature = "record")]

@@ -21,6 +21,11 @@ Examples:
   chainrec record -o trace.zst --stack-threshold 1ms  stacks only for waits longer than 1 ms
   chainrec record -o trace.zst --sample-freq 99     on-CPU samples at 99 Hz per CPU (default 49)
   chainrec record -o trace.zst --no-samples         scheduler events only
+  chainrec record -o /var/tmp/stall --flight 30s --trigger 'wait>50ms' --comm '^postgres'
+                                   keep the last 30 s in memory; dump them (and 2 s more)
+                                   when a postgres thread waits over 50 ms; `kill -USR1`
+                                   dumps now; Ctrl-C dumps the window
+  chainrec record -o trace.zst --rotate 1G      numbered files (trace.0000.zst, ...) of ~1 GiB
 
 Needs root, or CAP_BPF + CAP_PERFMON. The trace is written with mode 0600; Ctrl-C,
 SIGTERM or the end of --duration finish the file; a killed recorder leaves a file
@@ -130,6 +135,9 @@ pub struct Args {
     /// Write the summary as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub summary_json: Option<PathBuf>,
+    /// Flight recorder and rotation.
+    #[command(flatten)]
+    pub flight: super::flight::FlightArgs,
     /// Command to run while recording; recording stops when it exits.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -149,6 +157,10 @@ pub struct WorkloadArgs {
     /// Timer period in microseconds.
     #[arg(long, value_name = "N", default_value_t = 2000)]
     pub period_us: u64,
+    /// Also stall: at 40 % of the run, `cr-holder` holds a mutex across a sleep of MS while
+    /// `cr-victim` blocks on it (a flight-recorder trigger target).
+    #[arg(long, value_name = "MS")]
+    pub stall_ms: Option<u64>,
     /// Write the workload's own report (tids, blocked times) as JSON here ("-" = stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -268,7 +280,26 @@ fn output_is_stdout(output: &Path) -> bool {
 fn print_summary(summary: &RecordSummary) {
     let l = &summary.lost;
     let secs = summary.duration.as_secs_f64().max(1e-9);
-    if summary.events > 0 {
+    if let Some(flight) = &summary.flight {
+        say!(
+            "chainrec: recorded {} events in {:.1} s ({:.0} events/s) into the flight recorder",
+            summary.events,
+            secs,
+            summary.events as f64 / secs
+        );
+        super::flight::print_report(flight);
+    } else if summary.files.len() > 1 {
+        say!(
+            "chainrec: wrote {} files {} .. {} ({} events in {:.1} s, {:.1} MiB, {:.2} bytes/event)",
+            summary.files.len(),
+            summary.files[0].display(),
+            summary.files[summary.files.len() - 1].display(),
+            summary.events,
+            secs,
+            summary.bytes as f64 / (1 << 20) as f64,
+            summary.bytes as f64 / summary.events.max(1) as f64
+        );
+    } else if summary.events > 0 {
         say!(
             "chainrec: wrote {} ({} events in {:.1} s, {:.0} events/s, {:.1} MiB, {:.2} bytes/event)",
             summary.output.display(),
@@ -422,6 +453,23 @@ fn write_summary_json(summary: &RecordSummary, path: &Path) -> Result<()> {
             "user_halves_at_exec": summary.lazy_user.at_exec,
             "user_halves_served_by_pending": summary.lazy_user.served_by_pending,
         },
+        "files": summary.files,
+        "flight": summary.flight.as_ref().map(|f| serde_json::json!({
+            "dumps": f.dumps.iter().map(|d| serde_json::json!({
+                "path": d.path, "events": d.events, "bytes": d.bytes,
+                "trigger": {
+                    "kind": d.trigger.kind.name(), "rule": d.trigger.rule, "tid": d.trigger.tid,
+                    "tgid": d.trigger.tgid, "comm": d.trigger.comm,
+                    "start_ns": d.trigger.start_ns, "end_ns": d.trigger.end_ns,
+                },
+            })).collect::<Vec<_>>(),
+            "triggers": f.triggers, "in_pending_dump": f.in_pending_dump,
+            "skipped_interval": f.skipped_interval, "skipped_max_dumps": f.skipped_max_dumps,
+            "skipped_quota": f.skipped_quota, "failed": f.failed, "errors": f.errors,
+            "filtered_out": f.filtered_out, "peak_memory_bytes": f.peak_memory_bytes,
+            "evicted_chunks": f.ring.evicted_chunks, "evicted_events": f.ring.evicted_events,
+            "evicted_pinned_chunks": f.ring.evicted_pinned_chunks,
+        })),
     });
     std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
         .with_context(|| format!("writing {}", path.display()))
@@ -527,6 +575,7 @@ pub fn run(a: Args) -> Result<()> {
             super::human_bytes(ringbuf.next_power_of_two())
         );
     }
+    let output_mode = a.flight.mode(&pids)?;
     let opts = RecordOptions {
         output: a.output.clone(),
         stack_mode: match a.stacks {
@@ -546,6 +595,7 @@ pub fn run(a: Args) -> Result<()> {
         no_user_walk_shortcut: false,
         verify_user_walk_shortcut: a.verify_user_walk,
         no_softirq_tracking: a.no_softirq_tracking,
+        output_mode,
         profile_bpf: a.profile_bpf,
         no_user_stash: a.no_switch_out_user_stacks,
         samples: (!a.no_samples).then_some(chainrec_record::SampleConfig {
@@ -695,6 +745,7 @@ pub fn run_workload(a: WorkloadArgs) -> Result<()> {
     let opts = WorkloadOptions {
         duration: secs(a.duration, "--duration")?,
         period: Duration::from_micros(a.period_us),
+        stall: a.stall_ms.map(Duration::from_millis),
     };
     if opts.period > opts.duration {
         bail!(

@@ -1,7 +1,7 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{Dedup, Duration as ChainDuration, Setup, View};
-use chainrec_format::RecordingMeta;
+use chainrec_format::{FlightTrigger, RecordingMeta};
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
 use chainrec_report::output::TempOutput;
 use chainrec_report::progress::{Progress, Progressed};
@@ -171,10 +171,27 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     progress.finish();
     let stats = &done.summary.stats;
     let report = sink.finish(a.count, done.nodes(), an.tables(), meta, an.start_ns());
-    let out = if a.json {
-        serde_json::to_string_pretty(&report)? + "\n"
-    } else {
-        top::render_text(&report)
+    // A flight-recorder dump: the wait that made it comes first, with its chain.
+    let (trigger, trigger_report) = match a.filter.trigger {
+        true => (None, None),
+        false => match trigger_top(&an, &a.file, a.max_depth, &a.filter)? {
+            Some((t, r)) => (Some(t), Some(r)),
+            None => (None, None),
+        },
+    };
+    let out = match (&trigger, &trigger_report) {
+        (Some(t), Some(tr)) if a.json => {
+            let mut j = serde_json::to_value(&report)?;
+            j["trigger"] = trigger_json(t, tr);
+            serde_json::to_string_pretty(&j)? + "\n"
+        }
+        (Some(t), Some(tr)) => format!(
+            "{}\nLongest waits in the dump:\n{}",
+            trigger_text(t, tr),
+            top::render_text(&report)
+        ),
+        _ if a.json => serde_json::to_string_pretty(&report)? + "\n",
+        _ => top::render_text(&report),
     };
     super::write_stdout(&out)?;
     warn_lost("top", meta);
@@ -189,6 +206,56 @@ pub fn run_top(a: TopArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// In a flight-recorder dump made by a wait: that wait and its chain, as a one-entry
+/// `top` report (`filter`'s other filters apply too).
+pub(crate) fn trigger_top(
+    an: &chainrec_chain::Analysis,
+    file: &std::path::Path,
+    max_depth: usize,
+    filter: &crate::cmd::filter::FilterArgs,
+) -> Result<Option<(FlightTrigger, top::TopReport)>> {
+    let Some(t) = super::filter::flight_trigger(an.meta())?.filter(|t| t.tid != 0) else {
+        return Ok(None);
+    };
+    let only = crate::cmd::filter::FilterArgs {
+        trigger: true,
+        ..filter.clone()
+    };
+    let setup = Setup {
+        max_depth,
+        dedup: Dedup::Off,
+        filter: only.to_filter(an, ChainDuration::Blocked)?,
+        ..Setup::default()
+    };
+    let mut sink = TopSink::default();
+    let done = an
+        .run(setup, &mut sink, |_| {})
+        .with_context(|| reading(file))?;
+    let report = sink.finish(1, done.nodes(), an.tables(), an.meta(), an.start_ns());
+    Ok(Some((t, report)))
+}
+
+/// The trigger and its chain as text (`top` and `info` of a dump).
+pub(crate) fn trigger_text(t: &FlightTrigger, r: &top::TopReport) -> String {
+    format!(
+        "Flight trigger: {} — {} (tid {}) waited {}\n{}",
+        t.rule,
+        t.comm,
+        t.tid,
+        top::fmt_ns(t.duration_ns()),
+        top::render_text(r)
+    )
+}
+
+/// The trigger and its chain as JSON.
+pub(crate) fn trigger_json(t: &FlightTrigger, r: &top::TopReport) -> serde_json::Value {
+    serde_json::json!({
+        "kind": t.kind.name(), "rule": t.rule, "tid": t.tid, "tgid": t.tgid,
+        "comm": t.comm, "start_ns": t.start_ns, "end_ns": t.end_ns,
+        "entries": r.entries,
+    })
 }
 
 /// `chainrec heatmap`.

@@ -8,6 +8,7 @@
 
 mod chunk;
 mod event;
+mod flight;
 mod reader;
 mod section;
 mod summary;
@@ -16,6 +17,7 @@ mod tables;
 mod writer;
 
 pub use event::*;
+pub use flight::*;
 pub use reader::*;
 pub use section::{FORMAT_MAJOR, FORMAT_MINOR, FORMAT_MIN_MAJOR};
 pub use summary::TraceFacts;

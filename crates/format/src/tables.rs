@@ -265,3 +265,68 @@ impl Tables {
         self.symbols.get(&(stack.kind, stack.tgid, addr))
     }
 }
+
+/// A wall-clock instant broken into UTC calendar fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UtcTime {
+    /// Year.
+    pub year: i64,
+    /// Month, 1..=12.
+    pub month: u32,
+    /// Day of the month, 1..=31.
+    pub day: u32,
+    /// Hour, 0..=23.
+    pub hour: u32,
+    /// Minute.
+    pub minute: u32,
+    /// Second.
+    pub second: u32,
+    /// Millisecond.
+    pub milli: u32,
+}
+
+impl UtcTime {
+    /// From nanoseconds since the Unix epoch (as `ts + RecordingMeta::clock_offset_ns`).
+    pub fn from_unix_ns(ns: i128) -> UtcTime {
+        let secs = ns.div_euclid(1_000_000_000) as i64;
+        let milli = (ns.rem_euclid(1_000_000_000) / 1_000_000) as u32;
+        let days = secs.div_euclid(86_400);
+        let sod = secs.rem_euclid(86_400) as u32;
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        let year = yoe + era * 400 + if month <= 2 { 1 } else { 0 };
+        UtcTime {
+            year,
+            month,
+            day,
+            hour: sod / 3600,
+            minute: (sod / 60) % 60,
+            second: sod % 60,
+            milli,
+        }
+    }
+
+    /// Compact form for file names: `20261123T231502Z`.
+    pub fn compact(&self) -> String {
+        format!(
+            "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        )
+    }
+}
+
+/// Format wall-clock nanoseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
+pub fn format_wall(ns: i128) -> String {
+    let t = UtcTime::from_unix_ns(ns);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03} UTC",
+        t.year, t.month, t.day, t.hour, t.minute, t.second, t.milli
+    )
+}

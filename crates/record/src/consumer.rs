@@ -7,6 +7,7 @@ use crate::load::{bpf_err, prog_stats, SoftirqLinks, UserStackPath};
 use crate::options::{
     LazyUserCounts, RecordOptions, SoftirqCounts, StopCondition, UserStashCounts,
 };
+use crate::output::Output;
 use crate::raw::{self, RawEv};
 use crate::skel::{ChainrecLinks, ChainrecSkel};
 use crate::usyms::UserSymbolizer;
@@ -116,7 +117,7 @@ impl Consumer {
         skel: &mut ChainrecSkel<'_>,
         mut softirq_links: SoftirqLinks,
         mut sample_links: crate::samples::SampleLinks,
-        writer: &mut TraceWriter,
+        writer: &mut Output,
         meta: &mut RecordingMeta,
         stop: &StopCondition,
         opts: &RecordOptions,
@@ -155,6 +156,8 @@ impl Consumer {
                 now.saturating_sub(REORDER_WINDOW_NS)
             };
             self.reorder.drain(bound, writer, &mut self.by_kind)?;
+            // Flight recorder: triggers, SIGUSR1, dumps whose post time has passed.
+            writer.after_drain(self.reorder.last_ts)?;
             if periodic && !stopping {
                 // Flush first: symbolization below may take a while on first sight of a big
                 // binary.
@@ -209,7 +212,7 @@ impl Consumer {
     }
 
     /// New irq sources, tasks and stacks go to the writer before the events that use them.
-    fn write_tables(&mut self, writer: &mut TraceWriter) -> Result<()> {
+    fn write_tables(&mut self, writer: &mut Output) -> Result<()> {
         let conv = &mut self.conv;
         if !conv.new_irqs.is_empty() {
             writer.add_irq_sources(&conv.new_irqs)?;
@@ -260,7 +263,7 @@ impl Consumer {
 
     /// Symbolize new addresses at once (every poll), while their processes are still
     /// alive: short-lived processes would be gone by the next periodic flush.
-    fn symbolize_new(&mut self, writer: &mut TraceWriter) -> Result<()> {
+    fn symbolize_new(&mut self, writer: &mut Output) -> Result<()> {
         let conv = &mut self.conv;
         if !conv.new_kaddrs.is_empty() {
             let addrs = std::mem::take(&mut conv.new_kaddrs);
@@ -308,7 +311,7 @@ impl Consumer {
         lost_counts(&self.conv, &self.counters_total, self.reorder.out_of_order)
     }
 
-    fn draw_status(&mut self, writer: &TraceWriter, meta: &RecordingMeta, t_start: Instant) {
+    fn draw_status(&mut self, writer: &Output, meta: &RecordingMeta, t_start: Instant) {
         let Some(last) = &mut self.status else {
             return;
         };

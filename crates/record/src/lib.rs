@@ -12,10 +12,12 @@ mod convert;
 pub mod ksyms;
 mod load;
 mod options;
+pub mod output;
 mod raw;
 mod recorder;
 mod recording;
 mod samples;
+pub mod trigger;
 pub mod usyms;
 pub mod workload;
 
@@ -104,7 +106,7 @@ pub enum RecordError {
 /// Result alias for this crate.
 pub type Result<T, E = RecordError> = std::result::Result<T, E>;
 
-/// Parse a duration such as `100us`, `1.5ms`, `2s`, `500ns` (a bare number is µs).
+/// Parse a duration such as `100us`, `1.5ms`, `2s`, `10m`, `1h`, `500ns` (a bare number is µs).
 pub fn parse_duration_ns(s: &str) -> Result<u64> {
     let s = s.trim();
     let split = s
@@ -121,9 +123,11 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
         "" | "us" | "µs" => 1e3,
         "ms" => 1e6,
         "s" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
         u => {
             return Err(RecordError::Invalid(format!(
-                "unknown duration unit `{u}` in `{s}` (ns, us, ms, s)"
+                "unknown duration unit `{u}` in `{s}` (ns, us, ms, s, m, h)"
             )))
         }
     };

@@ -44,6 +44,9 @@ pub struct RecordOptions {
     /// Do not attach the `do_softirq` programs: every softirq waking stays metal, as
     /// before they existed (A/B, and to test the fallback).
     pub no_softirq_tracking: bool,
+    /// One file, rotating files, or the flight recorder (`output` is then the prefix of
+    /// the dumps' names).
+    pub output_mode: crate::output::OutputMode,
     /// Lazy mode: never take a user stack at a switch-out on a prediction (every long wait's
     /// user half then comes through the task_work or sys_exit path; A/B and tests).
     pub no_user_stash: bool,
@@ -71,6 +74,7 @@ impl Default for RecordOptions {
             no_user_walk_shortcut: false,
             verify_user_walk_shortcut: false,
             no_softirq_tracking: false,
+            output_mode: crate::output::OutputMode::File,
             no_user_stash: false,
             profile_bpf: false,
             samples: Some(crate::samples::SampleConfig::default()),
@@ -133,6 +137,11 @@ pub struct RecordSummary {
     pub softirq_method: String,
     /// Softirq wakings by how they were decided.
     pub softirq: SoftirqCounts,
+    /// Every file written, in order (one for a plain recording; the numbered files of
+    /// `--rotate`; the dumps of `--flight`).
+    pub files: Vec<PathBuf>,
+    /// What the flight recorder did (`--flight` only).
+    pub flight: Option<crate::output::FlightReport>,
     /// Lazy user stacks taken at the switch-out on a prediction.
     pub user_stash: UserStashCounts,
     /// With [`RecordOptions::profile_bpf`]: per section of the BPF programs, its name, the
