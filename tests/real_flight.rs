@@ -9,7 +9,8 @@
 
 mod common;
 use chainrec_format::{FlightTrigger, TraceReader, TriggerKind};
-use common::{bin, can_record, skip_bpf, stderr, tmpdir};
+use chainrec_testkit::bpf::{can_record, skip as skip_bpf};
+use common::{bin, stderr, tmpdir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

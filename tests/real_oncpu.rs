@@ -17,7 +17,8 @@ use chainrec_format::TraceReader;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 mod common;
-use common::{can_record, skip_bpf, tmpdir};
+use chainrec_testkit::bpf::{can_record, skip as skip_bpf};
+use common::tmpdir;
 use std::process::Command;
 
 /// Environment variable that turns [`oncpu_workload_child`] into the workload.
