@@ -118,6 +118,35 @@ impl std::fmt::Display for FrameName<'_> {
     }
 }
 
+/// The frame that opens the sampled frames of a thread inside a chain or a hot/cold
+/// graph: `[on cpu];user frames root→leaf;-;kernel frames root→leaf`.
+pub const ONCPU_FRAME: &str = "[on cpu]";
+/// The frame of on-CPU time without a sample in it (`[on cpu: no sample]`).
+pub const ONCPU_NO_SAMPLE: &str = "[on cpu: no sample]";
+/// The name of the idle task's samples (as `perf` names it).
+pub const IDLE_COMM: &str = "swapper";
+
+/// The frames of one sample, root first: user frames root→leaf, then `-` and the kernel
+/// frames root→leaf when there are any (a sample in user mode has none, and its line does
+/// not end in a bare `-`). Reserved stack ids print as in every view
+/// ([`stack_frames`]).
+pub fn sample_frames(
+    tables: &Tables,
+    meta: &chainrec_format::RecordingMeta,
+    k: StackId,
+    u: StackId,
+) -> Vec<String> {
+    let th = meta.stack_threshold_ns;
+    let kf = stack_frames(tables, k, th);
+    let uf = stack_frames(tables, u, th);
+    let mut out: Vec<String> = uf.into_iter().rev().collect();
+    if !kf.is_empty() {
+        out.push("-".into());
+    }
+    out.extend(kf.into_iter().rev());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,33 +188,4 @@ mod tests {
             ["__write", "[libc.so.6+0x1800]", "[unknown]", "[unknown]"]
         );
     }
-}
-
-/// The frame that opens the sampled frames of a thread inside a chain or a hot/cold
-/// graph: `[on cpu];user frames root→leaf;-;kernel frames root→leaf`.
-pub const ONCPU_FRAME: &str = "[on cpu]";
-/// The frame of on-CPU time without a sample in it (`[on cpu: no sample]`).
-pub const ONCPU_NO_SAMPLE: &str = "[on cpu: no sample]";
-/// The name of the idle task's samples (as `perf` names it).
-pub const IDLE_COMM: &str = "swapper";
-
-/// The frames of one sample, root first: user frames root→leaf, then `-` and the kernel
-/// frames root→leaf when there are any (a sample in user mode has none, and its line does
-/// not end in a bare `-`). Reserved stack ids print as in every view
-/// ([`stack_frames`]).
-pub fn sample_frames(
-    tables: &Tables,
-    meta: &chainrec_format::RecordingMeta,
-    k: StackId,
-    u: StackId,
-) -> Vec<String> {
-    let th = meta.stack_threshold_ns;
-    let kf = stack_frames(tables, k, th);
-    let uf = stack_frames(tables, u, th);
-    let mut out: Vec<String> = uf.into_iter().rev().collect();
-    if !kf.is_empty() {
-        out.push("-".into());
-    }
-    out.extend(kf.into_iter().rev());
-    out
 }

@@ -66,7 +66,7 @@ fn dump_holds_every_event_of_the_window_and_every_table() {
     }
     assert_eq!(v.events_by_kind, by_kind);
     // Nothing left under a temporary name.
-    let names: Vec<_> = std::fs::read_dir(&dir.0)
+    let names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();

@@ -534,7 +534,7 @@ mod tests {
             out_of_order: 0,
         };
         let mut mem = MemTrace::default();
-        let mut k = [0u64; 7];
+        let mut k = [0u64; EventKind::COUNT];
         r.drain(30, &mut mem, &mut k).unwrap();
         let ts: Vec<u64> = mem.events.iter().map(|e| e.ts()).collect();
         assert_eq!(ts, vec![10, 20, 30]);

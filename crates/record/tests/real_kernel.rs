@@ -130,6 +130,7 @@ fn real_chain_workload_lazy() {
     let wl = WorkloadOptions {
         duration: Duration::from_secs(2),
         period: Duration::from_millis(2),
+        stall: None,
     };
     let (summary, rep) = match record_workload(&out, StackMode::Lazy, wl) {
         Ok(x) => x,
@@ -459,6 +460,7 @@ fn real_eager_and_none_modes() {
     let wl = WorkloadOptions {
         duration: Duration::from_millis(500),
         period: Duration::from_millis(2),
+        stall: None,
     };
     for mode in [StackMode::Eager, StackMode::None] {
         let out = tmp(&format!("{mode:?}.zst"));
@@ -566,6 +568,7 @@ fn sigkill_child() {
         let _ = workload::run(&WorkloadOptions {
             duration: Duration::from_secs(30),
             period: Duration::from_millis(1),
+            stall: None,
         });
     });
     let _ = record(
@@ -653,6 +656,7 @@ fn real_pid_filter_follows_wakers() {
     let rep = workload::run(&WorkloadOptions {
         duration: Duration::from_millis(500),
         period: Duration::from_millis(2),
+        stall: None,
     })
     .unwrap();
     rec.stop();
@@ -838,6 +842,7 @@ fn real_context_fallback_agrees_with_stacks() {
     let wl = WorkloadOptions {
         duration: Duration::from_millis(1000),
         period: Duration::from_millis(2),
+        stall: None,
     };
     let (summary, rep) = match record_workload_with(opts, wl) {
         Ok(x) => x,
@@ -930,6 +935,7 @@ fn sink_user_stacks(
         WorkloadOptions {
             duration: Duration::from_secs(2),
             period: Duration::from_millis(2),
+            stall: None,
         },
     ) {
         Ok(x) => x,
@@ -1059,6 +1065,7 @@ fn real_user_walk_shortcut_agrees_with_kernel_walker() {
     let rep = workload::run(&WorkloadOptions {
         duration: Duration::from_millis(500),
         period: Duration::from_millis(2),
+        stall: None,
     })
     .expect("workload");
     pingpong(Duration::from_millis(300), Calls::JunkFramePointer);
@@ -1197,6 +1204,7 @@ fn real_switch_out_user_stacks_keep_coverage() {
             WorkloadOptions {
                 duration: Duration::from_secs(2),
                 period: Duration::from_millis(2),
+                stall: None,
             },
         ) {
             Ok(x) => x,
