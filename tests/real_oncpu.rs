@@ -205,7 +205,13 @@ fn worker_on_cpu_in_client_chain() {
         .filter(|(l, _)| l.contains(";cr-worker;--;[on cpu];") && l.contains("cr_spin_compute"))
         .map(|(_, w)| *w)
         .sum();
-    assert_eq!(shown, spin_ns, "folded lines carry the same on-CPU time");
+    // The lines that contain the spin function also hold the samples taken in its callees
+    // (the clock reads of the spin loop), which `spin_ns` (by user leaf) does not: a few
+    // per cent more, never less (CI: 762.8 vs 759.7 ms).
+    assert!(
+        shown >= spin_ns && shown as f64 <= spin_ns as f64 * 1.05,
+        "folded lines carry the spin's on-CPU time: {shown} ns shown, {spin_ns} ns by leaf"
+    );
     let _ = FoldedSink::new(View::Chains);
 
     // hotcold of the worker: mostly hot, and its largest line is the spin.
