@@ -536,8 +536,26 @@ fn real_eager_and_none_modes() {
                 assert!(sink_switches
                     .iter()
                     .all(|s| s.prev_kstack == StackId::NONE && s.prev_ustack == StackId::NONE));
-                assert!(mem.tables.stacks.is_empty());
-                assert_eq!(summary.stacks, 0);
+                // `--stacks none`: no scheduler event carries a stack; the only stacks are
+                // those of the on-CPU samples (sampling is on by default).
+                let sample_stacks: std::collections::HashSet<StackId> = mem
+                    .events
+                    .iter()
+                    .filter_map(|e| match e {
+                        Event::Sample(s) => Some([s.kstack, s.ustack]),
+                        _ => None,
+                    })
+                    .flatten()
+                    .filter(|s| s.is_real())
+                    .collect();
+                assert!(
+                    mem.tables
+                        .stacks
+                        .keys()
+                        .all(|id| sample_stacks.contains(id)),
+                    "a stack not referenced by a sample in --stacks none"
+                );
+                assert_eq!(summary.stacks, mem.tables.stacks.len() as u64);
             }
         }
         let _ = std::fs::remove_file(&out);
