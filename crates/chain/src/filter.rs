@@ -2,7 +2,7 @@
 
 use crate::error::ChainError;
 use crate::record::WaitRecord;
-use chainrec_format::{Comm, RecordingMeta, Tid, STATE_RUNNABLE};
+use chainrec_format::{Comm, RecordingMeta, Tid};
 use regex::Regex;
 
 /// Which duration `min_ns`/`max_ns` and the window apply to.
@@ -194,12 +194,7 @@ impl Filter {
             return false;
         }
         if let Some(mask) = self.state_mask {
-            let ok = if mask == 0 {
-                w.state == STATE_RUNNABLE
-            } else {
-                w.state & mask != 0
-            };
-            if !ok {
+            if !chainrec_format::state_matches(mask, w.state) {
                 return false;
             }
         }

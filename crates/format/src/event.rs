@@ -134,6 +134,18 @@ impl fmt::Display for Comm {
 
 /// `prev_state` value of a switch-out that was a preemption (task still runnable).
 pub const STATE_RUNNABLE: u32 = 0;
+
+/// The `--state MASK` rule shared by the analysis filters and the flight-recorder
+/// triggers: a switch-out `state` passes when it has a bit of `mask`; mask 0 keeps only
+/// preemptions ([`STATE_RUNNABLE`]), as in bcc offcputime.
+pub fn state_matches(mask: u32, state: u32) -> bool {
+    if mask == 0 {
+        state == STATE_RUNNABLE
+    } else {
+        state & mask != 0
+    }
+}
+
 /// Kernel `TASK_INTERRUPTIBLE` (S).
 pub const STATE_INTERRUPTIBLE: u32 = 0x1;
 /// Kernel `TASK_UNINTERRUPTIBLE` (D).

@@ -8,7 +8,8 @@ use crate::{parse_duration_ns, RecordError, Result};
 use chainrec_format::{Comm, Tid};
 use chainrec_format::{Event, FlightTrigger, TaskEntry, TriggerKind, STATE_RUNNABLE};
 use regex::Regex;
-use std::collections::HashMap;
+// hashbrown (foldhash) as in the converter: one lookup per switch and waking.
+use hashbrown::HashMap;
 
 /// One `--trigger` rule: `wait>50ms` or `runqueue>10ms`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -197,12 +198,7 @@ impl TriggerWatch {
             return false;
         }
         if let (Some(mask), TriggerKind::Wait) = (f.state_mask, kind) {
-            let ok = if mask == 0 {
-                w.state == STATE_RUNNABLE
-            } else {
-                w.state & mask != 0
-            };
-            if !ok {
+            if !chainrec_format::state_matches(mask, w.state) {
                 return false;
             }
         }
