@@ -23,6 +23,7 @@ ensure_packages() {
         # protoc decodes the Perfetto/pprof exports independently of our own prost structs.
         command -v protoc >/dev/null || want+=(protobuf-compiler)
         command -v python3 >/dev/null || want+=(python3)
+        /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
         # Real-kernel tests: ip (veth pair between network namespaces), taskset (pinned
         # run-queue contention) and perl (its victim).
         command -v ip >/dev/null || want+=(iproute2)
@@ -39,10 +40,32 @@ ensure_packages() {
         apt-get update -qq
         apt-get install -y -qq "${want[@]}" >/dev/null
     fi
+    if [ "${1:-}" = test ]; then
+        ensure_python_packages
+    fi
     if ! command -v cargo >/dev/null; then
         log "cargo not found: install a Rust toolchain (https://rustup.rs) and rerun"
         exit 1
     fi
+}
+
+# PyPI packages the tests read exports with (third-party readers, as users run them), in a
+# venv under target/ (Debian's python3 refuses pip installs outside one). The tests find it
+# through CHAINREC_PYTHON; without it they skip loudly (CHAINREC_REQUIRE_TOOLS=1: fail).
+#   duckdb, pyarrow: crates/parquet/tests + tests/parquet.rs read `export --parquet`.
+PY_PACKAGES=(duckdb pyarrow)
+ensure_python_packages() {
+    local venv=target/pyvenv
+    if [ ! -x "$venv/bin/python" ]; then
+        log "creating the Python venv of the tests ($venv)"
+        /usr/bin/python3 -m venv "$venv"
+    fi
+    if ! "$venv/bin/python" -m pip show -q "${PY_PACKAGES[@]}" >/dev/null 2>&1; then
+        log "installing Python packages into $venv: ${PY_PACKAGES[*]}"
+        "$venv/bin/python" -m pip install -q "${PY_PACKAGES[@]}"
+    fi
+    CHAINREC_PYTHON="$PWD/$venv/bin/python"
+    export CHAINREC_PYTHON
 }
 
 case "${1:-}" in
