@@ -21,7 +21,8 @@ pub struct FlightArgs {
     /// dropping the oldest first [default: 256M].
     #[arg(help_heading = FLIGHT, long, value_name = "SIZE")]
     pub flight_size: Option<String>,
-    /// Dump when a wait is too long: `wait>50ms` (blocked, switch-out to switch-in) or
+    /// Dump when a wait is too long: `wait>50ms` (a thread that blocked is off CPU that
+    /// long, switch-out to switch-in, its run-queue time after the waking included) or
     /// `runqueue>10ms` (runnable, waiting for a CPU); repeatable.
     #[arg(help_heading = FLIGHT, long, value_name = "RULE")]
     pub trigger: Vec<String>,
