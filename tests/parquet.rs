@@ -81,6 +81,7 @@ fn kind(h: &Value) -> &str {
     ) {
         (false, _) => "thread",
         (true, "task") => "idle",
+        (true, "softirq-task") => "softirq",
         (true, c) => c,
     }
 }

@@ -203,7 +203,8 @@ impl<'a, W: Write + Send> WaitsWriter<'a, W> {
         })
     }
 
-    /// The first write failure so far, if any (the rest of the trace need not be read).
+    /// Whether writing failed (the rest of the trace need not be read; [`Self::finish`]
+    /// returns the error).
     pub fn failed(&self) -> bool {
         self.failed.is_some()
     }
@@ -272,12 +273,14 @@ impl<W: Write + Send> WaitSink for WaitsWriter<'_, W> {
     }
 }
 
-/// The `level` kind of a chain level: `thread` (a thread woke the level below) or, where
-/// the chain ends (metal), `hardirq`, `softirq`, `nmi` or `idle`.
+/// The kind of a chain level: `thread` (a thread woke the level below) or, where the chain
+/// ends (metal), `hardirq`, `softirq`, `nmi` or `idle`, as its metal label says
+/// (`[softirq: NET_RX]`, `[idle]`, ...; a softirq the idle task ran itself is `softirq`).
 pub fn level_kind(h: &HopJson) -> &'static str {
     match (h.metal, h.context) {
         (false, _) => "thread",
         (true, "task") => "idle",
+        (true, "softirq-task") => "softirq",
         (true, c) => c,
     }
 }

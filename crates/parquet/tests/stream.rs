@@ -12,9 +12,12 @@ use chainrec_parquet::{write_stacks, Layout, WaitsWriter};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 fn scenario(name: &str, events: u64) -> MemTrace {
-    let mut t = MemTrace::default();
-    t.meta = chainrec_format::synth::meta(name, &SynthParams { events, seed: 1 }, vec![]);
-    (find(name).unwrap().generate)(&SynthParams { events, seed: 1 }, &mut t).unwrap();
+    let params = SynthParams { events, seed: 1 };
+    let mut t = MemTrace {
+        meta: chainrec_format::synth::meta(name, &params, vec![]),
+        ..MemTrace::default()
+    };
+    (find(name).unwrap().generate)(&params, &mut t).unwrap();
     t
 }
 
