@@ -23,12 +23,13 @@ ensure_packages() {
         # protoc decodes the Perfetto/pprof exports independently of our own prost structs.
         command -v protoc >/dev/null || want+=(protobuf-compiler)
         command -v python3 >/dev/null || want+=(python3)
-        /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
         # Real-kernel tests: ip (veth pair between network namespaces), taskset (pinned
         # run-queue contention) and perl (its victim).
         command -v ip >/dev/null || want+=(iproute2)
         command -v taskset >/dev/null || want+=(util-linux)
         command -v perl >/dev/null || want+=(perl)
+        # The venv of the Python readers (ensure_python_packages below).
+        /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
     fi
     if [ ${#want[@]} -gt 0 ]; then
         if [ "$(id -u)" != 0 ]; then
