@@ -68,12 +68,18 @@ impl ParquetOutputs {
         };
         let mut progress = Progress::new(an.reader().event_count(), "parquet", quiet);
         // Stop reading once the output failed (a full disk); finish() returns the error.
-        an.run_while(setup, &mut w, |w, n| {
-            progress.inc(n as u64);
-            !w.failed()
-        })
-        .with_context(|| format!("{}: reading events", file.display()))?;
+        let done = an
+            .run_while(setup, &mut w, |w, n| {
+                progress.inc(n as u64);
+                !w.failed()
+            })
+            .with_context(|| format!("{}: reading events", file.display()))?;
         progress.finish();
+        // What the engine noticed about the trace (as `waits` says it): rows near such
+        // places may be incomplete.
+        for note in done.summary.stats.anomaly_notes(an.start_ns()) {
+            say!("chainrec: export: note: {note}");
+        }
         let waits = w
             .finish()
             .with_context(|| format!("writing {}", waits_path.display()))?;
