@@ -527,3 +527,38 @@ pub fn stacks_path(waits: &std::path::Path) -> std::path::PathBuf {
     out.extend_from_slice(b".stacks.parquet");
     std::ffi::OsString::from_vec(out).into()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn stacks_file_sits_beside_the_waits_file() {
+        for (waits, stacks) in [
+            ("waits.parquet", "waits.stacks.parquet"),
+            ("/d/w.parquet", "/d/w.stacks.parquet"),
+            ("out", "out.stacks.parquet"),
+            ("/d/.parquet", "/d/.parquet.stacks.parquet"),
+        ] {
+            assert_eq!(stacks_path(Path::new(waits)), PathBuf::from(stacks));
+        }
+    }
+
+    #[test]
+    fn trace_key_names_host_and_start() {
+        let mut meta = RecordingMeta {
+            host: "db7".into(),
+            start_ns: 1_000,
+            ..RecordingMeta::default()
+        };
+        let k = TraceKey::new(&meta);
+        assert_eq!(k.trace, "db7@boot+1000ns");
+        assert_eq!(k.clock_offset_ns, None);
+        // Wall start = 1_795_000_000.000_001_789 s = 2026-11-18 11:06:40 UTC.
+        meta.clock_offset_ns = 1_795_000_000_000_000_789;
+        let k = TraceKey::new(&meta);
+        assert_eq!(k.trace, "db7@20261118T110640.000001789Z");
+        assert_eq!(k.host, "db7");
+    }
+}
