@@ -1,6 +1,7 @@
 //! Folded aggregation of the record stream for the four views, and the interned chain
 //! graph.
 
+use crate::frames::{FrameNamer, PathVisit};
 use crate::fx::{FxHashMap, FxHasher};
 use crate::nodes::{NodeId, NodeTable};
 use crate::paths::{Comms, PathBatch, PathReducer};
@@ -175,6 +176,23 @@ impl FoldedSink {
     ) {
         let (pieces, order) = self.prepare(nodes, tables, meta);
         render::walk(&self.trie, &pieces, &order, 0..order.len(), f);
+    }
+
+    /// Visit every path of the trie with its frames structured ([`PathVisit`]: kinds and
+    /// chain levels known, no text to re-parse), in the order of [`Self::for_each_line`]
+    /// (which is these frames joined by `;`). Every path is visited, weight 0 included
+    /// (inner paths); `f` returns whether to descend into the paths below the one it is
+    /// given, so a caller can skip subtrees too small to matter (their weight is in
+    /// [`PathVisit::subtree_ns`]). Memory: the trie plus one copy of each node's frames.
+    pub fn for_each_path(
+        &self,
+        nodes: &NodeTable,
+        tables: &Tables,
+        meta: &RecordingMeta,
+        f: impl FnMut(&PathVisit<'_>) -> bool,
+    ) {
+        let mut namer = FrameNamer::new(tables, meta.stack_threshold_ns);
+        crate::frames::walk_paths(&self.trie, &self.comms.list, nodes, &mut namer, f);
     }
 
     /// Write every line of [`Self::for_each_line`] (same order) as `{line} {weight}\n`

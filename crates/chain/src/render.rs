@@ -4,12 +4,13 @@
 //! its own (the prefix of its first line is rebuilt from the parent links), so ranges
 //! are rendered in parallel into per-task buffers and written in order.
 
-use crate::folded::{stack_frames, Unit};
-use crate::nodes::{NodeId, NodeKind, NodeTable};
+use crate::folded::Unit;
+use crate::frames::FrameNamer;
+use crate::nodes::{NodeId, NodeTable};
 use crate::paths::COMM_BIT;
 use crate::trie::{PathTrie, NO_PARENT};
-use chainrec_format::{Comm, RecordingMeta, StackId, Tables};
-use std::collections::{BTreeMap, HashMap};
+use chainrec_format::{Comm, RecordingMeta, Tables};
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::sync::{mpsc, Mutex};
 
@@ -58,11 +59,7 @@ impl Pieces {
             spans: vec![UNSET; 2 * nodes.len() + comms.len()],
             nodes: nodes.len(),
         };
-        let mut r = Renderer {
-            tables,
-            threshold: meta.stack_threshold_ns,
-            cache: HashMap::new(),
-        };
+        let mut r = FrameNamer::new(tables, meta.stack_threshold_ns);
         for e in trie.iter() {
             let k = p.key(e.node, e.parent == NO_PARENT);
             if p.spans[k] == UNSET {
@@ -71,7 +68,13 @@ impl Pieces {
                     p.text
                         .push_str(&comms[(e.node & !COMM_BIT) as usize].as_str());
                 } else {
-                    piece(e.node, e.parent == NO_PARENT, nodes, &mut r, &mut p.text);
+                    let piece = r.node(nodes, e.node, e.parent == NO_PARENT);
+                    for (i, (f, _)) in piece.frames.iter().enumerate() {
+                        if i > 0 {
+                            p.text.push(';');
+                        }
+                        p.text.push_str(f);
+                    }
                 }
                 assert!(
                     p.text.len() < u32::MAX as usize,
@@ -96,78 +99,6 @@ impl Pieces {
     fn get(&self, node: NodeId, first: bool) -> &str {
         let (a, b) = self.spans[self.key(node, first)];
         &self.text[a as usize..b as usize]
-    }
-}
-
-/// Render one node of a path (`first`: the path's first node) into `out`.
-fn piece(id: NodeId, first: bool, nodes: &NodeTable, r: &mut Renderer<'_>, out: &mut String) {
-    let mut f: Vec<String> = Vec::new();
-    let n = nodes.get(id);
-    match &n.kind {
-        NodeKind::Marker(m) => f.push((*m).to_string()),
-        NodeKind::RunQueue { holder } => {
-            if !first {
-                f.push("--".into());
-            }
-            f.push(crate::nodes::RUNQ_FRAME.into());
-            f.push(holder.name().into_owned());
-        }
-        NodeKind::Metal { label, .. } => {
-            let k = r.frames(n.kstack);
-            let k = &k[..n.kframes.map_or(k.len(), |c| (c as usize).min(k.len()))];
-            if first {
-                f.push(label.clone());
-                f.extend(k.iter().rev().cloned());
-            } else {
-                f.push("--".into());
-                f.extend(k.iter().cloned());
-                f.push(label.clone());
-            }
-        }
-        NodeKind::Task { comm, .. } => {
-            // Leaf first: the softirq frame, if any, then the stack.
-            let k: Vec<String> = n
-                .leaf_frame
-                .iter()
-                .chain(r.frames(n.kstack).iter())
-                .cloned()
-                .collect();
-            let u = r.frames(n.ustack).to_vec();
-            let any = !k.is_empty() || !u.is_empty();
-            if first {
-                f.push(comm.as_str().into_owned());
-                f.extend(u.into_iter().rev());
-                if any {
-                    f.push("-".into());
-                }
-                f.extend(k.into_iter().rev());
-            } else {
-                f.push("--".into());
-                f.extend(k);
-                if any {
-                    f.push("-".into());
-                }
-                f.extend(u);
-                f.push(comm.as_str().into_owned());
-            }
-        }
-    }
-    out.push_str(&f.join(";"));
-}
-
-struct Renderer<'a> {
-    tables: &'a Tables,
-    threshold: u64,
-    cache: HashMap<StackId, Vec<String>>,
-}
-
-impl Renderer<'_> {
-    /// Frames of a stack, leaf first; reserved ids become one explanatory frame.
-    fn frames(&mut self, id: StackId) -> &[String] {
-        let (tables, threshold) = (self.tables, self.threshold);
-        self.cache
-            .entry(id)
-            .or_insert_with(|| stack_frames(tables, id, threshold))
     }
 }
 
