@@ -1,6 +1,6 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Dedup, Duration as ChainDuration, Setup, View};
+use chainrec_chain::{Dedup, Duration as ChainDuration, Setup};
 use chainrec_format::{Event, RecordingMeta, Tables};
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
 use chainrec_report::output::TempOutput;
@@ -341,8 +341,9 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             ..Setup::default()
         };
         let mut progress = Progress::new(reader.event_count(), "pprof", a.quiet);
-        let (done, folded) = an
-            .fold(setup, View::Chains, |n| progress.inc(n as u64))
+        let mut sink = pprof::ProfileSink::new();
+        let done = an
+            .run(setup, &mut sink, |n| progress.inc(n as u64))
             .with_context(|| reading(&a.file))?;
         progress.finish();
         let (start, end) = (an.start_ns(), an.end_ns());
@@ -355,19 +356,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             duration_nanos: end.saturating_sub(start) as i64,
             comments: vec![format!("chainrec chain graph of {}", a.file.display())],
         };
-        // Streamed from the engine's path trie: no list of lines in memory. Lines that
-        // render to the same text become separate samples (pprof sums them).
-        let mut builder = pprof::ProfileBuilder::new(&info);
-        let mut failed = None;
-        folded.for_each_line(done.nodes(), an.tables(), meta, |l, w| {
-            if failed.is_none() {
-                failed = builder.add(l, w).err();
-            }
-        });
-        if let Some(e) = failed {
-            return Err(e.into());
-        }
-        let profile = builder.finish()?;
+        let profile = sink.finish(done.nodes(), an.tables(), meta, &info)?;
         let mut w = std::io::BufWriter::new(out.file()?);
         pprof::write_gz(&profile, &mut w)
             .map_err(anyhow::Error::from)
@@ -375,7 +364,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
         drop(w);
         pprof_note = format!(
-            "chainrec: export: wrote {} ({} samples, {} locations; value = attributed off-CPU time in ns: blocked, and runnable in [run queue] levels)",
+            "chainrec: export: wrote {} ({} samples, {} locations; value = attributed off-CPU time in ns: blocked, and runnable in [run queue] levels; labels pid, tid, comm, level, attributed_to)",
             path.display(),
             profile.sample.len(),
             profile.location.len()
