@@ -30,6 +30,10 @@ pub struct TopArgs {
     /// JSON output (for scripts).
     #[arg(long)]
     pub json: bool,
+    /// Every frame of every level on one line (by default the text fits 80 columns:
+    /// frames in the middle of a level are abbreviated as `…N…`, long lines wrapped).
+    #[arg(long, conflicts_with = "json")]
+    pub wide: bool,
     /// Maximum hops per chain.
     #[arg(long, default_value_t = chainrec_chain::DEFAULT_MAX_DEPTH)]
     pub max_depth: usize,
@@ -203,7 +207,7 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     let out = if a.json {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
-        top::render_text(&report)
+        top::render_text_width(&report, (!a.wide).then_some(top::TEXT_WIDTH))
     };
     super::write_stdout(&out)?;
     warn_lost("top", meta);
