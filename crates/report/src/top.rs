@@ -68,6 +68,9 @@ impl WaitSink for TopSink {
     }
 }
 
+/// A frame kept past the walk: (text, kind, level).
+type OwnedFrame = (String, FrameKind, u32);
+
 /// One level of a ranked chain.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Level {
@@ -194,7 +197,7 @@ impl TopSink {
                 one.on_wait(&rec, nodes);
                 // The path with the most levels (then the most frames): the whole chain,
                 // read structured (levels known, separators by kind, not re-parsed).
-                let mut best: Option<(u32, usize, Vec<(String, FrameKind, u32)>)> = None;
+                let mut best: Option<(u32, usize, Vec<OwnedFrame>)> = None;
                 one.for_each_path(nodes, tables, meta, |v| {
                     let better = best
                         .as_ref()
