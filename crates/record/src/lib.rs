@@ -7,7 +7,11 @@
 
 mod btfinfo;
 pub mod command;
+mod consumer;
+mod convert;
 pub mod ksyms;
+mod load;
+mod options;
 mod raw;
 mod recorder;
 mod recording;
@@ -24,10 +28,9 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/chainrec.skel.rs"));
 }
 
-pub use recorder::{
-    check_output, install_stop_signals, partial_trace_note, record, stop_signals, LazyUserCounts,
-    RecordOptions, RecordSummary, SoftirqCounts, StopCondition, StopSignals,
-};
+pub use command::StopSignals;
+pub use options::{LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition};
+pub use recorder::{check_output, partial_trace_note, record};
 pub use recording::Recording;
 
 use std::path::PathBuf;

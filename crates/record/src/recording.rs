@@ -16,7 +16,7 @@ pub struct Recording {
 
 impl Recording {
     /// Start recording with `opts`. It stops after `duration`, when `stop` becomes true (a
-    /// flag from [`crate::install_stop_signals`], or a fresh one), or on [`Recording::stop`].
+    /// flag set by a signal handler, or a fresh one), or on [`Recording::stop`].
     pub fn start(
         opts: RecordOptions,
         duration: Option<Duration>,

@@ -1,0 +1,381 @@
+//! The consumer loop: drain the ring buffer into a batch, convert it, write new tables,
+//! read the per-CPU counters, write events in time order, symbolize new addresses, flush,
+//! and draw the status line; then the final counts for the metadata and the summary.
+
+use crate::convert::{lost_counts, Converter, Reorder};
+use crate::load::{bpf_err, prog_stats, SoftirqLinks, UserStackPath};
+use crate::options::{LazyUserCounts, RecordOptions, SoftirqCounts, StopCondition};
+use crate::raw::{self, RawEv};
+use crate::skel::{ChainrecLinks, ChainrecSkel};
+use crate::usyms::UserSymbolizer;
+use crate::workload::monotonic_ns;
+use crate::Result;
+use chainrec_format::*;
+use libbpf_rs::skel::Skel;
+use libbpf_rs::{MapCore, MapFlags, RingBuffer, RingBufferBuilder};
+use std::cell::RefCell;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Events are written once they are older than now minus this (the ring buffer is shared
+/// by all CPUs and only nearly ordered).
+const REORDER_WINDOW_NS: u64 = 10_000_000;
+/// Counters, metadata, flush and status line this often.
+const PERIOD: Duration = Duration::from_millis(500);
+
+/// Records decoded by the ring-buffer callback, converted after each drain.
+#[derive(Default)]
+pub(crate) struct Batch {
+    evs: Vec<RawEv>,
+    /// Stack frames of `evs` (`RawEv::frames_at` indexes it).
+    pool: Vec<u64>,
+    /// Records too short or of an unknown kind.
+    malformed: u64,
+}
+
+impl Batch {
+    pub(crate) fn new() -> Self {
+        Batch {
+            evs: Vec::with_capacity(1 << 16),
+            ..Batch::default()
+        }
+    }
+
+    /// Decode one ring-buffer record (a malformed one is only counted).
+    fn decode(&mut self, data: &[u8]) {
+        match raw::decode(data, &mut self.pool) {
+            Some(e) => self.evs.push(e),
+            None => self.malformed += 1,
+        }
+    }
+}
+
+/// The ring buffer of `skel`, decoding each record into `batch`.
+pub(crate) fn ring_buffer<'a>(
+    skel: &ChainrecSkel<'_>,
+    batch: &'a RefCell<Batch>,
+) -> Result<RingBuffer<'a>> {
+    let mut rbb = RingBufferBuilder::new();
+    rbb.add(&skel.maps.rb, |data: &[u8]| {
+        batch.borrow_mut().decode(data);
+        0
+    })
+    .map_err(|e| bpf_err("ring buffer", e))?;
+    rbb.build().map_err(|e| bpf_err("ring buffer", e))
+}
+
+/// The consumer's state from attach to the end.
+pub(crate) struct Consumer {
+    pub(crate) conv: Converter,
+    pub(crate) reorder: Reorder,
+    /// Events written, by kind.
+    pub(crate) by_kind: [u64; 7],
+    /// Ring-buffer reserve failures already turned into Lost markers, per CPU.
+    lost_seen: Vec<u64>,
+    /// The per-CPU counters summed over CPUs, as last read.
+    pub(crate) counters_total: [u64; raw::C_NR],
+    usyms: UserSymbolizer,
+    /// The live status line (stderr is a terminal and it was asked for): when it was last
+    /// drawn, and the events written then.
+    status: Option<(Instant, u64)>,
+}
+
+impl Consumer {
+    pub(crate) fn new(
+        conv: Converter,
+        usyms: UserSymbolizer,
+        cpu_count: u32,
+        opts: &RecordOptions,
+    ) -> Self {
+        let status = opts.status_line && std::io::stderr().is_terminal();
+        Consumer {
+            conv,
+            reorder: Reorder {
+                buf: Vec::with_capacity(1 << 16),
+                last_ts: 0,
+                out_of_order: 0,
+            },
+            by_kind: [0; 7],
+            lost_seen: vec![0; cpu_count as usize],
+            counters_total: [0; raw::C_NR],
+            usyms,
+            status: status.then(|| (Instant::now(), 0)),
+        }
+    }
+
+    /// Run until `stop` says so: then detach (so nothing new arrives), drain everything
+    /// and return.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run(
+        &mut self,
+        ring: &RingBuffer<'_>,
+        batch: &RefCell<Batch>,
+        skel: &mut ChainrecSkel<'_>,
+        mut softirq_links: SoftirqLinks,
+        writer: &mut TraceWriter,
+        meta: &mut RecordingMeta,
+        stop: &StopCondition,
+        opts: &RecordOptions,
+        t_start: Instant,
+    ) -> Result<()> {
+        let mut last_flush = Instant::now();
+        let mut stopping = false;
+        loop {
+            if !stopping {
+                let dur_over = stop.duration.is_some_and(|d| t_start.elapsed() >= d);
+                let flagged = stop.flag.as_ref().is_some_and(|f| f.load(Ordering::SeqCst));
+                if dur_over || flagged {
+                    stopping = true;
+                    // Detach first so that nothing new arrives, then drain everything.
+                    skel.links = ChainrecLinks::default();
+                    drop(std::mem::take(&mut softirq_links));
+                }
+            }
+            let now = monotonic_ns();
+            if !stopping {
+                // Sleeps until the period ends or BPF forces a wakeup past the fill mark.
+                let _ = ring.poll(opts.poll_period);
+            }
+            ring.consume()
+                .map_err(|e| bpf_err("ring buffer consume", e))?;
+            self.convert_batch(batch, now);
+            self.write_tables(writer)?;
+            let periodic = last_flush.elapsed() >= PERIOD;
+            if periodic || stopping {
+                self.read_counters(skel, now);
+            }
+            let bound = if stopping {
+                u64::MAX
+            } else {
+                now.saturating_sub(REORDER_WINDOW_NS)
+            };
+            self.reorder.drain(bound, writer, &mut self.by_kind)?;
+            if periodic && !stopping {
+                // Flush first: symbolization below may take a while on first sight of a big
+                // binary.
+                writer.flush()?;
+            }
+            self.symbolize_new(writer)?;
+            if periodic || stopping {
+                meta.lost = self.lost();
+                if periodic && !stopping {
+                    writer.update_meta(meta)?;
+                    writer.flush()?;
+                    last_flush = Instant::now();
+                }
+                self.draw_status(writer, meta, t_start);
+            }
+            if stopping {
+                break;
+            }
+        }
+        if self.status.is_some() {
+            let _ = writeln!(std::io::stderr());
+        }
+        Ok(())
+    }
+
+    /// Convert the records decoded since the last call into the reorder buffer; malformed
+    /// records become a Lost marker.
+    fn convert_batch(&mut self, batch: &RefCell<Batch>, now: u64) {
+        let mut b = batch.borrow_mut();
+        let Batch {
+            evs,
+            pool,
+            malformed,
+        } = &mut *b;
+        for e in evs.iter() {
+            let ev = self.conv.convert(e, pool);
+            self.reorder.buf.push(ev);
+        }
+        evs.clear();
+        pool.clear();
+        if *malformed > 0 {
+            self.conv.lost.malformed += *malformed;
+            self.reorder.buf.push(Event::Lost(Lost {
+                ts: now,
+                cpu: u32::MAX,
+                count: *malformed,
+                cause: LostCause::Malformed,
+            }));
+            *malformed = 0;
+        }
+    }
+
+    /// New irq sources, tasks and stacks go to the writer before the events that use them.
+    fn write_tables(&mut self, writer: &mut TraceWriter) -> Result<()> {
+        let conv = &mut self.conv;
+        if !conv.new_irqs.is_empty() {
+            writer.add_irq_sources(&conv.new_irqs)?;
+            conv.new_irqs.clear();
+        }
+        if !conv.new_tasks.is_empty() {
+            writer.add_tasks(&conv.new_tasks)?;
+            conv.new_tasks.clear();
+        }
+        if !conv.new_stacks.is_empty() {
+            writer.add_stacks(&conv.new_stacks)?;
+            conv.new_stacks.clear();
+        }
+        Ok(())
+    }
+
+    /// Sum the per-CPU counters; ring-buffer reserve failures, per CPU, become Lost markers.
+    fn read_counters(&mut self, skel: &ChainrecSkel<'_>, now: u64) {
+        let mut totals = [0u64; raw::C_NR];
+        for idx in 0..raw::C_NR as u32 {
+            if let Ok(Some(vals)) = skel
+                .maps
+                .counters
+                .lookup_percpu(&idx.to_ne_bytes(), MapFlags::ANY)
+            {
+                for (cpu, v) in vals.iter().enumerate() {
+                    let n = v
+                        .get(..8)
+                        .and_then(|b| b.try_into().ok())
+                        .map(u64::from_ne_bytes)
+                        .unwrap_or(0);
+                    totals[idx as usize] += n;
+                    let seen = &mut self.lost_seen;
+                    if idx == raw::C_RB_FULL && cpu < seen.len() && n > seen[cpu] {
+                        self.reorder.buf.push(Event::Lost(Lost {
+                            ts: now,
+                            cpu: cpu as u32,
+                            count: n - seen[cpu],
+                            cause: LostCause::RingBufferFull,
+                        }));
+                        seen[cpu] = n;
+                    }
+                }
+            }
+        }
+        self.counters_total = totals;
+    }
+
+    /// Symbolize new addresses at once (every poll), while their processes are still
+    /// alive: short-lived processes would be gone by the next periodic flush.
+    fn symbolize_new(&mut self, writer: &mut TraceWriter) -> Result<()> {
+        let conv = &mut self.conv;
+        if !conv.new_kaddrs.is_empty() {
+            let addrs = std::mem::take(&mut conv.new_kaddrs);
+            let syms: Vec<SymbolEntry> = addrs.iter().map(|&a| conv.ksyms.resolve(a)).collect();
+            conv.lost.unresolved_symbols += syms.iter().filter(|s| s.name.is_none()).count() as u64;
+            writer.add_symbols(&syms)?;
+        }
+        for (tgid, addrs) in std::mem::take(&mut conv.new_uaddrs) {
+            let syms = self.usyms.resolve(tgid, &addrs);
+            conv.lost.unresolved_symbols += syms.iter().filter(|s| s.name.is_none()).count() as u64;
+            writer.add_symbols(&syms)?;
+        }
+        Ok(())
+    }
+
+    /// The lost and skipped counts so far.
+    pub(crate) fn lost(&self) -> LostCounts {
+        lost_counts(&self.conv, &self.counters_total, self.reorder.out_of_order)
+    }
+
+    fn draw_status(&mut self, writer: &TraceWriter, meta: &RecordingMeta, t_start: Instant) {
+        let Some(last) = &mut self.status else {
+            return;
+        };
+        let dt = last.0.elapsed().as_secs_f64().max(1e-3);
+        let evs = writer.events_written();
+        let rate = (evs - last.1) as f64 / dt;
+        let lost = meta.lost.ringbuf_full + meta.lost.out_of_order + meta.lost.malformed;
+        // Not eprint!: a terminal gone away (EIO) must not panic the consumer and lose the
+        // trace's end.
+        let _ = write!(
+            std::io::stderr(),
+            "\r\x1b[K[chainrec] {:6.1} s  {:>9.0} ev/s  {:>11} events  lost {}  {:.1} MiB",
+            t_start.elapsed().as_secs_f64(),
+            rate,
+            evs,
+            lost,
+            writer.bytes_written() as f64 / (1 << 20) as f64
+        );
+        let _ = std::io::stderr().flush();
+        *last = (Instant::now(), evs);
+    }
+
+    /// The final counts into `meta.extra`; the lazy-user and softirq counts and the BPF
+    /// run time and count (all programs; non-zero with `kernel.bpf_stats_enabled=1`).
+    pub(crate) fn final_counts(
+        &self,
+        skel: &ChainrecSkel<'_>,
+        meta: &mut RecordingMeta,
+        opts: &RecordOptions,
+        path: UserStackPath,
+    ) -> FinalCounts {
+        let (mut run_ns, mut run_cnt) = (0, 0);
+        for prog in skel.object().progs() {
+            use std::os::fd::{AsFd, AsRawFd};
+            let (t, c) = prog_stats(prog.as_fd().as_raw_fd());
+            run_ns += t;
+            run_cnt += c;
+        }
+        let counters_total = &self.counters_total;
+        let conv = &self.conv;
+        meta.extra.push((
+            "user_walk_shortcut".into(),
+            format!(
+                "{} user stacks finished below vm.mmap_min_addr without the kernel walker{}",
+                counters_total[raw::C_UWALK_SHORT as usize],
+                if opts.verify_user_walk_shortcut {
+                    format!(
+                        "; verified: {} disagreed with the kernel walker",
+                        counters_total[raw::C_UWALK_MISMATCH as usize]
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+        if path == UserStackPath::TaskWork {
+            meta.extra.push((
+                "task_work_failed".into(),
+                counters_total[raw::C_TW_FAILED as usize].to_string(),
+            ));
+        }
+        let lazy_user = LazyUserCounts {
+            exiting: conv.user_exiting,
+            at_switch_out: counters_total[raw::C_USER_AT_SWITCH as usize],
+            at_exit: counters_total[raw::C_USER_AT_EXIT as usize],
+            served_by_pending: counters_total[raw::C_USER_PENDING_OVERWRITTEN as usize],
+            at_exec: counters_total[raw::C_USER_AT_EXEC as usize],
+        };
+        meta.extra.extend(lazy_user.extra());
+        let c = |i: u32| counters_total[i as usize];
+        let softirq = SoftirqCounts {
+            task: c(raw::C_SIRQ_TASK),
+            irq_exit: c(raw::C_SIRQ_IRQ),
+            ksoftirqd: c(raw::C_SIRQ_KSOFTIRQD),
+            untracked: c(raw::C_SIRQ_UNTRACKED),
+            stack_checked: conv.softirq_stack_checked,
+            stack_to_task: conv.softirq_stack_to_task,
+            stack_to_irq: conv.softirq_stack_to_irq,
+        };
+        meta.extra
+            .push(("softirq_wakings".into(), softirq.to_string()));
+        if run_cnt > 0 {
+            meta.extra
+                .push(("bpf_run_time_ns".into(), run_ns.to_string()));
+            meta.extra.push(("bpf_run_cnt".into(), run_cnt.to_string()));
+        }
+        FinalCounts {
+            run_ns,
+            run_cnt,
+            lazy_user,
+            softirq,
+        }
+    }
+}
+
+/// What [`Consumer::final_counts`] adds to the summary.
+pub(crate) struct FinalCounts {
+    pub(crate) run_ns: u64,
+    pub(crate) run_cnt: u64,
+    pub(crate) lazy_user: LazyUserCounts,
+    pub(crate) softirq: SoftirqCounts,
+}

@@ -1,0 +1,587 @@
+//! Raw records to trace events: stack dedup and status mapping, irq source naming,
+//! softirq context checks against kernel stacks, and the reorder buffer that writes the
+//! nearly ordered ring buffer in time order.
+
+use crate::ksyms::KernelSymbols;
+use crate::raw::{self, RawEv};
+use crate::Result;
+use chainrec_format::*;
+use std::collections::{HashMap, HashSet};
+
+const SOFTIRQ_NAMES: [&str; 10] = [
+    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
+];
+
+fn irq_name(code: u32) -> String {
+    let n = code & 0xffff;
+    match code & !0xffff {
+        raw::SRC_TIMER => "timer".to_string(),
+        raw::SRC_SOFTIRQ => {
+            let vec = n & !raw::SRC_SOFTIRQ_KSOFTIRQD;
+            let name = if vec == raw::SRC_SOFTIRQ_UNKNOWN {
+                "vector unknown".to_string()
+            } else {
+                SOFTIRQ_NAMES
+                    .get(vec as usize)
+                    .map(|s| s.to_string())
+                    .unwrap_or(format!("softirq {vec}"))
+            };
+            if n & raw::SRC_SOFTIRQ_KSOFTIRQD != 0 {
+                format!("{name} via ksoftirqd")
+            } else {
+                name
+            }
+        }
+        _ => std::fs::read_to_string(format!("/sys/kernel/irq/{n}/actions"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| format!("irq {n}")),
+    }
+}
+
+/// Converts raw records into trace events and tables.
+pub(crate) struct Converter {
+    stack_ids: HashMap<(StackKind, Tid, Vec<u64>), StackId>,
+    pub(crate) next_stack: u32,
+    pub(crate) new_stacks: Vec<StackEntry>,
+    irq_ids: HashMap<u32, u32>,
+    pub(crate) new_irqs: Vec<IrqSource>,
+    tasks: HashSet<Tid>,
+    pub(crate) new_tasks: Vec<TaskEntry>,
+    pub(crate) kaddrs: HashSet<u64>,
+    pub(crate) new_kaddrs: Vec<u64>,
+    pub(crate) uaddrs: HashSet<(Tid, u64)>,
+    pub(crate) new_uaddrs: HashMap<Tid, Vec<u64>>,
+    pub(crate) lost: LostCounts,
+    pub(crate) ksyms: KernelSymbols,
+    /// Kernel stack references written as SKIPPED (lazy wakings; switches are counted
+    /// in BPF at switch-in instead).
+    pub(crate) skipped: u64,
+    /// User stacks written as USER_EXITING (the task was exiting).
+    pub(crate) user_exiting: u64,
+    /// Leaf kernel addresses already classified: true = inside the BPF/tracing machinery.
+    tracing_frames: HashMap<u64, bool>,
+    /// Scheduler and spinlock text ranges ([`KernelSymbols::scheduler_text`]), removed from
+    /// eager off-CPU kernel stacks; reused buffer for the result.
+    sched_text: Vec<(u64, u64)>,
+    nosched_buf: Vec<u64>,
+    /// Kernel addresses already classified for softirq wakings (see `softirq_by_stack`).
+    softirq_frames: HashMap<u64, SoftirqFrame>,
+    /// Softirq wakings checked against their kernel stack, and how many the stack moved
+    /// to task context / to interrupt exit (the BPF side had decided otherwise).
+    pub(crate) softirq_stack_checked: u64,
+    pub(crate) softirq_stack_to_task: u64,
+    pub(crate) softirq_stack_to_irq: u64,
+    /// Check softirq wakings against their kernel stacks (off with --no-softirq-tracking,
+    /// which keeps the behaviour from before they were told apart, for A/B).
+    pub(crate) softirq_by_stack_on: bool,
+}
+
+/// What a kernel frame says about the softirq a waking ran in (the innermost such frame
+/// of the stack decides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SoftirqFrame {
+    /// Says nothing.
+    Other,
+    /// `do_softirq` (`.part.N` too) or `__local_bh_enable_ip`: run by the task itself.
+    Task,
+    /// An interrupt's entry or exit (`irq_exit_rcu`, `sysvec_*`, `common_interrupt`, ...).
+    Irq,
+}
+
+fn softirq_frame(name: &str) -> SoftirqFrame {
+    let base = name.split('.').next().unwrap_or(name);
+    match base {
+        "do_softirq" | "__local_bh_enable_ip" => SoftirqFrame::Task,
+        "irq_exit_rcu"
+        | "__irq_exit_rcu"
+        | "irq_exit"
+        | "common_interrupt"
+        | "asm_common_interrupt"
+        | "run_ksoftirqd" => SoftirqFrame::Irq,
+        n if n.starts_with("sysvec_") || n.starts_with("asm_sysvec_") => SoftirqFrame::Irq,
+        _ => SoftirqFrame::Other,
+    }
+}
+
+impl Converter {
+    pub(crate) fn new(ksyms: KernelSymbols) -> Self {
+        Converter {
+            sched_text: ksyms.scheduler_text(),
+            nosched_buf: Vec::new(),
+            ksyms,
+            skipped: 0,
+            user_exiting: 0,
+            tracing_frames: HashMap::new(),
+            softirq_frames: HashMap::new(),
+            softirq_stack_checked: 0,
+            softirq_stack_to_task: 0,
+            softirq_stack_to_irq: 0,
+            softirq_by_stack_on: true,
+            stack_ids: HashMap::new(),
+            next_stack: StackId::FIRST_REAL,
+            new_stacks: Vec::new(),
+            irq_ids: HashMap::new(),
+            new_irqs: Vec::new(),
+            tasks: HashSet::new(),
+            new_tasks: Vec::new(),
+            kaddrs: HashSet::new(),
+            new_kaddrs: Vec::new(),
+            uaddrs: HashSet::new(),
+            new_uaddrs: HashMap::new(),
+            lost: LostCounts::default(),
+        }
+    }
+
+    fn stack(&mut self, status: u8, kind: StackKind, tgid: Tid, frames: &[u64]) -> StackId {
+        let failed = |l: &mut LostCounts| match kind {
+            StackKind::Kernel => l.kernel_stack_failed += 1,
+            StackKind::User => l.user_stack_failed += 1,
+        };
+        match status {
+            raw::ST_NONE => StackId::NONE,
+            raw::ST_SKIPPED => StackId::SKIPPED,
+            raw::ST_UPREEMPT => {
+                self.lost.user_stacks_preempted += 1;
+                StackId::USER_PREEMPTED
+            }
+            raw::ST_EXITING => {
+                self.user_exiting += 1;
+                StackId::USER_EXITING
+            }
+            raw::ST_EXEC => StackId::USER_EXEC,
+            raw::ST_PRESENT if !frames.is_empty() => {
+                let frames = if kind == StackKind::Kernel {
+                    self.strip_tracing(frames)
+                } else {
+                    frames
+                };
+                if frames.is_empty() {
+                    failed(&mut self.lost);
+                    return StackId::FAILED;
+                }
+                let tgid = if kind == StackKind::Kernel { 0 } else { tgid };
+                let key = (kind, tgid, frames.to_vec());
+                if let Some(id) = self.stack_ids.get(&key) {
+                    return *id;
+                }
+                let id = StackId(self.next_stack);
+                self.next_stack += 1;
+                for &a in frames {
+                    match kind {
+                        StackKind::Kernel => {
+                            if self.kaddrs.insert(a) {
+                                self.new_kaddrs.push(a);
+                            }
+                        }
+                        StackKind::User => {
+                            if self.uaddrs.insert((tgid, a)) {
+                                self.new_uaddrs.entry(tgid).or_default().push(a);
+                            }
+                        }
+                    }
+                }
+                self.new_stacks.push(StackEntry {
+                    id,
+                    kind,
+                    tgid,
+                    frames: frames.to_vec(),
+                });
+                self.stack_ids.insert(key, id);
+                id
+            }
+            _ => {
+                failed(&mut self.lost);
+                StackId::FAILED
+            }
+        }
+    }
+
+    /// An eager off-CPU kernel stack (taken at switch-out, in the task itself), without the
+    /// scheduler's own frames (`schedule`, `__schedule`, `schedule_hrtimeout_range`,
+    /// `do_nanosleep`, `preempt_schedule_irq`, spinlock functions, ...). The lazy stack of the
+    /// same wait, walked at switch-in with `bpf_get_task_stack`, never has them (the kernel
+    /// skips `in_sched_functions()` when it walks another task's stack), so both modes give
+    /// the same frames, e.g. `...;anon_pipe_read` for a pipe read, and their folded files
+    /// merge. Done here, not in the engine: the kernel's rule is an address range, which
+    /// only the recorder's kallsyms snapshot knows.
+    fn offcpu_kstack(&mut self, status: u8, frames: &[u64]) -> StackId {
+        if status != raw::ST_PRESENT || self.sched_text.is_empty() {
+            return self.stack(status, StackKind::Kernel, 0, frames);
+        }
+        let frames = self.strip_tracing(frames);
+        let mut kept = std::mem::take(&mut self.nosched_buf);
+        kept.clear();
+        kept.extend(
+            frames
+                .iter()
+                .copied()
+                .filter(|a| !self.sched_text.iter().any(|r| (r.0..r.1).contains(a))),
+        );
+        let id = self.stack(status, StackKind::Kernel, 0, &kept);
+        self.nosched_buf = kept;
+        id
+    }
+
+    /// Drop the leading frames of the BPF program and the tracepoint glue
+    /// (`bpf_prog_*`, `bpf_trace_run*`, `__bpf_trace_*`) from a kernel stack.
+    fn strip_tracing<'f>(&mut self, frames: &'f [u64]) -> &'f [u64] {
+        let mut cut = 0;
+        for (i, &a) in frames.iter().enumerate().take(6) {
+            let ksyms = &self.ksyms;
+            let tracing = *self.tracing_frames.entry(a).or_insert_with(|| {
+                let s = ksyms.resolve(a);
+                match s.name.as_deref() {
+                    Some(n) => {
+                        n.starts_with("bpf_prog_")
+                            || n.starts_with("bpf_trace_run")
+                            || n.starts_with("__bpf_trace_")
+                            || n.starts_with("__traceiter_")
+                            || n == "bpf_get_stack"
+                            || n.starts_with("bpf_get_stack")
+                    }
+                    None => false,
+                }
+            });
+            if tracing {
+                cut = i + 1;
+            }
+        }
+        &frames[cut..]
+    }
+
+    /// Whether the kernel stack of a softirq waking shows the softirq run by the task
+    /// itself (`Some(true)`), at an interrupt's exit or in ksoftirqd (`Some(false)`), or
+    /// neither (`None`): the innermost `do_softirq` / interrupt frame decides.
+    fn softirq_by_stack(&mut self, frames: &[u64]) -> Option<bool> {
+        for &a in frames {
+            let ksyms = &self.ksyms;
+            let class = *self.softirq_frames.entry(a).or_insert_with(|| {
+                ksyms
+                    .resolve(a)
+                    .name
+                    .as_deref()
+                    .map_or(SoftirqFrame::Other, softirq_frame)
+            });
+            match class {
+                SoftirqFrame::Other => {}
+                SoftirqFrame::Task => return Some(true),
+                SoftirqFrame::Irq => return Some(false),
+            }
+        }
+        None
+    }
+
+    /// Context and source code of a softirq waking, checked against its kernel stack when
+    /// it has one: the stack is exact where the BPF side used the preempt-count rule.
+    fn softirq_checked(
+        &mut self,
+        e: &RawEv,
+        kf: &[u64],
+        context: WakeContext,
+    ) -> (WakeContext, u32) {
+        let ksoftirqd = e.c & !0xffff == raw::SRC_SOFTIRQ && e.c & raw::SRC_SOFTIRQ_KSOFTIRQD != 0;
+        if e.kst != raw::ST_PRESENT || ksoftirqd || !self.softirq_by_stack_on {
+            return (context, e.c);
+        }
+        let Some(task) = self.softirq_by_stack(kf) else {
+            return (context, e.c);
+        };
+        self.softirq_stack_checked += 1;
+        match (task, context) {
+            (true, WakeContext::SoftIrq) if e.a != 0 => {
+                self.softirq_stack_to_task += 1;
+                // An hrtimer expiring in the softirq was sent as the timer source.
+                let code = if e.c == raw::SRC_TIMER {
+                    raw::SRC_SOFTIRQ | 8
+                } else {
+                    e.c
+                };
+                (WakeContext::SoftIrqTask, code)
+            }
+            (false, WakeContext::SoftIrqTask) => {
+                self.softirq_stack_to_irq += 1;
+                (WakeContext::SoftIrq, e.c)
+            }
+            _ => (context, e.c),
+        }
+    }
+
+    fn irq(&mut self, code: u32) -> u32 {
+        if code == 0 {
+            return 0;
+        }
+        let next = self.irq_ids.len() as u32 + 1;
+        *self.irq_ids.entry(code).or_insert_with(|| {
+            self.new_irqs.push(IrqSource {
+                id: next,
+                name: irq_name(code),
+            });
+            next
+        })
+    }
+
+    pub(crate) fn convert(&mut self, e: &RawEv, pool: &[u64]) -> Event {
+        let at = e.frames_at as usize;
+        let kf = &pool[at..at + e.nk as usize];
+        let uf = &pool[at + e.nk as usize..at + e.nk as usize + e.nu as usize];
+        if e.kind == raw::EV_WAKING && e.kst == raw::ST_SKIPPED {
+            // lazy mode: skipped waker stacks are counted here, skipped off-CPU stacks in BPF
+            self.skipped += 1;
+        }
+        match e.kind {
+            raw::EV_SWITCH => Event::Switch(Switch {
+                ts: e.ts,
+                cpu: e.cpu as u32,
+                prev_tid: e.a,
+                prev_state: e.c,
+                next_tid: e.b,
+                prev_kstack: self.offcpu_kstack(e.kst, kf),
+                prev_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
+            }),
+            raw::EV_WAKING => {
+                let mut context = WakeContext::from_u8(e.aux).unwrap_or(WakeContext::Task);
+                let mut code = e.c;
+                if matches!(context, WakeContext::SoftIrq | WakeContext::SoftIrqTask) {
+                    (context, code) = self.softirq_checked(e, kf, context);
+                }
+                // The format ties the source to the context (Waking::unencodable): a task
+                // waking has none, a task-context softirq always names its vector.
+                let code = match context {
+                    WakeContext::Task => 0,
+                    WakeContext::SoftIrqTask if code == 0 => {
+                        raw::SRC_SOFTIRQ | raw::SRC_SOFTIRQ_UNKNOWN
+                    }
+                    _ => code,
+                };
+                Event::Waking(Waking {
+                    ts: e.ts,
+                    cpu: e.cpu as u32,
+                    waker_tid: e.a,
+                    target_tid: e.b,
+                    context,
+                    source: self.irq(code),
+                    waker_kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
+                    waker_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
+                })
+            }
+            raw::EV_WAKEUP_NEW => Event::WakeupNew(WakeupNew {
+                ts: e.ts,
+                cpu: e.cpu as u32,
+                parent_tid: e.a,
+                child_tid: e.b,
+                child_tgid: e.c,
+            }),
+            raw::EV_COMM => {
+                let comm = Comm(e.comm);
+                if self.tasks.insert(e.a) {
+                    self.new_tasks.push(TaskEntry {
+                        tid: e.a,
+                        tgid: e.b,
+                        comm,
+                        kernel_thread: e.c & 1 != 0,
+                    });
+                }
+                Event::Comm(TaskComm {
+                    ts: e.ts,
+                    tid: e.a,
+                    tgid: e.b,
+                    comm,
+                    reason: CommReason::from_u8(e.aux).unwrap_or(CommReason::Seen),
+                })
+            }
+            raw::EV_EXIT => Event::Exit(Exit {
+                ts: e.ts,
+                tid: e.a,
+                tgid: e.b,
+            }),
+            _ => Event::OffCpuStacks(OffCpuStacks {
+                ts: e.ts,
+                tid: e.a,
+                kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
+                ustack: self.stack(e.ust, StackKind::User, e.b, uf),
+            }),
+        }
+    }
+}
+
+/// Holds events until they are older than the drain bound, so that the slightly
+/// out-of-order ring buffer (shared by all CPUs) is written in time order.
+pub(crate) struct Reorder {
+    pub(crate) buf: Vec<Event>,
+    pub(crate) last_ts: u64,
+    pub(crate) out_of_order: u64,
+}
+
+impl Reorder {
+    /// Push every buffered event with `ts <= bound` (all when bound is u64::MAX).
+    pub(crate) fn drain(
+        &mut self,
+        bound: u64,
+        sink: &mut impl TraceSink,
+        by_kind: &mut [u64; 7],
+    ) -> Result<()> {
+        if !self.buf.is_sorted_by_key(|e| e.ts()) {
+            self.buf.sort_by_key(|e| e.ts());
+        }
+        let n = self.buf.partition_point(|e| e.ts() <= bound);
+        let mut late: Option<Lost> = None;
+        for ev in self.buf.drain(..n) {
+            if ev.ts() < self.last_ts {
+                // Arrived after newer events were already written: count it, never
+                // reorder the file.
+                self.out_of_order += 1;
+                let l = late.get_or_insert(Lost {
+                    ts: self.last_ts,
+                    cpu: u32::MAX,
+                    count: 0,
+                    cause: LostCause::OutOfOrder,
+                });
+                l.count += 1;
+                continue;
+            }
+            self.last_ts = ev.ts();
+            by_kind[ev.kind() as usize] += 1;
+            sink.push(&ev)?;
+        }
+        if let Some(mut l) = late {
+            l.ts = self.last_ts;
+            by_kind[EventKind::Lost as usize] += 1;
+            sink.push(&Event::Lost(l))?;
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn lost_counts(
+    conv: &Converter,
+    counters: &[u64; raw::C_NR],
+    out_of_order: u64,
+) -> LostCounts {
+    LostCounts {
+        ringbuf_full: counters[raw::C_RB_FULL as usize],
+        out_of_order,
+        stacks_skipped: counters[raw::C_SKIP_OFFCPU as usize] + conv.skipped,
+        ..conv.lost.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sw(ts: u64) -> Event {
+        Event::Switch(Switch {
+            ts,
+            cpu: 0,
+            prev_tid: 1,
+            prev_state: 1,
+            next_tid: 2,
+            prev_kstack: StackId::NONE,
+            prev_ustack: StackId::NONE,
+        })
+    }
+
+    #[test]
+    fn reorder_sorts_and_counts_late_events() {
+        let mut r = Reorder {
+            buf: vec![sw(30), sw(10), sw(20), sw(50)],
+            last_ts: 0,
+            out_of_order: 0,
+        };
+        let mut mem = MemTrace::default();
+        let mut k = [0u64; 7];
+        r.drain(30, &mut mem, &mut k).unwrap();
+        let ts: Vec<u64> = mem.events.iter().map(|e| e.ts()).collect();
+        assert_eq!(ts, vec![10, 20, 30]);
+        // 25 arrives after 30 was written: counted, not written; 50 and 60 go out.
+        r.buf.push(sw(25));
+        r.buf.push(sw(60));
+        r.drain(u64::MAX, &mut mem, &mut k).unwrap();
+        let ts: Vec<u64> = mem.events.iter().map(|e| e.ts()).collect();
+        assert_eq!(ts, vec![10, 20, 30, 50, 60, 60]);
+        assert_eq!(r.out_of_order, 1);
+        match mem.events[5] {
+            Event::Lost(l) => {
+                assert_eq!((l.count, l.cause, l.ts), (1, LostCause::OutOfOrder, 60));
+            }
+            e => panic!("expected a Lost marker, got {e:?}"),
+        }
+        assert_eq!(k[EventKind::Switch as usize], 5);
+        assert_eq!(k[EventKind::Lost as usize], 1);
+    }
+
+    #[test]
+    fn converter_dedups_stacks_and_maps_statuses() {
+        let mut c = Converter::new(KernelSymbols::default());
+        let pool = vec![0xffff_ffff_8100_0010u64, 0xffff_ffff_8100_0020, 0x4000_1000];
+        let mut e = RawEv {
+            kind: raw::EV_WAKING,
+            kst: raw::ST_PRESENT,
+            ust: raw::ST_PRESENT,
+            nk: 2,
+            nu: 1,
+            a: 5,
+            b: 6,
+            d: 5,
+            ..Default::default()
+        };
+        let Event::Waking(w1) = c.convert(&e, &pool) else {
+            panic!("not a waking")
+        };
+        assert_eq!(w1.waker_kstack, StackId(StackId::FIRST_REAL));
+        assert_eq!(w1.waker_ustack, StackId(StackId::FIRST_REAL + 1));
+        let Event::Waking(w2) = c.convert(&e, &pool) else {
+            panic!("not a waking")
+        };
+        assert_eq!(
+            (w2.waker_kstack, w2.waker_ustack),
+            (w1.waker_kstack, w1.waker_ustack)
+        );
+        assert_eq!(c.new_stacks.len(), 2);
+        assert_eq!(c.new_kaddrs.len(), 2);
+        assert_eq!(c.new_uaddrs[&5], vec![0x4000_1000]);
+        // same user frames in another process: a different stack
+        e.d = 7;
+        let Event::Waking(w3) = c.convert(&e, &pool) else {
+            panic!("not a waking")
+        };
+        assert_eq!(w3.waker_ustack, StackId(StackId::FIRST_REAL + 2));
+        e.kst = raw::ST_FAILED;
+        e.ust = raw::ST_UPREEMPT;
+        let Event::Waking(w4) = c.convert(&e, &pool) else {
+            panic!("not a waking")
+        };
+        assert_eq!(
+            (w4.waker_kstack, w4.waker_ustack),
+            (StackId::FAILED, StackId::USER_PREEMPTED)
+        );
+        assert_eq!(c.lost.kernel_stack_failed, 1);
+        assert_eq!(c.lost.user_stacks_preempted, 1);
+        // present but empty counts as failed
+        e.kst = raw::ST_PRESENT;
+        e.nk = 0;
+        e.nu = 0;
+        e.ust = raw::ST_SKIPPED;
+        let Event::Waking(w5) = c.convert(&e, &pool) else {
+            panic!("not a waking")
+        };
+        assert_eq!(
+            (w5.waker_kstack, w5.waker_ustack),
+            (StackId::FAILED, StackId::SKIPPED)
+        );
+        assert_eq!(c.lost.kernel_stack_failed, 2);
+    }
+
+    #[test]
+    fn irq_sources_get_stable_ids() {
+        let mut c = Converter::new(KernelSymbols::default());
+        assert_eq!(c.irq(0), 0);
+        assert_eq!(c.irq(raw::SRC_TIMER), 1);
+        assert_eq!(c.irq(raw::SRC_SOFTIRQ | 3), 2);
+        assert_eq!(c.irq(raw::SRC_TIMER), 1);
+        let names: Vec<&str> = c.new_irqs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, vec!["timer", "NET_RX"]);
+    }
+}

@@ -1,0 +1,380 @@
+//! Loading the BPF object: read-only configuration, the lazy user-stack path and its
+//! fallback (task_work, else sys_exit), the optional `do_softirq` programs and their
+//! ordered attachment, and libbpf error reporting.
+
+use crate::ksyms::KernelSymbols;
+use crate::options::RecordOptions;
+use crate::skel::{ChainrecSkel, ChainrecSkelBuilder};
+use crate::{RecordError, Result};
+use chainrec_format::StackMode;
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject};
+use std::mem::MaybeUninit;
+
+/// Recent libbpf messages (kept instead of printed; the tail is attached to load errors).
+static LIBBPF_LOG: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn libbpf_print(_level: libbpf_rs::PrintLevel, msg: String) {
+    if let Ok(mut log) = LIBBPF_LOG.lock() {
+        if log.len() >= 64 {
+            log.remove(0);
+        }
+        log.push(msg.trim_end().to_string());
+    }
+}
+
+pub(crate) fn bpf_err(stage: &'static str, e: libbpf_rs::Error) -> RecordError {
+    let detail = format!("{e:#}");
+    let perm = matches!(e.kind(), libbpf_rs::ErrorKind::PermissionDenied)
+        || detail.contains("Operation not permitted")
+        || detail.contains("EPERM");
+    if perm {
+        RecordError::Permission { detail }
+    } else {
+        let log = LIBBPF_LOG.lock().map(|l| l.clone()).unwrap_or_default();
+        let tail: Vec<&str> = log.iter().rev().take(3).rev().map(String::as_str).collect();
+        RecordError::Bpf {
+            stage,
+            libbpf_log: tail.join(" | "),
+            source: e,
+        }
+    }
+}
+
+pub(crate) fn prog_stats(fd: i32) -> (u64, u64) {
+    // SAFETY: bpf_prog_info is plain old data; all-zero is valid.
+    let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: info/len point to a valid buffer of `len` bytes; fd is a live program fd.
+    let r = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    if r != 0 {
+        return (0, 0);
+    }
+    (info.run_time_ns, info.run_cnt)
+}
+
+/// `vm.mmap_min_addr`: no user mapping lies below it. None when unreadable or 0.
+fn mmap_min_addr() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/vm/mmap_min_addr")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&v: &u64| v > 0)
+}
+
+/// How lazy-mode user stacks are collected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UserStackPath {
+    /// Not collected here (eager/none mode, or `--no-user-stacks`).
+    Off,
+    /// A BPF task_work callback scheduled at switch-in, run on the return to user space.
+    TaskWork,
+    /// The `sys_exit` tracepoint program (fallback).
+    SysExit,
+}
+
+/// Open, configure and load the BPF object with the given lazy user-stack path.
+fn open_and_load<'obj>(
+    open_obj: &'obj mut MaybeUninit<OpenObject>,
+    opts: &RecordOptions,
+    delta: &std::result::Result<i64, String>,
+    rb_size: u32,
+    path: UserStackPath,
+    softirq_tracking: bool,
+    irq_stack: Option<&IrqStackInfo>,
+) -> Result<ChainrecSkel<'obj>> {
+    let builder = ChainrecSkelBuilder::default();
+    let mut open = builder.open(open_obj).map_err(|e| bpf_err("open", e))?;
+    {
+        let ro = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .ok_or(RecordError::Skeleton(".rodata"))?;
+        ro.stack_mode = match opts.stack_mode {
+            StackMode::Lazy => 0,
+            StackMode::Eager => 1,
+            StackMode::None => 2,
+        };
+        ro.threshold_ns = opts.stack_threshold_ns;
+        ro.wake_mark = rb_size as u64 / 4;
+        ro.filter_enabled = !opts.pids.is_empty();
+        ro.user_stacks = opts.user_stacks;
+        ro.use_task_work = path == UserStackPath::TaskWork;
+        ro.softirq_heuristic = !opts.no_softirq_tracking;
+        if let Some(i) = irq_stack {
+            ro.have_irqstack = true;
+            ro.irqstack_ptr_delta = i.ptr_delta;
+            ro.irqstack_inuse_delta = i.inuse_delta;
+            (ro.bh_enable_start, ro.bh_enable_end) = i.bh_enable;
+            (ro.do_softirq_start, ro.do_softirq_end) = i.do_softirq;
+        }
+        if let Some(min) = mmap_min_addr() {
+            ro.user_walk_shortcut = !opts.no_user_walk_shortcut;
+            ro.verify_user_walk = opts.verify_user_walk_shortcut;
+            ro.min_user_addr = min;
+        }
+        if let Ok(d) = delta {
+            ro.preempt_delta = *d;
+            ro.have_preempt_delta = true;
+        }
+        if let Ok(d) = crate::btfinfo::ksoftirqd_delta() {
+            ro.ksoftirqd_delta = d;
+            ro.have_ksoftirqd_delta = true;
+        }
+    }
+    open.maps
+        .rb
+        .set_max_entries(rb_size)
+        .map_err(|e| bpf_err("open", e))?;
+    if path != UserStackPath::TaskWork {
+        open.maps
+            .twmap
+            .set_max_entries(1)
+            .map_err(|e| bpf_err("open", e))?;
+    }
+    if path != UserStackPath::SysExit {
+        // Attaching sys_exit at all puts every syscall exit on the slow path.
+        open.progs.on_sys_exit.set_autoload(false);
+    }
+    // The do_softirq programs are attached by hand, in order (see attach_softirq).
+    open.progs.on_do_softirq.set_autoattach(false);
+    open.progs.on_do_softirq_exit.set_autoattach(false);
+    if !softirq_tracking {
+        open.progs.on_do_softirq.set_autoload(false);
+        open.progs.on_do_softirq_exit.set_autoload(false);
+    }
+    open.load().map_err(|e| bpf_err("load", e))
+}
+
+/// What the BPF side needs to tell softirqs run by a task from those at an interrupt's
+/// exit by the irq stack (`softirq_by_irqstack` in bpf/chainrec.bpf.c).
+pub(crate) struct IrqStackInfo {
+    ptr_delta: i64,
+    inuse_delta: i64,
+    bh_enable: (u64, u64),
+    do_softirq: (u64, u64),
+}
+
+impl IrqStackInfo {
+    fn find(ksyms: &KernelSymbols) -> std::result::Result<IrqStackInfo, String> {
+        if !cfg!(target_arch = "x86_64") {
+            return Err("irq stack layout known on x86_64 only".into());
+        }
+        let (ptr_delta, inuse_delta) = crate::btfinfo::irq_stack_deltas()?;
+        let range = |n: &str| {
+            ksyms
+                .range(n)
+                .ok_or_else(|| format!("no unique `{n}` in /proc/kallsyms"))
+        };
+        Ok(IrqStackInfo {
+            ptr_delta,
+            inuse_delta,
+            bh_enable: range("__local_bh_enable_ip")?,
+            do_softirq: range("do_softirq")?,
+        })
+    }
+}
+
+/// Attach the `do_softirq` fexit program, then the fentry one (so that the per-CPU flag the
+/// entry sets is always cleared), then tell the programs they may trust it. The links
+/// must be dropped in the reverse order: entry first ([`SoftirqLinks`] does).
+fn attach_softirq(skel: &mut ChainrecSkel<'_>) -> std::result::Result<SoftirqLinks, String> {
+    let exit = skel
+        .progs
+        .on_do_softirq_exit
+        .attach_trace()
+        .map_err(|e| format!("fexit do_softirq: {e}"))?;
+    let entry = skel
+        .progs
+        .on_do_softirq
+        .attach_trace()
+        .map_err(|e| format!("fentry do_softirq: {e}"))?;
+    let bss = skel
+        .maps
+        .bss_data
+        .as_deref_mut()
+        .ok_or("skeleton has no .bss")?;
+    bss.sirq_tracked = true;
+    Ok(SoftirqLinks {
+        entry: Some(entry),
+        _exit: Some(exit),
+    })
+}
+
+/// The `do_softirq` links; fields drop in declaration order: the entry program first.
+#[derive(Default)]
+pub(crate) struct SoftirqLinks {
+    entry: Option<libbpf_rs::Link>,
+    _exit: Option<libbpf_rs::Link>,
+}
+
+impl SoftirqLinks {
+    fn attached(&self) -> bool {
+        self.entry.is_some()
+    }
+}
+
+/// A loaded (not yet attached) BPF object and what loading decided.
+pub(crate) struct Loaded<'obj> {
+    /// The skeleton, loaded, with the `-p` filter set up.
+    pub skel: ChainrecSkel<'obj>,
+    /// The lazy user-stack path that loaded.
+    pub path: UserStackPath,
+    /// How lazy user stacks are taken, for the summary and metadata.
+    pub user_stack_method: String,
+    /// Whether the `do_softirq` programs loaded (they are attached by [`attach_softirq`]).
+    pub softirq_tracking: bool,
+    /// Why softirq tracking is off or was refused (empty when it loaded).
+    pub softirq_note: String,
+    /// How the waking context is read, for the summary and metadata.
+    pub context_method: String,
+    /// The kallsyms snapshot taken before loading.
+    pub ksyms: KernelSymbols,
+    /// The irq-stack layout for the BPF softirq heuristic, or why it is unknown.
+    pub irq_stack: std::result::Result<IrqStackInfo, String>,
+}
+
+/// Load the BPF object into one of `open_objs`: choose the lazy user-stack path
+/// (task_work when the kernel has the kfunc, else sys_exit) and the optional `do_softirq`
+/// programs; on a rejection retry without the optional part that was rejected (the
+/// `do_softirq` programs, then the task_work path), saying why. Sets up the `-p` filter.
+pub(crate) fn load<'obj>(
+    open_objs: &'obj mut [MaybeUninit<OpenObject>; 3],
+    opts: &RecordOptions,
+    rb_size: u32,
+) -> Result<Loaded<'obj>> {
+    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, libbpf_print)));
+    let delta = if opts.force_context_fallback {
+        Err("forced by option".to_string())
+    } else {
+        crate::btfinfo::preempt_count_delta()
+    };
+    // Lazy user stacks: task_work when the kernel has the kfunc, else sys_exit. If the
+    // task_work variant fails to load (verifier), fall back to sys_exit and say why.
+    let lazy_user = opts.stack_mode == StackMode::Lazy && opts.user_stacks;
+    let (mut path, mut path_note) = if !lazy_user {
+        (UserStackPath::Off, String::new())
+    } else if opts.force_sys_exit_user_stacks {
+        (UserStackPath::SysExit, "forced by option".to_string())
+    } else {
+        match crate::btfinfo::kernel_has_func(crate::btfinfo::TASK_WORK_KFUNC) {
+            Ok(true) => (UserStackPath::TaskWork, String::new()),
+            Ok(false) => (
+                UserStackPath::SysExit,
+                format!("kernel has no {}", crate::btfinfo::TASK_WORK_KFUNC),
+            ),
+            Err(e) => (UserStackPath::SysExit, e),
+        }
+    };
+    // Snapshot kernel symbols before starting (module loads during recording are rare).
+    let ksyms = KernelSymbols::load().unwrap_or_default();
+    let irq_stack = IrqStackInfo::find(&ksyms);
+    // Softirq wakings told apart by fentry/fexit on do_softirq (docs/RECORDER.md). Without
+    // them (no such function, no trampolines, rejected), softirq wakings stay metal.
+    let (mut softirq_tracking, mut softirq_note) = if opts.no_softirq_tracking {
+        (false, "off (--no-softirq-tracking)".to_string())
+    } else {
+        match crate::btfinfo::kernel_has_func("do_softirq") {
+            Ok(true) => (true, String::new()),
+            Ok(false) => (false, "kernel BTF has no do_softirq".to_string()),
+            Err(e) => (false, e),
+        }
+    };
+    let mut slots = open_objs.iter_mut();
+    let skel = loop {
+        let slot = slots.next().expect("at most three load attempts");
+        match open_and_load(
+            slot,
+            opts,
+            &delta,
+            rb_size,
+            path,
+            softirq_tracking,
+            irq_stack.as_ref().ok(),
+        ) {
+            Ok(s) => break s,
+            // The optional do_softirq programs first: whatever failed (this kernel refuses
+            // every fentry program with EPERM), retry without them.
+            Err(e) if softirq_tracking => {
+                softirq_tracking = false;
+                softirq_note = match e {
+                    RecordError::Permission { .. } => "refused by the kernel (EPERM)".into(),
+                    e => format!("rejected: {e}"),
+                };
+            }
+            Err(e @ RecordError::Bpf { .. }) if path == UserStackPath::TaskWork => {
+                path = UserStackPath::SysExit;
+                let source =
+                    std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s:#}"));
+                path_note = format!("task_work program rejected: {e}{source}");
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let user_stack_method = match path {
+        UserStackPath::Off if opts.stack_mode != StackMode::Lazy => {
+            "none (lazy mode only)".to_string()
+        }
+        UserStackPath::Off => "none (--no-user-stacks)".to_string(),
+        UserStackPath::TaskWork => format!(
+            "task_work ({} at switch-in, callback on return to user space)",
+            crate::btfinfo::TASK_WORK_KFUNC
+        ),
+        UserStackPath::SysExit => format!("sys_exit tracepoint ({path_note})"),
+    };
+    for pid in &opts.pids {
+        skel.maps
+            .filter_tgids
+            .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+            .map_err(|e| bpf_err("filter setup", e))?;
+    }
+    let context_method = match &delta {
+        Ok(d) => format!("preempt_count at runqueues{d:+}"),
+        Err(e) => format!("irq tracepoints fallback ({e})"),
+    };
+    Ok(Loaded {
+        skel,
+        path,
+        user_stack_method,
+        softirq_tracking,
+        softirq_note,
+        context_method,
+        ksyms,
+        irq_stack,
+    })
+}
+
+/// Attach the `do_softirq` programs when they loaded; the links, and how softirq wakings
+/// are told apart (for the summary and metadata).
+pub(crate) fn attach_softirq_tracking(
+    loaded: &mut Loaded<'_>,
+    opts: &RecordOptions,
+) -> (SoftirqLinks, String) {
+    let mut softirq_links = SoftirqLinks::default();
+    let mut softirq_note = std::mem::take(&mut loaded.softirq_note);
+    if loaded.softirq_tracking {
+        match attach_softirq(&mut loaded.skel) {
+            Ok(l) => softirq_links = l,
+            Err(e) => softirq_note = format!("attach failed: {e}"),
+        }
+    }
+    let softirq_method = if softirq_links.attached() {
+        "fentry/fexit on do_softirq".to_string()
+    } else if opts.no_softirq_tracking {
+        format!("not told apart, softirq wakings stay metal ({softirq_note})")
+    } else {
+        match &loaded.irq_stack {
+            Ok(_) => format!(
+                "saved stack pointer on the irq stack, checked against the kernel stack where \
+                 one was taken (fentry: {softirq_note})"
+            ),
+            Err(e) => format!(
+                "not told apart ({e}; fentry: {softirq_note}): softirq wakings stay metal \
+                 unless their kernel stack shows do_softirq"
+            ),
+        }
+    };
+    (softirq_links, softirq_method)
+}
