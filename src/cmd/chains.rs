@@ -5,6 +5,7 @@ use chainrec_chain::{
     Dedup, Duration, Mode, Setup, Stats, Unit, View as ChainView, DEFAULT_MAX_DEPTH,
 };
 use chainrec_format::RecordingMeta;
+use chainrec_report::svg::SvgOptions;
 use chainrec_report::top::fmt_ns;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -45,8 +46,22 @@ pub struct ViewArgs {
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
     /// Title of the SVG.
-    #[arg(long)]
+    #[arg(long, requires = "svg")]
     pub title: Option<String>,
+    /// Width of the SVG in pixels.
+    #[arg(long, default_value_t = 1200, value_name = "PX", requires = "svg",
+          value_parser = clap::value_parser!(u32).range(200..=20000))]
+    pub width: u32,
+    /// Icicle graph: the root at the top, chains growing downwards.
+    #[arg(long, requires = "svg")]
+    pub inverted: bool,
+    /// Frames narrower than PCT percent of the total are not drawn (their time stays in
+    /// the frame below); flamegraph.pl's and inferno's default.
+    #[arg(long, default_value_t = 0.1, value_name = "PCT", requires = "svg")]
+    pub min_width: f64,
+    /// What the weights count, as tooltips say it (default: the unit, e.g. `us`).
+    #[arg(long, value_name = "NAME", requires = "svg")]
+    pub countname: Option<String>,
     /// Decode chunks one at a time on this thread (default: in parallel with rayon).
     #[arg(long)]
     pub serial: bool,
@@ -158,27 +173,47 @@ fn analyse(
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
     match &a.svg {
         Some(path) => {
-            // One aggregation: the lines to draw, and those that round to 0 counted.
-            let mut lines = Vec::new();
-            for (l, w) in folded.folded_ns(done.nodes(), tables, meta) {
-                match unit.round(w) {
-                    0 => {
-                        small_lines += 1;
-                        small_ns += w;
-                    }
-                    v => lines.push((l, v)),
-                }
+            if !(0.0..100.0).contains(&a.min_width) {
+                bail!("--min-width is a percentage of the total: 0 <= PCT < 100");
             }
-            nlines = lines.len();
             let title = a
                 .title
                 .clone()
                 .unwrap_or_else(|| default_title(name, &a.file));
-            render_svg(&lines, &title, unit.name(), view != ChainView::OffCpu, path)?;
+            let mut opts = SvgOptions::new(&title, unit.name(), view != ChainView::OffCpu);
+            opts.width = a.width as usize;
+            opts.inverted = a.inverted;
+            opts.min_width_pct = a.min_width;
+            opts.count_name = a.countname.clone().unwrap_or_default();
+            opts.root_label = format!(
+                "all: {} waits{}",
+                folded.waits_in_view,
+                if view == ChainView::Chains && done.summary.dedup {
+                    " (dedup)"
+                } else {
+                    ""
+                }
+            );
+            // Drawn straight from the path trie (no list of lines in memory).
+            let mut buf = Vec::new();
+            let stats = chainrec_report::svg::render_paths(
+                &folded,
+                done.nodes(),
+                tables,
+                meta,
+                unit,
+                &opts,
+                &mut buf,
+            )
+            .with_context(|| format!("drawing {}", path.display()))?;
+            std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
+            nlines = stats.stacks;
             say!(
-                "chainrec: {name}: wrote {} ({} lines)",
+                "chainrec: {name}: wrote {} ({} paths, {} frames drawn, {} too narrow)",
                 path.display(),
-                lines.len()
+                stats.stacks,
+                stats.frames - stats.frames_too_narrow,
+                stats.frames_too_narrow
             );
         }
         None => {
@@ -309,28 +344,4 @@ fn summary(
             unit.name()
         );
     }
-}
-
-/// Render folded lines as an interactive flame-graph SVG at `path` (used by `--svg` of
-/// chains/offcpu/wakeup/offwake). `chain_layout` turns on per-level hues and `--`
-/// separators as in CHAINS.md; `unit` is the weight unit (`us`, `ns`, `ms`).
-pub fn render_svg(
-    folded: &[(String, u64)],
-    title: &str,
-    unit: &str,
-    chain_layout: bool,
-    path: &std::path::Path,
-) -> Result<()> {
-    let opts = chainrec_report::svg::SvgOptions::new(title, unit, chain_layout);
-    let mut buf = Vec::new();
-    let stats = chainrec_report::svg::render(folded, &opts, &mut buf)
-        .with_context(|| format!("drawing {}", path.display()))?;
-    std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
-    if stats.zero_weight_lines > 0 {
-        say!(
-            "chainrec: {} stacks with zero weight not drawn",
-            stats.zero_weight_lines
-        );
-    }
-    Ok(())
 }

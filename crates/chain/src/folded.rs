@@ -156,6 +156,11 @@ impl FoldedSink {
         self.trie.len()
     }
 
+    /// Total nanoseconds of every path (the sum of all folded weights, exact).
+    pub fn total_ns(&self) -> u64 {
+        self.trie.iter().map(|e| e.weight).sum()
+    }
+
     /// Heap bytes held by the path trie (entries and index, allocated capacity).
     pub fn trie_bytes(&self) -> usize {
         self.trie.heap_bytes()
