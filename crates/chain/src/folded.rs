@@ -1,9 +1,9 @@
 //! Folded aggregation of the record stream for the four views, and the interned chain
 //! graph.
 
-use crate::frames::{FrameNamer, PathVisit};
 use crate::fx::{FxHashMap, FxHasher};
 use crate::nodes::{NodeId, NodeTable};
+use crate::pathframes::{FrameNamer, PathVisit};
 use crate::paths::{Comms, PathBatch, PathReducer};
 use crate::record::{WaitRecord, WaitSink};
 use crate::render::{self, Pieces, WriteSummary};
@@ -197,7 +197,7 @@ impl FoldedSink {
         f: impl FnMut(&PathVisit<'_>) -> bool,
     ) {
         let mut namer = FrameNamer::new(tables, meta.stack_threshold_ns);
-        crate::frames::walk_paths(&self.trie, &self.comms.list, nodes, &mut namer, f);
+        crate::pathframes::walk_paths(&self.trie, &self.comms.list, nodes, &mut namer, f);
     }
 
     /// Write every line of [`Self::for_each_line`] (same order) as `{line} {weight}\n`

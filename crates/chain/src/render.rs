@@ -5,8 +5,8 @@
 //! are rendered in parallel into per-task buffers and written in order.
 
 use crate::folded::Unit;
-use crate::frames::FrameNamer;
 use crate::nodes::{NodeId, NodeTable};
+use crate::pathframes::FrameNamer;
 use crate::paths::COMM_BIT;
 use crate::trie::{PathTrie, NO_PARENT};
 use chainrec_format::{Comm, RecordingMeta, Tables};
