@@ -20,15 +20,16 @@ pub enum View {
     OffWake,
 }
 
-const FILTER_HELP: &str = "\
-Filters select the waiting thread (the root of each line); chains follow into any process.";
-
 const VIEW_EXAMPLES: &str = "\
 Examples:
-  chainrec offcpu trace.zst > offcpu.folded        off-CPU time by stack (flamegraph.pl)
-  chainrec offcpu trace.zst -p 1234 --state 2      ... of process 1234, uninterruptible (D) waits
-  chainrec wakeup trace.zst --svg wakeup.svg       blocked time by waker stack, as an SVG
-  chainrec offwake trace.zst -m 1000 --unit ms     off-CPU stack with its waker, waits >= 1 ms
+  # off-CPU time by stack (flamegraph.pl)
+  chainrec offcpu trace.zst > offcpu.folded
+  # of process 1234, uninterruptible (D) waits
+  chainrec offcpu trace.zst -p 1234 --state 2
+  # blocked time by waker stack, as an SVG
+  chainrec wakeup trace.zst --svg wakeup.svg
+  # off-CPU stack with its waker, waits >= 1 ms
+  chainrec offwake trace.zst -m 1000 --unit ms
   chainrec offwake trace.zst --comm '^cr-' --window 0.5..1";
 
 /// Arguments common to every folded view.
@@ -68,6 +69,9 @@ pub struct ViewArgs {
 }
 
 const CHAINS_EXAMPLES: &str = "\
+Filters select the waiting thread (the root of each line); chains follow into
+any process.
+
 Examples:
   chainrec chains trace.zst > chain.folded     every wait with its wakeup chain
   chainrec chains trace.zst --svg chain.svg    ... as a chain flame graph
@@ -78,15 +82,18 @@ Examples:
 
 Line layout (flamegraph.pl --color=chain / bcc compatible):
   comm;user frames;-;kernel frames            the waiting thread (root->leaf)
-  --;kernel frames;-;user frames;waker comm   each waker level (leaf->root)
-  --;kernel frames;[hardirq: timer]           down to metal
-  --;[run queue];holder comm                  runnable, behind the task holding the CPU
+  # each waker level (leaf->root)
+  --;kernel frames;-;user frames;waker comm
+  # down to metal
+  --;kernel frames;[hardirq: timer]
+  # runnable, behind the task holding the CPU
+  --;[run queue];holder comm
 Markers: [truncated] [cycle] [lost events] [waker unknown] [missing stack]
          [no stack: wait < 100us] [no user stack: preempted]";
 
 /// Arguments of `chainrec chains`.
 #[derive(clap::Args, Clone, Debug)]
-#[command(after_help = CHAINS_EXAMPLES, before_help = FILTER_HELP)]
+#[command(after_help = CHAINS_EXAMPLES)]
 pub struct ChainsArgs {
     #[command(flatten)]
     pub view: ViewArgs,

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 const TOP_EXAMPLES: &str = "\
 Examples:
-  chainrec top trace.zst                       the 10 longest waits, each with its chain
+  chainrec top trace.zst          the 10 longest waits, each with its chain
   chainrec top trace.zst -n 3 --comm '^cr-sink$' -m 1000
   chainrec top trace.zst --json -q | jq '.entries[0]'";
 
@@ -46,9 +46,11 @@ pub struct TopArgs {
 
 const HEATMAP_EXAMPLES: &str = "\
 Examples:
-  chainrec heatmap trace.zst -o heat.svg                   off-CPU time of every thread
+  # off-CPU time of every thread
+  chainrec heatmap trace.zst -o heat.svg
   chainrec heatmap trace.zst -o heat.svg --metric wakeups --comm cr-sink
-  chainrec heatmap trace.zst -o heat.svg --rows 100 --colormap linear --highlight-comm cr-relay";
+  chainrec heatmap trace.zst -o heat.svg --rows 100 --colormap linear \\
+      --highlight-comm cr-relay";
 
 /// What the heat map's colour shows.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -113,8 +115,10 @@ pub struct HeatmapArgs {
 
 const EXPORT_EXAMPLES: &str = "\
 Examples:
-  chainrec export trace.zst --perfetto trace.pftrace      the whole trace, for ui.perfetto.dev
-  chainrec export trace.zst --pprof chains.pb.gz          chain graph for `go tool pprof -http=:8080`
+  # the whole trace, for ui.perfetto.dev
+  chainrec export trace.zst --perfetto trace.pftrace
+  # chain graph for `go tool pprof -http=:8080`
+  chainrec export trace.zst --pprof chains.pb.gz
   chainrec export trace.zst --pprof sink.pb.gz --comm '^cr-sink$' --window 0.5..
   chainrec export trace.zst --perfetto t.pftrace --pprof c.pb.gz -q";
 
