@@ -71,7 +71,32 @@ char LICENSE[] SEC("license") = "GPL";
 #define C_SIRQ_IRQ 12 /* softirq wakings decided as at an interrupt's exit */
 #define C_SIRQ_KSOFTIRQD 13 /* softirq wakings in ksoftirqd */
 #define C_SIRQ_UNTRACKED 14 /* softirq wakings not told apart (kept metal) */
-#define C_NR 15
+/* --profile-bpf: per section, ns spent (C_PROF + 2p) and times entered (C_PROF + 2p + 1) */
+#define C_USTASH_TAKEN 15 /* user stacks taken at a switch-out because the wait was predicted long */
+#define C_USTASH_USED 16  /* ... and used: the wait was long (no task_work needed) */
+#define C_USTASH_MISSED 17 /* long waits of user tasks predicted short (task_work path) */
+#define C_PROF 18
+#define P_SW_ALL 0    /* on_switch, whole */
+#define P_SW_SEEN 1   /* on_switch: task storage of prev and next (first sightings) */
+#define P_SW_UHALF 2  /* on_switch: a lazy user half still due, taken at switch-out */
+#define P_SW_KSTACK 3 /* on_switch: bpf_get_task_stack(next) after a long wait */
+#define P_SW_ARM 4    /* on_switch: arm_user_stack (twmap, task_work kfunc) */
+#define P_SW_OUT 5    /* on_switch: output_stk of the off-CPU kernel half */
+#define P_SW_EAGER 6  /* on_switch, eager: kernel + user stack of prev */
+#define P_WK_ALL 7    /* on_waking, whole */
+#define P_WK_CTX 8    /* on_waking: wake_context */
+#define P_WK_KSTACK 9 /* on_waking: kernel stack of the waker */
+#define P_WK_USTACK 10 /* on_waking: user stack of the waker */
+#define P_WK_OUT 11   /* on_waking: output_stk */
+#define P_CB_ALL 12   /* task_work callback, whole */
+#define P_CB_USTACK 13 /* task_work callback: bpf_get_task_stack(user) */
+#define P_TW_SCHED 14 /* arm_user_stack: the task_work kfunc alone */
+#define P_SW_EMIT 15  /* on_switch: the stack-less Switch record */
+#define P_SW_STASH 16 /* on_switch: user stack of prev taken at switch-out (predicted long) */
+#define P_SW_KSTACK1 17 /* --profile-bpf only: bpf_get_task_stack(next) of one frame */
+#define P_WK_KSTACK1 18 /* --profile-bpf only: the waker's kernel stack, one frame */
+#define P_NR 19
+#define C_NR (C_PROF + 2 * P_NR)
 
 struct ev {
 	__u64 ts;
@@ -121,6 +146,11 @@ const volatile bool user_walk_shortcut = false;
 const volatile __u64 min_user_addr = 4096; /* vm.mmap_min_addr */
 /* Tests: also let the kernel walk every shortcut stack and count disagreements. */
 const volatile bool verify_user_walk = false;
+/* --profile-bpf: time the sections of the programs (P_*); off, the verifier removes it. */
+const volatile bool profile = false;
+/* Lazy mode: take the user stack of a task at its switch-out when its wait is predicted to
+ * be long (see predict_long), instead of scheduling a task_work at the switch-in. */
+const volatile bool user_stash = false;
 
 /* Global pending user-stack counter: gates the sys_exit program (fallback path only). */
 __u64 user_pending = 0;
@@ -211,7 +241,11 @@ struct task_st {
 			 * preempted by sched_switch updating flags. */
 	__u32 tw_queued; /* task_work path: a callback is queued and has not run yet (it may
 			  * have nothing left to do: tw_armed cleared by a switch-out) */
-	__u32 pad;
+	__u32 wait_key;  /* predictor key of the current wait (see wait_key) */
+	/* Predictor: per key k, a 2-bit count (bit k of hi and lo) set to 3 by a wait longer
+	 * than T and lowered by each shorter one; a wait is predicted long while it is > 0. */
+	__u64 long_hi;
+	__u64 long_lo;
 };
 
 /* Per-task task_work slot (lazy user stacks, task_work path), keyed by tid. Task storage
@@ -240,11 +274,50 @@ struct {
 	__type(value, struct task_st);
 } tstore SEC(".maps");
 
+/* The user stack of a task taken at its switch-out (lazy mode, user_stash), used at its
+ * switch-in when the wait was long. h.ts is the switch-out it was taken at, so a stale one
+ * (an earlier wait) is never used. Task storage: 2 KiB per task that had a long wait. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ev_stk);
+} ustash SEC(".maps");
+
 static __always_inline void count(__u32 idx)
 {
 	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
 	if (c)
 		*c += 1;
+}
+
+/* --profile-bpf: the start of a section (0 when profiling is off). */
+static __always_inline __u64 prof_t0(void)
+{
+	return profile ? bpf_ktime_get_ns() : 0;
+}
+
+/* --profile-bpf: add the time since t0 to section p. `atomic` in programs that may be
+ * preempted (the task_work callback). */
+static __always_inline void prof_add(__u32 p, __u64 t0, bool atomic)
+{
+	__u32 idx = C_PROF + 2 * p;
+	__u64 *ns, *n;
+
+	if (!profile)
+		return;
+	ns = bpf_map_lookup_elem(&counters, &idx);
+	idx++;
+	n = bpf_map_lookup_elem(&counters, &idx);
+	if (!ns || !n)
+		return;
+	if (atomic) {
+		__sync_fetch_and_add(ns, bpf_ktime_get_ns() - t0);
+		__sync_fetch_and_add(n, 1);
+	} else {
+		*ns += bpf_ktime_get_ns() - t0;
+		*n += 1;
+	}
 }
 
 /* Per-CPU event counter: the fill level is checked on every 64th record only (a query
@@ -675,7 +748,10 @@ static __always_inline void emit_user_half(struct task_struct *cur, __u64 uip, _
 	if (cur->flags & PF_EXITING) {
 		e->h.ust = ST_EXITING;
 	} else if (ur && ur->ip == uip && ur->sp == usp) {
+		__u64 t0 = prof_t0();
 		long r = bpf_get_task_stack(cur, e->frames, sizeof(e->frames), BPF_F_USER_STACK);
+
+		prof_add(P_CB_USTACK, t0, true);
 		if (r < 0) {
 			e->h.ust = ST_FAILED;
 		} else {
@@ -691,16 +767,18 @@ static __always_inline void emit_user_half(struct task_struct *cur, __u64 uip, _
 /* task_work callback: runs in the task that waited, before it returns to user space. */
 static int user_stack_cb(struct bpf_map *map, void *key, void *value)
 {
+	__u64 t0 = prof_t0();
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct task_st *s = tst(cur, false);
 
 	if (!s)
 		return 0;
 	s->tw_queued = 0;
-	if (!s->tw_armed)
-		return 0; /* already taken at a switch-out (user_half_at_switch) */
-	s->tw_armed = 0;
-	emit_user_half(cur, s->uip, s->usp);
+	if (s->tw_armed) { /* else already taken at a switch-out (user_half_at_switch) */
+		s->tw_armed = 0;
+		emit_user_half(cur, s->uip, s->usp);
+	}
+	prof_add(P_CB_ALL, t0, true);
 	return 0;
 }
 
@@ -724,6 +802,7 @@ static __always_inline __u8 arm_user_stack(struct task_struct *next, __u32 tid, 
 		 * space, where the user registers are those of the blocking syscall or of the
 		 * user-mode preemption point, i.e. the user stack the task waited with. */
 		struct tw_val *v;
+		__u64 t0;
 		int err;
 
 		if (!bpf_ksym_exists(bpf_task_work_schedule_resume_impl))
@@ -740,7 +819,9 @@ static __always_inline __u8 arm_user_stack(struct task_struct *next, __u32 tid, 
 			}
 			ns->flags |= TS_TWSLOT;
 		}
+		t0 = prof_t0();
 		err = bpf_task_work_schedule_resume_impl(next, &v->tw, &twmap, user_stack_cb, 0);
+		prof_add(P_TW_SCHED, t0, false);
 		if (err == 0) {
 			ns->tw_armed = 1;
 			ns->tw_queued = 1;
@@ -821,11 +902,93 @@ static __always_inline void user_half_at_switch(void *ctx, struct task_struct *p
 	output_stk(s);
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+/* Predictor key of a wait that starts now: the syscall number (mod 63) for a task blocked
+ * or preempted in a syscall, 63 for a task preempted in user mode. A task's waits in one
+ * syscall tend to be alike (a server's recv short, its nanosleep long). */
+static __always_inline __u32 wait_key(struct task_struct *t)
 {
-	__u64 ts = bpf_ktime_get_ns();
+	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(t);
+	__s64 nr;
+
+	if (!r)
+		return 63;
+	nr = (__s64)r->orig_ax;
+	if (nr < 0)
+		return 63; /* not in a syscall: preempted in user mode (or an exception) */
+	return (__u32)(nr % 63);
+}
+
+/* Lazy mode, user_stash: prev's wait is predicted long (its last wait with the same key
+ * was): take its user stack now, in prev itself, into its ustash. Its user registers are
+ * those it will return to user space with, whatever happens in between (a signal frame is
+ * set up only on the way out), so this is the stack it waits with. */
+static __always_inline void stash_user_stack(void *ctx, struct task_struct *prev,
+					     struct task_st *ps, __u64 ts)
+{
+	struct ev_stk *st;
+
+	__u64 bit;
+
+	ps->wait_key = wait_key(prev);
+	bit = 1ull << (ps->wait_key & 63);
+	if (!((ps->long_hi | ps->long_lo) & bit))
+		return;
+	st = bpf_task_storage_get(&ustash, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		return;
+	st->h.ts = ts;
+	st->h.nk = 0;
+	st->h.nu = 0;
+	cur_ustack(ctx, st);
+	count(C_USTASH_TAKEN);
+}
+
+/* At the switch-in after a wait: count it under its key. A long wait sets the count to 3,
+ * a short one lowers it: after a long wait, the next three waits with that key are taken
+ * as long. A wasted walk at the switch-out (~1.5 us here) is far cheaper than a long wait
+ * predicted short (task_work kfunc, its irq_work IPI and the callback: ~11 us). */
+static __always_inline void learn_wait(struct task_st *ns, bool long_wait)
+{
+	__u64 bit = 1ull << (ns->wait_key & 63);
+
+	if (long_wait) {
+		ns->long_hi |= bit;
+		ns->long_lo |= bit;
+	} else if (ns->long_lo & bit) { /* 3 -> 2, 1 -> 0 */
+		ns->long_lo &= ~bit;
+	} else if (ns->long_hi & bit) { /* 2 -> 1 */
+		ns->long_hi &= ~bit;
+		ns->long_lo |= bit;
+	}
+}
+
+/* The user stack of next taken at its switch-out, appended after the kernel frames of s;
+ * false when there is none for this wait (switched out at `off`). */
+static __always_inline bool use_stash(struct task_struct *next, struct ev_stk *s, __u64 off)
+{
+	struct ev_stk *st = bpf_task_storage_get(&ustash, next, 0, 0);
+	__u32 nk = s->h.nk, nu;
+
+	if (!st || st->h.ts != off)
+		return false;
+	st->h.ts = 0;
+	nu = st->h.nu;
+	if (nk > MAX_FRAMES)
+		nk = MAX_FRAMES;
+	if (nu > MAX_FRAMES)
+		nu = MAX_FRAMES;
+	if (nu && bpf_probe_read_kernel(&s->frames[nk], nu * 8, st->frames))
+		return false;
+	s->h.ust = st->h.ust;
+	s->h.nu = nu;
+	count(C_USTASH_USED);
+	return true;
+}
+
+static __always_inline int do_switch(void *ctx, bool preempt, struct task_struct *prev,
+				     struct task_struct *next, unsigned int prev_state, __u64 ts)
+{
+	__u64 t0 = prof_t0();
 	struct task_st *ps = seen(prev, ts, CR_SEEN);
 	struct task_st *ns = seen(next, ts, CR_SEEN);
 	__u32 prev_pid = prev->pid;
@@ -833,8 +996,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	bool pk = prev_pid == 0 || is_kthread(prev);
 	__u32 state = preempt ? 0 : (prev_state & 0xff);
 
-	if (stack_mode == MODE_LAZY && user_stacks && ps && user_half_due(ps))
+	prof_add(P_SW_SEEN, t0, false);
+	if (stack_mode == MODE_LAZY && user_stacks && ps && user_half_due(ps)) {
+		t0 = prof_t0();
 		user_half_at_switch(ctx, prev, ps, ts);
+		prof_add(P_SW_UHALF, t0, false);
+	}
 
 	if (!interesting(prev, ps) && !interesting(next, ns))
 		goto bookkeeping;
@@ -852,24 +1019,33 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		s->h.c = state;
 		s->h.d = prev->tgid;
 		s->h.nu = 0;
+		t0 = prof_t0();
 		cur_kstack(ctx, s);
 		if (!pk && user_stacks)
 			cur_ustack(ctx, s);
 		else
 			s->h.ust = ST_NONE;
+		prof_add(P_SW_EAGER, t0, false);
 		output_stk(s);
 	} else {
 		bool lazy_skip = stack_mode == MODE_LAZY && prev_pid != 0;
 
+		t0 = prof_t0();
 		emit_ev(ts, EV_SWITCH, 0, lazy_skip ? ST_SKIPPED : ST_NONE,
 			lazy_skip && !pk ? ST_SKIPPED : ST_NONE, prev_pid, next_pid, state,
 			prev->tgid);
+		prof_add(P_SW_EMIT, t0, false);
 	}
 
 bookkeeping:
 	if (stack_mode != MODE_LAZY)
 		return 0;
 	if (ps) {
+		if (user_stash && user_stacks && !pk) {
+			t0 = prof_t0();
+			stash_user_stack(ctx, prev, ps, ts);
+			prof_add(P_SW_STASH, t0, false);
+		}
 		ps->off_ts = ts;
 		if (state)
 			ps->flags |= TS_BLOCKED;
@@ -878,10 +1054,14 @@ bookkeeping:
 	}
 	if (ns && ns->off_ts) {
 		__u64 off = ns->off_ts;
+		bool long_wait = ts - off > threshold_ns;
+
 		ns->off_ts = 0;
+		if (user_stash)
+			learn_wait(ns, long_wait);
 		if (!interesting(next, ns))
 			return 0;
-		if (ts - off <= threshold_ns) {
+		if (!long_wait) {
 			count(C_SKIP_OFFCPU);
 			return 0;
 		}
@@ -900,7 +1080,17 @@ bookkeeping:
 			s->h.d = 0;
 			s->h.nu = 0;
 			{
-				long r = bpf_get_task_stack(next, s->frames, MAX_FRAMES * 8, 0);
+				long r;
+
+				if (profile) {
+					/* the fixed part of a walk: stop after one frame */
+					t0 = prof_t0();
+					bpf_get_task_stack(next, s->frames, 8, 0);
+					prof_add(P_SW_KSTACK1, t0, false);
+				}
+				t0 = prof_t0();
+				r = bpf_get_task_stack(next, s->frames, MAX_FRAMES * 8, 0);
+				prof_add(P_SW_KSTACK, t0, false);
 				if (r < 0) {
 					s->h.kst = ST_FAILED;
 					s->h.nk = 0;
@@ -910,11 +1100,30 @@ bookkeeping:
 				}
 			}
 			s->h.ust = ST_NONE;
-			if (user_stacks && !is_kthread(next))
+			if (user_stacks && !is_kthread(next) &&
+			    !(user_stash && use_stash(next, s, off))) {
+				if (user_stash)
+					count(C_USTASH_MISSED);
+				t0 = prof_t0();
 				s->h.ust = arm_user_stack(next, next_pid, ns);
+				prof_add(P_SW_ARM, t0, false);
+			}
+			t0 = prof_t0();
 			output_stk(s);
+			prof_add(P_SW_OUT, t0, false);
 		}
 	}
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 ts = bpf_ktime_get_ns();
+
+	do_switch(ctx, preempt, prev, next, prev_state, ts);
+	prof_add(P_SW_ALL, ts, false);
 	return 0;
 }
 
@@ -936,19 +1145,20 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-SEC("tp_btf/sched_waking")
-int BPF_PROG(on_waking, struct task_struct *p)
+static __always_inline int do_waking(void *ctx, struct task_struct *p, __u64 ts)
 {
-	__u64 ts = bpf_ktime_get_ns();
 	struct task_struct *cur = bpf_get_current_task_btf();
 	__u32 cur_pid = cur->pid;
 	__u32 src;
+	__u64 t0 = prof_t0();
 	__u8 ctx8 = wake_context(cur, &src);
 	/* The running task is the waker: task context, or a softirq it runs itself. */
 	bool task_waker = (ctx8 == CTX_TASK || ctx8 == CTX_SOFTIRQ_TASK) && cur_pid != 0;
 	bool want_stacks = false;
 	bool skipped = false;
 	struct task_st *ts_target = 0;
+
+	prof_add(P_WK_CTX, t0, false);
 
 	if (filter_enabled || stack_mode == MODE_LAZY)
 		ts_target = tst(p, false);
@@ -989,18 +1199,41 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		s->h.c = src;
 		s->h.d = cur->tgid;
 		s->h.nu = 0;
+		if (profile) {
+			/* the fixed part of a walk: stop after one frame */
+			t0 = prof_t0();
+			bpf_get_stack(ctx, s->frames, 8, 0);
+			prof_add(P_WK_KSTACK1, t0, false);
+		}
+		t0 = prof_t0();
 		cur_kstack(ctx, s);
-		if (task_waker && !is_kthread(cur) && user_stacks)
+		prof_add(P_WK_KSTACK, t0, false);
+		if (task_waker && !is_kthread(cur) && user_stacks) {
+			t0 = prof_t0();
 			cur_ustack(ctx, s);
-		else
+			prof_add(P_WK_USTACK, t0, false);
+		} else {
 			s->h.ust = ST_NONE;
+		}
+		t0 = prof_t0();
 		output_stk(s);
+		prof_add(P_WK_OUT, t0, false);
 	} else {
 		bool user_skip = skipped && task_waker && !is_kthread(cur);
 
 		emit_ev(ts, EV_WAKING, ctx8, skipped ? ST_SKIPPED : ST_NONE,
 			user_skip ? ST_SKIPPED : ST_NONE, cur_pid, p->pid, src, cur->tgid);
 	}
+	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+	__u64 ts = bpf_ktime_get_ns();
+
+	do_waking(ctx, p, ts);
+	prof_add(P_WK_ALL, ts, false);
 	return 0;
 }
 
@@ -1181,5 +1414,93 @@ int BPF_PROG(on_hrtimer_exit, struct hrtimer *t)
 	struct irq_state *is = irq_state();
 	if (is)
 		is->timer = 0;
+	return 0;
+}
+
+/* ======================================================================================
+ * On-CPU samples (perf_event program, crates/record/src/samples.rs).
+ *
+ * Kept apart from the scheduler programs above: its own per-CPU scratch record (a cycles
+ * sample is an NMI and may interrupt any program, including one using `scratch`), its own
+ * counters (a sample lost to a full ring buffer is counted as a lost *sample*, never as a
+ * Lost marker: it does not make the scheduler state unreliable). It shares the ring buffer
+ * and the stack helpers.
+ * ====================================================================================== */
+
+#define EV_SAMPLE 7
+
+/* sample counters (per-CPU array indexes) */
+#define SC_LOST 0     /* ring buffer full */
+#define SC_FILTERED 1 /* not recorded: -p filter */
+#define SC_NR 2
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SC_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} sample_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ev_stk);
+} sample_scratch SEC(".maps");
+
+static __always_inline void sample_count(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&sample_counters, &idx);
+	if (c)
+		*c += 1;
+}
+
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	__u32 zero = 0;
+	struct ev_stk *s;
+	__u64 n, size;
+	long r;
+
+	if (filter_enabled && (cur->pid == 0 || !interesting(cur, tst(cur, false)))) {
+		sample_count(SC_FILTERED);
+		return 0;
+	}
+	s = bpf_map_lookup_elem(&sample_scratch, &zero);
+	if (!s)
+		return 0;
+	s->h.ts = bpf_ktime_get_ns();
+	s->h.kind = EV_SAMPLE;
+	s->h.aux = 0;
+	s->h.cpu = bpf_get_smp_processor_id();
+	s->h.a = cur->pid;
+	s->h.b = cur->tgid;
+	s->h.c = 0;
+	s->h.d = 0;
+	/* Kernel stack at the interrupted point: none when the CPU was in user mode. */
+	r = bpf_get_stack(ctx, s->frames, MAX_FRAMES * 8, 0);
+	if (r < 0) {
+		s->h.kst = ST_FAILED;
+		s->h.nk = 0;
+	} else {
+		s->h.kst = r > 0 ? ST_PRESENT : ST_NONE;
+		s->h.nk = (__u8)(r / 8);
+	}
+	if (cur->pid == 0 || is_kthread(cur) || !user_stacks) {
+		s->h.ust = ST_NONE;
+		s->h.nu = 0;
+	} else {
+		cur_ustack(ctx, s);
+	}
+	n = (__u64)s->h.nk + (__u64)s->h.nu;
+	if (n > 2 * MAX_FRAMES)
+		n = 2 * MAX_FRAMES;
+	size = sizeof(struct ev) + n * 8;
+	if (size > sizeof(struct ev_stk))
+		size = sizeof(struct ev_stk);
+	if (bpf_ringbuf_output(&rb, s, size, rb_flags()))
+		sample_count(SC_LOST);
 	return 0;
 }

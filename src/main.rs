@@ -41,6 +41,8 @@ Examples:
   chainrec chains trace.zst --svg chain.svg
   # off-CPU stacks of one process; the longest waits with their chains
   chainrec offcpu trace.zst -p 1234
+  # what the CPUs ran (from the samples the recorder takes at 49 Hz per CPU)
+  chainrec oncpu trace.zst --svg oncpu.svg
   chainrec top trace.zst -n 10
   # every event, every wait with its chain (to check a chain by hand)
   chainrec script trace.zst -t 1234 --window 2..2.1
@@ -68,6 +70,10 @@ enum Command {
     Wakeup(cmd::chains::ViewArgs),
     /// Off-CPU stack with its waker stack (like bcc offwaketime).
     Offwake(cmd::chains::ViewArgs),
+    /// On-CPU time by stack, from the trace's CPU samples (a CPU flame graph).
+    Oncpu(cmd::oncpu::OnCpuArgs),
+    /// Per thread, on-CPU samples and off-CPU waits with their chains in one graph (wall time).
+    Hotcold(cmd::oncpu::HotColdArgs),
     /// The longest individual waits, each with its chain.
     Top(cmd::report::TopArgs),
     /// Subsecond-offset heat map of off-CPU time.
@@ -94,6 +100,8 @@ fn main() {
         cli.command,
         Command::Chains(_)
             | Command::Offcpu(_)
+            | Command::Oncpu(_)
+            | Command::Hotcold(_)
             | Command::Wakeup(_)
             | Command::Offwake(_)
             | Command::Top(_)
@@ -111,6 +119,8 @@ fn main() {
         Command::Offcpu(a) => cmd::chains::run_view(cmd::chains::View::OffCpu, a),
         Command::Wakeup(a) => cmd::chains::run_view(cmd::chains::View::Wakeup, a),
         Command::Offwake(a) => cmd::chains::run_view(cmd::chains::View::OffWake, a),
+        Command::Oncpu(a) => cmd::oncpu::run(a),
+        Command::Hotcold(a) => cmd::oncpu::run_hotcold(a),
         Command::Top(a) => cmd::report::run_top(a),
         Command::Heatmap(a) => cmd::report::run_heatmap(a),
         Command::Export(a) => cmd::report::run_export(a),

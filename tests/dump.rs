@@ -24,6 +24,7 @@ const SCENARIOS: &[&str] = &[
     "comm-change",
     "pretrace",
     "lazy-stacks",
+    "oncpu-worker",
 ];
 
 fn synth(dir: &Path, name: &str, events: u32) -> PathBuf {
@@ -189,6 +190,12 @@ fn script_json_round_trips_every_event_field() {
                     want.extend(task("", o.tid));
                     want.extend(stacks(o.kstack.0, o.ustack.0));
                 }
+                Event::Sample(x) => {
+                    assert_eq!(row["cpu"], x.cpu);
+                    want.extend(task("", x.tid));
+                    want.extend(stacks(x.kstack.0, x.ustack.0));
+                    want.push("cpu".into());
+                }
                 Event::Lost(l) => {
                     assert_eq!(row["cpu"], l.cpu);
                     assert_eq!(row["count"], l.count);
@@ -215,7 +222,8 @@ fn script_json_round_trips_every_event_field() {
             "comm",
             "exit",
             "offcpu_stacks",
-            "lost"
+            "lost",
+            "sample"
         ]),
         "the scenarios cover every kind"
     );

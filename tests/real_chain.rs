@@ -10,7 +10,8 @@
 use chainrec_chain::{Config, Engine, Filter, NodeTable, WaitRecord};
 use chainrec_format::TraceReader;
 mod common;
-use common::{skip_bpf, tmpdir};
+use chainrec_testkit::bpf::{can_record, skip as skip_bpf};
+use common::tmpdir;
 use std::process::Command;
 
 /// The real-kernel tests of this file run one at a time: the mixed workload's spinners
@@ -20,9 +21,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[test]
 fn sink_chain_down_to_timer_irq() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        skip_bpf("real_chain", "not running as root");
+    if !can_record("real_chain") {
         return;
     }
     let bin = env!("CARGO_BIN_EXE_chainrec");
@@ -227,9 +226,7 @@ fn kframes(t: &chainrec_format::Tables, id: chainrec_format::StackId) -> Vec<Str
 #[test]
 fn mixed_workload_labels_true_and_modes_agree() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        skip_bpf("real_chain", "not running as root");
+    if !can_record("real_chain") {
         return;
     }
     let dir = tmpdir("mixed");

@@ -12,7 +12,8 @@ use chainrec_chain::{Analysis, Dedup, Filter, FoldedSink, Setup, View, WaitRecor
 use chainrec_format::TraceReader;
 use std::collections::BTreeMap;
 mod common;
-use common::{can_record, skip_bpf, tmpdir};
+use chainrec_testkit::bpf::{can_record, skip as skip_bpf};
+use common::tmpdir;
 use std::process::Command;
 
 /// The workload: two spinners (`cr-spin`, a shell loop) and the victim (`cr-victim`, perl),

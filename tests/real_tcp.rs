@@ -13,7 +13,8 @@ mod common;
 use chainrec_chain::{Config, Engine, Filter, NodeTable, WaitRecord};
 use chainrec_format::TraceReader;
 use chainrec_record::{RecordOptions, StopCondition};
-use common::{can_record, skip_bpf, tmpdir};
+use chainrec_testkit::bpf::{can_record, skip as skip_bpf};
+use common::tmpdir;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -47,6 +48,7 @@ fn enter_netns(ns: &Path) {
 
 /// Run ROUNDS request/response exchanges; returns (client tid, server tid).
 fn tcp_rr(
+    test: &str,
     bind: &str,
     connect_ip: &str,
     server_ns: Option<PathBuf>,
@@ -55,7 +57,7 @@ fn tcp_rr(
     let (tx, rx) = mpsc::channel();
     let bind = bind.to_string();
     let server = std::thread::Builder::new()
-        .name("cr-tcp-server".into())
+        .name(format!("cr-{test}-srv"))
         .spawn(move || {
             if let Some(ns) = server_ns {
                 enter_netns(&ns);
@@ -75,7 +77,7 @@ fn tcp_rr(
     let (port, server_tid) = rx.recv().expect("server port");
     let addr = format!("{connect_ip}:{port}");
     let client = std::thread::Builder::new()
-        .name("cr-tcp-client".into())
+        .name(format!("cr-{test}-cli"))
         .spawn(move || {
             if let Some(ns) = client_ns {
                 enter_netns(&ns);
@@ -139,7 +141,12 @@ fn check_chain(test: &str, trace: &Path, client: u32) {
         ..Config::default()
     };
     let mut engine = Engine::new(reader.tables(), reader.meta(), cfg);
+    let server = format!("cr-{test}-srv");
     let (mut blocked, mut server1, mut timer2) = (0u64, 0u64, 0u64);
+    // Server-woken waits whose waking was not the NET_RX softirq: the two threads share
+    // an address space and the test harness, so a lock (mmap_lock, a futex) the server
+    // releases can end a client wait too; those are true, but must stay rare.
+    let mut server_other = 0u64;
     let mut shapes: std::collections::BTreeMap<Vec<String>, u64> = Default::default();
     let mut sink = |w: &WaitRecord, nodes: &NodeTable| {
         let Some(b) = w.blocked_ns() else { return };
@@ -147,15 +154,18 @@ fn check_chain(test: &str, trace: &Path, client: u32) {
         let name = |i: usize| w.hops.get(i).map(|h| nodes.get(h.node).name().into_owned());
         let shape: Vec<String> = (0..w.hops.len()).filter_map(name).collect();
         *shapes.entry(shape).or_insert(0) += b;
-        if name(0).as_deref() == Some("cr-tcp-server") {
+        if name(0).as_deref() == Some(server.as_str()) {
             server1 += b;
             // The server's softirq is shown on its stack.
             let n = nodes.get(w.hops[0].node);
-            assert_eq!(
-                n.leaf_frame.as_deref(),
-                Some("[softirq: NET_RX]"),
-                "{test}: {n:?}"
-            );
+            if n.leaf_frame.as_deref() != Some("[softirq: NET_RX]") {
+                server_other += b;
+                let frames = chainrec_chain::stack_frames(reader.tables(), n.kstack, 0);
+                eprintln!(
+                    "{test}: a {b} ns wait (state {:#x}) woken by the server outside NET_RX: leaf {:?}, kernel stack {frames:?}",
+                    w.state, n.leaf_frame
+                );
+            }
             if name(1).is_some_and(|l| l.contains("timer")) {
                 timer2 += w.hops[1..].iter().map(|h| h.ns).sum::<u64>();
             }
@@ -178,6 +188,10 @@ fn check_chain(test: &str, trace: &Path, client: u32) {
         server1 * 10 >= blocked * 8,
         "{test}: under 80 % of the client's blocked time on the server at level 1: {shapes:?}"
     );
+    assert!(
+        server_other * 20 <= server1,
+        "{test}: over 5 % of the server-woken time ({server_other} of {server1} ns) was not woken from the NET_RX softirq"
+    );
     // Below the server, its own waker: the timer that ended each 2 ms sleep. The sleeps
     // lie inside the client's waits (the client blocks right after sending), so the timer
     // level holds at least most of ROUNDS sleeps; on a loaded machine the rest of the
@@ -194,9 +208,9 @@ fn tcp_loopback_client_server_timer() {
         return;
     }
     let (trace, client, _) = record("tcp-loopback", || {
-        tcp_rr("127.0.0.1:0", "127.0.0.1", None, None)
+        tcp_rr("lo", "127.0.0.1:0", "127.0.0.1", None, None)
     });
-    check_chain("loopback", &trace, client);
+    check_chain("lo", &trace, client);
 }
 
 /// Two network namespaces joined by a veth pair; removed on drop (also on failure).
@@ -278,7 +292,7 @@ fn tcp_veth_between_namespaces_client_server_timer() {
     };
     let (a, b) = (ns.path(0), ns.path(1));
     let (trace, client, _) = record("tcp-veth", move || {
-        tcp_rr("10.201.0.1:0", "10.201.0.1", Some(a), Some(b))
+        tcp_rr("veth", "10.201.0.1:0", "10.201.0.1", Some(a), Some(b))
     });
     check_chain("veth", &trace, client);
     drop(ns);

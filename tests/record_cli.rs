@@ -6,7 +6,8 @@
 //! `CHAINREC_REQUIRE_BPF=1`, in which case they fail.
 
 mod common;
-use common::{bin, can_record, fails_with, stderr, tmpdir};
+use chainrec_testkit::bpf::can_record;
+use common::{bin, fails_with, stderr, tmpdir};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

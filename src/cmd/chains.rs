@@ -180,18 +180,11 @@ fn analyse(
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
     match &a.svg {
         Some(path) => {
-            if !(0.0..100.0).contains(&a.min_width) {
-                bail!("--min-width is a percentage of the total: 0 <= PCT < 100");
-            }
             let title = a
                 .title
                 .clone()
                 .unwrap_or_else(|| default_title(name, &a.file));
-            let mut opts = SvgOptions::new(&title, unit.name(), view != ChainView::OffCpu);
-            opts.width = a.width as usize;
-            opts.inverted = a.inverted;
-            opts.min_width_pct = a.min_width;
-            opts.count_name = a.countname.clone().unwrap_or_default();
+            let mut opts = svg_options(a, &title, unit.name(), view != ChainView::OffCpu)?;
             opts.root_label = format!(
                 "all: {} waits{}",
                 folded.waits_in_view,
@@ -351,4 +344,42 @@ fn summary(
             unit.name()
         );
     }
+}
+
+/// SVG options from a view's arguments (`--title` resolved by the caller, `--width`,
+/// `--inverted`, `--min-width`, `--countname`).
+pub(crate) fn svg_options(
+    a: &ViewArgs,
+    title: &str,
+    unit: &str,
+    chain_layout: bool,
+) -> Result<SvgOptions> {
+    if !(0.0..100.0).contains(&a.min_width) {
+        bail!("--min-width is a percentage of the total: 0 <= PCT < 100");
+    }
+    let mut opts = SvgOptions::new(title, unit, chain_layout);
+    opts.width = a.width as usize;
+    opts.inverted = a.inverted;
+    opts.min_width_pct = a.min_width;
+    opts.count_name = a.countname.clone().unwrap_or_default();
+    Ok(opts)
+}
+
+/// Draw folded `(line, weight)` pairs (weights in the unit of `opts`) to `path`.
+pub(crate) fn render_svg(
+    folded: &[(String, u64)],
+    opts: &SvgOptions,
+    path: &std::path::Path,
+) -> Result<()> {
+    let mut buf = Vec::new();
+    let stats = chainrec_report::svg::render(folded, opts, &mut buf)
+        .with_context(|| format!("drawing {}", path.display()))?;
+    std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
+    if stats.zero_weight_lines > 0 {
+        say!(
+            "chainrec: {} stacks with zero weight not drawn",
+            stats.zero_weight_lines
+        );
+    }
+    Ok(())
 }

@@ -2,7 +2,7 @@
 //! (a module of their own, so that the command modules need not import each other).
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{Analysis, Duration, Filter, Window};
-use chainrec_format::RecordingMeta;
+use chainrec_format::{FlightTrigger, RecordingMeta};
 
 /// Help heading of the filters. Set on each argument: a struct-level `next_help_heading`
 /// would also apply to every argument declared after the flattened filters.
@@ -46,6 +46,36 @@ pub struct FilterArgs {
     /// clock `@EPOCH_SECONDS`, or UTC time of day `HH:MM:SS[.f]`; either end may be empty.
     #[arg(help_heading = FILTERS, long, value_name = "START..END")]
     pub window: Option<String>,
+    /// Only the wait that made this flight-recorder dump (`record --flight --trigger`).
+    #[arg(help_heading = FILTERS, long, conflicts_with_all = ["tid", "window"])]
+    pub trigger: bool,
+}
+
+/// `--trigger`: the triggering wait's thread, and waits ending inside the triggering
+/// wait (only that one can: the thread was off CPU throughout).
+fn restrict_to_trigger(meta: &RecordingMeta, f: &mut Filter) -> Result<()> {
+    let t = flight_trigger(meta)?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "--trigger: this trace is not a flight-recorder dump (no trigger in its metadata); \
+             it applies to files written by `chainrec record --flight ... --trigger RULE`"
+        )
+    })?;
+    if t.tid == 0 {
+        bail!(
+            "--trigger: this dump was written on {} ({}), not because of a wait: there is no \
+             triggering wait to show",
+            t.rule,
+            t.kind.name()
+        );
+    }
+    f.tids = vec![t.tid];
+    f.window = Some((t.start_ns, t.end_ns));
+    Ok(())
+}
+
+/// The flight trigger recorded in `meta`, if any (damaged keys are an error).
+pub(crate) fn flight_trigger(meta: &RecordingMeta) -> Result<Option<FlightTrigger>> {
+    FlightTrigger::from_meta(meta).context("reading the flight trigger from the metadata")
 }
 
 /// `0.000..2.345 s from the trace start (wall clock @A..@B)`, for error messages.
@@ -59,7 +89,7 @@ fn describe_span(meta: &RecordingMeta, trace_start_ns: u64, first: u64, last: u6
     s
 }
 
-fn parse_mask(s: &str) -> Result<u32, String> {
+pub(crate) fn parse_mask(s: &str) -> Result<u32, String> {
     let r = match s.strip_prefix("0x") {
         Some(h) => u32::from_str_radix(h, 16),
         None => s.parse(),
@@ -112,7 +142,7 @@ impl FilterArgs {
                 bail!("-m {a} is larger than -M {b}");
             }
         }
-        Ok(Filter {
+        let mut filter = Filter {
             pids: self.pid.clone(),
             tids: self.tid.clone(),
             comm,
@@ -123,6 +153,10 @@ impl FilterArgs {
             kernel_only: self.kernel_threads_only,
             window,
             duration,
-        })
+        };
+        if self.trigger {
+            restrict_to_trigger(meta, &mut filter)?;
+        }
+        Ok(filter)
     }
 }

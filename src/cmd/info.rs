@@ -1,6 +1,6 @@
 //! `chainrec info` (fronts chainrec-format): summarize a trace, optionally check it.
 use anyhow::{bail, Context, Result};
-use chainrec_format::{EventKind, StackId, TraceReader, VerifyReport};
+use chainrec_format::{EventKind, StackId, TraceFacts, TraceReader, VerifyReport};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -49,31 +49,47 @@ pub fn run(a: Args) -> Result<()> {
         s.clone()
     } else {
         // Recovered file: count by decoding (references are not checked here).
-        let mut rep = VerifyReport::default();
-        r.for_each_chunk(
-            0..r.chunks().len(),
-            true,
-            |ev| -> chainrec_format::Result<()> {
-                for e in ev {
-                    rep.events += 1;
-                    rep.events_by_kind[e.kind() as usize] += 1;
-                    for s in stack_refs(e) {
-                        if !s.is_real() {
-                            rep.reserved_stack_refs[s.0 as usize] += 1;
-                        }
-                    }
-                }
-                Ok(())
-            },
-        )
-        .map_err(|e| super::with_path(&a.file, e))?;
-        rep
+        r.count_events().map_err(|e| super::with_path(&a.file, e))?
     };
     let s = Summary::new(&r, &stats, a.verify);
-    let text = if a.json {
-        serde_json::to_string_pretty(&s.json())? + "\n"
-    } else {
-        s.render()
+    // A flight-recorder dump made by a wait: that wait and its chain.
+    let trigger = match super::filter::flight_trigger(r.meta())? {
+        Some(t) if t.tid != 0 => {
+            let an = super::open_trace(&a.file, "info")?;
+            super::report::trigger_top(
+                &an,
+                &a.file,
+                chainrec_chain::DEFAULT_MAX_DEPTH,
+                &Default::default(),
+            )?
+        }
+        Some(t) => {
+            let how = format!("  written on  {} (no triggering wait)\n", t.rule);
+            return super::write_stdout(&match a.json {
+                true => {
+                    let mut j = s.json();
+                    j["flight_trigger"] =
+                        serde_json::json!({"kind": t.kind.name(), "rule": t.rule});
+                    serde_json::to_string_pretty(&j)? + "\n"
+                }
+                false => s.render() + &how,
+            });
+        }
+        None => None,
+    };
+    let text = match (a.json, &trigger) {
+        (true, Some((t, tr))) => {
+            let mut j = s.json();
+            j["flight_trigger"] = super::report::trigger_json(t, tr);
+            serde_json::to_string_pretty(&j)? + "\n"
+        }
+        (true, None) => serde_json::to_string_pretty(&s.json())? + "\n",
+        (false, Some((t, tr))) => {
+            s.render()
+                + "\n"
+                + &super::report::trigger_text(t, tr, Some(chainrec_report::top::TEXT_WIDTH))
+        }
+        (false, None) => s.render(),
     };
     super::write_stdout(&text)
 }
@@ -85,65 +101,21 @@ macro_rules! w {
     }};
 }
 
-fn stack_refs(e: &chainrec_format::Event) -> Vec<StackId> {
-    use chainrec_format::Event::*;
-    match e {
-        Switch(s) => vec![s.prev_kstack, s.prev_ustack],
-        Waking(w) => vec![w.waker_kstack, w.waker_ustack],
-        OffCpuStacks(o) => vec![o.kstack, o.ustack],
-        _ => vec![],
-    }
-}
-
 struct Summary<'a> {
     r: &'a TraceReader,
     stats: &'a VerifyReport,
     verified: bool,
-    duration_ns: u64,
-    bytes_per_event: f64,
-    unresolved_symbols: usize,
+    facts: TraceFacts,
 }
 
 impl<'a> Summary<'a> {
     fn new(r: &'a TraceReader, stats: &'a VerifyReport, verified: bool) -> Self {
-        let m = r.meta();
-        let duration_ns = if m.end_ns > m.start_ns {
-            m.end_ns - m.start_ns
-        } else {
-            r.time_span().map_or(0, |(a, b)| b - a)
-        };
-        let events = r.event_count();
-        // Bytes that hold the readable data (a recovered file's ignored tail excluded).
-        let used = r.file_len() - r.recovery().map_or(0, |x| x.trailing_bytes);
-        let bytes_per_event = if events > 0 {
-            used as f64 / events as f64
-        } else {
-            0.0
-        };
-        let unresolved_symbols = r
-            .tables()
-            .symbols
-            .values()
-            .filter(|s| s.name.is_none())
-            .count();
         Summary {
             r,
             stats,
             verified,
-            duration_ns,
-            bytes_per_event,
-            unresolved_symbols,
+            facts: TraceFacts::of(r),
         }
-    }
-
-    fn lost_events(&self) -> u64 {
-        let l = &self.r.meta().lost;
-        l.ringbuf_full + l.malformed + l.out_of_order
-    }
-
-    fn missing_stacks(&self) -> u64 {
-        self.stats.reserved_stack_refs[StackId::FAILED.0 as usize]
-            + self.stats.reserved_stack_refs[StackId::USER_PREEMPTED.0 as usize]
     }
 
     fn json(&self) -> serde_json::Value {
@@ -157,18 +129,23 @@ impl<'a> Summary<'a> {
             "format_version": format!("{}.{}", r.version().0, r.version().1),
             "bytes": r.file_len(),
             "events": r.event_count(),
-            "bytes_per_event": (self.bytes_per_event * 1000.0).round() / 1000.0,
-            "duration_ns": self.duration_ns,
+            "bytes_per_event": (self.facts.bytes_per_event * 1000.0).round() / 1000.0,
+            "duration_ns": self.facts.duration_ns,
             "first_ts": r.time_span().map(|s| s.0),
             "last_ts": r.time_span().map(|s| s.1),
             "events_by_kind": by_kind,
+            "sampling": m.sampling().map(|s| serde_json::json!({
+                "event": s.event, "freq_hz": s.freq_hz, "period_ns": s.period_ns,
+                "samples": s.samples, "no_kstack": s.no_kstack, "no_ustack": s.no_ustack,
+                "lost": s.lost,
+            })),
             "chunks": r.chunks().len(),
             "tasks": t.tasks.len(),
             "stacks": t.stacks.len(),
             "symbols": t.symbols.len(),
-            "unresolved_symbols": self.unresolved_symbols,
+            "unresolved_symbols": self.facts.unresolved_symbols,
             "irq_sources": t.irq_sources.len(),
-            "lost_events": self.lost_events(),
+            "lost_events": self.r.meta().lost.events(),
             "lost": {
                 "ringbuf_full": m.lost.ringbuf_full,
                 "malformed": m.lost.malformed,
@@ -179,7 +156,7 @@ impl<'a> Summary<'a> {
                 "user_stacks_preempted": m.lost.user_stacks_preempted,
                 "unresolved_symbols": m.lost.unresolved_symbols,
             },
-            "missing_stacks": self.missing_stacks(),
+            "missing_stacks": self.stats.missing_stacks(),
             "skipped_stacks": self.stats.reserved_stack_refs[StackId::SKIPPED.0 as usize],
             "user_exiting_stack_refs": self.stats.reserved_stack_refs[StackId::USER_EXITING.0 as usize],
             "lazy_user": chainrec_format::LAZY_USER_EXTRA_KEYS
@@ -250,7 +227,7 @@ impl<'a> Summary<'a> {
         w!(
             o,
             "  duration    {}{}",
-            human_ns(self.duration_ns),
+            human_ns(self.facts.duration_ns),
             if m.end_ns == 0 {
                 " (recording did not finish: from the events)"
             } else {
@@ -264,13 +241,28 @@ impl<'a> Summary<'a> {
             o,
             "  events      {} ({:.2} bytes/event on disk)",
             group(r.event_count()),
-            self.bytes_per_event
+            self.facts.bytes_per_event
         );
         for k in EventKind::ALL {
             let n = self.stats.events_by_kind[k as usize];
             if n > 0 {
                 w!(o, "    {:<14}{:>15}", k.name(), group(n));
             }
+        }
+        match m.sampling() {
+            Some(s) => w!(
+                o,
+                "  samples     {} on-CPU samples ({} at {} Hz per CPU, {} each); without kernel stack {}, without user stack {}; lost {}",
+                group(s.samples),
+                s.event,
+                s.freq_hz,
+                human_ns(s.period_ns),
+                group(s.no_kstack),
+                group(s.no_ustack),
+                group(s.lost)
+            ),
+            None if maj >= 2 => w!(o, "  samples     none (sampling was off)"),
+            None => w!(o, "  samples     none (format {maj}.{min} predates on-CPU samples)"),
         }
         w!(o, "  chunks      {}", r.chunks().len());
         w!(
@@ -279,7 +271,7 @@ impl<'a> Summary<'a> {
             group(t.tasks.len() as u64),
             group(t.stacks.len() as u64),
             group(t.symbols.len() as u64),
-            group(self.unresolved_symbols as u64),
+            group(self.facts.unresolved_symbols as u64),
             t.irq_sources.len()
         );
         let rs = &self.stats.reserved_stack_refs;
@@ -305,7 +297,7 @@ impl<'a> Summary<'a> {
         let l = &m.lost;
         w!(o,
             "  lost        {} events (ring buffer full {}, malformed {}, out of order {}); stacks failed: kernel {}, user {}; stacks skipped (wait < threshold) {}; user stacks preempted {}; unresolved addresses {}",
-            group(self.lost_events()),
+            group(self.r.meta().lost.events()),
             group(l.ringbuf_full),
             group(l.malformed),
             group(l.out_of_order),

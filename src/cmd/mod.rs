@@ -3,7 +3,10 @@ pub mod chains;
 #[cfg(feature = "record")]
 pub mod demo;
 pub mod filter;
+#[cfg(feature = "record")]
+pub mod flight;
 pub mod info;
+pub mod oncpu;
 #[cfg(feature = "record")]
 pub mod record;
 pub mod report;
@@ -49,7 +52,7 @@ fn salvage_requested() -> bool {
 
 /// Event counts by kind as a JSON object keyed by kind name (`switch`, `waking`, ...),
 /// the same in `info --json` and `record --summary-json`.
-pub fn events_by_kind_json(counts: &[u64; 7]) -> serde_json::Value {
+pub fn events_by_kind_json(counts: &[u64; chainrec_format::EventKind::COUNT]) -> serde_json::Value {
     chainrec_format::EventKind::ALL
         .iter()
         .map(|k| (k.name().to_string(), counts[*k as usize].into()))
@@ -128,26 +131,6 @@ pub(crate) fn write_stdout(s: &str) -> Result<()> {
     }
 }
 
-/// Whether two stats are of one file (same device and inode).
-pub(crate) fn same_inode(x: &std::fs::Metadata, y: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    x.dev() == y.dev() && x.ino() == y.ino()
-}
-
-/// Whether two paths name the same file (the same inode if both exist, else the same
-/// name in the same directory).
-pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
-    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
-        return same_inode(&x, &y);
-    }
-    let split = |p: &Path| {
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        (dir.canonicalize().ok(), p.file_name().map(|n| n.to_owned()))
-    };
-    let (da, na) = split(a);
-    let (db, nb) = split(b);
-    da.is_some() && da == db && na == nb
-}
+/// Whether two stats or two paths are of one file (in `chainrec_report::output`, beside the
+/// atomic outputs they protect).
+pub(crate) use chainrec_report::output::{same_file, same_inode};

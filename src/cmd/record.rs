@@ -25,6 +25,16 @@ Examples:
   chainrec record -o trace.zst --stacks eager
   # stacks only for waits longer than 1 ms
   chainrec record -o trace.zst --stack-threshold 1ms
+  # on-CPU samples at 99 Hz per CPU (default 49)
+  chainrec record -o trace.zst --sample-freq 99
+  # scheduler events only
+  chainrec record -o trace.zst --no-samples
+  # keep the last 30 s in memory; dump them (and 2 s more) when a postgres
+  # thread waits over 50 ms; `kill -USR1` dumps now; Ctrl-C dumps the window
+  chainrec record -o /var/tmp/stall --flight 30s --trigger 'wait>50ms' \\
+      --comm '^postgres'
+  # numbered files (trace.0000.zst, ...) of ~1 GiB
+  chainrec record -o trace.zst --rotate 1G
 
 Needs root, or CAP_BPF + CAP_PERFMON. The trace is written with mode 0600;
 Ctrl-C, SIGTERM or the end of --duration finish the file; a killed recorder
@@ -48,6 +58,15 @@ pub enum StacksArg {
     Eager,
     /// No stacks at all.
     None,
+}
+
+/// Perf event that drives the on-CPU samples.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum SampleEventArg {
+    /// Software CPU clock: every sample is 1/freq s of CPU time (default; works in VMs).
+    CpuClock,
+    /// Hardware cycles (needs a PMU; not in most VMs).
+    Cycles,
 }
 
 /// Arguments of `chainrec record`.
@@ -85,6 +104,34 @@ pub struct Args {
     /// an interrupt's exit; every softirq waking is then metal.
     #[arg(long, hide = true)]
     pub no_softirq_tracking: bool,
+    /// Diagnosis: time the sections of the BPF programs (two clock reads each) and print
+    /// ns per run of each (also in --summary-json, `bpf_profile`).
+    #[arg(long, hide = true)]
+    pub profile_bpf: bool,
+    /// A/B: never take a lazy user stack at the switch-out on a prediction (every long
+    /// wait's user stack then comes through the task_work path).
+    #[arg(long, hide = true)]
+    pub no_switch_out_user_stacks: bool,
+    /// On-CPU samples per second per CPU, with kernel and user stacks (`chainrec oncpu`,
+    /// `hotcold`, and the `[on cpu]` frames of `chains`).
+    #[arg(
+        long,
+        value_name = "HZ",
+        default_value_t = 49,
+        conflicts_with = "no_samples"
+    )]
+    pub sample_freq: u64,
+    /// Event that drives the samples.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "cpu-clock",
+        conflicts_with = "no_samples"
+    )]
+    pub sample_event: SampleEventArg,
+    /// No on-CPU samples (scheduler events only).
+    #[arg(long)]
+    pub no_samples: bool,
     /// BPF ring buffer size, 4K..=2G (e.g. 16M, 64M); a size that is not a power of two
     /// is rounded up to the next one (33M -> 64M), with a note.
     #[arg(long, value_name = "SIZE", default_value = "32M")]
@@ -98,6 +145,9 @@ pub struct Args {
     /// Write the summary as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub summary_json: Option<PathBuf>,
+    /// Flight recorder and rotation.
+    #[command(flatten)]
+    pub flight: super::flight::FlightArgs,
     /// Command to run while recording; recording stops when it exits.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -118,6 +168,10 @@ pub struct WorkloadArgs {
     /// Timer period in microseconds.
     #[arg(long, value_name = "N", default_value_t = 2000)]
     pub period_us: u64,
+    /// Also stall: at 40 % of the run, `cr-holder` holds a mutex across a sleep of MS while
+    /// `cr-victim` blocks on it (a flight-recorder trigger target).
+    #[arg(long, value_name = "MS")]
+    pub stall_ms: Option<u64>,
     /// Write the workload's own report (tids, blocked times) as JSON here ("-" = stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -237,7 +291,26 @@ fn output_is_stdout(output: &Path) -> bool {
 fn print_summary(summary: &RecordSummary) {
     let l = &summary.lost;
     let secs = summary.duration.as_secs_f64().max(1e-9);
-    if summary.events > 0 {
+    if let Some(flight) = &summary.flight {
+        say!(
+            "chainrec: recorded {} events in {:.1} s ({:.0} events/s) into the flight recorder",
+            summary.events,
+            secs,
+            summary.events as f64 / secs
+        );
+        super::flight::print_report(flight);
+    } else if summary.files.len() > 1 {
+        say!(
+            "chainrec: wrote {} files {} .. {} ({} events in {:.1} s, {:.1} MiB, {:.2} bytes/event)",
+            summary.files.len(),
+            summary.files[0].display(),
+            summary.files[summary.files.len() - 1].display(),
+            summary.events,
+            secs,
+            summary.bytes as f64 / (1 << 20) as f64,
+            summary.bytes as f64 / summary.events.max(1) as f64
+        );
+    } else if summary.events > 0 {
         say!(
             "chainrec: wrote {} ({} events in {:.1} s, {:.0} events/s, {:.1} MiB, {:.2} bytes/event)",
             summary.output.display(),
@@ -301,11 +374,36 @@ fn print_summary(summary: &RecordSummary) {
         summary.softirq,
         summary.softirq_method
     );
+    if summary.user_stack_method.starts_with("task_work")
+        || summary.user_stack_method.starts_with("sys_exit")
+    {
+        say!("chainrec: lazy user stacks: {}", summary.user_stash);
+    }
+    for (name, ns, n) in &summary.bpf_profile {
+        say!(
+            "chainrec: bpf profile: {name:<34} {n:>10} runs {:>8.0} ns/run {:>8.3} s",
+            *ns as f64 / (*n).max(1) as f64,
+            *ns as f64 * 1e-9
+        );
+    }
     if let Some(m) = summary.user_walk_mismatches {
         say!(
             "chainrec: user-walk shortcut: {} stacks, {m} disagreed with the kernel walker",
             summary.user_walks_shortcut
         );
+    }
+    match &summary.sampling {
+        Some(s) => say!(
+            "chainrec: on-CPU samples: {} ({} at {} Hz per CPU); without kernel stack {}, \
+             without user stack {}; lost (ring buffer full) {}",
+            s.samples,
+            s.event,
+            s.freq_hz,
+            s.no_kstack,
+            s.no_ustack,
+            s.lost
+        ),
+        None => say!("chainrec: on-CPU samples: off (--no-samples)"),
     }
     if l.ringbuf_full > 0 {
         say!(
@@ -345,7 +443,19 @@ fn write_summary_json(summary: &RecordSummary, path: &Path) -> Result<()> {
             "stack_to_task": summary.softirq.stack_to_task,
             "stack_to_irq": summary.softirq.stack_to_irq,
         },
+        "samples": summary.sampling.as_ref().map(|s| serde_json::json!({
+            "event": s.event, "freq_hz": s.freq_hz, "period_ns": s.period_ns,
+            "samples": s.samples, "no_kstack": s.no_kstack, "no_ustack": s.no_ustack,
+            "lost": s.lost,
+        })),
         "user_stack_method": summary.user_stack_method,
+        "user_stash": {
+            "taken": summary.user_stash.taken, "used": summary.user_stash.used,
+            "missed": summary.user_stash.missed,
+        },
+        "bpf_profile": summary.bpf_profile.iter()
+            .map(|(name, ns, n)| serde_json::json!({"section": name, "ns": ns, "runs": n}))
+            .collect::<Vec<_>>(),
         "user_walks_shortcut": summary.user_walks_shortcut,
         "lazy_user": {
             "user_stacks_exiting": summary.lazy_user.exiting,
@@ -354,6 +464,23 @@ fn write_summary_json(summary: &RecordSummary, path: &Path) -> Result<()> {
             "user_halves_at_exec": summary.lazy_user.at_exec,
             "user_halves_served_by_pending": summary.lazy_user.served_by_pending,
         },
+        "files": summary.files,
+        "flight": summary.flight.as_ref().map(|f| serde_json::json!({
+            "dumps": f.dumps.iter().map(|d| serde_json::json!({
+                "path": d.path, "events": d.events, "bytes": d.bytes,
+                "trigger": {
+                    "kind": d.trigger.kind.name(), "rule": d.trigger.rule, "tid": d.trigger.tid,
+                    "tgid": d.trigger.tgid, "comm": d.trigger.comm,
+                    "start_ns": d.trigger.start_ns, "end_ns": d.trigger.end_ns,
+                },
+            })).collect::<Vec<_>>(),
+            "triggers": f.triggers, "in_pending_dump": f.in_pending_dump,
+            "skipped_interval": f.skipped_interval, "skipped_max_dumps": f.skipped_max_dumps,
+            "skipped_quota": f.skipped_quota, "failed": f.failed, "errors": f.errors,
+            "filtered_out": f.filtered_out, "peak_memory_bytes": f.peak_memory_bytes,
+            "evicted_chunks": f.ring.evicted_chunks, "evicted_events": f.ring.evicted_events,
+            "evicted_pinned_chunks": f.ring.evicted_pinned_chunks,
+        })),
     });
     std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
         .with_context(|| format!("writing {}", path.display()))
@@ -459,6 +586,7 @@ pub fn run(a: Args) -> Result<()> {
             super::human_bytes(ringbuf.next_power_of_two())
         );
     }
+    let output_mode = a.flight.mode(&pids)?;
     let opts = RecordOptions {
         output: a.output.clone(),
         stack_mode: match a.stacks {
@@ -478,6 +606,16 @@ pub fn run(a: Args) -> Result<()> {
         no_user_walk_shortcut: false,
         verify_user_walk_shortcut: a.verify_user_walk,
         no_softirq_tracking: a.no_softirq_tracking,
+        output_mode,
+        profile_bpf: a.profile_bpf,
+        no_user_stash: a.no_switch_out_user_stacks,
+        samples: (!a.no_samples).then_some(chainrec_record::SampleConfig {
+            freq_hz: a.sample_freq,
+            event: match a.sample_event {
+                SampleEventArg::CpuClock => chainrec_record::SampleEvent::CpuClock,
+                SampleEventArg::Cycles => chainrec_record::SampleEvent::Cycles,
+            },
+        }),
     };
     let flag = install_stop_signals();
     let handle = Recording::start(opts, duration, flag.clone())
@@ -618,6 +756,7 @@ pub fn run_workload(a: WorkloadArgs) -> Result<()> {
     let opts = WorkloadOptions {
         duration: secs(a.duration, "--duration")?,
         period: Duration::from_micros(a.period_us),
+        stall: a.stall_ms.map(Duration::from_millis),
     };
     if opts.period > opts.duration {
         bail!(

@@ -1,14 +1,12 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{Dedup, Duration as ChainDuration, Setup};
-use chainrec_format::{Event, RecordingMeta, Tables};
+use chainrec_format::{FlightTrigger, RecordingMeta};
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
 use chainrec_report::output::TempOutput;
-use chainrec_report::progress::Progress;
-use chainrec_report::source::EventSource;
+use chainrec_report::progress::{Progress, Progressed};
 use chainrec_report::top::{self, TopSink};
 use chainrec_report::{perfetto, pprof};
-use std::cell::RefCell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -141,33 +139,6 @@ pub struct ExportArgs {
     pub quiet: bool,
 }
 
-/// An [`EventSource`] that advances a progress bar.
-struct Progressed<'a> {
-    inner: &'a dyn EventSource,
-    progress: RefCell<Progress>,
-}
-
-impl EventSource for Progressed<'_> {
-    fn meta(&self) -> &RecordingMeta {
-        self.inner.meta()
-    }
-    fn tables(&self) -> &Tables {
-        self.inner.tables()
-    }
-    fn event_count(&self) -> u64 {
-        self.inner.event_count()
-    }
-    fn for_each_batch(
-        &self,
-        f: &mut dyn FnMut(&[Event]) -> chainrec_report::Result<()>,
-    ) -> chainrec_report::Result<()> {
-        self.inner.for_each_batch(&mut |evs| {
-            self.progress.borrow_mut().inc(evs.len() as u64);
-            f(evs)
-        })
-    }
-}
-
 /// Context of a failure while decoding `file`'s events (the same as `chains` gives).
 fn reading(file: &Path) -> String {
     format!("{}: reading events", file.display())
@@ -208,10 +179,28 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     progress.finish();
     let stats = &done.summary.stats;
     let report = sink.finish(a.count, done.nodes(), an.tables(), meta, an.start_ns());
-    let out = if a.json {
-        serde_json::to_string_pretty(&report)? + "\n"
-    } else {
-        top::render_text_width(&report, (!a.wide).then_some(top::TEXT_WIDTH))
+    // A flight-recorder dump: the wait that made it comes first, with its chain.
+    let (trigger, trigger_report) = match a.filter.trigger {
+        true => (None, None),
+        false => match trigger_top(&an, &a.file, a.max_depth, &a.filter)? {
+            Some((t, r)) => (Some(t), Some(r)),
+            None => (None, None),
+        },
+    };
+    let width = (!a.wide).then_some(top::TEXT_WIDTH);
+    let out = match (&trigger, &trigger_report) {
+        (Some(t), Some(tr)) if a.json => {
+            let mut j = serde_json::to_value(&report)?;
+            j["trigger"] = trigger_json(t, tr);
+            serde_json::to_string_pretty(&j)? + "\n"
+        }
+        (Some(t), Some(tr)) => format!(
+            "{}\nLongest waits in the dump:\n{}",
+            trigger_text(t, tr, width),
+            top::render_text_width(&report, width)
+        ),
+        _ if a.json => serde_json::to_string_pretty(&report)? + "\n",
+        _ => top::render_text_width(&report, width),
     };
     super::write_stdout(&out)?;
     warn_lost("top", meta);
@@ -226,6 +215,57 @@ pub fn run_top(a: TopArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// In a flight-recorder dump made by a wait: that wait and its chain, as a one-entry
+/// `top` report (`filter`'s other filters apply too).
+pub(crate) fn trigger_top(
+    an: &chainrec_chain::Analysis,
+    file: &std::path::Path,
+    max_depth: usize,
+    filter: &crate::cmd::filter::FilterArgs,
+) -> Result<Option<(FlightTrigger, top::TopReport)>> {
+    let Some(t) = super::filter::flight_trigger(an.meta())?.filter(|t| t.tid != 0) else {
+        return Ok(None);
+    };
+    let only = crate::cmd::filter::FilterArgs {
+        trigger: true,
+        ..filter.clone()
+    };
+    let setup = Setup {
+        max_depth,
+        dedup: Dedup::Off,
+        filter: only.to_filter(an, ChainDuration::Blocked)?,
+        ..Setup::default()
+    };
+    let mut sink = TopSink::default();
+    let done = an
+        .run(setup, &mut sink, |_| {})
+        .with_context(|| reading(file))?;
+    let report = sink.finish(1, done.nodes(), an.tables(), an.meta(), an.start_ns());
+    Ok(Some((t, report)))
+}
+
+/// The trigger and its chain as text (`top` and `info` of a dump), `width` columns wide
+/// (`None`: whole lines, see [`top::render_text_width`]).
+pub(crate) fn trigger_text(t: &FlightTrigger, r: &top::TopReport, width: Option<usize>) -> String {
+    format!(
+        "Flight trigger: {} — {} (tid {}) waited {}\n{}",
+        t.rule,
+        t.comm,
+        t.tid,
+        top::fmt_ns(t.duration_ns()),
+        top::render_text_width(r, width)
+    )
+}
+
+/// The trigger and its chain as JSON.
+pub(crate) fn trigger_json(t: &FlightTrigger, r: &top::TopReport) -> serde_json::Value {
+    serde_json::json!({
+        "kind": t.kind.name(), "rule": t.rule, "tid": t.tid, "tgid": t.tgid,
+        "comm": t.comm, "start_ns": t.start_ns, "end_ns": t.end_ns,
+        "entries": r.entries,
+    })
 }
 
 /// `chainrec heatmap`.
@@ -252,12 +292,12 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
     };
     let an = super::open_trace(&a.file, "heatmap")?;
     let reader = an.reader();
-    let src = Progressed {
-        inner: reader,
-        progress: RefCell::new(Progress::new(reader.event_count(), "heatmap", a.quiet)),
-    };
+    let src = Progressed::new(
+        reader,
+        Progress::new(reader.event_count(), "heatmap", a.quiet),
+    );
     let h = heatmap::compute(&src, &opts).with_context(|| reading(&a.file))?;
-    src.progress.borrow_mut().finish();
+    src.finish();
     let title = a
         .title
         .clone()
@@ -325,17 +365,17 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     let mut perfetto_note = String::new();
     if let Some(out) = &mut perfetto_out {
         let path = out.dest().to_path_buf();
-        let src = Progressed {
-            inner: reader,
-            progress: RefCell::new(Progress::new(2 * reader.event_count(), "perfetto", a.quiet)),
-        };
+        let src = Progressed::new(
+            reader,
+            Progress::new(2 * reader.event_count(), "perfetto", a.quiet),
+        );
         let mut w = std::io::BufWriter::new(out.file()?);
         let st = perfetto::export(&src, &mut w)
             .map_err(anyhow::Error::from)
             .and_then(|st| Ok(w.flush().map(|_| st)?))
             .with_context(|| format!("exporting {} to {}", a.file.display(), path.display()))?;
         drop(w);
-        src.progress.borrow_mut().finish();
+        src.finish();
         perfetto_note = format!(
             "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} wakings' target CPU guessed; {} lazily attached stacks have no Perfetto counterpart)",
             path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.exits, st.wakings_target_cpu_guessed, st.not_exported

@@ -3,7 +3,7 @@
 //! `waits`).
 use super::chains::FilterArgs;
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Config, Duration, Engine, Mode, NodeTable, WaitRecord, DEFAULT_MAX_DEPTH};
+use chainrec_chain::{Dedup, Duration, Mode, NodeTable, Setup, WaitRecord, DEFAULT_MAX_DEPTH};
 use chainrec_report::script::{EventFilter, Script, ScriptOptions};
 use chainrec_report::waits::{self, WaitContext, WaitJson};
 use std::io::{BufWriter, Write};
@@ -12,18 +12,22 @@ use std::path::PathBuf;
 const SCRIPT_EXAMPLES: &str = "\
 Examples:
   chainrec synth --scenario pipe-relay --events 1000 -o relay.zst
-  chainrec script relay.zst | head                 every event, like perf script
-  chainrec script relay.zst --comm '^cr-sink$' -F  cr-sink's events, with frames
+  # every event, like perf script
+  chainrec script relay.zst | head
+  # cr-sink's events, with frames
+  chainrec script relay.zst --comm '^cr-sink$' -F
   chainrec script relay.zst -t 102 --window 0.5..0.6 --ns
   chainrec script relay.zst --json | jq -c 'select(.kind == \"waking\")'
 
 Text layout (seconds from the trace start; --ns adds the raw trace clock):
-  TIME [CPU] switch        PREV tid/tgid STATE ==> NEXT tid/tgid k=KSTACK u=USTACK
+  TIME [CPU] switch        PREV tid/tgid STATE ==> NEXT tid/tgid
+                           k=KSTACK u=USTACK
   TIME [CPU] waking        WAKER tid/tgid -> TARGET tid/tgid CONTEXT [src=IRQ]
                            k=.. u=..
   TIME [CPU] wakeup_new    PARENT tid/tgid -> CHILD tid/tgid
   TIME [---] comm|exit     TASK tid/tgid [(exec|rename|fork|seen)]
-  TIME [---] offcpu_stacks TASK tid/tgid k=.. u=..  (lazy, for its last switch-out)
+  TIME [---] offcpu_stacks TASK tid/tgid k=.. u=..
+                           (lazy: the stacks of its last switch-out)
   TIME [CPU] lost          N events lost (CAUSE)
 Stack ids: a number (frames with -F), - none, skipped (lazy policy), failed,
 user-preempted. The NDJSON fields are listed in docs/REPORTS.md.";
@@ -75,7 +79,7 @@ Examples:
   chainrec synth --scenario pipe-relay --events 1000 -o relay.zst
   # each wait: times, stacks, one line per level
   chainrec waits relay.zst | head
-  chainrec waits relay.zst --json | jq -c '{tid, blocked_ns, hops: [.hops[].node]}'
+  chainrec waits relay.zst --json | jq -c '{tid, hops: [.hops[].node]}'
   chainrec waits relay.zst --comm '^cr-sink$' -m 5000 -F
   # also the waits dedup shows inside other chains
   chainrec waits relay.zst --hidden --json
@@ -190,24 +194,20 @@ pub fn run_waits(a: WaitsArgs) -> Result<()> {
         bail!("--max-depth must be at least 1");
     }
     let an = super::open_trace(&a.file, "waits")?;
-    let (reader, meta, tables, start) = (an.reader(), an.meta(), an.tables(), an.start_ns());
+    let (meta, tables, start) = (an.meta(), an.tables(), an.start_ns());
     let filter = a.filter.to_filter(&an, Duration::Blocked)?;
-    let dedup = !a.no_dedup && !filter.has_thread_filter();
-    // The engine is driven here, not through Analysis::run, so that the walk stops at the
-    // end of the chunk once stdout is gone.
-    let range = an.chunk_range(&filter);
-    let cfg = Config {
+    let setup = Setup {
         mode: if a.mode == "last" {
             Mode::Last
         } else {
             Mode::Bounded
         },
         max_depth: a.max_depth,
-        dedup,
+        dedup: if a.no_dedup { Dedup::Off } else { Dedup::Auto },
         filter,
         runqueue: !a.no_runqueue,
+        ..Setup::default()
     };
-    let mut engine = Engine::new(tables, meta, cfg);
     let mut sink = WaitsOut {
         out: stdout(),
         json: a.json,
@@ -220,18 +220,13 @@ pub fn run_waits(a: WaitsArgs) -> Result<()> {
         left_out: 0,
         failed: None,
     };
-    let r = reader.for_each_chunk::<anyhow::Error>(range, true, |evs| {
-        engine.process(evs, &mut sink);
-        // Stop reading once stdout is gone.
-        sink.failed.take().map_or(Ok(()), |e| Err(e.into()))
-    });
-    let r = r.and_then(|()| {
-        engine.finish(&mut sink);
-        sink.failed.take().map_or(Ok(()), |e| Err(e.into()))
-    });
-    let r = r.with_context(|| format!("{}: reading events", a.file.display()));
+    // Stop reading once stdout is gone.
+    let done = an
+        .run_while(setup, &mut sink, |s, _| s.failed.is_none())
+        .with_context(|| format!("{}: reading events", a.file.display()))?;
+    let r = sink.failed.take().map_or(Ok(()), |e| Err(e.into()));
     finish_output(r, &mut sink.out)?;
-    let st = engine.stats();
+    let st = &done.summary.stats;
     say!(
         "chainrec: waits: {} events; {} waits printed{}",
         st.events,

@@ -236,15 +236,39 @@ impl Analysis {
         sink: &mut impl WaitSink,
         mut on_chunk: impl FnMut(usize),
     ) -> Result<Done<'_>, ChainError> {
+        self.run_while(setup, sink, |_, n| {
+            on_chunk(n);
+            true
+        })
+    }
+
+    /// [`Analysis::run`] for a sink that can fail on its own (a closed pipe): after each
+    /// decoded chunk, `go_on(sink, events)` says whether to read on. When it says no, the
+    /// run ends there, without [`Engine::finish`] (the rest of the trace is not read), and
+    /// the summary's `stats` are the counters so far.
+    pub fn run_while<S: WaitSink>(
+        &self,
+        setup: Setup,
+        sink: &mut S,
+        mut go_on: impl FnMut(&S, usize) -> bool,
+    ) -> Result<Done<'_>, ChainError> {
         let parallel = setup.parallel;
         let (mut engine, mut summary) = self.engine(setup);
-        self.reader
-            .for_each_chunk::<ChainError>(summary.chunks.clone(), parallel, |evs| {
+        let read = self
+            .reader
+            .for_each_chunk::<Halt>(summary.chunks.clone(), parallel, |evs| {
                 engine.process(evs, sink);
-                on_chunk(evs.len());
-                Ok(())
-            })?;
-        summary.stats = engine.finish(sink);
+                if go_on(sink, evs.len()) {
+                    Ok(())
+                } else {
+                    Err(Halt::Stopped)
+                }
+            });
+        summary.stats = match read {
+            Ok(()) => engine.finish(sink),
+            Err(Halt::Stopped) => engine.stats().clone(),
+            Err(Halt::Failed(e)) => return Err(e),
+        };
         Ok(Done { engine, summary })
     }
 
@@ -268,6 +292,20 @@ impl Analysis {
         )?;
         summary.stats = stats;
         Ok((Done { engine, summary }, folded))
+    }
+}
+
+/// Why [`Analysis::run_while`] stopped reading.
+enum Halt {
+    /// The trace could not be read.
+    Failed(ChainError),
+    /// The caller asked to stop.
+    Stopped,
+}
+
+impl From<FormatError> for Halt {
+    fn from(e: FormatError) -> Self {
+        Halt::Failed(e.into())
     }
 }
 

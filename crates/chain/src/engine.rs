@@ -1,327 +1,25 @@
-//! The ordered walk: off-CPU intervals, hops, causes, attribution, dedup.
+//! The ordered walk: events in, one wait record per off-CPU interval out. The mechanisms
+//! live beside it: threads (`tasks`), hops and their causes (`hops`), the chain walk
+//! (`walk`), subchain dedup (`dedup`), run-queue attribution (`runqueue`), emitting a
+//! record (`emit`).
 
-use crate::filter::Filter;
-use crate::fx::FxHashMap;
-use crate::nodes::{IdentId, NodeTable, HOLDER_IDLE, HOLDER_UNKNOWN};
-use crate::record::{HopRecord, RunqPart, WaitRecord, WaitSink};
+use crate::config::Config;
+use crate::dedup::{Slots, LAZY_SLOT, NO_SLOT};
+use crate::emit::emit_rec;
+use crate::explain::CpuCheck;
+use crate::hops::{Hop, Mark, CUT, NO_HOP};
+use crate::mode::Mode;
+use crate::nodes::{IdentId, NodeTable, HOLDER_IDLE};
+use crate::record::WaitSink;
+use crate::runqueue::RunQueues;
+use crate::sampleidx::SampleIndex;
+use crate::stats::Stats;
+use crate::tasks::{Status, Task, TaskIndex};
+use crate::walk::Walker;
 use chainrec_format::{
     Comm, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables, Tid, WakeContext, Waking,
     STATE_INTERRUPTIBLE, STATE_RUNNABLE,
 };
-use std::collections::VecDeque;
-use std::fmt;
-
-/// Default `--max-depth` (hops per chain, metal included).
-pub const DEFAULT_MAX_DEPTH: usize = 16;
-
-/// Attribution mode.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Mode {
-    /// Time-bounded attribution (CHAINS.md default): every ns of a wait attributed once.
-    #[default]
-    Bounded,
-    /// Gregg's prototype: every level weighs the whole blocked time.
-    Last,
-}
-
-/// Engine configuration.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Attribution mode.
-    pub mode: Mode,
-    /// Maximum hops per chain (≥ 1).
-    pub max_depth: usize,
-    /// Subchain dedup: waits whose ending waking is an inner hop of another chain are
-    /// emitted with `root == false`.
-    pub dedup: bool,
-    /// Root filter: only matching waits reach the sink, and only their chains count for dedup.
-    pub filter: Filter,
-    /// Run-queue attribution (time-bounded mode only; CHAINS.md "Run-queue time"): each
-    /// record's runnable part, and the part of each level during which its waker was
-    /// runnable, are split by the tasks that held the CPU ([`WaitRecord::runq`]).
-    pub runqueue: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            mode: Mode::Bounded,
-            max_depth: DEFAULT_MAX_DEPTH,
-            dedup: true,
-            filter: Filter::default(),
-            runqueue: true,
-        }
-    }
-}
-
-/// Counters: everything skipped, ignored or uncertain is counted here.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Events processed.
-    pub events: u64,
-    /// Off-CPU intervals closed by a switch-in (all states).
-    pub waits: u64,
-    /// ... of which preemptions (state R).
-    pub preemptions: u64,
-    /// ... of which blocked waits ended by a waking seen in the trace.
-    pub woken_waits: u64,
-    /// Blocked waits switched in without any waking in the trace (shown as `[waker unknown]`).
-    pub waits_without_waker: u64,
-    /// Waits whose switch-out precedes the trace (not roots; their wakings still serve as causes).
-    pub waits_before_trace: u64,
-    /// Waits still open when the trace ended (switched out, never switched in).
-    pub waits_open_at_end: u64,
-    /// Records passed to the sink (after the filter).
-    pub records_emitted: u64,
-    /// Records marked non-root by dedup.
-    pub dedup_hidden: u64,
-    /// Wakings of a task that was not blocked (running, runnable, or already woken): ignored.
-    pub wakings_ignored: u64,
-    /// Wakings whose target is the idle task (tid 0): ignored.
-    pub wakings_of_idle: u64,
-    /// Hops created.
-    pub hops: u64,
-    /// Chains cut at the depth limit while a further cause existed.
-    pub truncated: u64,
-    /// `--mode last` walks stopped at a repeated thread.
-    pub cycles: u64,
-    /// Lost-event markers seen.
-    pub lost_markers: u64,
-    /// Events lost according to those markers.
-    pub lost_events: u64,
-    /// Emitted waits overlapping a lost marker (marked `[lost events]`).
-    pub waits_with_lost: u64,
-    /// Inconsistent sequences (switch-out of a thread believed off-CPU, switch-in of a
-    /// thread believed running): state was reset, usually due to lost events.
-    pub inconsistent: u64,
-    /// ... of which switch-outs of a thread believed off-CPU (its open wait was dropped).
-    pub inconsistent_out: u64,
-    /// ... of which switch-ins of a thread believed running (no wait to close).
-    pub inconsistent_in: u64,
-    /// Time covered by the waits dropped by inconsistent switch-outs (switch-out of the
-    /// dropped wait to the second switch-out; on-CPU after an untraced switch-in in part),
-    /// not shown anywhere.
-    pub inconsistent_dropped_ns: u64,
-    /// Switches whose prev is not the task the previous switch on that CPU switched in:
-    /// a switch on that CPU was not traced (lost events, or the kernel's; docs/ENGINE.md).
-    pub untraced_switches: u64,
-    /// The first few untraced switches: (time, CPU, task expected, task found).
-    pub untraced_examples: Vec<(u64, u32, Tid, Tid)>,
-    /// The first few inconsistent sequences, to look at with `chainrec script`.
-    pub inconsistent_examples: Vec<crate::explain::Inconsistency>,
-    /// In-trace part (trace start to switch-in) of the waits that began before the
-    /// trace: not shown as roots.
-    pub waits_before_trace_ns: u64,
-    /// Emitted waits whose off-CPU kernel or user stack was skipped by the lazy policy.
-    pub stacks_skipped: u64,
-    /// Emitted waits (or their hops) with a failed or dangling stack.
-    pub stacks_missing: u64,
-    /// Emitted waits (or their hops) with a user stack marked exiting (`[no user stack:
-    /// exiting]`, e.g. a waker in `do_exit`): not failures.
-    pub stacks_exiting: u64,
-    /// Emitted waits (or their first hop) longer than the lazy threshold whose stack stayed
-    /// the recorder's "skipped" placeholder (no stack arrived): shown as `[no stack: not
-    /// captured]`, never as `[no stack: wait < T]`.
-    pub stacks_not_captured: u64,
-    /// Off-CPU stack events that matched no wait.
-    pub stacks_unmatched: u64,
-    /// Hop arena garbage collections.
-    pub gc_runs: u64,
-    /// Most hops alive at once.
-    pub peak_live_hops: u64,
-    /// Most threads tracked at once.
-    pub peak_tasks: u64,
-    /// Most waits parked at once waiting for the dedup decision.
-    pub peak_pending_waits: u64,
-    /// Run-queue nanoseconds of emitted waits' own runnable parts (level 0).
-    pub runq_root_ns: u64,
-    /// Run-queue nanoseconds inside emitted chains: time their wakers were runnable.
-    pub runq_inner_ns: u64,
-    /// Run-queue nanoseconds (of emitted waits' own runnable parts) whose CPU holder is
-    /// unknown: the CPU's switch history did not reach back that far (shown as
-    /// `[run queue];[unknown]`).
-    pub runq_unknown_ns: u64,
-    /// Nanoseconds of inner levels that could not be split into the waker running and
-    /// runnable, because the waker's run-queue history (its last 1024 runnable periods) no
-    /// longer reached back that far; they stay with the waker, as without run-queue
-    /// attribution.
-    pub runq_unsplit_ns: u64,
-}
-
-impl fmt::Display for Stats {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} events, {} waits ({} woken, {} preempted, {} without waker, {} before trace, {} open at end), \
-             {} emitted, {} hidden by dedup, {} truncated, {} cycles, {} wakings ignored, {} inconsistent",
-            self.events,
-            self.waits,
-            self.woken_waits,
-            self.preemptions,
-            self.waits_without_waker,
-            self.waits_before_trace,
-            self.waits_open_at_end,
-            self.records_emitted,
-            self.dedup_hidden,
-            self.truncated,
-            self.cycles,
-            self.wakings_ignored,
-            self.inconsistent
-        )
-    }
-}
-
-/// Switches kept per CPU for run-queue attribution (16 B each).
-const CPU_HISTORY: usize = 1 << 16;
-/// Runnable periods kept per thread for splitting inner levels (24 B each; a thread that
-/// switches rarely keeps few).
-const TASK_RQ_HISTORY: usize = 1024;
-/// CPUs beyond this number get no run-queue history (a trace is untrusted input).
-const MAX_CPUS: u32 = 1 << 13;
-
-/// One runnable period of a thread behind one CPU holder.
-#[derive(Clone, Copy, Debug)]
-struct RqSeg {
-    start: u64,
-    end: u64,
-    /// [`IdentId`], [`HOLDER_IDLE`] or [`HOLDER_UNKNOWN`].
-    holder: u32,
-}
-
-/// A thread's recent runnable periods (run-queue attribution of inner levels).
-#[derive(Clone, Debug, Default)]
-struct TaskRq {
-    segs: VecDeque<RqSeg>,
-    /// Periods ending before this were dropped: earlier time cannot be split.
-    floor: u64,
-}
-
-impl TaskRq {
-    fn push(&mut self, seg: RqSeg) {
-        if let Some(last) = self.segs.back_mut() {
-            if last.holder == seg.holder && last.end == seg.start {
-                last.end = seg.end;
-                return;
-            }
-        }
-        if self.segs.len() == TASK_RQ_HISTORY {
-            if let Some(old) = self.segs.pop_front() {
-                self.floor = old.end;
-            }
-        }
-        self.segs.push_back(seg);
-    }
-}
-
-/// Tids below this are indexed directly (Linux's PID_MAX_LIMIT is 2^22).
-const DIRECT_TIDS: usize = 1 << 22;
-
-const NO_HOP: u32 = u32::MAX;
-/// The cause existed but was garbage-collected (only ever beyond the depth limit).
-const CUT: u32 = u32::MAX - 1;
-const NO_SLOT: u32 = u32::MAX;
-/// Dedup applies to this wait but its chain marked nothing: no slot unless it must wait.
-const LAZY_SLOT: u32 = u32::MAX - 1;
-
-/// A wait whose chain marked inner hops (dedup on): its record, once ready, is emitted
-/// when every chain that used its own ending hop is decided.
-#[derive(Debug, Default)]
-struct Slot {
-    occupied: bool,
-    ready: bool,
-    discard: bool,
-    hop: u32,
-    inner: Vec<u32>,
-    /// Boxed: parking a task's held record here is a pointer swap.
-    rec: Box<Rec>,
-}
-
-/// One cache line per hop (the arena is larger than L2; a hop straddling two lines
-/// cost two misses on write and walk). GC marks live apart, in [`Engine::marks`].
-#[derive(Clone, Copy, Debug)]
-#[repr(align(64))]
-struct Hop {
-    ts: u64,
-    /// Time of the cause (the waking that ended the waker's last blocked interval).
-    cause_ts: u64,
-    /// Start of the waker's blocked interval that the cause ended.
-    cause_s: u64,
-    cause: u32,
-    node: u32,
-    waker_tid: Tid,
-    /// Waker identity (comm, tgid); `IdentId::MAX` for metal hops.
-    waker_ident: IdentId,
-    kstack: StackId,
-    ustack: StackId,
-    context: WakeContext,
-    metal: bool,
-    /// Some emitted root chain used this hop as an inner hop (dedup: hide its wait).
-    hidden: bool,
-    /// Chains that used this hop as an inner hop and are not yet decided.
-    pending_markers: u32,
-    /// Pending-decision slot of the wait this hop ended (NO_SLOT if none).
-    wait_slot: u32,
-}
-
-/// GC mark of a hop: the epoch it was last marked in, and the depth left at that mark.
-/// Kept apart from the hops so that the sweep reads 8 bytes per hop, not a cache line.
-#[derive(Clone, Copy, Debug, Default)]
-struct Mark {
-    epoch: u32,
-    rem: u8,
-}
-
-/// A wait record on its own cache lines (two, not three: it is rewritten at every
-/// switch-out).
-#[derive(Debug, Default)]
-#[repr(align(64))]
-struct Rec(WaitRecord);
-
-impl std::ops::Deref for Rec {
-    type Target = WaitRecord;
-    #[inline]
-    fn deref(&self) -> &WaitRecord {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Rec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut WaitRecord {
-        &mut self.0
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Status {
-    Unknown,
-    Running,
-    Off,
-}
-
-#[derive(Debug)]
-struct Task {
-    tid: Tid,
-    comm: Comm,
-    tgid: Tid,
-    ident: IdentId,
-    kthread: bool,
-    exited: bool,
-    status: Status,
-    /// Boxed (as `held`): the switch-in hand-over open -> held and the parking of a held
-    /// record in a dedup slot are pointer swaps, and the task itself stays small.
-    open: Box<Rec>,
-    open_hop: u32,
-    open_slot: u32,
-    open_lost: u64,
-    open_pretrace: bool,
-    held: Box<Rec>,
-    held_valid: bool,
-    held_hop: u32,
-    held_slot: u32,
-    last_cause: u32,
-    last_cause_s: u64,
-}
 
 /// The chain engine. Feed it events in time order with [`Engine::process`], then call
 /// [`Engine::finish`].
@@ -332,10 +30,8 @@ pub struct Engine<'t> {
     nodes: NodeTable,
     tasks: Vec<Task>,
     free_tasks: Vec<u32>,
-    /// Thread index by tid: direct for tids below [`DIRECT_TIDS`] (index + 1, 0 = none),
-    /// hashed above (tids on Linux stay below 2^22, but a trace is untrusted input).
-    task_direct: Vec<u32>,
-    task_ix: FxHashMap<Tid, u32>,
+    /// Task slot by tid.
+    task_index: TaskIndex,
     live_tasks: usize,
     hops: Vec<Hop>,
     /// GC marks, parallel to `hops`.
@@ -348,22 +44,17 @@ pub struct Engine<'t> {
     stack_threshold_ns: u64,
     seen: Vec<Tid>,
     inner_buf: Vec<u32>,
-    slots: Vec<Slot>,
-    free_slots: Vec<u32>,
-    work: Vec<u32>,
-    pending: usize,
+    slots: Slots,
     /// The filter keeps every wait (no per-wait check needed).
     filter_all: bool,
     /// Which task each CPU runs, to count untraced switches.
-    cpu_check: crate::explain::CpuCheck,
+    cpu_check: CpuCheck,
     /// Run-queue attribution in effect (on in the config, time-bounded mode).
     runqueue: bool,
-    /// Per CPU: recent switch-ins (time, holder code), oldest first.
-    cpus: Vec<VecDeque<(u64, u32)>>,
-    /// Per task slot (parallel to `tasks`): recent runnable periods.
-    task_rq: Vec<TaskRq>,
-    /// Scratch: pieces of one runnable period, newest first.
-    rq_pieces: Vec<RqSeg>,
+    /// Per-CPU and per-task (parallel to `tasks`) run-queue histories.
+    rq: RunQueues,
+    /// Recent on-CPU samples per thread (traces with samples, time-bounded mode).
+    samples: SampleIndex,
     stats: Stats,
 }
 
@@ -374,6 +65,7 @@ impl<'t> Engine<'t> {
         cfg.max_depth = cfg.max_depth.clamp(1, 250);
         let filter_all = cfg.filter.is_empty();
         let runqueue = cfg.runqueue && cfg.mode == Mode::Bounded;
+        let bounded = cfg.mode == Mode::Bounded;
         Engine {
             tables,
             cfg,
@@ -381,8 +73,7 @@ impl<'t> Engine<'t> {
             nodes: NodeTable::for_tables(tables),
             tasks: Vec::new(),
             free_tasks: Vec::new(),
-            task_direct: Vec::new(),
-            task_ix: FxHashMap::default(),
+            task_index: TaskIndex::default(),
             live_tasks: 0,
             hops: Vec::new(),
             marks: Vec::new(),
@@ -394,16 +85,12 @@ impl<'t> Engine<'t> {
             stack_threshold_ns: meta.stack_threshold_ns,
             seen: Vec::new(),
             inner_buf: Vec::new(),
-            slots: Vec::new(),
-            free_slots: Vec::new(),
-            work: Vec::new(),
-            pending: 0,
+            slots: Slots::default(),
             filter_all,
-            cpu_check: crate::explain::CpuCheck::default(),
+            cpu_check: CpuCheck::default(),
             runqueue,
-            cpus: Vec::new(),
-            task_rq: Vec::new(),
-            rq_pieces: Vec::new(),
+            rq: RunQueues::default(),
+            samples: SampleIndex::new(meta.sampling().is_some() && bounded),
             stats: Stats::default(),
         }
     }
@@ -452,8 +139,7 @@ impl<'t> Engine<'t> {
                     let task = &mut self.tasks[t];
                     if task.status != Status::Off {
                         // A new task is runnable from here: an off-CPU (run-queue) interval.
-                        Self::open_wait(
-                            task,
+                        task.open_wait(
                             n.ts,
                             STATE_RUNNABLE,
                             StackId::NONE,
@@ -480,6 +166,8 @@ impl<'t> Engine<'t> {
                     self.stats.lost_markers += 1;
                     self.stats.lost_events += l.count;
                 }
+                // On-CPU samples do not change scheduling state: kept for `[on cpu]`.
+                Event::Sample(x) => self.samples.push(x),
             }
         }
     }
@@ -510,27 +198,21 @@ impl<'t> Engine<'t> {
         }
         // Every wait is ready now, so every decision resolves (markers are strictly later
         // chains); anything left would be a bug, but emit it rather than lose it.
-        for s in 0..self.slots.len() {
-            if self.slots[s].occupied {
-                self.slots[s].ready = true;
-                self.hops[self.slots[s].hop as usize].pending_markers = 0;
+        for s in 0..self.slots.slots.len() {
+            if self.slots.slots[s].occupied {
+                self.slots.slots[s].ready = true;
+                self.hops[self.slots.slots[s].hop as usize].pending_markers = 0;
                 self.decide(s as u32, sink);
             }
         }
         self.stats.peak_live_hops = self.stats.peak_live_hops.max(self.live_hops as u64);
+        self.stats.oncpu_short_history_ns = self.samples.short_history_ns.get();
         self.stats.clone()
     }
 
     #[inline]
     fn find_task(&self, tid: Tid) -> Option<usize> {
-        if (tid as usize) < DIRECT_TIDS {
-            match self.task_direct.get(tid as usize) {
-                Some(&i) if i != 0 => Some(i as usize - 1),
-                _ => None,
-            }
-        } else {
-            self.task_ix.get(&tid).map(|&i| i as usize)
-        }
+        self.task_index.find(tid)
     }
 
     #[inline]
@@ -547,85 +229,19 @@ impl<'t> Engine<'t> {
             None => (Comm::new(&format!("tid-{tid}")), 0, false),
         };
         let ident = self.nodes.ident(comm, tgid);
-        let task = Task {
-            tid,
-            comm,
-            tgid,
-            ident,
-            kthread,
-            exited: false,
-            status: Status::Unknown,
-            open: Box::default(),
-            open_hop: NO_HOP,
-            open_slot: NO_SLOT,
-            open_lost: 0,
-            open_pretrace: false,
-            held: Box::default(),
-            held_valid: false,
-            held_hop: NO_HOP,
-            held_slot: NO_SLOT,
-            last_cause: NO_HOP,
-            last_cause_s: 0,
-        };
+        let task = Task::new(tid, comm, tgid, ident, kthread);
         let i = if let Some(i) = self.free_tasks.pop() {
             self.tasks[i as usize] = task;
             i as usize
         } else {
             self.tasks.push(task);
-            self.task_rq.push(TaskRq::default());
+            self.rq.add_task();
             self.tasks.len() - 1
         };
-        if (tid as usize) < DIRECT_TIDS {
-            if self.task_direct.len() <= tid as usize {
-                // Grow through a zeroed allocation (calloc: large ones come as untouched
-                // zero pages), not `resize`, which would write every new slot: a single
-                // tid near 2^22 must not make 16 MB resident.
-                let mut grown = vec![0u32; (tid as usize + 1).next_power_of_two()];
-                grown[..self.task_direct.len()].copy_from_slice(&self.task_direct);
-                self.task_direct = grown;
-            }
-            self.task_direct[tid as usize] = i as u32 + 1;
-        } else {
-            self.task_ix.insert(tid, i as u32);
-        }
+        self.task_index.insert(tid, i);
         self.live_tasks += 1;
         self.stats.peak_tasks = self.stats.peak_tasks.max(self.live_tasks as u64);
         i
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn open_wait(
-        task: &mut Task,
-        ts: u64,
-        state: u32,
-        k: StackId,
-        u: StackId,
-        lost_seq: u64,
-        mode: Mode,
-    ) {
-        task.status = Status::Off;
-        let o = &mut task.open;
-        o.tid = task.tid;
-        o.comm = task.comm;
-        o.tgid = task.tgid;
-        o.ident = task.ident;
-        o.kernel_thread = task.kthread;
-        o.state = state;
-        o.switch_out_ns = ts;
-        o.wake_ns = None;
-        o.switch_in_ns = None;
-        o.kstack = k;
-        o.ustack = u;
-        o.hops.clear();
-        o.runq.clear();
-        o.truncated = false;
-        o.cycle = false;
-        o.lost = false;
-        o.root = true;
-        o.mode = mode;
-        task.open_hop = NO_HOP;
-        task.open_lost = lost_seq;
-        task.open_pretrace = false;
     }
 
     fn on_switch(&mut self, s: &Switch, sink: &mut impl WaitSink) {
@@ -647,13 +263,12 @@ impl<'t> Engine<'t> {
                         .note_inconsistent(s.ts, s.prev_tid, false, dropped);
                     let slot = std::mem::replace(&mut self.tasks[t].open_slot, NO_SLOT);
                     if slot != NO_SLOT && slot != LAZY_SLOT {
-                        self.slots[slot as usize].ready = true;
-                        self.slots[slot as usize].discard = true;
+                        self.slots.slots[slot as usize].ready = true;
+                        self.slots.slots[slot as usize].discard = true;
                         self.decide(slot, sink);
                     }
                 }
-                Self::open_wait(
-                    &mut self.tasks[t],
+                self.tasks[t].open_wait(
                     s.ts,
                     s.prev_state,
                     s.prev_kstack,
@@ -665,7 +280,7 @@ impl<'t> Engine<'t> {
         }
         if s.next_tid == 0 {
             if self.runqueue {
-                self.push_cpu(s.cpu, s.ts, HOLDER_IDLE);
+                self.rq.push_cpu(s.cpu, s.ts, HOLDER_IDLE);
             }
         } else {
             let t = self.task(s.next_tid);
@@ -680,11 +295,12 @@ impl<'t> Engine<'t> {
                         task.open.wake_ns
                     };
                     if let Some(r0) = r0 {
-                        self.split_runnable(t, s.cpu, r0, s.ts);
+                        self.rq
+                            .split_runnable(t, s.cpu, r0, s.ts, &mut self.tasks[t].open);
                     }
                 }
                 let holder = self.tasks[t].ident;
-                self.push_cpu(s.cpu, s.ts, holder);
+                self.rq.push_cpu(s.cpu, s.ts, holder);
             }
             let task = &mut self.tasks[t];
             match task.status {
@@ -721,15 +337,10 @@ impl<'t> Engine<'t> {
     }
 
     fn remove_task(&mut self, tid: Tid, t: usize) {
-        if (tid as usize) < DIRECT_TIDS {
-            self.task_direct[tid as usize] = 0;
-        } else {
-            self.task_ix.remove(&tid);
-        }
+        self.task_index.remove(tid);
         self.live_tasks -= 1;
-        let rq = &mut self.task_rq[t];
-        rq.segs.clear();
-        rq.floor = 0;
+        self.rq.clear_task(t);
+        self.samples.forget(tid);
         let task = &mut self.tasks[t];
         task.last_cause = NO_HOP;
         task.open_hop = NO_HOP;
@@ -737,62 +348,6 @@ impl<'t> Engine<'t> {
         task.held_valid = false;
         task.status = Status::Unknown;
         self.free_tasks.push(t as u32);
-    }
-
-    /// Record that `holder` went on `cpu` at `ts` (run-queue attribution).
-    fn push_cpu(&mut self, cpu: u32, ts: u64, holder: u32) {
-        if cpu >= MAX_CPUS {
-            return;
-        }
-        if self.cpus.len() <= cpu as usize {
-            self.cpus.resize_with(cpu as usize + 1, VecDeque::new);
-        }
-        let q = &mut self.cpus[cpu as usize];
-        if q.len() == CPU_HISTORY {
-            q.pop_front();
-        }
-        q.push_back((ts, holder));
-    }
-
-    /// Task `t` was runnable over `[r0, end)` and is switched in on `cpu` at `end`: split
-    /// that time by who held `cpu` (before this switch-in is pushed to its history), add
-    /// the pieces to the task's run-queue history and to its open record (level 0).
-    fn split_runnable(&mut self, t: usize, cpu: u32, r0: u64, end: u64) {
-        let pieces = &mut self.rq_pieces;
-        pieces.clear();
-        let mut hi = end;
-        if let Some(q) = self.cpus.get(cpu as usize) {
-            for &(ts, holder) in q.iter().rev() {
-                if ts >= hi {
-                    continue;
-                }
-                let lo = ts.max(r0);
-                if hi > lo {
-                    pieces.push(RqSeg {
-                        start: lo,
-                        end: hi,
-                        holder,
-                    });
-                }
-                hi = lo;
-                if ts <= r0 {
-                    break;
-                }
-            }
-        }
-        if hi > r0 {
-            pieces.push(RqSeg {
-                start: r0,
-                end: hi,
-                holder: HOLDER_UNKNOWN,
-            });
-        }
-        let rq = &mut self.task_rq[t];
-        let rec = &mut self.tasks[t].open;
-        for &p in pieces.iter().rev() {
-            rq.push(p);
-            add_runq(&mut rec.runq, 0, p.holder, p.end - p.start);
-        }
     }
 
     fn on_stacks(&mut self, o: &OffCpuStacks) {
@@ -843,8 +398,7 @@ impl<'t> Engine<'t> {
                 Status::Off if task.open.state != STATE_RUNNABLE && task.open_hop == NO_HOP => {}
                 Status::Unknown => {
                     // Blocked since before the trace: not a root, but a cause with s = trace start.
-                    Self::open_wait(
-                        task,
+                    task.open_wait(
                         trace_start,
                         STATE_INTERRUPTIBLE,
                         StackId::NONE,
@@ -918,12 +472,9 @@ impl<'t> Engine<'t> {
                 cfg: &self.cfg,
                 inner: &mut self.inner_buf,
                 seen: &mut self.seen,
-                rq: self.runqueue.then_some(RqView {
-                    task_rq: &self.task_rq,
-                    task_direct: &self.task_direct,
-                    task_ix: &self.task_ix,
-                }),
+                rq: self.runqueue.then(|| self.rq.view(&self.task_index)),
                 unsplit: &mut self.stats.runq_unsplit_ns,
+                samples: &self.samples,
             };
             walker.walk(h, &mut self.tasks[t].open, mark);
             if mark && self.inner_buf.is_empty() {
@@ -931,7 +482,7 @@ impl<'t> Engine<'t> {
                 self.tasks[t].open_slot = LAZY_SLOT;
             } else if mark {
                 let slot = self.alloc_slot(h);
-                for &ih in &self.slots[slot as usize].inner {
+                for &ih in &self.slots.slots[slot as usize].inner {
                     self.hops[ih as usize].pending_markers += 1;
                 }
                 self.tasks[t].open_slot = slot;
@@ -968,47 +519,6 @@ impl<'t> Engine<'t> {
         (k, u)
     }
 
-    #[inline]
-    fn hop_record(nodes: &NodeTable, h: &Hop) -> HopRecord {
-        let (waker_comm, waker_tgid) = if h.waker_ident == IdentId::MAX {
-            (Comm::default(), 0)
-        } else {
-            nodes.ident_of(h.waker_ident)
-        };
-        HopRecord {
-            ts: h.ts,
-            waker_tid: h.waker_tid,
-            waker_tgid,
-            waker_comm,
-            context: h.context,
-            metal: h.metal,
-            kstack: h.kstack,
-            ustack: h.ustack,
-            node: h.node,
-            ns: 0,
-        }
-    }
-
-    fn alloc_slot(&mut self, hop: u32) -> u32 {
-        let s = match self.free_slots.pop() {
-            Some(s) => s,
-            None => {
-                self.slots.push(Slot::default());
-                (self.slots.len() - 1) as u32
-            }
-        };
-        self.pending += 1;
-        self.stats.peak_pending_waits = self.stats.peak_pending_waits.max(self.pending as u64);
-        let slot = &mut self.slots[s as usize];
-        slot.occupied = true;
-        slot.ready = false;
-        slot.discard = false;
-        slot.hop = hop;
-        std::mem::swap(&mut slot.inner, &mut self.inner_buf);
-        self.inner_buf.clear();
-        s
-    }
-
     /// The held wait of task `t` is final (its task switched out again, exited, or the
     /// trace ended): emit it now, or park it until dedup can decide whether it is a root.
     fn emit_held(&mut self, t: usize, sink: &mut impl WaitSink) {
@@ -1034,7 +544,7 @@ impl<'t> Engine<'t> {
         if slot == NO_SLOT {
             // Emitted in place (disjoint field borrows): no move of the record out and back.
             task.held.root = true;
-            Self::emit_rec(
+            emit_rec(
                 &mut self.nodes,
                 &mut self.stats,
                 &self.cfg.filter,
@@ -1044,166 +554,30 @@ impl<'t> Engine<'t> {
                 sink,
             );
         } else {
-            let sl = &mut self.slots[slot as usize];
+            let sl = &mut self.slots.slots[slot as usize];
             std::mem::swap(&mut task.held, &mut sl.rec);
             sl.ready = true;
             self.decide(slot, sink);
         }
     }
 
-    /// Decide ready slots whose ending hop is settled (hidden by an emitted root chain,
-    /// or no undecided chain uses it), cascading to the waits their chains used.
-    fn decide(&mut self, first: u32, sink: &mut impl WaitSink) {
-        let mut work = std::mem::take(&mut self.work);
-        work.clear();
-        work.push(first);
-        while let Some(s) = work.pop() {
-            let sl = &self.slots[s as usize];
-            if !sl.occupied || !sl.ready {
-                continue;
-            }
-            let hop = &self.hops[sl.hop as usize];
-            let root = if sl.discard || hop.hidden {
-                false
-            } else if hop.pending_markers == 0 {
-                true
-            } else {
-                continue;
-            };
-            let sl = &mut self.slots[s as usize];
-            sl.rec.root = root;
-            let emitted = !sl.discard
-                && Self::emit_rec(
-                    &mut self.nodes,
-                    &mut self.stats,
-                    &self.cfg.filter,
-                    self.filter_all,
-                    self.stack_threshold_ns,
-                    &mut sl.rec,
-                    sink,
-                );
-            let counts = root && emitted;
-            sl.occupied = false;
-            let own = sl.hop;
-            let inner = std::mem::take(&mut sl.inner);
-            self.hops[own as usize].wait_slot = NO_SLOT;
-            for &ih in &inner {
-                let h = &mut self.hops[ih as usize];
-                h.hidden |= counts;
-                h.pending_markers = h.pending_markers.saturating_sub(1);
-                if h.wait_slot != NO_SLOT && (h.hidden || h.pending_markers == 0) {
-                    work.push(h.wait_slot);
-                }
-            }
-            let sl = &mut self.slots[s as usize];
-            sl.inner = inner;
-            sl.inner.clear();
-            self.free_slots.push(s);
-            self.pending -= 1;
-        }
-        self.work = work;
+    /// A dedup slot for the wait ended by `hop`, whose chain marked the hops in
+    /// `inner_buf`.
+    fn alloc_slot(&mut self, hop: u32) -> u32 {
+        let s = self.slots.alloc(hop, &mut self.inner_buf);
+        self.stats.peak_pending_waits =
+            self.stats.peak_pending_waits.max(self.slots.pending as u64);
+        s
     }
 
-    /// Filter, intern the root node, count, and pass to the sink. True when emitted.
-    /// Takes the engine's parts rather than `self`, so that `rec` can be a record the
-    /// engine owns (a task's held record, a slot's record), emitted where it lies.
-    #[allow(clippy::too_many_arguments)]
-    fn emit_rec(
-        nodes: &mut NodeTable,
-        st: &mut Stats,
-        filter: &Filter,
-        filter_all: bool,
-        threshold_ns: u64,
-        rec: &mut WaitRecord,
-        sink: &mut impl WaitSink,
-    ) -> bool {
-        if !filter_all && !filter.matches(rec) {
-            return false;
-        }
-        // The recorder marks every switch-out SKIPPED and replaces that with the stacks it
-        // takes once the wait proves longer than the threshold. If none arrived (recording
-        // ended first, ring buffer full, ...), the placeholder would claim "wait <
-        // threshold" for a longer wait: say "not captured" instead.
-        let end = rec.switch_in_ns.or(rec.wake_ns);
-        if threshold_ns > 0
-            && end.is_some_and(|e| e.saturating_sub(rec.switch_out_ns) > threshold_ns)
-        {
-            let mut fixed = false;
-            for s in [&mut rec.kstack, &mut rec.ustack] {
-                if *s == StackId::SKIPPED {
-                    *s = StackId::NOT_CAPTURED;
-                    fixed = true;
-                }
-            }
-            st.stacks_not_captured += u64::from(fixed);
-        }
-        rec.node = nodes.task(rec.ident, rec.kstack, rec.ustack);
-        // Run-queue parts carry holder codes until here (the walk cannot intern nodes).
-        // Level 0 (added at switch-in) comes after the levels of the walk (at the waking).
-        rec.runq.sort_by_key(|p| p.level);
-        for p in &mut rec.runq {
-            if p.level == 0 {
-                st.runq_root_ns += p.ns;
-                if p.holder == HOLDER_UNKNOWN {
-                    st.runq_unknown_ns += p.ns;
-                }
-            } else {
-                st.runq_inner_ns += p.ns;
-            }
-            p.holder = nodes.runq(p.holder);
-        }
-        // Same-named holders of different processes share a node: merge their parts.
-        if rec.runq.len() > 1 {
-            let mut i = 1;
-            while i < rec.runq.len() {
-                let (level, holder, ns) = (rec.runq[i].level, rec.runq[i].holder, rec.runq[i].ns);
-                match rec.runq[..i]
-                    .iter_mut()
-                    .rev()
-                    .take_while(|p| p.level == level)
-                    .find(|p| p.holder == holder)
-                {
-                    Some(p) => {
-                        p.ns += ns;
-                        rec.runq.remove(i);
-                    }
-                    None => i += 1,
-                }
-            }
-        }
-        st.records_emitted += 1;
-        st.dedup_hidden += u64::from(!rec.root);
-        st.truncated += u64::from(rec.truncated);
-        st.cycles += u64::from(rec.cycle);
-        st.waits_with_lost += u64::from(rec.lost);
-        let is_skip = |s: StackId| s == StackId::SKIPPED;
-        // Dangling ids are rendered as [missing stack] too, but checking them here would
-        // cost a table lookup per stack; `chainrec info --verify` reports them.
-        let is_missing = |s: StackId| s == StackId::FAILED;
-        if is_skip(rec.kstack)
-            || is_skip(rec.ustack)
-            || rec
-                .hops
-                .iter()
-                .any(|h| is_skip(h.kstack) || is_skip(h.ustack))
-        {
-            st.stacks_skipped += 1;
-        }
-        if is_missing(rec.kstack)
-            || is_missing(rec.ustack)
-            || rec
-                .hops
-                .iter()
-                .any(|h| is_missing(h.kstack) || is_missing(h.ustack))
-        {
-            st.stacks_missing += 1;
-        }
-        let exiting = StackId::USER_EXITING;
-        if rec.ustack == exiting || rec.hops.iter().any(|h| h.ustack == exiting) {
-            st.stacks_exiting += 1;
-        }
-        sink.on_wait(rec, nodes);
-        true
+    /// Decide ready slots, starting at `first` ([`Slots::decide`]), emitting to `sink`.
+    fn decide(&mut self, first: u32, sink: &mut impl WaitSink) {
+        let (nodes, stats) = (&mut self.nodes, &mut self.stats);
+        let (filter, filter_all) = (&self.cfg.filter, self.filter_all);
+        let threshold_ns = self.stack_threshold_ns;
+        self.slots.decide(first, &mut self.hops, |rec| {
+            emit_rec(nodes, stats, filter, filter_all, threshold_ns, rec, sink)
+        });
     }
 
     /// Mark hops reachable within the depth limit from live roots; free the rest and cut
@@ -1247,7 +621,7 @@ impl<'t> Engine<'t> {
                 mark(t.held_hop, 1, &mut live);
             }
         }
-        for sl in self.slots.iter().filter(|s| s.occupied) {
+        for sl in self.slots.slots.iter().filter(|s| s.occupied) {
             mark(sl.hop, 1, &mut live);
             for &h in &sl.inner {
                 mark(h, 1, &mut live);
@@ -1268,176 +642,5 @@ impl<'t> Engine<'t> {
         self.free_hops.reverse();
         self.live_hops = live;
         self.gc_threshold = (2 * live).max(1 << 16);
-    }
-}
-
-/// The chain walk, borrowing only what it reads from the engine (so that the record it
-/// fills can be a task's own record, borrowed mutably at the same time).
-struct Walker<'a> {
-    hops: &'a [Hop],
-    nodes: &'a NodeTable,
-    cfg: &'a Config,
-    inner: &'a mut Vec<u32>,
-    seen: &'a mut Vec<Tid>,
-    /// Run-queue histories, when run-queue attribution is on.
-    rq: Option<RqView<'a>>,
-    /// [`Stats::runq_unsplit_ns`].
-    unsplit: &'a mut u64,
-}
-
-/// The engine's run-queue histories, and how to find a thread's.
-struct RqView<'a> {
-    task_rq: &'a [TaskRq],
-    task_direct: &'a [u32],
-    task_ix: &'a FxHashMap<Tid, u32>,
-}
-
-impl RqView<'_> {
-    fn of(&self, tid: Tid) -> Option<&TaskRq> {
-        let i = if (tid as usize) < DIRECT_TIDS {
-            match self.task_direct.get(tid as usize) {
-                Some(&i) if i != 0 => i as usize - 1,
-                _ => return None,
-            }
-        } else {
-            *self.task_ix.get(&tid)? as usize
-        };
-        self.task_rq.get(i)
-    }
-}
-
-/// Add `ns` behind `holder` at `level` to `parts` (holders of one level merged; a record
-/// has a handful of parts, sorted by level when it is emitted).
-fn add_runq(parts: &mut Vec<RunqPart>, level: u32, holder: u32, ns: u64) {
-    if ns == 0 {
-        return;
-    }
-    for p in parts.iter_mut() {
-        if p.level == level && p.holder == holder {
-            p.ns += ns;
-            return;
-        }
-    }
-    parts.push(RunqPart { level, holder, ns });
-}
-
-impl Walker<'_> {
-    /// Split level `level`'s own time windows by the waker's runnable periods: the parts
-    /// where it was runnable go to [`WaitRecord::runq`] behind its CPU's holders.
-    fn split_level(
-        &mut self,
-        level: u32,
-        waker: Tid,
-        windows: [(u64, u64); 2],
-        rec: &mut WaitRecord,
-    ) {
-        let Some(rq) = &self.rq else {
-            return;
-        };
-        let Some(h) = rq.of(waker) else {
-            return;
-        };
-        for (x, y) in windows {
-            if y <= x {
-                continue;
-            }
-            if x < h.floor {
-                *self.unsplit += h.floor.min(y) - x;
-            }
-            // Periods are in time order and disjoint: the first that ends after x, then on
-            // until one starts at or after y.
-            let first = h.segs.partition_point(|seg| seg.end <= x);
-            for seg in h.segs.range(first..) {
-                if seg.start >= y {
-                    break;
-                }
-                let ns = seg.end.min(y) - seg.start.max(x);
-                add_runq(&mut rec.runq, level, seg.holder, ns);
-            }
-        }
-    }
-
-    /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when
-    /// `mark` (the root passes the filter).
-    fn walk(&mut self, first: u32, rec: &mut WaitRecord, mark: bool) {
-        rec.hops.clear();
-        rec.runq.clear();
-        rec.truncated = false;
-        rec.cycle = false;
-        let a = rec.switch_out_ns;
-        let t1 = rec.wake_ns.unwrap_or(a);
-        let max = self.cfg.max_depth;
-        let mut cur = first;
-        let mut depth = 1;
-        match self.cfg.mode {
-            Mode::Bounded => {
-                let mut l = a;
-                let mut t = t1;
-                loop {
-                    let h = &self.hops[cur as usize];
-                    let mut r = Engine::hop_record(self.nodes, h);
-                    if h.metal || h.cause == NO_HOP || h.cause_ts <= l {
-                        r.ns = t.saturating_sub(l);
-                        rec.hops.push(r);
-                        if !h.metal {
-                            self.split_level(depth as u32, h.waker_tid, [(l, t), (0, 0)], rec);
-                        }
-                        break;
-                    }
-                    if depth >= max || h.cause == CUT {
-                        r.ns = t.saturating_sub(l);
-                        rec.hops.push(r);
-                        rec.truncated = true;
-                        break;
-                    }
-                    let l2 = l.max(h.cause_s);
-                    r.ns = t.saturating_sub(l) - h.cause_ts.min(t).saturating_sub(l2);
-                    rec.hops.push(r);
-                    // Own time: before the waker blocked, and after its waking.
-                    self.split_level(
-                        depth as u32,
-                        h.waker_tid,
-                        [(l, l2), (h.cause_ts.min(t), t)],
-                        rec,
-                    );
-                    if mark {
-                        self.inner.push(h.cause);
-                    }
-                    l = l2;
-                    t = h.cause_ts.min(t);
-                    cur = h.cause;
-                    depth += 1;
-                }
-            }
-            Mode::Last => {
-                let weight = t1.saturating_sub(a);
-                self.seen.clear();
-                self.seen.push(rec.tid);
-                loop {
-                    let h = &self.hops[cur as usize];
-                    let mut r = Engine::hop_record(self.nodes, h);
-                    r.ns = weight;
-                    rec.hops.push(r);
-                    if h.metal || h.cause == NO_HOP {
-                        break;
-                    }
-                    if depth >= max || h.cause == CUT {
-                        rec.truncated = true;
-                        break;
-                    }
-                    self.seen.push(h.waker_tid);
-                    let next = &self.hops[h.cause as usize];
-                    if !next.metal && self.seen.contains(&next.waker_tid) {
-                        rec.cycle = true;
-                        break;
-                    }
-                    if mark {
-                        self.inner.push(h.cause);
-                    }
-                    cur = h.cause;
-                    depth += 1;
-                }
-            }
-        }
     }
 }

@@ -2,24 +2,8 @@
 //! summary of every analysis command prints [`Stats::anomaly_notes`]. `docs/ENGINE.md`
 //! ("Anomaly counters") lists the same with their causes.
 
-use crate::engine::Stats;
+use crate::stats::{Inconsistency, Stats, EXAMPLES};
 use chainrec_format::{Switch, Tid};
-
-/// How many inconsistent sequences [`Stats::inconsistent_examples`] keeps.
-pub const EXAMPLES: usize = 4;
-
-/// One inconsistent switch sequence (the first few are kept, to look at with
-/// `chainrec script TRACE -t TID --window ...`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Inconsistency {
-    /// Time of the offending switch.
-    pub ts: u64,
-    /// The thread.
-    pub tid: Tid,
-    /// True: switched in while believed running; false: switched out while believed
-    /// off-CPU.
-    pub switch_in: bool,
-}
 
 /// The task each CPU runs according to the last switch seen on it, to notice switches
 /// that were not traced: a switch whose prev is another task.
@@ -85,6 +69,12 @@ impl Stats {
             1..=999_999 => format!("{:.1} us", ns as f64 / 1e3),
             _ => format!("{:.3} s", ns as f64 / 1e9),
         };
+        if self.oncpu_short_history_ns > 0 {
+            v.push(format!(
+                "[on cpu] levels older than the waker's kept samples: {} (split by the samples kept, the waker's last 4096)",
+                secs(self.oncpu_short_history_ns)
+            ));
+        }
         if self.waits_before_trace > 0 {
             v.push(format!(
                 "waits begun before the trace: {} (a thread first seen woken or switched in; its wait's start is unknown: not shown as a root, {} of its in-trace off-CPU time not shown; its waking still serves as a cause)",

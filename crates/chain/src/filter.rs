@@ -1,8 +1,8 @@
 //! Root filters (applied to the waiting thread; chains follow into any process).
 
+use crate::error::ChainError;
 use crate::record::WaitRecord;
-use crate::ChainError;
-use chainrec_format::{RecordingMeta, Tid, STATE_RUNNABLE};
+use chainrec_format::{Comm, RecordingMeta, Tid};
 use regex::Regex;
 
 /// Which duration `min_ns`/`max_ns` and the window apply to.
@@ -190,25 +190,11 @@ impl Filter {
     /// Does `w` pass? Missing end times fall back to what is known (blocked → off-CPU
     /// time and vice versa).
     pub fn matches(&self, w: &WaitRecord) -> bool {
-        if !self.tids.is_empty() && !self.tids.contains(&w.tid) {
-            return false;
-        }
-        if !self.pids.is_empty() && !self.pids.contains(&w.tgid) {
-            return false;
-        }
-        if self.user_only && w.kernel_thread {
-            return false;
-        }
-        if self.kernel_only && !w.kernel_thread {
+        if !self.matches_thread(w.tid, w.tgid, &w.comm, w.kernel_thread) {
             return false;
         }
         if let Some(mask) = self.state_mask {
-            let ok = if mask == 0 {
-                w.state == STATE_RUNNABLE
-            } else {
-                w.state & mask != 0
-            };
-            if !ok {
+            if !chainrec_format::state_matches(mask, w.state) {
                 return false;
             }
         }
@@ -232,12 +218,19 @@ impl Filter {
                 return false;
             }
         }
-        if let Some(re) = &self.comm {
-            if !re.is_match(&w.comm.as_str()) {
-                return false;
-            }
-        }
         true
+    }
+
+    /// Does a thread pass the thread part of the filter (`-p -t --comm -u -k`)?
+    pub fn matches_thread(&self, tid: Tid, tgid: Tid, comm: &Comm, kernel_thread: bool) -> bool {
+        (self.tids.is_empty() || self.tids.contains(&tid))
+            && (self.pids.is_empty() || self.pids.contains(&tgid))
+            && (!self.user_only || !kernel_thread)
+            && (!self.kernel_only || kernel_thread)
+            && self
+                .comm
+                .as_ref()
+                .is_none_or(|re| re.is_match(&comm.as_str()))
     }
 }
 

@@ -1,78 +1,18 @@
 //! Folded aggregation of the record stream for the four views, and the interned chain
 //! graph.
 
-use crate::fx::{FxHashMap, FxHasher};
+use crate::fx::FxHashMap;
 use crate::nodes::{NodeId, NodeTable};
 use crate::pathframes::{FrameNamer, PathVisit};
 use crate::paths::{Comms, PathBatch, PathReducer};
 use crate::record::{WaitRecord, WaitSink};
 use crate::render::{self, Pieces, WriteSummary};
 use crate::trie::{PathTrie, NO_PARENT};
-use crate::ChainError;
-use chainrec_format::{RecordingMeta, StackEntry, StackId, SymbolEntry, Tables};
+use crate::views::{Unit, View};
+use chainrec_format::{RecordingMeta, Tables};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 use std::io::{self, Write};
-
-/// Which folded view to build.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum View {
-    /// Multi-level chains (`chainrec chains`); only root waits, blocked time.
-    Chains,
-    /// Off-CPU stacks, switch-out to switch-in, all states (`offcpu`).
-    OffCpu,
-    /// Waker stack then target comm, blocked time (`wakeup`).
-    Wakeup,
-    /// Off-CPU stack with its first waker, blocked time (`offwake`).
-    OffWake,
-}
-
-/// Weight unit of folded output.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Unit {
-    /// Nanoseconds.
-    Ns,
-    /// Microseconds (default, like bcc).
-    #[default]
-    Us,
-    /// Milliseconds.
-    Ms,
-}
-
-impl Unit {
-    /// Parse `ns`, `us` or `ms`.
-    pub fn parse(s: &str) -> Result<Unit, ChainError> {
-        match s {
-            "ns" => Ok(Unit::Ns),
-            "us" => Ok(Unit::Us),
-            "ms" => Ok(Unit::Ms),
-            _ => Err(ChainError::BadUnit(s.to_string())),
-        }
-    }
-    /// Nanoseconds per unit.
-    pub fn ns(self) -> u64 {
-        match self {
-            Unit::Ns => 1,
-            Unit::Us => 1_000,
-            Unit::Ms => 1_000_000,
-        }
-    }
-    /// `ns` in this unit, rounded to nearest (how every folded view prints weights).
-    #[inline]
-    pub fn round(self, ns: u64) -> u64 {
-        let d = self.ns();
-        (ns + d / 2) / d
-    }
-    /// Short name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Unit::Ns => "ns",
-            Unit::Us => "us",
-            Unit::Ms => "ms",
-        }
-    }
-}
 
 /// The interned chain graph: nodes are [`NodeId`]s of the engine's [`NodeTable`]
 /// (markers included); an edge goes from a waiting node to its waker, weighted by the
@@ -228,7 +168,7 @@ impl FoldedSink {
     ) -> (Pieces, Vec<u32>) {
         rayon::join(
             || Pieces::build(&self.trie, &self.comms.list, nodes, tables, meta),
-            || render::preorder(&self.trie),
+            || crate::trie::preorder(&self.trie),
         )
     }
 
@@ -306,160 +246,11 @@ impl WaitSink for FoldedSink {
     }
 }
 
-/// Frames of stack `id`, leaf first. Reserved ids: NONE → nothing; SKIPPED →
-/// `[no stack: wait < Nus]`; FAILED, dangling or unknown reserved → `[missing stack]`;
-/// USER_PREEMPTED → `[no user stack: preempted]`; USER_EXITING → `[no user stack: exiting]`;
-/// USER_EXEC → `[no user stack: exec]`;
-/// NOT_CAPTURED → `[no stack: not captured]`. Unnamed addresses print as
-/// `[MODULE+0xOFFSET]` or `[unknown]` (see `FrameName`). This is how every view names
-/// frames; `threshold_ns` is the recording's lazy-stack threshold.
-pub fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> Vec<String> {
-    match id {
-        StackId::NONE => Vec::new(),
-        StackId::SKIPPED => vec![if threshold_ns == 0 {
-            "[no stack: skipped]".to_string()
-        } else if threshold_ns % 1000 == 0 {
-            format!("[no stack: wait < {}us]", threshold_ns / 1000)
-        } else {
-            format!("[no stack: wait < {}ns]", threshold_ns)
-        }],
-        StackId::USER_PREEMPTED => vec!["[no user stack: preempted]".to_string()],
-        StackId::USER_EXITING => vec!["[no user stack: exiting]".to_string()],
-        StackId::USER_EXEC => vec!["[no user stack: exec]".to_string()],
-        StackId::NOT_CAPTURED => vec!["[no stack: not captured]".to_string()],
-        _ => match tables.stacks.get(&id) {
-            Some(st) if id.is_real() => st
-                .frames
-                .iter()
-                .map(|&a| frame_name(tables.symbol(st, a)).to_string())
-                .collect(),
-            _ => vec!["[missing stack]".to_string()],
-        },
-    }
-}
-
-/// Real stack ids that render the same frames as a lower id, mapped to the lowest such id.
-/// Distinct stacks often render alike (return addresses at different call sites of one
-/// function, stale frame pointers that all become `[unknown]`): interned apart, they
-/// would print as duplicate folded lines, one per raw stack. Frames are compared as
-/// borrowed names, so this costs no per-frame allocation on traces with many stacks.
-pub(crate) fn same_rendering_stacks(tables: &Tables) -> FxHashMap<StackId, StackId> {
-    let mut ids: Vec<StackId> = tables
-        .stacks
-        .keys()
-        .copied()
-        .filter(|s| s.is_real())
-        .collect();
-    ids.sort_unstable();
-    // Rendering hash → stacks first seen with it (a collision costs a comparison).
-    let mut firsts: FxHashMap<u64, Vec<StackId>> = FxHashMap::default();
-    let mut same = FxHashMap::default();
-    for id in ids {
-        let st = &tables.stacks[&id];
-        let mut h = FxHasher::default();
-        st.kind.hash(&mut h);
-        frame_names(tables, st).for_each(|n| n.hash(&mut h));
-        let candidates = firsts.entry(h.finish()).or_default();
-        let first = candidates.iter().copied().find(|c| {
-            let other = &tables.stacks[c];
-            other.kind == st.kind && frame_names(tables, other).eq(frame_names(tables, st))
-        });
-        match first {
-            Some(f) => {
-                same.insert(id, f);
-            }
-            None => candidates.push(id),
-        }
-    }
-    same
-}
-
-fn frame_names<'a>(
-    tables: &'a Tables,
-    st: &'a StackEntry,
-) -> impl Iterator<Item = FrameName<'a>> + 'a {
-    st.frames
-        .iter()
-        .map(move |&a| frame_name(tables.symbol(st, a)))
-}
-
-/// How a frame address prints: its function name; without one, `[MODULE+0xOFFSET]` (file
-/// offset in the module, stable across processes and enough to re-symbolize), or
-/// `[unknown]` for an address in no known module. Unnamed addresses are mostly what a
-/// frame-pointer walk reads past code built without frame pointers: printing each as a
-/// raw address would split one stack into as many flame-graph towers as there were
-/// stale values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum FrameName<'a> {
-    Symbol(&'a str),
-    InModule(&'a str, u64),
-    Unknown,
-}
-
-fn frame_name(sym: Option<&SymbolEntry>) -> FrameName<'_> {
-    match sym {
-        Some(s) => match (&s.name, &s.module, s.file_offset) {
-            (Some(name), _, _) => FrameName::Symbol(name),
-            (None, Some(module), Some(off)) => {
-                FrameName::InModule(module.rsplit('/').next().unwrap_or(module), off)
-            }
-            _ => FrameName::Unknown,
-        },
-        None => FrameName::Unknown,
-    }
-}
-
-impl std::fmt::Display for FrameName<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FrameName::Symbol(n) => f.write_str(n),
-            FrameName::InModule(m, off) => write!(f, "[{m}+0x{off:x}]"),
-            FrameName::Unknown => f.write_str("[unknown]"),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chainrec_format::StackKind;
-
-    #[test]
-    fn unresolved_frames_name_their_module_or_say_unknown() {
-        let mut t = Tables::default();
-        let id = StackId(StackId::FIRST_REAL);
-        t.stacks.insert(
-            id,
-            StackEntry {
-                id,
-                kind: StackKind::User,
-                tgid: 7,
-                frames: vec![0x1000, 0x2000, 0x3000, 0x4000],
-            },
-        );
-        let sym = |addr, name: Option<&str>, module: Option<&str>| SymbolEntry {
-            kind: StackKind::User,
-            tgid: 7,
-            addr,
-            name: name.map(str::to_string),
-            offset: 0,
-            module: module.map(str::to_string),
-            build_id: None,
-            file_offset: module.map(|_| addr - 0x800),
-        };
-        for s in [
-            sym(0x1000, Some("__write"), Some("/usr/lib/libc.so.6")),
-            sym(0x2000, None, Some("/usr/lib/libc.so.6")),
-            sym(0x3000, None, None),
-        ] {
-            t.symbols.insert((s.kind, s.tgid, s.addr), s);
-        }
-        // 0x4000 has no symbol entry at all.
-        assert_eq!(
-            stack_frames(&t, id, 0),
-            ["__write", "[libc.so.6+0x1800]", "[unknown]", "[unknown]"]
-        );
-    }
+    use crate::frames::same_rendering_stacks;
+    use chainrec_format::{StackEntry, StackId, StackKind, SymbolEntry};
 
     #[test]
     fn same_named_threads_of_different_processes_share_one_node() {

@@ -33,6 +33,13 @@ pub enum NodeKind {
         /// Who held the CPU.
         holder: RunqHolder,
     },
+    /// What a waker level did while it ran: `[on cpu]` and the frames of its samples
+    /// (root first; `kstack`/`ustack` of the node), or `[on cpu: no sample]` when
+    /// `sampled` is false (no sample of the waker fell inside its running time).
+    OnCpu {
+        /// False for `[on cpu: no sample]`.
+        sampled: bool,
+    },
 }
 
 /// Who held a CPU while a thread waited for it.
@@ -86,6 +93,8 @@ impl Node {
             NodeKind::Metal { label, .. } => label.as_str().into(),
             NodeKind::Marker(m) => (*m).into(),
             NodeKind::RunQueue { holder } => holder.name(),
+            NodeKind::OnCpu { sampled: true } => crate::frames::ONCPU_FRAME.into(),
+            NodeKind::OnCpu { sampled: false } => crate::frames::ONCPU_NO_SAMPLE.into(),
         }
     }
     /// True for run-queue nodes.
@@ -162,6 +171,9 @@ pub struct NodeTable {
     runq: FxHashMap<u32, NodeId>,
     /// Run-queue node by holder identity (`NodeId::MAX` = not yet interned).
     runq_by_ident: Vec<NodeId>,
+    /// On-CPU nodes by (canonical kernel stack, canonical user stack); `None` is
+    /// `[on cpu: no sample]`.
+    oncpu: FxHashMap<Option<(StackId, StackId)>, NodeId>,
 }
 
 impl Default for NodeTable {
@@ -183,6 +195,7 @@ impl Default for NodeTable {
             same_stacks: FxHashMap::default(),
             runq: FxHashMap::default(),
             runq_by_ident: Vec::new(),
+            oncpu: FxHashMap::default(),
         };
         for m in ["[truncated]", "[cycle]", "[lost events]", "[waker unknown]"] {
             t.nodes.push(Node {
@@ -201,7 +214,7 @@ impl NodeTable {
     /// An empty table for the stacks of `tables` (stacks that render alike share nodes).
     pub(crate) fn for_tables(tables: &Tables) -> Self {
         NodeTable {
-            same_stacks: crate::folded::same_rendering_stacks(tables),
+            same_stacks: crate::frames::same_rendering_stacks(tables),
             ..NodeTable::default()
         }
     }
@@ -310,6 +323,26 @@ impl NodeTable {
                 kind: NodeKind::RunQueue { holder },
                 kstack: StackId::NONE,
                 ustack: StackId::NONE,
+                kframes: None,
+                leaf_frame: None,
+            });
+        }
+        id
+    }
+
+    /// Intern the on-CPU node of a sampled stack pair, or `[on cpu: no sample]` (`None`).
+    pub(crate) fn oncpu(&mut self, stacks: Option<(StackId, StackId)>) -> NodeId {
+        let key = stacks.map(|(k, u)| (self.canonical(k), self.canonical(u)));
+        let next = self.nodes.len() as NodeId;
+        let id = *self.oncpu.entry(key).or_insert(next);
+        if id == next {
+            let (kstack, ustack) = key.unwrap_or((StackId::NONE, StackId::NONE));
+            self.nodes.push(Node {
+                kind: NodeKind::OnCpu {
+                    sampled: key.is_some(),
+                },
+                kstack,
+                ustack,
                 kframes: None,
                 leaf_frame: None,
             });
@@ -435,7 +468,7 @@ fn is_interrupt_entry(name: &str) -> bool {
 /// innermost interrupt entry (`Some(count)`), or all when there is none (`None`), and
 /// their rendered names (the node's identity).
 fn interrupt_frames(tables: &Tables, id: StackId) -> (Option<u32>, Vec<String>) {
-    let frames = crate::folded::stack_frames(tables, id, 0);
+    let frames = crate::frames::stack_frames(tables, id, 0);
     match frames.iter().position(|f| is_interrupt_entry(f)) {
         Some(i) if i + 1 < frames.len() => {
             let mut frames = frames;

@@ -4,7 +4,7 @@
 //! ([`crate::FoldedSink::write_folded`]) is these frames joined by `;`; the SVG, pprof and
 //! `top` read them directly ([`crate::FoldedSink::for_each_path`]).
 
-use crate::folded::stack_frames;
+use crate::frames::{stack_frames, ONCPU_FRAME, ONCPU_NO_SAMPLE};
 use crate::nodes::{NodeId, NodeKind, NodeTable, MARK_LOST, RUNQ_FRAME};
 use crate::paths::COMM_BIT;
 use crate::trie::{PathTrie, NO_PARENT};
@@ -36,6 +36,9 @@ pub enum FrameKind {
     Marker,
     /// `[lost events]`: events were lost inside the wait.
     Lost,
+    /// `[on cpu]` (followed by the sampled frames) or `[on cpu: no sample]`: the level's
+    /// on-CPU time.
+    OnCpu,
 }
 
 impl FrameKind {
@@ -116,6 +119,32 @@ impl<'a> FrameNamer<'a> {
                 }
                 f.push((RUNQ_FRAME.into(), K::RunQueue));
                 f.push((holder.name().into_owned(), K::RunQueueHolder));
+            }
+            NodeKind::OnCpu { sampled } => {
+                if !first {
+                    f.push(("--".into(), K::LevelSeparator));
+                }
+                if *sampled {
+                    // As a sample prints ([`crate::sample_frames`]): user frames root to
+                    // leaf, then `-` and the kernel frames only when there are any.
+                    f.push((ONCPU_FRAME.into(), K::OnCpu));
+                    let u: Vec<(String, FrameKind)> = self
+                        .stack(n.ustack)
+                        .iter()
+                        .rev()
+                        .map(|s| (s.clone(), K::User))
+                        .collect();
+                    f.extend(u);
+                    let k = self.stack(n.kstack);
+                    if !k.is_empty() {
+                        let k: Vec<(String, FrameKind)> =
+                            k.iter().rev().map(|s| (s.clone(), K::Kernel)).collect();
+                        f.push(("-".into(), K::UserKernelSeparator));
+                        f.extend(k);
+                    }
+                } else {
+                    f.push((ONCPU_NO_SAMPLE.into(), K::OnCpu));
+                }
             }
             NodeKind::Metal { label, .. } => {
                 let kframes = n.kframes;
@@ -243,7 +272,7 @@ pub(crate) fn walk_paths(
             below[p as usize] += below[i] + frames_of(i as u32);
         }
     }
-    let order = crate::render::preorder(trie);
+    let order = crate::trie::preorder(trie);
     // Subtree sizes in entries, to skip a subtree in preorder.
     let mut size = vec![1u32; n];
     for i in (0..n).rev() {

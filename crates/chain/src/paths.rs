@@ -3,11 +3,11 @@
 //! level) in reusable [`PathBatch`]es, which [`crate::FoldedSink::apply`] inserts. The two
 //! halves can run on two threads (engine + reduction on one, insertion on the other).
 
-use crate::engine::Mode;
-use crate::folded::View;
 use crate::fx::FxHashMap;
+use crate::mode::Mode;
 use crate::nodes::{NodeId, NodeTable, MARK_CYCLE, MARK_LOST, MARK_NO_WAKER, MARK_TRUNCATED};
 use crate::record::{WaitRecord, WaitSink};
+use crate::views::View;
 use chainrec_format::Comm;
 use std::collections::VecDeque;
 
@@ -245,8 +245,11 @@ impl PathReducer {
                     let last = w.hops.len() - 1;
                     let whole = w.mode == Mode::Last;
                     // A level's own weight: its share less the time its waker was runnable
-                    // (that part goes to the level's `[run queue]` paths).
-                    let own = |k: usize| w.hops[k].ns - w.runq_ns_of(k as u32 + 1);
+                    // (that part goes to the level's `[run queue]` paths) and, with
+                    // samples, less its on-CPU time (the level's `[on cpu]` paths).
+                    let own = |k: usize| {
+                        w.hops[k].ns - w.runq_ns_of(k as u32 + 1) - w.oncpu_ns_of(k as u32 + 1)
+                    };
                     let markers = |b: &mut PathBatch| {
                         if w.truncated {
                             b.push(MARK_TRUNCATED, 0);
@@ -285,6 +288,7 @@ impl PathReducer {
                         }
                     }
                     Self::runq_paths(w, b, 0);
+                    Self::oncpu_paths(w, b);
                 }
             }
             View::Wakeup => {
@@ -316,6 +320,26 @@ impl PathReducer {
                 b.push(h.node, 0);
             }
             b.push(p.holder, 0);
+            if w.lost {
+                b.push(MARK_LOST, 0);
+            }
+            b.add_last(p.ns);
+            b.end_path();
+        }
+    }
+}
+
+impl PathReducer {
+    /// The on-CPU paths of a record: per part, the path to its level and the `[on cpu]`
+    /// node weighted by the part (under `[lost events]` when events were lost inside the
+    /// wait), as [`Self::runq_paths`] does for run-queue parts.
+    fn oncpu_paths(w: &WaitRecord, b: &mut PathBatch) {
+        for p in &w.oncpu {
+            b.push(w.node, 0);
+            for h in &w.hops[..p.level as usize] {
+                b.push(h.node, 0);
+            }
+            b.push(p.node, 0);
             if w.lost {
                 b.push(MARK_LOST, 0);
             }

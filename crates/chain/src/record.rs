@@ -1,6 +1,6 @@
 //! The per-wait record stream: one [`WaitRecord`] per off-CPU interval, with its chain.
 
-use crate::engine::Mode;
+use crate::mode::Mode;
 use crate::nodes::{NodeId, NodeTable};
 use chainrec_format::{Comm, StackId, Tid, WakeContext, STATE_RUNNABLE};
 
@@ -16,6 +16,19 @@ pub struct RunqPart {
     /// Interned run-queue node of the holder.
     pub holder: NodeId,
     /// Nanoseconds.
+    pub ns: u64,
+}
+
+/// What a waker did while it ran inside a level's share: a level's own on-CPU time split
+/// by the waker's samples in it (docs/ENGINE.md, "What a running waker did").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OnCpuPart {
+    /// Level k ≥ 1 (`hops[k - 1]`, as in [`RunqPart::level`]).
+    pub level: u32,
+    /// Interned [`crate::NodeKind::OnCpu`] node: `[on cpu]` with the sampled stacks, or
+    /// `[on cpu: no sample]`.
+    pub node: NodeId,
+    /// Nanoseconds: the level's on-CPU time × this stack's share of its samples.
     pub ns: u64,
 }
 
@@ -81,6 +94,11 @@ pub struct WaitRecord {
     /// a preemption); level k the part of `hops[k - 1].ns` during which that waker was
     /// runnable. Ordered by level. Empty with `--no-runqueue` and in `--mode last`.
     pub runq: Vec<RunqPart>,
+    /// On-CPU time of the wakers, by level and sampled stack, when the trace has samples
+    /// (time-bounded mode): the part of `hops[k - 1].ns` that is neither run-queue time
+    /// nor a cut, split in proportion to that waker's samples inside it. Ordered by
+    /// level. Empty for traces without samples.
+    pub oncpu: Vec<OnCpuPart>,
     /// The chain was cut by the depth limit while a further cause existed.
     pub truncated: bool,
     /// `--mode last` only: the walk stopped because a thread repeated.
@@ -91,6 +109,9 @@ pub struct WaitRecord {
     pub mode: Mode,
     /// Interned (comm, tgid) of the waiting thread, for the engine's node interning.
     pub(crate) ident: crate::nodes::IdentId,
+    /// On-CPU parts as the walk finds them (stacks, not yet interned nodes): turned into
+    /// [`Self::oncpu`] when the record is emitted.
+    pub(crate) oncpu_raw: Vec<crate::sampleidx::RawOnCpu>,
     /// False when subchain dedup hides this wait as a root (its ending waking is an
     /// inner hop of another chain). Always true with dedup off.
     pub root: bool,
@@ -129,6 +150,14 @@ impl WaitRecord {
     pub fn runq_ns_of(&self, level: u32) -> u64 {
         self.runq_of(level).map(|p| p.ns).sum()
     }
+    /// On-CPU nanoseconds of one level k ≥ 1 (see [`Self::oncpu`]).
+    pub fn oncpu_ns_of(&self, level: u32) -> u64 {
+        self.oncpu
+            .iter()
+            .filter(|p| p.level == level)
+            .map(|p| p.ns)
+            .sum()
+    }
 }
 
 /// Consumer of the per-wait record stream.
@@ -150,5 +179,26 @@ impl<A: WaitSink, B: WaitSink> WaitSink for (A, B) {
     fn on_wait(&mut self, wait: &WaitRecord, nodes: &NodeTable) {
         self.0.on_wait(wait, nodes);
         self.1.on_wait(wait, nodes);
+    }
+}
+
+/// A wait record on its own cache lines (two, not three: it is rewritten at every
+/// switch-out).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub(crate) struct Rec(WaitRecord);
+
+impl std::ops::Deref for Rec {
+    type Target = WaitRecord;
+    #[inline]
+    fn deref(&self) -> &WaitRecord {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Rec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut WaitRecord {
+        &mut self.0
     }
 }

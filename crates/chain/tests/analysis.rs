@@ -6,32 +6,18 @@ mod common;
 use chainrec_chain::{
     Analysis, ChainError, DamagePolicy, Dedup, Filter, FoldedSink, Setup, TraceWarning, View,
 };
-use chainrec_format::synth::{self, SynthParams};
-use chainrec_format::{TraceWriter, WriterOptions};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Scenario `name` written to a file in `dir` with small chunks (many for the decoder).
 fn write(dir: &Path, name: &str, events: u64) -> PathBuf {
-    let m = gen(name, events);
     let path = dir.join(format!("{name}.zst"));
-    let opts = WriterOptions {
-        chunk_events: 97,
-        ..WriterOptions::default()
-    };
-    let mut w = TraceWriter::create(&path, &m.meta, opts).unwrap();
-    let params = SynthParams { events, seed: 1 };
-    (synth::find(name).unwrap().generate)(&params, &mut w).unwrap();
-    w.finish(&m.meta).unwrap();
+    chainrec_testkit::scenario::write(&path, name, events, 97, &gen(name, events));
     path
 }
 
-fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("chainrec-analysis-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use chainrec_testkit::scratch::dir as scratch;
 
 fn quiet() -> chainrec_chain::WarnFn {
     Arc::new(|w: TraceWarning<'_>| panic!("unexpected warning {w:?}"))

@@ -223,7 +223,11 @@ fn write_folded_returns_write_errors() {
 #[test]
 fn for_each_path_is_for_each_line_structured() {
     use chainrec_chain::FrameKind;
-    for (name, m) in &traces() {
+    // With its sampling metadata, `oncpu-worker` has `[on cpu]` levels.
+    let mut all = traces();
+    all.push(("oncpu-worker sampled", oncpu_sampled()));
+    let mut oncpu_frames = 0;
+    for (name, m) in &all {
         for view in VIEWS {
             let (e, s) = direct(m, cfg(), view);
             let mut want = Vec::new();
@@ -242,6 +246,10 @@ fn for_each_path_is_for_each_line_structured() {
                     }
                     if f.kind == FrameKind::UserKernelSeparator {
                         assert_eq!(f.name, "-");
+                    }
+                    if f.kind == FrameKind::OnCpu {
+                        assert!(f.name.starts_with("[on cpu"), "{}", f.name);
+                        oncpu_frames += 1;
                     }
                     assert_eq!(f.level, level, "{name} {view:?}: {names:?}");
                 }
@@ -273,4 +281,19 @@ fn for_each_path_is_for_each_line_structured() {
             assert!(roots <= got.len().max(1));
         }
     }
+    assert!(oncpu_frames > 0, "no [on cpu] level in any trace");
+}
+
+/// `oncpu-worker` with the metadata `chainrec synth` gives it (its sampling period), so the
+/// engine splits waker levels into `[on cpu]` parts.
+fn oncpu_sampled() -> MemTrace {
+    let params = synth::SynthParams {
+        events: 3_000,
+        seed: 1,
+    };
+    let m = MemTrace {
+        meta: synth::meta("oncpu-worker", &params, vec![]),
+        ..MemTrace::default()
+    };
+    chainrec_testkit::scenario::generate_into("oncpu-worker", params.events, m)
 }

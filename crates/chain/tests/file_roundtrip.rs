@@ -4,14 +4,13 @@
 mod common;
 
 use chainrec_chain::{Engine, FoldedSink, View};
-use chainrec_format::synth::{self, SynthParams};
-use chainrec_format::{TraceReader, TraceWriter, WriterOptions};
+use chainrec_format::synth;
+use chainrec_format::TraceReader;
 use common::*;
 
 #[test]
 fn file_and_memory_agree_for_every_exact_scenario() {
-    let dir = std::env::temp_dir().join(format!("chainrec-chain-rt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = chainrec_testkit::scratch::dir("chain-rt");
     for sc in synth::scenarios()
         .into_iter()
         .filter(|s| s.name != "busy-server")
@@ -19,20 +18,7 @@ fn file_and_memory_agree_for_every_exact_scenario() {
         let m = gen(sc.name, 2_000);
         let path = dir.join(format!("{}.zst", sc.name));
         // Small chunks so that the parallel decoder has many of them.
-        let opts = WriterOptions {
-            chunk_events: 97,
-            ..WriterOptions::default()
-        };
-        let mut w = TraceWriter::create(&path, &m.meta, opts).unwrap();
-        (sc.generate)(
-            &SynthParams {
-                events: 2_000,
-                seed: 1,
-            },
-            &mut w,
-        )
-        .unwrap();
-        w.finish(&m.meta).unwrap();
+        chainrec_testkit::scenario::write(&path, sc.name, 2_000, 97, &m);
         let r = TraceReader::open(&path).unwrap();
         for view in [View::Chains, View::OffCpu, View::Wakeup, View::OffWake] {
             let want = run(&m, cfg(), view);

@@ -4,10 +4,8 @@
 mod common;
 
 use chainrec_chain::{Config, NodeKind, RunqHolder, View};
-use chainrec_format::{
-    Comm, CommReason, Event, MemTrace, StackId, Switch, TaskComm, Tid, WakeContext, Waking,
-    STATE_INTERRUPTIBLE, STATE_RUNNABLE,
-};
+use chainrec_format::{Comm, MemTrace, Tid, WakeContext, STATE_INTERRUPTIBLE, STATE_RUNNABLE};
+use chainrec_testkit::events;
 use common::{map, run, show, Run};
 
 const T: Tid = 10;
@@ -24,39 +22,20 @@ impl Tb {
         let mut m = MemTrace::default();
         m.meta.stack_threshold_ns = 100_000;
         for &(tid, name) in names {
-            m.events.push(Event::Comm(TaskComm {
-                ts: 0,
-                tid,
-                tgid: tid,
-                comm: Comm::new(name),
-                reason: CommReason::Seen,
-            }));
+            m.events.push(events::comm(0, tid, name));
         }
         Tb(m)
     }
     fn sw(&mut self, ts: u64, cpu: u32, prev: Tid, state: u32, next: Tid) -> &mut Self {
-        self.0.events.push(Event::Switch(Switch {
-            ts,
-            cpu,
-            prev_tid: prev,
-            prev_state: state,
-            next_tid: next,
-            prev_kstack: StackId::NONE,
-            prev_ustack: StackId::NONE,
-        }));
+        self.0
+            .events
+            .push(events::switch(ts, cpu, prev, state, next));
         self
     }
     fn wake(&mut self, ts: u64, cpu: u32, waker: Tid, target: Tid, ctx: WakeContext) -> &mut Self {
-        self.0.events.push(Event::Waking(Waking {
-            ts,
-            cpu,
-            waker_tid: waker,
-            target_tid: target,
-            context: ctx,
-            source: 0,
-            waker_kstack: StackId::NONE,
-            waker_ustack: StackId::NONE,
-        }));
+        self.0
+            .events
+            .push(events::waking(ts, cpu, waker, target, ctx));
         self
     }
 }

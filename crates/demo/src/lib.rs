@@ -142,6 +142,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
     let wopts = chainrec_record::workload::WorkloadOptions {
         duration: opts.duration,
         period: opts.period,
+        stall: None,
     };
     let mut tids = [0u32; 3];
     let wl = chainrec_record::workload::run_with(&wopts, |t, r, s| tids = [t, r, s]);

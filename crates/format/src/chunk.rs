@@ -181,6 +181,19 @@ impl ChunkEncoder {
                     put_varint(&mut self.misc, l.count);
                     self.misc.push(l.cause as u8);
                 }
+                Event::Sample(x) => {
+                    // The sampled task is nearly always the one the last switch on this
+                    // CPU put there, so its tid is usually predicted and not stored.
+                    self.kind_cpu(EventKind::Sample, x.cpu);
+                    let mut f = 0u8;
+                    if self.predicted(x.cpu) == Some(x.tid) {
+                        f |= F_PRED;
+                    } else {
+                        self.tid_refs.push(x.tid);
+                    }
+                    f |= self.stack_pair(x.kstack, x.ustack);
+                    self.flags.push(f);
+                }
             }
         }
 
@@ -397,10 +410,14 @@ fn varint_column(col: &[u8], mut f: impl FnMut(u64) -> bool) -> Result<(), &'sta
 
 /// Decode one chunk payload, appending to `out`. On error `out` may hold a partial,
 /// meaningless tail: the caller truncates it.
+///
+/// `samples`: whether kind 7 ([`Event::Sample`]) is valid (format 2 and later); in a
+/// format 1 file it is an unknown kind, as a 1.x reader would find it.
 pub(crate) fn decode(
     raw: &[u8],
     out: &mut Vec<Event>,
     sc: &mut DecodeScratch,
+    samples: bool,
 ) -> Result<ChunkSummary, String> {
     let mut hdr = Cur::new(raw);
     let n = hdr.varint();
@@ -537,7 +554,7 @@ pub(crate) fn decode(
     for (&kb, &ts) in kinds.iter().zip(tsv) {
         let mut cpu = (kb >> 3) as u32;
         let kind = kb & 7;
-        if cpu == CPU_ESCAPE && matches!(kind, 0 | 1 | 2 | 6) {
+        if cpu == CPU_ESCAPE && matches!(kind, 0 | 1 | 2 | 6 | 7) {
             cpu = misc.u32v();
         }
         let ev = match kind {
@@ -658,6 +675,17 @@ pub(crate) fn decode(
                     cpu,
                     count,
                     cause,
+                })
+            }
+            7 if samples => {
+                let f = flags!();
+                let tid = pred_or_ref!(f, cpu);
+                Event::Sample(Sample {
+                    ts,
+                    cpu,
+                    tid,
+                    kstack: stack!(f >> 3),
+                    ustack: stack!(f >> 5),
                 })
             }
             _ => return Err(format!("unknown event kind {kind}")),

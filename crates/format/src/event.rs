@@ -134,6 +134,18 @@ impl fmt::Display for Comm {
 
 /// `prev_state` value of a switch-out that was a preemption (task still runnable).
 pub const STATE_RUNNABLE: u32 = 0;
+
+/// The `--state MASK` rule shared by the analysis filters and the flight-recorder
+/// triggers: a switch-out `state` passes when it has a bit of `mask`; mask 0 keeps only
+/// preemptions ([`STATE_RUNNABLE`]), as in bcc offcputime.
+pub fn state_matches(mask: u32, state: u32) -> bool {
+    if mask == 0 {
+        state == STATE_RUNNABLE
+    } else {
+        state & mask != 0
+    }
+}
+
 /// Kernel `TASK_INTERRUPTIBLE` (S).
 pub const STATE_INTERRUPTIBLE: u32 = 0x1;
 /// Kernel `TASK_UNINTERRUPTIBLE` (D).
@@ -321,6 +333,23 @@ pub struct Lost {
     pub cause: LostCause,
 }
 
+/// An on-CPU sample: `tid` was running on `cpu` when the sampling timer (or cycle counter)
+/// fired. Each sample stands for one sampling period of that CPU's time
+/// ([`crate::RecordingMeta::sampling`]). Format 2.0 and later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Time of the sample.
+    pub ts: u64,
+    /// CPU sampled.
+    pub cpu: u32,
+    /// Task running on it (0 = the idle task).
+    pub tid: Tid,
+    /// Kernel stack at the sample (NONE when the CPU was in user mode).
+    pub kstack: StackId,
+    /// User stack at the sample (NONE for kernel threads and the idle task).
+    pub ustack: StackId,
+}
+
 /// One trace event. Events in a file are in non-decreasing `ts` order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
@@ -338,6 +367,8 @@ pub enum Event {
     OffCpuStacks(OffCpuStacks),
     /// Lost-data marker.
     Lost(Lost),
+    /// On-CPU sample (format 2.0).
+    Sample(Sample),
 }
 
 impl Event {
@@ -351,6 +382,7 @@ impl Event {
             Event::Exit(e) => e.ts,
             Event::OffCpuStacks(e) => e.ts,
             Event::Lost(e) => e.ts,
+            Event::Sample(e) => e.ts,
         }
     }
     /// Kind of the event.
@@ -363,6 +395,7 @@ impl Event {
             Event::Exit(_) => EventKind::Exit,
             Event::OffCpuStacks(_) => EventKind::OffCpuStacks,
             Event::Lost(_) => EventKind::Lost,
+            Event::Sample(_) => EventKind::Sample,
         }
     }
 }
@@ -385,11 +418,15 @@ pub enum EventKind {
     OffCpuStacks = 5,
     /// [`Event::Lost`].
     Lost = 6,
+    /// [`Event::Sample`] (format 2.0).
+    Sample = 7,
 }
 
 impl EventKind {
+    /// Number of kinds (the length of per-kind count arrays).
+    pub const COUNT: usize = 8;
     /// All kinds, in tag order.
-    pub const ALL: [EventKind; 7] = [
+    pub const ALL: [EventKind; Self::COUNT] = [
         EventKind::Switch,
         EventKind::Waking,
         EventKind::WakeupNew,
@@ -397,8 +434,9 @@ impl EventKind {
         EventKind::Exit,
         EventKind::OffCpuStacks,
         EventKind::Lost,
+        EventKind::Sample,
     ];
-    /// Lower-case name (`switch`, `waking`, `wakeup_new`, `comm`, `exit`, `offcpu_stacks`, `lost`).
+    /// Lower-case name (`switch`, `waking`, `wakeup_new`, `comm`, `exit`, `offcpu_stacks`, `lost`, `sample`).
     pub fn name(self) -> &'static str {
         match self {
             EventKind::Switch => "switch",
@@ -408,6 +446,7 @@ impl EventKind {
             EventKind::Exit => "exit",
             EventKind::OffCpuStacks => "offcpu_stacks",
             EventKind::Lost => "lost",
+            EventKind::Sample => "sample",
         }
     }
 }

@@ -8,15 +8,19 @@
 
 mod chunk;
 mod event;
+mod flight;
 mod reader;
 mod section;
+mod summary;
 pub mod synth;
 mod tables;
 mod writer;
 
 pub use event::*;
+pub use flight::*;
 pub use reader::*;
-pub use section::{FORMAT_MAJOR, FORMAT_MINOR};
+pub use section::{FORMAT_MAJOR, FORMAT_MINOR, FORMAT_MIN_MAJOR};
+pub use summary::TraceFacts;
 pub use tables::*;
 pub use writer::*;
 
@@ -238,11 +242,11 @@ impl TraceSink for MemTrace {
 pub mod __fuzz {
     use crate::*;
 
-    /// Decode a raw (decompressed) event chunk payload.
+    /// Decode a raw (decompressed) event chunk payload (format 2: samples allowed).
     pub fn decode_chunk_payload(raw: &[u8]) -> std::result::Result<Vec<Event>, String> {
         let mut out = Vec::new();
         let mut scratch = crate::chunk::DecodeScratch::default();
-        crate::chunk::decode(raw, &mut out, &mut scratch)?;
+        crate::chunk::decode(raw, &mut out, &mut scratch, true)?;
         Ok(out)
     }
 

@@ -3,7 +3,7 @@
 
 use crate::chunk;
 use crate::section::*;
-use crate::writer::{IndexPayload, TableDelta};
+use crate::writer::{IndexPayload, IndexPayloadV1, TableDelta};
 use crate::*;
 use std::cell::RefCell;
 use std::ops::Range;
@@ -34,7 +34,7 @@ pub struct VerifyReport {
     /// Events decoded.
     pub events: u64,
     /// Events by kind (indexed by `EventKind as usize`).
-    pub events_by_kind: [u64; 7],
+    pub events_by_kind: [u64; EventKind::COUNT],
     /// Event stack references that are reserved "no stack" values, by reserved id (0..16).
     pub reserved_stack_refs: [u64; 16],
 }
@@ -226,7 +226,13 @@ impl TraceReader {
         };
         check_payload(&h, payload, index_offset).map_err(s)?;
         let raw = decompress_section(&h, payload, index_offset).map_err(s)?;
-        let index: IndexPayload = decode_bincode(&raw, "index section", index_offset).map_err(s)?;
+        let index: IndexPayload = if self.version.0 == 1 {
+            decode_bincode::<IndexPayloadV1>(&raw, "index section", index_offset)
+                .map_err(s)?
+                .into()
+        } else {
+            decode_bincode(&raw, "index section", index_offset).map_err(s)?
+        };
 
         let mut l = Loaded::default();
         l.bytes.framing = (FILE_HEADER_LEN + TRAILER_LEN) as u64;
@@ -546,7 +552,7 @@ impl TraceReader {
             // The compressed bytes are no longer needed: drop them from this process's
             // resident set, so that streaming a trace larger than RAM stays bounded.
             self.release(payload);
-            let r = chunk::decode(buf, out, scratch).map_err(corrupt);
+            let r = chunk::decode(buf, out, scratch, self.version.0 >= 2).map_err(corrupt);
             if buf.capacity() > (8 << 20) {
                 *buf = Vec::new();
             }

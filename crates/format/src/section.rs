@@ -18,10 +18,12 @@ pub(crate) const SKIPPABLE_BASE: u32 = 0x184D_2A50;
 
 /// File magic inside the file-header frame.
 pub(crate) const FILE_MAGIC: &[u8; 8] = b"CHAINREC";
-/// Major version written and read by this build.
-pub const FORMAT_MAJOR: u16 = 1;
-/// Minor version written by this build (readers accept any minor of their major).
-pub const FORMAT_MINOR: u16 = 1;
+/// Major version written by this build (2: on-CPU samples, event kind 7).
+pub const FORMAT_MAJOR: u16 = 2;
+/// Minor version written by this build (readers accept any minor of a major they read).
+pub const FORMAT_MINOR: u16 = 0;
+/// Oldest major version this build reads (1: no samples, 7 per-kind counts in the index).
+pub const FORMAT_MIN_MAJOR: u16 = 1;
 
 /// Content size of the file-header frame.
 pub(crate) const FILE_HEADER_CONTENT: usize = 20;
@@ -158,10 +160,10 @@ pub(crate) fn parse_file_header(data: &[u8]) -> Result<(u16, u16)> {
     }
     let major = le_u16(data, 16);
     let minor = le_u16(data, 18);
-    if major != FORMAT_MAJOR {
+    if !(FORMAT_MIN_MAJOR..=FORMAT_MAJOR).contains(&major) {
         return Err(FormatError::UnsupportedVersion {
             found: major,
-            min: FORMAT_MAJOR,
+            min: FORMAT_MIN_MAJOR,
             max: FORMAT_MAJOR,
         });
     }

@@ -156,7 +156,87 @@ pub struct RecordingMeta {
     pub extra: Vec<(String, String)>,
 }
 
+/// How a recording sampled on-CPU stacks, and what became of the samples: stored in
+/// [`RecordingMeta::extra`] under the `SAMPLE_*` keys (so that the metadata layout is the
+/// same in format 1 and 2), read back by [`RecordingMeta::sampling`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sampling {
+    /// Perf event sampled: `cpu-clock` or `cycles`.
+    pub event: String,
+    /// Samples per second per CPU asked for.
+    pub freq_hz: u64,
+    /// CPU time one sample stands for (1 s / `freq_hz` for cpu-clock).
+    pub period_ns: u64,
+    /// Samples written.
+    pub samples: u64,
+    /// Samples written without a kernel stack (walk failed; a sample in user mode has an
+    /// empty kernel stack and is not counted here).
+    pub no_kstack: u64,
+    /// Samples of user tasks written without a user stack (walk failed).
+    pub no_ustack: u64,
+    /// Samples lost (ring buffer full).
+    pub lost: u64,
+}
+
+/// [`RecordingMeta::extra`] keys of [`Sampling`], in field order.
+pub const SAMPLE_KEYS: [&str; 7] = [
+    "sample_event",
+    "sample_freq_hz",
+    "sample_period_ns",
+    "samples",
+    "samples_no_kstack",
+    "samples_no_ustack",
+    "samples_lost",
+];
+
+impl Sampling {
+    /// The key/value pairs to store in [`RecordingMeta::extra`].
+    pub fn to_extra(&self) -> Vec<(String, String)> {
+        let vals = [
+            self.event.clone(),
+            self.freq_hz.to_string(),
+            self.period_ns.to_string(),
+            self.samples.to_string(),
+            self.no_kstack.to_string(),
+            self.no_ustack.to_string(),
+            self.lost.to_string(),
+        ];
+        SAMPLE_KEYS
+            .iter()
+            .zip(vals)
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+}
+
 impl RecordingMeta {
+    /// How on-CPU samples were taken, if the recording took any (`None`: sampling off,
+    /// or a trace older than format 2).
+    pub fn sampling(&self) -> Option<Sampling> {
+        let event = self.extra(SAMPLE_KEYS[0])?.to_string();
+        let num = |i: usize| {
+            self.extra(SAMPLE_KEYS[i])
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        Some(Sampling {
+            event,
+            freq_hz: num(1),
+            period_ns: num(2),
+            samples: num(3),
+            no_kstack: num(4),
+            no_ustack: num(5),
+            lost: num(6),
+        })
+    }
+
+    /// Replace (or add) the [`Sampling`] keys of [`Self::extra`].
+    pub fn set_sampling(&mut self, s: &Sampling) {
+        self.extra
+            .retain(|(k, _)| !SAMPLE_KEYS.contains(&k.as_str()));
+        self.extra.extend(s.to_extra());
+    }
+
     /// The value of free-form key `key` in [`Self::extra`], if recorded.
     pub fn extra(&self, key: &str) -> Option<&str> {
         self.extra
@@ -184,4 +264,69 @@ impl Tables {
     pub fn symbol(&self, stack: &StackEntry, addr: u64) -> Option<&SymbolEntry> {
         self.symbols.get(&(stack.kind, stack.tgid, addr))
     }
+}
+
+/// A wall-clock instant broken into UTC calendar fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UtcTime {
+    /// Year.
+    pub year: i64,
+    /// Month, 1..=12.
+    pub month: u32,
+    /// Day of the month, 1..=31.
+    pub day: u32,
+    /// Hour, 0..=23.
+    pub hour: u32,
+    /// Minute.
+    pub minute: u32,
+    /// Second.
+    pub second: u32,
+    /// Millisecond.
+    pub milli: u32,
+}
+
+impl UtcTime {
+    /// From nanoseconds since the Unix epoch (as `ts + RecordingMeta::clock_offset_ns`).
+    pub fn from_unix_ns(ns: i128) -> UtcTime {
+        let secs = ns.div_euclid(1_000_000_000) as i64;
+        let milli = (ns.rem_euclid(1_000_000_000) / 1_000_000) as u32;
+        let days = secs.div_euclid(86_400);
+        let sod = secs.rem_euclid(86_400) as u32;
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        let year = yoe + era * 400 + if month <= 2 { 1 } else { 0 };
+        UtcTime {
+            year,
+            month,
+            day,
+            hour: sod / 3600,
+            minute: (sod / 60) % 60,
+            second: sod % 60,
+            milli,
+        }
+    }
+
+    /// Compact form for file names: `20261123T231502Z`.
+    pub fn compact(&self) -> String {
+        format!(
+            "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        )
+    }
+}
+
+/// Format wall-clock nanoseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
+pub fn format_wall(ns: i128) -> String {
+    let t = UtcTime::from_unix_ns(ns);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03} UTC",
+        t.year, t.month, t.day, t.hour, t.minute, t.second, t.milli
+    )
 }

@@ -57,8 +57,45 @@ impl TableDelta {
             && self.tasks.is_empty()
             && self.irq_sources.is_empty()
     }
-    fn items(&self) -> usize {
+    pub(crate) fn items(&self) -> usize {
         self.stacks.len() + self.symbols.len() + self.tasks.len() + self.irq_sources.len()
+    }
+
+    /// Feed every entry into `sink`, interrupt sources first (the order of
+    /// [`MemTrace::replay_into`]).
+    pub(crate) fn replay_into(&self, sink: &mut dyn TraceSink) -> Result<()> {
+        sink.add_irq_sources(&self.irq_sources)?;
+        sink.add_tasks(&self.tasks)?;
+        sink.add_stacks(&self.stacks)?;
+        sink.add_symbols(&self.symbols)
+    }
+}
+
+/// Stack table entries must not use reserved ids (`offset`: where, for the error).
+pub(crate) fn check_stack_ids(stacks: &[StackEntry], offset: u64) -> Result<()> {
+    match stacks.iter().find(|s| !s.id.is_real()) {
+        Some(s) => Err(FormatError::Corrupt {
+            what: "stack table",
+            offset,
+            detail: format!(
+                "stack id {} is reserved (ids below {} are not table entries)",
+                s.id.0,
+                StackId::FIRST_REAL
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Interrupt source id 0 is reserved for "unknown" (`offset`: where, for the error).
+pub(crate) fn check_irq_sources(sources: &[IrqSource], offset: u64) -> Result<()> {
+    match sources.iter().find(|s| s.id == 0) {
+        Some(s) => Err(FormatError::Corrupt {
+            what: "irq source table",
+            offset,
+            detail: format!("irq source id 0 ({}) is reserved for 'unknown'", s.name),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -83,9 +120,111 @@ pub(crate) struct IndexPayload {
     /// Total events.
     pub events: u64,
     /// Events by kind (`EventKind as usize`).
-    pub events_by_kind: [u64; 7],
+    pub events_by_kind: [u64; EventKind::COUNT],
     /// References to reserved stack ids, by id (0..16).
     pub reserved_stack_refs: [u64; 16],
+}
+
+/// The index payload of format 1 (7 event kinds); read, never written.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct IndexPayloadV1 {
+    pub chunks: Vec<IndexChunk>,
+    pub tables: Vec<u64>,
+    pub metas: Vec<u64>,
+    pub events: u64,
+    pub events_by_kind: [u64; 7],
+    pub reserved_stack_refs: [u64; 16],
+}
+
+/// An event chunk compressed into a complete section, kept in memory with what the
+/// index needs to know about it.
+#[derive(Clone, Debug)]
+pub(crate) struct SealedChunk {
+    /// Section header and zstd frame, ready to write.
+    pub section: Vec<u8>,
+    pub events: u32,
+    pub first_ts: u64,
+    pub last_ts: u64,
+    pub events_by_kind: [u64; EventKind::COUNT],
+    pub reserved_stack_refs: [u64; 16],
+}
+
+impl From<IndexPayloadV1> for IndexPayload {
+    fn from(v: IndexPayloadV1) -> Self {
+        let mut events_by_kind = [0; EventKind::COUNT];
+        events_by_kind[..7].copy_from_slice(&v.events_by_kind);
+        IndexPayload {
+            chunks: v.chunks,
+            tables: v.tables,
+            metas: v.metas,
+            events: v.events,
+            events_by_kind,
+            reserved_stack_refs: v.reserved_stack_refs,
+        }
+    }
+}
+
+/// Check that `event` can be stored and comes no earlier than `last_ts`; advance
+/// `last_ts` to it.
+pub(crate) fn accept_next(event: &Event, last_ts: &mut u64) -> Result<()> {
+    crate::check_encodable(event)?;
+    let ts = event.ts();
+    if ts < *last_ts {
+        return Err(FormatError::OutOfOrder { ts, prev: *last_ts });
+    }
+    *last_ts = ts;
+    Ok(())
+}
+
+/// Count `event` into the index's per-kind totals and reserved stack-id references.
+pub(crate) fn count_event(
+    by_kind: &mut [u64; EventKind::COUNT],
+    reserved: &mut [u64; 16],
+    event: &Event,
+) {
+    by_kind[event.kind() as usize] += 1;
+    let mut count = |s: StackId| {
+        if !s.is_real() {
+            reserved[s.0 as usize] += 1;
+        }
+    };
+    match event {
+        Event::Switch(s) => {
+            count(s.prev_kstack);
+            count(s.prev_ustack);
+        }
+        Event::Waking(w) => {
+            count(w.waker_kstack);
+            count(w.waker_ustack);
+        }
+        Event::OffCpuStacks(o) => {
+            count(o.kstack);
+            count(o.ustack);
+        }
+        _ => {}
+    }
+}
+
+/// Encode non-empty `events` (in order) into a chunk section; returns it with the first
+/// and last timestamps. `raw` is scratch kept between calls.
+pub(crate) fn seal_chunk(
+    cctx: &mut zstd::bulk::Compressor<'static>,
+    encoder: &mut ChunkEncoder,
+    raw: &mut Vec<u8>,
+    events: &[Event],
+) -> std::io::Result<(Vec<u8>, u64, u64)> {
+    encoder.encode(events, raw);
+    let first_ts = events[0].ts();
+    let last_ts = events[events.len() - 1].ts();
+    let sec = build_section(
+        cctx,
+        KIND_CHUNK,
+        events.len() as u32,
+        first_ts,
+        last_ts,
+        raw,
+    )?;
+    Ok((sec, first_ts, last_ts))
 }
 
 /// Bincode configuration of every bincode payload.
@@ -227,14 +366,14 @@ impl TraceWriter {
         if self.events.is_empty() {
             return Ok(());
         }
-        let mut raw = std::mem::take(&mut self.raw);
-        self.encoder.encode(&self.events, &mut raw);
-        let first_ts = self.events[0].ts();
-        let last_ts = self.events[self.events.len() - 1].ts();
+        let (sec, first_ts, last_ts) = seal_chunk(
+            &mut self.cctx,
+            &mut self.encoder,
+            &mut self.raw,
+            &self.events,
+        )
+        .map_err(|e| self.io(e))?;
         let n = self.events.len() as u32;
-        let sec = build_section(&mut self.cctx, KIND_CHUNK, n, first_ts, last_ts, &raw);
-        self.raw = raw;
-        let sec = sec.map_err(|e| self.io(e))?;
         self.index.chunks.push(IndexChunk {
             offset: self.pos,
             len: sec.len() as u64,
@@ -273,6 +412,11 @@ impl TraceWriter {
     /// Bytes in the file so far.
     pub fn bytes_written(&self) -> u64 {
         self.pos
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Write an optional section of `kind` (>= 0x80) now, as a newer minor version might:
@@ -326,36 +470,12 @@ impl TraceWriter {
 
 impl TraceSink for TraceWriter {
     fn push(&mut self, event: &Event) -> Result<()> {
-        crate::check_encodable(event)?;
-        let ts = event.ts();
-        if ts < self.last_ts {
-            return Err(FormatError::OutOfOrder {
-                ts,
-                prev: self.last_ts,
-            });
-        }
-        self.last_ts = ts;
-        self.index.events_by_kind[event.kind() as usize] += 1;
-        let mut count = |s: StackId| {
-            if !s.is_real() {
-                self.index.reserved_stack_refs[s.0 as usize] += 1;
-            }
-        };
-        match event {
-            Event::Switch(s) => {
-                count(s.prev_kstack);
-                count(s.prev_ustack);
-            }
-            Event::Waking(w) => {
-                count(w.waker_kstack);
-                count(w.waker_ustack);
-            }
-            Event::OffCpuStacks(o) => {
-                count(o.kstack);
-                count(o.ustack);
-            }
-            _ => {}
-        }
+        accept_next(event, &mut self.last_ts)?;
+        count_event(
+            &mut self.index.events_by_kind,
+            &mut self.index.reserved_stack_refs,
+            event,
+        );
         self.events.push(*event);
         self.total_events += 1;
         if self.events.len() >= self.options.chunk_events {
@@ -365,20 +485,8 @@ impl TraceSink for TraceWriter {
     }
 
     fn add_stacks(&mut self, stacks: &[StackEntry]) -> Result<()> {
-        for s in stacks {
-            if !s.id.is_real() {
-                return Err(FormatError::Corrupt {
-                    what: "stack table",
-                    offset: self.pos,
-                    detail: format!(
-                        "stack id {} is reserved (ids below {} are not table entries)",
-                        s.id.0,
-                        StackId::FIRST_REAL
-                    ),
-                });
-            }
-            self.pending_frames += s.frames.len();
-        }
+        check_stack_ids(stacks, self.pos)?;
+        self.pending_frames += stacks.iter().map(|s| s.frames.len()).sum::<usize>();
         self.pending.stacks.extend_from_slice(stacks);
         self.maybe_spill()
     }
@@ -394,19 +502,48 @@ impl TraceSink for TraceWriter {
     }
 
     fn add_irq_sources(&mut self, sources: &[IrqSource]) -> Result<()> {
-        if let Some(s) = sources.iter().find(|s| s.id == 0) {
-            return Err(FormatError::Corrupt {
-                what: "irq source table",
-                offset: self.pos,
-                detail: format!("irq source id 0 ({}) is reserved for 'unknown'", s.name),
-            });
-        }
+        check_irq_sources(sources, self.pos)?;
         self.pending.irq_sources.extend_from_slice(sources);
         self.maybe_spill()
     }
 }
 
 impl TraceWriter {
+    /// Append a chunk sealed elsewhere (the flight ring's memory) after everything
+    /// buffered so far; table additions pending here are written before it.
+    pub(crate) fn append_sealed(&mut self, chunk: &SealedChunk) -> Result<()> {
+        self.write_chunk()?;
+        if chunk.first_ts < self.last_ts {
+            return Err(FormatError::OutOfOrder {
+                ts: chunk.first_ts,
+                prev: self.last_ts,
+            });
+        }
+        self.index.chunks.push(IndexChunk {
+            offset: self.pos,
+            len: chunk.section.len() as u64,
+            events: chunk.events,
+            first_ts: chunk.first_ts,
+            last_ts: chunk.last_ts,
+        });
+        self.write_bytes(&chunk.section)?;
+        for (sum, n) in self
+            .index
+            .events_by_kind
+            .iter_mut()
+            .zip(chunk.events_by_kind)
+        {
+            *sum += n;
+        }
+        for (sum, n) in (self.index.reserved_stack_refs.iter_mut()).zip(chunk.reserved_stack_refs) {
+            *sum += n;
+        }
+        self.index.events += chunk.events as u64;
+        self.total_events += chunk.events as u64;
+        self.last_ts = chunk.last_ts;
+        Ok(())
+    }
+
     fn maybe_spill(&mut self) -> Result<()> {
         // Writing tables early is always safe: they only need to precede the events
         // that reference them.

@@ -471,13 +471,13 @@ fn not_chainrec_and_versions() {
     let good = dir.file("g.zst");
     mem_trace(1, 10).write_to(&good, opts(10)).unwrap();
     let mut b = std::fs::read(&good).unwrap();
-    b[16] = 2; // major = 2 (LE u16 at 16)
+    b[16] = 3; // major = 3 (LE u16 at 16)
     std::fs::write(&p, &b).unwrap();
     match TraceReader::open(&p) {
         Err(FormatError::UnsupportedVersion {
-            found: 2,
+            found: 3,
             min: 1,
-            max: 1,
+            max: 2,
         }) => {}
         Err(e) => panic!("{e}"),
         Ok(_) => panic!("opened"),
@@ -489,8 +489,72 @@ fn not_chainrec_and_versions() {
     b[24..28].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&p, &b).unwrap();
     let r = TraceReader::open(&p).unwrap();
-    assert_eq!(r.version(), (1, 7));
+    assert_eq!(r.version(), (2, 7));
     assert_eq!(r.event_count(), 10);
+}
+
+/// A format 1.1 file (written by chainrec before on-CPU samples, the `lazy-stacks`
+/// scenario with 500 events: `testdata/format-v1/lazy-stacks.zst`) reads as the same trace
+/// this build generates, index statistics included; and the same file relabelled as
+/// format 1 but holding a sample (kind 7) is refused as corrupt, as a 1.x reader would.
+#[test]
+fn format_1_files_stay_readable() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/format-v1/lazy-stacks.zst");
+    let r = TraceReader::open(&path).unwrap();
+    assert_eq!(r.version(), (1, 1));
+    assert!(r.recovery().is_none(), "{:?}", r.recovery());
+    let old = r.to_mem().unwrap();
+    let mut fresh = MemTrace::default();
+    let params = chainrec_format::synth::SynthParams {
+        events: 500,
+        seed: 1,
+    };
+    (chainrec_format::synth::find("lazy-stacks")
+        .unwrap()
+        .generate)(&params, &mut fresh)
+    .unwrap();
+    assert_eq!(old.events, fresh.events);
+    assert_tables_eq(&old.tables, &fresh.tables);
+    let stats = r.indexed_stats().expect("index statistics");
+    assert_eq!(stats.events, 506);
+    assert_eq!(stats.events_by_kind[EventKind::Switch as usize], 252);
+    assert_eq!(stats.events_by_kind[EventKind::Sample as usize], 0);
+    assert_eq!(r.verify().unwrap().events_by_kind, stats.events_by_kind);
+    assert!(r.meta().sampling().is_none());
+}
+
+/// Samples survive a file round trip, their tids predicted from the switches; a format 2
+/// reader counts them by kind; the metadata says how they were taken.
+#[test]
+fn samples_round_trip() {
+    let dir = TempDir::new("samples");
+    let p = dir.file("s.zst");
+    let params = chainrec_format::synth::SynthParams {
+        events: 170,
+        seed: 1,
+    };
+    let mut t = MemTrace::default();
+    let mut meta = chainrec_format::synth::meta("oncpu-worker", &params, vec![]);
+    {
+        let mut tr = chainrec_format::synth::Tracker::new(&mut t);
+        (chainrec_format::synth::find("oncpu-worker")
+            .unwrap()
+            .generate)(&params, &mut tr)
+        .unwrap();
+        tr.complete(&mut meta);
+    }
+    t.meta = meta;
+    let s = t.meta.sampling().expect("sampling metadata");
+    assert_eq!(s.samples, 110, "11 samples per iteration, 10 iterations");
+    assert_eq!(s.period_ns, 1_000_000);
+    t.write_to(&p, opts(64)).unwrap();
+    let (r, m) = read_back(&p);
+    assert_eq!(r.version(), (FORMAT_MAJOR, FORMAT_MINOR));
+    assert_eq!(m.events, t.events);
+    assert_eq!(m.meta.sampling(), t.meta.sampling());
+    let v = r.verify().unwrap();
+    assert_eq!(v.events_by_kind[EventKind::Sample as usize], 110);
 }
 
 fn crc32fast_hash(b: &[u8]) -> u32 {

@@ -230,6 +230,7 @@ fn busy_server_is_a_consistent_schedule() {
                 );
             }
             Event::Lost(_) => panic!("no lost markers in this model"),
+            Event::Sample(_) => panic!("no samples in this model"),
         }
     }
     let span = (last_ts - ev[0].ts()) as f64 / 1e9;

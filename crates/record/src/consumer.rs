@@ -4,7 +4,10 @@
 
 use crate::convert::{lost_counts, Converter, Reorder};
 use crate::load::{bpf_err, prog_stats, SoftirqLinks, UserStackPath};
-use crate::options::{LazyUserCounts, RecordOptions, SoftirqCounts, StopCondition};
+use crate::options::{
+    LazyUserCounts, RecordOptions, SoftirqCounts, StopCondition, UserStashCounts,
+};
+use crate::output::Output;
 use crate::raw::{self, RawEv};
 use crate::skel::{ChainrecLinks, ChainrecSkel};
 use crate::usyms::UserSymbolizer;
@@ -70,7 +73,7 @@ pub(crate) struct Consumer {
     pub(crate) conv: Converter,
     pub(crate) reorder: Reorder,
     /// Events written, by kind.
-    pub(crate) by_kind: [u64; 7],
+    pub(crate) by_kind: [u64; EventKind::COUNT],
     /// Ring-buffer reserve failures already turned into Lost markers, per CPU.
     lost_seen: Vec<u64>,
     /// The per-CPU counters summed over CPUs, as last read.
@@ -96,7 +99,7 @@ impl Consumer {
                 last_ts: 0,
                 out_of_order: 0,
             },
-            by_kind: [0; 7],
+            by_kind: [0; EventKind::COUNT],
             lost_seen: vec![0; cpu_count as usize],
             counters_total: [0; raw::C_NR],
             usyms,
@@ -113,7 +116,8 @@ impl Consumer {
         batch: &RefCell<Batch>,
         skel: &mut ChainrecSkel<'_>,
         mut softirq_links: SoftirqLinks,
-        writer: &mut TraceWriter,
+        mut sample_links: crate::samples::SampleLinks,
+        writer: &mut Output,
         meta: &mut RecordingMeta,
         stop: &StopCondition,
         opts: &RecordOptions,
@@ -130,6 +134,7 @@ impl Consumer {
                     // Detach first so that nothing new arrives, then drain everything.
                     skel.links = ChainrecLinks::default();
                     drop(std::mem::take(&mut softirq_links));
+                    drop(std::mem::take(&mut sample_links));
                 }
             }
             let now = monotonic_ns();
@@ -151,6 +156,8 @@ impl Consumer {
                 now.saturating_sub(REORDER_WINDOW_NS)
             };
             self.reorder.drain(bound, writer, &mut self.by_kind)?;
+            // Flight recorder: triggers, SIGUSR1, dumps whose post time has passed.
+            writer.after_drain(self.reorder.last_ts)?;
             if periodic && !stopping {
                 // Flush first: symbolization below may take a while on first sight of a big
                 // binary.
@@ -159,6 +166,7 @@ impl Consumer {
             self.symbolize_new(writer)?;
             if periodic || stopping {
                 meta.lost = self.lost();
+                self.update_sampling(skel, meta, opts);
                 if periodic && !stopping {
                     writer.update_meta(meta)?;
                     writer.flush()?;
@@ -204,7 +212,7 @@ impl Consumer {
     }
 
     /// New irq sources, tasks and stacks go to the writer before the events that use them.
-    fn write_tables(&mut self, writer: &mut TraceWriter) -> Result<()> {
+    fn write_tables(&mut self, writer: &mut Output) -> Result<()> {
         let conv = &mut self.conv;
         if !conv.new_irqs.is_empty() {
             writer.add_irq_sources(&conv.new_irqs)?;
@@ -255,7 +263,7 @@ impl Consumer {
 
     /// Symbolize new addresses at once (every poll), while their processes are still
     /// alive: short-lived processes would be gone by the next periodic flush.
-    fn symbolize_new(&mut self, writer: &mut TraceWriter) -> Result<()> {
+    fn symbolize_new(&mut self, writer: &mut Output) -> Result<()> {
         let conv = &mut self.conv;
         if !conv.new_kaddrs.is_empty() {
             let addrs = std::mem::take(&mut conv.new_kaddrs);
@@ -271,12 +279,39 @@ impl Consumer {
         Ok(())
     }
 
+    /// The sampling record of the metadata, with the counts so far (nothing without
+    /// samples).
+    fn update_sampling(
+        &self,
+        skel: &ChainrecSkel<'_>,
+        meta: &mut RecordingMeta,
+        opts: &RecordOptions,
+    ) {
+        let Some(cfg) = &opts.samples else {
+            return;
+        };
+        let mut bpf = [0u64; crate::samples::SC_NR];
+        for (idx, total) in bpf.iter_mut().enumerate() {
+            if let Ok(Some(vals)) = skel
+                .maps
+                .sample_counters
+                .lookup_percpu(&(idx as u32).to_ne_bytes(), MapFlags::ANY)
+            {
+                *total = vals
+                    .iter()
+                    .filter_map(|v| v.get(..8)?.try_into().ok().map(u64::from_ne_bytes))
+                    .sum();
+            }
+        }
+        meta.set_sampling(&self.conv.samples.sampling(cfg, &bpf));
+    }
+
     /// The lost and skipped counts so far.
     pub(crate) fn lost(&self) -> LostCounts {
         lost_counts(&self.conv, &self.counters_total, self.reorder.out_of_order)
     }
 
-    fn draw_status(&mut self, writer: &TraceWriter, meta: &RecordingMeta, t_start: Instant) {
+    fn draw_status(&mut self, writer: &Output, meta: &RecordingMeta, t_start: Instant) {
         let Some(last) = &mut self.status else {
             return;
         };
@@ -363,7 +398,30 @@ impl Consumer {
                 .push(("bpf_run_time_ns".into(), run_ns.to_string()));
             meta.extra.push(("bpf_run_cnt".into(), run_cnt.to_string()));
         }
+        let user_stash = UserStashCounts {
+            taken: c(raw::C_USTASH_TAKEN),
+            used: c(raw::C_USTASH_USED),
+            missed: c(raw::C_USTASH_MISSED),
+        };
+        if path != UserStackPath::Off {
+            meta.extra
+                .push(("user_stacks_at_switch_out".into(), user_stash.to_string()));
+        }
+        let bpf_profile = if opts.profile_bpf {
+            raw::P_NAMES
+                .iter()
+                .enumerate()
+                .map(|(p, name)| {
+                    let i = raw::C_PROF as usize + 2 * p;
+                    (*name, counters_total[i], counters_total[i + 1])
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         FinalCounts {
+            user_stash,
+            bpf_profile,
             run_ns,
             run_cnt,
             lazy_user,
@@ -374,6 +432,8 @@ impl Consumer {
 
 /// What [`Consumer::final_counts`] adds to the summary.
 pub(crate) struct FinalCounts {
+    pub(crate) user_stash: UserStashCounts,
+    pub(crate) bpf_profile: Vec<(&'static str, u64, u64)>,
     pub(crate) run_ns: u64,
     pub(crate) run_cnt: u64,
     pub(crate) lazy_user: LazyUserCounts,

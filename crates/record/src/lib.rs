@@ -12,9 +12,12 @@ mod convert;
 pub mod ksyms;
 mod load;
 mod options;
+pub mod output;
 mod raw;
 mod recorder;
 mod recording;
+mod samples;
+pub mod trigger;
 pub mod usyms;
 pub mod workload;
 
@@ -29,9 +32,12 @@ mod skel {
 }
 
 pub use command::StopSignals;
-pub use options::{LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition};
+pub use options::{
+    LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition, UserStashCounts,
+};
 pub use recorder::{check_output, partial_trace_note, record};
 pub use recording::Recording;
+pub use samples::{SampleConfig, SampleEvent};
 
 use std::path::PathBuf;
 
@@ -100,7 +106,7 @@ pub enum RecordError {
 /// Result alias for this crate.
 pub type Result<T, E = RecordError> = std::result::Result<T, E>;
 
-/// Parse a duration such as `100us`, `1.5ms`, `2s`, `500ns` (a bare number is µs).
+/// Parse a duration such as `100us`, `1.5ms`, `2s`, `10m`, `1h`, `500ns` (a bare number is µs).
 pub fn parse_duration_ns(s: &str) -> Result<u64> {
     let s = s.trim();
     let split = s
@@ -117,9 +123,11 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
         "" | "us" | "µs" => 1e3,
         "ms" => 1e6,
         "s" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
         u => {
             return Err(RecordError::Invalid(format!(
-                "unknown duration unit `{u}` in `{s}` (ns, us, ms, s)"
+                "unknown duration unit `{u}` in `{s}` (ns, us, ms, s, m, h)"
             )))
         }
     };

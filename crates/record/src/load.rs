@@ -103,6 +103,8 @@ fn open_and_load<'obj>(
         ro.user_stacks = opts.user_stacks;
         ro.use_task_work = path == UserStackPath::TaskWork;
         ro.softirq_heuristic = !opts.no_softirq_tracking;
+        ro.profile = opts.profile_bpf;
+        ro.user_stash = path != UserStackPath::Off && !opts.no_user_stash;
         if let Some(i) = irq_stack {
             ro.have_irqstack = true;
             ro.irqstack_ptr_delta = i.ptr_delta;
@@ -144,6 +146,9 @@ fn open_and_load<'obj>(
     if !softirq_tracking {
         open.progs.on_do_softirq.set_autoload(false);
         open.progs.on_do_softirq_exit.set_autoload(false);
+    }
+    if opts.samples.is_none() {
+        open.progs.on_sample.set_autoload(false);
     }
     open.load().map_err(|e| bpf_err("load", e))
 }

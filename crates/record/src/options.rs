@@ -44,6 +44,17 @@ pub struct RecordOptions {
     /// Do not attach the `do_softirq` programs: every softirq waking stays metal, as
     /// before they existed (A/B, and to test the fallback).
     pub no_softirq_tracking: bool,
+    /// One file, rotating files, or the flight recorder (`output` is then the prefix of
+    /// the dumps' names).
+    pub output_mode: crate::output::OutputMode,
+    /// Lazy mode: never take a user stack at a switch-out on a prediction (every long wait's
+    /// user half then comes through the task_work or sys_exit path; A/B and tests).
+    pub no_user_stash: bool,
+    /// Time the sections of the BPF programs (`RecordSummary::bpf_profile`; costs two
+    /// clock reads per section).
+    pub profile_bpf: bool,
+    /// On-CPU samples (`--sample-freq`, `--sample-event`); `None` = `--no-samples`.
+    pub samples: Option<crate::samples::SampleConfig>,
 }
 
 impl Default for RecordOptions {
@@ -63,6 +74,10 @@ impl Default for RecordOptions {
             no_user_walk_shortcut: false,
             verify_user_walk_shortcut: false,
             no_softirq_tracking: false,
+            output_mode: crate::output::OutputMode::File,
+            no_user_stash: false,
+            profile_bpf: false,
+            samples: Some(crate::samples::SampleConfig::default()),
         }
     }
 }
@@ -88,7 +103,7 @@ pub struct RecordSummary {
     /// Events written.
     pub events: u64,
     /// Events by kind (indexed by `EventKind as usize`).
-    pub events_by_kind: [u64; 7],
+    pub events_by_kind: [u64; chainrec_format::EventKind::COUNT],
     /// File size.
     pub bytes: u64,
     /// Recording time (attach to detach).
@@ -122,6 +137,18 @@ pub struct RecordSummary {
     pub softirq_method: String,
     /// Softirq wakings by how they were decided.
     pub softirq: SoftirqCounts,
+    /// Every file written, in order (one for a plain recording; the numbered files of
+    /// `--rotate`; the dumps of `--flight`).
+    pub files: Vec<PathBuf>,
+    /// What the flight recorder did (`--flight` only).
+    pub flight: Option<crate::output::FlightReport>,
+    /// Lazy user stacks taken at the switch-out on a prediction.
+    pub user_stash: UserStashCounts,
+    /// With [`RecordOptions::profile_bpf`]: per section of the BPF programs, its name, the
+    /// ns spent in it and how often it ran (clock reads included).
+    pub bpf_profile: Vec<(&'static str, u64, u64)>,
+    /// On-CPU samples taken (also in the metadata), `None` with `--no-samples`.
+    pub sampling: Option<chainrec_format::Sampling>,
 }
 
 /// User stacks settled outside the common path, counted so that none is silent. Stored in
@@ -161,6 +188,34 @@ impl LazyUserCounts {
             .zip(v)
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+}
+
+/// Lazy mode: user stacks taken at a task's switch-out because its wait was predicted to be
+/// longer than the threshold (its last wait in the same syscall was), so that no task_work
+/// is needed at the switch-in (docs/RECORDER.md, "User stacks at the switch-out").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UserStashCounts {
+    /// Taken at a switch-out.
+    pub taken: u64,
+    /// Used: the wait was longer than the threshold. `taken - used` walks were wasted.
+    pub used: u64,
+    /// Long waits predicted short: their user stack came through the task_work (or
+    /// sys_exit) path.
+    pub missed: u64,
+}
+
+impl std::fmt::Display for UserStashCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} taken at the switch-out on a prediction, {} used ({} wasted: the wait was \
+             short), {} long waits predicted short (task_work)",
+            self.taken,
+            self.used,
+            self.taken.saturating_sub(self.used),
+            self.missed
+        )
     }
 }
 

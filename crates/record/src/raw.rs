@@ -45,8 +45,38 @@ pub const C_SIRQ_TASK: u32 = 11;
 pub const C_SIRQ_IRQ: u32 = 12;
 pub const C_SIRQ_KSOFTIRQD: u32 = 13;
 pub const C_SIRQ_UNTRACKED: u32 = 14;
+/// User stacks taken at a switch-out because the wait was predicted long.
+pub const C_USTASH_TAKEN: u32 = 15;
+/// ... and used (the wait was long).
+pub const C_USTASH_USED: u32 = 16;
+/// Long waits of user tasks predicted short (their user stack came by the task_work path).
+pub const C_USTASH_MISSED: u32 = 17;
+/// `--profile-bpf`: section `p` has its ns at `C_PROF + 2p` and its entry count after it.
+pub const C_PROF: u32 = 18;
+/// The profiled sections, in `P_*` order of the C side.
+pub const P_NAMES: [&str; 19] = [
+    "on_switch",
+    "switch: task storage (seen)",
+    "switch: user half at switch-out",
+    "switch: kernel stack of next",
+    "switch: arm user stack",
+    "switch: output off-CPU half",
+    "switch: eager stacks of prev",
+    "on_waking",
+    "waking: context",
+    "waking: waker kernel stack",
+    "waking: waker user stack",
+    "waking: output",
+    "task_work callback",
+    "callback: user stack",
+    "arm: task_work kfunc",
+    "switch: stack-less record",
+    "switch: user stack of prev (predicted)",
+    "switch: kernel stack of next, 1 frame",
+    "waking: waker kernel stack, 1 frame",
+];
 /// Number of counters (`C_NR` on the C side).
-pub const C_NR: usize = 15;
+pub const C_NR: usize = C_PROF as usize + 2 * P_NAMES.len();
 
 pub const HDR: usize = 32;
 
@@ -94,7 +124,7 @@ pub fn decode(data: &[u8], pool: &mut Vec<u64>) -> Option<RawEv> {
         frames_at: pool.len() as u32,
         comm: [0; 16],
     };
-    if e.kind > EV_OFFCPU {
+    if e.kind > EV_OFFCPU && e.kind != crate::samples::EV_SAMPLE {
         return None;
     }
     if e.kind == EV_COMM {

@@ -5,6 +5,7 @@ use crate::consumer::{self, Batch, Consumer};
 use crate::convert::Converter;
 use crate::load::{self, Loaded};
 use crate::options::{RecordOptions, RecordSummary, StopCondition};
+use crate::output::{Output, OutputMode};
 use crate::raw;
 use crate::usyms::UserSymbolizer;
 use crate::workload::monotonic_ns;
@@ -117,7 +118,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             path: opts.output.clone(),
         });
     }
-    let mut writer = TraceWriter::create(&opts.output, &meta, wopts)?;
+    let mut writer = Output::create(&opts.output, &opts.output_mode, &meta, wopts)?;
     let batch = RefCell::new(Batch::new());
     let ring = consumer::ring_buffer(&loaded.skel, &batch)?;
     let (softirq_links, softirq_method) = load::attach_softirq_tracking(&mut loaded, opts);
@@ -127,6 +128,12 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         .skel
         .attach()
         .map_err(|e| load::bpf_err("attach", e))?;
+    // The perf events are opened here, not with the tracepoints: one per online CPU.
+    let sample_links = match &opts.samples {
+        Some(cfg) => crate::samples::attach(&loaded.skel.progs.on_sample, cfg)
+            .map_err(RecordError::Invalid)?,
+        None => Default::default(),
+    };
     meta.start_ns = monotonic_ns();
     writer.update_meta(&meta)?;
     let t_start = Instant::now();
@@ -144,6 +151,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         &batch,
         &mut loaded.skel,
         softirq_links,
+        sample_links,
         &mut writer,
         &mut meta,
         &stop,
@@ -161,10 +169,15 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     ));
     let fin = consumer.final_counts(&loaded.skel, &mut meta, opts, loaded.path);
     let ws = writer.finish(&meta)?;
+    let main_output = match &opts.output_mode {
+        OutputMode::File => opts.output.clone(),
+        // The first numbered file, or the first dump (none when nothing was dumped).
+        _ => ws.files.first().cloned().unwrap_or_default(),
+    };
     let counters = &consumer.counters_total;
     let conv = &consumer.conv;
     Ok(RecordSummary {
-        output: opts.output.clone(),
+        output: main_output,
         events: ws.events,
         events_by_kind: consumer.by_kind,
         bytes: ws.bytes,
@@ -185,6 +198,11 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             .then_some(counters[raw::C_UWALK_MISMATCH as usize]),
         softirq_method,
         softirq: fin.softirq,
+        files: ws.files,
+        flight: ws.flight,
+        bpf_profile: fin.bpf_profile,
+        user_stash: fin.user_stash,
+        sampling: meta.sampling(),
     })
 }
 
@@ -198,6 +216,14 @@ fn check_options(opts: &RecordOptions) -> Result<u32> {
     }
     let rb_size = opts.ringbuf_bytes.next_power_of_two() as u32;
     check_output(&opts.output)?;
+    if let Some(s) = &opts.samples {
+        if !(1..=100_000).contains(&s.freq_hz) {
+            return Err(RecordError::Invalid(format!(
+                "--sample-freq {} out of range (1 ..= 100000 Hz)",
+                s.freq_hz
+            )));
+        }
+    }
     if opts.pids.len() > 1024 {
         return Err(RecordError::Invalid("at most 1024 -p pids".into()));
     }

@@ -20,6 +20,10 @@ pub struct WorkloadOptions {
     pub duration: Duration,
     /// Timer period.
     pub period: Duration,
+    /// Also run a stall: at 40 % of the duration `cr-holder` takes a mutex and holds it
+    /// across a sleep this long while `cr-victim` blocks on it. Expected chain of the
+    /// victim's one long wait: `cr-victim ← cr-holder ← [hardirq: timer]`.
+    pub stall: Option<Duration>,
 }
 
 impl Default for WorkloadOptions {
@@ -27,6 +31,7 @@ impl Default for WorkloadOptions {
         WorkloadOptions {
             duration: Duration::from_secs(2),
             period: Duration::from_millis(2),
+            stall: None,
         }
     }
 }
@@ -102,10 +107,65 @@ pub struct WorkloadReport {
     pub sink: ThreadReport,
     /// Bytes that went all the way through.
     pub messages: u64,
+    /// The stall's threads (`--stall-ms`): holder and victim.
+    #[serde(default)]
+    pub stall: Option<StallReport>,
     /// CLOCK_MONOTONIC ns when the threads started.
     pub start_ns: u64,
     /// CLOCK_MONOTONIC ns when the last thread finished.
     pub end_ns: u64,
+}
+
+/// The stall of [`WorkloadOptions::stall`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallReport {
+    /// `cr-holder`: one sleep while holding the mutex.
+    pub holder: ThreadReport,
+    /// `cr-victim`: one blocking lock of the mutex.
+    pub victim: ThreadReport,
+}
+
+/// Holder and victim of a stall: the holder locks at `at_ns`, then starts the victim
+/// (so that the victim's only wait is the lock) and sleeps `hold` with the lock held.
+fn spawn_stall(
+    at_ns: u64,
+    hold: Duration,
+) -> io::Result<std::thread::JoinHandle<io::Result<StallReport>>> {
+    std::thread::Builder::new().name("cr-holder".into()).spawn(
+        move || -> io::Result<StallReport> {
+            set_name("cr-holder");
+            let lock = std::sync::Arc::new(std::sync::Mutex::new(()));
+            let mut holder = ThreadReport {
+                name: "cr-holder".into(),
+                tid: gettid(),
+                ..Default::default()
+            };
+            sleep_for(Duration::from_nanos(at_ns.saturating_sub(monotonic_ns())));
+            let victim = {
+                let _held = lock.lock();
+                let l = lock.clone();
+                let victim = std::thread::Builder::new().name("cr-victim".into()).spawn(
+                    move || -> ThreadReport {
+                        set_name("cr-victim");
+                        let mut rep = ThreadReport {
+                            name: "cr-victim".into(),
+                            tid: gettid(),
+                            ..Default::default()
+                        };
+                        rep.timed(|| drop(l.lock()));
+                        rep
+                    },
+                )?;
+                // The victim blocks on the lock while this sleep runs.
+                holder.timed(|| sleep_for(hold));
+                victim
+            };
+            let victim = victim
+                .join()
+                .map_err(|_| io::Error::other("cr-victim panicked"))?;
+            Ok(StallReport { holder, victim })
+        },
+    )
 }
 
 /// Current CLOCK_MONOTONIC time in ns (the clock `bpf_ktime_get_ns` uses).
@@ -294,12 +354,24 @@ pub fn run_with(
         tids[i as usize] = t;
     }
     on_started(tids[0], tids[1], tids[2]);
+    let stall = match opts.stall {
+        Some(hold) => Some(spawn_stall(
+            monotonic_ns() + opts.duration.as_nanos() as u64 * 2 / 5,
+            hold,
+        )?),
+        None => None,
+    };
     let _ = go_tx.send(());
     let join_err = |_| io::Error::other("workload thread panicked");
     let timer = timer.join().map_err(join_err)??;
     let (relay, messages) = relay.join().map_err(join_err)??;
     let sink = sink.join().map_err(join_err)??;
+    let stall = match stall {
+        Some(h) => Some(h.join().map_err(join_err)??),
+        None => None,
+    };
     Ok(WorkloadReport {
+        stall,
         pid: std::process::id(),
         timer,
         relay,

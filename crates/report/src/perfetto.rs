@@ -282,7 +282,8 @@ pub struct PerfettoStats {
     pub lost_markers: u64,
     /// sched_process_free events (task exits).
     pub exits: u64,
-    /// Events with no Perfetto counterpart here (lazily attached stacks): not exported.
+    /// Events with no Perfetto counterpart here (lazily attached stacks, on-CPU
+    /// samples): not exported.
     pub not_exported: u64,
     /// Threads in the process tree.
     pub threads: u64,
@@ -557,7 +558,7 @@ pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats>
                         },
                     )
                 }
-                Event::OffCpuStacks(_) => {
+                Event::OffCpuStacks(_) | Event::Sample(_) => {
                     out.stats.not_exported += 1;
                     continue;
                 }

@@ -201,6 +201,7 @@ pub fn kind_file(kind: FrameKind) -> &'static str {
         FrameKind::RunQueueHolder => "run queue holder",
         FrameKind::Marker => "marker",
         FrameKind::Lost => "lost events",
+        FrameKind::OnCpu => "on cpu",
         FrameKind::LevelSeparator | FrameKind::UserKernelSeparator => "separator",
     }
 }

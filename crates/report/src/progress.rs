@@ -1,7 +1,11 @@
 //! Progress on stderr for long analyses: shown only when stderr is a terminal, not
 //! `--quiet`, and only once the work has taken more than about a second.
 
+use crate::source::EventSource;
+use crate::Result;
+use chainrec_format::{Event, RecordingMeta, Tables};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::cell::RefCell;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
@@ -60,5 +64,44 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+/// An [`EventSource`] that advances a progress bar as its batches are read.
+pub struct Progressed<'a> {
+    inner: &'a dyn EventSource,
+    progress: RefCell<Progress>,
+}
+
+impl<'a> Progressed<'a> {
+    /// `inner`, advancing `progress` by each batch's events.
+    pub fn new(inner: &'a dyn EventSource, progress: Progress) -> Self {
+        Progressed {
+            inner,
+            progress: RefCell::new(progress),
+        }
+    }
+
+    /// Remove the bar.
+    pub fn finish(&self) {
+        self.progress.borrow_mut().finish();
+    }
+}
+
+impl EventSource for Progressed<'_> {
+    fn meta(&self) -> &RecordingMeta {
+        self.inner.meta()
+    }
+    fn tables(&self) -> &Tables {
+        self.inner.tables()
+    }
+    fn event_count(&self) -> u64 {
+        self.inner.event_count()
+    }
+    fn for_each_batch(&self, f: &mut dyn FnMut(&[Event]) -> Result<()>) -> Result<()> {
+        self.inner.for_each_batch(&mut |evs| {
+            self.progress.borrow_mut().inc(evs.len() as u64);
+            f(evs)
+        })
     }
 }

@@ -300,6 +300,7 @@ impl<'t> Script<'t> {
             Event::Comm(c) => [Some(("", c.tid)), None],
             Event::Exit(x) => [Some(("", x.tid)), None],
             Event::OffCpuStacks(o) => [Some(("", o.tid)), None],
+            Event::Sample(x) => [Some(("", x.tid)), None],
             Event::Lost(_) => [None, None],
         };
         for (_, tid) in tids.iter().flatten() {
@@ -349,6 +350,10 @@ impl<'t> Script<'t> {
             Event::Comm(c) => row.reason = Some(reason_name(c.reason)),
             Event::Exit(_) => {}
             Event::OffCpuStacks(o) => (k, u) = (Some(o.kstack), Some(o.ustack)),
+            Event::Sample(x) => {
+                row.cpu = Some(x.cpu);
+                (k, u) = (Some(x.kstack), Some(x.ustack));
+            }
             Event::Lost(l) => {
                 row.cpu = Some(l.cpu);
                 row.count = Some(l.count);
@@ -436,7 +441,7 @@ fn text_line(b: &mut String, ev: &Event, row: &EventRow, start: u64, raw_ns: boo
             let _ = write!(b, "{} ({})", who(&t[0]), reason_name(c.reason));
         }
         Event::Exit(_) => b.push_str(&who(&t[0])),
-        Event::OffCpuStacks(_) => {
+        Event::OffCpuStacks(_) | Event::Sample(_) => {
             b.push_str(&who(&t[0]));
             stacks(b);
         }

@@ -102,29 +102,7 @@ impl Names {
     }
 }
 
-/// Format wall-clock nanoseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
-pub fn format_wall(ns: i128) -> String {
-    let secs = ns.div_euclid(1_000_000_000) as i64;
-    let ms = (ns.rem_euclid(1_000_000_000) / 1_000_000) as i64;
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{ms:03} UTC",
-        sod / 3600,
-        (sod / 60) % 60,
-        sod % 60
-    )
-}
+pub use chainrec_format::format_wall;
 
 #[cfg(test)]
 mod tests {

@@ -82,6 +82,15 @@ pub enum FrameClass {
     /// `[run queue]`: the level above waited for a CPU (the frame above it names who held
     /// the CPU).
     RunQueue,
+    /// `[on cpu]`: the frames above it (up to the next `--`) are sampled on-CPU stacks.
+    OnCpu,
+    /// `[off cpu]` (`hotcold`): the frames above it are an off-CPU wait and its chain.
+    OffCpu,
+    /// A frame of a sampled on-CPU stack (after `[on cpu]`): warm hues.
+    Hot {
+        /// Kernel part (after the `-`).
+        kernel: bool,
+    },
 }
 
 /// Hue (degrees) of each chain level; cycles after the last.
@@ -98,6 +107,12 @@ pub const RUNQ_FILL: &str = "rgb(150,110,200)";
 pub const LEVEL_SEP_FILL: &str = "rgb(110,110,110)";
 /// Fill of `-` separators.
 pub const USER_KERNEL_SEP_FILL: &str = "rgb(175,175,175)";
+/// Fill of `[on cpu]` frames.
+pub const ONCPU_FILL: &str = "rgb(222,82,30)";
+/// Fill of `[off cpu]` frames.
+pub const OFFCPU_FILL: &str = "rgb(60,110,200)";
+/// Hue (degrees) of sampled on-CPU frames: red to yellow, apart from every level hue.
+pub const HOT_HUE: f64 = 18.0;
 
 const DEFS: &str = concat!(
     "<defs>",
@@ -116,8 +131,11 @@ pub fn classify_name(name: &str) -> Option<FrameClass> {
         _ => {}
     }
     let inner = name.strip_prefix('[')?.strip_suffix(']')?;
-    if inner == "run queue" {
-        return Some(FrameClass::RunQueue);
+    match inner {
+        "run queue" => return Some(FrameClass::RunQueue),
+        "on cpu" => return Some(FrameClass::OnCpu),
+        "off cpu" => return Some(FrameClass::OffCpu),
+        _ => {}
     }
     let head = inner.split([':', ' ']).next().unwrap_or("");
     Some(match head {
@@ -131,21 +149,36 @@ pub fn classify_name(name: &str) -> Option<FrameClass> {
 pub fn classify_stack(frames: &[&str], chain_layout: bool) -> Vec<FrameClass> {
     let mut level = 0u32;
     let mut segment = 0u32;
+    // After `[on cpu]`: sampled frames, "user;-;kernel" root first, until the next `--`.
+    let mut hot = false;
     frames
         .iter()
         .map(|f| {
-            let class = classify_name(f).unwrap_or(FrameClass::Frame {
-                level,
-                // Level 0 is "comm;user;-;kernel"; wakers are "kernel;-;user;comm".
-                kernel: if level == 0 {
-                    segment > 0
-                } else {
-                    segment == 0
-                },
+            let class = classify_name(f).unwrap_or(if hot {
+                FrameClass::Hot {
+                    kernel: segment > 0,
+                }
+            } else {
+                FrameClass::Frame {
+                    level,
+                    // Level 0 is "comm;user;-;kernel"; wakers are "kernel;-;user;comm".
+                    kernel: if level == 0 {
+                        segment > 0
+                    } else {
+                        segment == 0
+                    },
+                }
             });
             match class {
-                FrameClass::LevelSeparator if chain_layout => {
-                    level += 1;
+                FrameClass::LevelSeparator => {
+                    hot = false;
+                    if chain_layout {
+                        level += 1;
+                        segment = 0;
+                    }
+                }
+                FrameClass::OnCpu => {
+                    hot = true;
                     segment = 0;
                 }
                 FrameClass::UserKernelSeparator => segment += 1,
@@ -205,6 +238,17 @@ pub fn fill_for(class: FrameClass, name: &str) -> String {
         FrameClass::Marker => MARKER_FILL.to_string(),
         FrameClass::Lost => LOST_FILL.to_string(),
         FrameClass::RunQueue => RUNQ_FILL.to_string(),
+        FrameClass::OnCpu => ONCPU_FILL.to_string(),
+        FrameClass::OffCpu => OFFCPU_FILL.to_string(),
+        FrameClass::Hot { kernel } => {
+            let h = fnv(name);
+            let v1 = (h & 0xffff) as f64 / 65535.0;
+            let v2 = ((h >> 16) & 0xffff) as f64 / 65535.0;
+            let hue = HOT_HUE + v2 * 32.0;
+            let light = if kernel { 0.66 } else { 0.52 } + 0.08 * v1;
+            let (r, g, b) = hsl(hue, 0.85, light);
+            format!("rgb({r},{g},{b})")
+        }
     }
 }
 
@@ -305,30 +349,61 @@ pub fn render(
     draw(tree, opts, stats, 1.0, out)
 }
 
-/// The class of a structured frame, `seg` counting the `-` separators of its level so far
-/// (the same rule as [`classify_stack`], driven by the frames' kinds and levels).
-fn class_of(f: &PathFrame<'_>, chain_layout: bool, seg: &mut u32, level: &mut u32) -> FrameClass {
+/// Where [`class_of`] is along a path: the level, the `-` separators seen in it so far,
+/// and whether its frames are sampled on-CPU frames (after `[on cpu]`).
+#[derive(Clone, Copy, Debug, Default)]
+struct ClassState {
+    level: u32,
+    seg: u32,
+    hot: bool,
+}
+
+/// The class of a structured frame given the state after the frames before it (the same
+/// rule as [`classify_stack`], driven by the frames' kinds and levels).
+fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> FrameClass {
     let new_level = if chain_layout { f.level } else { 0 };
-    if new_level != *level {
-        *level = new_level;
-        *seg = 0;
+    if new_level != st.level {
+        *st = ClassState {
+            level: new_level,
+            ..ClassState::default()
+        };
     }
     match f.kind {
-        FrameKind::LevelSeparator => FrameClass::LevelSeparator,
+        FrameKind::LevelSeparator => {
+            st.hot = false;
+            FrameClass::LevelSeparator
+        }
         FrameKind::UserKernelSeparator => {
-            *seg += 1;
+            st.seg += 1;
             FrameClass::UserKernelSeparator
         }
         FrameKind::Metal => FrameClass::Metal,
         FrameKind::RunQueue => FrameClass::RunQueue,
         FrameKind::Marker => FrameClass::Marker,
         FrameKind::Lost => FrameClass::Lost,
+        // `[on cpu]` (its sampled frames follow) or `[on cpu: no sample]` (a marker).
+        FrameKind::OnCpu => {
+            let class = classify_name(f.name).unwrap_or(FrameClass::Marker);
+            if class == FrameClass::OnCpu {
+                st.hot = true;
+                st.seg = 0;
+            }
+            class
+        }
         // Stack frames that are themselves explanations (`[no stack: …]`, `[unknown]`,
         // `[softirq: …]`) keep the colours their names give them.
         FrameKind::Thread | FrameKind::User | FrameKind::Kernel | FrameKind::RunQueueHolder => {
-            classify_name(f.name).unwrap_or(FrameClass::Frame {
-                level: *level,
-                kernel: if *level == 0 { *seg > 0 } else { *seg == 0 },
+            classify_name(f.name).unwrap_or(if st.hot {
+                FrameClass::Hot { kernel: st.seg > 0 }
+            } else {
+                FrameClass::Frame {
+                    level: st.level,
+                    kernel: if st.level == 0 {
+                        st.seg > 0
+                    } else {
+                        st.seg == 0
+                    },
+                }
             })
         }
     }
@@ -353,16 +428,19 @@ pub fn render_paths(
     // Below this a subtree cannot give a drawn frame.
     let prune_ns = (opts.min_width_pct / 100.0 * total_ns as f64) as u64;
     let mut tree = FrameTree::default();
-    // Per frame of the current path: its id, and the (segment, level) state after it.
-    let mut ids: Vec<(u32, u32, u32)> = Vec::new();
+    // Per frame of the current path: its id, and the class state after it.
+    let mut ids: Vec<(u32, ClassState)> = Vec::new();
     let mut err = None;
     folded.for_each_path(nodes, tables, meta, |v| {
         ids.truncate(v.shared);
-        let (mut parent, mut seg, mut level) = ids.last().copied().unwrap_or((NO_FRAME, 0, 0));
+        let (mut parent, mut st) = ids
+            .last()
+            .copied()
+            .unwrap_or((NO_FRAME, ClassState::default()));
         for f in &v.frames[v.shared..] {
-            let class = class_of(f, opts.chain_layout, &mut seg, &mut level);
+            let class = class_of(f, opts.chain_layout, &mut st);
             parent = tree.child(parent, f.name, class);
-            ids.push((parent, seg, level));
+            ids.push((parent, st));
         }
         let descend = v.subtree_ns >= prune_ns;
         let ns = if descend {

@@ -9,282 +9,16 @@
 //! chain.svg): it must load, zoom on its widest second-level frame and search.
 
 use chainrec_report::svg::{self, SvgOptions};
-use serde_json::{json, Value};
-use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, RawFd};
-use std::os::unix::process::CommandExt;
+use chainrec_testkit::devtools::{browser_available, Browser, H, W};
+use chainrec_testkit::scratch::ScratchDir;
+use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
-use std::time::{Duration, Instant};
-
-const CHROMIUM: &str = "/usr/bin/chromium";
+use std::time::Duration;
 
 thread_local! {
     /// fg:x of the frame to zoom, when its name is not unique.
     static ZOOM_X: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
 }
-const W: u32 = 1200;
-const H: u32 = 700;
-
-fn browser_available() -> bool {
-    if Path::new(CHROMIUM).exists() {
-        return true;
-    }
-    if std::env::var("CHAINREC_REQUIRE_BROWSER").as_deref() == Ok("1") {
-        panic!("{CHROMIUM} is missing and CHAINREC_REQUIRE_BROWSER=1 (apt-get install chromium)");
-    }
-    eprintln!("SKIPPED: browser test: {CHROMIUM} not installed (apt-get install chromium; ./x.sh test does)");
-    false
-}
-
-struct Browser {
-    child: Child,
-    to: std::fs::File,
-    from: Receiver<Value>,
-    next_id: u64,
-    session: String,
-    events: Vec<Value>,
-    _profile: TempDir,
-}
-
-struct TempDir(PathBuf);
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn pipe() -> (RawFd, RawFd) {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` is a valid array of two ints, as pipe2 requires.
-    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    assert_eq!(rc, 0, "pipe2 failed");
-    (fds[0], fds[1])
-}
-
-impl Browser {
-    fn launch(tag: &str) -> Browser {
-        let profile =
-            std::env::temp_dir().join(format!("chainrec-chromium-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&profile);
-        std::fs::create_dir_all(&profile).unwrap();
-        let (cmd_r, cmd_w) = pipe(); // we write commands, chromium reads fd 3
-        let (ev_r, ev_w) = pipe(); // chromium writes fd 4, we read
-        let mut command = Command::new(CHROMIUM);
-        command
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--hide-scrollbars",
-                "--force-device-scale-factor=1",
-                "--remote-debugging-pipe",
-                &format!("--window-size={W},{H}"),
-                &format!("--user-data-dir={}", profile.display()),
-                "about:blank",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // SAFETY: between fork and exec we only call fcntl and dup2 (async-signal-safe); the
-        // fds are valid (just created) and dup2 clears O_CLOEXEC on the targets 3 and 4.
-        unsafe {
-            command.pre_exec(move || {
-                // Move both out of the way first: either may already be fd 3 or 4.
-                let a = libc::fcntl(cmd_r, libc::F_DUPFD, 10);
-                let b = libc::fcntl(ev_w, libc::F_DUPFD, 10);
-                if a < 0 || b < 0 || libc::dup2(a, 3) < 0 || libc::dup2(b, 4) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = command.spawn().expect("spawn chromium");
-        // SAFETY: the fds are ours, open, and each is wrapped exactly once.
-        let (to, mut from_file) = unsafe {
-            libc::close(cmd_r);
-            libc::close(ev_w);
-            (
-                std::fs::File::from_raw_fd(cmd_w),
-                std::fs::File::from_raw_fd(ev_r),
-            )
-        };
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 65536];
-            loop {
-                let n = match from_file.read(&mut chunk) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => n,
-                };
-                buf.extend_from_slice(&chunk[..n]);
-                while let Some(end) = buf.iter().position(|&b| b == 0) {
-                    let msg: Vec<u8> = buf.drain(..=end).collect();
-                    if let Ok(v) = serde_json::from_slice::<Value>(&msg[..msg.len() - 1]) {
-                        if tx.send(v).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-        let mut b = Browser {
-            child,
-            to,
-            from: rx,
-            next_id: 0,
-            session: String::new(),
-            events: Vec::new(),
-            _profile: TempDir(profile),
-        };
-        let target = b.call("Target.createTarget", json!({"url": "about:blank"}));
-        let target_id = target["targetId"].as_str().unwrap().to_string();
-        let att = b.call(
-            "Target.attachToTarget",
-            json!({"targetId": target_id, "flatten": true}),
-        );
-        b.session = att["sessionId"].as_str().unwrap().to_string();
-        b.call("Page.enable", json!({}));
-        b.call("Runtime.enable", json!({}));
-        b.call(
-            "Emulation.setDeviceMetricsOverride",
-            json!({"width": W, "height": H, "deviceScaleFactor": 1, "mobile": false}),
-        );
-        b
-    }
-
-    fn recv(&mut self, deadline: Instant) -> Value {
-        let left = deadline.saturating_duration_since(Instant::now());
-        self.from
-            .recv_timeout(left)
-            .expect("chromium did not answer within 30 s")
-    }
-
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        let mut msg = json!({"id": id, "method": method, "params": params});
-        if !self.session.is_empty() {
-            msg["sessionId"] = json!(self.session);
-        }
-        let mut bytes = serde_json::to_vec(&msg).unwrap();
-        bytes.push(0);
-        self.to.write_all(&bytes).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let v = self.recv(deadline);
-            if v["id"].as_u64() == Some(id) {
-                if let Some(e) = v.get("error") {
-                    panic!("{method} failed: {e}");
-                }
-                return v["result"].clone();
-            }
-            self.events.push(v);
-        }
-    }
-
-    /// Wait for an event named `method` (already received or coming).
-    fn wait_event(&mut self, method: &str) -> Value {
-        if let Some(i) = self.events.iter().position(|e| e["method"] == method) {
-            return self.events.remove(i);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let v = self.recv(deadline);
-            if v["method"] == method {
-                return v;
-            }
-            self.events.push(v);
-        }
-    }
-
-    fn eval(&mut self, expr: &str) -> Value {
-        let r = self.call(
-            "Runtime.evaluate",
-            json!({"expression": expr, "returnByValue": true}),
-        );
-        if let Some(ex) = r.get("exceptionDetails") {
-            panic!("script failed: {ex}\n{expr}");
-        }
-        r["result"]["value"].clone()
-    }
-
-    fn click(&mut self, x: f64, y: f64) {
-        self.call(
-            "Input.dispatchMouseEvent",
-            json!({"type": "mouseMoved", "x": x, "y": y}),
-        );
-        for t in ["mousePressed", "mouseReleased"] {
-            self.call(
-                "Input.dispatchMouseEvent",
-                json!({"type": t, "x": x, "y": y, "button": "left", "clickCount": 1}),
-            );
-        }
-    }
-
-    fn screenshot(&mut self) -> (u32, u32, Vec<u8>) {
-        let r = self.call("Page.captureScreenshot", json!({"format": "png"}));
-        let png_bytes = base64_decode(r["data"].as_str().unwrap());
-        let decoder = png::Decoder::new(std::io::Cursor::new(png_bytes));
-        let mut reader = decoder.read_info().unwrap();
-        let mut buf = vec![0; reader.output_buffer_size()];
-        let info = reader.next_frame(&mut buf).unwrap();
-        assert_eq!(info.bit_depth, png::BitDepth::Eight);
-        let channels = match info.color_type {
-            png::ColorType::Rgba => 4,
-            png::ColorType::Rgb => 3,
-            other => panic!("unexpected png colour type {other:?}"),
-        };
-        let mut rgb = Vec::with_capacity((info.width * info.height * 3) as usize);
-        for px in buf[..info.buffer_size()].chunks(channels) {
-            rgb.extend_from_slice(&px[..3]);
-        }
-        (info.width, info.height, rgb)
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn base64_decode(s: &str) -> Vec<u8> {
-    let val = |c: u8| -> u32 {
-        match c {
-            b'A'..=b'Z' => (c - b'A') as u32,
-            b'a'..=b'z' => (c - b'a' + 26) as u32,
-            b'0'..=b'9' => (c - b'0' + 52) as u32,
-            b'+' => 62,
-            b'/' => 63,
-            _ => panic!("bad base64 byte {c}"),
-        }
-    };
-    let bytes: Vec<u8> = s
-        .bytes()
-        .filter(|&c| c != b'=' && !c.is_ascii_whitespace())
-        .collect();
-    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
-    for group in bytes.chunks(4) {
-        let mut n = 0u32;
-        for (i, &c) in group.iter().enumerate() {
-            n |= val(c) << (18 - 6 * i);
-        }
-        for i in 0..group.len() - 1 {
-            out.push((n >> (16 - 8 * i)) as u8);
-        }
-    }
-    out
-}
-
 fn parse_rgb(fill: &str) -> (u8, u8, u8) {
     let inner = fill.trim_start_matches("rgb(").trim_end_matches(')');
     let v: Vec<u8> = inner
@@ -424,24 +158,8 @@ fn exercise(
     let s = b.eval("(() => { const b = document.getElementById('search').getBoundingClientRect(); return [b.x + b.width/2, b.y + b.height/2]; })()");
     let (sx, sy) = (s[0].as_f64().unwrap(), s[1].as_f64().unwrap());
     // The prompt blocks the page, so the mouse release waits on it: send press and release
-    // without waiting, answer the dialog, then collect the replies.
-    b.call(
-        "Input.dispatchMouseEvent",
-        json!({"type": "mouseMoved", "x": sx, "y": sy}),
-    );
-    b.next_id += 1;
-    let press = b.next_id;
-    b.next_id += 1;
-    let release = b.next_id;
-    for (id, t) in [(press, "mousePressed"), (release, "mouseReleased")] {
-        let mut msg = serde_json::to_vec(
-            &json!({"id": id, "sessionId": b.session, "method": "Input.dispatchMouseEvent",
-            "params": {"type": t, "x": sx, "y": sy, "button": "left", "clickCount": 1}}),
-        )
-        .unwrap();
-        msg.push(0);
-        b.to.write_all(&msg).unwrap();
-    }
+    // without waiting, then answer the dialog.
+    b.click_nowait(sx, sy);
     let dialog = b.wait_event("Page.javascriptDialogOpening");
     assert_eq!(dialog["params"]["type"], "prompt");
     b.call(
@@ -495,10 +213,8 @@ fn chain_svg_zoom_search_in_chromium() {
             (s.to_string(), w.parse().unwrap())
         })
         .collect();
-    let dir =
-        TempDir(std::env::temp_dir().join(format!("chainrec-browser-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let path = dir.0.join("chain.svg");
+    let dir = ScratchDir::new("browser");
+    let path = dir.file("chain.svg");
     let mut out = Vec::new();
     svg::render(
         &folded,
@@ -536,20 +252,15 @@ fn external_svg_in_chromium() {
 /// CHAINREC_REQUIRE_BPF=1.
 #[test]
 fn demo_svg_in_chromium() {
-    if !chainrec_demo::can_record() {
-        if std::env::var("CHAINREC_REQUIRE_BPF").as_deref() == Ok("1") {
-            panic!("demo_svg_in_chromium needs root (BPF) and CHAINREC_REQUIRE_BPF=1");
-        }
-        eprintln!("SKIPPED: demo_svg_in_chromium: needs root for the BPF recorder");
+    if !chainrec_testkit::bpf::can_record("demo_svg_in_chromium") {
         return;
     }
     if !browser_available() {
         return;
     }
-    let dir =
-        TempDir(std::env::temp_dir().join(format!("chainrec-demo-test-{}", std::process::id())));
+    let dir = ScratchDir::new("demo");
     let opts = chainrec_demo::DemoOptions {
-        dir: dir.0.clone(),
+        dir: dir.path().to_path_buf(),
         duration: Duration::from_secs(2),
         period: Duration::from_millis(2),
         command_line: vec!["browser-test".into()],

@@ -3,6 +3,7 @@
 
 use chainrec_format::*;
 use chainrec_report::{perfetto, pprof};
+use chainrec_testkit::events::{switch as sw, waking as wk};
 use prost::Message;
 use std::io::Read;
 use std::path::PathBuf;
@@ -11,30 +12,6 @@ use std::process::{Command, Stdio};
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
 const OFFSET: i128 = 1_795_000_000_000_000_000;
-
-fn sw(ts: u64, cpu: u32, prev: Tid, state: u32, next: Tid) -> Event {
-    Event::Switch(Switch {
-        ts,
-        cpu,
-        prev_tid: prev,
-        prev_state: state,
-        next_tid: next,
-        prev_kstack: StackId::NONE,
-        prev_ustack: StackId::NONE,
-    })
-}
-fn wk(ts: u64, cpu: u32, waker: Tid, target: Tid, context: WakeContext) -> Event {
-    Event::Waking(Waking {
-        ts,
-        cpu,
-        waker_tid: waker,
-        target_tid: target,
-        context,
-        source: 0,
-        waker_kstack: StackId::NONE,
-        waker_ustack: StackId::NONE,
-    })
-}
 
 fn trace() -> MemTrace {
     let mut t = MemTrace::default();
@@ -277,16 +254,7 @@ fn perfetto_export_contents() {
 
 #[test]
 fn perfetto_synthetic_scenario_counts() {
-    let sc = chainrec_format::synth::find("pipe-relay").unwrap();
-    let mut t = MemTrace::default();
-    (sc.generate)(
-        &chainrec_format::synth::SynthParams {
-            events: 2000,
-            seed: 1,
-        },
-        &mut t,
-    )
-    .unwrap();
+    let t = chainrec_testkit::scenario::generate("pipe-relay", 2000);
     let mut bytes = Vec::new();
     let stats = perfetto::export(&t, &mut bytes).unwrap();
     let trace = perfetto::Trace::decode(bytes.as_slice()).unwrap();

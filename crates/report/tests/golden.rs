@@ -183,6 +183,7 @@ fn offcpu_golden_escaping_and_flat_layout() {
 fn structured_paths_draw_like_folded_text() {
     use chainrec_chain::{Config, Engine, FoldedSink, Unit, View};
     use chainrec_format::synth;
+    let mut oncpu_drawn = 0;
     for sc in synth::scenarios() {
         let mut t = chainrec_format::MemTrace::default();
         t.meta.stack_threshold_ns = 100_000;
@@ -191,7 +192,12 @@ fn structured_paths_draw_like_folded_text() {
         } else {
             3_000
         };
-        (sc.generate)(&synth::SynthParams { events, seed: 1 }, &mut t).unwrap();
+        let params = synth::SynthParams { events, seed: 1 };
+        if sc.name == "oncpu-worker" {
+            // Its sampling period, so that waker levels have `[on cpu]` parts.
+            t.meta = synth::meta(sc.name, &params, vec![]);
+        }
+        (sc.generate)(&params, &mut t).unwrap();
         for view in [View::Chains, View::OffCpu, View::Wakeup, View::OffWake] {
             let mut engine = Engine::new(&t.tables, &t.meta, Config::default());
             let mut f = FoldedSink::new(view);
@@ -221,6 +227,7 @@ fn structured_paths_draw_like_folded_text() {
                 String::from_utf8(got).unwrap(),
             );
             assert!(got.contains("<title>all: structured ("));
+            oncpu_drawn += got.matches("<title>[on cpu] (").count();
             if st.frames_too_narrow == 0 {
                 assert!(got == want, "{} {view:?}: SVGs differ", sc.name);
             } else {
@@ -237,6 +244,7 @@ fn structured_paths_draw_like_folded_text() {
             }
         }
     }
+    assert!(oncpu_drawn > 0, "no [on cpu] frame drawn");
 }
 
 /// The icicle layout with the options flamegraph.pl users reach for: narrower image,

@@ -3,33 +3,19 @@
 
 use chainrec_format::*;
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
+use chainrec_testkit::events;
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
 
+/// A switch on CPU 0, the leaving thread sleeping.
 fn sw(ts: u64, prev: Tid, next: Tid) -> Event {
-    Event::Switch(Switch {
-        ts,
-        cpu: 0,
-        prev_tid: prev,
-        prev_state: STATE_INTERRUPTIBLE,
-        next_tid: next,
-        prev_kstack: StackId::NONE,
-        prev_ustack: StackId::NONE,
-    })
+    events::switch(ts, 0, prev, STATE_INTERRUPTIBLE, next)
 }
 
+/// A task-context waking on CPU 0.
 fn wk(ts: u64, waker: Tid, target: Tid) -> Event {
-    Event::Waking(Waking {
-        ts,
-        cpu: 0,
-        waker_tid: waker,
-        target_tid: target,
-        context: WakeContext::Task,
-        source: 0,
-        waker_kstack: StackId::NONE,
-        waker_ustack: StackId::NONE,
-    })
+    events::waking(ts, 0, waker, target, WakeContext::Task)
 }
 
 /// app (10) and bg (20) alternate on one CPU: app off 1.0-1.3 s and 2.5-3.0 s (open at the
@@ -193,16 +179,7 @@ fn oncpu_and_wakeups() {
 
 #[test]
 fn synthetic_pipe_relay_period() {
-    let sc = chainrec_format::synth::find("pipe-relay").unwrap();
-    let mut t = MemTrace::default();
-    (sc.generate)(
-        &chainrec_format::synth::SynthParams {
-            events: 3000,
-            seed: 1,
-        },
-        &mut t,
-    )
-    .unwrap();
+    let t = chainrec_testkit::scenario::generate("pipe-relay", 3000);
     let opts = HeatmapOptions {
         rows: 100,
         metric: Metric::Wakeups,

@@ -12,14 +12,10 @@ use std::time::Duration;
 
 #[test]
 fn reports_on_a_real_recording() {
-    if !demo::can_record() {
-        if std::env::var("CHAINREC_REQUIRE_BPF").as_deref() == Ok("1") {
-            panic!("reports_on_a_real_recording needs root (BPF) and CHAINREC_REQUIRE_BPF=1");
-        }
-        eprintln!("SKIPPED: reports_on_a_real_recording: needs root for the BPF recorder");
+    if !chainrec_testkit::bpf::can_record("reports_on_a_real_recording") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("chainrec-real-reports-{}", std::process::id()));
+    let dir = chainrec_testkit::scratch::dir("real-reports");
     let o = demo::run(&demo::DemoOptions {
         dir: dir.clone(),
         duration: Duration::from_millis(1500),

@@ -2,17 +2,11 @@
 //! the events, and the exact chain of the pipe-relay scenario.
 
 use chainrec_chain::{Config, Engine, Filter, Mode};
-use chainrec_format::synth::{find, SynthParams};
 use chainrec_format::*;
 use chainrec_report::top::{render_text, TopSink};
 use std::collections::HashMap;
 
-fn scenario(name: &str, events: u64) -> MemTrace {
-    let sc = find(name).unwrap();
-    let mut t = MemTrace::default();
-    (sc.generate)(&SynthParams { events, seed: 1 }, &mut t).unwrap();
-    t
-}
+use chainrec_testkit::scenario::generate as scenario;
 
 /// Per tid: (number of blocked waits ended by a waking, total blocked ns, max blocked ns).
 fn blocked_by_tid(t: &MemTrace) -> HashMap<Tid, (u64, u64, u64)> {

@@ -2,17 +2,14 @@
 #![allow(dead_code)]
 
 use chainrec_chain::{Config, Engine, FoldedSink, Mode, Stats, View, WaitRecord};
-use chainrec_format::synth::{self, SynthParams};
 use chainrec_format::MemTrace;
 use std::collections::BTreeMap;
 
 /// Generate scenario `name` with `events` events into memory (lazy threshold 100 us).
 pub fn gen(name: &str, events: u64) -> MemTrace {
-    let s = synth::find(name).unwrap_or_else(|| panic!("no scenario {name}"));
     let mut m = MemTrace::default();
     m.meta.stack_threshold_ns = 100_000;
-    (s.generate)(&SynthParams { events, seed: 1 }, &mut m).unwrap();
-    m
+    chainrec_testkit::scenario::generate_into(name, events, m)
 }
 
 /// Result of one engine run.

@@ -33,6 +33,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario { name: "tcp-loopback", about: "cr-client <- cr-server (NET_RX softirq run in its own send) <- [hardirq: timer], interrupting different code each time", generate: tcp_loopback },
         Scenario { name: "lazy-stacks", about: "lazily attached off-CPU stacks, skipped stacks on short waits, failed waker stacks, a lost-events marker", generate: lazy_stacks },
         Scenario { name: "stack-labels", about: "an exiting waker, a user stack lost to exec, long waits whose stacks never arrived, a short skipped wait", generate: stack_labels },
+        Scenario { name: "oncpu-worker", about: "cr-client waits 5 ms on cr-worker, which computes (on-CPU samples every 1 ms: spin_compute, parse); idle samples", generate: oncpu_worker },
     ]
 }
 
@@ -155,6 +156,15 @@ impl B {
             source,
             waker_kstack: k,
             waker_ustack: u,
+        }));
+    }
+    fn sample(&mut self, ts: u64, cpu: u32, tid: Tid, k: StackId, u: StackId) {
+        self.ev.push(Event::Sample(Sample {
+            ts,
+            cpu,
+            tid,
+            kstack: k,
+            ustack: u,
         }));
     }
     fn comm(&mut self, ts: u64, tid: Tid, tgid: Tid, name: &str, reason: CommReason) {
@@ -934,5 +944,82 @@ fn lazy_stacks(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
             b.swin(t + 970_000, 0, lazy);
         },
         1_000_000,
+    )
+}
+
+/// Sampling period of `oncpu-worker` (1 kHz, so that a 5 ms computation gets 5 samples).
+pub(super) const ONCPU_WORKER_PERIOD_NS: u64 = 1_000_000;
+
+/// oncpu-worker: 17 events per 10 ms iteration. cr-client (CPU 0) wakes cr-worker and
+/// blocks at +110 us; cr-worker (CPU 1, runnable 20 us behind idle) runs +120 us..+5.12 ms
+/// and is sampled at +1, +2, +3, +4, +5 ms (user stacks `spin_compute` ×2, `parse` ×2,
+/// `spin_compute` with a kernel page fault ×1), wakes the client and blocks; the client
+/// runs +5.14 ms..+10.1 ms (samples `render` at +6..+9 ms). Idle samples (tid 0) at +3 ms
+/// on CPU 0 and +7 ms on CPU 1. Sampling at 1 kHz (`cpu-clock`).
+fn oncpu_worker(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
+    let (client, worker) = (1301, 1302);
+    let mut b = B::new();
+    let k_read = b.k(&["schedule", "pipe_read", "ksys_read"]);
+    let k_write = b.k(&["try_to_wake_up", "pipe_write", "ksys_write"]);
+    let u_client_read = b.u(1300, &["read", "client_loop"]);
+    let u_client_write = b.u(1300, &["write", "client_loop"]);
+    let u_worker_read = b.u(1300, &["read", "worker_loop"]);
+    let u_worker_write = b.u(1300, &["write", "worker_loop"]);
+    let u_spin = b.u(1300, &["spin_compute", "handle", "worker_loop"]);
+    let u_parse = b.u(1300, &["parse", "handle", "worker_loop"]);
+    let k_fault = b.k(&["clear_page", "handle_mm_fault", "exc_page_fault"]);
+    let u_render = b.u(1300, &["render", "client_loop"]);
+    let k_idle = b.k(&["default_idle", "do_idle", "cpu_startup_entry"]);
+    b.comm(T0, client, 1300, "cr-client", CommReason::Seen);
+    b.comm(T0, worker, 1300, "cr-worker", CommReason::Seen);
+    b.swin(T0 + 10, 0, client);
+    b.swin(T0 + 20, 1, worker);
+    b.sw(T0 + 30, 1, worker, S, 0, k_read, u_worker_read);
+    let tasks = [
+        (client, 1300, "cr-client", false),
+        (worker, 1300, "cr-worker", false),
+    ];
+    run(
+        b,
+        out,
+        &tasks,
+        iterations(p, 17),
+        |b, _, t| {
+            b.wk(
+                t + 100_000,
+                0,
+                client,
+                worker,
+                TASK,
+                0,
+                k_write,
+                u_client_write,
+            );
+            b.sw(t + 110_000, 0, client, S, 0, k_read, u_client_read);
+            b.swin(t + 120_000, 1, worker);
+            b.sample(t + 1_000_000, 1, worker, NO, u_spin);
+            b.sample(t + 2_000_000, 1, worker, NO, u_spin);
+            b.sample(t + 3_000_000, 1, worker, NO, u_parse);
+            b.sample(t + 3_000_000, 0, 0, k_idle, NO);
+            b.sample(t + 4_000_000, 1, worker, k_fault, u_spin);
+            b.sample(t + 5_000_000, 1, worker, NO, u_parse);
+            b.wk(
+                t + 5_120_000,
+                1,
+                worker,
+                client,
+                TASK,
+                0,
+                k_write,
+                u_worker_write,
+            );
+            b.sw(t + 5_130_000, 1, worker, S, 0, k_read, u_worker_read);
+            b.swin(t + 5_140_000, 0, client);
+            for ms in 6..10 {
+                b.sample(t + ms * 1_000_000, 0, client, NO, u_render);
+            }
+            b.sample(t + 7_000_000, 1, 0, k_idle, NO);
+        },
+        10_000_000,
     )
 }

@@ -69,6 +69,14 @@ pub fn meta(name: &str, params: &SynthParams, command_line: Vec<String>) -> Reco
         ],
         ..RecordingMeta::default()
     };
+    if name == "oncpu-worker" {
+        meta.set_sampling(&crate::Sampling {
+            event: "cpu-clock".into(),
+            freq_hz: 1_000_000_000 / exact::ONCPU_WORKER_PERIOD_NS,
+            period_ns: exact::ONCPU_WORKER_PERIOD_NS,
+            ..Default::default()
+        });
+    }
     if name == "busy-server" {
         meta.cpu_count = busy::CPUS;
         meta.stack_mode = StackMode::Lazy;
@@ -87,6 +95,8 @@ pub struct Tracker<'a> {
     skipped: u64,
     /// Highest CPU number seen (+1), 0 before any.
     cpus: u32,
+    /// On-CPU samples, and those without a kernel / user stack (FAILED).
+    samples: [u64; 3],
 }
 
 impl<'a> Tracker<'a> {
@@ -98,6 +108,7 @@ impl<'a> Tracker<'a> {
             last: 0,
             skipped: 0,
             cpus: 0,
+            samples: [0; 3],
         }
     }
 
@@ -113,6 +124,10 @@ impl<'a> Tracker<'a> {
         if self.skipped > 0 {
             meta.stack_mode = StackMode::Lazy;
             meta.lost.stacks_skipped = self.skipped;
+        }
+        if let Some(mut s) = meta.sampling() {
+            [s.samples, s.no_kstack, s.no_ustack] = self.samples;
+            meta.set_sampling(&s);
         }
     }
 }
@@ -130,6 +145,12 @@ impl TraceSink for Tracker<'_> {
                 w.waker_kstack == StackId::SKIPPED || w.waker_ustack == StackId::SKIPPED,
                 Some(w.cpu),
             ),
+            Event::Sample(x) => {
+                self.samples[0] += 1;
+                self.samples[1] += u64::from(x.kstack == StackId::FAILED);
+                self.samples[2] += u64::from(x.ustack == StackId::FAILED);
+                (false, Some(x.cpu))
+            }
             _ => (false, None),
         };
         self.skipped += u64::from(skipped);

@@ -2,7 +2,6 @@
 #![allow(dead_code, missing_docs)]
 
 use chainrec_format::*;
-use std::path::PathBuf;
 
 /// SplitMix64: small, seeded, good enough for test data.
 pub struct Rng(pub u64);
@@ -22,26 +21,8 @@ impl Rng {
     }
 }
 
-/// A temp directory removed on drop.
-pub struct TempDir(pub PathBuf);
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("chainrec-fmt-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    pub fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+/// A scratch directory removed on drop (the test kit's).
+pub use chainrec_testkit::scratch::ScratchDir as TempDir;
 
 pub fn meta(tag: &str) -> RecordingMeta {
     RecordingMeta {
@@ -276,22 +257,31 @@ pub fn events(seed: u64, n: usize, n_stacks: u32) -> Vec<Event> {
                     reason: CommReason::from_u8(r.below(4) as u8).unwrap(),
                 })
             }
-            7 => {
-                if r.below(2) == 0 {
-                    Event::Exit(Exit {
-                        ts,
-                        tid,
-                        tgid: r.pick(&tids),
-                    })
-                } else {
-                    Event::OffCpuStacks(OffCpuStacks {
-                        ts,
-                        tid,
-                        kstack: stack(&mut r),
-                        ustack: stack(&mut r),
-                    })
-                }
-            }
+            7 => match r.below(3) {
+                0 => Event::Exit(Exit {
+                    ts,
+                    tid,
+                    tgid: r.pick(&tids),
+                }),
+                1 => Event::OffCpuStacks(OffCpuStacks {
+                    ts,
+                    tid,
+                    kstack: stack(&mut r),
+                    ustack: stack(&mut r),
+                }),
+                // Samples mostly of the task running there (predicted), sometimes not.
+                _ => Event::Sample(Sample {
+                    ts,
+                    cpu,
+                    tid: if cpu < 4 && r.below(4) != 0 {
+                        running[cpu as usize]
+                    } else {
+                        tid
+                    },
+                    kstack: stack(&mut r),
+                    ustack: stack(&mut r),
+                }),
+            },
             _ => Event::Lost(Lost {
                 ts,
                 cpu,

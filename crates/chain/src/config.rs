@@ -1,0 +1,37 @@
+//! Engine configuration.
+
+use crate::filter::Filter;
+use crate::mode::Mode;
+
+/// Default `--max-depth` (hops per chain, metal included).
+pub const DEFAULT_MAX_DEPTH: usize = 16;
+
+/// Engine configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Attribution mode.
+    pub mode: Mode,
+    /// Maximum hops per chain (≥ 1).
+    pub max_depth: usize,
+    /// Subchain dedup: waits whose ending waking is an inner hop of another chain are
+    /// emitted with `root == false`.
+    pub dedup: bool,
+    /// Root filter: only matching waits reach the sink, and only their chains count for dedup.
+    pub filter: Filter,
+    /// Run-queue attribution (time-bounded mode only; CHAINS.md "Run-queue time"): each
+    /// record's runnable part, and the part of each level during which its waker was
+    /// runnable, are split by the tasks that held the CPU ([`WaitRecord::runq`](crate::WaitRecord::runq)).
+    pub runqueue: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mode: Mode::Bounded,
+            max_depth: DEFAULT_MAX_DEPTH,
+            dedup: true,
+            filter: Filter::default(),
+            runqueue: true,
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! On-CPU samples as a flame graph (`chainrec oncpu`): every [`Event::Sample`] of a thread
+//! that passes the filter, folded as `comm;user frames root→leaf;-;kernel frames
+//! root→leaf`, weighted by the CPU time a sample stands for (the recording's sampling
+//! period). The samples are read straight from the trace: no engine run is needed.
+
+use crate::frames::{sample_frames, IDLE_COMM};
+use crate::fx::FxHashMap;
+use crate::{Analysis, ChainError, Filter};
+use chainrec_format::{Comm, Event, StackId, Tables, Tid};
+use std::collections::BTreeMap;
+
+/// Thread identities as of each event: the task table, then comm events.
+#[derive(Default)]
+pub(crate) struct Names {
+    map: FxHashMap<Tid, (Comm, Tid, bool)>,
+}
+
+impl Names {
+    pub(crate) fn new(tables: &Tables) -> Self {
+        let mut map = FxHashMap::default();
+        for t in tables.tasks.values() {
+            map.insert(t.tid, (t.comm, t.tgid, t.kernel_thread));
+        }
+        Names { map }
+    }
+    /// Follow a comm event (or a new task's tgid).
+    pub(crate) fn update(&mut self, e: &Event) {
+        match e {
+            Event::Comm(c) => {
+                let k = self.map.get(&c.tid).is_some_and(|v| v.2);
+                self.map.insert(c.tid, (c.comm, c.tgid, k));
+            }
+            Event::WakeupNew(w) => {
+                if let Some(v) = self.map.get_mut(&w.child_tid) {
+                    v.1 = w.child_tgid;
+                }
+            }
+            _ => {}
+        }
+    }
+    /// (comm, tgid, kernel thread) of `tid`; the idle task is `swapper`; an unknown
+    /// thread is `tid-N` of unknown process.
+    pub(crate) fn get(&self, tid: Tid) -> (Comm, Tid, bool) {
+        if tid == 0 {
+            return (Comm::new(IDLE_COMM), 0, true);
+        }
+        self.map
+            .get(&tid)
+            .copied()
+            .unwrap_or_else(|| (Comm::new(&format!("tid-{tid}")), 0, false))
+    }
+}
+
+/// What [`fold_oncpu`] saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OnCpuStats {
+    /// Samples in the chunks read.
+    pub samples: u64,
+    /// Samples folded (passed the filter).
+    pub shown: u64,
+    /// Samples of the idle task folded.
+    pub idle: u64,
+    /// Folded samples without any stack (both stacks NONE or failed).
+    pub no_stack: u64,
+    /// CPU time one sample stands for (ns).
+    pub period_ns: u64,
+}
+
+/// The on-CPU flame graph of a trace: folded line → samples.
+#[derive(Clone, Debug, Default)]
+pub struct OnCpuFold {
+    /// Lines (`comm;frames…`) and their sample counts, sorted by line.
+    pub lines: BTreeMap<String, u64>,
+    /// Counters.
+    pub stats: OnCpuStats,
+}
+
+impl OnCpuFold {
+    /// Lines weighted in ns (samples × period).
+    pub fn lines_ns(&self) -> impl Iterator<Item = (&str, u64)> {
+        let p = self.stats.period_ns;
+        self.lines.iter().map(move |(l, &n)| (l.as_str(), n * p))
+    }
+}
+
+/// Fold the samples of `an` that pass `filter`: its thread part, and its window (on the
+/// sample's time). Duration and state filters do not apply to samples and are refused.
+pub fn fold_oncpu(an: &Analysis, filter: &Filter, parallel: bool) -> Result<OnCpuFold, ChainError> {
+    if filter.min_ns.is_some() || filter.max_ns.is_some() || filter.state_mask.is_some() {
+        return Err(ChainError::Unsupported(
+            "-m/-M/--state select waits; on-CPU samples have no duration or state".into(),
+        ));
+    }
+    let (tables, meta) = (an.tables(), an.meta());
+    let mut names = Names::new(tables);
+    let mut counts: FxHashMap<(Comm, StackId, StackId), u64> = FxHashMap::default();
+    let mut st = OnCpuStats {
+        period_ns: meta.sampling().map_or(0, |s| s.period_ns),
+        ..OnCpuStats::default()
+    };
+    an.reader()
+        .for_each_chunk::<ChainError>(an.chunk_range(filter), parallel, |evs| {
+            for e in evs {
+                names.update(e);
+                let Event::Sample(x) = e else { continue };
+                st.samples += 1;
+                if filter.window.is_some_and(|(a, b)| x.ts < a || x.ts > b) {
+                    continue;
+                }
+                let (comm, tgid, kthread) = names.get(x.tid);
+                if !filter.matches_thread(x.tid, tgid, &comm, kthread) {
+                    continue;
+                }
+                st.shown += 1;
+                st.idle += u64::from(x.tid == 0);
+                let real = |s: StackId| s.is_real();
+                st.no_stack += u64::from(!real(x.kstack) && !real(x.ustack));
+                *counts.entry((comm, x.kstack, x.ustack)).or_default() += 1;
+            }
+            Ok(())
+        })?;
+    let mut lines = BTreeMap::new();
+    for ((comm, k, u), n) in counts {
+        let mut f = vec![comm.as_str().into_owned()];
+        f.extend(sample_frames(tables, meta, k, u));
+        *lines.entry(f.join(";")).or_default() += n;
+    }
+    Ok(OnCpuFold { lines, stats: st })
+}

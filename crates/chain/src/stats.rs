@@ -1,0 +1,142 @@
+//! The engine's counters ([`Stats`]): everything skipped, ignored or uncertain.
+//! What each anomaly counter means is in `explain.rs`.
+
+use chainrec_format::Tid;
+use std::fmt;
+
+/// How many inconsistent sequences [`Stats::inconsistent_examples`] keeps (and untraced
+/// switches [`Stats::untraced_examples`]).
+pub const EXAMPLES: usize = 4;
+
+/// One inconsistent switch sequence (the first few are kept, to look at with
+/// `chainrec script TRACE -t TID --window ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inconsistency {
+    /// Time of the offending switch.
+    pub ts: u64,
+    /// The thread.
+    pub tid: Tid,
+    /// True: switched in while believed running; false: switched out while believed
+    /// off-CPU.
+    pub switch_in: bool,
+}
+
+/// Counters: everything skipped, ignored or uncertain is counted here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Events processed.
+    pub events: u64,
+    /// Off-CPU intervals closed by a switch-in (all states).
+    pub waits: u64,
+    /// ... of which preemptions (state R).
+    pub preemptions: u64,
+    /// ... of which blocked waits ended by a waking seen in the trace.
+    pub woken_waits: u64,
+    /// Blocked waits switched in without any waking in the trace (shown as `[waker unknown]`).
+    pub waits_without_waker: u64,
+    /// Waits whose switch-out precedes the trace (not roots; their wakings still serve as causes).
+    pub waits_before_trace: u64,
+    /// Waits still open when the trace ended (switched out, never switched in).
+    pub waits_open_at_end: u64,
+    /// Records passed to the sink (after the filter).
+    pub records_emitted: u64,
+    /// Records marked non-root by dedup.
+    pub dedup_hidden: u64,
+    /// Wakings of a task that was not blocked (running, runnable, or already woken): ignored.
+    pub wakings_ignored: u64,
+    /// Wakings whose target is the idle task (tid 0): ignored.
+    pub wakings_of_idle: u64,
+    /// Hops created.
+    pub hops: u64,
+    /// Chains cut at the depth limit while a further cause existed.
+    pub truncated: u64,
+    /// `--mode last` walks stopped at a repeated thread.
+    pub cycles: u64,
+    /// Lost-event markers seen.
+    pub lost_markers: u64,
+    /// Events lost according to those markers.
+    pub lost_events: u64,
+    /// Emitted waits overlapping a lost marker (marked `[lost events]`).
+    pub waits_with_lost: u64,
+    /// Inconsistent sequences (switch-out of a thread believed off-CPU, switch-in of a
+    /// thread believed running): state was reset, usually due to lost events.
+    pub inconsistent: u64,
+    /// ... of which switch-outs of a thread believed off-CPU (its open wait was dropped).
+    pub inconsistent_out: u64,
+    /// ... of which switch-ins of a thread believed running (no wait to close).
+    pub inconsistent_in: u64,
+    /// Time covered by the waits dropped by inconsistent switch-outs (switch-out of the
+    /// dropped wait to the second switch-out; on-CPU after an untraced switch-in in part),
+    /// not shown anywhere.
+    pub inconsistent_dropped_ns: u64,
+    /// Switches whose prev is not the task the previous switch on that CPU switched in:
+    /// a switch on that CPU was not traced (lost events, or the kernel's; docs/ENGINE.md).
+    pub untraced_switches: u64,
+    /// The first few untraced switches: (time, CPU, task expected, task found).
+    pub untraced_examples: Vec<(u64, u32, Tid, Tid)>,
+    /// The first few inconsistent sequences, to look at with `chainrec script`.
+    pub inconsistent_examples: Vec<Inconsistency>,
+    /// In-trace part (trace start to switch-in) of the waits that began before the
+    /// trace: not shown as roots.
+    pub waits_before_trace_ns: u64,
+    /// Emitted waits whose off-CPU kernel or user stack was skipped by the lazy policy.
+    pub stacks_skipped: u64,
+    /// Emitted waits (or their hops) with a failed or dangling stack.
+    pub stacks_missing: u64,
+    /// Emitted waits (or their hops) with a user stack marked exiting (`[no user stack:
+    /// exiting]`, e.g. a waker in `do_exit`): not failures.
+    pub stacks_exiting: u64,
+    /// Emitted waits (or their first hop) longer than the lazy threshold whose stack stayed
+    /// the recorder's "skipped" placeholder (no stack arrived): shown as `[no stack: not
+    /// captured]`, never as `[no stack: wait < T]`.
+    pub stacks_not_captured: u64,
+    /// Off-CPU stack events that matched no wait.
+    pub stacks_unmatched: u64,
+    /// Hop arena garbage collections.
+    pub gc_runs: u64,
+    /// Most hops alive at once.
+    pub peak_live_hops: u64,
+    /// Most threads tracked at once.
+    pub peak_tasks: u64,
+    /// Most waits parked at once waiting for the dedup decision.
+    pub peak_pending_waits: u64,
+    /// Run-queue nanoseconds of emitted waits' own runnable parts (level 0).
+    pub runq_root_ns: u64,
+    /// Run-queue nanoseconds inside emitted chains: time their wakers were runnable.
+    pub runq_inner_ns: u64,
+    /// Run-queue nanoseconds (of emitted waits' own runnable parts) whose CPU holder is
+    /// unknown: the CPU's switch history did not reach back that far (shown as
+    /// `[run queue];[unknown]`).
+    pub runq_unknown_ns: u64,
+    /// Nanoseconds of inner levels that could not be split into the waker running and
+    /// runnable, because the waker's run-queue history (its last 1024 runnable periods) no
+    /// longer reached back that far; they stay with the waker, as without run-queue
+    /// attribution.
+    pub runq_unsplit_ns: u64,
+    /// On-CPU nanoseconds of inner levels split by samples while part of the level lay
+    /// before the waker's kept samples (its last 4096): split by the samples kept.
+    pub oncpu_short_history_ns: u64,
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} events, {} waits ({} woken, {} preempted, {} without waker, {} before trace, {} open at end), \
+             {} emitted, {} hidden by dedup, {} truncated, {} cycles, {} wakings ignored, {} inconsistent",
+            self.events,
+            self.waits,
+            self.woken_waits,
+            self.preemptions,
+            self.waits_without_waker,
+            self.waits_before_trace,
+            self.waits_open_at_end,
+            self.records_emitted,
+            self.dedup_hidden,
+            self.truncated,
+            self.cycles,
+            self.wakings_ignored,
+            self.inconsistent
+        )
+    }
+}

@@ -1,0 +1,168 @@
+//! The chain walk: from the hop that ended a wait, down its causes, each level's time
+//! (CHAINS.md), the run-queue split of each level, and the inner hops dedup marks.
+
+use crate::config::Config;
+use crate::hops::{Hop, CUT, NO_HOP};
+use crate::mode::Mode;
+use crate::nodes::NodeTable;
+use crate::record::WaitRecord;
+use crate::runqueue::{add_runq, RqView};
+use crate::sampleidx::{minus, SampleIndex};
+use chainrec_format::Tid;
+
+/// The chain walk, borrowing only what it reads from the engine (so that the record it
+/// fills can be a task's own record, borrowed mutably at the same time).
+pub(crate) struct Walker<'a> {
+    pub(crate) hops: &'a [Hop],
+    pub(crate) nodes: &'a NodeTable,
+    pub(crate) cfg: &'a Config,
+    pub(crate) inner: &'a mut Vec<u32>,
+    pub(crate) seen: &'a mut Vec<Tid>,
+    /// Run-queue histories, when run-queue attribution is on.
+    pub(crate) rq: Option<RqView<'a>>,
+    /// [`Stats::runq_unsplit_ns`].
+    pub(crate) unsplit: &'a mut u64,
+    /// On-CPU samples, for the `[on cpu]` split of a level's running time.
+    pub(crate) samples: &'a SampleIndex,
+}
+
+impl Walker<'_> {
+    /// Split level `level`'s own time windows by the waker's runnable periods: the parts
+    /// where it was runnable go to [`WaitRecord::runq`] behind its CPU's holders.
+    #[inline]
+    fn split_level(
+        &mut self,
+        level: u32,
+        waker: Tid,
+        windows: [(u64, u64); 2],
+        rec: &mut WaitRecord,
+    ) {
+        let h = self.rq.as_ref().and_then(|rq| rq.of(waker));
+        if let Some(h) = h {
+            for (x, y) in windows {
+                if y <= x {
+                    continue;
+                }
+                if x < h.floor {
+                    *self.unsplit += h.floor.min(y) - x;
+                }
+                // Periods are in time order and disjoint: the first that ends after x, then
+                // on until one starts at or after y.
+                let first = h.segs.partition_point(|seg| seg.end <= x);
+                for seg in h.segs.range(first..) {
+                    if seg.start >= y {
+                        break;
+                    }
+                    let ns = seg.end.min(y) - seg.start.max(x);
+                    add_runq(&mut rec.runq, level, seg.holder, ns);
+                }
+            }
+        }
+        if !self.samples.enabled {
+            return;
+        }
+        // The rest of the windows is the waker's on-CPU time: split it by its samples
+        // (docs/ENGINE.md, "What a running waker did").
+        let busy = |x: u64, y: u64, f: &mut dyn FnMut(u64, u64)| {
+            if let Some(h) = h {
+                let first = h.segs.partition_point(|seg| seg.end <= x);
+                for seg in h.segs.range(first..) {
+                    if seg.start >= y {
+                        break;
+                    }
+                    f(seg.start, seg.end);
+                }
+            }
+        };
+        let mut pieces = Vec::new();
+        minus(&windows, busy, &mut pieces);
+        self.samples
+            .split(waker, level, &pieces, &mut rec.oncpu_raw);
+    }
+
+    /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when
+    /// `mark` (the root passes the filter).
+    #[inline]
+    pub(crate) fn walk(&mut self, first: u32, rec: &mut WaitRecord, mark: bool) {
+        rec.hops.clear();
+        rec.runq.clear();
+        rec.oncpu_raw.clear();
+        rec.truncated = false;
+        rec.cycle = false;
+        let a = rec.switch_out_ns;
+        let t1 = rec.wake_ns.unwrap_or(a);
+        let max = self.cfg.max_depth;
+        let mut cur = first;
+        let mut depth = 1;
+        match self.cfg.mode {
+            Mode::Bounded => {
+                let mut l = a;
+                let mut t = t1;
+                loop {
+                    let h = &self.hops[cur as usize];
+                    let mut r = h.record(self.nodes);
+                    if h.metal || h.cause == NO_HOP || h.cause_ts <= l {
+                        r.ns = t.saturating_sub(l);
+                        rec.hops.push(r);
+                        if !h.metal {
+                            self.split_level(depth as u32, h.waker_tid, [(l, t), (0, 0)], rec);
+                        }
+                        break;
+                    }
+                    if depth >= max || h.cause == CUT {
+                        r.ns = t.saturating_sub(l);
+                        rec.hops.push(r);
+                        rec.truncated = true;
+                        break;
+                    }
+                    let l2 = l.max(h.cause_s);
+                    r.ns = t.saturating_sub(l) - h.cause_ts.min(t).saturating_sub(l2);
+                    rec.hops.push(r);
+                    // Own time: before the waker blocked, and after its waking.
+                    self.split_level(
+                        depth as u32,
+                        h.waker_tid,
+                        [(l, l2), (h.cause_ts.min(t), t)],
+                        rec,
+                    );
+                    if mark {
+                        self.inner.push(h.cause);
+                    }
+                    l = l2;
+                    t = h.cause_ts.min(t);
+                    cur = h.cause;
+                    depth += 1;
+                }
+            }
+            Mode::Last => {
+                let weight = t1.saturating_sub(a);
+                self.seen.clear();
+                self.seen.push(rec.tid);
+                loop {
+                    let h = &self.hops[cur as usize];
+                    let mut r = h.record(self.nodes);
+                    r.ns = weight;
+                    rec.hops.push(r);
+                    if h.metal || h.cause == NO_HOP {
+                        break;
+                    }
+                    if depth >= max || h.cause == CUT {
+                        rec.truncated = true;
+                        break;
+                    }
+                    self.seen.push(h.waker_tid);
+                    let next = &self.hops[h.cause as usize];
+                    if !next.metal && self.seen.contains(&next.waker_tid) {
+                        rec.cycle = true;
+                        break;
+                    }
+                    if mark {
+                        self.inner.push(h.cause);
+                    }
+                    cur = h.cause;
+                    depth += 1;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! chainrec-testkit: the scaffolding every test suite of the workspace shares, so that each
+//! exists once: event builders ([`events`]), scratch directories ([`scratch`]), the gate of
+//! real-kernel tests ([`bpf`]), synthetic scenarios as traces ([`scenario`]) and a headless
+//! chromium driven over the DevTools protocol ([`devtools`]).
+//!
+//! A dev-dependency only (`publish = false`): nothing here ships in chainrec.
+
+pub mod bpf;
+pub mod devtools;
+pub mod events;
+pub mod scenario;
+pub mod scratch;
