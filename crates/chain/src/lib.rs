@@ -55,7 +55,7 @@ pub use analysis::{
 };
 pub use config::{Config, DEFAULT_MAX_DEPTH};
 pub use engine::Engine;
-pub use error::ChainError;
+pub use error::{ChainError, WindowProblem};
 pub use filter::{Duration, Filter, Window, WindowBound};
 pub use folded::{ChainGraph, FoldedSink};
 pub use frames::stack_frames;
