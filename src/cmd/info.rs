@@ -6,11 +6,14 @@ use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
 Examples:
-  chainrec info trace.zst                  human summary (events, tasks, stacks, lost data, size)
-  chainrec info trace.zst --verify         also decode every chunk and check every table reference;
-                                           exits non-zero with a one-line error if the file is damaged
+  # human summary (events, tasks, stacks, lost data, size)
+  chainrec info trace.zst
+  # also decode every chunk and check every table reference; exits non-zero
+  # with a one-line error if the file is damaged
+  chainrec info trace.zst --verify
   chainrec info trace.zst --json | jq .bytes_per_event
-  chainrec info trace.zst --json --verify  machine-readable summary of a checked file";
+  # machine-readable summary of a checked file
+  chainrec info trace.zst --json --verify";
 
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
@@ -81,7 +84,11 @@ pub fn run(a: Args) -> Result<()> {
             serde_json::to_string_pretty(&j)? + "\n"
         }
         (true, None) => serde_json::to_string_pretty(&s.json())? + "\n",
-        (false, Some((t, tr))) => s.render() + "\n" + &super::report::trigger_text(t, tr),
+        (false, Some((t, tr))) => {
+            s.render()
+                + "\n"
+                + &super::report::trigger_text(t, tr, Some(chainrec_report::top::TEXT_WIDTH))
+        }
         (false, None) => s.render(),
     };
     super::write_stdout(&text)
@@ -115,15 +122,7 @@ impl<'a> Summary<'a> {
         let r = self.r;
         let m = r.meta();
         let t = r.tables();
-        let by_kind: serde_json::Map<String, serde_json::Value> = EventKind::ALL
-            .iter()
-            .map(|k| {
-                (
-                    k.name().to_string(),
-                    self.stats.events_by_kind[*k as usize].into(),
-                )
-            })
-            .collect();
+        let by_kind = super::events_by_kind_json(&self.stats.events_by_kind);
         let sb = r.section_bytes();
         serde_json::json!({
             "file": r.path().display().to_string(),

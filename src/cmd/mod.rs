@@ -51,6 +51,16 @@ fn salvage_requested() -> bool {
     std::env::var(SALVAGE_ENV).is_ok_and(|v| v == "1")
 }
 
+/// Event counts by kind as a JSON object keyed by kind name (`switch`, `waking`, ...),
+/// the same in `info --json` and `record --summary-json`.
+pub fn events_by_kind_json(counts: &[u64; chainrec_format::EventKind::COUNT]) -> serde_json::Value {
+    chainrec_format::EventKind::ALL
+        .iter()
+        .map(|k| (k.name().to_string(), counts[*k as usize].into()))
+        .collect::<serde_json::Map<String, serde_json::Value>>()
+        .into()
+}
+
 /// Open a trace for analysis. A file cut short by a killed recorder is read up to its last
 /// complete section with a warning; a damaged file (corruption in the middle, so events
 /// after it are unreadable) is an error unless CHAINREC_SALVAGE=1, because its output

@@ -13,31 +13,41 @@ use std::time::Duration;
 
 const RECORD_EXAMPLES: &str = "\
 Examples:
-  chainrec record -o trace.zst --duration 10        whole system for 10 s
-  chainrec record -o trace.zst                      whole system until Ctrl-C
-  chainrec record -o trace.zst -- make -j2          until the command exits
-  chainrec record -o trace.zst -p 1234 -p 5678      those processes and the tasks that wake them
-  chainrec record -o trace.zst --stacks eager       stacks on every switch and waking (costly)
-  chainrec record -o trace.zst --stack-threshold 1ms  stacks only for waits longer than 1 ms
-  chainrec record -o trace.zst --sample-freq 99     on-CPU samples at 99 Hz per CPU (default 49)
-  chainrec record -o trace.zst --no-samples         scheduler events only
-  chainrec record -o /var/tmp/stall --flight 30s --trigger 'wait>50ms' --comm '^postgres'
-                                   keep the last 30 s in memory; dump them (and 2 s more)
-                                   when a postgres thread waits over 50 ms; `kill -USR1`
-                                   dumps now; Ctrl-C dumps the window
-  chainrec record -o trace.zst --rotate 1G      numbered files (trace.0000.zst, ...) of ~1 GiB
+  # whole system for 10 s
+  chainrec record -o trace.zst --duration 10
+  # whole system until Ctrl-C
+  chainrec record -o trace.zst
+  # until the command exits
+  chainrec record -o trace.zst -- make -j2
+  # those processes and the tasks that wake them
+  chainrec record -o trace.zst -p 1234 -p 5678
+  # stacks on every switch and waking (costly)
+  chainrec record -o trace.zst --stacks eager
+  # stacks only for waits longer than 1 ms
+  chainrec record -o trace.zst --stack-threshold 1ms
+  # on-CPU samples at 99 Hz per CPU (default 49)
+  chainrec record -o trace.zst --sample-freq 99
+  # scheduler events only
+  chainrec record -o trace.zst --no-samples
+  # keep the last 30 s in memory; dump them (and 2 s more) when a postgres
+  # thread waits over 50 ms; `kill -USR1` dumps now; Ctrl-C dumps the window
+  chainrec record -o /var/tmp/stall --flight 30s --trigger 'wait>50ms' \\
+      --comm '^postgres'
+  # numbered files (trace.0000.zst, ...) of ~1 GiB
+  chainrec record -o trace.zst --rotate 1G
 
-Needs root, or CAP_BPF + CAP_PERFMON. The trace is written with mode 0600; Ctrl-C,
-SIGTERM or the end of --duration finish the file; a killed recorder leaves a file
-readable up to its last flush (at most ~0.5 s lost). Lost events are never silent:
-they are counted in the file and in the summary.
+Needs root, or CAP_BPF + CAP_PERFMON. The trace is written with mode 0600;
+Ctrl-C, SIGTERM or the end of --duration finish the file; a killed recorder
+leaves a file readable up to its last flush (at most ~0.5 s lost). Lost events
+are never silent: they are counted in the file and in the summary.
 
-With COMMAND: it starts once the programs are attached (never after a stop request);
-SIGTERM sent to chainrec from outside its process group is passed on to the command;
-SIGINT is not (the command gets Ctrl-C from the terminal itself); when --duration ends first, the recording stops but chainrec waits
-for COMMAND to exit; if the recorder fails, the error is printed at once and COMMAND gets
-SIGTERM. Exit status: COMMAND's (128+N when it died of signal N; 0 when it died of the
-SIGINT/SIGTERM that stopped the recording), 1 when recording failed.";
+With COMMAND: it starts once the programs are attached (never after a stop
+request); SIGTERM sent to chainrec from outside its process group is passed on
+to the command; SIGINT is not (the command gets Ctrl-C from the terminal
+itself); when --duration ends first, the recording stops but chainrec waits for
+COMMAND to exit; if the recorder fails, the error is printed at once and COMMAND
+gets SIGTERM. Exit status: COMMAND's (128+N when it died of signal N; 0 when it
+died of the SIGINT/SIGTERM that stopped the recording), 1 when recording failed.";
 
 /// Stack capture policy.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -147,8 +157,9 @@ pub struct Args {
 #[derive(clap::Args)]
 #[command(
     after_help = "Example:\n  chainrec workload --duration 5 --json workload.json\n\n\
-Threads cr-timer (sleeps one period, writes pipe 1), cr-relay (pipe 1 -> pipe 2) and\n\
-cr-sink (reads pipe 2). Expected chain: cr-sink <- cr-relay <- cr-timer <- [hardirq: timer]."
+Threads cr-timer (sleeps one period, writes pipe 1), cr-relay (pipe 1 -> pipe 2)\n\
+and cr-sink (reads pipe 2).\n\
+Expected chain: cr-sink <- cr-relay <- cr-timer <- [hardirq: timer]."
 )]
 pub struct WorkloadArgs {
     /// Run time in seconds.
@@ -408,7 +419,7 @@ fn write_summary_json(summary: &RecordSummary, path: &Path) -> Result<()> {
     let j = serde_json::json!({
         "output": summary.output,
         "events": summary.events,
-        "events_by_kind": summary.events_by_kind,
+        "events_by_kind": super::events_by_kind_json(&summary.events_by_kind),
         "bytes": summary.bytes,
         "duration_s": summary.duration.as_secs_f64(),
         "lost": {
