@@ -120,7 +120,8 @@ Examples:
   chainrec export trace.zst --pprof chains.pb.gz
   chainrec export trace.zst --pprof sink.pb.gz --comm '^cr-sink$' --window 0.5..
   chainrec export trace.zst --perfetto t.pftrace --pprof c.pb.gz -q
-  chainrec export trace.zst --parquet waits.parquet      also writes waits.stacks.parquet
+  # every wait with its chain, for SQL (also writes waits.stacks.parquet)
+  chainrec export trace.zst --parquet waits.parquet
   duckdb -c \"SELECT comm, count(*) FROM 'waits.parquet' GROUP BY comm\"";
 
 /// Arguments of `chainrec export`.
