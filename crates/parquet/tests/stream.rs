@@ -5,7 +5,7 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use chainrec_chain::{Config, Engine, Mode, WaitRecord};
+use chainrec_chain::{Config, Engine, WaitRecord};
 use chainrec_format::synth::{find, SynthParams};
 use chainrec_format::{MemTrace, StackId};
 use chainrec_parquet::{write_stacks, Layout, WaitsWriter};
@@ -28,14 +28,8 @@ fn row_groups_are_written_as_waits_come() {
         batch_rows: 300,
         row_group_rows: 1000,
     };
-    let cfg = Config {
-        mode: Mode::Bounded,
-        max_depth: chainrec_chain::DEFAULT_MAX_DEPTH,
-        dedup: true,
-        filter: Default::default(),
-        runqueue: true,
-    };
-    let mut engine = Engine::new(&t.tables, &t.meta, cfg);
+    // Time-bounded, default depth, dedup, run-queue parts: as `export --parquet` runs.
+    let mut engine = Engine::new(&t.tables, &t.meta, Config::default());
     let mut file = Vec::new();
     let mut records: Vec<WaitRecord> = Vec::new();
     let summary = {
