@@ -30,6 +30,8 @@ ensure_packages() {
         command -v ip >/dev/null || want+=(iproute2)
         command -v taskset >/dev/null || want+=(util-linux)
         command -v perl >/dev/null || want+=(perl)
+        # The venv of the Python readers (ensure_python_packages below).
+        /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
     fi
     if [ ${#want[@]} -gt 0 ]; then
         if [ "$(id -u)" != 0 ]; then
@@ -41,10 +43,32 @@ ensure_packages() {
         apt-get update -qq
         apt-get install -y -qq "${want[@]}" >/dev/null
     fi
+    if [ "${1:-}" = test ]; then
+        ensure_python_packages
+    fi
     if ! command -v cargo >/dev/null; then
         log "cargo not found: install a Rust toolchain (https://rustup.rs) and rerun"
         exit 1
     fi
+}
+
+# PyPI packages the tests read exports with (third-party readers, as users run them), in a
+# venv under target/ (Debian's python3 refuses pip installs outside one). The tests find it
+# through CHAINREC_PYTHON; without it they skip loudly (CHAINREC_REQUIRE_TOOLS=1: fail).
+#   duckdb, pyarrow: crates/parquet/tests + tests/parquet.rs read `export --parquet`.
+PY_PACKAGES=(duckdb pyarrow)
+ensure_python_packages() {
+    local venv=target/pyvenv
+    if [ ! -x "$venv/bin/python" ]; then
+        log "creating the Python venv of the tests ($venv)"
+        /usr/bin/python3 -m venv "$venv"
+    fi
+    if ! "$venv/bin/python" -m pip show -q "${PY_PACKAGES[@]}" >/dev/null 2>&1; then
+        log "installing Python packages into $venv: ${PY_PACKAGES[*]}"
+        "$venv/bin/python" -m pip install -q "${PY_PACKAGES[@]}"
+    fi
+    CHAINREC_PYTHON="$PWD/$venv/bin/python"
+    export CHAINREC_PYTHON
 }
 
 case "${1:-}" in

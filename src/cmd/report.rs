@@ -1,4 +1,5 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
+use super::parquet::ParquetOutputs;
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{Dedup, Duration as ChainDuration, Setup};
 use chainrec_format::{FlightTrigger, RecordingMeta};
@@ -118,7 +119,10 @@ Examples:
   # chain graph for `go tool pprof -http=:8080`
   chainrec export trace.zst --pprof chains.pb.gz
   chainrec export trace.zst --pprof sink.pb.gz --comm '^cr-sink$' --window 0.5..
-  chainrec export trace.zst --perfetto t.pftrace --pprof c.pb.gz -q";
+  chainrec export trace.zst --perfetto t.pftrace --pprof c.pb.gz -q
+  # every wait with its chain, for SQL (also writes waits.stacks.parquet)
+  chainrec export trace.zst --parquet waits.parquet
+  duckdb -c \"SELECT comm, count(*) FROM 'waits.parquet' GROUP BY comm\"";
 
 /// Arguments of `chainrec export`.
 #[derive(clap::Args)]
@@ -132,6 +136,11 @@ pub struct ExportArgs {
     /// Write the chain graph as a gzipped pprof profile (the filters below apply to it).
     #[arg(long, value_name = "OUT.pb.gz")]
     pub pprof: Option<PathBuf>,
+    /// Write every wait with its chain as a Parquet table, and the stacks it uses beside
+    /// it (OUT.stacks.parquet), for SQL: DuckDB, Spark, Trino, BigQuery (the filters below
+    /// apply to it).
+    #[arg(long, value_name = "OUT.parquet")]
+    pub parquet: Option<PathBuf>,
     #[command(flatten)]
     pub filter: crate::cmd::filter::FilterArgs,
     /// No progress bar.
@@ -330,8 +339,8 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
 
 /// `chainrec export`.
 pub fn run_export(a: ExportArgs) -> Result<()> {
-    if a.perfetto.is_none() && a.pprof.is_none() {
-        bail!("export: say what to write: --perfetto OUT.pftrace and/or --pprof OUT.pb.gz");
+    if a.perfetto.is_none() && a.pprof.is_none() && a.parquet.is_none() {
+        bail!("export: say what to write: --perfetto OUT.pftrace, --pprof OUT.pb.gz and/or --parquet OUT.parquet");
     }
     let an = super::open_trace(&a.file, "export")?;
     let (reader, meta) = (an.reader(), an.meta());
@@ -345,8 +354,8 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
         || f.user_threads_only
         || f.kernel_threads_only
         || f.window.is_some();
-    if filtered && a.pprof.is_none() {
-        bail!("export: the filters select waits of the chain graph and apply to --pprof only; the Perfetto export is always the whole trace");
+    if filtered && a.pprof.is_none() && a.parquet.is_none() {
+        bail!("export: the filters select waits and apply to --pprof and --parquet only; the Perfetto export is always the whole trace");
     }
     if let (Some(p), Some(q)) = (&a.perfetto, &a.pprof) {
         if super::same_file(p, q) {
@@ -360,8 +369,19 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     // and both outputs (created as temporary files next to their destinations, renamed
     // into place only when complete; removed on any failure).
     let filter = a.filter.to_filter(&an, ChainDuration::Blocked)?;
+    let filter_for_parquet = filter.clone();
     let mut perfetto_out = a.perfetto.as_deref().map(TempOutput::create).transpose()?;
     let mut pprof_out = a.pprof.as_deref().map(TempOutput::create).transpose()?;
+    let others: Vec<&Path> = [&a.perfetto, &a.pprof]
+        .into_iter()
+        .flatten()
+        .map(|p| p.as_path())
+        .collect();
+    let mut parquet_out = a
+        .parquet
+        .as_deref()
+        .map(|p| ParquetOutputs::create(p, &others))
+        .transpose()?;
     let mut perfetto_note = String::new();
     if let Some(out) = &mut perfetto_out {
         let path = out.dest().to_path_buf();
@@ -418,12 +438,20 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             profile.location.len()
         );
     }
-    // Both outputs complete: only now move them into place.
+    let mut parquet_note = String::new();
+    if let Some(out) = &mut parquet_out {
+        parquet_note = out.write(&an, &a.file, filter_for_parquet, a.quiet)?;
+    }
+    // All outputs complete: only now move them into place.
     for (out, note) in [(perfetto_out, perfetto_note), (pprof_out, pprof_note)] {
         if let Some(mut out) = out {
             out.commit()?;
             say!("{note}");
         }
+    }
+    if let Some(mut out) = parquet_out {
+        out.commit()?;
+        say!("{parquet_note}");
     }
     warn_lost("export", meta);
     Ok(())

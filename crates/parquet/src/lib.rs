@@ -1,0 +1,564 @@
+//! chainrec-parquet: every wait with its chain as Apache Parquet, for SQL on a
+//! workstation (DuckDB) and on engines that read Parquet (Spark, Trino, BigQuery) when
+//! traces of many hosts are analysed together.
+//!
+//! Two tables (schemas in `docs/REPORTS.md`):
+//! * waits ([`WaitsWriter`]): one row per wait, with its chain levels (`hops`) and run-queue
+//!   parts (`runq`) as lists of structs and its stacks as ids;
+//! * stacks ([`write_stacks`]): one row per stack id the waits use, with symbolized frames.
+//!
+//! A row is the engine's [`WaitRecord`] mapped by [`WaitJson::new`], the one mapping
+//! `chainrec waits --json` uses too, so both give the same values. Rows are written in
+//! row groups as the engine emits waits: memory holds one batch of rows and the row group
+//! being encoded, never the whole trace.
+//!
+//! Every integer column is a signed 64-bit `INT64` (32-bit `INT32` for `level`): Spark,
+//! Trino and BigQuery have no unsigned 64-bit type, and every value here (ids, ns since
+//! boot) fits.
+
+use arrow_array::builder::{ListBuilder, StringBuilder};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch,
+    StringArray, StructArray, TimestampMicrosecondArray,
+};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use chainrec_chain::{stack_frames, NodeTable, WaitRecord, WaitSink};
+use chainrec_format::{RecordingMeta, StackId, StackKind, Tables, UtcTime};
+use chainrec_report::waits::{HopJson, RunqJson, WaitContext, WaitJson};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::sync::Arc;
+
+/// Upper bound of a row group's encoded size held in memory.
+const ROW_GROUP_BYTES: usize = 64 << 20;
+
+/// How rows are grouped: what memory holds at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Rows collected before they are handed to the Parquet writer as one Arrow batch.
+    pub batch_rows: usize,
+    /// Rows per row group (readers parallelize and skip by row group); a row group is also
+    /// closed at 64 MiB encoded.
+    pub row_group_rows: usize,
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout {
+            batch_rows: 4096,
+            row_group_rows: 128 * 1024,
+        }
+    }
+}
+
+/// Errors of the Parquet export.
+#[derive(Debug, thiserror::Error)]
+pub enum ParquetError {
+    /// The Parquet writer failed (I/O included).
+    #[error("writing Parquet")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    /// Flushing the output failed.
+    #[error("writing the file")]
+    Io(#[from] std::io::Error),
+    /// Assembling an Arrow batch failed (a bug: columns disagree with the schema).
+    #[error("building an Arrow batch")]
+    Arrow(#[from] arrow_schema::ArrowError),
+    /// A value larger than the signed 64-bit integer columns hold.
+    #[error("{field} = {value} does not fit a signed 64-bit Parquet column")]
+    Overflow {
+        /// Column.
+        field: &'static str,
+        /// The value.
+        value: u64,
+    },
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = ParquetError> = std::result::Result<T, E>;
+
+/// Which trace the rows come from: written in every row of both tables, so that exports
+/// of many traces can be queried together (stack ids are per trace: join on `trace` and
+/// the id).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceKey {
+    /// The recording host.
+    pub host: String,
+    /// `HOST@START`: START the UTC start of the recording (`20261124T021502.123456789Z`),
+    /// or `boot+NSns` (trace clock) when the trace has no wall clock (synthetic traces).
+    pub trace: String,
+    /// Trace clock to Unix-epoch ns, when known.
+    pub clock_offset_ns: Option<i128>,
+}
+
+impl TraceKey {
+    /// The key of a trace, from its metadata.
+    pub fn new(meta: &RecordingMeta) -> Self {
+        let offset = (meta.clock_offset_ns != 0).then_some(meta.clock_offset_ns);
+        let start = match offset {
+            Some(o) => {
+                let wall = meta.start_ns as i128 + o;
+                let t = UtcTime::from_unix_ns(wall);
+                // compact() has whole seconds; the nanoseconds keep two recordings of one
+                // host apart.
+                let c = t.compact();
+                format!(
+                    "{}.{:09}Z",
+                    &c[..c.len() - 1],
+                    wall.rem_euclid(1_000_000_000)
+                )
+            }
+            None => format!("boot+{}ns", meta.start_ns),
+        };
+        TraceKey {
+            host: meta.host.clone(),
+            trace: format!("{}@{start}", meta.host),
+            clock_offset_ns: offset,
+        }
+    }
+}
+
+/// One row of the waits table: the JSON form of the record plus what the table adds.
+struct Row {
+    w: WaitJson,
+    /// Switch-out in Unix-epoch µs (None without a wall clock): microseconds, the
+    /// timestamp every Parquet reader takes (Spark and BigQuery do not read ns ones).
+    wall: Option<i64>,
+}
+
+/// What [`WaitsWriter::finish`] reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WaitsSummary {
+    /// Rows written (every wait the filter passed).
+    pub rows: u64,
+    /// Of them, waits dedup shows inside another chain (`root = false`).
+    pub not_root: u64,
+    /// Row groups written.
+    pub row_groups: usize,
+    /// The stack ids the rows use (for [`write_stacks`]).
+    pub stacks: BTreeSet<StackId>,
+}
+
+/// The waits table, written as the engine emits waits (a [`WaitSink`]). A failure while
+/// writing is kept and returned by [`WaitsWriter::finish`]; [`WaitsWriter::failed`] lets
+/// the caller stop reading the trace early.
+pub struct WaitsWriter<'a, W: Write + Send> {
+    writer: ArrowWriter<W>,
+    schema: SchemaRef,
+    tables: &'a Tables,
+    meta: &'a RecordingMeta,
+    start_ns: u64,
+    key: TraceKey,
+    rows: Vec<Row>,
+    layout: Layout,
+    summary: WaitsSummary,
+    failed: Option<ParquetError>,
+}
+
+/// The writer properties both tables use: zstd pages, bounded row groups, and the trace's
+/// key as file metadata.
+fn properties(key: &TraceKey, table: &str, layout: Layout) -> WriterProperties {
+    let kv = |k: &str, v: &str| parquet::file::metadata::KeyValue::new(k.into(), v.to_string());
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_max_row_group_row_count(Some(layout.row_group_rows.max(1)))
+        .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
+        .set_created_by(format!("chainrec {}", env!("CARGO_PKG_VERSION")))
+        .set_key_value_metadata(Some(vec![
+            kv("chainrec.table", table),
+            kv("chainrec.host", &key.host),
+            kv("chainrec.trace", &key.trace),
+        ]))
+        .build()
+}
+
+impl<'a, W: Write + Send> WaitsWriter<'a, W> {
+    /// A writer of the waits table of the trace described by `meta` and `tables`
+    /// (`start_ns`: the trace start, for `time_s`).
+    pub fn new(
+        out: W,
+        tables: &'a Tables,
+        meta: &'a RecordingMeta,
+        start_ns: u64,
+        layout: Layout,
+    ) -> Result<Self> {
+        let key = TraceKey::new(meta);
+        let schema = wait_batch(&key, &[])?.schema();
+        let props = properties(&key, "waits", layout);
+        let writer = ArrowWriter::try_new(out, schema.clone(), Some(props))?;
+        Ok(WaitsWriter {
+            writer,
+            schema,
+            tables,
+            meta,
+            start_ns,
+            key,
+            rows: Vec::with_capacity(layout.batch_rows),
+            layout,
+            summary: WaitsSummary::default(),
+            failed: None,
+        })
+    }
+
+    /// Whether writing failed (the rest of the trace need not be read; [`Self::finish`]
+    /// returns the error).
+    pub fn failed(&self) -> bool {
+        self.failed.is_some()
+    }
+
+    /// The schema of the waits table.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn write_rows(&mut self) -> Result<()> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let batch = wait_batch(&self.key, &self.rows)?;
+        self.rows.clear();
+        self.writer.write(&batch)?;
+        Ok(())
+    }
+
+    /// Write the last rows and the file footer; the output is complete after this.
+    pub fn finish(mut self) -> Result<WaitsSummary> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        self.write_rows()?;
+        let meta = self.writer.finish()?;
+        self.writer.sync()?;
+        self.summary.row_groups = meta.num_row_groups();
+        Ok(self.summary)
+    }
+}
+
+impl<W: Write + Send> WaitSink for WaitsWriter<'_, W> {
+    fn on_wait(&mut self, w: &WaitRecord, nodes: &NodeTable) {
+        if self.failed.is_some() {
+            return;
+        }
+        let cx = WaitContext::new(nodes, self.tables, self.meta, self.start_ns, false);
+        let j = WaitJson::new(w, &cx);
+        let s = &mut self.summary.stacks;
+        s.extend([StackId(j.node.kstack), StackId(j.node.ustack)]);
+        for h in &j.hops {
+            s.extend([StackId(h.node.kstack), StackId(h.node.ustack)]);
+        }
+        self.summary.rows += 1;
+        self.summary.not_root += u64::from(!j.root);
+        let wall = match self.key.clock_offset_ns {
+            None => None,
+            Some(o) => match i64::try_from((j.switch_out_ns as i128 + o).div_euclid(1000)) {
+                Ok(t) => Some(t),
+                Err(_) => {
+                    self.failed = Some(ParquetError::Overflow {
+                        field: "switch_out_time",
+                        value: j.switch_out_ns,
+                    });
+                    return;
+                }
+            },
+        };
+        self.rows.push(Row { w: j, wall });
+        if self.rows.len() >= self.layout.batch_rows {
+            if let Err(e) = self.write_rows() {
+                self.failed = Some(e);
+            }
+        }
+    }
+}
+
+/// The kind of a chain level: `thread` (a thread woke the level below) or, where the chain
+/// ends (metal), `hardirq`, `softirq`, `nmi` or `idle`, as its metal label says
+/// (`[softirq: NET_RX]`, `[idle]`, ...; a softirq the idle task ran itself is `softirq`).
+pub fn level_kind(h: &HopJson) -> &'static str {
+    match (h.metal, h.context) {
+        (false, _) => "thread",
+        (true, "task") => "idle",
+        (true, "softirq-task") => "softirq",
+        (true, c) => c,
+    }
+}
+
+/// Column builders: each takes the column's name and values and returns the field and
+/// the array, so that the schema and the data come from one list.
+type Column = (Field, ArrayRef);
+
+fn i64_of(field: &'static str, v: u64) -> Result<i64> {
+    i64::try_from(v).map_err(|_| ParquetError::Overflow { field, value: v })
+}
+
+fn int(name: &'static str, v: impl Iterator<Item = u64>) -> Result<Column> {
+    let a: Int64Array = v
+        .map(|x| i64_of(name, x))
+        .collect::<Result<Vec<_>>>()?
+        .into();
+    Ok((Field::new(name, DataType::Int64, false), Arc::new(a)))
+}
+
+fn opt_int(name: &'static str, v: impl Iterator<Item = Option<u64>>) -> Result<Column> {
+    let a: Int64Array = v
+        .map(|x| x.map(|x| i64_of(name, x)).transpose())
+        .collect::<Result<Vec<_>>>()?
+        .into();
+    Ok((Field::new(name, DataType::Int64, true), Arc::new(a)))
+}
+
+fn text<'s>(name: &'static str, v: impl Iterator<Item = &'s str>) -> Column {
+    let a: StringArray = v.map(Some).collect();
+    (Field::new(name, DataType::Utf8, false), Arc::new(a))
+}
+
+fn flag(name: &'static str, v: impl Iterator<Item = bool>) -> Column {
+    let a: BooleanArray = v.map(Some).collect();
+    (Field::new(name, DataType::Boolean, false), Arc::new(a))
+}
+
+fn level(name: &'static str, v: impl Iterator<Item = usize>) -> Result<Column> {
+    let a: Int32Array = v
+        .map(|x| {
+            i32::try_from(x).map_err(|_| ParquetError::Overflow {
+                field: name,
+                value: x as u64,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?
+        .into();
+    Ok((Field::new(name, DataType::Int32, false), Arc::new(a)))
+}
+
+/// A list-of-structs column: `items` are the structs' columns over all rows' items
+/// concatenated, `lengths` the number of items of each row.
+fn list_of(
+    name: &'static str,
+    items: Vec<Column>,
+    lengths: impl Iterator<Item = usize>,
+) -> Result<Column> {
+    let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = items.into_iter().unzip();
+    let fields = Fields::from(fields);
+    let structs = StructArray::try_new(fields.clone(), arrays, None)?;
+    let item = Arc::new(Field::new("item", DataType::Struct(fields), false));
+    let list = ListArray::try_new(
+        item.clone(),
+        OffsetBuffer::from_lengths(lengths),
+        Arc::new(structs),
+        None,
+    )?;
+    Ok((
+        Field::new(name, DataType::List(item), false),
+        Arc::new(list),
+    ))
+}
+
+/// The columns of a chain level (`hops[]`).
+fn hop_columns(h: &[&HopJson]) -> Result<Vec<Column>> {
+    Ok(vec![
+        level("level", h.iter().map(|h| h.level))?,
+        text("kind", h.iter().map(|h| level_kind(h))),
+        text("context", h.iter().map(|h| h.context)),
+        flag("metal", h.iter().map(|h| h.metal)),
+        int("ts_ns", h.iter().map(|h| h.ts_ns))?,
+        int("waker_tid", h.iter().map(|h| h.waker_tid.into()))?,
+        int("waker_tgid", h.iter().map(|h| h.waker_tgid.into()))?,
+        text("waker_comm", h.iter().map(|h| h.waker_comm.as_str())),
+        text("node", h.iter().map(|h| h.node.node.as_str())),
+        int("node_id", h.iter().map(|h| h.node.node_id.into()))?,
+        int("kstack", h.iter().map(|h| h.node.kstack.into()))?,
+        int("ustack", h.iter().map(|h| h.node.ustack.into()))?,
+        int("ns", h.iter().map(|h| h.ns))?,
+    ])
+}
+
+/// The columns of a run-queue part (`runq[]`).
+fn runq_columns(p: &[&RunqJson]) -> Result<Vec<Column>> {
+    Ok(vec![
+        level("level", p.iter().map(|p| p.level as usize))?,
+        text("holder", p.iter().map(|p| p.holder.as_str())),
+        int("holder_id", p.iter().map(|p| p.holder_id.into()))?,
+        int("ns", p.iter().map(|p| p.ns))?,
+    ])
+}
+
+/// One batch of the waits table; with no rows, its schema. The one place that lists the
+/// table's columns (docs/REPORTS.md follows it).
+fn wait_batch(key: &TraceKey, rows: &[Row]) -> Result<RecordBatch> {
+    let w = || rows.iter().map(|r| &r.w);
+    let hops: Vec<&HopJson> = w().flat_map(|w| &w.hops).collect();
+    let runq: Vec<&RunqJson> = w().flat_map(|w| &w.runq).collect();
+    let wall: TimestampMicrosecondArray = rows.iter().map(|r| r.wall).collect();
+    let columns = vec![
+        text("host", rows.iter().map(|_| key.host.as_str())),
+        text("trace", rows.iter().map(|_| key.trace.as_str())),
+        int("tid", w().map(|w| w.tid.into()))?,
+        int("tgid", w().map(|w| w.tgid.into()))?,
+        text("comm", w().map(|w| w.comm.as_str())),
+        flag("kernel_thread", w().map(|w| w.kernel_thread)),
+        int("state", w().map(|w| w.state.into()))?,
+        text("state_str", w().map(|w| w.state_str.as_str())),
+        int("switch_out_ns", w().map(|w| w.switch_out_ns))?,
+        (
+            Field::new(
+                "switch_out_time",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                true,
+            ),
+            Arc::new(wall.with_timezone("UTC")) as ArrayRef,
+        ),
+        (
+            Field::new("time_s", DataType::Float64, false),
+            Arc::new(w().map(|w| w.time_s).collect::<Float64Array>()) as ArrayRef,
+        ),
+        opt_int("wake_ns", w().map(|w| w.wake_ns))?,
+        opt_int("switch_in_ns", w().map(|w| w.switch_in_ns))?,
+        opt_int("blocked_ns", w().map(|w| w.blocked_ns))?,
+        opt_int("runq_ns", w().map(|w| w.runq_ns))?,
+        opt_int("offcpu_ns", w().map(|w| w.offcpu_ns))?,
+        int("attributed_ns", w().map(|w| w.attributed_ns))?,
+        text("node", w().map(|w| w.node.node.as_str())),
+        int("node_id", w().map(|w| w.node.node_id.into()))?,
+        int("kstack", w().map(|w| w.node.kstack.into()))?,
+        int("ustack", w().map(|w| w.node.ustack.into()))?,
+        list_of("hops", hop_columns(&hops)?, w().map(|w| w.hops.len()))?,
+        list_of("runq", runq_columns(&runq)?, w().map(|w| w.runq.len()))?,
+        flag("truncated", w().map(|w| w.truncated)),
+        flag("cycle", w().map(|w| w.cycle)),
+        flag("lost", w().map(|w| w.lost)),
+        flag("root", w().map(|w| w.root)),
+        text("mode", w().map(|w| w.mode)),
+    ];
+    batch(columns)
+}
+
+fn batch(columns: Vec<Column>) -> Result<RecordBatch> {
+    let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = columns.into_iter().unzip();
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
+}
+
+/// What [`write_stacks`] reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StacksSummary {
+    /// Rows (stack ids).
+    pub rows: u64,
+    /// Frames over all rows.
+    pub frames: u64,
+}
+
+/// The `kind` of a stack id: `kernel`, `user`, or `none` for the reserved ids that say why
+/// a wait has no stack (their one frame says why, e.g. `[no stack: wait < 100us]`).
+fn stack_kind(tables: &Tables, id: StackId) -> (&'static str, u32) {
+    match tables.stacks.get(&id).filter(|_| id.is_real()) {
+        Some(s) => match s.kind {
+            StackKind::Kernel => ("kernel", 0),
+            StackKind::User => ("user", s.tgid),
+        },
+        None => ("none", 0),
+    }
+}
+
+/// Write the stacks table: one row per id of `ids`, with its frames (leaf first) as
+/// `chainrec waits --frames` prints them, in batches and row groups of `layout`.
+pub fn write_stacks<W: Write + Send>(
+    out: W,
+    tables: &Tables,
+    meta: &RecordingMeta,
+    ids: &BTreeSet<StackId>,
+    layout: Layout,
+) -> Result<StacksSummary> {
+    let key = TraceKey::new(meta);
+    let chunk = |ids: &[StackId]| -> Result<(RecordBatch, u64)> {
+        let mut frames = ListBuilder::new(StringBuilder::new()).with_field(Field::new(
+            "item",
+            DataType::Utf8,
+            false,
+        ));
+        let mut n = 0;
+        for &id in ids {
+            let f = stack_frames(tables, id, meta.stack_threshold_ns);
+            n += f.len() as u64;
+            frames.values().extend(f.into_iter().map(Some));
+            frames.append(true);
+        }
+        let frames = frames.finish();
+        let kinds: Vec<_> = ids.iter().map(|&id| stack_kind(tables, id)).collect();
+        let columns = vec![
+            text("host", ids.iter().map(|_| key.host.as_str())),
+            text("trace", ids.iter().map(|_| key.trace.as_str())),
+            int("stack_id", ids.iter().map(|id| id.0.into()))?,
+            text("kind", kinds.iter().map(|k| k.0)),
+            int("tgid", kinds.iter().map(|k| k.1.into()))?,
+            (
+                Field::new("frames", frames.data_type().clone(), false),
+                Arc::new(frames) as ArrayRef,
+            ),
+        ];
+        Ok((batch(columns)?, n))
+    };
+    let (empty, _) = chunk(&[])?;
+    let props = properties(&key, "stacks", layout);
+    let mut writer = ArrowWriter::try_new(out, empty.schema(), Some(props))?;
+    let ids: Vec<StackId> = ids.iter().copied().collect();
+    let mut summary = StacksSummary::default();
+    for part in ids.chunks(layout.batch_rows.max(1)) {
+        let (b, n) = chunk(part)?;
+        writer.write(&b)?;
+        summary.rows += part.len() as u64;
+        summary.frames += n;
+    }
+    writer.finish()?;
+    writer.sync()?;
+    Ok(summary)
+}
+
+/// The stacks table's file beside a waits table's: `waits.parquet` → `waits.stacks.parquet`
+/// (other names get `.stacks.parquet` appended).
+pub fn stacks_path(waits: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let b = waits.as_os_str().as_bytes();
+    let stem = match b.strip_suffix(b".parquet") {
+        Some(stem) if !stem.is_empty() && !stem.ends_with(b"/") => stem,
+        _ => b,
+    };
+    let mut out = stem.to_vec();
+    out.extend_from_slice(b".stacks.parquet");
+    std::ffi::OsString::from_vec(out).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn stacks_file_sits_beside_the_waits_file() {
+        for (waits, stacks) in [
+            ("waits.parquet", "waits.stacks.parquet"),
+            ("/d/w.parquet", "/d/w.stacks.parquet"),
+            ("out", "out.stacks.parquet"),
+            ("/d/.parquet", "/d/.parquet.stacks.parquet"),
+        ] {
+            assert_eq!(stacks_path(Path::new(waits)), PathBuf::from(stacks));
+        }
+    }
+
+    #[test]
+    fn trace_key_names_host_and_start() {
+        let mut meta = RecordingMeta {
+            host: "db7".into(),
+            start_ns: 1_000,
+            ..RecordingMeta::default()
+        };
+        let k = TraceKey::new(&meta);
+        assert_eq!(k.trace, "db7@boot+1000ns");
+        assert_eq!(k.clock_offset_ns, None);
+        // Wall start = 1_795_000_000.000_001_789 s = 2026-11-18 11:06:40 UTC.
+        meta.clock_offset_ns = 1_795_000_000_000_000_789;
+        let k = TraceKey::new(&meta);
+        assert_eq!(k.trace, "db7@20261118T110640.000001789Z");
+        assert_eq!(k.host, "db7");
+    }
+}
