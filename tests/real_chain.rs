@@ -129,9 +129,22 @@ fn sink_chain_down_to_timer_irq() {
         .get(&["cr-sink", "cr-relay", "cr-timer", "[hardirq: timer]"].map(String::from)[..])
         .copied()
         .unwrap_or(0);
+    // On a loaded machine the timer thread, once its interrupt woke it, also waits in the
+    // run queue behind other threads and runs before it writes: that share of its level
+    // is `[run queue];HOLDER` and `[on cpu...]` (CHAINS.md), true and below cr-timer. So:
+    // ≥ 90 % reaches cr-timer at level 3, and the interrupt holds ≥ 50 % (≈ 84 % on a
+    // CI machine with a release build beside it, ~100 % on a quiet one).
+    let through_timer: u64 = (folded_shapes.iter())
+        .filter(|(s, _)| s.len() >= 3 && s[..3] == ["cr-sink", "cr-relay", "cr-timer"])
+        .map(|(_, w)| w)
+        .sum();
     assert!(
-        full_folded * 10 >= folded_total * 9,
-        "chains output: at least 90% of the sink's weight must follow the full chain: {folded_shapes:?}"
+        through_timer * 10 >= folded_total * 9,
+        "chains output: at least 90% of the sink's weight must reach cr-sink <- cr-relay <- cr-timer: {folded_shapes:?}"
+    );
+    assert!(
+        full_folded * 2 >= folded_total,
+        "chains output: at least 50% of the sink's weight must end at the timer interrupt: {folded_shapes:?}"
     );
     // And its frames are the real ones: pipe_read off-CPU, pipe_write in both wakers,
     // hrtimer_wakeup under the timer interrupt.
@@ -156,9 +169,17 @@ fn sink_chain_down_to_timer_irq() {
          (workload measured {sink_blocked} ns inside, {} ns of it on a CPU); chains: {by_shape:?}",
         sink_rep.oncpu_ns
     );
+    let through_timer: u64 = (by_shape.iter())
+        .filter(|(s, _)| s.len() >= 2 && s[..2] == ["cr-relay", "cr-timer"])
+        .map(|(_, w)| w)
+        .sum();
     assert!(
-        full * 10 >= blocked * 9,
-        "at least 90% of the sink's blocked time must follow cr-sink <- cr-relay <- cr-timer <- [hardirq: timer]: {by_shape:?}"
+        through_timer * 10 >= blocked * 9,
+        "at least 90% of the sink's blocked time must follow cr-sink <- cr-relay <- cr-timer: {by_shape:?}"
+    );
+    assert!(
+        full * 2 >= blocked,
+        "at least 50% of the sink's blocked time must end at cr-timer <- [hardirq: timer]: {by_shape:?}"
     );
     // Time inside read() holds on-CPU time too (entry, return path, the lazy user-stack
     // callback: 2.4 % of it on a loaded CI machine), which no off-CPU interval can show:
