@@ -23,6 +23,8 @@ ensure_packages() {
         # protoc decodes the Perfetto/pprof exports independently of our own prost structs.
         command -v protoc >/dev/null || want+=(protobuf-compiler)
         command -v python3 >/dev/null || want+=(python3)
+        # python3 -m venv (target/py-tools, below) needs ensurepip.
+        python3 -c 'import ensurepip' 2>/dev/null || want+=(python3-venv)
         # Real-kernel tests: ip (veth pair between network namespaces), taskset (pinned
         # run-queue contention) and perl (its victim).
         command -v ip >/dev/null || want+=(iproute2)
@@ -39,10 +41,28 @@ ensure_packages() {
         apt-get update -qq
         apt-get install -y -qq "${want[@]}" >/dev/null
     fi
+    if [ "${1:-}" = test ]; then
+        ensure_py_tools
+    fi
     if ! command -v cargo >/dev/null; then
         log "cargo not found: install a Rust toolchain (https://rustup.rs) and rerun"
         exit 1
     fi
+}
+
+# PyPI packages the tests read the outputs with, in a virtual environment under target/
+# (chainrec_testkit::tools::python_with finds it): Perfetto's generated protos decode the
+# Perfetto export (crates/report/tests/perfetto_schema.rs). Pinned: a new schema is a
+# deliberate update.
+PY_TOOLS=(perfetto==0.59.1)
+ensure_py_tools() {
+    local venv=target/py-tools
+    if [ -x "$venv/bin/python3" ] && "$venv/bin/python3" -c 'import perfetto.protos' 2>/dev/null; then
+        return
+    fi
+    log "installing PyPI test tools into $venv: ${PY_TOOLS[*]}"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "${PY_TOOLS[@]}"
 }
 
 case "${1:-}" in

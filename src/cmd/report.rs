@@ -367,8 +367,11 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
         drop(w);
         src.finish();
         perfetto_note = format!(
-            "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} wakings' target CPU guessed; {} lazily attached stacks have no Perfetto counterpart)",
-            path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.exits, st.wakings_target_cpu_guessed, st.not_exported
+            "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} processes ({} with a known parent), {} threads, {} threads of unknown process; {} wakings' target CPU guessed; {} lost-event markers ({} events); {} switch-sequence gaps closed by a synthetic switch and marked on the '{}' tracks ({} thread already running elsewhere, {} CPU sequence broken); {} lazily attached stacks and samples have no Perfetto counterpart)",
+            path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.exits,
+            st.processes, st.processes_with_parent, st.threads, st.threads_without_process,
+            st.wakings_target_cpu_guessed, st.lost_markers, st.lost_events, st.gaps(),
+            perfetto::TRACK_GAPS, st.gaps_running_elsewhere, st.gaps_cpu_sequence, st.not_exported
         );
     }
     let mut pprof_note = String::new();

@@ -1,7 +1,8 @@
 //! chainrec-testkit: the scaffolding every test suite of the workspace shares, so that each
 //! exists once: event builders ([`events`]), scratch directories ([`scratch`]), the gate of
-//! real-kernel tests ([`bpf`]), synthetic scenarios as traces ([`scenario`]) and a headless
-//! chromium driven over the DevTools protocol ([`devtools`]).
+//! real-kernel tests ([`bpf`]), synthetic scenarios as traces ([`scenario`]), a headless
+//! chromium driven over the DevTools protocol ([`devtools`]) and the gate of third-party
+//! tools ([`tools`]).
 //!
 //! A dev-dependency only (`publish = false`): nothing here ships in chainrec.
 
@@ -10,3 +11,4 @@ pub mod devtools;
 pub mod events;
 pub mod scenario;
 pub mod scratch;
+pub mod tools;
