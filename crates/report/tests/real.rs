@@ -55,20 +55,14 @@ fn reports_on_a_real_recording() {
     let opts = HeatmapOptions {
         metric: Metric::Wakeups,
         rows: 100,
-        select: Select {
-            comm: None,
-            tid: Some(sink),
-        },
+        select: Select::tid(sink),
         highlight: None,
         ..Default::default()
     };
     let h = heatmap::compute(&reader, &opts).unwrap();
     assert_eq!(h.total(), wakings_of(sink));
     let opts = HeatmapOptions {
-        highlight: Some(Select {
-            comm: Some("cr-relay".into()),
-            tid: None,
-        }),
+        highlight: Some(Select::comm("^cr-relay$").unwrap()),
         ..Default::default()
     };
     let h = heatmap::compute(&reader, &opts).unwrap();
