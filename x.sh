@@ -23,6 +23,8 @@ ensure_packages() {
         # protoc decodes the Perfetto/pprof exports independently of our own prost structs.
         command -v protoc >/dev/null || want+=(protobuf-compiler)
         command -v python3 >/dev/null || want+=(python3)
+        # go tool pprof reads the pprof export as users do (crates/report/tests/pprof.rs).
+        command -v go >/dev/null || want+=(golang-go)
         # python3 -m venv (target/py-tools, below) needs ensurepip.
         python3 -c 'import ensurepip' 2>/dev/null || want+=(python3-venv)
         # Real-kernel tests: ip (veth pair between network namespaces), taskset (pinned

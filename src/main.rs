@@ -61,6 +61,10 @@ enum Command {
     /// Multi-level chain graph: each wait with the whole chain of wakeups behind it.
     Chains(cmd::chains::ChainsArgs),
     /// Off-CPU time by stack (like bcc offcputime).
+    #[command(
+        mut_arg("min_block_us", |a| a.help("Minimum off-CPU time in microseconds (switch-out to switch-in)")),
+        mut_arg("max_block_us", |a| a.help("Maximum off-CPU time in microseconds (switch-out to switch-in)"))
+    )]
     Offcpu(cmd::chains::ViewArgs),
     /// Wakeup time by waker stack (like bcc wakeuptime).
     Wakeup(cmd::chains::ViewArgs),
@@ -138,5 +142,53 @@ fn main() {
             say!("chainrec: hint: {hint}");
         }
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every example and note after the options fits 80 columns as written, so clap never
+    /// wraps it (it would break lines mid-command), and nothing is printed before a
+    /// command's description.
+    #[test]
+    fn after_help_fits_80_columns_and_nothing_comes_first() {
+        let cli = Cli::command();
+        let mut all = vec![&cli];
+        all.extend(cli.get_subcommands());
+        for c in all {
+            if let Some(h) = c.get_after_help() {
+                for l in h.to_string().lines() {
+                    assert!(
+                        l.chars().count() <= 80,
+                        "{}: {} columns: {l}",
+                        c.get_name(),
+                        l.chars().count()
+                    );
+                }
+            }
+            assert!(c.get_before_help().is_none(), "{}", c.get_name());
+        }
+    }
+
+    /// `-m`/`-M` say what they bound: blocked time, and off-CPU time only for `offcpu`.
+    #[test]
+    fn min_block_time_help_names_the_duration_of_each_command() {
+        let mut cli = Cli::command();
+        let help = |cli: &mut clap::Command, name: &str| {
+            cli.find_subcommand_mut(name)
+                .unwrap()
+                .render_help()
+                .to_string()
+        };
+        let off = help(&mut cli, "offcpu");
+        assert!(off.contains("Minimum off-CPU time"), "{off}");
+        for name in ["chains", "wakeup", "offwake", "top", "waits"] {
+            let h = help(&mut cli, name);
+            assert!(h.contains("Minimum blocked time"), "{name}: {h}");
+            assert!(!h.contains("for `offcpu`"), "{name}: {h}");
+        }
     }
 }

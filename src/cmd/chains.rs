@@ -5,6 +5,7 @@ use chainrec_chain::{
     Dedup, Duration, Mode, Setup, Stats, Unit, View as ChainView, DEFAULT_MAX_DEPTH,
 };
 use chainrec_format::RecordingMeta;
+use chainrec_report::svg::SvgOptions;
 use chainrec_report::top::fmt_ns;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,15 +20,16 @@ pub enum View {
     OffWake,
 }
 
-const FILTER_HELP: &str = "\
-Filters select the waiting thread (the root of each line); chains follow into any process.";
-
 const VIEW_EXAMPLES: &str = "\
 Examples:
-  chainrec offcpu trace.zst > offcpu.folded        off-CPU time by stack (flamegraph.pl)
-  chainrec offcpu trace.zst -p 1234 --state 2      ... of process 1234, uninterruptible (D) waits
-  chainrec wakeup trace.zst --svg wakeup.svg       blocked time by waker stack, as an SVG
-  chainrec offwake trace.zst -m 1000 --unit ms     off-CPU stack with its waker, waits >= 1 ms
+  # off-CPU time by stack (flamegraph.pl)
+  chainrec offcpu trace.zst > offcpu.folded
+  # of process 1234, uninterruptible (D) waits
+  chainrec offcpu trace.zst -p 1234 --state 2
+  # blocked time by waker stack, as an SVG
+  chainrec wakeup trace.zst --svg wakeup.svg
+  # off-CPU stack with its waker, waits >= 1 ms
+  chainrec offwake trace.zst -m 1000 --unit ms
   chainrec offwake trace.zst --comm '^cr-' --window 0.5..1";
 
 /// Arguments common to every folded view.
@@ -45,14 +47,31 @@ pub struct ViewArgs {
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
     /// Title of the SVG.
-    #[arg(long)]
+    #[arg(long, requires = "svg")]
     pub title: Option<String>,
+    /// Width of the SVG in pixels.
+    #[arg(long, default_value_t = 1200, value_name = "PX", requires = "svg",
+          value_parser = clap::value_parser!(u32).range(200..=20000))]
+    pub width: u32,
+    /// Icicle graph: the root at the top, chains growing downwards.
+    #[arg(long, requires = "svg")]
+    pub inverted: bool,
+    /// Frames narrower than PCT percent of the total are not drawn (their time stays in
+    /// the frame below); flamegraph.pl's and inferno's default.
+    #[arg(long, default_value_t = 0.1, value_name = "PCT", requires = "svg")]
+    pub min_width: f64,
+    /// What the weights count, as tooltips say it (default: the unit, e.g. `us`).
+    #[arg(long, value_name = "NAME", requires = "svg")]
+    pub countname: Option<String>,
     /// Decode chunks one at a time on this thread (default: in parallel with rayon).
     #[arg(long)]
     pub serial: bool,
 }
 
 const CHAINS_EXAMPLES: &str = "\
+Filters select the waiting thread (the root of each line); chains follow into
+any process.
+
 Examples:
   chainrec chains trace.zst > chain.folded     every wait with its wakeup chain
   chainrec chains trace.zst --svg chain.svg    ... as a chain flame graph
@@ -63,15 +82,18 @@ Examples:
 
 Line layout (flamegraph.pl --color=chain / bcc compatible):
   comm;user frames;-;kernel frames            the waiting thread (root->leaf)
-  --;kernel frames;-;user frames;waker comm   each waker level (leaf->root)
-  --;kernel frames;[hardirq: timer]           down to metal
-  --;[run queue];holder comm                  runnable, behind the task holding the CPU
+  # each waker level (leaf->root)
+  --;kernel frames;-;user frames;waker comm
+  # down to metal
+  --;kernel frames;[hardirq: timer]
+  # runnable, behind the task holding the CPU
+  --;[run queue];holder comm
 Markers: [truncated] [cycle] [lost events] [waker unknown] [missing stack]
          [no stack: wait < 100us] [no user stack: preempted]";
 
 /// Arguments of `chainrec chains`.
 #[derive(clap::Args, Clone, Debug)]
-#[command(after_help = CHAINS_EXAMPLES, before_help = FILTER_HELP)]
+#[command(after_help = CHAINS_EXAMPLES)]
 pub struct ChainsArgs {
     #[command(flatten)]
     pub view: ViewArgs,
@@ -158,27 +180,40 @@ fn analyse(
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
     match &a.svg {
         Some(path) => {
-            // One aggregation: the lines to draw, and those that round to 0 counted.
-            let mut lines = Vec::new();
-            for (l, w) in folded.folded_ns(done.nodes(), tables, meta) {
-                match unit.round(w) {
-                    0 => {
-                        small_lines += 1;
-                        small_ns += w;
-                    }
-                    v => lines.push((l, v)),
-                }
-            }
-            nlines = lines.len();
             let title = a
                 .title
                 .clone()
                 .unwrap_or_else(|| default_title(name, &a.file));
-            render_svg(&lines, &title, unit.name(), view != ChainView::OffCpu, path)?;
+            let mut opts = svg_options(a, &title, unit.name(), view != ChainView::OffCpu)?;
+            opts.root_label = format!(
+                "all: {} waits{}",
+                folded.waits_in_view,
+                if view == ChainView::Chains && done.summary.dedup {
+                    " (dedup)"
+                } else {
+                    ""
+                }
+            );
+            // Drawn straight from the path trie (no list of lines in memory).
+            let mut buf = Vec::new();
+            let stats = chainrec_report::svg::render_paths(
+                &folded,
+                done.nodes(),
+                tables,
+                meta,
+                unit,
+                &opts,
+                &mut buf,
+            )
+            .with_context(|| format!("drawing {}", path.display()))?;
+            std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
+            nlines = stats.stacks;
             say!(
-                "chainrec: {name}: wrote {} ({} lines)",
+                "chainrec: {name}: wrote {} ({} paths, {} frames drawn, {} too narrow)",
                 path.display(),
-                lines.len()
+                stats.stacks,
+                stats.frames - stats.frames_too_narrow,
+                stats.frames_too_narrow
             );
         }
         None => {
@@ -311,19 +346,33 @@ fn summary(
     }
 }
 
-/// Render folded lines as an interactive flame-graph SVG at `path` (used by `--svg` of
-/// chains/offcpu/wakeup/offwake). `chain_layout` turns on per-level hues and `--`
-/// separators as in CHAINS.md; `unit` is the weight unit (`us`, `ns`, `ms`).
-pub fn render_svg(
-    folded: &[(String, u64)],
+/// SVG options from a view's arguments (`--title` resolved by the caller, `--width`,
+/// `--inverted`, `--min-width`, `--countname`).
+pub(crate) fn svg_options(
+    a: &ViewArgs,
     title: &str,
     unit: &str,
     chain_layout: bool,
+) -> Result<SvgOptions> {
+    if !(0.0..100.0).contains(&a.min_width) {
+        bail!("--min-width is a percentage of the total: 0 <= PCT < 100");
+    }
+    let mut opts = SvgOptions::new(title, unit, chain_layout);
+    opts.width = a.width as usize;
+    opts.inverted = a.inverted;
+    opts.min_width_pct = a.min_width;
+    opts.count_name = a.countname.clone().unwrap_or_default();
+    Ok(opts)
+}
+
+/// Draw folded `(line, weight)` pairs (weights in the unit of `opts`) to `path`.
+pub(crate) fn render_svg(
+    folded: &[(String, u64)],
+    opts: &SvgOptions,
     path: &std::path::Path,
 ) -> Result<()> {
-    let opts = chainrec_report::svg::SvgOptions::new(title, unit, chain_layout);
     let mut buf = Vec::new();
-    let stats = chainrec_report::svg::render(folded, &opts, &mut buf)
+    let stats = chainrec_report::svg::render(folded, opts, &mut buf)
         .with_context(|| format!("drawing {}", path.display()))?;
     std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
     if stats.zero_weight_lines > 0 {

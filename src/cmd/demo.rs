@@ -6,7 +6,8 @@ use std::time::Duration;
 
 const DEMO_EXAMPLES: &str = "\
 Examples (root, or CAP_BPF + CAP_PERFMON):
-  chainrec demo                               3 s; writes chainrec-demo/{trace.zst,chain.folded,chain.svg}
+  # 3 s; writes chainrec-demo/{trace.zst,chain.folded,chain.svg}
+  chainrec demo
   chainrec demo -o /tmp/demo --duration 10 --period-us 500";
 
 /// Arguments of `chainrec demo`.
@@ -85,6 +86,14 @@ pub fn run(a: DemoArgs) -> Result<()> {
         o.folded.display(),
         o.lines,
         o.svg.display()
+    ));
+    text.push_str(&format!(
+        "chain.folded and chain.svg keep the waits of the three workload threads only\n\
+         (-t {},{},{}: cr-timer, cr-relay, cr-sink), with dedup on, so the relay's and\n\
+         the timer's waits appear once, inside cr-sink's chain. `chainrec chains` of the\n\
+         trace shows every recorded thread (chainrec's own too, and whatever woke them),\n\
+         so it has more lines.\n",
+        o.tids[0], o.tids[1], o.tids[2]
     ));
     text.push_str(&format!(
         "Next: chainrec top {t}    chainrec chains {t} --svg all.svg    chainrec heatmap {t} -o heat.svg\n",

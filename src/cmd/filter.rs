@@ -25,10 +25,10 @@ pub struct FilterArgs {
     /// only), decimal or 0x hex.
     #[arg(help_heading = FILTERS, long, value_name = "MASK", value_parser = parse_mask)]
     pub state: Option<u32>,
-    /// Minimum block time in microseconds (off-CPU time for `offcpu`).
+    /// Minimum blocked time in microseconds (switch-out to the waking).
     #[arg(help_heading = FILTERS, short = 'm', long = "min-block-time", value_name = "US")]
     pub min_block_us: Option<u64>,
-    /// Maximum block time in microseconds (off-CPU time for `offcpu`).
+    /// Maximum blocked time in microseconds (switch-out to the waking).
     #[arg(help_heading = FILTERS, short = 'M', long = "max-block-time", value_name = "US")]
     pub max_block_us: Option<u64>,
     /// User threads only.

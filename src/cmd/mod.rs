@@ -96,18 +96,7 @@ pub fn damage_hint(err: &anyhow::Error) -> Option<String> {
     })
 }
 
-/// A byte count for people: B, KiB, MiB or GiB with one or two decimals.
-pub(crate) fn human_bytes(b: u64) -> String {
-    if b < 1024 {
-        format!("{b} B")
-    } else if b < 1 << 20 {
-        format!("{:.1} KiB", b as f64 / 1024.0)
-    } else if b < 1 << 30 {
-        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
-    } else {
-        format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
-    }
-}
+pub(crate) use chainrec_format::human_bytes;
 
 /// Write `s` to stdout. A closed pipe (`| head`) is a quiet success; any other write
 /// error (a full disk, `> /dev/full`) is an error.

@@ -7,14 +7,17 @@ use std::io::Write;
 
 const ONCPU_EXAMPLES: &str = "\
 Examples:
-  chainrec oncpu trace.zst > oncpu.folded          CPU flame graph (flamegraph.pl, inferno)
-  chainrec oncpu trace.zst --svg oncpu.svg         ... as an interactive SVG
-  chainrec oncpu trace.zst -p 1234 --window 2..3   one process, one second
+  # CPU flame graph (flamegraph.pl, inferno)
+  chainrec oncpu trace.zst > oncpu.folded
+  # ... as an interactive SVG
+  chainrec oncpu trace.zst --svg oncpu.svg
+  # one process, one second
+  chainrec oncpu trace.zst -p 1234 --window 2..3
 
-Line layout: comm;user frames root->leaf;-;kernel frames root->leaf  (the idle task is
-`swapper`). Weight: the CPU time the samples stand for (samples x the sampling period, e.g.
-20.4 ms at the default 49 Hz), in --unit. Needs a trace recorded with samples (the default
-of `chainrec record`; not --no-samples).";
+Line layout: comm;user frames root->leaf;-;kernel frames root->leaf (the idle
+task is `swapper`). Weight: the CPU time the samples stand for (samples x the
+sampling period, e.g. 20.4 ms at the default 49 Hz), in --unit. Needs a trace
+recorded with samples (the default of `chainrec record`; not --no-samples).";
 
 /// Arguments of `chainrec oncpu`.
 #[derive(clap::Args, Clone, Debug)]
@@ -80,7 +83,8 @@ pub(crate) fn output(
     match &a.svg {
         Some(path) => {
             let title = a.title.clone().unwrap_or_else(|| title.to_string());
-            super::chains::render_svg(&kept, &title, unit.name(), chain_layout, path)?;
+            let opts = super::chains::svg_options(a, &title, unit.name(), chain_layout)?;
+            super::chains::render_svg(&kept, &opts, path)?;
             say!(
                 "chainrec: {name}: wrote {} ({} lines)",
                 path.display(),
@@ -109,16 +113,19 @@ pub(crate) fn output(
 
 const HOTCOLD_EXAMPLES: &str = "\
 Examples:
-  chainrec hotcold trace.zst -t 1234 --svg hot.svg   one thread's wall time, hot and cold
+  # one thread's wall time, hot and cold
+  chainrec hotcold trace.zst -t 1234 --svg hot.svg
   chainrec hotcold trace.zst -p 1234 > hotcold.folded
 
-Per thread, on-CPU samples (weighted as the CPU time they stand for) and off-CPU waits with
-their chains (as `chains --no-dedup`, run-queue levels included), in one graph whose width is
-the threads' wall time:
-  comm;[on cpu];user frames;-;kernel frames          hot (warm colours in the SVG)
-  comm;[off cpu];user;-;kernel;--;waker...           cold (the wait and its chain)
-Hot time is estimated from samples (samples x period): the wider the window, the closer
-hot + cold is to the wall time. Needs a trace with samples.";
+Per thread, on-CPU samples (weighted as the CPU time they stand for) and
+off-CPU waits with their chains (as `chains --no-dedup`, run-queue levels
+included), in one graph whose width is the threads' wall time:
+  # hot (warm colours in the SVG)
+  comm;[on cpu];user frames;-;kernel frames
+  # cold (the wait and its chain)
+  comm;[off cpu];user;-;kernel;--;waker...
+Hot time is estimated from samples (samples x period): the wider the window,
+the closer hot + cold is to the wall time. Needs a trace with samples.";
 
 /// Arguments of `chainrec hotcold`.
 #[derive(clap::Args, Clone, Debug)]

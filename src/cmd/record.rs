@@ -13,31 +13,41 @@ use std::time::Duration;
 
 const RECORD_EXAMPLES: &str = "\
 Examples:
-  chainrec record -o trace.zst --duration 10        whole system for 10 s
-  chainrec record -o trace.zst                      whole system until Ctrl-C
-  chainrec record -o trace.zst -- make -j2          until the command exits
-  chainrec record -o trace.zst -p 1234 -p 5678      those processes and the tasks that wake them
-  chainrec record -o trace.zst --stacks eager       stacks on every switch and waking (costly)
-  chainrec record -o trace.zst --stack-threshold 1ms  stacks only for waits longer than 1 ms
-  chainrec record -o trace.zst --sample-freq 99     on-CPU samples at 99 Hz per CPU (default 49)
-  chainrec record -o trace.zst --no-samples         scheduler events only
-  chainrec record -o /var/tmp/stall --flight 30s --trigger 'wait>50ms' --comm '^postgres'
-                                   keep the last 30 s in memory; dump them (and 2 s more)
-                                   when a postgres thread waits over 50 ms; `kill -USR1`
-                                   dumps now; Ctrl-C dumps the window
-  chainrec record -o trace.zst --rotate 1G      numbered files (trace.0000.zst, ...) of ~1 GiB
+  # whole system for 10 s
+  chainrec record -o trace.zst --duration 10
+  # whole system until Ctrl-C
+  chainrec record -o trace.zst
+  # until the command exits
+  chainrec record -o trace.zst -- make -j2
+  # those processes and the tasks that wake them
+  chainrec record -o trace.zst -p 1234 -p 5678
+  # stacks on every switch and waking (costly)
+  chainrec record -o trace.zst --stacks eager
+  # stacks only for waits longer than 1 ms
+  chainrec record -o trace.zst --stack-threshold 1ms
+  # on-CPU samples at 99 Hz per CPU (default 49)
+  chainrec record -o trace.zst --sample-freq 99
+  # scheduler events only
+  chainrec record -o trace.zst --no-samples
+  # keep the last 30 s in memory; dump them (and 2 s more) when a postgres
+  # thread waits over 50 ms; `kill -USR1` dumps now; Ctrl-C dumps the window
+  chainrec record -o /var/tmp/stall --flight 30s --trigger 'wait>50ms' \\
+      --comm '^postgres'
+  # numbered files (trace.0000.zst, ...) of ~1 GiB
+  chainrec record -o trace.zst --rotate 1G
 
-Needs root, or CAP_BPF + CAP_PERFMON. The trace is written with mode 0600; Ctrl-C,
-SIGTERM or the end of --duration finish the file; a killed recorder leaves a file
-readable up to its last flush (at most ~0.5 s lost). Lost events are never silent:
-they are counted in the file and in the summary.
+Needs root, or CAP_BPF + CAP_PERFMON. The trace is written with mode 0600;
+Ctrl-C, SIGTERM or the end of --duration finish the file; a killed recorder
+leaves a file readable up to its last flush (at most ~0.5 s lost). Lost events
+are never silent: they are counted in the file and in the summary.
 
-With COMMAND: it starts once the programs are attached (never after a stop request);
-SIGTERM sent to chainrec from outside its process group is passed on to the command;
-SIGINT is not (the command gets Ctrl-C from the terminal itself); when --duration ends first, the recording stops but chainrec waits
-for COMMAND to exit; if the recorder fails, the error is printed at once and COMMAND gets
-SIGTERM. Exit status: COMMAND's (128+N when it died of signal N; 0 when it died of the
-SIGINT/SIGTERM that stopped the recording), 1 when recording failed.";
+With COMMAND: it starts once the programs are attached (never after a stop
+request); SIGTERM sent to chainrec from outside its process group is passed on
+to the command; SIGINT is not (the command gets Ctrl-C from the terminal
+itself); when --duration ends first, the recording stops but chainrec waits for
+COMMAND to exit; if the recorder fails, the error is printed at once and COMMAND
+gets SIGTERM. Exit status: COMMAND's (128+N when it died of signal N; 0 when it
+died of the SIGINT/SIGTERM that stopped the recording), 1 when recording failed.";
 
 /// Stack capture policy.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -147,8 +157,9 @@ pub struct Args {
 #[derive(clap::Args)]
 #[command(
     after_help = "Example:\n  chainrec workload --duration 5 --json workload.json\n\n\
-Threads cr-timer (sleeps one period, writes pipe 1), cr-relay (pipe 1 -> pipe 2) and\n\
-cr-sink (reads pipe 2). Expected chain: cr-sink <- cr-relay <- cr-timer <- [hardirq: timer]."
+Threads cr-timer (sleeps one period, writes pipe 1), cr-relay (pipe 1 -> pipe 2)\n\
+and cr-sink (reads pipe 2).\n\
+Expected chain: cr-sink <- cr-relay <- cr-timer <- [hardirq: timer]."
 )]
 pub struct WorkloadArgs {
     /// Run time in seconds.
@@ -278,201 +289,17 @@ fn output_is_stdout(output: &Path) -> bool {
 }
 
 fn print_summary(summary: &RecordSummary) {
-    let l = &summary.lost;
-    let secs = summary.duration.as_secs_f64().max(1e-9);
-    if let Some(flight) = &summary.flight {
-        say!(
-            "chainrec: recorded {} events in {:.1} s ({:.0} events/s) into the flight recorder",
-            summary.events,
-            secs,
-            summary.events as f64 / secs
-        );
-        super::flight::print_report(flight);
-    } else if summary.files.len() > 1 {
-        say!(
-            "chainrec: wrote {} files {} .. {} ({} events in {:.1} s, {:.1} MiB, {:.2} bytes/event)",
-            summary.files.len(),
-            summary.files[0].display(),
-            summary.files[summary.files.len() - 1].display(),
-            summary.events,
-            secs,
-            summary.bytes as f64 / (1 << 20) as f64,
-            summary.bytes as f64 / summary.events.max(1) as f64
-        );
-    } else if summary.events > 0 {
-        say!(
-            "chainrec: wrote {} ({} events in {:.1} s, {:.0} events/s, {:.1} MiB, {:.2} bytes/event)",
-            summary.output.display(),
-            summary.events,
-            secs,
-            summary.events as f64 / secs,
-            summary.bytes as f64 / (1 << 20) as f64,
-            summary.bytes as f64 / summary.events as f64
-        );
-    } else {
-        say!(
-            "chainrec: wrote {} (no events in {:.1} s, {} bytes)",
-            summary.output.display(),
-            secs,
-            summary.bytes
-        );
-    }
-    say!(
-        "chainrec: lost: {} ring buffer full, {} out of order, {} malformed; stacks: {} unique, {} kernel / {} user failed, \
-         {} skipped (wait < threshold), {} user stacks dropped (user-mode preemption); {} symbols ({} unresolved)",
-        l.ringbuf_full,
-        l.out_of_order,
-        l.malformed,
-        summary.stacks,
-        l.kernel_stack_failed,
-        l.user_stack_failed,
-        l.stacks_skipped,
-        l.user_stacks_preempted,
-        summary.symbols,
-        l.unresolved_symbols
-    );
-    let bpf_ns = if summary.bpf_run_cnt > 0 {
-        format!(
-            "{:.0} ns/program run",
-            summary.bpf_run_time_ns as f64 / summary.bpf_run_cnt as f64
-        )
-    } else {
-        "BPF run time n/a (sysctl kernel.bpf_stats_enabled=1)".to_string()
-    };
-    say!(
-        "chainrec: consumer CPU {:.2} s ({:.1} % of a core); {bpf_ns}; waking context: {}; \
-         lazy user stacks: {}",
-        summary.consumer_cpu.as_secs_f64(),
-        100.0 * summary.consumer_cpu.as_secs_f64() / secs,
-        summary.context_method,
-        summary.user_stack_method
-    );
-    let z = &summary.lazy_user;
-    say!(
-        "chainrec: user stacks: {} of exiting tasks ([no user stack: exiting]); lazy user halves: \
-         {} taken at a switch-out before the return to user space, {} due at exit, {} at exec, \
-         {} served by a callback already queued",
-        z.exiting,
-        z.at_switch_out,
-        z.at_exit,
-        z.at_exec,
-        z.served_by_pending
-    );
-    say!(
-        "chainrec: softirq wakings: {}; method: {}",
-        summary.softirq,
-        summary.softirq_method
-    );
-    if summary.user_stack_method.starts_with("task_work")
-        || summary.user_stack_method.starts_with("sys_exit")
-    {
-        say!("chainrec: lazy user stacks: {}", summary.user_stash);
-    }
-    for (name, ns, n) in &summary.bpf_profile {
-        say!(
-            "chainrec: bpf profile: {name:<34} {n:>10} runs {:>8.0} ns/run {:>8.3} s",
-            *ns as f64 / (*n).max(1) as f64,
-            *ns as f64 * 1e-9
-        );
-    }
-    if let Some(m) = summary.user_walk_mismatches {
-        say!(
-            "chainrec: user-walk shortcut: {} stacks, {m} disagreed with the kernel walker",
-            summary.user_walks_shortcut
-        );
-    }
-    match &summary.sampling {
-        Some(s) => say!(
-            "chainrec: on-CPU samples: {} ({} at {} Hz per CPU); without kernel stack {}, \
-             without user stack {}; lost (ring buffer full) {}",
-            s.samples,
-            s.event,
-            s.freq_hz,
-            s.no_kstack,
-            s.no_ustack,
-            s.lost
-        ),
-        None => say!("chainrec: on-CPU samples: off (--no-samples)"),
-    }
-    if l.ringbuf_full > 0 {
-        say!(
-            "chainrec: WARNING: {} events lost because the ring buffer was full; the chains \
-             around them may be incomplete (raise --ringbuf-size, e.g. 128M, or lower --poll-ms)",
-            l.ringbuf_full
-        );
+    for line in summary.report_lines() {
+        say!("chainrec: {line}");
     }
 }
 
 fn write_summary_json(summary: &RecordSummary, path: &Path) -> Result<()> {
-    let l = &summary.lost;
-    let j = serde_json::json!({
-        "output": summary.output,
-        "events": summary.events,
-        "events_by_kind": summary.events_by_kind,
-        "bytes": summary.bytes,
-        "duration_s": summary.duration.as_secs_f64(),
-        "lost": {
-            "ringbuf_full": l.ringbuf_full, "out_of_order": l.out_of_order, "malformed": l.malformed,
-            "kernel_stack_failed": l.kernel_stack_failed, "user_stack_failed": l.user_stack_failed,
-            "stacks_skipped": l.stacks_skipped, "user_stacks_preempted": l.user_stacks_preempted,
-            "unresolved_symbols": l.unresolved_symbols,
-        },
-        "stacks": summary.stacks,
-        "symbols": summary.symbols,
-        "consumer_cpu_s": summary.consumer_cpu.as_secs_f64(),
-        "bpf_run_time_ns": summary.bpf_run_time_ns,
-        "bpf_run_cnt": summary.bpf_run_cnt,
-        "context_method": summary.context_method,
-        "context_fallbacks": summary.context_fallbacks,
-        "softirq_method": summary.softirq_method,
-        "softirq_wakings": {
-            "task": summary.softirq.task, "irq_exit": summary.softirq.irq_exit,
-            "ksoftirqd": summary.softirq.ksoftirqd, "untracked": summary.softirq.untracked,
-            "stack_checked": summary.softirq.stack_checked,
-            "stack_to_task": summary.softirq.stack_to_task,
-            "stack_to_irq": summary.softirq.stack_to_irq,
-        },
-        "samples": summary.sampling.as_ref().map(|s| serde_json::json!({
-            "event": s.event, "freq_hz": s.freq_hz, "period_ns": s.period_ns,
-            "samples": s.samples, "no_kstack": s.no_kstack, "no_ustack": s.no_ustack,
-            "lost": s.lost,
-        })),
-        "user_stack_method": summary.user_stack_method,
-        "user_stash": {
-            "taken": summary.user_stash.taken, "used": summary.user_stash.used,
-            "missed": summary.user_stash.missed,
-        },
-        "bpf_profile": summary.bpf_profile.iter()
-            .map(|(name, ns, n)| serde_json::json!({"section": name, "ns": ns, "runs": n}))
-            .collect::<Vec<_>>(),
-        "user_walks_shortcut": summary.user_walks_shortcut,
-        "lazy_user": {
-            "user_stacks_exiting": summary.lazy_user.exiting,
-            "user_halves_at_switch_out": summary.lazy_user.at_switch_out,
-            "user_halves_at_exit": summary.lazy_user.at_exit,
-            "user_halves_at_exec": summary.lazy_user.at_exec,
-            "user_halves_served_by_pending": summary.lazy_user.served_by_pending,
-        },
-        "files": summary.files,
-        "flight": summary.flight.as_ref().map(|f| serde_json::json!({
-            "dumps": f.dumps.iter().map(|d| serde_json::json!({
-                "path": d.path, "events": d.events, "bytes": d.bytes,
-                "trigger": {
-                    "kind": d.trigger.kind.name(), "rule": d.trigger.rule, "tid": d.trigger.tid,
-                    "tgid": d.trigger.tgid, "comm": d.trigger.comm,
-                    "start_ns": d.trigger.start_ns, "end_ns": d.trigger.end_ns,
-                },
-            })).collect::<Vec<_>>(),
-            "triggers": f.triggers, "in_pending_dump": f.in_pending_dump,
-            "skipped_interval": f.skipped_interval, "skipped_max_dumps": f.skipped_max_dumps,
-            "skipped_quota": f.skipped_quota, "failed": f.failed, "errors": f.errors,
-            "filtered_out": f.filtered_out, "peak_memory_bytes": f.peak_memory_bytes,
-            "evicted_chunks": f.ring.evicted_chunks, "evicted_events": f.ring.evicted_events,
-            "evicted_pinned_chunks": f.ring.evicted_pinned_chunks,
-        })),
-    });
-    std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n")
-        .with_context(|| format!("writing {}", path.display()))
+    std::fs::write(
+        path,
+        serde_json::to_string_pretty(&summary.to_json())? + "\n",
+    )
+    .with_context(|| format!("writing {}", path.display()))
 }
 
 /// The recording ended: the summary file first (a closed stderr must not cost it), then

@@ -1,6 +1,6 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Dedup, Duration as ChainDuration, Setup, View};
+use chainrec_chain::{Dedup, Duration as ChainDuration, Setup};
 use chainrec_format::{FlightTrigger, RecordingMeta};
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
 use chainrec_report::output::TempOutput;
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 const TOP_EXAMPLES: &str = "\
 Examples:
-  chainrec top trace.zst                       the 10 longest waits, each with its chain
+  chainrec top trace.zst          the 10 longest waits, each with its chain
   chainrec top trace.zst -n 3 --comm '^cr-sink$' -m 1000
   chainrec top trace.zst --json -q | jq '.entries[0]'";
 
@@ -28,6 +28,10 @@ pub struct TopArgs {
     /// JSON output (for scripts).
     #[arg(long)]
     pub json: bool,
+    /// Every frame of every level on one line (by default the text fits 80 columns:
+    /// frames in the middle of a level are abbreviated as `…N…`, long lines wrapped).
+    #[arg(long, conflicts_with = "json")]
+    pub wide: bool,
     /// Maximum hops per chain.
     #[arg(long, default_value_t = chainrec_chain::DEFAULT_MAX_DEPTH)]
     pub max_depth: usize,
@@ -40,10 +44,13 @@ pub struct TopArgs {
 
 const HEATMAP_EXAMPLES: &str = "\
 Examples:
-  chainrec heatmap trace.zst -o heat.svg                   off-CPU time of every thread
+  # off-CPU time of every thread
+  chainrec heatmap trace.zst -o heat.svg
   chainrec heatmap trace.zst -o heat.svg --metric wakeups --comm '^cr-sink$'
-  chainrec heatmap trace.zst -o heat.svg -p 1234           one process's threads
-  chainrec heatmap trace.zst -o heat.svg --rows 100 --colormap linear --highlight-comm cr-relay";
+  # one process's threads
+  chainrec heatmap trace.zst -o heat.svg -p 1234
+  chainrec heatmap trace.zst -o heat.svg --rows 100 --colormap linear \\
+      --highlight-comm cr-relay";
 
 /// What the heat map's colour shows.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -106,8 +113,10 @@ pub struct HeatmapArgs {
 
 const EXPORT_EXAMPLES: &str = "\
 Examples:
-  chainrec export trace.zst --perfetto trace.pftrace      the whole trace, for ui.perfetto.dev
-  chainrec export trace.zst --pprof chains.pb.gz          chain graph for `go tool pprof -http=:8080`
+  # the whole trace, for ui.perfetto.dev
+  chainrec export trace.zst --perfetto trace.pftrace
+  # chain graph for `go tool pprof -http=:8080`
+  chainrec export trace.zst --pprof chains.pb.gz
   chainrec export trace.zst --pprof sink.pb.gz --comm '^cr-sink$' --window 0.5..
   chainrec export trace.zst --perfetto t.pftrace --pprof c.pb.gz -q";
 
@@ -178,6 +187,7 @@ pub fn run_top(a: TopArgs) -> Result<()> {
             None => (None, None),
         },
     };
+    let width = (!a.wide).then_some(top::TEXT_WIDTH);
     let out = match (&trigger, &trigger_report) {
         (Some(t), Some(tr)) if a.json => {
             let mut j = serde_json::to_value(&report)?;
@@ -186,11 +196,11 @@ pub fn run_top(a: TopArgs) -> Result<()> {
         }
         (Some(t), Some(tr)) => format!(
             "{}\nLongest waits in the dump:\n{}",
-            trigger_text(t, tr),
-            top::render_text(&report)
+            trigger_text(t, tr, width),
+            top::render_text_width(&report, width)
         ),
         _ if a.json => serde_json::to_string_pretty(&report)? + "\n",
-        _ => top::render_text(&report),
+        _ => top::render_text_width(&report, width),
     };
     super::write_stdout(&out)?;
     warn_lost("top", meta);
@@ -236,15 +246,16 @@ pub(crate) fn trigger_top(
     Ok(Some((t, report)))
 }
 
-/// The trigger and its chain as text (`top` and `info` of a dump).
-pub(crate) fn trigger_text(t: &FlightTrigger, r: &top::TopReport) -> String {
+/// The trigger and its chain as text (`top` and `info` of a dump), `width` columns wide
+/// (`None`: whole lines, see [`top::render_text_width`]).
+pub(crate) fn trigger_text(t: &FlightTrigger, r: &top::TopReport, width: Option<usize>) -> String {
     format!(
         "Flight trigger: {} — {} (tid {}) waited {}\n{}",
         t.rule,
         t.comm,
         t.tid,
         top::fmt_ns(t.duration_ns()),
-        top::render_text(r)
+        top::render_text_width(r, width)
     )
 }
 
@@ -398,8 +409,9 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             ..Setup::default()
         };
         let mut progress = Progress::new(reader.event_count(), "pprof", a.quiet);
-        let (done, folded) = an
-            .fold(setup, View::Chains, |n| progress.inc(n as u64))
+        let mut sink = pprof::ProfileSink::new();
+        let done = an
+            .run(setup, &mut sink, |n| progress.inc(n as u64))
             .with_context(|| reading(&a.file))?;
         progress.finish();
         let (start, end) = (an.start_ns(), an.end_ns());
@@ -412,19 +424,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             duration_nanos: end.saturating_sub(start) as i64,
             comments: vec![format!("chainrec chain graph of {}", a.file.display())],
         };
-        // Streamed from the engine's path trie: no list of lines in memory. Lines that
-        // render to the same text become separate samples (pprof sums them).
-        let mut builder = pprof::ProfileBuilder::new(&info);
-        let mut failed = None;
-        folded.for_each_line(done.nodes(), an.tables(), meta, |l, w| {
-            if failed.is_none() {
-                failed = builder.add(l, w).err();
-            }
-        });
-        if let Some(e) = failed {
-            return Err(e.into());
-        }
-        let profile = builder.finish()?;
+        let profile = sink.finish(done.nodes(), an.tables(), meta, &info)?;
         let mut w = std::io::BufWriter::new(out.file()?);
         pprof::write_gz(&profile, &mut w)
             .map_err(anyhow::Error::from)
@@ -432,7 +432,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
         drop(w);
         pprof_note = format!(
-            "chainrec: export: wrote {} ({} samples, {} locations; value = attributed off-CPU time in ns: blocked, and runnable in [run queue] levels)",
+            "chainrec: export: wrote {} ({} samples, {} locations; value = attributed off-CPU time in ns: blocked, and runnable in [run queue] levels; labels pid, tid, comm, level, attributed_to)",
             path.display(),
             profile.sample.len(),
             profile.location.len()

@@ -12,20 +12,25 @@ use std::path::PathBuf;
 const SCRIPT_EXAMPLES: &str = "\
 Examples:
   chainrec synth --scenario pipe-relay --events 1000 -o relay.zst
-  chainrec script relay.zst | head                   every event, like perf script
-  chainrec script relay.zst --comm '^cr-sink$' -F    events of cr-sink (either side), with frames
+  # every event, like perf script
+  chainrec script relay.zst | head
+  # cr-sink's events, with frames
+  chainrec script relay.zst --comm '^cr-sink$' -F
   chainrec script relay.zst -t 102 --window 0.5..0.6 --ns
   chainrec script relay.zst --json | jq -c 'select(.kind == \"waking\")'
 
-Text layout (times in seconds from the trace start; --ns adds the raw trace clock):
-  TIME [CPU] switch        PREV tid/tgid STATE ==> NEXT tid/tgid k=KSTACK u=USTACK
-  TIME [CPU] waking        WAKER tid/tgid -> TARGET tid/tgid CONTEXT [src=IRQ] k=.. u=..
+Text layout (seconds from the trace start; --ns adds the raw trace clock):
+  TIME [CPU] switch        PREV tid/tgid STATE ==> NEXT tid/tgid
+                           k=KSTACK u=USTACK
+  TIME [CPU] waking        WAKER tid/tgid -> TARGET tid/tgid CONTEXT [src=IRQ]
+                           k=.. u=..
   TIME [CPU] wakeup_new    PARENT tid/tgid -> CHILD tid/tgid
   TIME [---] comm|exit     TASK tid/tgid [(exec|rename|fork|seen)]
-  TIME [---] offcpu_stacks TASK tid/tgid k=.. u=..     (lazily captured, for its last switch-out)
+  TIME [---] offcpu_stacks TASK tid/tgid k=.. u=..
+                           (lazy: the stacks of its last switch-out)
   TIME [CPU] lost          N events lost (CAUSE)
-Stack ids: a number (frames with -F), - none, skipped (lazy policy), failed, user-preempted.
-The NDJSON fields are listed in docs/REPORTS.md.";
+Stack ids: a number (frames with -F), - none, skipped (lazy policy), failed,
+user-preempted. The NDJSON fields are listed in docs/REPORTS.md.";
 
 /// Help heading of the event filters.
 const EVENT_FILTERS: &str = "Filters (an event matches when any of its tasks matches)";
@@ -72,19 +77,22 @@ pub struct ScriptArgs {
 const WAITS_EXAMPLES: &str = "\
 Examples:
   chainrec synth --scenario pipe-relay --events 1000 -o relay.zst
-  chainrec waits relay.zst | head                  each wait: times, stacks, one line per level
-  chainrec waits relay.zst --json | jq -c '{tid, blocked_ns, hops: [.hops[].node]}'
+  # each wait: times, stacks, one line per level
+  chainrec waits relay.zst | head
+  chainrec waits relay.zst --json | jq -c '{tid, hops: [.hops[].node]}'
   chainrec waits relay.zst --comm '^cr-sink$' -m 5000 -F
-  chainrec waits relay.zst --hidden --json         also the waits dedup shows inside other chains
+  # also the waits dedup shows inside other chains
+  chainrec waits relay.zst --hidden --json
 
-Text layout (times in seconds from the trace start, as `chainrec script` prints them):
+Text layout (seconds from the trace start, as `chainrec script` prints them):
   COMM tid/tgid STATE off-CPU T blocked T run queue T [flags]
       out SWITCH-OUT  woken WAKING  in SWITCH-IN  k=KSTACK u=USTACK
-        [run queue] HOLDER T, ...                             its own runnable part
-   1 <- NS  WAKER tid/tgid CONTEXT at WAKING  k=.. u=..       the waker (level 1)
-   2 <- NS  [hardirq: timer] (on tid TID) hardirq at ..      ... down to metal
-Records come in the engine's decision order (a wait is final at its thread's next
-switch-out), not sorted by time. The NDJSON fields are listed in docs/REPORTS.md.";
+        [run queue] HOLDER T, ...                      its own runnable part
+   1 <- NS  WAKER tid/tgid CONTEXT at WAKING  k=.. u=..  the waker (level 1)
+   2 <- NS  [hardirq: timer] (on tid TID) hardirq at ..  ... down to metal
+Records come in the engine's decision order (a wait is final at its thread's
+next switch-out), not sorted by time. The NDJSON fields are listed in
+docs/REPORTS.md.";
 
 /// Arguments of `chainrec waits`.
 #[derive(clap::Args, Clone, Debug)]

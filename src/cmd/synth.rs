@@ -7,7 +7,8 @@ use std::path::PathBuf;
 const EXAMPLES: &str = "\
 Examples:
   chainrec synth --list
-  chainrec synth --scenario pipe-relay --events 1000 -o relay.zst && chainrec chains relay.zst
+  chainrec synth --scenario pipe-relay --events 1000 -o relay.zst
+  chainrec chains relay.zst
   chainrec synth --scenario busy-server --events 50000000 -o busy.zst";
 
 /// Arguments of `chainrec synth`.

@@ -4,12 +4,12 @@
 #[derive(Debug, thiserror::Error)]
 pub enum ChainError {
     /// A `--window` specification could not be parsed.
-    #[error("bad window {spec:?}: {reason}")]
+    #[error("bad window {spec:?}: {problem}")]
     BadWindow {
         /// The text given.
         spec: String,
         /// What was wrong.
-        reason: String,
+        problem: WindowProblem,
     },
     /// A wall-clock or time-of-day window on a trace that has no wall-clock time.
     #[error("this trace has no wall-clock time (synthetic, or recorded without it); give seconds from its start, e.g. 0.5..1")]
@@ -46,12 +46,57 @@ pub enum ChainError {
     /// The trace could not be read.
     #[error(transparent)]
     Trace(chainrec_format::FormatError),
-    /// An option that does not apply to the analysis asked for.
-    #[error("{0}")]
-    Unsupported(String),
+    /// -m/-M/--state given to an analysis of on-CPU samples, which have no duration or
+    /// switch-out state.
+    #[error("-m/-M/--state select waits; on-CPU samples have no duration or state")]
+    SampleFilter,
     /// The path-trie thread of [`fold_trace`](crate::fold_trace) failed (a bug).
     #[error("the path-trie thread {0}")]
     FoldThread(&'static str),
+}
+
+/// What is wrong with a `--window START..END`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WindowProblem {
+    /// No `..`.
+    #[error("expected START..END")]
+    NoRange,
+    /// `@` not followed by a number.
+    #[error("wall-clock end must be @SECONDS since the epoch")]
+    WallNotANumber,
+    /// `@SECONDS` negative, not finite, or past the year 2100.
+    #[error("wall-clock time @{text} is out of range (0..={max} seconds since the epoch)")]
+    WallOutOfRange {
+        /// The text after `@`.
+        text: String,
+        /// The largest accepted value.
+        max: f64,
+    },
+    /// A time of day with other than three `:`-separated parts.
+    #[error("time of day must be HH:MM:SS[.frac]")]
+    TimeOfDayShape,
+    /// The hour of a time of day is not a number.
+    #[error("bad hour")]
+    Hour,
+    /// The minute of a time of day is not a number.
+    #[error("bad minute")]
+    Minute,
+    /// The second of a time of day is not a number.
+    #[error("bad second")]
+    Second,
+    /// A time of day past 23:59:60.999.
+    #[error("time of day out of range")]
+    TimeOfDayRange,
+    /// Neither seconds, `@EPOCH` nor `HH:MM:SS`.
+    #[error("expected seconds from trace start, @EPOCH or HH:MM:SS")]
+    NotATime,
+    /// Relative seconds negative or not finite.
+    #[error("relative time {text} must be a finite number of seconds >= 0")]
+    RelativeRange {
+        /// The text given.
+        text: String,
+    },
 }
 
 impl ChainError {

@@ -3,6 +3,7 @@
 
 use crate::fx::FxHashMap;
 use crate::nodes::{NodeId, NodeTable};
+use crate::pathframes::{FrameNamer, PathVisit};
 use crate::paths::{Comms, PathBatch, PathReducer};
 use crate::record::{WaitRecord, WaitSink};
 use crate::render::{self, Pieces, WriteSummary};
@@ -95,6 +96,11 @@ impl FoldedSink {
         self.trie.len()
     }
 
+    /// Total nanoseconds of every path (the sum of all folded weights, exact).
+    pub fn total_ns(&self) -> u64 {
+        self.trie.iter().map(|e| e.weight).sum()
+    }
+
     /// Heap bytes held by the path trie (entries and index, allocated capacity).
     pub fn trie_bytes(&self) -> usize {
         self.trie.heap_bytes()
@@ -115,6 +121,23 @@ impl FoldedSink {
     ) {
         let (pieces, order) = self.prepare(nodes, tables, meta);
         render::walk(&self.trie, &pieces, &order, 0..order.len(), f);
+    }
+
+    /// Visit every path of the trie with its frames structured ([`PathVisit`]: kinds and
+    /// chain levels known, no text to re-parse), in the order of [`Self::for_each_line`]
+    /// (which is these frames joined by `;`). Every path is visited, weight 0 included
+    /// (inner paths); `f` returns whether to descend into the paths below the one it is
+    /// given, so a caller can skip subtrees too small to matter (their weight is in
+    /// [`PathVisit::subtree_ns`]). Memory: the trie plus one copy of each node's frames.
+    pub fn for_each_path(
+        &self,
+        nodes: &NodeTable,
+        tables: &Tables,
+        meta: &RecordingMeta,
+        f: impl FnMut(&PathVisit<'_>) -> bool,
+    ) {
+        let mut namer = FrameNamer::new(tables, meta.stack_threshold_ns);
+        crate::pathframes::walk_paths(&self.trie, &self.comms.list, nodes, &mut namer, f);
     }
 
     /// Write every line of [`Self::for_each_line`] (same order) as `{line} {weight}\n`
@@ -145,7 +168,7 @@ impl FoldedSink {
     ) -> (Pieces, Vec<u32>) {
         rayon::join(
             || Pieces::build(&self.trie, &self.comms.list, nodes, tables, meta),
-            || render::preorder(&self.trie),
+            || crate::trie::preorder(&self.trie),
         )
     }
 

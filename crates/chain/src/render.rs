@@ -4,13 +4,13 @@
 //! its own (the prefix of its first line is rebuilt from the parent links), so ranges
 //! are rendered in parallel into per-task buffers and written in order.
 
-use crate::frames::stack_frames;
-use crate::nodes::{NodeId, NodeKind, NodeTable};
+use crate::nodes::{NodeId, NodeTable};
+use crate::pathframes::FrameNamer;
 use crate::paths::COMM_BIT;
 use crate::trie::{PathTrie, NO_PARENT};
 use crate::views::Unit;
-use chainrec_format::{Comm, RecordingMeta, StackId, Tables};
-use std::collections::{BTreeMap, HashMap};
+use chainrec_format::{Comm, RecordingMeta, Tables};
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::sync::{mpsc, Mutex};
 
@@ -59,11 +59,7 @@ impl Pieces {
             spans: vec![UNSET; 2 * nodes.len() + comms.len()],
             nodes: nodes.len(),
         };
-        let mut r = Renderer {
-            tables,
-            threshold: meta.stack_threshold_ns,
-            cache: HashMap::new(),
-        };
+        let mut r = FrameNamer::new(tables, meta.stack_threshold_ns);
         for e in trie.iter() {
             let k = p.key(e.node, e.parent == NO_PARENT);
             if p.spans[k] == UNSET {
@@ -72,7 +68,13 @@ impl Pieces {
                     p.text
                         .push_str(&comms[(e.node & !COMM_BIT) as usize].as_str());
                 } else {
-                    piece(e.node, e.parent == NO_PARENT, nodes, &mut r, &mut p.text);
+                    let piece = r.node(nodes, e.node, e.parent == NO_PARENT);
+                    for (i, (f, _)) in piece.frames.iter().enumerate() {
+                        if i > 0 {
+                            p.text.push(';');
+                        }
+                        p.text.push_str(f);
+                    }
                 }
                 assert!(
                     p.text.len() < u32::MAX as usize,
@@ -98,128 +100,6 @@ impl Pieces {
         let (a, b) = self.spans[self.key(node, first)];
         &self.text[a as usize..b as usize]
     }
-}
-
-/// Render one node of a path (`first`: the path's first node) into `out`.
-fn piece(id: NodeId, first: bool, nodes: &NodeTable, r: &mut Renderer<'_>, out: &mut String) {
-    let mut f: Vec<String> = Vec::new();
-    let n = nodes.get(id);
-    match &n.kind {
-        NodeKind::Marker(m) => f.push((*m).to_string()),
-        NodeKind::RunQueue { holder } => {
-            if !first {
-                f.push("--".into());
-            }
-            f.push(crate::nodes::RUNQ_FRAME.into());
-            f.push(holder.name().into_owned());
-        }
-        NodeKind::OnCpu { sampled } => {
-            if !first {
-                f.push("--".into());
-            }
-            if *sampled {
-                f.push(crate::frames::ONCPU_FRAME.into());
-                let k = r.frames(n.kstack).to_vec();
-                f.extend(r.frames(n.ustack).iter().rev().cloned());
-                if !k.is_empty() {
-                    f.push("-".into());
-                }
-                f.extend(k.into_iter().rev());
-            } else {
-                f.push(crate::frames::ONCPU_NO_SAMPLE.into());
-            }
-        }
-        NodeKind::Metal { label, .. } => {
-            let k = r.frames(n.kstack);
-            let k = &k[..n.kframes.map_or(k.len(), |c| (c as usize).min(k.len()))];
-            if first {
-                f.push(label.clone());
-                f.extend(k.iter().rev().cloned());
-            } else {
-                f.push("--".into());
-                f.extend(k.iter().cloned());
-                f.push(label.clone());
-            }
-        }
-        NodeKind::Task { comm, .. } => {
-            // Leaf first: the softirq frame, if any, then the stack.
-            let k: Vec<String> = n
-                .leaf_frame
-                .iter()
-                .chain(r.frames(n.kstack).iter())
-                .cloned()
-                .collect();
-            let u = r.frames(n.ustack).to_vec();
-            let any = !k.is_empty() || !u.is_empty();
-            if first {
-                f.push(comm.as_str().into_owned());
-                f.extend(u.into_iter().rev());
-                if any {
-                    f.push("-".into());
-                }
-                f.extend(k.into_iter().rev());
-            } else {
-                f.push("--".into());
-                f.extend(k);
-                if any {
-                    f.push("-".into());
-                }
-                f.extend(u);
-                f.push(comm.as_str().into_owned());
-            }
-        }
-    }
-    out.push_str(&f.join(";"));
-}
-
-struct Renderer<'a> {
-    tables: &'a Tables,
-    threshold: u64,
-    cache: HashMap<StackId, Vec<String>>,
-}
-
-impl Renderer<'_> {
-    /// Frames of a stack, leaf first; reserved ids become one explanatory frame.
-    fn frames(&mut self, id: StackId) -> &[String] {
-        let (tables, threshold) = (self.tables, self.threshold);
-        self.cache
-            .entry(id)
-            .or_insert_with(|| stack_frames(tables, id, threshold))
-    }
-}
-
-/// Entry ids in depth-first preorder: roots in id order, each followed by its
-/// subtree, children in id order (ids grow from parent to child).
-pub(crate) fn preorder(trie: &PathTrie) -> Vec<u32> {
-    let n = trie.len();
-    // Subtree sizes (children have larger ids than their parent).
-    let mut next = vec![1u32; n];
-    for i in (0..n).rev() {
-        let p = trie.get(i as u32).parent;
-        if p != NO_PARENT {
-            next[p as usize] += next[i];
-        }
-    }
-    // Positions: `next[i]` turns from the size of i's subtree into the position of
-    // i's next child once i is placed.
-    let mut order = vec![0u32; n];
-    let mut roots = 0u32;
-    for i in 0..n {
-        let size = next[i];
-        let p = trie.get(i as u32).parent;
-        let pos = if p == NO_PARENT {
-            let q = roots;
-            roots += size;
-            q
-        } else {
-            let q = next[p as usize];
-            next[p as usize] += size;
-            q
-        };
-        order[pos as usize] = i as u32;
-        next[i] = pos + 1;
-    }
-    order
 }
 
 /// Decimal digits of `v` into `out`.

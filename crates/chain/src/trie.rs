@@ -330,6 +330,40 @@ impl PathTrie {
     }
 }
 
+/// Entry ids in depth-first preorder: roots in id order, each followed by its
+/// subtree, children in id order (ids grow from parent to child).
+pub(crate) fn preorder(trie: &PathTrie) -> Vec<u32> {
+    let n = trie.len();
+    // Subtree sizes (children have larger ids than their parent).
+    let mut next = vec![1u32; n];
+    for i in (0..n).rev() {
+        let p = trie.get(i as u32).parent;
+        if p != NO_PARENT {
+            next[p as usize] += next[i];
+        }
+    }
+    // Positions: `next[i]` turns from the size of i's subtree into the position of
+    // i's next child once i is placed.
+    let mut order = vec![0u32; n];
+    let mut roots = 0u32;
+    for i in 0..n {
+        let size = next[i];
+        let p = trie.get(i as u32).parent;
+        let pos = if p == NO_PARENT {
+            let q = roots;
+            roots += size;
+            q
+        } else {
+            let q = next[p as usize];
+            next[p as usize] += size;
+            q
+        };
+        order[pos as usize] = i as u32;
+        next[i] = pos + 1;
+    }
+    order
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

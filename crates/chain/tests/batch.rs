@@ -215,3 +215,85 @@ fn write_folded_returns_write_errors() {
         assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::BrokenPipe);
     }
 }
+
+/// The structured walk gives the same paths as the text one: frames joined by `;` are the
+/// folded lines (same order), each frame's level is the number of `--` before it (the
+/// separator itself belongs to the level it opens), and a subtree left out by the callback
+/// is skipped whole, with its weight in `subtree_ns`.
+#[test]
+fn for_each_path_is_for_each_line_structured() {
+    use chainrec_chain::FrameKind;
+    // With its sampling metadata, `oncpu-worker` has `[on cpu]` levels.
+    let mut all = traces();
+    all.push(("oncpu-worker sampled", oncpu_sampled()));
+    let mut oncpu_frames = 0;
+    for (name, m) in &all {
+        for view in VIEWS {
+            let (e, s) = direct(m, cfg(), view);
+            let mut want = Vec::new();
+            s.for_each_line(e.nodes(), &m.tables, &m.meta, |l, w| {
+                want.push((l.to_string(), w))
+            });
+            let mut got = Vec::new();
+            let mut total = 0u64;
+            s.for_each_path(e.nodes(), &m.tables, &m.meta, |v| {
+                let names: Vec<&str> = v.frames.iter().map(|f| f.name).collect();
+                let mut level = 0;
+                for f in v.frames {
+                    if f.kind == FrameKind::LevelSeparator {
+                        level += 1;
+                        assert_eq!(f.name, "--");
+                    }
+                    if f.kind == FrameKind::UserKernelSeparator {
+                        assert_eq!(f.name, "-");
+                    }
+                    if f.kind == FrameKind::OnCpu {
+                        assert!(f.name.starts_with("[on cpu"), "{}", f.name);
+                        oncpu_frames += 1;
+                    }
+                    assert_eq!(f.level, level, "{name} {view:?}: {names:?}");
+                }
+                assert_eq!(v.level, level);
+                assert!(v.shared < v.frames.len());
+                if v.ns > 0 {
+                    got.push((names.join(";"), v.ns));
+                }
+                if v.shared == 0 {
+                    total += v.subtree_ns;
+                }
+                true
+            });
+            assert_eq!(got, want, "{name} {view:?}");
+            assert_eq!(
+                total,
+                want.iter().map(|l| l.1).sum::<u64>(),
+                "{name} {view:?}"
+            );
+            // Not descending below the roots: one visit per root, totals kept.
+            let (mut roots, mut again) = (0, 0u64);
+            s.for_each_path(e.nodes(), &m.tables, &m.meta, |v| {
+                assert_eq!(v.shared, 0);
+                roots += 1;
+                again += v.subtree_ns;
+                false
+            });
+            assert_eq!(again, total);
+            assert!(roots <= got.len().max(1));
+        }
+    }
+    assert!(oncpu_frames > 0, "no [on cpu] level in any trace");
+}
+
+/// `oncpu-worker` with the metadata `chainrec synth` gives it (its sampling period), so the
+/// engine splits waker levels into `[on cpu]` parts.
+fn oncpu_sampled() -> MemTrace {
+    let params = synth::SynthParams {
+        events: 3_000,
+        seed: 1,
+    };
+    let m = MemTrace {
+        meta: synth::meta("oncpu-worker", &params, vec![]),
+        ..MemTrace::default()
+    };
+    chainrec_testkit::scenario::generate_into("oncpu-worker", params.events, m)
+}

@@ -1,12 +1,28 @@
-//! The chain graph as a pprof profile (`perftools.profiles.Profile`, gzipped), for fleet
-//! profilers that ingest pprof. Each folded line is one sample: its frames become
-//! locations (leaf first, as pprof wants: the top of the chain is the leaf), its
-//! attributed time the sample value in nanoseconds. `-`/`--` separators are kept as frames
-//! so the chain levels stay visible in pprof's flame graph.
+//! The chain graph as a pprof profile (`perftools.profiles.Profile`, gzipped), for
+//! `go tool pprof` and fleet profilers that ingest pprof. Built from the engine's record
+//! stream ([`ProfileSink`], a [`WaitSink`]): each wait is reduced to the paths of the
+//! `chains` view (same reduction, same dedup, so the values add up to `chains` to the
+//! nanosecond), and every (path, waiting thread) is one sample. Locations are the path's
+//! real frames, leaf first (the top of the chain is the leaf); the `--` and `-`
+//! separators of folded text are left out, so `-top`, `-peek` and the call graph show
+//! functions, threads and interrupts only. The chain level is kept as a sample label
+//! (`level`, the level the time is attributed to) and in each function's file name
+//! (`thread`, `kernel`, `user`, `interrupt`, ... — the frame's kind); the waiting thread
+//! is in the `pid`, `tid` and `comm` labels (`-tagfocus=comm=sink`).
+//!
+//! pprof details: one Mapping that says functions are known (so pprof neither warns
+//! "Main binary filename not available" nor tries to symbolize), and `system_name` left
+//! empty, which tells pprof the names are already demangled (with `system_name == name`
+//! its C++ simplifier would cut Rust names such as `<std::thread::Thread>::park_timeout`
+//! down to `::park_timeout`).
 //!
 //! Field numbers from the published proto/profile.proto of google/pprof.
 
 use crate::{ReportError, Result};
+use chainrec_chain::{
+    FrameKind, FrameNamer, NodeId, NodeTable, PathReducer, View, WaitRecord, WaitSink,
+};
+use chainrec_format::{Comm, RecordingMeta, Tables, Tid};
 use prost::Message;
 use std::collections::HashMap;
 use std::io::Write;
@@ -20,6 +36,9 @@ pub struct Profile {
     /// sample = 2.
     #[prost(message, repeated, tag = "2")]
     pub sample: Vec<Sample>,
+    /// mapping = 3.
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
     /// location = 4.
     #[prost(message, repeated, tag = "4")]
     pub location: Vec<Location>,
@@ -35,6 +54,12 @@ pub struct Profile {
     /// duration_nanos = 10.
     #[prost(int64, tag = "10")]
     pub duration_nanos: i64,
+    /// period_type = 11.
+    #[prost(message, optional, tag = "11")]
+    pub period_type: Option<ValueType>,
+    /// period = 12.
+    #[prost(int64, tag = "12")]
+    pub period: i64,
     /// comment = 13.
     #[prost(int64, repeated, tag = "13")]
     pub comment: Vec<i64>,
@@ -63,6 +88,52 @@ pub struct Sample {
     /// value = 2.
     #[prost(int64, repeated, tag = "2")]
     pub value: Vec<i64>,
+    /// label = 3.
+    #[prost(message, repeated, tag = "3")]
+    pub label: Vec<Label>,
+}
+
+/// `perftools.profiles.Label`: a string (`str`) or a number (`num`, with `num_unit`).
+#[derive(Clone, PartialEq, Message)]
+pub struct Label {
+    /// key = 1 (string index).
+    #[prost(int64, tag = "1")]
+    pub key: i64,
+    /// str = 2 (string index).
+    #[prost(int64, tag = "2")]
+    pub str: i64,
+    /// num = 3.
+    #[prost(int64, tag = "3")]
+    pub num: i64,
+    /// num_unit = 4 (string index).
+    #[prost(int64, tag = "4")]
+    pub num_unit: i64,
+}
+
+/// `perftools.profiles.Mapping`.
+#[derive(Clone, PartialEq, Message)]
+pub struct Mapping {
+    /// id = 1.
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// memory_start = 2.
+    #[prost(uint64, tag = "2")]
+    pub memory_start: u64,
+    /// memory_limit = 3.
+    #[prost(uint64, tag = "3")]
+    pub memory_limit: u64,
+    /// file_offset = 4.
+    #[prost(uint64, tag = "4")]
+    pub file_offset: u64,
+    /// filename = 5 (string index).
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    /// build_id = 6 (string index).
+    #[prost(int64, tag = "6")]
+    pub build_id: i64,
+    /// has_functions = 7.
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
 }
 
 /// `perftools.profiles.Location`.
@@ -71,6 +142,12 @@ pub struct Location {
     /// id = 1.
     #[prost(uint64, tag = "1")]
     pub id: u64,
+    /// mapping_id = 2.
+    #[prost(uint64, tag = "2")]
+    pub mapping_id: u64,
+    /// address = 3 (a made-up, unique address inside the mapping).
+    #[prost(uint64, tag = "3")]
+    pub address: u64,
     /// line = 4.
     #[prost(message, repeated, tag = "4")]
     pub line: Vec<Line>,
@@ -93,9 +170,12 @@ pub struct Function {
     /// name = 2 (string index).
     #[prost(int64, tag = "2")]
     pub name: i64,
-    /// system_name = 3 (string index).
+    /// system_name = 3 (string index; 0 = empty: the name is not mangled).
     #[prost(int64, tag = "3")]
     pub system_name: i64,
+    /// filename = 4 (string index): the frame's kind.
+    #[prost(int64, tag = "4")]
+    pub filename: i64,
 }
 
 /// Profile-wide facts.
@@ -109,96 +189,253 @@ pub struct ProfileInfo {
     pub comments: Vec<String>,
 }
 
-/// Builds a profile one folded line at a time (lines may repeat: pprof sums samples).
-#[derive(Debug, Default)]
-pub struct ProfileBuilder {
-    p: Profile,
-    string_ix: HashMap<String, i64>,
-    loc_of: HashMap<String, u64>,
+/// The "file" a frame's function is in: its kind, so that a thread and a function of the
+/// same name stay apart, and `-list`/`-traces` readers can tell kernel from user frames.
+pub fn kind_file(kind: FrameKind) -> &'static str {
+    match kind {
+        FrameKind::Thread => "thread",
+        FrameKind::User => "user",
+        FrameKind::Kernel => "kernel",
+        FrameKind::Metal => "interrupt",
+        FrameKind::RunQueue => "run queue",
+        FrameKind::RunQueueHolder => "run queue holder",
+        FrameKind::Marker => "marker",
+        FrameKind::Lost => "lost events",
+        FrameKind::OnCpu => "on cpu",
+        FrameKind::LevelSeparator | FrameKind::UserKernelSeparator => "separator",
+    }
 }
 
-impl ProfileBuilder {
-    /// Start a profile.
-    pub fn new(info: &ProfileInfo) -> Self {
-        let mut b = ProfileBuilder::default();
-        b.p.string_table.push(String::new());
-        let wait = b.intern("chain");
+/// Path interner: (parent path, node) -> path id; paths are the `chains` view's trie
+/// paths, built from the records.
+#[derive(Debug, Default)]
+struct Paths {
+    ix: HashMap<(u32, NodeId), u32>,
+    /// (parent, node) by path id.
+    list: Vec<(u32, NodeId)>,
+}
+
+const ROOT: u32 = u32::MAX;
+
+impl Paths {
+    fn step(&mut self, parent: u32, node: NodeId) -> u32 {
+        let next = self.list.len() as u32;
+        let id = *self.ix.entry((parent, node)).or_insert(next);
+        if id == next {
+            self.list.push((parent, node));
+        }
+        id
+    }
+    /// Node ids of path `id`, root first.
+    fn nodes(&self, mut id: u32, out: &mut Vec<NodeId>) {
+        out.clear();
+        while id != ROOT {
+            let (p, n) = self.list[id as usize];
+            out.push(n);
+            id = p;
+        }
+        out.reverse();
+    }
+}
+
+/// A [`WaitSink`] that aggregates the `chains` view per (path, waiting thread) and turns
+/// it into a [`Profile`] at the end ([`Self::finish`]). Run it with the same setup as
+/// `chains` (dedup as there) and its values add up to the `chains` folded weights.
+#[derive(Debug)]
+pub struct ProfileSink {
+    reducer: PathReducer,
+    paths: Paths,
+    /// (path, tid, tgid, comm at switch-out) -> ns.
+    samples: HashMap<(u32, Tid, Tid, Comm), u64>,
+}
+
+impl Default for ProfileSink {
+    fn default() -> Self {
+        ProfileSink {
+            // One wait per batch: each batch taken after a wait holds that wait's paths.
+            reducer: PathReducer::new(View::Chains, 1),
+            paths: Paths::default(),
+            samples: HashMap::new(),
+        }
+    }
+}
+
+impl WaitSink for ProfileSink {
+    fn on_wait(&mut self, w: &WaitRecord, nodes: &NodeTable) {
+        self.reducer.on_wait(w, nodes);
+        while let Some(b) = self.reducer.take_full() {
+            for i in 0..b.len() {
+                let (ns, ws) = b.path(i);
+                let mut p = ROOT;
+                for (&n, &weight) in ns.iter().zip(ws) {
+                    p = self.paths.step(p, n);
+                    if weight > 0 {
+                        *self.samples.entry((p, w.tid, w.tgid, w.comm)).or_default() += weight;
+                    }
+                }
+            }
+            self.reducer.recycle(b);
+        }
+    }
+}
+
+/// Builds the profile's tables.
+struct Builder {
+    p: Profile,
+    strings: HashMap<String, i64>,
+    /// (name, kind file) -> location id (= function id).
+    locs: HashMap<(i64, i64), u64>,
+}
+
+impl Builder {
+    fn intern(&mut self, s: &str) -> i64 {
+        if let Some(&i) = self.strings.get(s) {
+            return i;
+        }
+        self.p.string_table.push(s.to_string());
+        let i = self.p.string_table.len() as i64 - 1;
+        self.strings.insert(s.to_string(), i);
+        i
+    }
+
+    fn location(&mut self, name: &str, kind: FrameKind) -> u64 {
+        let key = (self.intern(name), self.intern(kind_file(kind)));
+        if let Some(&id) = self.locs.get(&key) {
+            return id;
+        }
+        let id = self.p.location.len() as u64 + 1;
+        self.p.function.push(Function {
+            id,
+            name: key.0,
+            system_name: 0,
+            filename: key.1,
+        });
+        self.p.location.push(Location {
+            id,
+            mapping_id: 1,
+            address: id,
+            line: vec![Line { function_id: id }],
+        });
+        self.locs.insert(key, id);
+        id
+    }
+
+    fn label_num(&mut self, key: &str, num: i64) -> Label {
+        Label {
+            key: self.intern(key),
+            str: 0,
+            num,
+            num_unit: 0,
+        }
+    }
+
+    fn label_str(&mut self, key: &str, s: &str) -> Label {
+        Label {
+            key: self.intern(key),
+            str: self.intern(s),
+            num: 0,
+            num_unit: 0,
+        }
+    }
+}
+
+impl ProfileSink {
+    /// A sink for the `chains` view.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The profile: `nodes` is the engine's node table after the run. Samples are sorted
+    /// (by path, then thread) so that the output is deterministic. An error when no wait
+    /// had a weight.
+    pub fn finish(
+        self,
+        nodes: &NodeTable,
+        tables: &Tables,
+        meta: &RecordingMeta,
+        info: &ProfileInfo,
+    ) -> Result<Profile> {
+        let mut b = Builder {
+            p: Profile::default(),
+            strings: HashMap::new(),
+            locs: HashMap::new(),
+        };
+        b.intern("");
+        let chain = b.intern("chain");
         let ns = b.intern("nanoseconds");
         b.p.sample_type = vec![ValueType {
-            r#type: wait,
+            r#type: chain,
             unit: ns,
         }];
-        b.p.default_sample_type = wait;
+        b.p.period_type = Some(ValueType {
+            r#type: chain,
+            unit: ns,
+        });
+        b.p.period = 1;
+        b.p.default_sample_type = chain;
         b.p.time_nanos = info.time_nanos;
         b.p.duration_nanos = info.duration_nanos;
         for c in &info.comments {
             let i = b.intern(c);
             b.p.comment.push(i);
         }
-        b
-    }
-
-    fn intern(&mut self, s: &str) -> i64 {
-        if let Some(&i) = self.string_ix.get(s) {
-            return i;
-        }
-        self.p.string_table.push(s.to_string());
-        let i = self.p.string_table.len() as i64 - 1;
-        self.string_ix.insert(s.to_string(), i);
-        i
-    }
-
-    /// Add one folded line (root→leaf) with its weight in nanoseconds (0 is skipped).
-    pub fn add(&mut self, stack: &str, ns: u64) -> Result<()> {
-        if ns == 0 {
-            return Ok(());
-        }
-        let value = i64::try_from(ns).map_err(|_| ReportError::WeightOverflow(ns))?;
-        let mut ids = Vec::new();
-        for frame in stack.split(';').rev() {
-            let id = match self.loc_of.get(frame) {
-                Some(&id) => id,
-                None => {
-                    let id = self.loc_of.len() as u64 + 1;
-                    let name = self.intern(frame);
-                    self.p.function.push(Function {
-                        id,
-                        name,
-                        system_name: name,
-                    });
-                    self.p.location.push(Location {
-                        id,
-                        line: vec![Line { function_id: id }],
-                    });
-                    self.loc_of.insert(frame.to_string(), id);
-                    id
-                }
-            };
-            ids.push(id);
-        }
-        self.p.sample.push(Sample {
-            location_id: ids,
-            value: vec![value],
+        let file = b.intern("[chainrec chain graph]");
+        b.p.mapping.push(Mapping {
+            id: 1,
+            memory_start: 0,
+            memory_limit: u64::MAX,
+            file_offset: 0,
+            filename: file,
+            build_id: 0,
+            has_functions: true,
         });
-        Ok(())
-    }
-
-    /// The profile (an error when no line had a weight).
-    pub fn finish(self) -> Result<Profile> {
-        if self.p.sample.is_empty() {
+        let mut samples: Vec<_> = self.samples.into_iter().collect();
+        samples.sort_unstable_by_key(|(k, _)| (k.0, k.1, k.2, k.3.as_str().into_owned()));
+        let mut namer = FrameNamer::new(tables, meta.stack_threshold_ns);
+        // Per path: location ids leaf first, the level the time goes to, and what that
+        // level is (its thread, interrupt or marker).
+        let mut done: HashMap<u32, (Vec<u64>, u32, String)> = HashMap::new();
+        let mut path_nodes = Vec::new();
+        for ((path, tid, tgid, comm), v) in samples {
+            if let std::collections::hash_map::Entry::Vacant(slot) = done.entry(path) {
+                self.paths.nodes(path, &mut path_nodes);
+                let (mut locs, mut level, mut what) = (Vec::new(), 0u32, String::new());
+                for (i, &n) in path_nodes.iter().enumerate() {
+                    let f = namer.node(nodes, n, i == 0);
+                    if i > 0 && f.new_level {
+                        level += 1;
+                    }
+                    for (name, kind) in &f.frames {
+                        if kind.is_separator() {
+                            continue;
+                        }
+                        locs.push(b.location(name, *kind));
+                    }
+                    what = nodes.get(n).name().into_owned();
+                }
+                locs.reverse();
+                slot.insert((locs, level, what));
+            }
+            let (locs, level, what) = &done[&path];
+            let value = i64::try_from(v).map_err(|_| ReportError::WeightOverflow(v))?;
+            let label = vec![
+                b.label_num("pid", tgid as i64),
+                b.label_num("tid", tid as i64),
+                b.label_str("comm", &comm.as_str()),
+                b.label_num("level", *level as i64),
+                b.label_str("attributed_to", what),
+            ];
+            b.p.sample.push(Sample {
+                location_id: locs.clone(),
+                value: vec![value],
+                label,
+            });
+        }
+        if b.p.sample.is_empty() {
             return Err(ReportError::NothingToExport);
         }
-        Ok(self.p)
+        Ok(b.p)
     }
-}
-
-/// Build a profile from folded `(stack root→leaf, nanoseconds)` lines.
-pub fn build(folded_ns: &[(String, u64)], info: &ProfileInfo) -> Result<Profile> {
-    let mut b = ProfileBuilder::new(info);
-    for (stack, w) in folded_ns {
-        b.add(stack, *w)?;
-    }
-    b.finish()
 }
 
 /// Write `profile` gzipped (the on-disk pprof format).
@@ -211,30 +448,4 @@ pub fn write_gz(profile: &Profile, w: &mut dyn Write) -> Result<()> {
     gz.write_all(&profile.encode_to_vec()).map_err(io)?;
     gz.finish().map_err(io)?.flush().map_err(io)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn samples_leaf_first_and_interned() {
-        let folded = vec![
-            ("a;b;--;c".to_string(), 5u64),
-            ("a;b".to_string(), 3),
-            ("x".to_string(), 0),
-        ];
-        let p = build(&folded, &ProfileInfo::default()).unwrap();
-        let name = |loc: u64| {
-            let f = &p.function[p.location[loc as usize - 1].line[0].function_id as usize - 1];
-            p.string_table[f.name as usize].clone()
-        };
-        assert_eq!(p.sample.len(), 2);
-        let s0: Vec<String> = p.sample[0].location_id.iter().map(|&l| name(l)).collect();
-        assert_eq!(s0, ["c", "--", "b", "a"]);
-        assert_eq!(p.sample[0].value, vec![5]);
-        assert_eq!(p.sample[1].location_id, vec![3, 4]);
-        assert_eq!(p.location.len(), 4);
-        assert_eq!(p.string_table[0], "");
-    }
 }

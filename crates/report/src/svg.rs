@@ -4,13 +4,18 @@
 //! kernel frames, metal nodes and "no stack" markers in their own colours), which
 //! inferno's name-keyed palettes cannot express.
 //!
-//! How: we merge the folded lines exactly as inferno does (sorted lines, frames
-//! identified by depth and start offset), classify each frame from its ancestors, run
-//! inferno with a fixed palette, then rewrite each frame's `fill` by its (depth, start).
-//! Output is byte-for-byte deterministic for a given input.
+//! How: the paths go into a frame tree (frames merged by parent and name, each classified:
+//! from the engine's frame kinds and levels with [`render_paths`], from the `--`/`-`
+//! separators of folded text with [`render`]); paths are cut at their first frame too
+//! narrow to draw; the remaining lines go to inferno with a fixed palette, merged again
+//! exactly as inferno merges them (sorted lines, frames identified by depth and start
+//! offset), and each frame's `fill` is rewritten by its (depth, start). Output is
+//! byte-for-byte deterministic for a given input.
 
 use crate::ReportError;
-use inferno::flamegraph::{self, color::BasicPalette, Options, Palette};
+use chainrec_chain::{FoldedSink, FrameKind, NodeTable, PathFrame, Unit};
+use chainrec_format::{RecordingMeta, Tables};
+use inferno::flamegraph::{self, color::BasicPalette, Direction, Options, Palette};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
@@ -26,16 +31,30 @@ pub struct SvgOptions {
     pub chain_layout: bool,
     /// Image width in pixels.
     pub width: usize,
+    /// Icicle graph: the root at the top, chains growing downwards.
+    pub inverted: bool,
+    /// Frames narrower than this percentage of the total are not drawn (their time stays
+    /// in their parents). inferno's and flamegraph.pl's default is 0.1.
+    pub min_width_pct: f64,
+    /// What the weights count, in tooltips (`N us`); empty = the unit.
+    pub count_name: String,
+    /// Label of the root bar (inferno's `all`).
+    pub root_label: String,
 }
 
 impl SvgOptions {
-    /// Options with the default width (1200 px).
+    /// Options with the defaults: 1200 px wide, root at the bottom, frames below 0.1 % of
+    /// the total not drawn, the unit as count name, root bar `all`.
     pub fn new(title: &str, unit: &str, chain_layout: bool) -> Self {
         SvgOptions {
             title: title.to_string(),
             unit: unit.to_string(),
             chain_layout,
             width: 1200,
+            inverted: false,
+            min_width_pct: 0.1,
+            count_name: String::new(),
+            root_label: "all".to_string(),
         }
     }
 }
@@ -248,15 +267,68 @@ pub struct SvgStats {
     pub zero_weight_lines: usize,
 }
 
-/// Render folded `(stack, weight)` lines as an interactive chain-graph SVG.
+/// The merged frame tree a flame graph draws: frames merged by (parent, name), each with
+/// its class and the weight that ends at it. Built from folded text ([`render`]) or from
+/// the engine's structured paths ([`render_paths`]).
+#[derive(Default)]
+struct FrameTree {
+    /// (parent, name id, class, weight ending here); parents come before children.
+    nodes: Vec<(u32, u32, FrameClass, u64)>,
+    ix: HashMap<(u32, u32), u32>,
+    names: Vec<String>,
+    name_ix: HashMap<String, u32>,
+    /// Frames of subtrees left out before insertion (too narrow to draw).
+    pruned_frames: u64,
+}
+
+const NO_FRAME: u32 = u32::MAX;
+
+impl FrameTree {
+    fn child(&mut self, parent: u32, name: &str, class: FrameClass) -> u32 {
+        let name_id = match self.name_ix.get(name) {
+            Some(&i) => i,
+            None => {
+                let i = self.names.len() as u32;
+                self.names.push(name.to_string());
+                self.name_ix.insert(name.to_string(), i);
+                i
+            }
+        };
+        let next = self.nodes.len() as u32;
+        let id = *self.ix.entry((parent, name_id)).or_insert(next);
+        if id == next {
+            self.nodes.push((parent, name_id, class, 0));
+        }
+        id
+    }
+
+    fn add(&mut self, id: u32, w: u64) -> Result<(), ReportError> {
+        let x = &mut self.nodes[id as usize].3;
+        *x = x.checked_add(w).ok_or(ReportError::TotalOverflow)?;
+        Ok(())
+    }
+
+    /// Frame ids from the root to `id`.
+    fn path(&self, mut id: u32, out: &mut Vec<u32>) {
+        out.clear();
+        while id != NO_FRAME {
+            out.push(id);
+            id = self.nodes[id as usize].0;
+        }
+        out.reverse();
+    }
+}
+
+/// Render folded `(stack, weight)` lines as an interactive chain-graph SVG. Frames are
+/// classified from their names (`--` and `-` separate levels and the user/kernel parts):
+/// the way to draw a folded file. [`render_paths`] draws the engine's paths directly.
 pub fn render(
     folded: &[(String, u64)],
     opts: &SvgOptions,
     out: &mut dyn Write,
 ) -> Result<SvgStats, ReportError> {
     let mut stats = SvgStats::default();
-    // Merge identical stacks; a BTreeMap orders them exactly as inferno sorts lines.
-    let mut merged: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut tree = FrameTree::default();
     for (stack, w) in folded {
         if *w == 0 {
             stats.zero_weight_lines += 1;
@@ -266,62 +338,205 @@ pub fn render(
         if stack.is_empty() {
             return Err(ReportError::EmptyStack);
         }
-        *merged.entry(stack).or_default() += *w;
+        let names: Vec<&str> = stack.split(';').collect();
+        let cls = classify_stack(&names, opts.chain_layout);
+        let mut id = NO_FRAME;
+        for (name, class) in names.iter().zip(cls) {
+            id = tree.child(id, name, class);
+        }
+        tree.add(id, *w)?;
     }
-    if merged.is_empty() {
+    draw(tree, opts, stats, 1.0, out)
+}
+
+/// Where [`class_of`] is along a path: the level, the `-` separators seen in it so far,
+/// and whether its frames are sampled on-CPU frames (after `[on cpu]`).
+#[derive(Clone, Copy, Debug, Default)]
+struct ClassState {
+    level: u32,
+    seg: u32,
+    hot: bool,
+}
+
+/// The class of a structured frame given the state after the frames before it (the same
+/// rule as [`classify_stack`], driven by the frames' kinds and levels).
+fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> FrameClass {
+    let new_level = if chain_layout { f.level } else { 0 };
+    if new_level != st.level {
+        *st = ClassState {
+            level: new_level,
+            ..ClassState::default()
+        };
+    }
+    match f.kind {
+        FrameKind::LevelSeparator => {
+            st.hot = false;
+            FrameClass::LevelSeparator
+        }
+        FrameKind::UserKernelSeparator => {
+            st.seg += 1;
+            FrameClass::UserKernelSeparator
+        }
+        FrameKind::Metal => FrameClass::Metal,
+        FrameKind::RunQueue => FrameClass::RunQueue,
+        FrameKind::Marker => FrameClass::Marker,
+        FrameKind::Lost => FrameClass::Lost,
+        // `[on cpu]` (its sampled frames follow) or `[on cpu: no sample]` (a marker).
+        FrameKind::OnCpu => {
+            let class = classify_name(f.name).unwrap_or(FrameClass::Marker);
+            if class == FrameClass::OnCpu {
+                st.hot = true;
+                st.seg = 0;
+            }
+            class
+        }
+        // Stack frames that are themselves explanations (`[no stack: …]`, `[unknown]`,
+        // `[softirq: …]`) keep the colours their names give them.
+        FrameKind::Thread | FrameKind::User | FrameKind::Kernel | FrameKind::RunQueueHolder => {
+            classify_name(f.name).unwrap_or(if st.hot {
+                FrameClass::Hot { kernel: st.seg > 0 }
+            } else {
+                FrameClass::Frame {
+                    level: st.level,
+                    kernel: if st.level == 0 {
+                        st.seg > 0
+                    } else {
+                        st.seg == 0
+                    },
+                }
+            })
+        }
+    }
+}
+
+/// Draw a folded view straight from the engine's path trie ([`FoldedSink::for_each_path`]):
+/// frames classified by their kinds and levels. Weights stay in exact nanoseconds (inferno
+/// scales the tooltips to `unit`, so nothing rounds to 0 and totals are exact). Subtrees
+/// whose whole weight is below the drawing threshold are not expanded (their time stays on
+/// the path above them, as for any frame too narrow to draw), so memory stays near that of
+/// the trie however many tiny paths it holds.
+pub fn render_paths(
+    folded: &FoldedSink,
+    nodes: &NodeTable,
+    tables: &Tables,
+    meta: &RecordingMeta,
+    unit: Unit,
+    opts: &SvgOptions,
+    out: &mut dyn Write,
+) -> Result<SvgStats, ReportError> {
+    let total_ns = folded.total_ns();
+    // Below this a subtree cannot give a drawn frame.
+    let prune_ns = (opts.min_width_pct / 100.0 * total_ns as f64) as u64;
+    let mut tree = FrameTree::default();
+    // Per frame of the current path: its id, and the class state after it.
+    let mut ids: Vec<(u32, ClassState)> = Vec::new();
+    let mut err = None;
+    folded.for_each_path(nodes, tables, meta, |v| {
+        ids.truncate(v.shared);
+        let (mut parent, mut st) = ids
+            .last()
+            .copied()
+            .unwrap_or((NO_FRAME, ClassState::default()));
+        for f in &v.frames[v.shared..] {
+            let class = class_of(f, opts.chain_layout, &mut st);
+            parent = tree.child(parent, f.name, class);
+            ids.push((parent, st));
+        }
+        let descend = v.subtree_ns >= prune_ns;
+        let ns = if descend {
+            v.ns
+        } else {
+            tree.pruned_frames += v.below_frames;
+            v.subtree_ns
+        };
+        if let Err(e) = tree.add(parent, ns) {
+            err.get_or_insert(e);
+        }
+        descend
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    draw(tree, opts, SvgStats::default(), 1.0 / unit.ns() as f64, out)
+}
+
+/// Widths, the cut at frames too narrow to draw, inferno, and the colours.
+/// `factor` scales the weights for the tooltips (1 when they are in the unit already).
+fn draw(
+    tree: FrameTree,
+    opts: &SvgOptions,
+    mut stats: SvgStats,
+    factor: f64,
+    out: &mut dyn Write,
+) -> Result<SvgStats, ReportError> {
+    let n = tree.nodes.len();
+    stats.stacks = tree.nodes.iter().filter(|f| f.3 > 0).count();
+    if stats.stacks == 0 {
         return Err(ReportError::NothingToDraw);
     }
-    stats.stacks = merged.len();
-    stats.total = merged
-        .values()
-        .try_fold(0u64, |a, &w| a.checked_add(w))
+    // Widths (children have larger ids than their parents).
+    let mut width: Vec<u64> = tree.nodes.iter().map(|f| f.3).collect();
+    for i in (0..n).rev() {
+        let p = tree.nodes[i].0;
+        if p != NO_FRAME {
+            width[p as usize] = width[p as usize]
+                .checked_add(width[i])
+                .ok_or(ReportError::TotalOverflow)?;
+        }
+    }
+    stats.total = tree
+        .nodes
+        .iter()
+        .zip(&width)
+        .filter(|(f, _)| f.0 == NO_FRAME)
+        .try_fold(0u64, |a, (_, &w)| a.checked_add(w))
         .ok_or(ReportError::TotalOverflow)?;
-    let min_width = 0.1f64; // inferno's default, percent of the total
-    let min_w = min_width * stats.total as f64 / 100.0;
+    let min_w = opts.min_width_pct * stats.total as f64 / 100.0;
+    let narrow = |i: usize| (width[i] as f64) < min_w;
+    stats.frames = n + tree.pruned_frames as usize;
+    stats.frames_too_narrow = (0..n).filter(|&i| narrow(i)).count() + tree.pruned_frames as usize;
 
-    // Pass 1: the width of every frame of the merged tree, in creation order.
-    let mut widths: Vec<u64> = Vec::new();
-    walk(&merged, |_, _, _| {}, &mut widths);
-    stats.frames = widths.len();
-    stats.frames_too_narrow = widths.iter().filter(|&&w| (w as f64) < min_w).count();
-
-    // Pass 2: cut every line at its first frame too narrow to draw (inferno would drop
-    // it and everything above it anyway): the drawn frames keep their widths, and
-    // inferno gets a fraction of the lines on big graphs (memory and time).
-    let mut cut: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut ids: Vec<usize> = Vec::new();
-    walk(
-        &merged,
-        |stack, w, path: &[usize]| {
-            ids.clear();
-            ids.extend_from_slice(path);
-            let keep = ids
-                .iter()
-                .position(|&id| (widths[id] as f64) < min_w)
-                .unwrap_or(ids.len())
-                .max(1);
-            let line = if keep >= ids.len() {
-                stack
-            } else {
-                let end = stack
-                    .match_indices(';')
-                    .nth(keep - 1)
-                    .map(|(i, _)| i)
-                    .unwrap_or(stack.len());
-                &stack[..end]
-            };
-            *cut.entry(line).or_default() += w;
-        },
-        &mut Vec::new(),
-    );
-    let merged = cut;
+    // Cut every path at its first frame too narrow to draw (inferno would drop it and
+    // everything above it anyway; the root frame always stays): the drawn frames keep
+    // their widths, and inferno gets only the lines it draws.
+    let mut cut_w = vec![0u64; n];
+    let mut path = Vec::new();
+    for i in 0..n {
+        let w = tree.nodes[i].3;
+        if w == 0 {
+            continue;
+        }
+        tree.path(i as u32, &mut path);
+        let keep = path
+            .iter()
+            .position(|&id| narrow(id as usize))
+            .unwrap_or(path.len())
+            .max(1);
+        cut_w[path[keep - 1] as usize] += w;
+    }
+    // The cut lines as inferno sorts them, with their frames' classes.
+    let mut merged: BTreeMap<String, (u64, Vec<FrameClass>)> = BTreeMap::new();
+    for (i, &w) in cut_w.iter().enumerate() {
+        if w == 0 {
+            continue;
+        }
+        tree.path(i as u32, &mut path);
+        let line = path
+            .iter()
+            .map(|&id| tree.names[tree.nodes[id as usize].1 as usize].as_str())
+            .collect::<Vec<_>>()
+            .join(";");
+        let classes = path.iter().map(|&id| tree.nodes[id as usize].2).collect();
+        merged.entry(line).or_insert((0, classes)).0 += w;
+    }
+    drop(tree);
 
     // Our own merge of what inferno draws: (inferno depth, start offset) -> (class, name).
     // Depth 0 is inferno's "all".
     let mut classes: HashMap<(usize, u64), (FrameClass, &str)> = HashMap::new();
     let mut open: Vec<(&str, u64)> = Vec::new(); // (name, start) of the current path
     let mut time = 0u64;
-    for (stack, &w) in &merged {
+    for (stack, (w, cls)) in &merged {
         let names: Vec<&str> = stack.split(';').collect();
         let shared = open
             .iter()
@@ -329,7 +544,6 @@ pub fn render(
             .take_while(|((a, _), b)| a == *b)
             .count();
         open.truncate(shared);
-        let cls = classify_stack(&names, opts.chain_layout);
         for (i, name) in names.iter().enumerate().skip(shared) {
             classes.insert((i + 1, time), (cls[i], name));
             open.push((name, time));
@@ -349,18 +563,30 @@ pub fn render(
     options.deterministic = true;
     options.title = opts.title.clone();
     options.subtitle = Some(subtitle);
-    options.count_name = opts.unit.clone();
+    options.count_name = if opts.count_name.is_empty() {
+        opts.unit.clone()
+    } else {
+        opts.count_name.clone()
+    };
     options.image_width = Some(opts.width);
-    options.min_width = min_width;
+    options.min_width = opts.min_width_pct;
     options.name_type = "Frame:".to_string();
+    options.factor = factor;
+    if opts.inverted {
+        options.direction = Direction::Inverted;
+    }
 
-    let lines: Vec<String> = merged.iter().map(|(s, w)| format!("{s} {w}")).collect();
+    let lines: Vec<String> = merged
+        .iter()
+        .map(|(s, (w, _))| format!("{s} {w}"))
+        .collect();
     let mut raw = Vec::new();
     flamegraph::from_lines(&mut options, lines.iter().map(|s| s.as_str()), &mut raw)
         .map_err(ReportError::Inferno)?;
     let raw = String::from_utf8(raw)
         .map_err(|e| ReportError::UnexpectedSvg(format!("not UTF-8 ({e})")))?;
-    let svg = recolor(&raw, &classes)?;
+    let svg = recolor(&raw, &classes, opts.inverted)?;
+    let svg = finish_touches(svg, opts);
     out.write_all(svg.as_bytes()).map_err(|e| ReportError::Io {
         path: "<svg output>".into(),
         source: e,
@@ -368,49 +594,38 @@ pub fn render(
     Ok(stats)
 }
 
-/// Walk sorted folded lines as inferno merges them, numbering frames in creation order.
-/// Calls `f(line, weight, frame ids of the line's path)`; fills `widths` (by frame id).
-fn walk<'a>(
-    merged: &BTreeMap<&'a str, u64>,
-    mut f: impl FnMut(&'a str, u64, &[usize]),
-    widths: &mut Vec<u64>,
-) {
-    widths.clear();
-    let mut open: Vec<(&str, u64, usize)> = Vec::new(); // (name, start, frame id)
-    let mut path: Vec<usize> = Vec::new();
-    let mut time = 0u64;
-    for (&stack, &w) in merged {
-        let mut n = 0;
-        let mut shared = true;
-        for name in stack.split(';') {
-            if shared && n < open.len() && open[n].0 == name {
-                n += 1;
-                continue;
-            }
-            if shared {
-                shared = false;
-                for &(_, start, id) in &open[n..] {
-                    widths[id] = time - start;
-                }
-                open.truncate(n);
-            }
-            widths.push(0);
-            open.push((name, time, widths.len() - 1));
+/// XML text escaping.
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The root bar's label (inferno names it `all` in its tooltip and draws no text) and a
+/// search button that can be seen (inferno's is 10 % opaque until hovered).
+fn finish_touches(svg: String, opts: &SvgOptions) -> String {
+    let mut svg = svg.replacen(
+        "#search { text-anchor:end; opacity:0.1; cursor:pointer; }",
+        "#search { text-anchor:end; opacity:1; cursor:pointer; fill:rgb(20,90,200); \
+         font-weight:bold; text-decoration:underline; }",
+        1,
+    );
+    // inferno leaves the root bar's text empty: write the label (its script keeps it).
+    let label = escape(&opts.root_label);
+    if let Some(at) = svg.find("<g><title>all (") {
+        let text_at = svg[at..]
+            .find("<text ")
+            .and_then(|t| svg[at + t..].find("></text>").map(|e| at + t + e + 1));
+        if let Some(end) = text_at {
+            svg.insert_str(end, &label);
         }
-        if shared {
-            for &(_, start, id) in &open[n..] {
-                widths[id] = time - start;
-            }
-            open.truncate(n);
-        }
-        path.clear();
-        path.extend(open.iter().map(|o| o.2));
-        f(stack, w, &path);
-        time += w;
+        svg.replace_range(
+            at..at + "<g><title>all (".len(),
+            &format!("<g><title>{label} ("),
+        );
     }
-    for &(_, start, id) in &open {
-        widths[id] = time - start;
-    }
+    svg
 }
 
 fn attr<'a>(tag: &'a str, name: &str) -> Option<(usize, &'a str)> {
@@ -424,13 +639,15 @@ fn attr<'a>(tag: &'a str, name: &str) -> Option<(usize, &'a str)> {
 fn recolor(
     raw: &str,
     classes: &HashMap<(usize, u64), (FrameClass, &str)>,
+    inverted: bool,
 ) -> Result<String, ReportError> {
     let bad = |what: &str| ReportError::UnexpectedSvg(what.to_string());
     let frames_at = raw
         .find("<svg id=\"frames\"")
         .ok_or_else(|| bad("no frames container"))?;
     let body = &raw[frames_at..];
-    // Pass 1: distinct y values; sorted descending they are depths 0, 1, 2, ...
+    // Pass 1: distinct y values; sorted descending (ascending for an icicle graph) they
+    // are depths 0, 1, 2, ...
     // Each frame rectangle: its tag's span in `body` and its y.
     let rect_at = |pos: usize| -> Result<Option<(usize, usize, u64)>, ReportError> {
         let Some(i) = body[pos..].find("<rect ") else {
@@ -452,7 +669,7 @@ fn recolor(
         ys.push(y);
         pos = e;
     }
-    ys.sort_unstable_by(|a, b| b.cmp(a));
+    ys.sort_unstable_by(|a, b| if inverted { a.cmp(b) } else { b.cmp(a) });
     ys.dedup();
     let depth_of: HashMap<u64, usize> = ys.iter().enumerate().map(|(d, &y)| (y, d)).collect();
 

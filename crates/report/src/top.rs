@@ -4,7 +4,9 @@
 //! and the time every level explains.
 
 use crate::source::format_wall;
-use chainrec_chain::{FoldedSink, HopRecord, NodeId, NodeTable, View, WaitRecord, WaitSink};
+use chainrec_chain::{
+    FoldedSink, FrameKind, HopRecord, NodeId, NodeTable, View, WaitRecord, WaitSink,
+};
 use chainrec_format::{RecordingMeta, Tables};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -65,6 +67,9 @@ impl WaitSink for TopSink {
         }
     }
 }
+
+/// A frame kept past the walk: (text, kind, level).
+type OwnedFrame = (String, FrameKind, u32);
 
 /// One level of a ranked chain.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -190,15 +195,38 @@ impl TopSink {
                     })
                     .collect();
                 one.on_wait(&rec, nodes);
-                let lines = one.folded_ns(nodes, tables, meta);
-                let folded = lines
-                    .keys()
-                    .max_by_key(|l| (l.matches(";--;").count(), l.len()))
-                    .cloned()
-                    .unwrap_or_default();
-                let parts: Vec<&str> = folded.split(";--;").collect();
+                // The path with the most levels (then the most frames): the whole chain,
+                // read structured (levels known, separators by kind, not re-parsed).
+                let mut best: Option<(u32, usize, Vec<OwnedFrame>)> = None;
+                one.for_each_path(nodes, tables, meta, |v| {
+                    let better = best
+                        .as_ref()
+                        .is_none_or(|b| (v.level, v.frames.len()) >= (b.0, b.1));
+                    if v.ns > 0 && better {
+                        let frames = v
+                            .frames
+                            .iter()
+                            .map(|f| (f.name.to_string(), f.kind, f.level))
+                            .collect();
+                        best = Some((v.level, v.frames.len(), frames));
+                    }
+                    true
+                });
+                let frames = best.map(|b| b.2).unwrap_or_default();
+                let folded = frames
+                    .iter()
+                    .map(|f| f.0.as_str())
+                    .collect::<Vec<_>>()
+                    .join(";");
+                let levels = frames.last().map_or(0, |f| f.2 as usize + 1);
                 let mut chain = Vec::new();
-                for (lvl, part) in parts.iter().enumerate() {
+                for lvl in 0..levels {
+                    // The level's frames without the `--` that opens it.
+                    let part: Vec<String> = frames
+                        .iter()
+                        .filter(|f| f.2 as usize == lvl && f.1 != FrameKind::LevelSeparator)
+                        .map(|f| f.0.clone())
+                        .collect();
                     let (who, ns) = if lvl == 0 {
                         (
                             format!("{} ({})", w.comm, w.tid),
@@ -207,13 +235,13 @@ impl TopSink {
                     } else if let Some(h) = w.hops.get(lvl - 1) {
                         (who(h, nodes), h.ns)
                     } else {
-                        (part.rsplit(';').next().unwrap_or("").to_string(), 0)
+                        (part.last().cloned().unwrap_or_default(), 0)
                     };
                     chain.push(Level {
                         level: lvl,
                         who,
                         ns,
-                        frames: part.split(';').map(String::from).collect(),
+                        frames: part,
                     });
                 }
                 let wall = if meta.clock_offset_ns != 0 {
@@ -264,8 +292,98 @@ pub fn fmt_ns(ns: u64) -> String {
 /// CPU holders named per run-queue line of the text output (the rest are summed).
 const TOP_HOLDERS: usize = 3;
 
-/// Terminal rendering.
+/// Default width of the text output (columns).
+pub const TEXT_WIDTH: usize = 80;
+
+/// Terminal rendering, [`TEXT_WIDTH`] columns wide (frames abbreviated, long lines
+/// wrapped); see [`render_text_width`].
 pub fn render_text(r: &TopReport) -> String {
+    render_text_width(r, Some(TEXT_WIDTH))
+}
+
+/// Chars of `s` as columns (frames are ASCII but comms and symbols need not be).
+fn cols(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// `frames` joined by `;` in at most `avail` columns: the frames at both ends kept (the
+/// thread and its innermost user frame, the waker function and the waker), the middle
+/// replaced by `…N…` (N frames left out); a lone frame too long is cut with `…`.
+pub fn fit_frames(frames: &[String], avail: usize) -> String {
+    let full = frames.join(";");
+    if cols(&full) <= avail {
+        return full;
+    }
+    let (mut h, mut t) = (0usize, 0usize); // frames kept at the head and at the tail
+    let len = |h: usize, t: usize| {
+        let n = frames.len() - h - t;
+        let kept: usize = frames[..h]
+            .iter()
+            .chain(&frames[frames.len() - t..])
+            .map(|f| cols(f) + 1)
+            .sum();
+        kept + cols(&format!("…{n}…"))
+    };
+    // Grow the shorter end first (the head on a tie) while the result fits.
+    loop {
+        let order = if h <= t {
+            [(h + 1, t), (h, t + 1)]
+        } else {
+            [(h, t + 1), (h + 1, t)]
+        };
+        match order
+            .into_iter()
+            .find(|&(a, b)| a + b < frames.len() && len(a, b) <= avail)
+        {
+            Some((a, b)) => (h, t) = (a, b),
+            None => break,
+        }
+    }
+    if h + t == 0 {
+        let cut: String = full.chars().take(avail.saturating_sub(1)).collect();
+        return cut + "…";
+    }
+    let mut parts: Vec<String> = frames[..h].to_vec();
+    parts.push(format!("…{}…", frames.len() - h - t));
+    parts.extend_from_slice(&frames[frames.len() - t..]);
+    parts.join(";")
+}
+
+/// `line` wrapped at its `, ` and `; ` boundaries to `width` columns, continuation lines
+/// indented by `indent` spaces (a single piece longer than the width stays whole).
+fn wrap(line: &str, width: Option<usize>, indent: usize) -> String {
+    let Some(width) = width else {
+        return line.to_string();
+    };
+    if cols(line) <= width {
+        return line.to_string();
+    }
+    let mut pieces: Vec<&str> = Vec::new();
+    let mut start = 0;
+    for (i, _) in line.match_indices([',', ';']) {
+        if line[i + 1..].starts_with(' ') {
+            pieces.push(&line[start..i + 2]);
+            start = i + 2;
+        }
+    }
+    pieces.push(&line[start..]);
+    let mut out = String::new();
+    let mut cur = String::new();
+    for p in pieces {
+        if !cur.is_empty() && cols(&cur) + cols(p.trim_end()) > width {
+            out.push_str(cur.trim_end());
+            out.push('\n');
+            cur = " ".repeat(indent);
+        }
+        cur.push_str(p);
+    }
+    out.push_str(cur.trim_end());
+    out
+}
+
+/// Terminal rendering; `width` `None` = no limit (`top --wide`: every frame, one line
+/// per level).
+pub fn render_text_width(r: &TopReport, width: Option<usize>) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     if r.entries.is_empty() {
@@ -274,14 +392,17 @@ pub fn render_text(r: &TopReport) -> String {
             "no blocked waits with a waker in this trace (or none matched the filters)"
         );
     }
+    let frames_in = |prefix: &str, frames: &[String]| match width {
+        Some(w) => fit_frames(frames, w.saturating_sub(cols(prefix)).max(12)),
+        None => frames.join(";"),
+    };
     for e in &r.entries {
         let when = if e.wall.is_empty() {
             format!("+{:.6} s", e.offset_s)
         } else {
             format!("{} (+{:.3} s)", e.wall, e.offset_s)
         };
-        let _ = writeln!(
-            s,
+        let head = format!(
             "#{:<3} {} longest {} at {}; {} waits, total {}{}{}",
             e.rank,
             format_args!("{} tid {}", e.comm, e.tid),
@@ -290,19 +411,20 @@ pub fn render_text(r: &TopReport) -> String {
             e.count,
             fmt_ns(e.total_ns),
             if e.truncated {
-                " [chain truncated]"
+                "; [chain truncated]"
             } else {
                 ""
             },
-            if e.lost { " [lost events inside]" } else { "" },
+            if e.lost { "; [lost events inside]" } else { "" },
         );
+        let _ = writeln!(s, "{}", wrap(&head, width, 5));
         for l in &e.chain {
-            let frames = l.frames.join(";");
-            if l.level == 0 {
-                let _ = writeln!(s, "      blocked {:>10}  {}", fmt_ns(l.ns), frames);
+            let prefix = if l.level == 0 {
+                format!("      blocked {:>10}  ", fmt_ns(l.ns))
             } else {
-                let _ = writeln!(s, "  {:>2} <- {:>10}  {}", l.level, fmt_ns(l.ns), frames);
-            }
+                format!("  {:>2} <- {:>10}  ", l.level, fmt_ns(l.ns))
+            };
+            let _ = writeln!(s, "{prefix}{}", frames_in(&prefix, &l.frames));
             // The part of this level spent waiting for a CPU, behind whom.
             let mut rq: Vec<&RunqShare> = e
                 .runq
@@ -330,20 +452,20 @@ pub fn render_text(r: &TopReport) -> String {
                 } else {
                     "of it runnable"
                 };
-                let _ = writeln!(
-                    s,
+                let line = format!(
                     "      {what} {:>10}  [run queue] behind {}",
                     fmt_ns(total),
                     behind.join(", ")
                 );
+                let _ = writeln!(s, "{}", wrap(&line, width, 29));
             }
         }
         s.push('\n');
     }
-    let _ = writeln!(
-        s,
+    let foot = format!(
         "{} waits ranked in {} distinct chains; not ranked: {} preemptions, {} waits without a waking in the trace",
         r.ranked_waits, r.chains, r.preempted, r.without_waker
     );
+    let _ = writeln!(s, "{}", wrap(&foot, width, 2));
     s
 }

@@ -174,3 +174,114 @@ fn offcpu_golden_escaping_and_flat_layout() {
         .as_str()]
     );
 }
+
+/// The SVG drawn from the engine's structured paths (`render_paths`: kinds and levels from
+/// the nodes) is the SVG of its folded text (`render`: classes from `--`/`-`), byte for
+/// byte, on every scenario and view; on the busy server, where subtrees are left out
+/// before insertion, the drawn frames (titles and fills) are the same.
+#[test]
+fn structured_paths_draw_like_folded_text() {
+    use chainrec_chain::{Config, Engine, FoldedSink, Unit, View};
+    use chainrec_format::synth;
+    let mut oncpu_drawn = 0;
+    for sc in synth::scenarios() {
+        let mut t = chainrec_format::MemTrace::default();
+        t.meta.stack_threshold_ns = 100_000;
+        let events = if sc.name == "busy-server" {
+            200_000
+        } else {
+            3_000
+        };
+        let params = synth::SynthParams { events, seed: 1 };
+        if sc.name == "oncpu-worker" {
+            // Its sampling period, so that waker levels have `[on cpu]` parts.
+            t.meta = synth::meta(sc.name, &params, vec![]);
+        }
+        (sc.generate)(&params, &mut t).unwrap();
+        for view in [View::Chains, View::OffCpu, View::Wakeup, View::OffWake] {
+            let mut engine = Engine::new(&t.tables, &t.meta, Config::default());
+            let mut f = FoldedSink::new(view);
+            engine.process(&t.events, &mut f);
+            engine.finish(&mut f);
+            let lines = f.lines(engine.nodes(), &t.tables, &t.meta, Unit::Ns);
+            if lines.is_empty() {
+                continue;
+            }
+            let mut opts = SvgOptions::new("t", "ns", view != View::OffCpu);
+            opts.root_label = "all: structured".into();
+            let mut want = Vec::new();
+            svg::render(&lines, &opts, &mut want).unwrap();
+            let mut got = Vec::new();
+            let st = svg::render_paths(
+                &f,
+                engine.nodes(),
+                &t.tables,
+                &t.meta,
+                Unit::Ns,
+                &opts,
+                &mut got,
+            )
+            .unwrap();
+            let (want, got) = (
+                String::from_utf8(want).unwrap(),
+                String::from_utf8(got).unwrap(),
+            );
+            assert!(got.contains("<title>all: structured ("));
+            oncpu_drawn += got.matches("<title>[on cpu] (").count();
+            if st.frames_too_narrow == 0 {
+                assert!(got == want, "{} {view:?}: SVGs differ", sc.name);
+            } else {
+                let (g, w) = (frames(&got), frames(&want));
+                let only_got: Vec<_> = g.iter().filter(|f| !w.contains(f)).collect();
+                let only_want: Vec<_> = w.iter().filter(|f| !g.contains(f)).collect();
+                assert!(
+                    only_got.is_empty() && only_want.is_empty() && g.len() == w.len(),
+                    "{} {view:?}: drawn only from paths {:?}, only from text {:?}",
+                    sc.name,
+                    &only_got[..only_got.len().min(3)],
+                    &only_want[..only_want.len().min(3)]
+                );
+            }
+        }
+    }
+    assert!(oncpu_drawn > 0, "no [on cpu] frame drawn");
+}
+
+/// The icicle layout with the options flamegraph.pl users reach for: narrower image,
+/// higher minimum width, count name, a root label; colours by depth as in the upright graph.
+#[test]
+fn chain_inverted_golden() {
+    let mut opts = SvgOptions::new("Chain graph (icicle)", "us", true);
+    opts.inverted = true;
+    opts.width = 900;
+    opts.min_width_pct = 2.0;
+    opts.count_name = "microseconds".into();
+    opts.root_label = "all: 6 waits".into();
+    let out = check("chain.folded", "chain-inverted.svg", &opts);
+    let f = frames(&out);
+    assert!(
+        f.iter()
+            .any(|(t, _)| t == "all: 6 waits (11,000 microseconds, 100%)"),
+        "{f:?}"
+    );
+    // The 150 us [lost events] frame is 1.4 % of the total: under 2 %, not drawn.
+    assert!(!f.iter().any(|(t, _)| t.starts_with("[lost events]")));
+    // Same colours as the upright graph.
+    let up = check(
+        "chain.folded",
+        "chain.svg",
+        &SvgOptions::new("Chain graph", "us", true),
+    );
+    let upf = frames(&up);
+    let fill = |v: &[(String, String)], p: &str| fill_of(v, p).first().map(|s| s.to_string());
+    for name in ["sink ", "relay ", "[hardirq: timer] ", "schedule "] {
+        assert_eq!(fill(&f, name), fill(&upf, name), "{name}");
+    }
+    // Root at the top: its y is the smallest.
+    let y_of = |svg: &str, title: &str| -> u64 {
+        let g = &svg[svg.find(title).unwrap()..];
+        let at = g.find(" y=\"").unwrap() + 4;
+        g[at..at + g[at..].find('"').unwrap()].parse().unwrap()
+    };
+    assert!(y_of(&out, "<title>all: 6 waits") < y_of(&out, "<title>sink ("));
+}

@@ -123,7 +123,10 @@ fn reports_on_a_real_recording() {
         runqueue: true,
     };
     let mut engine = Engine::new(reader.tables(), reader.meta(), cfg);
-    let mut sinks = (FoldedSink::new(View::Chains), TopSink::default());
+    let mut sinks = (
+        FoldedSink::new(View::Chains),
+        (TopSink::default(), pprof::ProfileSink::new()),
+    );
     reader
         .for_each_chunk::<chainrec_format::FormatError>(0..reader.chunks().len(), false, |evs| {
             engine.process(evs, &mut sinks);
@@ -137,12 +140,20 @@ fn reports_on_a_real_recording() {
         .into_iter()
         .collect();
     let total: u64 = folded.iter().map(|l| l.1).sum();
-    let p = pprof::build(&folded, &pprof::ProfileInfo::default()).unwrap();
+    let (top_sink, profile_sink) = sinks.1;
+    let p = profile_sink
+        .finish(
+            engine.nodes(),
+            reader.tables(),
+            reader.meta(),
+            &pprof::ProfileInfo::default(),
+        )
+        .unwrap();
     assert_eq!(
         p.sample.iter().map(|s| s.value[0] as u64).sum::<u64>(),
         total
     );
-    let report = sinks.1.finish(
+    let report = top_sink.finish(
         5,
         engine.nodes(),
         reader.tables(),

@@ -131,3 +131,39 @@ fn top_n_and_filter() {
     assert_eq!(r.entries[0].tid, sink_tid);
     assert_eq!(r.entries[0].count, blocked_by_tid(&t)[&sink_tid].0);
 }
+
+/// The text fits 80 columns by default on every scenario (frames abbreviated as `…N…`
+/// between kept ends, long lines wrapped); without a width every level is its whole
+/// folded part on one line.
+#[test]
+fn text_fits_80_columns_and_wide_is_whole() {
+    use chainrec_report::top::{fit_frames, render_text_width};
+    for sc in chainrec_format::synth::scenarios() {
+        let t = scenario(sc.name, 20_000);
+        let r = run(&t, 10, Filter::default());
+        let text = render_text(&r);
+        for l in text.lines() {
+            assert!(
+                l.chars().count() <= 80,
+                "{}: {} columns: {l}",
+                sc.name,
+                l.chars().count()
+            );
+        }
+        let wide = render_text_width(&r, None);
+        for e in &r.entries {
+            for lv in &e.chain {
+                let whole = lv.frames.join(";");
+                assert!(wide.contains(&whole), "{}: {whole}", sc.name);
+            }
+        }
+    }
+    let f: Vec<String> = ["comm", "u1", "u2", "-", "k1", "k2", "schedule"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(fit_frames(&f, 100), "comm;u1;u2;-;k1;k2;schedule");
+    assert_eq!(fit_frames(&f, 24), "comm;u1;…3…;k2;schedule");
+    assert_eq!(fit_frames(&f, 20), "comm;u1;…4…;schedule");
+    assert_eq!(fit_frames(&f, 5), "comm…");
+}
