@@ -55,15 +55,17 @@ ensure_packages() {
 # PyPI packages the tests read exports with (third-party readers, as users run them), in a
 # venv under target/ (Debian's python3 refuses pip installs outside one). The tests find it
 # through CHAINREC_PYTHON; without it they skip loudly (CHAINREC_REQUIRE_TOOLS=1: fail).
-#   duckdb, pyarrow: crates/parquet/tests + tests/parquet.rs read `export --parquet`.
-PY_PACKAGES=(duckdb pyarrow)
+#   duckdb, pyarrow: crates/parquet/tests + tests/parquet.rs read `export --parquet`;
+#   perfetto (pinned: a new schema is a deliberate update): its generated protos decode the
+#   Perfetto export (crates/report/tests/perfetto_schema.rs).
+PY_PACKAGES=(duckdb pyarrow perfetto==0.59.1)
 ensure_python_packages() {
     local venv=target/pyvenv
     if [ ! -x "$venv/bin/python" ]; then
         log "creating the Python venv of the tests ($venv)"
         /usr/bin/python3 -m venv "$venv"
     fi
-    if ! "$venv/bin/python" -m pip show -q "${PY_PACKAGES[@]}" >/dev/null 2>&1; then
+    if ! "$venv/bin/python" -m pip show -q "${PY_PACKAGES[@]%%==*}" >/dev/null 2>&1; then
         log "installing Python packages into $venv: ${PY_PACKAGES[*]}"
         "$venv/bin/python" -m pip install -q "${PY_PACKAGES[@]}"
     fi

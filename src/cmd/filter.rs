@@ -89,6 +89,68 @@ fn describe_span(meta: &RecordingMeta, trace_start_ns: u64, first: u64, last: u6
     s
 }
 
+/// Compile the regex of `flag` (`--comm`, ...): the error names the flag and gives the
+/// regex crate's last line (what is wrong, not the whole caret diagram).
+pub(crate) fn comm_regex(flag: &str, c: &str) -> Result<chainrec_chain::regex::Regex> {
+    chainrec_chain::regex::Regex::new(c).map_err(|e| {
+        let msg = e.to_string();
+        let last = msg
+            .lines()
+            .rfind(|l| !l.trim().is_empty())
+            .unwrap_or("invalid")
+            .trim()
+            .to_string();
+        anyhow::anyhow!("bad {flag} regex {c:?}: {last}")
+    })
+}
+
+/// The thread filters alone (`-p -t --comm -u -k`), for commands that count threads rather
+/// than select waits (`heatmap`); the same flags and meaning as in [`FilterArgs`].
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ThreadFilterArgs {
+    /// Only threads of these processes (tgid); repeat or comma-separate.
+    #[arg(help_heading = THREADS, short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Only these threads; repeat or comma-separate.
+    #[arg(help_heading = THREADS, short = 't', long = "tid", value_delimiter = ',', value_name = "TID")]
+    pub tid: Vec<u32>,
+    /// Only threads whose name matches this regex.
+    #[arg(help_heading = THREADS, long, value_name = "REGEX")]
+    pub comm: Option<String>,
+    /// User threads only.
+    #[arg(
+        help_heading = THREADS,
+        short = 'u',
+        long = "user-threads-only",
+        conflicts_with = "kernel_threads_only"
+    )]
+    pub user_threads_only: bool,
+    /// Kernel threads only.
+    #[arg(help_heading = THREADS, short = 'k', long = "kernel-threads-only")]
+    pub kernel_threads_only: bool,
+}
+
+/// Help heading of [`ThreadFilterArgs`].
+const THREADS: &str = "Threads (all must match)";
+
+impl ThreadFilterArgs {
+    /// The library filter (its thread part only).
+    pub fn to_filter(&self) -> Result<Filter> {
+        Ok(Filter {
+            pids: self.pid.clone(),
+            tids: self.tid.clone(),
+            comm: self
+                .comm
+                .as_deref()
+                .map(|c| comm_regex("--comm", c))
+                .transpose()?,
+            user_only: self.user_threads_only,
+            kernel_only: self.kernel_threads_only,
+            ..Default::default()
+        })
+    }
+}
+
 pub(crate) fn parse_mask(s: &str) -> Result<u32, String> {
     let r = match s.strip_prefix("0x") {
         Some(h) => u32::from_str_radix(h, 16),
@@ -104,19 +166,11 @@ impl FilterArgs {
     pub fn to_filter(&self, an: &Analysis, duration: Duration) -> Result<Filter> {
         let (meta, trace_start_ns) = (an.meta(), an.start_ns());
         let span = an.reader().time_span();
-        let comm = match &self.comm {
-            Some(c) => Some(chainrec_chain::regex::Regex::new(c).map_err(|e| {
-                let msg = e.to_string();
-                let last = msg
-                    .lines()
-                    .rfind(|l| !l.trim().is_empty())
-                    .unwrap_or("invalid")
-                    .trim()
-                    .to_string();
-                anyhow::anyhow!("bad --comm regex {c:?}: {last}")
-            })?),
-            None => None,
-        };
+        let comm = self
+            .comm
+            .as_deref()
+            .map(|c| comm_regex("--comm", c))
+            .transpose()?;
         let window = match &self.window {
             Some(w) => {
                 let (s, e) = Window::parse(w)?

@@ -47,7 +47,9 @@ const HEATMAP_EXAMPLES: &str = "\
 Examples:
   # off-CPU time of every thread
   chainrec heatmap trace.zst -o heat.svg
-  chainrec heatmap trace.zst -o heat.svg --metric wakeups --comm cr-sink
+  chainrec heatmap trace.zst -o heat.svg --metric wakeups --comm '^cr-sink$'
+  # one process's threads
+  chainrec heatmap trace.zst -o heat.svg -p 1234
   chainrec heatmap trace.zst -o heat.svg --rows 100 --colormap linear \\
       --highlight-comm cr-relay";
 
@@ -92,18 +94,16 @@ pub struct HeatmapArgs {
     /// Rows per second (y resolution; 50 = 20 ms buckets), 1..=1000.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub rows: u32,
-    /// Only threads with this name.
-    #[arg(long)]
-    pub comm: Option<String>,
-    /// Only this thread.
-    #[arg(long)]
-    pub tid: Option<u32>,
-    /// Also draw this thread name's share in a second colour.
-    #[arg(long, value_name = "COMM")]
+    /// The threads counted (default: all).
+    #[command(flatten)]
+    pub threads: super::filter::ThreadFilterArgs,
+    /// Also draw the share of threads whose name matches this regex in a second colour.
+    #[arg(long, value_name = "REGEX")]
     pub highlight_comm: Option<String>,
-    /// Also draw this thread's share in a second colour.
-    #[arg(long, value_name = "TID")]
-    pub highlight_tid: Option<u32>,
+    /// Also draw the share of these threads in a second colour (with --highlight-comm:
+    /// threads matching both).
+    #[arg(long, value_name = "TID", value_delimiter = ',')]
+    pub highlight_tid: Vec<u32>,
     /// Title.
     #[arg(long)]
     pub title: Option<String>,
@@ -286,14 +286,20 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
             MetricArg::Wakeups => Metric::Wakeups,
         },
         rows: a.rows,
-        select: Select {
-            comm: a.comm.clone(),
-            tid: a.tid,
+        select: Select::new(a.threads.to_filter()?),
+        highlight: if a.highlight_comm.is_some() || !a.highlight_tid.is_empty() {
+            Some(Select::new(chainrec_chain::Filter {
+                tids: a.highlight_tid.clone(),
+                comm: a
+                    .highlight_comm
+                    .as_deref()
+                    .map(|c| super::filter::comm_regex("--highlight-comm", c))
+                    .transpose()?,
+                ..Default::default()
+            }))
+        } else {
+            None
         },
-        highlight: (a.highlight_comm.is_some() || a.highlight_tid.is_some()).then(|| Select {
-            comm: a.highlight_comm.clone(),
-            tid: a.highlight_tid,
-        }),
         colormap: match a.colormap {
             ColorMapArg::Rank => ColorMap::Rank,
             ColorMapArg::Linear => ColorMap::Linear,
@@ -324,17 +330,28 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
         h.columns,
         h.rows,
         h.cells.iter().filter(|&&c| c > 0).count(),
-        if h.unknown_start > 0 {
-            format!(
-                "; {} intervals begun before the trace not counted",
-                h.unknown_start
-            )
-        } else {
-            String::new()
-        }
+        heatmap_note(&h)
     );
     warn_lost("heatmap", reader.meta());
     Ok(())
+}
+
+/// What the heat map clipped or left out, for the summary line.
+fn heatmap_note(h: &heatmap::Heatmap) -> String {
+    let mut n = String::new();
+    if h.metric != Metric::Wakeups {
+        n += &format!(
+            "; clipped to the trace: {} intervals begun before it (counted from its start), {} still open at its end (counted to its end)",
+            h.clipped_at_start, h.open_at_end
+        );
+    }
+    if h.unmatched > 0 {
+        n += &format!(
+            "; {} intervals whose start was lost not counted",
+            h.unmatched
+        );
+    }
+    n
 }
 
 /// `chainrec export`.
@@ -397,8 +414,11 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
         drop(w);
         src.finish();
         perfetto_note = format!(
-            "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} wakings' target CPU guessed; {} lazily attached stacks have no Perfetto counterpart)",
-            path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.exits, st.wakings_target_cpu_guessed, st.not_exported
+            "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} processes ({} with a known parent), {} threads, {} threads of unknown process; {} wakings' target CPU guessed; {} lost-event markers ({} events); {} switch-sequence gaps closed by a synthetic switch and marked on the '{}' tracks ({} thread already running elsewhere, {} CPU sequence broken); {} lazily attached stacks and samples have no Perfetto counterpart)",
+            path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.exits,
+            st.processes, st.processes_with_parent, st.threads, st.threads_without_process,
+            st.wakings_target_cpu_guessed, st.lost_markers, st.lost_events, st.gaps(),
+            perfetto::TRACK_GAPS, st.gaps_running_elsewhere, st.gaps_cpu_sequence, st.not_exported
         );
     }
     let mut pprof_note = String::new();

@@ -8,8 +8,10 @@
 
 use crate::source::{format_wall, EventSource, Names};
 use crate::{ReportError, Result};
-use chainrec_format::{Event, Tid};
-use std::collections::HashMap;
+use chainrec_chain::regex::Regex;
+use chainrec_chain::Filter;
+use chainrec_format::{Event, Tables, Tid};
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 /// What a cell measures.
@@ -62,31 +64,76 @@ impl ColorMap {
     }
 }
 
-/// Which threads: all when both are None, else those matching either.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Which threads: the thread part of the analysis filter (`-p`, `-t`, `--comm` regex,
+/// `-u`, `-k`, all of which must match; the default keeps every thread). Its other fields
+/// (state, durations, window) do not apply to a heat map and are ignored.
+#[derive(Clone, Debug, Default)]
 pub struct Select {
-    /// Thread name (exact).
-    pub comm: Option<String>,
-    /// Thread id.
-    pub tid: Option<Tid>,
+    /// The filter whose [`Filter::matches_thread`] decides.
+    pub filter: Filter,
 }
 
 impl Select {
-    fn is_all(&self) -> bool {
-        self.comm.is_none() && self.tid.is_none()
+    /// Threads of `filter`.
+    pub fn new(filter: Filter) -> Self {
+        Select { filter }
     }
-    fn matches(&self, tid: Tid, names: &Names) -> bool {
+    /// Only thread `tid`.
+    pub fn tid(tid: Tid) -> Self {
+        Select::new(Filter {
+            tids: vec![tid],
+            ..Default::default()
+        })
+    }
+    /// Only threads whose name matches `re` (a regex; an error for a bad one).
+    pub fn comm(re: &str) -> Result<Self> {
+        let re = Regex::new(re).map_err(|e| ReportError::BadRegex(e.to_string()))?;
+        Ok(Select::new(Filter {
+            comm: Some(re),
+            ..Default::default()
+        }))
+    }
+    fn is_all(&self) -> bool {
+        !self.filter.has_thread_filter()
+    }
+    fn matches(&self, tid: Tid, names: &Names, tables: &Tables) -> bool {
         if self.is_all() {
             return true;
         }
-        self.tid == Some(tid) || self.comm.as_deref().is_some_and(|c| names.comm(tid) == c)
+        let comm = names.get(tid).unwrap_or_default();
+        let kernel = tables.tasks.get(&tid).is_some_and(|t| t.kernel_thread);
+        self.filter
+            .matches_thread(tid, names.tgid(tid), &comm, kernel)
     }
-    fn describe(&self) -> String {
-        match (&self.comm, self.tid) {
-            (None, None) => "all threads".into(),
-            (Some(c), None) => format!("comm {c}"),
-            (None, Some(t)) => format!("tid {t}"),
-            (Some(c), Some(t)) => format!("comm {c} or tid {t}"),
+    /// `all threads`, or the conditions, e.g. `pid 10, comm ~ ^cr-`.
+    pub fn describe(&self) -> String {
+        let f = &self.filter;
+        let list = |v: &[Tid]| {
+            v.iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let mut parts = Vec::new();
+        if !f.pids.is_empty() {
+            parts.push(format!("pid {}", list(&f.pids)));
+        }
+        if !f.tids.is_empty() {
+            parts.push(format!("tid {}", list(&f.tids)));
+        }
+        if let Some(re) = &f.comm {
+            parts.push(format!("comm ~ {}", re.as_str()));
+        }
+        if f.user_only {
+            parts.push("user threads".into());
+        }
+        if f.kernel_only {
+            parts.push("kernel threads".into());
+        }
+        if parts.is_empty() {
+            "all threads".into()
+        } else {
+            parts.join(", ")
         }
     }
 }
@@ -133,12 +180,21 @@ pub struct Heatmap {
     pub cells: Vec<u64>,
     /// The highlighted threads' share of each cell (empty without a highlight).
     pub highlight: Vec<u64>,
-    /// Intervals whose start was before the trace (not counted: their start is unknown).
-    pub unknown_start: u64,
-    /// Intervals still open at the end of the trace (counted up to the last event).
+    /// Intervals begun before the trace (a thread's first event ends one): counted from
+    /// the trace start, as intervals still open at the end are counted up to its end, so
+    /// both ends of the map hold the time inside the trace alike.
+    pub clipped_at_start: u64,
+    /// Intervals still open at the end of the trace (counted up to its end).
     pub open_at_end: u64,
+    /// Intervals whose start is missing although the thread was seen before (events
+    /// lost): not counted.
+    pub unmatched: u64,
     /// Lost-event markers seen (the map may under-count around them).
     pub lost_markers: u64,
+    /// Start of the trace, on the map's clock (wall-clock ns; trace clock when synthetic).
+    pub start_ns: i128,
+    /// End of the trace, likewise: cells outside `start_ns..end_ns` are outside the trace.
+    pub end_ns: i128,
     /// Description of the selection, e.g. `all threads`.
     pub selection: String,
     /// Description of the highlight, if any.
@@ -204,17 +260,20 @@ impl Acc {
     }
 }
 
-/// Compute a heat map over the whole trace.
+/// Compute a heat map over the whole trace. Both ends are clipped alike: an interval
+/// begun before the trace counts from the trace start, one still open at the end counts
+/// up to the trace end.
 pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> {
     if opts.rows == 0 || opts.rows > 1000 {
         return Err(ReportError::BadRows(opts.rows));
     }
     let offset = src.meta().clock_offset_ns;
-    let mut names = Names::new(src.tables());
+    let tables = src.tables();
+    let mut names = Names::new(tables);
     // tid -> start of its current (off- or on-CPU) interval, trace clock.
     let mut since: HashMap<Tid, u64> = HashMap::new();
-    // tids seen at all, to tell "unknown start" from "never seen".
-    let mut seen: HashMap<Tid, ()> = HashMap::new();
+    // tids seen at all, to tell "begun before the trace" from "start lost".
+    let mut seen: HashSet<Tid> = HashSet::new();
     let mut acc = Acc {
         first_second: 0,
         rows: opts.rows,
@@ -223,17 +282,26 @@ pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> 
     };
     let mut first_ts: Option<u64> = None;
     let mut last_ts = 0u64;
-    let mut unknown_start = 0u64;
-    let mut lost_markers = 0u64;
+    let (mut clipped_at_start, mut unmatched, mut lost_markers) = (0u64, 0u64, 0u64);
+    let meta_start = src.meta().start_ns;
+    // The trace start: the recording's start, or its first event if earlier (or unknown).
+    let window_start = |first: u64| {
+        if meta_start != 0 {
+            meta_start.min(first)
+        } else {
+            first
+        }
+    };
+    let selected = |tid: Tid, names: &Names| opts.select.matches(tid, names, tables);
     let hl = |tid: Tid, names: &Names| {
         opts.highlight
             .as_ref()
-            .is_some_and(|h| h.matches(tid, names))
+            .is_some_and(|h| h.matches(tid, names, tables))
     };
     let off_metric = opts.metric == Metric::OffCpu;
     src.for_each_batch(&mut |events| {
         for e in events {
-            first_ts.get_or_insert(e.ts());
+            let start = window_start(*first_ts.get_or_insert(e.ts()));
             last_ts = e.ts();
             names.apply(e);
             match e {
@@ -245,30 +313,50 @@ pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> 
                         (s.prev_tid, s.next_tid)
                     };
                     if ending != 0 {
-                        if let Some(a) = since.remove(&ending) {
-                            if opts.select.matches(ending, &names) {
+                        let a = match since.remove(&ending) {
+                            Some(a) => Some(a),
+                            // First sighting: in this state since before the trace.
+                            None if seen.insert(ending) => {
+                                clipped_at_start += selected(ending, &names) as u64;
+                                Some(start)
+                            }
+                            None => {
+                                unmatched += selected(ending, &names) as u64;
+                                None
+                            }
+                        };
+                        if let Some(a) = a {
+                            if selected(ending, &names) {
                                 acc.add_interval(
                                     a as i128 + offset,
                                     s.ts as i128 + offset,
                                     hl(ending, &names),
                                 );
                             }
-                        } else if seen.insert(ending, ()).is_none()
-                            && opts.select.matches(ending, &names)
-                        {
-                            unknown_start += 1;
                         }
                     }
                     if starting != 0 {
-                        seen.insert(starting, ());
+                        seen.insert(starting);
                         since.insert(starting, s.ts);
                     }
                 }
+                // Off-CPU since before the trace and woken: its interval runs from the
+                // start (it may end after the trace, with no switch-in).
+                Event::Waking(w) if off_metric && seen.insert(w.target_tid) => {
+                    clipped_at_start += selected(w.target_tid, &names) as u64;
+                    since.insert(w.target_tid, start);
+                }
                 Event::Waking(w)
-                    if opts.metric == Metric::Wakeups
-                        && opts.select.matches(w.target_tid, &names) =>
+                    if opts.metric == Metric::Wakeups && selected(w.target_tid, &names) =>
                 {
                     acc.add_point(w.ts as i128 + offset, hl(w.target_tid, &names));
+                }
+                // A new task did not exist before: runnable (off-CPU) from its creation.
+                Event::WakeupNew(n) => {
+                    seen.insert(n.child_tid);
+                    if off_metric {
+                        since.insert(n.child_tid, n.ts);
+                    }
                 }
                 Event::Exit(x) => {
                     since.remove(&x.tid);
@@ -288,17 +376,13 @@ pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> 
         let mut open: Vec<(Tid, u64)> = since.into_iter().collect();
         open.sort_unstable();
         for (tid, a) in open {
-            if opts.select.matches(tid, &names) {
+            if selected(tid, &names) {
                 open_at_end += 1;
                 acc.add_interval(a as i128 + offset, end as i128 + offset, hl(tid, &names));
             }
         }
     }
-    let start_wall = if src.meta().start_ns != 0 {
-        src.meta().start_ns.min(first_ts)
-    } else {
-        first_ts
-    };
+    let start_wall = window_start(first_ts);
     let first_second = (start_wall as i128 + offset).div_euclid(1_000_000_000) as i64;
     let last_second = (end as i128 + offset).div_euclid(1_000_000_000) as i64;
     acc.first_second = first_second;
@@ -335,9 +419,12 @@ pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> 
         rows: opts.rows,
         cells,
         highlight,
-        unknown_start,
+        clipped_at_start,
         open_at_end,
+        unmatched,
         lost_markers,
+        start_ns: start_wall as i128 + offset,
+        end_ns: end as i128 + offset,
         selection: opts.select.describe(),
         highlight_selection: opts.highlight.as_ref().map(|h| h.describe()),
     })
@@ -401,13 +488,46 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Render as a standalone SVG (tooltips per cell; deterministic).
+/// Plot size the cells are scaled to fill (a short trace gets wide columns).
+const PLOT_WIDTH: u32 = 900;
+const PLOT_HEIGHT: u32 = 500;
+/// Colour steps of the legend.
+const LEGEND_STEPS: usize = 8;
+
+/// The value a cell of `intensity` has at least (for the legend), with the intensity
+/// such a cell is really drawn with.
+fn value_at(values: &[u64], map: ColorMap, intensity: f64) -> (u64, f64) {
+    match map {
+        ColorMap::Linear => {
+            let max = values.iter().copied().max().unwrap_or(0);
+            ((max as f64 * intensity).round() as u64, intensity)
+        }
+        ColorMap::Rank => {
+            let mut distinct: Vec<u64> = values.iter().copied().filter(|&v| v > 0).collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            if distinct.is_empty() {
+                return (0, intensity);
+            }
+            let n = distinct.len();
+            let i = ((intensity * n as f64).ceil() as usize).clamp(1, n);
+            (distinct[i - 1], i as f64 / n as f64)
+        }
+    }
+}
+
+/// Render as a standalone SVG (tooltips per cell; deterministic): the plot scaled to
+/// about [`PLOT_WIDTH`] x [`PLOT_HEIGHT`] px whatever the number of seconds, a colour
+/// legend on its right, and the parts of the first and last second outside the trace
+/// greyed.
 pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> String {
-    let cw = (1000 / h.columns.max(1)).clamp(4, 40);
-    let ch = (500 / h.rows).clamp(2, 20);
+    let cw = (PLOT_WIDTH / h.columns.max(1)).max(4);
+    let ch = (PLOT_HEIGHT / h.rows).max(1);
     let (left, top) = (70u32, 60u32);
-    let width = (left + cw * h.columns + 20).max(900);
-    let height = top + ch * h.rows + 60;
+    let (plot_w, plot_h) = (cw * h.columns, ch * h.rows);
+    let legend_x = left + plot_w + 30;
+    let width = legend_x + 190;
+    let height = top + plot_h + 60;
     let inten = intensities(&h.cells, map);
     let mut s = String::new();
     let _ = write!(
@@ -422,24 +542,22 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
         esc(title)
     );
     let mut sub = format!(
-        "{} of {} per {} ms bucket, {} colour map",
+        "{} of {} per {} ms bucket",
         h.metric.describe(),
         h.selection,
         1000 / h.rows,
-        if map == ColorMap::Rank {
-            "rank"
-        } else {
-            "linear"
-        }
     );
     if let Some(hs) = &h.highlight_selection {
         let _ = write!(sub, "; blue bar = share of {hs}");
     }
-    if h.unknown_start > 0 {
+    if h.metric != Metric::Wakeups {
+        sub.push_str("; waits clipped to the trace at both ends");
+    }
+    if h.unmatched > 0 {
         let _ = write!(
             sub,
-            "; {} intervals begun before the trace not counted",
-            h.unknown_start
+            "; {} intervals with a lost start not counted",
+            h.unmatched
         );
     }
     if h.lost_markers > 0 {
@@ -451,6 +569,34 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
         width / 2,
         esc(&sub)
     );
+    // Outside the trace (before its start in the first second, after its end in the
+    // last): grey, so that a part-second is not read as a quiet one.
+    let _ = writeln!(s, "<g id=\"outside\" fill=\"rgb(225,225,225)\">");
+    let px_of = |t: i128| -> (u32, u32) {
+        let col = (t.div_euclid(1_000_000_000) - h.first_second as i128)
+            .clamp(0, h.columns as i128 - 1) as u32;
+        let off = t.rem_euclid(1_000_000_000) as u64;
+        (col, (off * plot_h as u64 / 1_000_000_000) as u32)
+    };
+    let (c0, y0) = px_of(h.start_ns);
+    if y0 > 0 {
+        let _ = writeln!(
+            s,
+            "<rect x=\"{}\" y=\"{}\" width=\"{cw}\" height=\"{y0}\"><title>before the trace</title></rect>",
+            left + c0 * cw,
+            top + plot_h - y0
+        );
+    }
+    let (c1, y1) = px_of(h.end_ns);
+    if y1 < plot_h && h.end_ns < (h.first_second as i128 + h.columns as i128) * 1_000_000_000 {
+        let _ = writeln!(
+            s,
+            "<rect x=\"{}\" y=\"{top}\" width=\"{cw}\" height=\"{}\"><title>after the trace</title></rect>",
+            left + c1 * cw,
+            plot_h - y1
+        );
+    }
+    let _ = writeln!(s, "</g>");
     let _ = writeln!(s, "<g id=\"cells\">");
     for col in 0..h.columns {
         for row in 0..h.rows {
@@ -503,11 +649,11 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
     }
     let _ = writeln!(s, "</g>");
     // Axes: y = offset within the second (0 at the bottom), x = seconds.
-    let bottom = top + ch * h.rows;
+    let bottom = top + plot_h;
     let _ = writeln!(s, "<g id=\"axes\" fill=\"rgb(60,60,60)\">");
-    let _ = writeln!(s, "<rect x=\"{left}\" y=\"{top}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"rgb(160,160,160)\"/>", cw * h.columns, ch * h.rows);
+    let _ = writeln!(s, "<rect x=\"{left}\" y=\"{top}\" width=\"{plot_w}\" height=\"{plot_h}\" fill=\"none\" stroke=\"rgb(160,160,160)\"/>");
     for ms in [0u32, 250, 500, 750, 1000] {
-        let y = bottom - ms * ch * h.rows / 1000;
+        let y = bottom - ms * plot_h / 1000;
         let _ = writeln!(
             s,
             "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}.{:03} s</text>",
@@ -533,12 +679,86 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
     };
     let _ = writeln!(
         s,
-        "<text x=\"{left}\" y=\"{}\">x: seconds from {} ; y: offset within the second; hover a cell for its value</text>",
+        "<text x=\"{left}\" y=\"{}\">x: seconds from {} ; y: offset within the second; grey: outside the trace; hover a cell for its value</text>",
         bottom + 38,
         esc(&start)
     );
-    let _ = writeln!(s, "</g>\n</svg>");
+    let _ = writeln!(s, "</g>");
+    legend(&mut s, h, map, legend_x, top);
+    let _ = writeln!(s, "</svg>");
     s
+}
+
+/// The colour scale: up to [`LEGEND_STEPS`] swatches from the darkest (top) to the lightest,
+/// each labelled with the value a cell of that colour has at least; then empty cells
+/// and, with a highlight, its colour.
+fn legend(s: &mut String, h: &Heatmap, map: ColorMap, x: u32, top: u32) {
+    let (sw, sh) = (24u32, 22u32);
+    let _ = writeln!(s, "<g id=\"legend\" fill=\"rgb(60,60,60)\">");
+    let unit = match h.metric {
+        Metric::Wakeups => "wakeups per cell",
+        Metric::OffCpu => "off-CPU time per cell",
+        Metric::OnCpu => "on-CPU time per cell",
+    };
+    let scale = if map == ColorMap::Rank {
+        "rank scale"
+    } else {
+        "linear scale"
+    };
+    let _ = writeln!(s, "<text x=\"{x}\" y=\"{}\">{unit}</text>", top + 4);
+    let _ = writeln!(
+        s,
+        "<text x=\"{x}\" y=\"{}\" fill=\"rgb(110,110,110)\">({scale})</text>",
+        top + 20
+    );
+    let y0 = top + 32;
+    // Steps whose value reads like the one above (few distinct values on the rank scale)
+    // are left out: each swatch shown is a colour cells really have.
+    let mut shown = 0u32;
+    let mut last = None;
+    for step in 0..LEGEND_STEPS {
+        let intensity = (LEGEND_STEPS - step) as f64 / LEGEND_STEPS as f64;
+        let (v, intensity) = value_at(&h.cells, map, intensity);
+        let shown_value = fmt_value(h.metric, v);
+        if last.as_ref() == Some(&shown_value) {
+            continue;
+        }
+        last = Some(shown_value);
+        let y = y0 + shown * sh;
+        shown += 1;
+        let label = if step == 0 {
+            format!("{} (max)", fmt_value(h.metric, v))
+        } else {
+            format!("≥ {}", fmt_value(h.metric, v))
+        };
+        let _ = writeln!(
+            s,
+            "<rect x=\"{x}\" y=\"{y}\" width=\"{sw}\" height=\"{sh}\" fill=\"{}\" data-legend=\"{intensity}\"/><text x=\"{}\" y=\"{}\">{}</text>",
+            cell_fill(intensity, false),
+            x + sw + 8,
+            y + sh / 2 + 4,
+            esc(&label)
+        );
+    }
+    let y = y0 + shown * sh + 8;
+    let _ = writeln!(
+        s,
+        "<rect x=\"{x}\" y=\"{y}\" width=\"{sw}\" height=\"{sh}\" fill=\"white\" stroke=\"rgb(160,160,160)\"/><text x=\"{}\" y=\"{}\">0</text>",
+        x + sw + 8,
+        y + sh / 2 + 4
+    );
+    if let Some(hs) = &h.highlight_selection {
+        let y = y + sh + 8;
+        let _ = writeln!(
+            s,
+            "<rect x=\"{x}\" y=\"{y}\" width=\"{sw}\" height=\"{sh}\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>",
+            cell_fill(1.0, true),
+            x + sw + 8,
+            y + sh / 2 + 4,
+            esc(&format!("share of {hs}"))
+        );
+    }
+    let _ = writeln!(s, "</g>");
 }
 
 #[cfg(test)]

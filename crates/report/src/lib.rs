@@ -49,6 +49,9 @@ pub enum ReportError {
     /// An unknown heat-map colour-map name.
     #[error("unknown colour map {0:?} (rank, linear)")]
     UnknownColorMap(String),
+    /// A heat-map `comm` regex that does not compile.
+    #[error("bad comm regex: {0}")]
+    BadRegex(String),
     /// Heat-map rows per second out of range.
     #[error("rows per second must be 1..=1000, not {0}")]
     BadRows(u32),

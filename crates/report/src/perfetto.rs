@@ -1,21 +1,29 @@
 //! Native Perfetto export: a `Trace` of `TracePacket`s holding a clock snapshot, a process
-//! tree, and per-CPU `FtraceEventBundle`s with sched_switch, sched_waking, task_newtask and
-//! task_rename (and sched_process_free for exits), so the Perfetto UI shows CPU tracks, thread states and wakeup arrows.
+//! tree, per-CPU `FtraceEventBundle`s with sched_switch, sched_waking, task_newtask,
+//! task_rename and sched_process_free (so the Perfetto UI shows CPU tracks, thread states
+//! and wakeup arrows), and tracks of what the recording lost: lost-event markers,
+//! switch-sequence gaps (closed by a synthetic switch each) and the recording's counts.
+//! [`export_with_tracks`] adds per-thread slice tracks of the caller's.
 //!
 //! Message structs are hand-written with field numbers from the published perfetto protos
 //! (protos/perfetto/trace/{trace,trace_packet,clock_snapshot}.proto, ps/process_tree.proto,
-//! ftrace/{ftrace_event_bundle,ftrace_event,sched,task}.proto). Only the fields we write.
+//! ftrace/{ftrace_event_bundle,ftrace_event,sched,task}.proto, track_event/*.proto). Only
+//! the fields we write.
 //!
-//! Clocks: ftrace timestamps are read by Perfetto as CLOCK_BOOTTIME. The snapshot declares
-//! the trace clock as BOOTTIME and gives REALTIME = ts + `clock_offset_ns`, so wall-clock
-//! times in the UI are right. (A CLOCK_MONOTONIC trace differs from true boot time only by
-//! time spent suspended.) Priorities are not recorded; every task is shown at prio 120.
+//! Clocks: the recording's timestamps are CLOCK_MONOTONIC (`bpf_ktime_get_ns`). Every
+//! timestamp is written on the sequence-scoped clock [`CLOCK_TRACE`], which the snapshot
+//! equates with the recording's clock (and REALTIME = ts + `clock_offset_ns`); bundles say
+//! [`FTRACE_CLOCK_GLOBAL`] because that is how a bundle's events get onto that clock instead
+//! of being read as BOOTTIME. Priorities are not recorded; every task is shown at prio 120.
 
 use crate::source::{EventSource, Names};
 use crate::{ReportError, Result};
-use chainrec_format::{CommReason, Event, Tid, WakeContext};
+use chainrec_format::{
+    Clock as TraceClock, CommReason, Event, LostCause, RecordingMeta, Tid, WakeContext,
+    STATE_RUNNABLE,
+};
 use prost::Message;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Write;
 
 /// `perfetto.protos.Trace`.
@@ -47,6 +55,15 @@ pub struct TracePacket {
     /// clock_snapshot = 6.
     #[prost(message, optional, tag = "6")]
     pub clock_snapshot: Option<ClockSnapshot>,
+    /// track_event = 11.
+    #[prost(message, optional, tag = "11")]
+    pub track_event: Option<TrackEvent>,
+    /// track_descriptor = 60.
+    #[prost(message, optional, tag = "60")]
+    pub track_descriptor: Option<TrackDescriptor>,
+    /// sequence_flags = 13 (SequenceFlags bits).
+    #[prost(uint32, optional, tag = "13")]
+    pub sequence_flags: Option<u32>,
 }
 
 /// `perfetto.protos.ClockSnapshot`.
@@ -73,8 +90,21 @@ pub struct Clock {
 
 /// BuiltinClock REALTIME.
 pub const CLOCK_REALTIME: u32 = 1;
+/// BuiltinClock MONOTONIC (`bpf_ktime_get_ns`, the recorder's clock).
+pub const CLOCK_MONOTONIC: u32 = 3;
 /// BuiltinClock BOOTTIME.
 pub const CLOCK_BOOTTIME: u32 = 6;
+/// The sequence-scoped clock every timestamp of the export is on: ids 64..128 are
+/// sequence-scoped in `ClockSnapshot`, and 64 is the one the trace processor reads the
+/// events of an `FtraceEventBundle` on when the bundle names a non-boottime ftrace clock.
+/// The clock snapshot equates it with the recording's own clock.
+pub const CLOCK_TRACE: u32 = 64;
+/// FtraceClock GLOBAL: the only `ftrace_clock` values are UNSPECIFIED (read as
+/// BOOTTIME), GLOBAL/LOCAL (read on the sequence clock [`CLOCK_TRACE`]) and MONO_RAW (a
+/// different clock); GLOBAL routes our CLOCK_MONOTONIC timestamps through the snapshot.
+pub const FTRACE_CLOCK_GLOBAL: i32 = 2;
+/// TracePacket.SequenceFlags SEQ_INCREMENTAL_STATE_CLEARED (on the first packet).
+pub const SEQ_INCREMENTAL_STATE_CLEARED: u32 = 1;
 
 /// `perfetto.protos.ProcessTree`.
 #[derive(Clone, PartialEq, Message)]
@@ -102,6 +132,9 @@ pub struct Process {
     /// cmdline_is_comm = 9.
     #[prost(bool, optional, tag = "9")]
     pub cmdline_is_comm: Option<bool>,
+    /// is_kthread = 8.
+    #[prost(bool, optional, tag = "8")]
+    pub is_kthread: Option<bool>,
 }
 
 /// `perfetto.protos.ProcessTree.Thread`.
@@ -130,6 +163,9 @@ pub struct FtraceEventBundle {
     /// lost_events = 3.
     #[prost(bool, optional, tag = "3")]
     pub lost_events: Option<bool>,
+    /// ftrace_clock = 5 (FtraceClock).
+    #[prost(int32, optional, tag = "5")]
+    pub ftrace_clock: Option<i32>,
 }
 
 /// `perfetto.protos.FtraceEvent` (the events we use).
@@ -256,12 +292,142 @@ pub struct TaskRename {
     pub newcomm: Option<String>,
 }
 
+/// `perfetto.protos.TrackDescriptor` (the fields we use).
+#[derive(Clone, PartialEq, Message)]
+pub struct TrackDescriptor {
+    /// uuid = 1.
+    #[prost(uint64, optional, tag = "1")]
+    pub uuid: Option<u64>,
+    /// name = 2.
+    #[prost(string, optional, tag = "2")]
+    pub name: Option<String>,
+    /// thread = 4 (a track of one thread).
+    #[prost(message, optional, tag = "4")]
+    pub thread: Option<ThreadDescriptor>,
+    /// counter = 8 (a counter track).
+    #[prost(message, optional, tag = "8")]
+    pub counter: Option<CounterDescriptor>,
+    /// description = 14.
+    #[prost(string, optional, tag = "14")]
+    pub description: Option<String>,
+}
+
+/// `perfetto.protos.ThreadDescriptor`.
+#[derive(Clone, PartialEq, Message)]
+pub struct ThreadDescriptor {
+    /// pid = 1.
+    #[prost(int32, optional, tag = "1")]
+    pub pid: Option<i32>,
+    /// tid = 2.
+    #[prost(int32, optional, tag = "2")]
+    pub tid: Option<i32>,
+}
+
+/// `perfetto.protos.CounterDescriptor` (no field set: a plain counter).
+#[derive(Clone, PartialEq, Message)]
+pub struct CounterDescriptor {}
+
+/// `perfetto.protos.TrackEvent` (the fields we use).
+#[derive(Clone, PartialEq, Message)]
+pub struct TrackEvent {
+    /// type = 9 (Type: 1 slice begin, 2 slice end, 3 instant, 4 counter).
+    #[prost(int32, optional, tag = "9")]
+    pub r#type: Option<i32>,
+    /// track_uuid = 11.
+    #[prost(uint64, optional, tag = "11")]
+    pub track_uuid: Option<u64>,
+    /// name = 23.
+    #[prost(string, optional, tag = "23")]
+    pub name: Option<String>,
+    /// counter_value = 30.
+    #[prost(int64, optional, tag = "30")]
+    pub counter_value: Option<i64>,
+    /// debug_annotations = 4.
+    #[prost(message, repeated, tag = "4")]
+    pub debug_annotations: Vec<DebugAnnotation>,
+}
+
+/// TrackEvent.Type SLICE_BEGIN.
+pub const TYPE_SLICE_BEGIN: i32 = 1;
+/// TrackEvent.Type SLICE_END.
+pub const TYPE_SLICE_END: i32 = 2;
+/// TrackEvent.Type INSTANT.
+pub const TYPE_INSTANT: i32 = 3;
+/// TrackEvent.Type COUNTER.
+pub const TYPE_COUNTER: i32 = 4;
+
+/// `perfetto.protos.DebugAnnotation` (named integer or string values).
+#[derive(Clone, PartialEq, Message)]
+pub struct DebugAnnotation {
+    /// name = 10.
+    #[prost(string, optional, tag = "10")]
+    pub name: Option<String>,
+    /// int_value = 4.
+    #[prost(int64, optional, tag = "4")]
+    pub int_value: Option<i64>,
+    /// string_value = 6.
+    #[prost(string, optional, tag = "6")]
+    pub string_value: Option<String>,
+}
+
+impl DebugAnnotation {
+    fn int(name: &str, v: u64) -> Self {
+        DebugAnnotation {
+            name: Some(name.into()),
+            int_value: Some(v.min(i64::MAX as u64) as i64),
+            string_value: None,
+        }
+    }
+    fn text(name: &str, v: impl Into<String>) -> Self {
+        DebugAnnotation {
+            name: Some(name.into()),
+            int_value: None,
+            string_value: Some(v.into()),
+        }
+    }
+}
+
 /// Linux CLONE_THREAD: the new task shares its parent's thread group.
 pub const CLONE_THREAD: u64 = 0x0001_0000;
 /// Priority written for every task (not recorded by chainrec).
 pub const DEFAULT_PRIO: i32 = 120;
 /// Sequence id of every packet we write.
 pub const SEQUENCE_ID: u32 = 1;
+/// kthreadd: the parent of every kernel thread but itself (the kernel creates them all
+/// through it), so kernel threads get it as `ppid`.
+pub const KTHREADD: Tid = 2;
+
+/// Track names of what the export adds beside the ftrace events.
+pub const TRACK_LOST: &str = "chainrec: lost events";
+/// Counter track: events lost so far (sum of the lost-event markers' counts).
+pub const TRACK_LOST_TOTAL: &str = "chainrec: lost events (cumulative)";
+/// Slice track: switch-sequence gaps (one per CPU that has any).
+pub const TRACK_GAPS: &str = "chainrec: switch gaps";
+/// Track of the instant holding the recording's counts.
+pub const TRACK_RECORDING: &str = "chainrec: recording";
+
+/// One slice of an extra per-thread track ([`SliceTrack`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slice {
+    /// Start, on the trace clock.
+    pub start_ns: u64,
+    /// End (≥ start).
+    pub end_ns: u64,
+    /// Label shown in the UI.
+    pub name: String,
+}
+
+/// An extra track per thread, added to the export next to the scheduler data (e.g. a
+/// critical path): one Perfetto thread track named `name` for each thread in `slices`.
+/// The slices of one thread must not overlap unless nested (Perfetto draws them as a
+/// stack); they are written sorted by start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SliceTrack {
+    /// Track name (the same for every thread).
+    pub name: String,
+    /// Slices by thread id.
+    pub slices: BTreeMap<Tid, Vec<Slice>>,
+}
 
 /// What was exported.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -278,8 +444,11 @@ pub struct PerfettoStats {
     pub new_tasks: u64,
     /// task_rename events.
     pub renames: u64,
-    /// Bundles flagged with lost_events (from lost-event markers).
+    /// Lost-event markers: each flags its CPU's bundle with lost_events and is an
+    /// instant on the [`TRACK_LOST`] track.
     pub lost_markers: u64,
+    /// Events the markers say were lost (the [`TRACK_LOST_TOTAL`] counter's last value).
+    pub lost_events: u64,
     /// sched_process_free events (task exits).
     pub exits: u64,
     /// Events with no Perfetto counterpart here (lazily attached stacks, on-CPU
@@ -287,12 +456,37 @@ pub struct PerfettoStats {
     pub not_exported: u64,
     /// Threads in the process tree.
     pub threads: u64,
+    /// Processes in the process tree (one per thread group of any thread).
+    pub processes: u64,
+    /// Processes with a parent: forked in the trace (`ppid` = the forking thread's
+    /// process) or kernel threads (`ppid` = kthreadd).
+    pub processes_with_parent: u64,
+    /// Threads seen in events that are neither in the task table nor created in the
+    /// trace: their process is unknown, so they are not in the process tree.
+    pub threads_without_process: u64,
+    /// Switch-in of a thread still running on another CPU (its switch-out there was
+    /// lost): closed by a synthetic switch to idle on that CPU at this time, and marked.
+    pub gaps_running_elsewhere: u64,
+    /// Switch whose previous task is not the one the CPU's last switch put there (events
+    /// lost in between): a synthetic switch hands the CPU over first, and the interval
+    /// since the CPU's last switch is marked.
+    pub gaps_cpu_sequence: u64,
+    /// Slices written on extra tracks ([`SliceTrack`]).
+    pub extra_slices: u64,
+}
+
+impl PerfettoStats {
+    /// Synthetic switches written to close gaps (each also a [`TRACK_GAPS`] slice).
+    pub fn gaps(&self) -> u64 {
+        self.gaps_running_elsewhere + self.gaps_cpu_sequence
+    }
 }
 
 struct Out<'a> {
     w: &'a mut dyn Write,
     stats: PerfettoStats,
     buf: Vec<u8>,
+    next_uuid: u64,
 }
 
 impl Out<'_> {
@@ -309,6 +503,59 @@ impl Out<'_> {
         self.stats.packets += 1;
         Ok(())
     }
+
+    /// Declare a track; returns its uuid.
+    fn track(&mut self, mut d: TrackDescriptor) -> Result<u64> {
+        self.next_uuid += 1;
+        let uuid = self.next_uuid;
+        d.uuid = Some(uuid);
+        self.packet(&TracePacket {
+            trusted_packet_sequence_id: Some(SEQUENCE_ID),
+            track_descriptor: Some(d),
+            ..Default::default()
+        })?;
+        Ok(uuid)
+    }
+
+    /// One track event at `ts` on the trace clock.
+    fn track_event(&mut self, ts: u64, ev: TrackEvent) -> Result<()> {
+        self.packet(&TracePacket {
+            timestamp: Some(ts),
+            timestamp_clock_id: Some(CLOCK_TRACE),
+            trusted_packet_sequence_id: Some(SEQUENCE_ID),
+            track_event: Some(ev),
+            ..Default::default()
+        })
+    }
+
+    /// A slice `[start, end]` on `track` (begin and end events).
+    fn slice(
+        &mut self,
+        track: u64,
+        start: u64,
+        end: u64,
+        name: &str,
+        args: Vec<DebugAnnotation>,
+    ) -> Result<()> {
+        self.track_event(
+            start,
+            TrackEvent {
+                r#type: Some(TYPE_SLICE_BEGIN),
+                track_uuid: Some(track),
+                name: Some(name.to_string()),
+                debug_annotations: args,
+                ..Default::default()
+            },
+        )?;
+        self.track_event(
+            end.max(start),
+            TrackEvent {
+                r#type: Some(TYPE_SLICE_END),
+                track_uuid: Some(track),
+                ..Default::default()
+            },
+        )
+    }
 }
 
 fn ftrace_packet(cpu: u32, events: Vec<FtraceEvent>, lost: bool) -> TracePacket {
@@ -318,18 +565,67 @@ fn ftrace_packet(cpu: u32, events: Vec<FtraceEvent>, lost: bool) -> TracePacket 
             cpu: Some(cpu),
             event: events,
             lost_events: lost.then_some(true),
+            ftrace_clock: Some(FTRACE_CLOCK_GLOBAL),
         }),
         ..Default::default()
     }
 }
 
-/// Export the whole trace as Perfetto protobuf to `w`. Streams: memory is bounded by a
-/// few thousand buffered events plus one cpu number per waking.
-pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats> {
-    // Pass 1: for each waking (in order), the CPU its target next runs on.
-    let mut target_cpu: Vec<i32> = Vec::new();
+/// The builtin clock the recording's timestamps are on.
+pub fn builtin_clock(clock: TraceClock) -> u32 {
+    match clock {
+        TraceClock::Monotonic => CLOCK_MONOTONIC,
+        TraceClock::Boottime => CLOCK_BOOTTIME,
+        // Arbitrary origin: shown as a monotonic clock (it never jumps); no wall clock
+        // unless the synthetic trace has an offset.
+        TraceClock::Synthetic => CLOCK_MONOTONIC,
+    }
+}
+
+/// A switch-sequence gap found while streaming: the CPU, when its state was last known,
+/// when the gap showed, and the task that was believed to run there.
+struct Gap {
+    cpu: u32,
+    since: u64,
+    at: u64,
+    lost_tid: Tid,
+    running_elsewhere: bool,
+}
+
+/// What pass 1 learns: each waking's target CPU, fork parents, tasks outside the table.
+struct Pass1 {
+    target_cpu: Vec<i32>,
+    first_ts: u64,
+    /// Process forked in the trace -> the forking thread's process.
+    parent_of: BTreeMap<Tid, Tid>,
+    /// Threads created in the trace that the task table lacks -> their tgid.
+    new_threads: BTreeMap<Tid, Tid>,
+    /// Tids in events with no task entry and no creation in the trace.
+    unknown: HashSet<Tid>,
+}
+
+fn pass1(src: &dyn EventSource) -> Result<Pass1> {
+    let tasks = &src.tables().tasks;
+    let tgid_of = |tid: Tid, new: &BTreeMap<Tid, Tid>| {
+        tasks
+            .get(&tid)
+            .map(|t| t.tgid)
+            .or_else(|| new.get(&tid).copied())
+    };
+    let mut p = Pass1 {
+        target_cpu: Vec::new(),
+        first_ts: 0,
+        parent_of: BTreeMap::new(),
+        new_threads: BTreeMap::new(),
+        unknown: HashSet::new(),
+    };
     let mut pending: HashMap<Tid, Vec<usize>> = HashMap::new();
     let mut first_ts = None;
+    let seen = |tid: Tid, p: &mut Pass1| {
+        if tid != 0 && !tasks.contains_key(&tid) && !p.new_threads.contains_key(&tid) {
+            p.unknown.insert(tid);
+        }
+    };
     src.for_each_batch(&mut |events| {
         for e in events {
             first_ts.get_or_insert(e.ts());
@@ -338,13 +634,28 @@ pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats>
                     pending
                         .entry(wk.target_tid)
                         .or_default()
-                        .push(target_cpu.len());
-                    target_cpu.push(-1 - wk.cpu as i32); // negative: not resolved yet
+                        .push(p.target_cpu.len());
+                    p.target_cpu.push(-1 - wk.cpu as i32); // negative: not resolved yet
+                    seen(wk.target_tid, &mut p);
                 }
                 Event::Switch(s) => {
                     if let Some(list) = pending.remove(&s.next_tid) {
                         for i in list {
-                            target_cpu[i] = s.cpu as i32;
+                            p.target_cpu[i] = s.cpu as i32;
+                        }
+                    }
+                    seen(s.prev_tid, &mut p);
+                    seen(s.next_tid, &mut p);
+                }
+                Event::WakeupNew(n) => {
+                    if !tasks.contains_key(&n.child_tid) {
+                        p.new_threads.entry(n.child_tid).or_insert(n.child_tgid);
+                        p.unknown.remove(&n.child_tid);
+                    }
+                    let parent = tgid_of(n.parent_tid, &p.new_threads);
+                    if let Some(parent) = parent {
+                        if n.child_tgid != parent && n.child_tid == n.child_tgid {
+                            p.parent_of.entry(n.child_tgid).or_insert(parent);
                         }
                     }
                 }
@@ -353,21 +664,94 @@ pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats>
         }
         Ok(())
     })?;
-    let Some(first_ts) = first_ts else {
-        return Err(ReportError::NoEvents);
-    };
+    p.first_ts = first_ts.ok_or(ReportError::NoEvents)?;
+    Ok(p)
+}
 
+/// The process tree: every thread of the task table and every thread created in the
+/// trace, and one process per thread group among them. `ppid` only where the trace shows
+/// it: a fork seen in the trace, or a kernel thread (always kthreadd's child). The format
+/// records no parent for anything else, so those processes have none.
+fn process_tree(src: &dyn EventSource, p1: &Pass1, stats: &mut PerfettoStats) -> ProcessTree {
+    let tasks: BTreeMap<Tid, _> = src.tables().tasks.iter().map(|(k, v)| (*k, v)).collect();
+    let mut threads: BTreeMap<Tid, (Tid, Option<String>)> = BTreeMap::new();
+    for t in tasks.values() {
+        threads.insert(t.tid, (t.tgid, Some(t.comm.to_string())));
+    }
+    for (&tid, &tgid) in &p1.new_threads {
+        // Named after the parent at fork; the task_newtask/task_rename events say so.
+        threads.entry(tid).or_insert((tgid, None));
+    }
+    let mut tree = ProcessTree::default();
+    let groups: BTreeSet<Tid> = threads.values().map(|(g, _)| *g).collect();
+    for &tgid in &groups {
+        let leader = tasks.get(&tgid);
+        let kthread = leader.map(|t| t.kernel_thread).unwrap_or_else(|| {
+            // A group whose leader is not in the table: a kernel thread iff its threads are.
+            tasks.values().any(|t| t.tgid == tgid && t.kernel_thread)
+        });
+        let ppid = p1
+            .parent_of
+            .get(&tgid)
+            .copied()
+            .or((kthread && tgid != KTHREADD).then_some(KTHREADD));
+        stats.processes += 1;
+        stats.processes_with_parent += ppid.is_some() as u64;
+        tree.processes.push(Process {
+            pid: Some(tgid as i32),
+            ppid: ppid.map(|p| p as i32),
+            cmdline: leader.map(|t| t.comm.to_string()).into_iter().collect(),
+            cmdline_is_comm: leader.map(|_| true),
+            is_kthread: kthread.then_some(true),
+        });
+    }
+    for (tid, (tgid, name)) in threads {
+        tree.threads.push(Thread {
+            tid: Some(tid as i32),
+            name,
+            tgid: Some(tgid as i32),
+        });
+    }
+    stats.threads = tree.threads.len() as u64;
+    stats.threads_without_process = p1.unknown.len() as u64;
+    tree
+}
+
+/// Export the whole trace as Perfetto protobuf to `w`. Streams: memory is bounded by a
+/// few thousand buffered events plus one cpu number per waking (and one record per
+/// switch-sequence gap).
+pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats> {
+    export_with_tracks(src, w, &[])
+}
+
+/// [`export`] plus extra per-thread slice tracks (e.g. `critical-path`'s), written after
+/// the scheduler data.
+pub fn export_with_tracks(
+    src: &dyn EventSource,
+    w: &mut dyn Write,
+    extra: &[SliceTrack],
+) -> Result<PerfettoStats> {
+    // Pass 1: for each waking (in order), the CPU its target next runs on; parents.
+    let p1 = pass1(src)?;
+    let first_ts = p1.first_ts;
     let mut out = Out {
         w,
         stats: PerfettoStats::default(),
         buf: Vec::new(),
+        next_uuid: 0,
     };
     let meta = src.meta();
     let realtime = first_ts as i128 + meta.clock_offset_ns;
-    let mut clocks = vec![Clock {
-        clock_id: Some(CLOCK_BOOTTIME),
-        timestamp: Some(first_ts),
-    }];
+    let mut clocks = vec![
+        Clock {
+            clock_id: Some(CLOCK_TRACE),
+            timestamp: Some(first_ts),
+        },
+        Clock {
+            clock_id: Some(builtin_clock(meta.clock)),
+            timestamp: Some(first_ts),
+        },
+    ];
     if meta.clock_offset_ns != 0 && realtime > 0 {
         clocks.push(Clock {
             clock_id: Some(CLOCK_REALTIME),
@@ -375,37 +759,19 @@ pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats>
         });
     }
     out.packet(&TracePacket {
-        timestamp: Some(first_ts),
-        timestamp_clock_id: Some(CLOCK_BOOTTIME),
         trusted_packet_sequence_id: Some(SEQUENCE_ID),
+        sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
         clock_snapshot: Some(ClockSnapshot {
             clocks,
-            primary_trace_clock: Some(CLOCK_BOOTTIME as i32),
+            primary_trace_clock: Some(builtin_clock(meta.clock) as i32),
         }),
         ..Default::default()
     })?;
 
-    // Process tree from the task table (sorted: deterministic output).
-    let tasks: BTreeMap<Tid, _> = src.tables().tasks.iter().map(|(k, v)| (*k, v)).collect();
-    let mut tree = ProcessTree::default();
-    for t in tasks.values() {
-        if t.tid == t.tgid {
-            tree.processes.push(Process {
-                pid: Some(t.tgid as i32),
-                ppid: None,
-                cmdline: vec![t.comm.to_string()],
-                cmdline_is_comm: Some(true),
-            });
-        }
-        tree.threads.push(Thread {
-            tid: Some(t.tid as i32),
-            name: Some(t.comm.to_string()),
-            tgid: Some(t.tgid as i32),
-        });
-    }
-    out.stats.threads = tree.threads.len() as u64;
+    let tree = process_tree(src, &p1, &mut out.stats);
     out.packet(&TracePacket {
         timestamp: Some(first_ts),
+        timestamp_clock_id: Some(CLOCK_TRACE),
         trusted_packet_sequence_id: Some(SEQUENCE_ID),
         process_tree: Some(tree),
         ..Default::default()
@@ -417,6 +783,11 @@ pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats>
     let mut per_cpu: BTreeMap<u32, (Vec<FtraceEvent>, bool)> = BTreeMap::new();
     let mut buffered = 0usize;
     let mut waking_index = 0usize;
+    // Switch-sequence state: what runs on each CPU since when, where each thread runs.
+    let mut on_cpu: HashMap<u32, (Tid, u64)> = HashMap::new();
+    let mut running: HashMap<Tid, u32> = HashMap::new();
+    let mut gaps: Vec<Gap> = Vec::new();
+    let mut lost: Vec<(u64, u32, u64, LostCause)> = Vec::new();
     let flush =
         |per_cpu: &mut BTreeMap<u32, (Vec<FtraceEvent>, bool)>, out: &mut Out| -> Result<()> {
             for (cpu, (events, lost)) in std::mem::take(per_cpu) {
@@ -431,33 +802,84 @@ pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats>
             names.get(tid).map(|c| c.to_string()).unwrap_or_default()
         }
     };
+    let switch = |names: &Names, ts: u64, prev: Tid, state: u32, next: Tid| FtraceEvent {
+        timestamp: Some(ts),
+        pid: Some(prev),
+        sched_switch: Some(SchedSwitch {
+            prev_comm: Some(comm(names, prev)),
+            prev_pid: Some(prev as i32),
+            prev_prio: Some(DEFAULT_PRIO),
+            prev_state: Some(state as i64),
+            next_comm: Some(comm(names, next)),
+            next_pid: Some(next as i32),
+            next_prio: Some(DEFAULT_PRIO),
+        }),
+        ..Default::default()
+    };
     src.for_each_batch(&mut |events| {
         for e in events {
             let ts = e.ts();
             let (cpu, ev) = match e {
                 Event::Switch(s) => {
                     out.stats.switches += 1;
+                    // A thread switching in while it still runs elsewhere: its switch-out
+                    // there was lost. Hand that CPU to idle now (the latest it can have
+                    // run there), so Perfetto does not draw it on two CPUs.
+                    if s.next_tid != 0 {
+                        if let Some(&other) = running.get(&s.next_tid) {
+                            if other != s.cpu {
+                                let since = on_cpu.get(&other).map_or(first_ts, |x| x.1);
+                                out.stats.gaps_running_elsewhere += 1;
+                                gaps.push(Gap {
+                                    cpu: other,
+                                    since,
+                                    at: ts,
+                                    lost_tid: s.next_tid,
+                                    running_elsewhere: true,
+                                });
+                                let synth = switch(&names, ts, s.next_tid, STATE_RUNNABLE, 0);
+                                per_cpu.entry(other).or_default().0.push(synth);
+                                buffered += 1;
+                                on_cpu.insert(other, (0, ts));
+                            }
+                        }
+                    }
+                    // The CPU's last switch put another task there: the switch-out of that
+                    // one and the switch-in of prev were lost. Hand over explicitly, so the
+                    // states Perfetto gives both are their own.
+                    if let Some(&(cur, since)) = on_cpu.get(&s.cpu) {
+                        if cur != s.prev_tid {
+                            out.stats.gaps_cpu_sequence += 1;
+                            gaps.push(Gap {
+                                cpu: s.cpu,
+                                since,
+                                at: ts,
+                                lost_tid: cur,
+                                running_elsewhere: false,
+                            });
+                            let synth = switch(&names, ts, cur, STATE_RUNNABLE, s.prev_tid);
+                            per_cpu.entry(s.cpu).or_default().0.push(synth);
+                            buffered += 1;
+                            if running.get(&cur) == Some(&s.cpu) {
+                                running.remove(&cur);
+                            }
+                        }
+                    }
+                    if running.get(&s.prev_tid) == Some(&s.cpu) {
+                        running.remove(&s.prev_tid);
+                    }
+                    if s.next_tid != 0 {
+                        running.insert(s.next_tid, s.cpu);
+                    }
+                    on_cpu.insert(s.cpu, (s.next_tid, ts));
                     (
                         s.cpu,
-                        FtraceEvent {
-                            timestamp: Some(ts),
-                            pid: Some(s.prev_tid),
-                            sched_switch: Some(SchedSwitch {
-                                prev_comm: Some(comm(&names, s.prev_tid)),
-                                prev_pid: Some(s.prev_tid as i32),
-                                prev_prio: Some(DEFAULT_PRIO),
-                                prev_state: Some(s.prev_state as i64),
-                                next_comm: Some(comm(&names, s.next_tid)),
-                                next_pid: Some(s.next_tid as i32),
-                                next_prio: Some(DEFAULT_PRIO),
-                            }),
-                            ..Default::default()
-                        },
+                        switch(&names, ts, s.prev_tid, s.prev_state, s.next_tid),
                     )
                 }
                 Event::Waking(wk) => {
                     out.stats.wakings += 1;
-                    let mut tc = target_cpu[waking_index];
+                    let mut tc = p1.target_cpu[waking_index];
                     waking_index += 1;
                     if tc < 0 {
                         out.stats.wakings_target_cpu_guessed += 1;
@@ -537,8 +959,10 @@ pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats>
                 }
                 Event::Lost(l) => {
                     out.stats.lost_markers += 1;
+                    out.stats.lost_events += l.count;
                     let cpu = if l.cpu == u32::MAX { 0 } else { l.cpu };
                     per_cpu.entry(cpu).or_default().1 = true;
+                    lost.push((ts, l.cpu, l.count, l.cause));
                     continue;
                 }
                 Event::Exit(x) => {
@@ -573,9 +997,169 @@ pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats>
         Ok(())
     })?;
     flush(&mut per_cpu, &mut out)?;
+
+    write_lost(&mut out, &lost)?;
+    write_gaps(&mut out, &gaps, &names)?;
+    write_recording(&mut out, meta, first_ts)?;
+    for t in extra {
+        write_slice_track(&mut out, t, &names)?;
+    }
     out.w.flush().map_err(|e| ReportError::Io {
         path: "<perfetto output>".into(),
         source: e,
     })?;
     Ok(out.stats)
+}
+
+fn cause_name(c: LostCause) -> &'static str {
+    match c {
+        LostCause::RingBufferFull => "ring buffer full",
+        LostCause::Malformed => "malformed",
+        LostCause::OutOfOrder => "out of order",
+    }
+}
+
+/// Lost-event markers: an instant each on [`TRACK_LOST`], and the running total on the
+/// [`TRACK_LOST_TOTAL`] counter (also 0 at the start, so the counter spans the trace).
+fn write_lost(out: &mut Out, lost: &[(u64, u32, u64, LostCause)]) -> Result<()> {
+    if lost.is_empty() {
+        return Ok(());
+    }
+    let track = out.track(TrackDescriptor {
+        name: Some(TRACK_LOST.into()),
+        description: Some("chainrec lost-event markers: events the recorder could not keep".into()),
+        ..Default::default()
+    })?;
+    let total = out.track(TrackDescriptor {
+        name: Some(TRACK_LOST_TOTAL.into()),
+        counter: Some(CounterDescriptor {}),
+        ..Default::default()
+    })?;
+    let mut sum = 0u64;
+    for &(ts, cpu, count, cause) in lost {
+        sum += count;
+        let mut args = vec![
+            DebugAnnotation::int("count", count),
+            DebugAnnotation::text("cause", cause_name(cause)),
+        ];
+        if cpu != u32::MAX {
+            args.push(DebugAnnotation::int("cpu", cpu as u64));
+        }
+        out.track_event(
+            ts,
+            TrackEvent {
+                r#type: Some(TYPE_INSTANT),
+                track_uuid: Some(track),
+                name: Some(format!("lost {count} events ({})", cause_name(cause))),
+                debug_annotations: args,
+                ..Default::default()
+            },
+        )?;
+        out.track_event(
+            ts,
+            TrackEvent {
+                r#type: Some(TYPE_COUNTER),
+                track_uuid: Some(total),
+                counter_value: Some(sum.min(i64::MAX as u64) as i64),
+                ..Default::default()
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// Switch-sequence gaps: a slice per gap over the interval whose CPU occupancy is
+/// unknown, on one [`TRACK_GAPS`] track per CPU.
+fn write_gaps(out: &mut Out, gaps: &[Gap], names: &Names) -> Result<()> {
+    let cpus: BTreeSet<u32> = gaps.iter().map(|g| g.cpu).collect();
+    let mut track = HashMap::new();
+    for cpu in cpus {
+        let uuid = out.track(TrackDescriptor {
+            name: Some(format!("{TRACK_GAPS} CPU {cpu}")),
+            description: Some(
+                "Intervals where switch events are missing (lost): the CPU slices Perfetto draws there are not known to be right".into(),
+            ),
+            ..Default::default()
+        })?;
+        track.insert(cpu, uuid);
+    }
+    // Per CPU the gaps are disjoint and in time order (each starts at or after the
+    // CPU's previous switch), so begin/end pairs never interleave on one track.
+    for g in gaps {
+        let what = if g.running_elsewhere {
+            "switch-out lost (ran on)"
+        } else {
+            "switch events lost (was running)"
+        };
+        out.slice(
+            track[&g.cpu],
+            g.since,
+            g.at,
+            &format!("gap: {what} {} {}", names.comm(g.lost_tid), g.lost_tid),
+            vec![
+                DebugAnnotation::int("tid", g.lost_tid as u64),
+                DebugAnnotation::int("cpu", g.cpu as u64),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// The recording's own loss and stack counts, as arguments of one instant at the start.
+fn write_recording(out: &mut Out, meta: &RecordingMeta, first_ts: u64) -> Result<()> {
+    let track = out.track(TrackDescriptor {
+        name: Some(TRACK_RECORDING.into()),
+        ..Default::default()
+    })?;
+    let l = &meta.lost;
+    let st = out.stats.clone();
+    let args = vec![
+        DebugAnnotation::text("host", meta.host.clone()),
+        DebugAnnotation::int("lost_events", l.events()),
+        DebugAnnotation::int("lost_ringbuf_full", l.ringbuf_full),
+        DebugAnnotation::int("lost_malformed", l.malformed),
+        DebugAnnotation::int("lost_out_of_order", l.out_of_order),
+        DebugAnnotation::int("kernel_stack_failed", l.kernel_stack_failed),
+        DebugAnnotation::int("user_stack_failed", l.user_stack_failed),
+        DebugAnnotation::int("lost_markers", st.lost_markers),
+        DebugAnnotation::int("gaps_running_elsewhere", st.gaps_running_elsewhere),
+        DebugAnnotation::int("gaps_cpu_sequence", st.gaps_cpu_sequence),
+        DebugAnnotation::int("threads_without_process", st.threads_without_process),
+        DebugAnnotation::int("wakings_target_cpu_guessed", st.wakings_target_cpu_guessed),
+    ];
+    out.track_event(
+        first_ts,
+        TrackEvent {
+            r#type: Some(TYPE_INSTANT),
+            track_uuid: Some(track),
+            name: Some(format!(
+                "chainrec recording: {} events lost, {} switch gaps",
+                l.events().max(st.lost_events),
+                st.gaps()
+            )),
+            debug_annotations: args,
+            ..Default::default()
+        },
+    )
+}
+
+/// One thread track per thread of `t`.
+fn write_slice_track(out: &mut Out, t: &SliceTrack, names: &Names) -> Result<()> {
+    for (&tid, slices) in &t.slices {
+        let uuid = out.track(TrackDescriptor {
+            name: Some(t.name.clone()),
+            thread: Some(ThreadDescriptor {
+                pid: Some(names.tgid(tid) as i32),
+                tid: Some(tid as i32),
+            }),
+            ..Default::default()
+        })?;
+        let mut sorted: Vec<&Slice> = slices.iter().collect();
+        sorted.sort_by_key(|s| (s.start_ns, std::cmp::Reverse(s.end_ns)));
+        for s in sorted {
+            out.slice(uuid, s.start_ns, s.end_ns, &s.name, Vec::new())?;
+            out.stats.extra_slices += 1;
+        }
+    }
+    Ok(())
 }

@@ -335,3 +335,83 @@ fn exercise_any(path: &Path, tag: &str) {
         path.display()
     );
 }
+
+/// The heat map in chromium: the plot fills the canvas (a short trace gets wide columns),
+/// the colour legend is drawn, the highlight shows. The screenshot is kept in the scratch
+/// directory (its path is printed) to be looked at.
+#[test]
+fn heatmap_in_chromium() {
+    use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Select};
+    if !browser_available() {
+        return;
+    }
+    let t = chainrec_testkit::scenario::generate("pipe-relay", 4000);
+    let opts = HeatmapOptions {
+        rows: 50,
+        highlight: Some(Select::comm("relay").unwrap()),
+        ..Default::default()
+    };
+    let h = heatmap::compute(&t, &opts).unwrap();
+    assert!(h.columns <= 10, "a short trace: {} seconds", h.columns);
+    let svg_text = heatmap::render_svg(&h, ColorMap::Rank, "pipe-relay heat map", false);
+    let dir = chainrec_testkit::scratch::dir("heatmap-browser");
+    let path = dir.join("heatmap.svg");
+    std::fs::write(&path, &svg_text).unwrap();
+    let mut b = Browser::launch("heatmap");
+    b.call(
+        "Page.navigate",
+        json!({"url": format!("file://{}", path.display())}),
+    );
+    b.wait_event("Page.loadEventFired");
+    let bbox = |b: &mut Browser, id: &str| -> (f64, f64, f64, f64) {
+        let r = b.eval(&format!(
+            "(() => {{ const r = document.getElementById('{id}').getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; }})()"
+        ));
+        let v: Vec<f64> = r
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        (v[0], v[1], v[2], v[3])
+    };
+    let cells = bbox(&mut b, "cells");
+    let legend = bbox(&mut b, "legend");
+    // The plot uses the canvas: cells span at least 85 % of the 900 px plot width and
+    // 90 % of its 500 px height; the legend is right of them, inside the window.
+    assert!(cells.2 > 0.85 * 900.0, "cells span {} px", cells.2);
+    assert!(cells.3 > 0.9 * 500.0, "cells span {} px high", cells.3);
+    assert!(legend.0 > cells.0 + cells.2 && legend.0 + legend.2 <= W as f64);
+    let png = b.screenshot_png();
+    let shot = dir.join("heatmap.png");
+    std::fs::write(&shot, &png).unwrap();
+    eprintln!("heat-map screenshot: {}", shot.display());
+    let (w, _h, rgb) = b.screenshot();
+    // Pixels: the legend's darkest swatch and the highlight colour are drawn.
+    let dark = parse_rgb(&heatmap::cell_fill(1.0, false));
+    let n = count_pixels(
+        &rgb,
+        dark,
+        legend.0 as u32,
+        legend.1 as u32,
+        (legend.0 + legend.2) as u32,
+        (legend.1 + legend.3) as u32,
+        w,
+    );
+    assert!(n > 300, "{n} px of the darkest legend colour");
+    let non_white = (cells.1 as u32..(cells.1 + cells.3) as u32)
+        .map(|y| {
+            (cells.0 as u32..(cells.0 + cells.2) as u32)
+                .filter(|&x| {
+                    let i = ((y * w + x) * 3) as usize;
+                    rgb[i..i + 3] != [255, 255, 255]
+                })
+                .count()
+        })
+        .sum::<usize>();
+    let area = (cells.2 * cells.3) as usize;
+    assert!(
+        non_white * 2 > area,
+        "only {non_white} of {area} plot pixels are coloured"
+    );
+}

@@ -118,38 +118,71 @@ fn perfetto_export_contents() {
     assert_eq!(
         stats,
         perfetto::PerfettoStats {
-            packets: 4, // clock snapshot, process tree, one bundle per CPU
+            // Clock snapshot, process tree, one bundle per CPU; the lost-event tracks
+            // (2 descriptors, an instant and a counter value) and the recording instant
+            // (descriptor and event).
+            packets: 10,
             switches: 2,
             wakings: 2,
             wakings_target_cpu_guessed: 1,
             new_tasks: 1,
             renames: 1,
             lost_markers: 1,
+            lost_events: 7,
             exits: 1,
             not_exported: 0,
-            threads: 3,
+            // The table's three and bg's thread 22 created in the trace.
+            threads: 4,
+            processes: 2,
+            processes_with_parent: 0,
+            threads_without_process: 0,
+            gaps_running_elsewhere: 0,
+            gaps_cpu_sequence: 0,
+            extra_slices: 0,
         }
     );
     let trace = perfetto::Trace::decode(bytes.as_slice()).unwrap();
-    assert_eq!(trace.packet.len(), 4);
+    assert_eq!(trace.packet.len(), 10);
     assert!(trace
         .packet
         .iter()
         .all(|p| p.trusted_packet_sequence_id == Some(1)));
     let clocks = &trace.packet[0].clock_snapshot.as_ref().unwrap().clocks;
-    assert_eq!(clocks[0].clock_id, Some(perfetto::CLOCK_BOOTTIME));
+    // The sequence clock of every timestamp = the recording's CLOCK_MONOTONIC.
+    assert_eq!(clocks[0].clock_id, Some(perfetto::CLOCK_TRACE));
     assert_eq!(clocks[0].timestamp, Some(S));
-    assert_eq!(clocks[1].clock_id, Some(perfetto::CLOCK_REALTIME));
-    assert_eq!(clocks[1].timestamp, Some((S as i128 + OFFSET) as u64));
+    assert_eq!(clocks[1].clock_id, Some(perfetto::CLOCK_MONOTONIC));
+    assert_eq!(clocks[1].timestamp, Some(S));
+    assert_eq!(clocks[2].clock_id, Some(perfetto::CLOCK_REALTIME));
+    assert_eq!(clocks[2].timestamp, Some((S as i128 + OFFSET) as u64));
+    assert_eq!(
+        trace.packet[0]
+            .clock_snapshot
+            .as_ref()
+            .unwrap()
+            .primary_trace_clock,
+        Some(perfetto::CLOCK_MONOTONIC as i32)
+    );
     let tree = trace.packet[1].process_tree.as_ref().unwrap();
     let threads: Vec<(i32, i32, &str)> = tree
         .threads
         .iter()
-        .map(|t| (t.tid.unwrap(), t.tgid.unwrap(), t.name.as_deref().unwrap()))
+        .map(|t| {
+            (
+                t.tid.unwrap(),
+                t.tgid.unwrap(),
+                t.name.as_deref().unwrap_or(""),
+            )
+        })
         .collect();
     assert_eq!(
         threads,
-        vec![(10, 10, "app"), (20, 20, "bg"), (21, 20, "bg-worker")]
+        vec![
+            (10, 10, "app"),
+            (20, 20, "bg"),
+            (21, 20, "bg-worker"),
+            (22, 20, "")
+        ]
     );
     assert_eq!(
         tree.processes
@@ -233,7 +266,10 @@ fn perfetto_export_contents() {
             "target_cpu: 1",
             "newcomm: \"app2\"",
             "clone_flags: 65536",
-            "clock_id: 6",
+            "clock_id: 64",
+            "primary_trace_clock: 3",
+            "ftrace_clock: 2",
+            "name: \"chainrec: lost events\"",
             "lost_events: true",
             "next_comm: \"app2\"",
             "name: \"bg-worker\"",

@@ -71,20 +71,18 @@ fn offcpu_cells_exact() {
     // Second 3 starts at the end of the trace: nothing.
     assert!((0..10).all(|r| h.cell(2, r) == 0));
     assert_eq!(
-        h.unknown_start, 1,
-        "bg's first switch-in has no known switch-out"
+        h.clipped_at_start, 1,
+        "bg's first switch-in: off-CPU since before the trace, counted from its start (0 ns here)"
     );
     assert_eq!(h.open_at_end, 1, "app is still off-CPU at the end");
+    assert_eq!(h.unmatched, 0);
     assert_eq!(h.total(), 2000 * MS);
 }
 
 #[test]
 fn highlight_and_selection() {
     let t = trace();
-    let app = Select {
-        comm: Some("app".into()),
-        tid: None,
-    };
+    let app = Select::comm("^app$").unwrap();
     let opts = HeatmapOptions {
         rows: 10,
         highlight: Some(app.clone()),
@@ -105,10 +103,7 @@ fn highlight_and_selection() {
     // Selecting bg only: 1.3-2.5 s.
     let opts = HeatmapOptions {
         rows: 10,
-        select: Select {
-            comm: None,
-            tid: Some(20),
-        },
+        select: Select::tid(20),
         ..Default::default()
     };
     let h = heatmap::compute(&t, &opts).unwrap();
@@ -135,19 +130,20 @@ fn highlight_and_selection() {
     );
     assert_eq!(svg.matches("data-col=").count(), 20);
     assert!(
-        svg.contains("second 1 +200..300 ms: 100.0 ms (comm app: 100.0 ms)"),
+        svg.contains("second 1 +200..300 ms: 100.0 ms (comm ~ ^app$: 100.0 ms)"),
         "{svg}"
     );
-    assert!(svg.contains("second 2 +300..400 ms: 100.0 ms (comm app: 0.0 us)"));
+    assert!(svg.contains("second 2 +300..400 ms: 100.0 ms (comm ~ ^app$: 0.0 us)"));
+    // Plus one swatch of each in the legend.
     assert_eq!(
         svg.matches(&format!("fill=\"{}\"", heatmap::cell_fill(1.0, true)))
             .count(),
-        8
+        8 + 1
     );
     assert_eq!(
         svg.matches(&format!("fill=\"{}\"", heatmap::cell_fill(1.0, false)))
             .count(),
-        12
+        12 + 1
     );
 }
 
@@ -157,15 +153,12 @@ fn oncpu_and_wakeups() {
     let opts = HeatmapOptions {
         rows: 10,
         metric: Metric::OnCpu,
-        select: Select {
-            comm: Some("app".into()),
-            tid: None,
-        },
+        select: Select::comm("^app$").unwrap(),
         ..Default::default()
     };
     let h = heatmap::compute(&t, &opts).unwrap();
     assert_eq!(h.total(), 1200 * MS); // app on-CPU 1.3-2.5 s
-    assert_eq!(h.unknown_start, 1); // app was on-CPU before 1.0 s
+    assert_eq!(h.clipped_at_start, 1); // app was on-CPU before 1.0 s
     let opts = HeatmapOptions {
         rows: 4,
         metric: Metric::Wakeups,
@@ -183,10 +176,7 @@ fn synthetic_pipe_relay_period() {
     let opts = HeatmapOptions {
         rows: 100,
         metric: Metric::Wakeups,
-        select: Select {
-            comm: Some("cr-sink".into()),
-            tid: None,
-        },
+        select: Select::comm("^cr-sink$").unwrap(),
         ..Default::default()
     };
     let h = heatmap::compute(&t, &opts).unwrap();
@@ -213,25 +203,196 @@ fn partial_highlight_is_a_bar() {
         rows: 2,
         cells: vec![100, 0],
         highlight: vec![25, 0],
-        unknown_start: 0,
+        clipped_at_start: 0,
         open_at_end: 0,
+        unmatched: 0,
         lost_markers: 0,
+        start_ns: 0,
+        end_ns: 1_000_000_000,
         selection: "all threads".into(),
         highlight_selection: Some("comm x".into()),
     };
     let svg = heatmap::render_svg(&h, ColorMap::Linear, "t", false);
-    // 40 px wide column: a 10 px blue bar, then 30 px orange, one cell group with its tooltip.
+    // One column fills the 900 px plot: a 225 px blue bar, then 675 px orange, one cell
+    // group with its tooltip.
     let blue = heatmap::cell_fill(1.0, true);
     let orange = heatmap::cell_fill(1.0, false);
     assert!(
         svg.contains(&format!(
-            "<rect x=\"70\" y=\"80\" width=\"10\" height=\"20\" fill=\"{blue}\"/>"
+            "<rect x=\"70\" y=\"310\" width=\"225\" height=\"250\" fill=\"{blue}\"/>"
         )),
         "{svg}"
     );
     assert!(svg.contains(&format!(
-        "<rect x=\"80\" y=\"80\" width=\"30\" height=\"20\" fill=\"{orange}\"/>"
+        "<rect x=\"295\" y=\"310\" width=\"675\" height=\"250\" fill=\"{orange}\"/>"
     )));
     assert!(svg.contains("<title>second 0 +0..500 ms: 100 wakeups (comm x: 25 wakeups)</title>"));
     assert_eq!(svg.matches("data-col=").count(), 1);
+}
+
+/// Both ends alike, on CPU 1: waiter (40) runs 1.1-1.5 s and 2.5-2.7 s, sleeper (30)
+/// 1.5-2.5 s, idler (50) is only woken (at 1.2 s) and never runs.
+#[test]
+fn both_ends_clipped_to_the_trace() {
+    let mut t = trace();
+    t.add_tasks(&[
+        TaskEntry {
+            tid: 30,
+            tgid: 30,
+            comm: Comm::new("sleeper"),
+            kernel_thread: false,
+        },
+        TaskEntry {
+            tid: 40,
+            tgid: 20,
+            comm: Comm::new("waiter"),
+            kernel_thread: false,
+        },
+        TaskEntry {
+            tid: 50,
+            tgid: 50,
+            comm: Comm::new("idler"),
+            kernel_thread: true,
+        },
+    ])
+    .unwrap();
+    let mut evs = t.events.clone();
+    let sw1 = |ts, prev, next| events::switch(ts, 1, prev, STATE_INTERRUPTIBLE, next);
+    evs.extend([
+        sw1(S + 100 * MS, 0, 40),
+        events::waking(S + 200 * MS, 1, 40, 50, WakeContext::Task),
+        sw1(S + 500 * MS, 40, 30),
+        sw1(2 * S + 500 * MS, 30, 40),
+        sw1(2 * S + 700 * MS, 40, 0),
+    ]);
+    evs.sort_by_key(|e| e.ts());
+    let mut t2 = MemTrace {
+        meta: t.meta.clone(),
+        tables: t.tables.clone(),
+        ..Default::default()
+    };
+    for e in &evs {
+        t2.push(e).unwrap();
+    }
+    let at = |re: &str| {
+        let opts = HeatmapOptions {
+            rows: 10,
+            select: Select::comm(re).unwrap(),
+            ..Default::default()
+        };
+        heatmap::compute(&t2, &opts).unwrap()
+    };
+    let h = at("^sleeper$");
+    // Off-CPU 1.0-1.5 s (from the trace start, not left out) and 2.5-3.0 s (to its end).
+    assert_eq!(
+        (h.total(), h.clipped_at_start, h.open_at_end),
+        (1000 * MS, 1, 1)
+    );
+    assert!((0..5).all(|r| h.cell(0, r) == 100 * MS));
+    assert!((5..10).all(|r| h.cell(1, r) == 100 * MS));
+    let h = at("^waiter$");
+    // Off-CPU 1.0-1.1 s (clipped), 1.5-2.5 s, 2.7-3.0 s (open at the end).
+    assert_eq!(h.total(), (100 + 1000 + 300) * MS);
+    assert_eq!((h.clipped_at_start, h.open_at_end), (1, 1));
+    let h = at("^idler$");
+    // Woken at 1.2 s, never ran: off-CPU for the whole trace, clipped at both ends, so
+    // its first and last second are alike.
+    assert_eq!(
+        (h.total(), h.clipped_at_start, h.open_at_end),
+        (2 * S, 1, 1)
+    );
+    assert!((0..2).all(|c| (0..10).all(|r| h.cell(c, r) == 100 * MS)));
+}
+
+#[test]
+fn thread_filters_are_the_shared_ones() {
+    let t = trace();
+    let sel = |f: chainrec_chain::Filter| {
+        heatmap::compute(
+            &t,
+            &HeatmapOptions {
+                rows: 10,
+                select: Select::new(f),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    // --comm is a regex: "^a" is app, "g$" is bg, "^x" nothing.
+    let comm = |re: &str| chainrec_chain::Filter {
+        comm: Some(chainrec_chain::regex::Regex::new(re).unwrap()),
+        ..Default::default()
+    };
+    assert_eq!(sel(comm("^a")).total(), 800 * MS);
+    assert_eq!(sel(comm("g$")).total(), 1200 * MS);
+    assert_eq!(sel(comm("^x")).total(), 0);
+    // -p (tgid) and -t; several conditions must all match.
+    let pid = chainrec_chain::Filter {
+        pids: vec![20],
+        ..Default::default()
+    };
+    assert_eq!(sel(pid.clone()).total(), 1200 * MS);
+    let both = chainrec_chain::Filter {
+        tids: vec![10],
+        ..pid
+    };
+    assert_eq!(sel(both.clone()).total(), 0);
+    assert_eq!(Select::new(both).describe(), "pid 20, tid 10");
+    assert!(Select::comm("(").is_err());
+}
+
+#[test]
+fn plot_fills_the_canvas_and_has_a_legend() {
+    let t = trace();
+    let h = heatmap::compute(
+        &t,
+        &HeatmapOptions {
+            rows: 50,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let svg = heatmap::render_svg(&h, ColorMap::Linear, "t", false);
+    // 3 seconds: 300 px columns (900 px plot), 10 px rows (500 px).
+    assert!(
+        svg.contains("<rect x=\"70\" y=\"60\" width=\"900\" height=\"500\" fill=\"none\""),
+        "{svg}"
+    );
+    assert!(svg.contains("width=\"1190\""));
+    // Eight swatches from the maximum down, then empty.
+    assert_eq!(svg.matches("data-legend=").count(), 8);
+    assert!(svg.contains("off-CPU time per cell"));
+    assert!(svg.contains("20.0 ms (max)"));
+    assert!(svg.contains("≥ 2.5 ms"));
+    // The third second begins at the trace end: greyed as outside the trace.
+    assert!(svg.contains("<title>after the trace</title>"));
+}
+
+/// testdata/golden/heatmap.svg: the hand-made trace at 10 rows with app highlighted,
+/// byte for byte (regenerate with `CHAINREC_UPDATE_GOLDEN=1` and look at the diff).
+#[test]
+fn golden_heatmap_svg() {
+    let t = trace();
+    let h = heatmap::compute(
+        &t,
+        &HeatmapOptions {
+            rows: 10,
+            highlight: Some(Select::comm("^app$").unwrap()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let out = heatmap::render_svg(&h, ColorMap::Rank, "golden heat map", false);
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/golden/heatmap.svg");
+    if std::env::var_os("CHAINREC_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &out).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (CHAINREC_UPDATE_GOLDEN=1 writes it)",
+            path.display()
+        )
+    });
+    assert!(out == want, "{} differs from the rendering", path.display());
 }

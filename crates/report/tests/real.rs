@@ -10,6 +10,9 @@ use chainrec_report::{perfetto, pprof, top::TopSink};
 use prost::Message;
 use std::time::Duration;
 
+#[path = "support/perfetto_check.rs"]
+mod perfetto_check;
+
 #[test]
 fn reports_on_a_real_recording() {
     if !chainrec_testkit::bpf::can_record("reports_on_a_real_recording") {
@@ -52,20 +55,14 @@ fn reports_on_a_real_recording() {
     let opts = HeatmapOptions {
         metric: Metric::Wakeups,
         rows: 100,
-        select: Select {
-            comm: None,
-            tid: Some(sink),
-        },
+        select: Select::tid(sink),
         highlight: None,
         ..Default::default()
     };
     let h = heatmap::compute(&reader, &opts).unwrap();
     assert_eq!(h.total(), wakings_of(sink));
     let opts = HeatmapOptions {
-        highlight: Some(Select {
-            comm: Some("cr-relay".into()),
-            tid: None,
-        }),
+        highlight: Some(Select::comm("^cr-relay$").unwrap()),
         ..Default::default()
     };
     let h = heatmap::compute(&reader, &opts).unwrap();
@@ -85,10 +82,20 @@ fn reports_on_a_real_recording() {
         .filter_map(|p| p.ftrace_events.as_ref())
         .flat_map(|b| &b.event)
         .collect();
+    // Plus one synthetic switch per gap in the switch sequences (lost events).
     assert_eq!(
-        ev.iter().filter(|e| e.sched_switch.is_some()).count(),
-        switches
+        ev.iter().filter(|e| e.sched_switch.is_some()).count() as u64,
+        switches as u64 + st.gaps()
     );
+    // Every thread has a process; the file decodes with Perfetto's own schema.
+    assert_eq!(st.threads_without_process, 0);
+    if let Some(py) = perfetto_check::perfetto_python("reports_on_a_real_recording") {
+        let file = dir.join("real.pftrace");
+        std::fs::write(&file, &bytes).unwrap();
+        let s = &perfetto_check::check(&py, std::slice::from_ref(&file))[file.to_str().unwrap()];
+        assert_eq!(s["primary_trace_clock"], "BUILTIN_CLOCK_MONOTONIC");
+        assert_eq!(s["events"]["sched_switch"], switches as u64 + st.gaps());
+    }
     assert_eq!(
         ev.iter().filter(|e| e.sched_waking.is_some()).count(),
         wakings

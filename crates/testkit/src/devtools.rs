@@ -238,10 +238,15 @@ impl Browser {
         }
     }
 
+    /// A screenshot as PNG bytes (to keep, and look at).
+    pub fn screenshot_png(&mut self) -> Vec<u8> {
+        let r = self.call("Page.captureScreenshot", json!({"format": "png"}));
+        base64_decode(r["data"].as_str().unwrap())
+    }
+
     /// A screenshot: width, height and RGB bytes.
     pub fn screenshot(&mut self) -> (u32, u32, Vec<u8>) {
-        let r = self.call("Page.captureScreenshot", json!({"format": "png"}));
-        let png_bytes = base64_decode(r["data"].as_str().unwrap());
+        let png_bytes = self.screenshot_png();
         let decoder = png::Decoder::new(std::io::Cursor::new(png_bytes));
         let mut reader = decoder.read_info().unwrap();
         let mut buf = vec![0; reader.output_buffer_size()];

@@ -1,7 +1,8 @@
 //! The gate of tests that read chainrec's exports with third-party tools (the way users
-//! do): a missing tool is a loud skip, and a failure when `CHAINREC_REQUIRE_TOOLS=1` (set
-//! by `.ci/run`). Python packages live in the venv `./x.sh test` sets up (`target/pyvenv`,
-//! passed as `CHAINREC_PYTHON`).
+//! do: DuckDB and pyarrow for Parquet, Perfetto's generated protos, go tool pprof): a
+//! missing tool is a loud skip, and a failure when `CHAINREC_REQUIRE_TOOLS=1` (set by
+//! `.ci/run`). Python packages live in the one venv `./x.sh test` sets up
+//! (`target/pyvenv`, passed as `CHAINREC_PYTHON`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -49,4 +50,24 @@ pub fn python_with(test: &str, modules: &[&str]) -> Option<PathBuf> {
         ),
     );
     None
+}
+
+/// Run `py script args...` and parse its standard output as JSON; panics, with its output,
+/// when it fails.
+pub fn run_python_json(py: &Path, script: &Path, args: &[PathBuf]) -> serde_json::Value {
+    let out = Command::new(py)
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", py.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{} failed ({}): {stdout}\n{}",
+        script.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{} printed no JSON ({e}): {stdout}", script.display()))
 }
