@@ -49,6 +49,9 @@ pub enum ChainError {
     /// An option that does not apply to the analysis asked for.
     #[error("{0}")]
     Unsupported(String),
+    /// The thread asked for has no event in the trace and is not in its task table.
+    #[error("thread {0} does not appear in this trace (no event of it, not in its task table)")]
+    NoSuchThread(chainrec_format::Tid),
     /// The path-trie thread of [`fold_trace`](crate::fold_trace) failed (a bug).
     #[error("the path-trie thread {0}")]
     FoldThread(&'static str),

@@ -59,11 +59,7 @@ impl Pieces {
             spans: vec![UNSET; 2 * nodes.len() + comms.len()],
             nodes: nodes.len(),
         };
-        let mut r = Renderer {
-            tables,
-            threshold: meta.stack_threshold_ns,
-            cache: HashMap::new(),
-        };
+        let mut r = Renderer::new(tables, meta);
         for e in trie.iter() {
             let k = p.key(e.node, e.parent == NO_PARENT);
             if p.spans[k] == UNSET {
@@ -102,6 +98,17 @@ impl Pieces {
 
 /// Render one node of a path (`first`: the path's first node) into `out`.
 fn piece(id: NodeId, first: bool, nodes: &NodeTable, r: &mut Renderer<'_>, out: &mut String) {
+    out.push_str(&node_frames(id, first, nodes, r).join(";"));
+}
+
+/// The frames of one node as a folded path shows them (`first`: the path's first node;
+/// otherwise the node opens with the level separator `--`).
+pub(crate) fn node_frames(
+    id: NodeId,
+    first: bool,
+    nodes: &NodeTable,
+    r: &mut Renderer<'_>,
+) -> Vec<String> {
     let mut f: Vec<String> = Vec::new();
     let n = nodes.get(id);
     match &n.kind {
@@ -169,16 +176,26 @@ fn piece(id: NodeId, first: bool, nodes: &NodeTable, r: &mut Renderer<'_>, out: 
             }
         }
     }
-    out.push_str(&f.join(";"));
+    f
 }
 
-struct Renderer<'a> {
+/// Names stacks for [`node_frames`], caching each stack's frames.
+pub(crate) struct Renderer<'a> {
     tables: &'a Tables,
     threshold: u64,
     cache: HashMap<StackId, Vec<String>>,
 }
 
-impl Renderer<'_> {
+impl<'a> Renderer<'a> {
+    /// A renderer for the stacks of `tables` (threshold labels from `meta`).
+    pub(crate) fn new(tables: &'a Tables, meta: &RecordingMeta) -> Self {
+        Renderer {
+            tables,
+            threshold: meta.stack_threshold_ns,
+            cache: HashMap::new(),
+        }
+    }
+
     /// Frames of a stack, leaf first; reserved ids become one explanatory frame.
     fn frames(&mut self, id: StackId) -> &[String] {
         let (tables, threshold) = (self.tables, self.threshold);
