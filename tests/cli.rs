@@ -452,3 +452,9 @@ fn export_keeps_symlinks_and_pipes() {
     assert!(!bytes.is_empty());
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
 }
+
+#[test]
+fn trigger_on_a_trace_that_is_not_a_dump_is_refused() {
+    fails(&["chains", "--trigger", t()], "not a flight-recorder dump");
+    fails(&["top", "--trigger", t()], "not a flight-recorder dump");
+}

@@ -10,7 +10,7 @@
 mod common;
 use chainrec_format::{FlightTrigger, TraceReader, TriggerKind};
 use chainrec_testkit::bpf::{can_record, skip as skip_bpf};
-use common::{bin, stderr, tmpdir};
+use common::{bin, fails_with, stderr, tmpdir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -242,6 +242,21 @@ fn a_trigger_storm_is_rate_limited_and_every_trigger_counted() {
     for p in &files {
         verified(p);
     }
+    // The stop dump has no triggering wait: `chains --trigger` on it says so and fails.
+    let stop = (files.iter())
+        .find(|p| {
+            let meta = verified(p).meta().clone();
+            FlightTrigger::from_meta(&meta).unwrap().unwrap().tid == 0
+        })
+        .expect("the stop dump among the files");
+    fails_with(
+        &bin()
+            .args(["chains", "--trigger"])
+            .arg(stop)
+            .output()
+            .unwrap(),
+        "not because of a wait",
+    );
 }
 
 #[test]

@@ -114,6 +114,71 @@ fn prechecks_leave_the_previous_trace_alone() {
     assert!(stderr(&o).contains("is not a directory"), "{}", stderr(&o));
 }
 
+/// The flight-recorder and rotation flags are checked before anything is loaded: a
+/// mistake costs no recording and leaves the previous trace alone.
+#[test]
+fn flight_flags_are_checked_before_loading() {
+    let d = tmpdir("flight-pre");
+    let prev = previous(&d);
+    let p = prev.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--trigger", "wait>50ms"],
+            "--trigger applies to the flight recorder only",
+        ),
+        (
+            &["--post", "1s"],
+            "--post applies to the flight recorder only",
+        ),
+        (
+            &["--max-dumps", "2"],
+            "--max-dumps applies to the flight recorder only",
+        ),
+        (
+            &["--comm", "x"],
+            "--comm applies to the flight recorder only",
+        ),
+        (&["-t", "1"], "-t/--tid applies to the flight recorder only"),
+        (&["--flight", "30s", "--comm", "^pg"], "add --trigger"),
+        (
+            &["--flight", "30s", "--trigger", "wait=50ms"],
+            "`wait=50ms` is not a trigger",
+        ),
+        (
+            &["--flight", "30s", "--trigger", "latency>5ms"],
+            "`latency>5ms` is not a trigger",
+        ),
+        (
+            &["--flight", "30s", "--trigger", "wait>soon"],
+            "--trigger wait>soon: invalid option: `soon` is not a duration",
+        ),
+        (
+            &["--flight", "30s", "--trigger", "wait>5ms", "--comm", "(pg"],
+            "--comm \"(pg\"",
+        ),
+        (&["--flight", "0", "--flight-size", "0"], "give a bound"),
+        (
+            &["--flight", "a while"],
+            "--flight a while: invalid option: `a while` is not a duration",
+        ),
+        (
+            &["--flight", "30s", "--flight-size", "lots"],
+            "--flight-size lots: invalid option: `lots` is not a size",
+        ),
+        (&["--rotate", "0"], "must be above zero"),
+        (&["--rotate", "0s"], "must be above zero"),
+        (
+            &["--rotate", "1G", "--flight", "30s"],
+            "cannot be used with",
+        ),
+    ];
+    for (args, expect) in cases {
+        let mut all = vec!["record", "-o", p];
+        all.extend_from_slice(args);
+        refused(&all, &prev, expect);
+    }
+}
+
 #[test]
 fn workload_checks_before_running() {
     let d = tmpdir("workload");

@@ -1,5 +1,5 @@
 //! `record --flight` / `--rotate`: the options, SIGUSR1, and the summary lines.
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use chainrec_record::output::{FlightPlan, FlightReport, OutputMode};
 use chainrec_record::trigger::{TriggerFilter, TriggerRule};
 use chainrec_record::{parse_duration_ns, parse_size};
@@ -21,7 +21,8 @@ pub struct FlightArgs {
     /// dropping the oldest first [default: 256M].
     #[arg(help_heading = FLIGHT, long, value_name = "SIZE")]
     pub flight_size: Option<String>,
-    /// Dump when a wait is too long: `wait>50ms` (blocked, switch-out to switch-in) or
+    /// Dump when a wait is too long: `wait>50ms` (a thread that blocked is off CPU that
+    /// long, switch-out to switch-in, its run-queue time after the waking included) or
     /// `runqueue>10ms` (runnable, waiting for a CPU); repeatable.
     #[arg(help_heading = FLIGHT, long, value_name = "RULE")]
     pub trigger: Vec<String>,
@@ -87,20 +88,24 @@ impl FlightArgs {
             bail!("--comm, -t and --state choose which waits trigger: add --trigger (e.g. --trigger 'wait>50ms')");
         }
         let d = FlightPlan::default();
-        let dur = |v: &Option<String>, default: u64| -> Result<u64> {
-            Ok(v.as_deref()
-                .map(parse_duration_ns)
-                .transpose()?
-                .unwrap_or(default))
+        // Errors name the flag: "--post 2x: `2x` is not a duration ...".
+        let dur = |flag: &str, v: &Option<String>, default: u64| -> Result<u64> {
+            match v.as_deref() {
+                Some(t) => parse_duration_ns(t).with_context(|| format!("{flag} {t}")),
+                None => Ok(default),
+            }
         };
-        let size = |v: &Option<String>, default: u64| -> Result<u64> {
-            Ok(v.as_deref().map(parse_size).transpose()?.unwrap_or(default))
+        let size = |flag: &str, v: &Option<String>, default: u64| -> Result<u64> {
+            match v.as_deref() {
+                Some(t) => parse_size(t).with_context(|| format!("{flag} {t}")),
+                None => Ok(default),
+            }
         };
         let window_ns = match &self.flight {
-            Some(_) => dur(&self.flight, 0)?,
+            Some(_) => dur("--flight", &self.flight, 0)?,
             None => 0,
         };
-        let max_bytes = size(&self.flight_size, d.max_bytes)?;
+        let max_bytes = size("--flight-size", &self.flight_size, d.max_bytes)?;
         if window_ns == 0 && max_bytes == 0 {
             bail!("--flight 0 with --flight-size 0 would keep everything: give a bound");
         }
@@ -112,8 +117,8 @@ impl FlightArgs {
             None => None,
         };
         let rules = (self.trigger.iter())
-            .map(|t| t.parse::<TriggerRule>())
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|t| (t.parse::<TriggerRule>()).with_context(|| format!("--trigger {t}")))
+            .collect::<Result<Vec<_>>>()?;
         // SIGUSR1 asks for a dump now (default action would kill the recorder).
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe; the
         // sigaction struct is fully initialized.
@@ -145,10 +150,10 @@ impl FlightArgs {
                 comm,
                 state_mask: self.state,
             },
-            post_ns: dur(&self.post, d.post_ns)?,
+            post_ns: dur("--post", &self.post, d.post_ns)?,
             max_dumps: self.max_dumps.unwrap_or(d.max_dumps),
-            min_interval_ns: dur(&self.min_interval, d.min_interval_ns)?,
-            quota_bytes: size(&self.dump_quota, d.quota_bytes)?,
+            min_interval_ns: dur("--min-interval", &self.min_interval, d.min_interval_ns)?,
+            quota_bytes: size("--dump-quota", &self.dump_quota, d.quota_bytes)?,
             dump_request: Some(request),
         }))
     }
@@ -163,11 +168,11 @@ fn rotate_limit(spec: &str) -> Result<chainrec_format::RotateLimit> {
     let limit = if is_time {
         chainrec_format::RotateLimit {
             bytes: 0,
-            ns: parse_duration_ns(spec)?,
+            ns: parse_duration_ns(spec).with_context(|| format!("--rotate {spec}"))?,
         }
     } else {
         chainrec_format::RotateLimit {
-            bytes: parse_size(spec)?,
+            bytes: parse_size(spec).with_context(|| format!("--rotate {spec}"))?,
             ns: 0,
         }
     };

@@ -478,16 +478,12 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
     let (trace_start, trace_end) = (an.start_ns(), an.end_ns().max(an.start_ns()));
     if let Some((a, b)) = opts.window {
         if a >= b {
-            return Err(ChainError::Unsupported(format!(
-                "the window is empty ({a}..{b} ns): its end must be after its start"
-            )));
+            return Err(ChainError::EmptyWindow);
         }
         if b <= trace_start || a >= trace_end {
-            return Err(ChainError::Unsupported(format!(
-                "the window is outside the trace, which spans {:.6}..{:.6} s from its start",
-                0.0,
-                (trace_end - trace_start) as f64 / 1e9
-            )));
+            return Err(ChainError::WindowOutside {
+                span_s: (trace_end - trace_start) as f64 / 1e9,
+            });
         }
     }
     let window = opts
@@ -562,10 +558,7 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
         (scan.created.unwrap_or(trace_start), end)
     });
     if w1 <= w0 {
-        return Err(ChainError::Unsupported(format!(
-            "thread {} has no time in the trace (created and gone at once)",
-            opts.tid
-        )));
+        return Err(ChainError::NoTime(opts.tid));
     }
     let (comm, tgid, _) = scan.names.get(opts.tid);
     stats.lost_events += summary.lost_in_recording;

@@ -4,12 +4,12 @@
 #[derive(Debug, thiserror::Error)]
 pub enum ChainError {
     /// A `--window` specification could not be parsed.
-    #[error("bad window {spec:?}: {reason}")]
+    #[error("bad window {spec:?}: {problem}")]
     BadWindow {
         /// The text given.
         spec: String,
         /// What was wrong.
-        reason: String,
+        problem: WindowProblem,
     },
     /// A wall-clock or time-of-day window on a trace that has no wall-clock time.
     #[error("this trace has no wall-clock time (synthetic, or recorded without it); give seconds from its start, e.g. 0.5..1")]
@@ -46,15 +46,74 @@ pub enum ChainError {
     /// The trace could not be read.
     #[error(transparent)]
     Trace(chainrec_format::FormatError),
-    /// An option that does not apply to the analysis asked for.
-    #[error("{0}")]
-    Unsupported(String),
-    /// The thread asked for has no event in the trace and is not in its task table.
+    /// -m/-M/--state given to an analysis of on-CPU samples, which have no duration or
+    /// switch-out state.
+    #[error("-m/-M/--state select waits; on-CPU samples have no duration or state")]
+    SampleFilter,
+    /// [`crate::critical_path`]: the thread has no event in the trace and is not in its
+    /// task table.
     #[error("thread {0} does not appear in this trace (no event of it, not in its task table)")]
     NoSuchThread(chainrec_format::Tid),
+    /// [`crate::critical_path`]: a window whose end is not after its start.
+    #[error("the window is empty: its end must be after its start")]
+    EmptyWindow,
+    /// [`crate::critical_path`]: a window that misses the trace.
+    #[error("the window is outside the trace, which spans 0..{span_s:.6} s from its start")]
+    WindowOutside {
+        /// The trace's length in seconds.
+        span_s: f64,
+    },
+    /// [`crate::critical_path`]: the thread's life in the trace has no length (created
+    /// and gone at the same instant).
+    #[error("thread {0} has no time in the trace (created and gone at once)")]
+    NoTime(chainrec_format::Tid),
     /// The path-trie thread of [`fold_trace`](crate::fold_trace) failed (a bug).
     #[error("the path-trie thread {0}")]
     FoldThread(&'static str),
+}
+
+/// What is wrong with a `--window START..END`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WindowProblem {
+    /// No `..`.
+    #[error("expected START..END")]
+    NoRange,
+    /// `@` not followed by a number.
+    #[error("wall-clock end must be @SECONDS since the epoch")]
+    WallNotANumber,
+    /// `@SECONDS` negative, not finite, or past the year 2100.
+    #[error("wall-clock time @{text} is out of range (0..={max} seconds since the epoch)")]
+    WallOutOfRange {
+        /// The text after `@`.
+        text: String,
+        /// The largest accepted value.
+        max: f64,
+    },
+    /// A time of day with other than three `:`-separated parts.
+    #[error("time of day must be HH:MM:SS[.frac]")]
+    TimeOfDayShape,
+    /// The hour of a time of day is not a number.
+    #[error("bad hour")]
+    Hour,
+    /// The minute of a time of day is not a number.
+    #[error("bad minute")]
+    Minute,
+    /// The second of a time of day is not a number.
+    #[error("bad second")]
+    Second,
+    /// A time of day past 23:59:60.999.
+    #[error("time of day out of range")]
+    TimeOfDayRange,
+    /// Neither seconds, `@EPOCH` nor `HH:MM:SS`.
+    #[error("expected seconds from trace start, @EPOCH or HH:MM:SS")]
+    NotATime,
+    /// Relative seconds negative or not finite.
+    #[error("relative time {text} must be a finite number of seconds >= 0")]
+    RelativeRange {
+        /// The text given.
+        text: String,
+    },
 }
 
 impl ChainError {

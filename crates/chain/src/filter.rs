@@ -1,6 +1,6 @@
 //! Root filters (applied to the waiting thread; chains follow into any process).
 
-use crate::error::ChainError;
+use crate::error::{ChainError, WindowProblem};
 use crate::record::WaitRecord;
 use chainrec_format::{Comm, RecordingMeta, Tid};
 use regex::Regex;
@@ -46,51 +46,48 @@ impl Window {
     /// seconds since the epoch prefixed by `@` (`@1763754600.25`), or a UTC time of day
     /// `HH:MM:SS[.frac]` on the day the trace started. Either end may be empty.
     pub fn parse(spec: &str) -> Result<Window, ChainError> {
-        let bad = |reason: &str| ChainError::BadWindow {
+        let bad = |problem: WindowProblem| ChainError::BadWindow {
             spec: spec.to_string(),
-            reason: reason.to_string(),
+            problem,
         };
         let (a, b) = spec
             .split_once("..")
-            .ok_or_else(|| bad("expected START..END"))?;
+            .ok_or_else(|| bad(WindowProblem::NoRange))?;
         let one = |s: &str| -> Result<Option<WindowBound>, ChainError> {
             let s = s.trim();
             if s.is_empty() {
                 return Ok(None);
             }
             if let Some(w) = s.strip_prefix('@') {
-                let v: f64 = w
-                    .parse()
-                    .map_err(|_| bad("wall-clock end must be @SECONDS since the epoch"))?;
+                let v: f64 = w.parse().map_err(|_| bad(WindowProblem::WallNotANumber))?;
                 if !v.is_finite() || !(0.0..=MAX_WALL_SECS).contains(&v) {
-                    return Err(bad(&format!(
-                        "wall-clock time @{w} is out of range (0..={MAX_WALL_SECS} seconds since the epoch)"
-                    )));
+                    return Err(bad(WindowProblem::WallOutOfRange {
+                        text: w.to_string(),
+                        max: MAX_WALL_SECS,
+                    }));
                 }
                 return Ok(Some(WindowBound::Wall((v * 1e9).round() as i128)));
             }
             if s.contains(':') {
                 let parts: Vec<&str> = s.split(':').collect();
                 if parts.len() != 3 {
-                    return Err(bad("time of day must be HH:MM:SS[.frac]"));
+                    return Err(bad(WindowProblem::TimeOfDayShape));
                 }
-                let h: u64 = parts[0].parse().map_err(|_| bad("bad hour"))?;
-                let m: u64 = parts[1].parse().map_err(|_| bad("bad minute"))?;
-                let sec: f64 = parts[2].parse().map_err(|_| bad("bad second"))?;
+                let h: u64 = parts[0].parse().map_err(|_| bad(WindowProblem::Hour))?;
+                let m: u64 = parts[1].parse().map_err(|_| bad(WindowProblem::Minute))?;
+                let sec: f64 = parts[2].parse().map_err(|_| bad(WindowProblem::Second))?;
                 if h > 23 || m > 59 || !(0.0..61.0).contains(&sec) {
-                    return Err(bad("time of day out of range"));
+                    return Err(bad(WindowProblem::TimeOfDayRange));
                 }
                 return Ok(Some(WindowBound::TimeOfDay(
                     (h * 3600 + m * 60) * 1_000_000_000 + (sec * 1e9).round() as u64,
                 )));
             }
-            let v: f64 = s
-                .parse()
-                .map_err(|_| bad("expected seconds from trace start, @EPOCH or HH:MM:SS"))?;
+            let v: f64 = s.parse().map_err(|_| bad(WindowProblem::NotATime))?;
             if !v.is_finite() || v < 0.0 {
-                return Err(bad(&format!(
-                    "relative time {s} must be a finite number of seconds >= 0"
-                )));
+                return Err(bad(WindowProblem::RelativeRange {
+                    text: s.to_string(),
+                }));
             }
             Ok(Some(WindowBound::Relative(v)))
         };

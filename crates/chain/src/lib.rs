@@ -61,7 +61,7 @@ pub use critpath::{
     SegmentKind, Share, Unknown,
 };
 pub use engine::Engine;
-pub use error::ChainError;
+pub use error::{ChainError, WindowProblem};
 pub use filter::{Duration, Filter, Window, WindowBound};
 pub use folded::{ChainGraph, FoldedSink};
 pub use frames::stack_frames;

@@ -87,9 +87,7 @@ impl OnCpuFold {
 /// sample's time). Duration and state filters do not apply to samples and are refused.
 pub fn fold_oncpu(an: &Analysis, filter: &Filter, parallel: bool) -> Result<OnCpuFold, ChainError> {
     if filter.min_ns.is_some() || filter.max_ns.is_some() || filter.state_mask.is_some() {
-        return Err(ChainError::Unsupported(
-            "-m/-M/--state select waits; on-CPU samples have no duration or state".into(),
-        ));
+        return Err(ChainError::SampleFilter);
     }
     let (tables, meta) = (an.tables(), an.meta());
     let mut names = Names::new(tables);

@@ -9,6 +9,7 @@ mod btfinfo;
 pub mod command;
 mod consumer;
 mod convert;
+mod error;
 pub mod ksyms;
 mod load;
 mod options;
@@ -32,14 +33,13 @@ mod skel {
 }
 
 pub use command::StopSignals;
+pub use error::{InvalidOption, OutputProblem, RecordError, SampleError};
 pub use options::{
     LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition, UserStashCounts,
 };
 pub use recorder::{check_output, partial_trace_note, record};
 pub use recording::Recording;
 pub use samples::{SampleConfig, SampleEvent};
-
-use std::path::PathBuf;
 
 /// Whether lazy user stacks can use the BPF task_work path on this kernel (its BTF has
 /// `bpf_task_work_schedule_resume_impl`, Linux 6.18+). Otherwise the recorder takes them
@@ -48,59 +48,8 @@ pub fn task_work_available() -> bool {
     btfinfo::kernel_has_func(btfinfo::TASK_WORK_KFUNC).unwrap_or(false)
 }
 
-/// Everything that can go wrong while recording.
-#[derive(Debug, thiserror::Error)]
-pub enum RecordError {
-    /// Not allowed to load BPF programs.
-    #[error(
-        "permission denied loading BPF programs: run as root, or grant CAP_BPF and CAP_PERFMON \
-         (e.g. `sudo setcap cap_bpf,cap_perfmon+ep $(which chainrec)`) ({detail})"
-    )]
-    Permission {
-        /// Underlying message.
-        detail: String,
-    },
-    /// Opening, loading or attaching the BPF object failed for another reason.
-    #[error("BPF {stage} failed{}", if libbpf_log.is_empty() { String::new() } else { format!(" (libbpf: {libbpf_log})") })]
-    Bpf {
-        /// What was being done.
-        stage: &'static str,
-        /// The last lines libbpf logged before the failure (the verifier's complaint),
-        /// joined with ` | `; empty when it logged nothing.
-        libbpf_log: String,
-        /// The libbpf error.
-        #[source]
-        source: libbpf_rs::Error,
-    },
-    /// The recorder thread could not be started.
-    #[error("cannot start the recorder thread")]
-    Thread(#[source] std::io::Error),
-    /// The recorder thread panicked (a bug).
-    #[error("recorder thread panicked")]
-    Panicked,
-    /// The generated BPF skeleton lacks a part the recorder sets up (a build problem).
-    #[error("BPF open failed: the skeleton has no {0}")]
-    Skeleton(&'static str),
-    /// Writing the trace failed.
-    #[error(transparent)]
-    Format(#[from] chainrec_format::FormatError),
-    /// Bad option value.
-    #[error("invalid option: {0}")]
-    Invalid(String),
-    /// A stop was requested before recording started; the output was not touched.
-    #[error("stopped before recording started; {path} was not written")]
-    Stopped {
-        /// The output that was left alone.
-        path: PathBuf,
-    },
-    /// The output path is unusable.
-    #[error("cannot write {path}: {detail}")]
-    Output {
-        /// The path.
-        path: PathBuf,
-        /// Why.
-        detail: String,
-    },
+fn invalid(why: InvalidOption) -> RecordError {
+    RecordError::Invalid(why)
 }
 
 /// Result alias for this crate.
@@ -113,11 +62,10 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let v: f64 = num.parse().map_err(|_| {
-        RecordError::Invalid(format!(
-            "`{s}` is not a duration (examples: 100us, 2ms, 1s)"
-        ))
-    })?;
+    let text = || s.to_string();
+    let v: f64 = num
+        .parse()
+        .map_err(|_| invalid(InvalidOption::NotADuration { text: text() }))?;
     let mult = match unit.trim() {
         "ns" => 1.0,
         "" | "us" | "µs" => 1e3,
@@ -126,14 +74,15 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
         "m" | "min" => 60e9,
         "h" => 3600e9,
         u => {
-            return Err(RecordError::Invalid(format!(
-                "unknown duration unit `{u}` in `{s}` (ns, us, ms, s, m, h)"
-            )))
+            return Err(invalid(InvalidOption::DurationUnit {
+                unit: u.to_string(),
+                text: text(),
+            }))
         }
     };
     let ns = v * mult;
     if !ns.is_finite() || !(0.0..=1e18).contains(&ns) {
-        return Err(RecordError::Invalid(format!("duration `{s}` out of range")));
+        return Err(invalid(InvalidOption::DurationRange { text: text() }));
     }
     Ok(ns.round() as u64)
 }
@@ -143,22 +92,24 @@ pub fn parse_size(s: &str) -> Result<u64> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
+    let text = || s.to_string();
     let v: u64 = num
         .parse()
-        .map_err(|_| RecordError::Invalid(format!("`{s}` is not a size (examples: 16M, 1G)")))?;
+        .map_err(|_| invalid(InvalidOption::NotASize { text: text() }))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         u => {
-            return Err(RecordError::Invalid(format!(
-                "unknown size unit `{u}` in `{s}` (K, M, G)"
-            )))
+            return Err(invalid(InvalidOption::SizeUnit {
+                unit: u.to_string(),
+                text: text(),
+            }))
         }
     };
     v.checked_mul(mult)
-        .ok_or_else(|| RecordError::Invalid(format!("size `{s}` too large")))
+        .ok_or_else(|| invalid(InvalidOption::SizeTooLarge { text: text() }))
 }
 
 #[cfg(test)]

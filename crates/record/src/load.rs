@@ -29,7 +29,7 @@ pub(crate) fn bpf_err(stage: &'static str, e: libbpf_rs::Error) -> RecordError {
         || detail.contains("Operation not permitted")
         || detail.contains("EPERM");
     if perm {
-        RecordError::Permission { detail }
+        RecordError::Permission { source: e }
     } else {
         let log = LIBBPF_LOG.lock().map(|l| l.clone()).unwrap_or_default();
         let tail: Vec<&str> = log.iter().rev().take(3).rev().map(String::as_str).collect();

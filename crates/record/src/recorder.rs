@@ -9,7 +9,7 @@ use crate::output::{Output, OutputMode};
 use crate::raw;
 use crate::usyms::UserSymbolizer;
 use crate::workload::monotonic_ns;
-use crate::{RecordError, Result};
+use crate::{InvalidOption, OutputProblem, RecordError, Result};
 use chainrec_format::*;
 use libbpf_rs::skel::Skel;
 use libbpf_rs::OpenObject;
@@ -73,26 +73,22 @@ pub fn partial_trace_note(output: &std::path::Path) -> Option<String> {
 /// Fail before loading anything when `path` cannot be the trace file: a directory, or in
 /// a directory that does not exist (or is not a directory).
 pub fn check_output(path: &std::path::Path) -> Result<()> {
-    let bad = |detail: String| RecordError::Output {
+    let bad = |problem: OutputProblem| RecordError::Output {
         path: path.to_path_buf(),
-        detail,
+        problem,
     };
     if path.is_dir() {
-        return Err(bad("is a directory".into()));
+        return Err(bad(OutputProblem::IsDirectory));
     }
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let dir = parent.to_path_buf();
         match std::fs::metadata(parent) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(bad(format!("{} is not a directory", parent.display())));
-            }
+            Ok(_) => return Err(bad(OutputProblem::ParentNotDirectory(dir))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(bad(format!(
-                    "directory {} does not exist",
-                    parent.display()
-                )));
+                return Err(bad(OutputProblem::NoParent(dir)));
             }
-            Err(e) => return Err(bad(format!("{}: {e}", parent.display()))),
+            Err(error) => return Err(bad(OutputProblem::Parent { dir, error })),
         }
     }
     Ok(())
@@ -131,7 +127,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     // The perf events are opened here, not with the tracepoints: one per online CPU.
     let sample_links = match &opts.samples {
         Some(cfg) => crate::samples::attach(&loaded.skel.progs.on_sample, cfg)
-            .map_err(RecordError::Invalid)?,
+            .map_err(RecordError::Samples)?,
         None => Default::default(),
     };
     meta.start_ns = monotonic_ns();
@@ -209,23 +205,23 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
 /// Check the options that the BPF side cannot; the ring buffer size to use (a power of two).
 fn check_options(opts: &RecordOptions) -> Result<u32> {
     if opts.ringbuf_bytes < 4096 || opts.ringbuf_bytes > (1 << 31) {
-        return Err(RecordError::Invalid(format!(
-            "ring buffer size {} bytes out of range (4 KiB ..= 2 GiB)",
-            opts.ringbuf_bytes
-        )));
+        return Err(RecordError::Invalid(InvalidOption::RingbufSize {
+            bytes: opts.ringbuf_bytes,
+        }));
     }
     let rb_size = opts.ringbuf_bytes.next_power_of_two() as u32;
     check_output(&opts.output)?;
     if let Some(s) = &opts.samples {
         if !(1..=100_000).contains(&s.freq_hz) {
-            return Err(RecordError::Invalid(format!(
-                "--sample-freq {} out of range (1 ..= 100000 Hz)",
-                s.freq_hz
-            )));
+            return Err(RecordError::Invalid(InvalidOption::SampleFreq {
+                hz: s.freq_hz,
+            }));
         }
     }
     if opts.pids.len() > 1024 {
-        return Err(RecordError::Invalid("at most 1024 -p pids".into()));
+        return Err(RecordError::Invalid(InvalidOption::TooManyPids {
+            count: opts.pids.len(),
+        }));
     }
     Ok(rb_size)
 }

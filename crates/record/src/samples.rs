@@ -7,6 +7,7 @@
 //! weigh. `cycles` (a hardware event, NMI-driven) is used when asked for; its period varies
 //! with the clock rate, so a sample is then an approximate time unit.
 
+use crate::SampleError;
 use chainrec_format::{Event, Sample, Sampling, StackId, StackKind};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 
@@ -59,10 +60,10 @@ impl Default for SampleConfig {
 }
 
 /// Online CPUs (`/sys/devices/system/cpu/online`, e.g. `0-3,6`).
-pub(crate) fn online_cpus() -> Result<Vec<u32>, String> {
+pub(crate) fn online_cpus() -> Result<Vec<u32>, SampleError> {
     let s = std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .map_err(|e| format!("/sys/devices/system/cpu/online: {e}"))?;
-    parse_cpu_list(s.trim()).ok_or_else(|| format!("cannot parse online CPU list {s:?}"))
+        .map_err(SampleError::OnlineCpusRead)?;
+    parse_cpu_list(s.trim()).ok_or(SampleError::OnlineCpusParse { text: s })
 }
 
 fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
@@ -123,30 +124,29 @@ pub(crate) struct SampleLinks {
 pub(crate) fn attach(
     prog: &libbpf_rs::ProgramMut<'_>,
     cfg: &SampleConfig,
-) -> Result<SampleLinks, String> {
-    if cfg.freq_hz == 0 {
-        return Err("--sample-freq must be at least 1".into());
-    }
+) -> Result<SampleLinks, SampleError> {
+    // check_options refused frequencies outside 1..=100000 Hz.
     let mut out = SampleLinks::default();
     for cpu in online_cpus()? {
-        let fd = open_event(cfg, cpu).map_err(|e| {
-            format!(
-                "perf_event_open({} at {} Hz) on CPU {cpu}: {e}{}",
-                cfg.event.name(),
-                cfg.freq_hz,
-                match (cfg.event, e.raw_os_error()) {
-                    (SampleEvent::Cycles, Some(libc::ENOENT | libc::EOPNOTSUPP)) =>
-                        " (no hardware cycle counter here: use --sample-event cpu-clock)",
-                    (_, Some(libc::EINVAL)) =>
-                        " (above kernel.perf_event_max_sample_rate? try a lower --sample-freq)",
-                    _ => "",
+        let fd = open_event(cfg, cpu).map_err(|error| SampleError::Open {
+            event: cfg.event.name(),
+            hz: cfg.freq_hz,
+            cpu,
+            hint: match (cfg.event, error.raw_os_error()) {
+                (SampleEvent::Cycles, Some(libc::ENOENT | libc::EOPNOTSUPP)) => {
+                    " (no hardware cycle counter here: use --sample-event cpu-clock)"
                 }
-            )
+                (_, Some(libc::EINVAL)) => {
+                    " (above kernel.perf_event_max_sample_rate? try a lower --sample-freq)"
+                }
+                _ => "",
+            },
+            error,
         })?;
         let raw = fd.as_raw_fd();
         let link = prog
             .attach_perf_event(raw)
-            .map_err(|e| format!("attach the sample program on CPU {cpu}: {e}"))?;
+            .map_err(|error| SampleError::Attach { cpu, error })?;
         // The link owns the perf event from here on (libbpf closes it at detach).
         let _ = fd.into_raw_fd();
         out.links.push(link);

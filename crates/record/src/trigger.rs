@@ -4,7 +4,7 @@
 //! The consumer already decodes every event, so a trigger costs one hash-map update per
 //! switch or waking there, and nothing in BPF (docs/RECORDER.md, "Flight recorder").
 
-use crate::{parse_duration_ns, RecordError, Result};
+use crate::{parse_duration_ns, InvalidOption, RecordError, Result};
 use chainrec_format::{Comm, Tid};
 use chainrec_format::{Event, FlightTrigger, TaskEntry, TriggerKind, STATE_RUNNABLE};
 use regex::Regex;
@@ -27,9 +27,9 @@ impl std::str::FromStr for TriggerRule {
 
     fn from_str(s: &str) -> Result<TriggerRule> {
         let bad = || {
-            RecordError::Invalid(format!(
-                "`{s}` is not a trigger (examples: wait>50ms, runqueue>10ms)"
-            ))
+            RecordError::Invalid(InvalidOption::NotATrigger {
+                text: s.to_string(),
+            })
         };
         let (what, limit) = s.split_once('>').ok_or_else(bad)?;
         let kind = match what.trim() {

@@ -78,7 +78,7 @@ fn start_recording(opts: RecordOptions) -> Result<Recording, String> {
     while !started.load(Ordering::SeqCst) {
         if handle.is_finished() {
             return match handle.join().unwrap() {
-                Err(RecordError::Permission { detail }) => Err(detail),
+                Err(RecordError::Permission { source }) => Err(format!("{source:#}")),
                 Err(e) => panic!("recording failed: {e}"),
                 Ok(_) => panic!("recorder stopped before starting"),
             };
