@@ -182,9 +182,10 @@ impl Segment {
 /// Counters: what the critical path could not place.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CritPathStats {
-    /// The thread's samples inside the window.
+    /// The thread's samples shown (inside its running segments).
     pub samples: u64,
-    /// Of those, samples taken while its switches say it was off CPU (not shown).
+    /// Its other samples inside the window: taken while its switches say it was off CPU
+    /// (lost events), not shown.
     pub samples_off_cpu: u64,
     /// Switches of the thread that contradict its state (lost events): the time
     /// until the next switch is `[lost events]`.
@@ -571,7 +572,6 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
         sampled: an.meta().sampling().is_some(),
         segs: Vec::new(),
         st: CritPathStats {
-            samples: scan.samples.len() as u64,
             samples_off_cpu: scan.samples_off_cpu,
             inconsistent_switches: scan.inconsistent,
             lost_events: stats.lost_events,
@@ -606,6 +606,10 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
         }
     }
     b.fill_gaps();
+    // Samples inside the window that no running segment took: taken where the switches
+    // say the thread was not running (lost events), or in an unknown part.
+    let inside = scan.samples.iter().filter(|x| x.0 >= w0 && x.0 < w1).count() as u64;
+    b.st.samples_off_cpu += inside - b.st.samples;
     Ok(CriticalPath {
         tid: opts.tid,
         tgid,
@@ -664,6 +668,7 @@ impl Builder<'_> {
         let n = smp[first..].partition_point(|s| s.0 < y);
         let mine = &smp[first..first + n];
         *smp = &smp[first + n..];
+        self.st.samples += n as u64;
         let stacks = if !self.sampled {
             Vec::new()
         } else if mine.is_empty() {
