@@ -96,7 +96,7 @@ pub fn run(a: Args) -> Result<()> {
     let filter = f.to_filter(&an, Duration::OffCpu)?;
     let opts = CritPathOptions {
         tid: filter.tids[0],
-        window: filter.window.map(|(s, e)| (s, e.max(s + 1))),
+        window: filter.window,
         max_depth: a.max_depth,
         parallel: !a.serial,
     };

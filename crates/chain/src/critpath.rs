@@ -90,8 +90,9 @@ pub enum Unknown {
     NotCreated,
     /// The thread had exited.
     Exited,
-    /// Lost events: the thread's switches contradict each other here.
-    Lost,
+    /// The thread's switches contradict each other here: a switch is missing from the
+    /// trace (lost events, or a switch the tracer did not see).
+    SwitchMissing,
 }
 
 impl Unknown {
@@ -101,7 +102,7 @@ impl Unknown {
             Unknown::BeforeTrace => "[off cpu since before the trace]",
             Unknown::NotCreated => "[not yet created]",
             Unknown::Exited => "[exited]",
-            Unknown::Lost => "[lost events]",
+            Unknown::SwitchMissing => "[switch missing from the trace]",
         }
     }
 }
@@ -237,9 +238,49 @@ impl CriticalPath {
         t
     }
 
+    /// The thread's running time in the window split by all its samples in the window
+    /// (largest remainder; `[on cpu: no sample]` only when it has none): at 49 Hz most
+    /// short running segments hold no sample, so the window's samples together estimate
+    /// where its running time went better than each segment's own. Empty when the trace
+    /// took no samples.
+    pub fn running_profile(&self) -> Vec<Share> {
+        let total = self.totals()[0];
+        let mut shares: Vec<Share> = Vec::new();
+        for s in &self.segments {
+            if let SegmentKind::Running { stacks } = &s.kind {
+                for sh in stacks.iter().filter(|x| x.samples > 0) {
+                    match shares.iter_mut().find(|x| x.frames == sh.frames) {
+                        Some(x) => x.samples += sh.samples,
+                        None => shares.push(Share {
+                            frames: sh.frames.clone(),
+                            samples: sh.samples,
+                            ns: 0,
+                        }),
+                    }
+                }
+            }
+        }
+        if self.period_ns.is_none() || total == 0 {
+            return Vec::new();
+        }
+        if shares.is_empty() {
+            return vec![Share {
+                frames: vec![frames::ONCPU_NO_SAMPLE.to_string()],
+                samples: 0,
+                ns: total,
+            }];
+        }
+        let w: Vec<u64> = shares.iter().map(|x| x.samples).collect();
+        for (x, ns) in shares.iter_mut().zip(apportion(total, &w)) {
+            x.ns = ns;
+        }
+        shares
+    }
+
     /// Folded lines (`comm;[running];frames`, `comm;[runnable];behind HOLDER`,
     /// `comm;[blocked];stack;--;chain...`, `comm;[unknown reason]`) with their weights in
-    /// ns, aggregated; the weights add up to the window's wall time exactly.
+    /// ns, aggregated; the weights add up to the window's wall time exactly. Running time
+    /// is split as [`Self::running_profile`] says.
     pub fn folded_ns(&self) -> Vec<(String, u64)> {
         let mut out: Vec<(String, u64)> = Vec::new();
         let mut ix: HashMap<String, usize> = HashMap::new();
@@ -256,16 +297,17 @@ impl CriticalPath {
             }
         };
         let comm = &self.comm;
+        // Running time first, split by the window's samples (see `running_profile`).
+        let profile = self.running_profile();
+        if profile.is_empty() {
+            add(format!("{comm};[running]"), self.totals()[0]);
+        }
+        for sh in &profile {
+            add(format!("{comm};[running];{}", sh.frames.join(";")), sh.ns);
+        }
         for s in &self.segments {
             match &s.kind {
-                SegmentKind::Running { stacks } if stacks.is_empty() => {
-                    add(format!("{comm};[running]"), s.ns())
-                }
-                SegmentKind::Running { stacks } => {
-                    for sh in stacks {
-                        add(format!("{comm};[running];{}", sh.frames.join(";")), sh.ns);
-                    }
-                }
+                SegmentKind::Running { .. } => {}
                 SegmentKind::Runnable { behind, .. } => {
                     for sh in behind {
                         add(
@@ -381,7 +423,7 @@ impl Scan {
                     St::Unseen => self.keep(Piece::Running(self.trace_start, s.ts)),
                     St::Off(a) | St::Gone(a) => {
                         self.inconsistent += 1;
-                        self.keep(Piece::Unknown(a, s.ts, Unknown::Lost));
+                        self.keep(Piece::Unknown(a, s.ts, Unknown::SwitchMissing));
                     }
                 }
                 self.st = if self.exiting {
@@ -403,7 +445,7 @@ impl Scan {
                     }
                     St::Gone(a) => {
                         self.inconsistent += 1;
-                        self.keep(Piece::Unknown(a, s.ts, Unknown::Lost));
+                        self.keep(Piece::Unknown(a, s.ts, Unknown::SwitchMissing));
                     }
                 }
                 self.st = St::On(s.ts);
@@ -425,19 +467,35 @@ impl Scan {
                 self.seen = true;
                 self.names.update(e);
             }
+            Event::Waking(w) if w.waker_tid == t && w.context.is_task() => {
+                self.seen = true;
+                self.running_at(w.ts);
+            }
             Event::Waking(w) if w.target_tid == t || w.waker_tid == t => self.seen = true,
             Event::Sample(x) if x.tid == t => {
                 self.seen = true;
+                self.running_at(x.ts);
                 if self.window.is_some_and(|(a, b)| x.ts < a || x.ts >= b) {
                     return;
                 }
-                if matches!(self.st, St::Off(_) | St::Gone(_)) {
+                if matches!(self.st, St::Gone(_)) {
                     self.samples_off_cpu += 1;
                 } else {
                     self.samples.push((x.ts, x.kstack, x.ustack));
                 }
             }
             _ => {}
+        }
+    }
+
+    /// The thread acted on a CPU at `ts` (a waking in its own context, a sample): if its
+    /// switches say it was off CPU, its switch-in is missing from the trace. The time since
+    /// its switch-out is unknown, and it runs from here.
+    fn running_at(&mut self, ts: u64) {
+        if let St::Off(a) = self.st {
+            self.inconsistent += 1;
+            self.keep(Piece::Unknown(a, ts, Unknown::SwitchMissing));
+            self.st = St::On(ts);
         }
     }
 
@@ -608,7 +666,11 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
     b.fill_gaps();
     // Samples inside the window that no running segment took: taken where the switches
     // say the thread was not running (lost events), or in an unknown part.
-    let inside = scan.samples.iter().filter(|x| x.0 >= w0 && x.0 < w1).count() as u64;
+    let inside = scan
+        .samples
+        .iter()
+        .filter(|x| x.0 >= w0 && x.0 < w1)
+        .count() as u64;
     b.st.samples_off_cpu += inside - b.st.samples;
     Ok(CriticalPath {
         tid: opts.tid,
@@ -865,7 +927,7 @@ impl Builder<'_> {
                     start_ns: cur,
                     end_ns: s.start_ns,
                     cut_from: None,
-                    kind: SegmentKind::Unknown(Unknown::Lost),
+                    kind: SegmentKind::Unknown(Unknown::SwitchMissing),
                 });
             }
             if s.end_ns <= cur {
@@ -876,7 +938,7 @@ impl Builder<'_> {
                 // Overlap (contradicting events): the earlier segment keeps its time, and
                 // the rest of this one is unknown (its split would no longer add up).
                 s.start_ns = cur;
-                s.kind = SegmentKind::Unknown(Unknown::Lost);
+                s.kind = SegmentKind::Unknown(Unknown::SwitchMissing);
                 self.st.inconsistent_switches += 1;
             }
             cur = s.end_ns;
@@ -887,7 +949,7 @@ impl Builder<'_> {
                 start_ns: cur,
                 end_ns: self.w.1,
                 cut_from: None,
-                kind: SegmentKind::Unknown(Unknown::Lost),
+                kind: SegmentKind::Unknown(Unknown::SwitchMissing),
             });
         }
         self.segs = out;

@@ -75,5 +75,6 @@ pub use record::{HopRecord, OnCpuPart, RunqPart, WaitRecord, WaitSink};
 /// Re-exported for [`Filter::comm`].
 pub use regex;
 pub use render::WriteSummary;
+pub use sampleidx::apportion;
 pub use stats::{Inconsistency, Stats};
 pub use views::{Unit, View};

@@ -139,7 +139,7 @@ impl SampleIndex {
 /// Split `total` in proportion to `weights` (not all 0), rounded so that the parts add up
 /// exactly: each part is rounded down, and the nanoseconds left go one each to the
 /// largest remainders (ties to the first).
-pub(crate) fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
+pub fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
     let n: u128 = weights.iter().map(|&w| w as u128).sum();
     if n == 0 {
         return vec![0; weights.len()];

@@ -50,7 +50,8 @@ try_to_wake_up;pipe_write;ksys_write;-;write;worker_loop;cr-worker";
 /// 110 us (no sample), blocks 5.01 ms on the worker (runnable 10 us behind idle, then on
 /// CPU 5 ms: 5 samples), waits 20 us for CPU 0 (idle), then runs 4.97 ms (`render`
 /// samples). The trace starts 10 ns before the client's first switch-in, and ends at
-/// +29 ms, cutting the last running segment (3 samples inside).
+/// +29 ms, cutting the last running segment (3 samples inside). Each running segment keeps
+/// its own samples (the first has none); the folded lines split the running time by all 11.
 #[test]
 fn client_of_the_worker() {
     let an = worker3();
@@ -142,18 +143,21 @@ fn client_of_the_worker() {
     );
     assert_eq!(c.stats.samples, 11);
     let folded = c.folded_ns();
+    // Running time (13.91 ms) split by the window's 11 samples, all `render`.
     let want: Vec<(String, u64)> = [
-        ("cr-client;[off cpu since before the trace]".to_string(), 10),
-        ("cr-client;[running];[on cpu: no sample]".into(), 110 * US - 10),
+        ("cr-client;[running];client_loop;render".to_string(), 13_909_990),
+        ("cr-client;[off cpu since before the trace]".into(), 10),
         (format!("{BLOCKED};--;[run queue];[idle]"), 30 * US),
-        (format!("{BLOCKED};--;[on cpu];worker_loop;handle;spin_compute"), 6 * MS),
+        (
+            format!("{BLOCKED};--;[on cpu];worker_loop;handle;spin_compute"),
+            6 * MS,
+        ),
         (format!("{BLOCKED};--;[on cpu];worker_loop;handle;parse"), 6 * MS),
         (
             format!("{BLOCKED};--;[on cpu];worker_loop;handle;spin_compute;-;exc_page_fault;handle_mm_fault;clear_page"),
             3 * MS,
         ),
         ("cr-client;[runnable];behind [idle]".into(), 60 * US),
-        ("cr-client;[running];client_loop;render".into(), 13_800 * US),
     ]
     .into_iter()
     .collect();

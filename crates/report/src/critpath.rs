@@ -59,8 +59,10 @@ fn rel(cp: &CriticalPath, t: u64) -> String {
 }
 
 /// Who and what each nanosecond of the window was spent on: the thread's own running
-/// stacks (by leaf), the CPU holders it or its wakers waited behind, the wakers' sampled
-/// stacks (by leaf), metal, and unknown parts. Sorted by time, largest first.
+/// time by leaf function (split by all its samples in the window,
+/// [`CriticalPath::running_profile`]), the CPU holders it or its wakers waited behind, the wakers' sampled
+/// stacks (by leaf, a waker's levels without a sample spread over its sampled leaves in
+/// proportion), metal, and unknown parts. Sorted by time, largest first.
 pub fn who_and_what(cp: &CriticalPath) -> Vec<(String, String, u64)> {
     let mut rows: Vec<(String, String, u64)> = Vec::new();
     let mut add = |who: String, what: String, ns: u64| {
@@ -72,20 +74,23 @@ pub fn who_and_what(cp: &CriticalPath) -> Vec<(String, String, u64)> {
             None => rows.push((who, what, ns)),
         }
     };
+    // Per waker name: on-CPU time without a sample in its level, and by sampled leaf.
+    let mut waker_cpu: std::collections::BTreeMap<String, (u64, Vec<(String, u64)>)> =
+        Default::default();
+    let profile = cp.running_profile();
+    if profile.is_empty() {
+        add(cp.comm.clone(), "on cpu".into(), cp.totals()[0]);
+    }
+    for sh in &profile {
+        let what = match sh.samples {
+            0 => "on cpu, no sample".to_string(),
+            _ => format!("on cpu: {}", leaf(&sh.frames)),
+        };
+        add(cp.comm.clone(), what, sh.ns);
+    }
     for s in &cp.segments {
         match &s.kind {
-            SegmentKind::Running { stacks } if stacks.is_empty() => {
-                add(cp.comm.clone(), "on cpu".into(), s.ns())
-            }
-            SegmentKind::Running { stacks } => {
-                for sh in stacks {
-                    let what = match sh.samples {
-                        0 => "on cpu, no sample".to_string(),
-                        _ => format!("on cpu: {}", leaf(&sh.frames)),
-                    };
-                    add(cp.comm.clone(), what, sh.ns);
-                }
-            }
+            SegmentKind::Running { .. } => {}
             SegmentKind::Runnable { behind, .. } => {
                 for sh in behind {
                     add(
@@ -115,16 +120,36 @@ pub fn who_and_what(cp: &CriticalPath) -> Vec<(String, String, u64)> {
                     }
                     for sh in &l.oncpu {
                         let f = &sh.frames[1..];
-                        let what = if f.is_empty() {
-                            "on cpu, no sample".to_string()
+                        let e = waker_cpu.entry(l.name.clone()).or_default();
+                        if f.is_empty() {
+                            e.0 += sh.ns;
                         } else {
-                            format!("on cpu: {}", leaf(f))
-                        };
-                        add(l.name.clone(), what, sh.ns);
+                            let what = format!("on cpu: {}", leaf(f));
+                            match e.1.iter_mut().find(|x| x.0 == what) {
+                                Some(x) => x.1 += sh.ns,
+                                None => e.1.push((what, sh.ns)),
+                            }
+                        }
                     }
                 }
             }
             SegmentKind::Unknown(u) => add("[unknown]".into(), u.label().into(), s.ns()),
+        }
+    }
+    // A waker's levels are short, so many hold no sample of it: that time is spread over
+    // the leaves its sampled levels show, in proportion (as its own running time is).
+    for (name, (none, sampled)) in waker_cpu {
+        let total = none + sampled.iter().map(|x| x.1).sum::<u64>();
+        if sampled.is_empty() {
+            add(name, "on cpu, no sample".into(), none);
+            continue;
+        }
+        let w: Vec<u64> = sampled.iter().map(|x| x.1).collect();
+        for ((what, _), ns) in sampled
+            .into_iter()
+            .zip(chainrec_chain::apportion(total, &w))
+        {
+            add(name.clone(), what, ns);
         }
     }
     rows.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (&a.0, &a.1).cmp(&(&b.0, &b.1))));
@@ -356,7 +381,7 @@ pub fn render_text(cp: &CriticalPath, o: &TextOptions) -> String {
     }
     if st.inconsistent_switches > 0 || st.unmatched_waits > 0 {
         notes.push(format!(
-            "{} contradicting switches, {} waits without a record ([lost events] / [waker unknown])",
+            "{} contradicting switches, {} waits without a record ([switch missing from the trace] / [waker unknown])",
             st.inconsistent_switches, st.unmatched_waits
         ));
     }
