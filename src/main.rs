@@ -74,6 +74,8 @@ enum Command {
     Oncpu(cmd::oncpu::OnCpuArgs),
     /// Per thread, on-CPU samples and off-CPU waits with their chains in one graph (wall time).
     Hotcold(cmd::oncpu::HotColdArgs),
+    /// One thread's timeline: running, runnable (behind whom), blocked (behind which chain).
+    CriticalPath(cmd::critpath::Args),
     /// The longest individual waits, each with its chain.
     Top(cmd::report::TopArgs),
     /// Subsecond-offset heat map of off-CPU time.
@@ -102,6 +104,7 @@ fn main() {
             | Command::Offcpu(_)
             | Command::Oncpu(_)
             | Command::Hotcold(_)
+            | Command::CriticalPath(_)
             | Command::Wakeup(_)
             | Command::Offwake(_)
             | Command::Top(_)
@@ -121,6 +124,7 @@ fn main() {
         Command::Offwake(a) => cmd::chains::run_view(cmd::chains::View::OffWake, a),
         Command::Oncpu(a) => cmd::oncpu::run(a),
         Command::Hotcold(a) => cmd::oncpu::run_hotcold(a),
+        Command::CriticalPath(a) => cmd::critpath::run(a),
         Command::Top(a) => cmd::report::run_top(a),
         Command::Heatmap(a) => cmd::report::run_heatmap(a),
         Command::Export(a) => cmd::report::run_export(a),

@@ -1,5 +1,6 @@
 //! One module per command family; each is owned by the crate it fronts.
 pub mod chains;
+pub mod critpath;
 #[cfg(feature = "record")]
 pub mod demo;
 pub mod filter;

@@ -205,7 +205,7 @@ impl Analysis {
         }
     }
 
-    fn engine(&self, setup: Setup) -> (Engine<'_>, Summary) {
+    pub(crate) fn engine(&self, setup: Setup) -> (Engine<'_>, Summary) {
         let dedup = match setup.dedup {
             Dedup::Auto => !setup.filter.has_thread_filter(),
             Dedup::On => true,

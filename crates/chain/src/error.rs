@@ -50,6 +50,23 @@ pub enum ChainError {
     /// switch-out state.
     #[error("-m/-M/--state select waits; on-CPU samples have no duration or state")]
     SampleFilter,
+    /// [`crate::critical_path`]: the thread has no event in the trace and is not in its
+    /// task table.
+    #[error("thread {0} does not appear in this trace (no event of it, not in its task table)")]
+    NoSuchThread(chainrec_format::Tid),
+    /// [`crate::critical_path`]: a window whose end is not after its start.
+    #[error("the window is empty: its end must be after its start")]
+    EmptyWindow,
+    /// [`crate::critical_path`]: a window that misses the trace.
+    #[error("the window is outside the trace, which spans 0..{span_s:.6} s from its start")]
+    WindowOutside {
+        /// The trace's length in seconds.
+        span_s: f64,
+    },
+    /// [`crate::critical_path`]: the thread's life in the trace has no length (created
+    /// and gone at the same instant).
+    #[error("thread {0} has no time in the trace (created and gone at once)")]
+    NoTime(chainrec_format::Tid),
     /// The path-trie thread of [`fold_trace`](crate::fold_trace) failed (a bug).
     #[error("the path-trie thread {0}")]
     FoldThread(&'static str),

@@ -44,7 +44,7 @@ pub(crate) struct Mark {
 }
 
 impl Hop {
-    /// The hop as a record (`ns` left 0 for the walk to fill in).
+    /// The hop as a record (`ns` and `windows` left empty for the walk to fill in).
     #[inline]
     pub(crate) fn record(&self, nodes: &NodeTable) -> HopRecord {
         let (waker_comm, waker_tgid) = if self.waker_ident == IdentId::MAX {
@@ -63,6 +63,7 @@ impl Hop {
             ustack: self.ustack,
             node: self.node,
             ns: 0,
+            windows: [(0, 0); 2],
         }
     }
 }

@@ -21,9 +21,12 @@
 //!   `wakeup` and `offwake` views, and exports the interned chain graph
 //!   ([`FoldedSink::chain_graph`]) as a petgraph graph.
 //! * [`Filter`] selects root waits (pid, tid, comm, state, duration, window, ...).
+//! * [`critical_path`] gives one thread's timeline: running, runnable (behind whom) and
+//!   blocked (behind which chain) segments, with stacks.
 
 mod analysis;
 mod config;
+mod critpath;
 mod dedup;
 mod emit;
 mod engine;
@@ -54,6 +57,10 @@ pub use analysis::{
     trace_start_ns, Analysis, DamagePolicy, Dedup, Done, Setup, Summary, TraceWarning, WarnFn,
 };
 pub use config::{Config, DEFAULT_MAX_DEPTH};
+pub use critpath::{
+    critical_path, Blocked, CritPathOptions, CritPathStats, CriticalPath, Level, Segment,
+    SegmentKind, Share, Unknown,
+};
 pub use engine::Engine;
 pub use error::{ChainError, WindowProblem};
 pub use filter::{Duration, Filter, Window, WindowBound};
@@ -70,5 +77,6 @@ pub use record::{HopRecord, OnCpuPart, RunqPart, WaitRecord, WaitSink};
 /// Re-exported for [`Filter::comm`].
 pub use regex;
 pub use render::WriteSummary;
+pub use sampleidx::apportion;
 pub use stats::{Inconsistency, Stats};
 pub use views::{Unit, View};

@@ -58,6 +58,12 @@ pub struct HopRecord {
     /// mode: this node's own share; `--mode last`: the whole blocked time). Includes the
     /// time the waker was runnable, which [`WaitRecord::runq`] breaks down.
     pub ns: u64,
+    /// Time-bounded mode: where in time `ns` lies, as up to two disjoint intervals
+    /// `[x, y)` in time order (an unused one is `(0, 0)`; their lengths add up to `ns`):
+    /// the waker's own time before it blocked, and after the waking that ended its
+    /// blocked interval (CHAINS.md, "Attribution"). `--mode last`: the whole blocked
+    /// interval. Lets a caller cut a chain at a time window (`critical-path --window`).
+    pub windows: [(u64, u64); 2],
 }
 
 /// One off-CPU interval of a thread (switch-out to switch-in), with the chain of

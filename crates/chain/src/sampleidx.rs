@@ -125,25 +125,35 @@ impl SampleIndex {
             });
             return;
         }
-        let share = |c: u64| (total as u128 * c as u128 / n as u128) as u64;
-        let given: u64 = counts.iter().map(|c| share(c.1)).sum();
-        // Largest remainders first get the nanoseconds rounding left over.
-        let mut order: Vec<usize> = (0..counts.len()).collect();
-        order
-            .sort_by_key(|&i| std::cmp::Reverse((total as u128 * counts[i].1 as u128) % n as u128));
-        // Each share lost less than 1 ns to rounding down: fewer than `counts.len()` left.
-        let mut extra = vec![0u64; counts.len()];
-        for &i in order.iter().take((total - given) as usize) {
-            extra[i] += 1;
-        }
-        for (i, (stacks, c)) in counts.into_iter().enumerate() {
+        let weights: Vec<u64> = counts.iter().map(|c| c.1).collect();
+        for ((stacks, _), ns) in counts.into_iter().zip(apportion(total, &weights)) {
             out.push(RawOnCpu {
                 level,
                 stacks: Some(stacks),
-                ns: share(c) + extra[i],
+                ns,
             });
         }
     }
+}
+
+/// Split `total` in proportion to `weights` (not all 0), rounded so that the parts add up
+/// exactly: each part is rounded down, and the nanoseconds left go one each to the
+/// largest remainders (ties to the first).
+pub fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
+    let n: u128 = weights.iter().map(|&w| w as u128).sum();
+    if n == 0 {
+        return vec![0; weights.len()];
+    }
+    let share = |c: u64| (total as u128 * c as u128 / n) as u64;
+    let mut parts: Vec<u64> = weights.iter().map(|&c| share(c)).collect();
+    let given: u64 = parts.iter().sum();
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse((total as u128 * weights[i] as u128) % n));
+    // Each share lost less than 1 ns to rounding down: fewer than `weights.len()` left.
+    for &i in order.iter().take((total - given) as usize) {
+        parts[i] += 1;
+    }
+    parts
 }
 
 /// The parts of `windows` (each `(x, y)`, disjoint) not covered by `busy` (disjoint

@@ -103,6 +103,7 @@ impl Walker<'_> {
                     let mut r = h.record(self.nodes);
                     if h.metal || h.cause == NO_HOP || h.cause_ts <= l {
                         r.ns = t.saturating_sub(l);
+                        r.windows[0] = (l, t.max(l));
                         rec.hops.push(r);
                         if !h.metal {
                             self.split_level(depth as u32, h.waker_tid, [(l, t), (0, 0)], rec);
@@ -111,12 +112,14 @@ impl Walker<'_> {
                     }
                     if depth >= max || h.cause == CUT {
                         r.ns = t.saturating_sub(l);
+                        r.windows[0] = (l, t.max(l));
                         rec.hops.push(r);
                         rec.truncated = true;
                         break;
                     }
                     let l2 = l.max(h.cause_s);
                     r.ns = t.saturating_sub(l) - h.cause_ts.min(t).saturating_sub(l2);
+                    r.windows = [(l, l2), (h.cause_ts.min(t), t)];
                     rec.hops.push(r);
                     // Own time: before the waker blocked, and after its waking.
                     self.split_level(
@@ -142,6 +145,7 @@ impl Walker<'_> {
                     let h = &self.hops[cur as usize];
                     let mut r = h.record(self.nodes);
                     r.ns = weight;
+                    r.windows[0] = (a, t1.max(a));
                     rec.hops.push(r);
                     if h.metal || h.cause == NO_HOP {
                         break;

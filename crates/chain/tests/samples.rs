@@ -3,34 +3,12 @@
 mod common;
 
 use chainrec_chain::{fold_oncpu, Analysis, Filter};
-use chainrec_format::synth::{self, SynthParams, Tracker};
-use chainrec_format::{MemTrace, TraceReader, WriterOptions};
+use chainrec_format::{MemTrace, WriterOptions};
 use std::collections::BTreeMap;
 
-/// `oncpu-worker` with `iters` iterations (17 events each), written to a file and opened
-/// for analysis, with the metadata a `chainrec synth` file has (sampling period 1 ms).
+/// `oncpu-worker` with `iters` iterations (17 events each), as a file would give it.
 fn analysis(iters: u64) -> (Analysis, MemTrace) {
-    let params = SynthParams {
-        events: 17 * iters,
-        seed: 1,
-    };
-    let mut m = MemTrace::default();
-    let mut meta = synth::meta("oncpu-worker", &params, vec![]);
-    {
-        let mut t = Tracker::new(&mut m);
-        (synth::find("oncpu-worker").unwrap().generate)(&params, &mut t).unwrap();
-        t.complete(&mut meta);
-    }
-    m.meta = meta;
-    let dir = std::env::temp_dir().join(format!("chainrec-samples-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let p = dir.join(format!("ow{iters}-{n}.zst"));
-    m.write_to(&p, WriterOptions::default()).unwrap();
-    let r = TraceReader::from_bytes(std::fs::read(&p).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&p);
-    (Analysis::from_reader(r), m)
+    common::synth_file("oncpu-worker", 17 * iters, WriterOptions::default())
 }
 
 fn lines(f: &chainrec_chain::OnCpuFold) -> BTreeMap<String, u64> {

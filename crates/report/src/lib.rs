@@ -5,9 +5,11 @@
 //! * [`perfetto`]: native Perfetto trace export (ftrace sched events, clock snapshot).
 //! * [`pprof`]: chain graph as a gzipped pprof profile.
 //! * [`top`]: the longest individual waits, as a table or JSON.
+//! * [`critpath`]: one thread's critical path as text or JSON.
 //! * [`output`]: output files that appear whole or not at all.
 //! * [`script`]: every event, as text or NDJSON; [`waits`]: every wait with its chain.
 
+pub mod critpath;
 pub mod heatmap;
 pub mod info;
 pub mod output;

@@ -99,3 +99,32 @@ pub fn map(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
     }
     m
 }
+
+/// Scenario `name` with `events` events, written to a file with `opts` and opened for
+/// analysis, with the metadata a `chainrec synth` file has (`oncpu-worker`: sampling
+/// period 1 ms); also in memory.
+pub fn synth_file(
+    name: &str,
+    events: u64,
+    opts: chainrec_format::WriterOptions,
+) -> (chainrec_chain::Analysis, MemTrace) {
+    use chainrec_format::synth::{self, SynthParams, Tracker};
+    let params = SynthParams { events, seed: 1 };
+    let mut m = MemTrace::default();
+    let mut meta = synth::meta(name, &params, vec![]);
+    {
+        let mut t = Tracker::new(&mut m);
+        (synth::find(name).unwrap().generate)(&params, &mut t).unwrap();
+        t.complete(&mut meta);
+    }
+    m.meta = meta;
+    let dir = std::env::temp_dir().join(format!("chainrec-synth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let p = dir.join(format!("{name}-{events}-{n}.zst"));
+    m.write_to(&p, opts).unwrap();
+    let r = chainrec_format::TraceReader::from_bytes(std::fs::read(&p).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&p);
+    (chainrec_chain::Analysis::from_reader(r), m)
+}

@@ -1,0 +1,966 @@
+//! The critical path of one thread (`chainrec critical-path`): its timeline over a window
+//! as a sequence of segments, each explained with stacks. Running segments carry the
+//! thread's own on-CPU samples; runnable segments the CPU holders it waited behind (the
+//! run-queue level 0 of CHAINS.md); blocked segments the chain the engine gives for that
+//! wait, level by level, with each level's run-queue and on-CPU split. The chains come
+//! from one ordinary engine run filtered on the thread ([`WaitRecord`]s); the segments
+//! between its waits come from the thread's own switches, read in the same pass.
+//! docs/REPORTS.md ("critical-path") says how a segment cut by the window is split.
+
+use crate::analysis::Setup;
+use crate::mode::Mode;
+use crate::nodes::{NodeId, NodeTable};
+use crate::oncpu::Names;
+use crate::pathframes::FrameNamer;
+use crate::record::WaitRecord;
+use crate::sampleidx::apportion;
+use crate::{frames, Analysis, ChainError, Dedup, Filter, DEFAULT_MAX_DEPTH};
+use chainrec_format::{Event, FormatError, RecordingMeta, StackId, Tables, Tid, STATE_RUNNABLE};
+use std::collections::HashMap;
+
+/// What to build.
+#[derive(Clone, Debug)]
+pub struct CritPathOptions {
+    /// The thread.
+    pub tid: Tid,
+    /// Trace-clock window `[start, end)`; `None`: the thread's life in the trace (from its
+    /// creation, or the trace start, to its exit, or the trace end).
+    pub window: Option<(u64, u64)>,
+    /// Maximum hops per chain.
+    pub max_depth: usize,
+    /// Decode chunks in parallel.
+    pub parallel: bool,
+}
+
+impl CritPathOptions {
+    /// The whole life of `tid`, default depth, parallel decoding.
+    pub fn new(tid: Tid) -> Self {
+        CritPathOptions {
+            tid,
+            window: None,
+            max_depth: DEFAULT_MAX_DEPTH,
+            parallel: true,
+        }
+    }
+}
+
+/// Time split by one stack or CPU holder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Share {
+    /// Frames as the folded line shows them, root first (for a sampled stack: user frames
+    /// root→leaf, `-`, kernel frames root→leaf; for a level's parts: `[run queue];holder`
+    /// or `[on cpu];frames`).
+    pub frames: Vec<String>,
+    /// Samples behind this share (running segments; 0 elsewhere).
+    pub samples: u64,
+    /// Nanoseconds.
+    pub ns: u64,
+}
+
+/// One level of a blocked segment's chain (the waking that ended the wait at level 1,
+/// then the wakings that ended each waker's own wait).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Level {
+    /// The waker's name, or the metal label (`[hardirq: timer]`, ...).
+    pub name: String,
+    /// Waker tid (for metal levels: the interrupted task, 0 = idle).
+    pub tid: Tid,
+    /// True when the level is metal (interrupt or idle: the chain ends here).
+    pub metal: bool,
+    /// The level's frames as a chain line shows them after its `--`: kernel frames
+    /// leaf→root, `-`, user frames leaf→root, then the name.
+    pub frames: Vec<String>,
+    /// Nanoseconds of the segment this level explains (inside the window).
+    pub ns: u64,
+    /// Of `ns`: the level's own time (no run-queue or on-CPU breakdown).
+    pub own_ns: u64,
+    /// Of `ns`: the time its waker waited for a CPU, by holder (`[run queue];holder`).
+    pub runq: Vec<Share>,
+    /// Of `ns`: the time its waker ran, by its samples (`[on cpu];frames`, or
+    /// `[on cpu: no sample]`).
+    pub oncpu: Vec<Share>,
+}
+
+/// Why a part of the window has no known state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unknown {
+    /// Off CPU since before the trace began: the cause was not recorded.
+    BeforeTrace,
+    /// The thread did not exist yet (created later in the trace).
+    NotCreated,
+    /// The thread had exited.
+    Exited,
+    /// The thread's switches contradict each other here: a switch is missing from the
+    /// trace (lost events, or a switch the tracer did not see).
+    SwitchMissing,
+}
+
+impl Unknown {
+    /// The frame shown for it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Unknown::BeforeTrace => "[off cpu since before the trace]",
+            Unknown::NotCreated => "[not yet created]",
+            Unknown::Exited => "[exited]",
+            Unknown::SwitchMissing => "[switch missing from the trace]",
+        }
+    }
+}
+
+/// A blocked segment: the thread asleep, behind the chain of the waking that ended it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blocked {
+    /// `prev_state` at switch-out (S = 1, D = 2, ...).
+    pub state: u32,
+    /// The thread's off-CPU frames: user root→leaf, `-`, kernel root→leaf.
+    pub stack: Vec<String>,
+    /// The chain, first waker first (empty: no waking seen, see `note`).
+    pub levels: Vec<Level>,
+    /// The chain was cut by the depth limit.
+    pub truncated: bool,
+    /// Lost events fell inside the wait: the chain may be incomplete.
+    pub lost: bool,
+    /// Without a chain: `[waker unknown]`, or `[still blocked at trace end]`.
+    pub note: Option<&'static str>,
+}
+
+/// What the thread was doing in a segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// On a CPU. `stacks`: the segment's time split in proportion to the thread's samples
+    /// in it (`[on cpu: no sample]` when none; empty when the trace took no samples).
+    Running {
+        /// The split.
+        stacks: Vec<Share>,
+    },
+    /// Waiting for a CPU: woken and not yet switched in, or preempted.
+    Runnable {
+        /// True for a preemption (switched out runnable), false after a waking.
+        preempted: bool,
+        /// Who held the CPU the thread was then switched in on: one frame each, the
+        /// holder's comm, `[idle]` or `[unknown]`.
+        behind: Vec<Share>,
+    },
+    /// Blocked, behind the chain of the waking that ended the wait.
+    Blocked(Blocked),
+    /// No state known (see [`Unknown`]).
+    Unknown(Unknown),
+}
+
+impl SegmentKind {
+    /// `running`, `runnable`, `blocked` or `unknown`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SegmentKind::Running { .. } => "running",
+            SegmentKind::Runnable { .. } => "runnable",
+            SegmentKind::Blocked(_) => "blocked",
+            SegmentKind::Unknown(_) => "unknown",
+        }
+    }
+}
+
+/// One segment of the timeline, `[start_ns, end_ns)` on the trace clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Start (inside the window).
+    pub start_ns: u64,
+    /// End (inside the window).
+    pub end_ns: u64,
+    /// The segment's whole extent when the window cut it (`(start, end)`, the end `None`
+    /// when the trace ended first).
+    pub cut_from: Option<(u64, Option<u64>)>,
+    /// What the thread did.
+    pub kind: SegmentKind,
+}
+
+impl Segment {
+    /// Length in ns.
+    pub fn ns(&self) -> u64 {
+        self.end_ns - self.start_ns
+    }
+}
+
+/// Counters: what the critical path could not place.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CritPathStats {
+    /// The thread's samples shown (inside its running segments).
+    pub samples: u64,
+    /// Its other samples inside the window: taken while its switches say it was off CPU
+    /// (lost events), not shown.
+    pub samples_off_cpu: u64,
+    /// Switches of the thread that contradict its state (lost events): the time
+    /// until the next switch is `[lost events]`.
+    pub inconsistent_switches: u64,
+    /// Off-CPU intervals the engine gave no record for (shown as `[waker unknown]`).
+    pub unmatched_waits: u64,
+    /// Segments cut by the window (their chains scaled, see docs/REPORTS.md).
+    pub cut_segments: u64,
+    /// Events lost in the whole trace (lost markers and recorder counts).
+    pub lost_events: u64,
+}
+
+/// A thread's critical path over a window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CriticalPath {
+    /// The thread.
+    pub tid: Tid,
+    /// Its process (0 when unknown).
+    pub tgid: Tid,
+    /// Its name (the last one seen in the window).
+    pub comm: String,
+    /// Window start (trace clock, ns).
+    pub start_ns: u64,
+    /// Window end.
+    pub end_ns: u64,
+    /// The trace's start (relative times count from here).
+    pub trace_start_ns: u64,
+    /// CPU time one sample stands for; `None` when the trace took no samples.
+    pub period_ns: Option<u64>,
+    /// The segments, in time order, covering the window exactly.
+    pub segments: Vec<Segment>,
+    /// What could not be placed.
+    pub stats: CritPathStats,
+}
+
+impl CriticalPath {
+    /// Window length.
+    pub fn wall_ns(&self) -> u64 {
+        self.end_ns - self.start_ns
+    }
+
+    /// Nanoseconds per kind: (running, runnable, blocked, unknown); they add up to
+    /// [`Self::wall_ns`].
+    pub fn totals(&self) -> [u64; 4] {
+        let mut t = [0u64; 4];
+        for s in &self.segments {
+            t[kind_index(&s.kind)] += s.ns();
+        }
+        t
+    }
+
+    /// The thread's running time in the window split by all its samples in the window
+    /// (largest remainder; `[on cpu: no sample]` only when it has none): at 49 Hz most
+    /// short running segments hold no sample, so the window's samples together estimate
+    /// where its running time went better than each segment's own. Empty when the trace
+    /// took no samples.
+    pub fn running_profile(&self) -> Vec<Share> {
+        let total = self.totals()[0];
+        let mut shares: Vec<Share> = Vec::new();
+        for s in &self.segments {
+            if let SegmentKind::Running { stacks } = &s.kind {
+                for sh in stacks.iter().filter(|x| x.samples > 0) {
+                    match shares.iter_mut().find(|x| x.frames == sh.frames) {
+                        Some(x) => x.samples += sh.samples,
+                        None => shares.push(Share {
+                            frames: sh.frames.clone(),
+                            samples: sh.samples,
+                            ns: 0,
+                        }),
+                    }
+                }
+            }
+        }
+        if self.period_ns.is_none() || total == 0 {
+            return Vec::new();
+        }
+        if shares.is_empty() {
+            return vec![Share {
+                frames: vec![frames::ONCPU_NO_SAMPLE.to_string()],
+                samples: 0,
+                ns: total,
+            }];
+        }
+        let w: Vec<u64> = shares.iter().map(|x| x.samples).collect();
+        for (x, ns) in shares.iter_mut().zip(apportion(total, &w)) {
+            x.ns = ns;
+        }
+        shares
+    }
+
+    /// Folded lines (`comm;[running];frames`, `comm;[runnable];behind HOLDER`,
+    /// `comm;[blocked];stack;--;chain...`, `comm;[unknown reason]`) with their weights in
+    /// ns, aggregated; the weights add up to the window's wall time exactly. Running time
+    /// is split as [`Self::running_profile`] says.
+    pub fn folded_ns(&self) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64)> = Vec::new();
+        let mut ix: HashMap<String, usize> = HashMap::new();
+        let mut add = |line: String, ns: u64| {
+            if ns == 0 {
+                return;
+            }
+            match ix.get(&line) {
+                Some(&i) => out[i].1 += ns,
+                None => {
+                    ix.insert(line.clone(), out.len());
+                    out.push((line, ns));
+                }
+            }
+        };
+        let comm = &self.comm;
+        // Running time first, split by the window's samples (see `running_profile`).
+        let profile = self.running_profile();
+        if profile.is_empty() {
+            add(format!("{comm};[running]"), self.totals()[0]);
+        }
+        for sh in &profile {
+            add(format!("{comm};[running];{}", sh.frames.join(";")), sh.ns);
+        }
+        for s in &self.segments {
+            match &s.kind {
+                SegmentKind::Running { .. } => {}
+                SegmentKind::Runnable { behind, .. } => {
+                    for sh in behind {
+                        add(
+                            format!("{comm};[runnable];behind {}", sh.frames.join(";")),
+                            sh.ns,
+                        );
+                    }
+                }
+                SegmentKind::Blocked(b) => {
+                    let lost = if b.lost { ";[lost events]" } else { "" };
+                    let mut prefix = format!("{comm};[blocked]");
+                    for f in &b.stack {
+                        prefix.push(';');
+                        prefix.push_str(f);
+                    }
+                    if let Some(n) = b.note {
+                        add(format!("{prefix};{n}{lost}"), s.ns());
+                        continue;
+                    }
+                    for (k, l) in b.levels.iter().enumerate() {
+                        prefix.push_str(";--;");
+                        prefix.push_str(&l.frames.join(";"));
+                        let mark = if b.truncated && k + 1 == b.levels.len() {
+                            ";[truncated]"
+                        } else {
+                            ""
+                        };
+                        add(format!("{prefix}{mark}{lost}"), l.own_ns);
+                        for sh in l.runq.iter().chain(&l.oncpu) {
+                            add(format!("{prefix};--;{}{lost}", sh.frames.join(";")), sh.ns);
+                        }
+                    }
+                }
+                SegmentKind::Unknown(u) => add(format!("{comm};{}", u.label()), s.ns()),
+            }
+        }
+        out
+    }
+}
+
+fn kind_index(k: &SegmentKind) -> usize {
+    match k {
+        SegmentKind::Running { .. } => 0,
+        SegmentKind::Runnable { .. } => 1,
+        SegmentKind::Blocked(_) => 2,
+        SegmentKind::Unknown(_) => 3,
+    }
+}
+
+/// The thread's state in the scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum St {
+    /// No event of the thread yet.
+    Unseen,
+    /// On a CPU since.
+    On(u64),
+    /// Off CPU since (switch-out or creation).
+    Off(u64),
+    /// Exited (its last switch-out).
+    Gone(u64),
+}
+
+/// A stretch of the thread's timeline as its own events give it.
+#[derive(Clone, Copy, Debug)]
+enum Piece {
+    Running(u64, u64),
+    /// Off CPU from a switch-out (or creation) to a switch-in; `None`: still off at the end.
+    Off(u64, Option<u64>),
+    Unknown(u64, u64, Unknown),
+}
+
+/// The scan of the thread's own events.
+struct Scan {
+    tid: Tid,
+    st: St,
+    exiting: bool,
+    created: Option<u64>,
+    seen: bool,
+    pieces: Vec<Piece>,
+    /// (ts, kernel stack, user stack), the thread's samples inside the window.
+    samples: Vec<(u64, StackId, StackId)>,
+    samples_off_cpu: u64,
+    inconsistent: u64,
+    names: Names,
+    trace_start: u64,
+    window: Option<(u64, u64)>,
+}
+
+impl Scan {
+    fn keep(&mut self, p: Piece) {
+        let (a, b) = match p {
+            Piece::Running(a, b) | Piece::Unknown(a, b, _) => (a, Some(b)),
+            Piece::Off(a, b) => (a, b),
+        };
+        if b.is_some_and(|b| b <= a) {
+            return;
+        }
+        if let Some((w0, w1)) = self.window {
+            if a >= w1 || b.is_some_and(|b| b <= w0) {
+                return;
+            }
+        }
+        self.pieces.push(p);
+    }
+
+    fn event(&mut self, e: &Event) {
+        let t = self.tid;
+        match e {
+            Event::Switch(s) if s.prev_tid == t => {
+                self.seen = true;
+                match self.st {
+                    St::On(a) => self.keep(Piece::Running(a, s.ts)),
+                    St::Unseen => self.keep(Piece::Running(self.trace_start, s.ts)),
+                    St::Off(a) | St::Gone(a) => {
+                        self.inconsistent += 1;
+                        self.keep(Piece::Unknown(a, s.ts, Unknown::SwitchMissing));
+                    }
+                }
+                self.st = if self.exiting {
+                    St::Gone(s.ts)
+                } else {
+                    St::Off(s.ts)
+                };
+            }
+            Event::Switch(s) if s.next_tid == t => {
+                self.seen = true;
+                match self.st {
+                    St::Off(a) => self.keep(Piece::Off(a, Some(s.ts))),
+                    St::Unseen => {
+                        self.keep(Piece::Unknown(self.trace_start, s.ts, Unknown::BeforeTrace))
+                    }
+                    St::On(_) => {
+                        self.inconsistent += 1;
+                        return;
+                    }
+                    St::Gone(a) => {
+                        self.inconsistent += 1;
+                        self.keep(Piece::Unknown(a, s.ts, Unknown::SwitchMissing));
+                    }
+                }
+                self.st = St::On(s.ts);
+            }
+            Event::WakeupNew(n) if n.child_tid == t => {
+                self.names.update(e);
+                self.seen = true;
+                if self.st == St::Unseen {
+                    self.keep(Piece::Unknown(self.trace_start, n.ts, Unknown::NotCreated));
+                    self.created = Some(n.ts);
+                    self.st = St::Off(n.ts);
+                }
+            }
+            Event::Exit(x) if x.tid == t => {
+                self.seen = true;
+                self.exiting = true;
+            }
+            Event::Comm(c) if c.tid == t => {
+                self.seen = true;
+                self.names.update(e);
+            }
+            Event::Waking(w) if w.waker_tid == t && w.context.is_task() => {
+                self.seen = true;
+                self.running_at(w.ts);
+            }
+            Event::Waking(w) if w.target_tid == t || w.waker_tid == t => self.seen = true,
+            Event::Sample(x) if x.tid == t => {
+                self.seen = true;
+                self.running_at(x.ts);
+                if self.window.is_some_and(|(a, b)| x.ts < a || x.ts >= b) {
+                    return;
+                }
+                if matches!(self.st, St::Gone(_)) {
+                    self.samples_off_cpu += 1;
+                } else {
+                    self.samples.push((x.ts, x.kstack, x.ustack));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The thread acted on a CPU at `ts` (a waking in its own context, a sample): if its
+    /// switches say it was off CPU, its switch-in is missing from the trace. The time since
+    /// its switch-out is unknown, and it runs from here.
+    fn running_at(&mut self, ts: u64) {
+        if let St::Off(a) = self.st {
+            self.inconsistent += 1;
+            self.keep(Piece::Unknown(a, ts, Unknown::SwitchMissing));
+            self.st = St::On(ts);
+        }
+    }
+
+    /// Close the timeline at `end`.
+    fn close(&mut self, end: u64) {
+        match self.st {
+            St::On(a) => self.keep(Piece::Running(a, end)),
+            St::Off(a) => self.keep(Piece::Off(a, None)),
+            St::Gone(a) => self.keep(Piece::Unknown(a, end, Unknown::Exited)),
+            St::Unseen => self.keep(Piece::Unknown(self.trace_start, end, Unknown::BeforeTrace)),
+        }
+    }
+
+    /// Past `w1` for good: a switch-out after it (every wait overlapping it is closed and
+    /// its record emitted), or gone.
+    fn done_by(&self, w1: u64) -> bool {
+        match self.st {
+            St::Off(a) => a > w1,
+            St::Gone(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Why the read stopped.
+enum Stop {
+    Failed(ChainError),
+    Done,
+}
+
+impl From<FormatError> for Stop {
+    fn from(e: FormatError) -> Self {
+        Stop::Failed(e.into())
+    }
+}
+
+/// Build the critical path of `opts.tid` in the trace of `an`.
+pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPath, ChainError> {
+    let (trace_start, trace_end) = (an.start_ns(), an.end_ns().max(an.start_ns()));
+    if let Some((a, b)) = opts.window {
+        if a >= b {
+            return Err(ChainError::EmptyWindow);
+        }
+        if b <= trace_start || a >= trace_end {
+            return Err(ChainError::WindowOutside {
+                span_s: (trace_end - trace_start) as f64 / 1e9,
+            });
+        }
+    }
+    let window = opts
+        .window
+        .map(|(a, b)| (a.max(trace_start), b.min(trace_end)));
+    let setup = Setup {
+        mode: Mode::Bounded,
+        max_depth: opts.max_depth,
+        dedup: Dedup::Off,
+        filter: Filter {
+            tids: vec![opts.tid],
+            ..Filter::default()
+        },
+        parallel: opts.parallel,
+        runqueue: true,
+    };
+    let (mut engine, summary) = an.engine(setup);
+    let mut scan = Scan {
+        tid: opts.tid,
+        st: St::Unseen,
+        exiting: false,
+        created: None,
+        seen: an.tables().tasks.contains_key(&opts.tid),
+        pieces: Vec::new(),
+        samples: Vec::new(),
+        samples_off_cpu: 0,
+        inconsistent: 0,
+        names: Names::new(an.tables()),
+        trace_start,
+        window,
+    };
+    let mut records: HashMap<u64, WaitRecord> = HashMap::new();
+    let mut sink = |w: &WaitRecord, _: &NodeTable| {
+        if window
+            .is_some_and(|(a, b)| w.switch_out_ns >= b || w.switch_in_ns.is_some_and(|i| i <= a))
+        {
+            return;
+        }
+        records.insert(w.switch_out_ns, w.clone());
+    };
+    let read =
+        an.reader()
+            .for_each_chunk::<Stop>(0..an.reader().chunks().len(), opts.parallel, |evs| {
+                engine.process(evs, &mut sink);
+                for e in evs {
+                    scan.event(e);
+                }
+                match window {
+                    Some((_, w1)) if scan.done_by(w1) => Err(Stop::Done),
+                    _ => Ok(()),
+                }
+            });
+    let mut stats = match read {
+        Ok(()) => engine.finish(&mut sink),
+        Err(Stop::Done) => engine.stats().clone(),
+        Err(Stop::Failed(e)) => return Err(e),
+    };
+    if !scan.seen {
+        return Err(ChainError::NoSuchThread(opts.tid));
+    }
+    scan.close(trace_end);
+    let (w0, w1) = window.unwrap_or_else(|| {
+        let end = scan
+            .pieces
+            .iter()
+            .rev()
+            .find_map(|p| match p {
+                Piece::Unknown(a, _, Unknown::Exited) => Some(*a),
+                _ => None,
+            })
+            .unwrap_or(trace_end);
+        (scan.created.unwrap_or(trace_start), end)
+    });
+    if w1 <= w0 {
+        return Err(ChainError::NoTime(opts.tid));
+    }
+    let (comm, tgid, _) = scan.names.get(opts.tid);
+    stats.lost_events += summary.lost_in_recording;
+    let mut b = Builder {
+        tables: an.tables(),
+        meta: an.meta(),
+        nodes: engine.nodes(),
+        r: FrameNamer::new(an.tables(), an.meta().stack_threshold_ns),
+        w: (w0, w1),
+        sampled: an.meta().sampling().is_some(),
+        segs: Vec::new(),
+        st: CritPathStats {
+            samples_off_cpu: scan.samples_off_cpu,
+            inconsistent_switches: scan.inconsistent,
+            lost_events: stats.lost_events,
+            ..CritPathStats::default()
+        },
+    };
+    let mut smp = scan.samples.as_slice();
+    for p in std::mem::take(&mut scan.pieces) {
+        match p {
+            Piece::Running(a, e) => b.running(a, e, &mut smp),
+            Piece::Unknown(a, e, why) => b.push(a, Some(e), SegmentKind::Unknown(why), None),
+            Piece::Off(a, e) => match records.get(&a) {
+                Some(rec) => b.off(rec, e),
+                None => {
+                    b.st.unmatched_waits += u64::from(e.is_some());
+                    let note = if e.is_none() {
+                        "[still blocked at trace end]"
+                    } else {
+                        "[waker unknown]"
+                    };
+                    let kind = SegmentKind::Blocked(Blocked {
+                        state: 0,
+                        stack: Vec::new(),
+                        levels: Vec::new(),
+                        truncated: false,
+                        lost: false,
+                        note: Some(note),
+                    });
+                    b.push(a, e, kind, None);
+                }
+            },
+        }
+    }
+    b.fill_gaps();
+    // Samples inside the window that no running segment took: taken where the switches
+    // say the thread was not running (lost events), or in an unknown part.
+    let inside = scan
+        .samples
+        .iter()
+        .filter(|x| x.0 >= w0 && x.0 < w1)
+        .count() as u64;
+    b.st.samples_off_cpu += inside - b.st.samples;
+    Ok(CriticalPath {
+        tid: opts.tid,
+        tgid,
+        comm: comm.as_str().into_owned(),
+        start_ns: w0,
+        end_ns: w1,
+        trace_start_ns: trace_start,
+        period_ns: an.meta().sampling().map(|s| s.period_ns).filter(|&p| p > 0),
+        segments: b.segs,
+        stats: b.st,
+    })
+}
+
+/// Turns pieces and records into resolved segments inside the window.
+struct Builder<'a> {
+    tables: &'a Tables,
+    meta: &'a RecordingMeta,
+    nodes: &'a NodeTable,
+    r: FrameNamer<'a>,
+    w: (u64, u64),
+    sampled: bool,
+    segs: Vec<Segment>,
+    st: CritPathStats,
+}
+
+impl Builder<'_> {
+    /// Clip `[a, e)` (`e` None: to the end) to the window: the part inside, if any.
+    fn clip(&self, a: u64, e: Option<u64>) -> Option<(u64, u64)> {
+        let (x, y) = (a.max(self.w.0), e.unwrap_or(u64::MAX).min(self.w.1));
+        (y > x).then_some((x, y))
+    }
+
+    /// Add a segment over `[a, e)` clipped to the window; `kind` is built for the clipped
+    /// part already (or needs no clipping).
+    fn push(&mut self, a: u64, e: Option<u64>, kind: SegmentKind, clip: Option<(u64, u64)>) {
+        let Some((x, y)) = clip.or_else(|| self.clip(a, e)) else {
+            return;
+        };
+        let cut = (x != a || Some(y) != e).then_some((a, e));
+        self.st.cut_segments += u64::from(cut.is_some());
+        self.segs.push(Segment {
+            start_ns: x,
+            end_ns: y,
+            cut_from: cut,
+            kind,
+        });
+    }
+
+    fn running(&mut self, a: u64, e: u64, smp: &mut &[(u64, StackId, StackId)]) {
+        let Some((x, y)) = self.clip(a, Some(e)) else {
+            return;
+        };
+        // Samples are in time order; those before this segment belong to none (taken in
+        // a part of the window the switches say was not running: counted as off CPU).
+        let first = smp.partition_point(|s| s.0 < x);
+        let n = smp[first..].partition_point(|s| s.0 < y);
+        let mine = &smp[first..first + n];
+        *smp = &smp[first + n..];
+        self.st.samples += n as u64;
+        let stacks = if !self.sampled {
+            Vec::new()
+        } else if mine.is_empty() {
+            vec![Share {
+                frames: vec![frames::ONCPU_NO_SAMPLE.to_string()],
+                samples: 0,
+                ns: y - x,
+            }]
+        } else {
+            // By rendered frames, in order of first sample.
+            let mut shares: Vec<Share> = Vec::new();
+            for &(_, k, u) in mine {
+                let f = frames::sample_frames(self.tables, self.meta, k, u);
+                match shares.iter_mut().find(|s| s.frames == f) {
+                    Some(s) => s.samples += 1,
+                    None => shares.push(Share {
+                        frames: f,
+                        samples: 1,
+                        ns: 0,
+                    }),
+                }
+            }
+            let w: Vec<u64> = shares.iter().map(|s| s.samples).collect();
+            for (s, ns) in shares.iter_mut().zip(apportion(y - x, &w)) {
+                s.ns = ns;
+            }
+            shares
+        };
+        self.push(a, Some(e), SegmentKind::Running { stacks }, Some((x, y)));
+    }
+
+    /// Shares of `ns` nodes, scaled from their total to `to` when it differs.
+    fn shares(&mut self, parts: &[(NodeId, u64)], to: u64) -> Vec<Share> {
+        let w: Vec<u64> = parts.iter().map(|p| p.1).collect();
+        let total: u64 = w.iter().sum();
+        let ns = if total == to { w } else { apportion(to, &w) };
+        parts
+            .iter()
+            .zip(ns)
+            .filter(|(_, ns)| *ns > 0)
+            .map(|(&(node, _), ns)| Share {
+                frames: self.frames(node),
+                samples: 0,
+                ns,
+            })
+            .collect()
+    }
+
+    /// A non-root node's frames without the level separator.
+    fn frames(&mut self, node: NodeId) -> Vec<String> {
+        let mut f = node_texts(&mut self.r, self.nodes, node, false);
+        if f.first().is_some_and(|s| s == "--") {
+            f.remove(0);
+        }
+        f
+    }
+
+    /// One wait of the thread: its blocked part and its runnable part.
+    fn off(&mut self, rec: &WaitRecord, end: Option<u64>) {
+        let a = rec.switch_out_ns;
+        let runq0: Vec<(NodeId, u64)> = rec.runq_of(0).map(|p| (p.holder, p.ns)).collect();
+        let runnable = |b: &mut Self, from: u64, preempted: bool| {
+            let Some((x, y)) = b.clip(from, end) else {
+                return;
+            };
+            let behind = if runq0.is_empty() {
+                // No switch-in (the trace ended first): nobody to name.
+                vec![Share {
+                    frames: vec!["[unknown]".into()],
+                    samples: 0,
+                    ns: y - x,
+                }]
+            } else {
+                // The holder alone: `[runnable];behind HOLDER` says the rest.
+                let mut v = b.shares(&runq0, y - x);
+                for s in &mut v {
+                    s.frames.drain(..s.frames.len().saturating_sub(1));
+                }
+                v
+            };
+            b.push(
+                from,
+                end,
+                SegmentKind::Runnable { preempted, behind },
+                Some((x, y)),
+            );
+        };
+        if rec.preempted() {
+            runnable(self, a, true);
+            return;
+        }
+        let mut root = node_texts(&mut self.r, self.nodes, rec.node, true);
+        root.remove(0);
+        let wake = match rec.wake_ns {
+            Some(w) if !rec.hops.is_empty() => w,
+            _ => {
+                let kind = SegmentKind::Blocked(Blocked {
+                    state: rec.state,
+                    stack: root,
+                    levels: Vec::new(),
+                    truncated: false,
+                    lost: rec.lost,
+                    note: Some("[waker unknown]"),
+                });
+                self.push(a, end, kind, None);
+                return;
+            }
+        };
+        if let Some((x, y)) = self.clip(a, Some(wake)) {
+            // Each level's time inside [x, y): where its windows meet it. The windows
+            // tile the blocked part; should they not (a bug), scale the levels instead.
+            let all: Vec<u64> = rec.hops.iter().map(|h| h.ns).collect();
+            let mut inside: Vec<u64> = if x == a && y == wake {
+                all.clone()
+            } else {
+                let part = |h: &crate::HopRecord| {
+                    let w = h.windows.iter();
+                    w.map(|&(p, q)| q.min(y).saturating_sub(p.max(x))).sum()
+                };
+                rec.hops.iter().map(part).collect()
+            };
+            if inside.iter().sum::<u64>() != y - x {
+                inside = apportion(y - x, &all);
+            }
+            let mut levels = Vec::new();
+            for (k, h) in rec.hops.iter().enumerate() {
+                let l = k as u32 + 1;
+                let ns = inside[k];
+                let runq: Vec<(NodeId, u64)> = rec.runq_of(l).map(|p| (p.holder, p.ns)).collect();
+                let oncpu: Vec<(NodeId, u64)> = rec
+                    .oncpu
+                    .iter()
+                    .filter(|p| p.level == l)
+                    .map(|p| (p.node, p.ns))
+                    .collect();
+                let own = h.ns - runq.iter().chain(&oncpu).map(|p| p.1).sum::<u64>();
+                // Scale own, run-queue and on-CPU parts together to the time inside.
+                let mut w = vec![own];
+                w.extend(runq.iter().chain(&oncpu).map(|p| p.1));
+                let scaled = if ns == h.ns { w } else { apportion(ns, &w) };
+                let rq: Vec<(NodeId, u64)> = runq
+                    .iter()
+                    .zip(&scaled[1..])
+                    .map(|(p, &n)| (p.0, n))
+                    .collect();
+                let oc: Vec<(NodeId, u64)> = oncpu
+                    .iter()
+                    .zip(&scaled[1 + runq.len()..])
+                    .map(|(p, &n)| (p.0, n))
+                    .collect();
+                let node = self.nodes.get(h.node);
+                let name = if h.metal {
+                    node.name().into_owned()
+                } else {
+                    h.waker_comm.as_str().into_owned()
+                };
+                let (rq_sum, oc_sum): (u64, u64) =
+                    (rq.iter().map(|p| p.1).sum(), oc.iter().map(|p| p.1).sum());
+                levels.push(Level {
+                    name,
+                    tid: h.waker_tid,
+                    metal: h.metal,
+                    frames: self.frames(h.node),
+                    ns,
+                    own_ns: scaled[0],
+                    runq: self.shares(&rq, rq_sum),
+                    oncpu: self.shares(&oc, oc_sum),
+                });
+            }
+            let kind = SegmentKind::Blocked(Blocked {
+                state: rec.state,
+                stack: root,
+                levels,
+                truncated: rec.truncated,
+                lost: rec.lost,
+                note: None,
+            });
+            self.push(a, Some(wake), kind, Some((x, y)));
+        }
+        if rec.state != STATE_RUNNABLE {
+            runnable(self, wake, false);
+        }
+    }
+
+    /// Sort, and make the segments tile the window: what no piece covers is unknown
+    /// (lost events).
+    fn fill_gaps(&mut self) {
+        self.segs.sort_by_key(|s| s.start_ns);
+        let mut out = Vec::with_capacity(self.segs.len());
+        let mut cur = self.w.0;
+        for s in std::mem::take(&mut self.segs) {
+            if s.start_ns > cur {
+                out.push(Segment {
+                    start_ns: cur,
+                    end_ns: s.start_ns,
+                    cut_from: None,
+                    kind: SegmentKind::Unknown(Unknown::SwitchMissing),
+                });
+            }
+            if s.end_ns <= cur {
+                continue;
+            }
+            let mut s = s;
+            if s.start_ns < cur {
+                // Overlap (contradicting events): the earlier segment keeps its time, and
+                // the rest of this one is unknown (its split would no longer add up).
+                s.start_ns = cur;
+                s.kind = SegmentKind::Unknown(Unknown::SwitchMissing);
+                self.st.inconsistent_switches += 1;
+            }
+            cur = s.end_ns;
+            out.push(s);
+        }
+        if cur < self.w.1 {
+            out.push(Segment {
+                start_ns: cur,
+                end_ns: self.w.1,
+                cut_from: None,
+                kind: SegmentKind::Unknown(Unknown::SwitchMissing),
+            });
+        }
+        self.segs = out;
+    }
+}
+
+/// The frames of node `id` as folded text prints them (`first`: the path's first node).
+fn node_texts(r: &mut FrameNamer<'_>, nodes: &NodeTable, id: NodeId, first: bool) -> Vec<String> {
+    r.node(nodes, id, first)
+        .frames
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect()
+}

@@ -1,0 +1,322 @@
+//! Exact critical paths on synthetic traces (`chainrec critical-path`): the segments, their
+//! chains and samples, the folded lines (adding up to the window's wall time), the cut at
+//! a window, and the errors.
+mod common;
+
+use chainrec_chain::{
+    critical_path, Analysis, ChainError, CritPathOptions, CriticalPath, SegmentKind, Share, Unknown,
+};
+use chainrec_format::WriterOptions;
+
+const T0: u64 = 1_000_000_000;
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+
+/// `oncpu-worker`, three iterations, in chunks of 8 events (the early stop at the window
+/// end is exercised across chunks).
+fn worker3() -> Analysis {
+    let opts = WriterOptions {
+        chunk_events: 8,
+        ..WriterOptions::default()
+    };
+    common::synth_file("oncpu-worker", 51, opts).0
+}
+
+fn cp(an: &Analysis, tid: u32, window: Option<(u64, u64)>) -> CriticalPath {
+    let o = CritPathOptions {
+        window,
+        parallel: false,
+        ..CritPathOptions::new(tid)
+    };
+    critical_path(an, &o).unwrap()
+}
+
+fn check_adds_up(c: &CriticalPath) {
+    assert_eq!(c.totals().iter().sum::<u64>(), c.wall_ns());
+    let folded: u64 = c.folded_ns().iter().map(|l| l.1).sum();
+    assert_eq!(folded, c.wall_ns(), "{:#?}", c.folded_ns());
+    let mut t = c.start_ns;
+    for s in &c.segments {
+        assert_eq!(s.start_ns, t, "segments tile the window");
+        t = s.end_ns;
+    }
+    assert_eq!(t, c.end_ns);
+}
+
+const BLOCKED: &str = "cr-client;[blocked];client_loop;read;-;ksys_read;pipe_read;schedule;--;\
+try_to_wake_up;pipe_write;ksys_write;-;write;worker_loop;cr-worker";
+
+/// The client of `oncpu-worker` over its whole life (the trace): per iteration, it runs
+/// 110 us (no sample), blocks 5.01 ms on the worker (runnable 10 us behind idle, then on
+/// CPU 5 ms: 5 samples), waits 20 us for CPU 0 (idle), then runs 4.97 ms (`render`
+/// samples). The trace starts 10 ns before the client's first switch-in, and ends at
+/// +29 ms, cutting the last running segment (3 samples inside). Each running segment keeps
+/// its own samples (the first has none); the folded lines split the running time by all 11.
+#[test]
+fn client_of_the_worker() {
+    let an = worker3();
+    let c = cp(&an, 1301, None);
+    check_adds_up(&c);
+    assert_eq!((c.start_ns, c.end_ns), (T0, T0 + 29 * MS));
+    assert_eq!((c.comm.as_str(), c.tgid), ("cr-client", 1300));
+    assert_eq!(c.period_ns, Some(MS));
+    let kinds: Vec<(&str, u64)> = c
+        .segments
+        .iter()
+        .map(|s| (s.kind.name(), s.start_ns - T0))
+        .collect();
+    let mut want = vec![("unknown", 0), ("running", 10)];
+    for i in 0..3 {
+        let t = i * 10 * MS;
+        want.extend([
+            ("blocked", t + 110 * US),
+            ("runnable", t + 5120 * US),
+            ("running", t + 5140 * US),
+        ]);
+    }
+    assert_eq!(kinds, want);
+    assert_eq!(
+        c.segments[0].kind,
+        SegmentKind::Unknown(Unknown::BeforeTrace)
+    );
+    assert_eq!(
+        c.totals(),
+        [
+            110 * US - 10 + 2 * 4970 * US + 3860 * US,
+            60 * US,
+            15030 * US,
+            10
+        ]
+    );
+    let SegmentKind::Blocked(b) = &c.segments[2].kind else {
+        panic!("{:?}", c.segments[2])
+    };
+    assert_eq!(b.levels.len(), 1);
+    let l = &b.levels[0];
+    assert_eq!(
+        (l.name.as_str(), l.tid, l.ns, l.own_ns),
+        ("cr-worker", 1302, 5010 * US, 0)
+    );
+    let share = |f: &[&str], samples: u64, ns: u64| Share {
+        frames: f.iter().map(|s| s.to_string()).collect(),
+        samples,
+        ns,
+    };
+    assert_eq!(l.runq, [share(&["[run queue]", "[idle]"], 0, 10 * US)]);
+    assert_eq!(
+        l.oncpu,
+        [
+            share(
+                &["[on cpu]", "worker_loop", "handle", "spin_compute"],
+                0,
+                2 * MS
+            ),
+            share(&["[on cpu]", "worker_loop", "handle", "parse"], 0, 2 * MS),
+            share(
+                &[
+                    "[on cpu]",
+                    "worker_loop",
+                    "handle",
+                    "spin_compute",
+                    "-",
+                    "exc_page_fault",
+                    "handle_mm_fault",
+                    "clear_page"
+                ],
+                0,
+                MS
+            ),
+        ]
+    );
+    assert_eq!(
+        c.segments[3].kind,
+        SegmentKind::Runnable {
+            preempted: false,
+            behind: vec![share(&["[idle]"], 0, 20 * US)]
+        }
+    );
+    assert_eq!(
+        c.segments[4].kind,
+        SegmentKind::Running {
+            stacks: vec![share(&["client_loop", "render"], 4, 4970 * US)]
+        }
+    );
+    assert_eq!(c.stats.samples, 11);
+    let folded = c.folded_ns();
+    // Running time (13.91 ms) split by the window's 11 samples, all `render`.
+    let want: Vec<(String, u64)> = [
+        ("cr-client;[running];client_loop;render".to_string(), 13_909_990),
+        ("cr-client;[off cpu since before the trace]".into(), 10),
+        (format!("{BLOCKED};--;[run queue];[idle]"), 30 * US),
+        (
+            format!("{BLOCKED};--;[on cpu];worker_loop;handle;spin_compute"),
+            6 * MS,
+        ),
+        (format!("{BLOCKED};--;[on cpu];worker_loop;handle;parse"), 6 * MS),
+        (
+            format!("{BLOCKED};--;[on cpu];worker_loop;handle;spin_compute;-;exc_page_fault;handle_mm_fault;clear_page"),
+            3 * MS,
+        ),
+        ("cr-client;[runnable];behind [idle]".into(), 60 * US),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(folded, want);
+}
+
+/// The blocked lines are the `chains` lines of the same waits with `[blocked]` after the
+/// comm (the waits' own run-queue level, `comm;stack;--;[run queue];[idle]`, is the
+/// runnable segment instead).
+#[test]
+fn blocked_lines_are_the_chains_lines() {
+    let an = worker3();
+    let c = cp(&an, 1301, None);
+    let setup = chainrec_chain::Setup {
+        dedup: chainrec_chain::Dedup::Off,
+        filter: chainrec_chain::Filter {
+            tids: vec![1301],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (done, folded) = an
+        .fold(setup, chainrec_chain::View::Chains, |_| {})
+        .unwrap();
+    let chains: std::collections::BTreeMap<String, u64> = folded
+        .folded_ns(done.nodes(), an.tables(), an.meta())
+        .into_iter()
+        .filter(|(l, _)| l.contains(";cr-worker"))
+        .map(|(l, w)| (l.replacen("cr-client;", "cr-client;[blocked];", 1), w))
+        .collect();
+    let ours: std::collections::BTreeMap<String, u64> = c
+        .folded_ns()
+        .into_iter()
+        .filter(|(l, _)| l.starts_with("cr-client;[blocked]"))
+        .collect();
+    assert_eq!(ours, chains);
+}
+
+/// A window cutting a running and a blocked segment: the running part keeps the samples
+/// inside the window; the blocked part keeps 1.89 ms of the worker level, its run-queue and
+/// on-CPU parts scaled to it (largest remainder: they add up exactly).
+#[test]
+fn a_window_cuts_segments() {
+    let an = worker3();
+    let c = cp(&an, 1301, Some((T0 + 7 * MS, T0 + 12 * MS)));
+    check_adds_up(&c);
+    assert_eq!(c.segments.len(), 2);
+    assert_eq!(c.stats.cut_segments, 2);
+    assert_eq!(
+        c.segments[1].cut_from,
+        Some((T0 + 10_110 * US, Some(T0 + 15_120 * US)))
+    );
+    let want: Vec<(String, u64)> = [
+        ("cr-client;[running];client_loop;render".to_string(), 3110 * US),
+        (format!("{BLOCKED};--;[run queue];[idle]"), 3772),
+        (format!("{BLOCKED};--;[on cpu];worker_loop;handle;spin_compute"), 754_491),
+        (format!("{BLOCKED};--;[on cpu];worker_loop;handle;parse"), 754_491),
+        (
+            format!("{BLOCKED};--;[on cpu];worker_loop;handle;spin_compute;-;exc_page_fault;handle_mm_fault;clear_page"),
+            377_246,
+        ),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(c.folded_ns(), want);
+    assert_eq!(c.stats.samples, 3);
+}
+
+/// pipe-relay: cr-sink blocked from +5.08 ms to +15.05 ms behind cr-relay (its share
+/// [15.02, 15.05) ms), cr-timer ([15.00, 15.02)) and the timer hardirq (the rest). A
+/// window [15.01, 15.03) ms gives each level exactly the time its share has inside: 10 us
+/// for the relay and the timer, none for the hardirq.
+#[test]
+fn a_window_cuts_each_level_where_its_time_lies() {
+    let (an, _) = common::synth_file("pipe-relay", 27, WriterOptions::default());
+    let c = cp(&an, 103, Some((T0 + 15_010 * US, T0 + 15_030 * US)));
+    check_adds_up(&c);
+    let [s] = &c.segments[..] else {
+        panic!("{:?}", c.segments)
+    };
+    let SegmentKind::Blocked(b) = &s.kind else {
+        panic!("{s:?}")
+    };
+    let ns: Vec<(&str, u64)> = b.levels.iter().map(|l| (l.name.as_str(), l.ns)).collect();
+    assert_eq!(
+        ns,
+        [
+            ("cr-relay", 10 * US),
+            ("cr-timer", 10 * US),
+            ("[hardirq: timer]", 0)
+        ]
+    );
+    // Whole wait: the levels' full shares.
+    let c = cp(&an, 103, Some((T0 + 5 * MS, T0 + 16 * MS)));
+    check_adds_up(&c);
+    let b = c
+        .segments
+        .iter()
+        .find_map(|s| match &s.kind {
+            SegmentKind::Blocked(b) if s.start_ns == T0 + 5080 * US => Some(b),
+            _ => None,
+        })
+        .unwrap();
+    let ns: Vec<u64> = b.levels.iter().map(|l| l.ns).collect();
+    assert_eq!(ns, [30 * US, 20 * US, 9920 * US]);
+}
+
+/// A preempted CPU-bound thread (no samples in this scenario): running segments without
+/// stacks, runnable segments marked preempted, behind the thread that took the CPU.
+#[test]
+fn preempted_worker() {
+    let (an, _) = common::synth_file("preemption", 8, WriterOptions::default());
+    let c = cp(&an, 701, None);
+    check_adds_up(&c);
+    assert_eq!(c.period_ns, None);
+    let preempted: Vec<&SegmentKind> = c
+        .segments
+        .iter()
+        .map(|s| &s.kind)
+        .filter(|k| matches!(k, SegmentKind::Runnable { .. }))
+        .collect();
+    assert_eq!(preempted.len(), 2);
+    for k in preempted {
+        let SegmentKind::Runnable { preempted, behind } = k else {
+            unreachable!()
+        };
+        assert!(preempted);
+        assert_eq!(behind[0].frames, ["cr-tick"]);
+        assert_eq!(behind[0].ns, 95 * US);
+    }
+    let folded = c.folded_ns();
+    assert_eq!(
+        folded[1],
+        ("cr-worker;[runnable];behind cr-tick".into(), 190 * US)
+    );
+    assert_eq!(folded[0].0, "cr-worker;[running]");
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let an = worker3();
+    let o = |tid: u32, window: Option<(u64, u64)>| {
+        critical_path(
+            &an,
+            &CritPathOptions {
+                window,
+                ..CritPathOptions::new(tid)
+            },
+        )
+    };
+    assert!(matches!(o(4242, None), Err(ChainError::NoSuchThread(4242))));
+    assert!(matches!(
+        o(1301, Some((T0 + 100 * MS, T0 + 200 * MS))),
+        Err(ChainError::WindowOutside { .. })
+    ));
+    assert!(matches!(
+        o(1301, Some((T0 + MS, T0 + MS))),
+        Err(ChainError::EmptyWindow)
+    ));
+    let e = o(4242, None).unwrap_err().to_string();
+    assert!(e.contains("thread 4242 does not appear"), "{e}");
+}

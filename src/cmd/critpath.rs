@@ -1,0 +1,143 @@
+//! `chainrec critical-path`: one thread's timeline as running, runnable (behind whom) and
+//! blocked (behind which chain) segments, with stacks (chainrec_chain::critical_path).
+use super::filter::FilterArgs;
+use anyhow::{bail, Context, Result};
+use chainrec_chain::{critical_path, CritPathOptions, Duration, Unit, DEFAULT_MAX_DEPTH};
+use chainrec_report::critpath::{render_json, render_text, TextOptions};
+use std::path::PathBuf;
+
+const EXAMPLES: &str = "\
+Examples:
+  chainrec critical-path trace.zst -t 1234                 summary, biggest segments
+  chainrec critical-path trace.zst -t 1234 --window 2..3   one second of it
+  chainrec critical-path trace.zst -t 1234 --timeline      every segment, in order
+  chainrec critical-path trace.zst -t 1234 --json | jq '.segments[0]'
+  chainrec critical-path trace.zst -t 1234 --folded | flamegraph.pl > wall.svg
+  chainrec critical-path trace.zst -t 1234 --svg wall.svg
+
+Every nanosecond of the window is in exactly one segment:
+  running    on a CPU; its time split by the thread's own samples in it
+  runnable   woken (or preempted) and waiting for a CPU, behind whoever held it
+  blocked    asleep; the chain of wakeups behind it, each level with its stacks,
+             its time on CPU (by samples) and in the run queue (as in `chains`)
+  unknown    not yet created, exited, off CPU since before the trace, lost events
+Folded lines (weights in ns by default; they add up to the window's wall time):
+  comm;[running];user frames;-;kernel frames
+  comm;[runnable];behind HOLDER
+  comm;[blocked];off-CPU stack;--;waker level;--;...   (the `chains` layout)
+A segment cut by the window keeps the part inside it; its chain levels keep the time
+they explain inside it, each level's run-queue/on-CPU split scaled to that part.
+Without --window: the thread's life in the trace (creation or trace start to exit or
+trace end).";
+
+/// Arguments of `chainrec critical-path`.
+#[derive(clap::Args, Clone, Debug)]
+#[command(after_help = EXAMPLES)]
+pub struct Args {
+    /// Trace file (from `chainrec record` or `chainrec synth`).
+    pub file: PathBuf,
+    /// The thread (-t TID, exactly one) and the window (--window); the other filters do
+    /// not apply.
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// JSON: every segment with start/end (trace clock ns), kind and explanation.
+    #[arg(long, conflicts_with_all = ["folded", "svg"])]
+    pub json: bool,
+    /// Folded lines for flamegraph.pl: the thread's wall time by segment kind and stack.
+    #[arg(long, conflicts_with = "svg")]
+    pub folded: bool,
+    /// Write the folded lines as an interactive flame-graph SVG to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Weight unit of the folded lines and the SVG.
+    #[arg(long, default_value = "ns", value_parser = ["ns", "us", "ms"])]
+    pub unit: String,
+    /// Also list every segment in time order (text).
+    #[arg(long)]
+    pub timeline: bool,
+    /// Biggest segments shown in detail (text).
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub biggest: usize,
+    /// Rows of the "who and what" table (text).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+    /// Text line width (longer lines are cut, ending in `…`); 0 = no limit.
+    #[arg(long, default_value_t = 80, value_name = "COLS")]
+    pub width: usize,
+    /// Maximum waker levels per chain.
+    #[arg(long, default_value_t = DEFAULT_MAX_DEPTH, value_name = "N")]
+    pub max_depth: usize,
+    /// Decode chunks one at a time on this thread.
+    #[arg(long)]
+    pub serial: bool,
+}
+
+/// `chainrec critical-path`.
+pub fn run(a: Args) -> Result<()> {
+    let f = &a.filter;
+    if !f.pid.is_empty()
+        || f.comm.is_some()
+        || f.state.is_some()
+        || f.min_block_us.is_some()
+        || f.max_block_us.is_some()
+        || f.user_threads_only
+        || f.kernel_threads_only
+    {
+        bail!("critical-path takes one thread (-t TID) and --window; -p, --comm, --state, -m, -M, -u and -k do not apply");
+    }
+    if f.tid.len() != 1 && !f.trigger {
+        bail!("critical-path needs exactly one thread: -t TID");
+    }
+    if a.max_depth == 0 {
+        bail!("--max-depth must be at least 1");
+    }
+    let unit = Unit::parse(&a.unit)?;
+    let an = super::open_trace(&a.file, "critical-path")?;
+    let filter = f.to_filter(&an, Duration::OffCpu)?;
+    let opts = CritPathOptions {
+        tid: filter.tids[0],
+        window: filter.window,
+        max_depth: a.max_depth,
+        parallel: !a.serial,
+    };
+    let cp = critical_path(&an, &opts).with_context(|| format!("{}", a.file.display()))?;
+    if a.json {
+        let s = serde_json::to_string_pretty(&render_json(&cp))?;
+        return super::write_stdout(&(s + "\n"));
+    }
+    if a.folded || a.svg.is_some() {
+        let (mut kept, mut small, mut small_ns) = (Vec::new(), 0u64, 0u64);
+        for (l, ns) in cp.folded_ns() {
+            match unit.round(ns) {
+                0 => {
+                    small += 1;
+                    small_ns += ns;
+                }
+                w => kept.push((l, w)),
+            }
+        }
+        if small > 0 {
+            say!(
+                "chainrec: critical-path: note: {small} lines below 1 {} ({small_ns} ns in total) left out; use --unit ns",
+                unit.name()
+            );
+        }
+        if let Some(path) = &a.svg {
+            let title = format!("Critical path of {} ({})", cp.comm, cp.tid);
+            let opts = chainrec_report::svg::SvgOptions::new(&title, unit.name(), true);
+            return super::chains::render_svg(&kept, &opts, path);
+        }
+        let mut s = String::new();
+        for (l, w) in kept {
+            s.push_str(&format!("{l} {w}\n"));
+        }
+        return super::write_stdout(&s);
+    }
+    let o = TextOptions {
+        width: a.width,
+        top: a.top,
+        biggest: a.biggest,
+        timeline: a.timeline,
+    };
+    super::write_stdout(&render_text(&cp, &o))
+}
