@@ -1,6 +1,6 @@
 //! `record --flight` / `--rotate`: the options, SIGUSR1, and the summary lines.
 use anyhow::{bail, Context, Result};
-use chainrec_record::output::{FlightPlan, FlightReport, OutputMode};
+use chainrec_record::output::{FlightPlan, OutputMode};
 use chainrec_record::trigger::{TriggerFilter, TriggerRule};
 use chainrec_record::{parse_duration_ns, parse_size};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -180,54 +180,4 @@ fn rotate_limit(spec: &str) -> Result<chainrec_format::RotateLimit> {
         bail!("--rotate {spec}: the limit must be above zero");
     }
     Ok(limit)
-}
-
-/// The flight recorder's lines of the summary.
-pub fn print_report(r: &FlightReport) {
-    for d in &r.dumps {
-        let t = &d.trigger;
-        let what = match t.tid {
-            0 => t.rule.clone(),
-            tid => format!(
-                "{} {} ({tid}) waited {:.1} ms",
-                t.rule,
-                t.comm,
-                t.duration_ns() as f64 / 1e6
-            ),
-        };
-        say!(
-            "chainrec: flight dump {} ({} events, {}): {what}",
-            d.path.display(),
-            d.events,
-            super::human_bytes(d.bytes)
-        );
-    }
-    let skipped = r.skipped_interval + r.skipped_max_dumps + r.skipped_quota;
-    say!(
-        "chainrec: flight recorder: {} triggers, {} dumps; {} inside a pending dump, {} skipped \
-         ({} under --min-interval, {} over --max-dumps, {} over --dump-quota); {} failed; \
-         {} long waits filtered out; peak memory {}; {} chunks ({} events) aged out",
-        r.triggers,
-        r.dumps.len(),
-        r.in_pending_dump,
-        skipped,
-        r.skipped_interval,
-        r.skipped_max_dumps,
-        r.skipped_quota,
-        r.failed,
-        r.filtered_out,
-        super::human_bytes(r.peak_memory_bytes),
-        r.ring.evicted_chunks,
-        r.ring.evicted_events,
-    );
-    if r.ring.evicted_pinned_chunks > 0 {
-        say!(
-            "chainrec: warning: --flight-size dropped {} chunks a pending dump wanted: those \
-             dumps start later than the window (raise --flight-size)",
-            r.ring.evicted_pinned_chunks
-        );
-    }
-    for e in &r.errors {
-        say!("chainrec: error: flight dump failed: {e}");
-    }
 }

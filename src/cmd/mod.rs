@@ -50,16 +50,6 @@ fn salvage_requested() -> bool {
     std::env::var(SALVAGE_ENV).is_ok_and(|v| v == "1")
 }
 
-/// Event counts by kind as a JSON object keyed by kind name (`switch`, `waking`, ...),
-/// the same in `info --json` and `record --summary-json`.
-pub fn events_by_kind_json(counts: &[u64; chainrec_format::EventKind::COUNT]) -> serde_json::Value {
-    chainrec_format::EventKind::ALL
-        .iter()
-        .map(|k| (k.name().to_string(), counts[*k as usize].into()))
-        .collect::<serde_json::Map<String, serde_json::Value>>()
-        .into()
-}
-
 /// Open a trace for analysis. A file cut short by a killed recorder is read up to its last
 /// complete section with a warning; a damaged file (corruption in the middle, so events
 /// after it are unreadable) is an error unless CHAINREC_SALVAGE=1, because its output
@@ -106,18 +96,7 @@ pub fn damage_hint(err: &anyhow::Error) -> Option<String> {
     })
 }
 
-/// A byte count for people: B, KiB, MiB or GiB with one or two decimals.
-pub(crate) fn human_bytes(b: u64) -> String {
-    if b < 1024 {
-        format!("{b} B")
-    } else if b < 1 << 20 {
-        format!("{:.1} KiB", b as f64 / 1024.0)
-    } else if b < 1 << 30 {
-        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
-    } else {
-        format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
-    }
-}
+pub(crate) use chainrec_format::human_bytes;
 
 /// Write `s` to stdout. A closed pipe (`| head`) is a quiet success; any other write
 /// error (a full disk, `> /dev/full`) is an error.

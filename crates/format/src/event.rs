@@ -449,4 +449,12 @@ impl EventKind {
             EventKind::Sample => "sample",
         }
     }
+
+    /// `(name, count)` per kind, in tag order, from a per-kind count array (the labelled
+    /// form that `info --json` and `record --summary-json` print).
+    pub fn named_counts(
+        counts: &[u64; Self::COUNT],
+    ) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        Self::ALL.iter().map(|k| (k.name(), counts[*k as usize]))
+    }
 }

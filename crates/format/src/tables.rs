@@ -322,6 +322,20 @@ impl UtcTime {
     }
 }
 
+/// A byte count in the unit that suits it (`512 B`, `1.5 KiB`, `3.2 MiB`, `1.25 GiB`), as
+/// every summary line prints sizes.
+pub fn human_bytes(b: u64) -> String {
+    if b < 1024 {
+        format!("{b} B")
+    } else if b < 1 << 20 {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    } else if b < 1 << 30 {
+        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+    } else {
+        format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+    }
+}
+
 /// Format wall-clock nanoseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
 pub fn format_wall(ns: i128) -> String {
     let t = UtcTime::from_unix_ns(ns);

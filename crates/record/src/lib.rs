@@ -18,6 +18,7 @@ mod raw;
 mod recorder;
 mod recording;
 mod samples;
+mod summary;
 pub mod trigger;
 pub mod usyms;
 pub mod workload;

@@ -9,6 +9,7 @@
 //! * [`script`]: every event, as text or NDJSON; [`waits`]: every wait with its chain.
 
 pub mod heatmap;
+pub mod info;
 pub mod output;
 pub mod perfetto;
 pub mod pprof;
