@@ -41,12 +41,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
         command_line: std::env::args().collect(),
     };
     say!(
-        "chainrec demo: recording the chain workload (cr-timer -> cr-relay -> cr-sink over pipes) for {:.1} s",
+        "chainrec demo: recording cr-timer -> cr-relay -> cr-sink (pipes) for {:.1} s",
         a.duration
     );
     let o = chainrec_demo::run(&opts)?;
     say!(
-        "chainrec demo: recorded {} events ({} bytes); the workload passed {} messages",
+        "chainrec demo: recorded {} events ({} bytes); {} messages passed",
         o.events,
         o.bytes,
         o.messages
@@ -89,14 +89,14 @@ pub fn run(a: DemoArgs) -> Result<()> {
     ));
     text.push_str(&format!(
         "chain.folded and chain.svg keep the waits of the three workload threads only\n\
-         (-t {},{},{}: cr-timer, cr-relay, cr-sink), with dedup on, so the relay's and\n\
-         the timer's waits appear once, inside cr-sink's chain. `chainrec chains` of the\n\
-         trace shows every recorded thread (chainrec's own too, and whatever woke them),\n\
-         so it has more lines.\n",
+         (-t {},{},{}: cr-timer, cr-relay, cr-sink), with dedup on, so\n\
+         the relay's and the timer's waits appear once, inside cr-sink's chain.\n\
+         `chainrec chains` of the trace shows every recorded thread (chainrec's own\n\
+         too, and whatever woke them), so it has more lines.\n",
         o.tids[0], o.tids[1], o.tids[2]
     ));
     text.push_str(&format!(
-        "Next: chainrec top {t}    chainrec chains {t} --svg all.svg    chainrec heatmap {t} -o heat.svg\n",
+        "Next:\n  chainrec top {t}\n  chainrec chains {t} --svg all.svg\n  chainrec heatmap {t} -o heat.svg\n",
         t = o.trace.display()
     ));
     super::write_stdout(&text)?;

@@ -214,7 +214,9 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     super::write_stdout(&out)?;
     warn_lost("top", meta);
     for note in stats.anomaly_notes(an.start_ns()) {
-        say!("chainrec: top: note: {note}");
+        // Within the text's width too (notes are long prose).
+        let line = format!("chainrec: top: note: {note}");
+        say!("{}", top::wrap_words(&line, width, 2));
     }
     if stats.lost_events > 0 {
         say!(

@@ -5,7 +5,7 @@
 
 use crate::source::format_wall;
 use chainrec_chain::{
-    FoldedSink, FrameKind, HopRecord, NodeId, NodeTable, View, WaitRecord, WaitSink,
+    FoldedSink, FrameKind, FrameNamer, HopRecord, NodeId, NodeTable, View, WaitRecord, WaitSink,
 };
 use chainrec_format::{RecordingMeta, Tables};
 use serde::Serialize;
@@ -121,6 +121,22 @@ pub struct TopEntry {
     /// thread itself after its waking, k = level k's waker inside its share), who held the
     /// CPU and for how long.
     pub runq: Vec<RunqShare>,
+    /// On-CPU time of the longest wait's wakers, split by their samples (traces with
+    /// on-CPU samples only; absent from the JSON when empty): per level, each sampled stack
+    /// (`[on cpu];user;-;kernel`, or `[on cpu: no sample]`) and its share.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub oncpu: Vec<OnCpuShare>,
+}
+
+/// Part of a waker's on-CPU time inside its level, by sampled stack.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OnCpuShare {
+    /// Level k ≥ 1 (the waker of level k).
+    pub level: u32,
+    /// `[on cpu]` and the sampled frames root first, or `[on cpu: no sample]`.
+    pub frames: Vec<String>,
+    /// Nanoseconds.
+    pub ns: u64,
 }
 
 /// Part of a wait spent runnable behind one CPU holder.
@@ -176,13 +192,15 @@ impl TopSink {
                 .then(a.longest.tid.cmp(&b.longest.tid))
         });
         groups.truncate(n);
+        let mut namer = FrameNamer::new(tables, meta.stack_threshold_ns);
         let entries = groups
             .into_iter()
             .enumerate()
             .map(|(i, g)| {
                 let w = &g.longest;
                 // Render this one wait through the engine's own folded renderer, without
-                // its run-queue parts (listed apart, per level).
+                // its run-queue and on-CPU parts (listed apart, per level): the chain is
+                // the hops' path, one level per hop.
                 let mut one = FoldedSink::new(View::Chains);
                 let mut rec = w.clone();
                 rec.root = true;
@@ -194,6 +212,20 @@ impl TopSink {
                         ns: p.ns,
                     })
                     .collect();
+                let mut oncpu: Vec<OnCpuShare> = std::mem::take(&mut rec.oncpu)
+                    .into_iter()
+                    .map(|p| OnCpuShare {
+                        level: p.level,
+                        frames: namer
+                            .node(nodes, p.node, true)
+                            .frames
+                            .into_iter()
+                            .map(|f| f.0)
+                            .collect(),
+                        ns: p.ns,
+                    })
+                    .collect();
+                oncpu.sort_by(|a, b| a.level.cmp(&b.level).then(b.ns.cmp(&a.ns)));
                 one.on_wait(&rec, nodes);
                 // The path with the most levels (then the most frames): the whole chain,
                 // read structured (levels known, separators by kind, not re-parsed).
@@ -265,6 +297,7 @@ impl TopSink {
                     chain,
                     folded,
                     runq,
+                    oncpu,
                 }
             })
             .collect();
@@ -381,6 +414,29 @@ fn wrap(line: &str, width: Option<usize>, indent: usize) -> String {
     out
 }
 
+/// `text` wrapped at spaces to `width` columns (`None`: unchanged), continuation lines
+/// indented by `indent` spaces; a word longer than the width stays whole. For prose such
+/// as the notes that follow `top`.
+pub fn wrap_words(text: &str, width: Option<usize>, indent: usize) -> String {
+    let Some(width) = width else {
+        return text.to_string();
+    };
+    let mut out = String::new();
+    let mut cur = String::new();
+    for word in text.split(' ') {
+        if !cur.trim_start().is_empty() && cols(&cur) + 1 + cols(word) > width {
+            out.push_str(&cur);
+            out.push('\n');
+            cur = " ".repeat(indent);
+        } else if !cur.is_empty() && !cur.ends_with(' ') {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    out.push_str(&cur);
+    out
+}
+
 /// Terminal rendering; `width` `None` = no limit (`top --wide`: every frame, one line
 /// per level).
 pub fn render_text_width(r: &TopReport, width: Option<usize>) -> String {
@@ -402,11 +458,15 @@ pub fn render_text_width(r: &TopReport, width: Option<usize>) -> String {
         } else {
             format!("{} (+{:.3} s)", e.wall, e.offset_s)
         };
-        let head = format!(
-            "#{:<3} {} longest {} at {}; {} waits, total {}{}{}",
+        let first = format!(
+            "#{:<3} {} tid {} longest {}",
             e.rank,
-            format_args!("{} tid {}", e.comm, e.tid),
-            fmt_ns(e.max_ns),
+            e.comm,
+            e.tid,
+            fmt_ns(e.max_ns)
+        );
+        let rest = format!(
+            "at {}; {} waits, total {}{}{}",
             when,
             e.count,
             fmt_ns(e.total_ns),
@@ -417,7 +477,17 @@ pub fn render_text_width(r: &TopReport, width: Option<usize>) -> String {
             },
             if e.lost { "; [lost events inside]" } else { "" },
         );
-        let _ = writeln!(s, "{}", wrap(&head, width, 5));
+        let head = format!("{first} {rest}");
+        // `at WHEN;` with a wall clock does not fit after a long name: it starts the next
+        // line.
+        let at_len = rest.find("; ").map_or(rest.len(), |i| i + 1);
+        let head = match width {
+            Some(w) if cols(&head) > w && cols(&first) + 1 + cols(&rest[..at_len]) > w => {
+                format!("{first}\n{}", wrap(&format!("     {rest}"), width, 5))
+            }
+            _ => wrap(&head, width, 5),
+        };
+        let _ = writeln!(s, "{head}");
         for l in &e.chain {
             let prefix = if l.level == 0 {
                 format!("      blocked {:>10}  ", fmt_ns(l.ns))
@@ -458,6 +528,27 @@ pub fn render_text_width(r: &TopReport, width: Option<usize>) -> String {
                     behind.join(", ")
                 );
                 let _ = writeln!(s, "{}", wrap(&line, width, 29));
+            }
+            // What the waker did while it ran inside this level, by its samples: the
+            // largest stack, and how many others.
+            let oc: Vec<&OnCpuShare> = e
+                .oncpu
+                .iter()
+                .filter(|p| p.level as usize == l.level)
+                .collect();
+            if let Some(big) = oc.first() {
+                let total: u64 = oc.iter().map(|p| p.ns).sum();
+                let prefix = format!("      of it on cpu   {:>10}  ", fmt_ns(total));
+                let more = match oc.len() {
+                    1 => String::new(),
+                    n => format!(" (+{} stacks)", n - 1),
+                };
+                let room = cols(&prefix) + cols(&more);
+                let frames = match width {
+                    Some(w) => fit_frames(&big.frames, w.saturating_sub(room).max(12)),
+                    None => big.frames.join(";"),
+                };
+                let _ = writeln!(s, "{prefix}{frames}{more}");
             }
         }
         s.push('\n');

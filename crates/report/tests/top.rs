@@ -167,3 +167,53 @@ fn text_fits_80_columns_and_wide_is_whole() {
     assert_eq!(fit_frames(&f, 20), "comm;u1;…4…;schedule");
     assert_eq!(fit_frames(&f, 5), "comm…");
 }
+
+/// With on-CPU samples (`oncpu-worker` and its sampling metadata), the chain is the hops'
+/// path, one level per hop: the wakers' `[on cpu]` parts are listed apart per level
+/// (`oncpu`), as run-queue parts are, and add up to the on-CPU parts of the record.
+#[test]
+fn oncpu_parts_are_listed_apart_from_the_chain() {
+    use chainrec_format::synth::{self, SynthParams};
+    let params = SynthParams {
+        events: 3_000,
+        seed: 1,
+    };
+    let mut t = MemTrace {
+        meta: synth::meta("oncpu-worker", &params, vec![]),
+        ..MemTrace::default()
+    };
+    (synth::find("oncpu-worker").unwrap().generate)(&params, &mut t).unwrap();
+    let r = run(&t, 10, Filter::default());
+    assert!(r.entries.iter().any(|e| !e.oncpu.is_empty()));
+    for e in &r.entries {
+        assert!(!e.folded.contains("[on cpu"), "{}", e.folded);
+        for l in &e.chain[1..] {
+            assert!(!l.frames.iter().any(|f| f.starts_with("[on cpu")), "{l:?}");
+        }
+        for p in &e.oncpu {
+            assert!(p.level >= 1 && (p.level as usize) < e.chain.len(), "{p:?}");
+            assert!(p.frames[0].starts_with("[on cpu"), "{p:?}");
+        }
+    }
+    let text = render_text(&r);
+    assert!(text.contains("of it on cpu"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    // No samples, no field: the JSON of traces without samples is unchanged.
+    let plain = run(&scenario("pipe-relay", 3000), 1, Filter::default());
+    let j = serde_json::to_value(&plain).unwrap();
+    assert!(j["entries"][0].get("oncpu").is_none());
+}
+
+/// Prose (the notes after `top`) wraps at spaces within the width, continuation lines
+/// indented; a word longer than the width stays whole.
+#[test]
+fn notes_wrap_at_words() {
+    use chainrec_report::top::wrap_words;
+    let text = "chainrec: top: note: waits open at the end: 20 (switched out, not yet in)";
+    assert_eq!(wrap_words(text, None, 2), text);
+    assert_eq!(
+        wrap_words(text, Some(30), 2),
+        "chainrec: top: note: waits\n  open at the end: 20\n  (switched out, not yet in)"
+    );
+    assert_eq!(wrap_words("aaaaaaaa bb", Some(4), 1), "aaaaaaaa\n bb");
+}
