@@ -8,10 +8,12 @@ use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
 Examples:
-  chainrec critical-path trace.zst -t 1234                 summary, biggest segments
-  chainrec critical-path trace.zst -t 1234 --window 2..3   one second of it
-  chainrec critical-path trace.zst -t 1234 --timeline      every segment, in order
+  # summary, who and what, biggest segments
+  chainrec critical-path trace.zst -t 1234
+  # one second of it; every segment in order
+  chainrec critical-path trace.zst -t 1234 --window 2..3 --timeline
   chainrec critical-path trace.zst -t 1234 --json | jq '.segments[0]'
+  # the thread's wall time as a flame graph
   chainrec critical-path trace.zst -t 1234 --folded | flamegraph.pl > wall.svg
   chainrec critical-path trace.zst -t 1234 --svg wall.svg
 
@@ -20,15 +22,17 @@ Every nanosecond of the window is in exactly one segment:
   runnable   woken (or preempted) and waiting for a CPU, behind whoever held it
   blocked    asleep; the chain of wakeups behind it, each level with its stacks,
              its time on CPU (by samples) and in the run queue (as in `chains`)
-  unknown    not yet created, exited, off CPU since before the trace, lost events
+  unknown    not yet created, exited, off CPU since before the trace, or a
+             switch missing from the trace (lost events, untraced switches)
 Folded lines (weights in ns by default; they add up to the window's wall time):
   comm;[running];user frames;-;kernel frames
   comm;[runnable];behind HOLDER
   comm;[blocked];off-CPU stack;--;waker level;--;...   (the `chains` layout)
-A segment cut by the window keeps the part inside it; its chain levels keep the time
-they explain inside it, each level's run-queue/on-CPU split scaled to that part.
-Without --window: the thread's life in the trace (creation or trace start to exit or
-trace end).";
+A segment cut by the window keeps the part inside it; its chain levels keep the
+time they explain inside it, each level's run-queue/on-CPU split scaled to that
+part.
+Without --window: the thread's life in the trace (creation or trace start to
+exit or trace end).";
 
 /// Arguments of `chainrec critical-path`.
 #[derive(clap::Args, Clone, Debug)]
