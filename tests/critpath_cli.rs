@@ -261,3 +261,43 @@ fn bad_input_is_refused() {
     fails_with(&run(&["-t", "1301", "-p", "1300"]), "-p, --comm");
     fails_with(&run(&["-t", "1301", "--max-depth", "0"]), "at least 1");
 }
+
+/// `export --perfetto --critical-path TID`: one slice per segment on a `critical path`
+/// track of the thread, named as the timeline names them (protobuf keeps strings as they
+/// are, so the names are found in the file's bytes); mistakes fail before writing.
+#[test]
+fn critical_path_as_a_perfetto_track() {
+    let out = tmpdir("critpath-perfetto").join("cp.pftrace");
+    let o = bin()
+        .args(["export", trace(), "--perfetto"])
+        .arg(&out)
+        .args(["--critical-path", "1301", "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bytes = std::fs::read(&out).unwrap();
+    let count = |s: &str| {
+        bytes
+            .windows(s.len())
+            .filter(|w| *w == s.as_bytes())
+            .count()
+    };
+    assert_eq!(count("critical path"), 1, "one track");
+    // 3 blocked segments behind the worker, 4 running ones (the first has no sample).
+    assert_eq!(count("blocked (S) in pipe_read <- cr-worker"), 3);
+    assert_eq!(count("running: render"), 3);
+    assert_eq!(count("runnable (woken) behind [idle]"), 3);
+    assert_eq!(count("unknown: "), 1);
+    let missing = tmpdir("critpath-perfetto").join("none.pftrace");
+    let refused = |args: &[&str], phrase: &str| {
+        let o = bin().args(["export", trace()]).args(args).output().unwrap();
+        fails_with(&o, phrase);
+        assert!(!missing.exists(), "{args:?} wrote {}", missing.display());
+    };
+    let m = missing.to_str().unwrap();
+    refused(&["--critical-path", "1301", "--pprof", m], "add --perfetto");
+    refused(
+        &["--perfetto", m, "--critical-path", "4242"],
+        "--critical-path 4242",
+    );
+}

@@ -116,6 +116,8 @@ const EXPORT_EXAMPLES: &str = "\
 Examples:
   # the whole trace, for ui.perfetto.dev
   chainrec export trace.zst --perfetto trace.pftrace
+  # ... with thread 1234's critical path as a track of its own
+  chainrec export trace.zst --perfetto trace.pftrace --critical-path 1234
   # chain graph for `go tool pprof -http=:8080`
   chainrec export trace.zst --pprof chains.pb.gz
   chainrec export trace.zst --pprof sink.pb.gz --comm '^cr-sink$' --window 0.5..
@@ -133,6 +135,11 @@ pub struct ExportArgs {
     /// Write a native Perfetto trace of the whole recording (open in ui.perfetto.dev).
     #[arg(long, value_name = "OUT.pftrace")]
     pub perfetto: Option<PathBuf>,
+    /// With --perfetto: add a `critical path` track for each of these threads (one slice
+    /// per running / runnable / blocked segment, as `chainrec critical-path` shows them);
+    /// repeat or comma-separate.
+    #[arg(long = "critical-path", value_name = "TID", value_delimiter = ',')]
+    pub critical_path: Vec<u32>,
     /// Write the chain graph as a gzipped pprof profile (the filters below apply to it).
     #[arg(long, value_name = "OUT.pb.gz")]
     pub pprof: Option<PathBuf>,
@@ -376,6 +383,9 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     if filtered && a.pprof.is_none() && a.parquet.is_none() {
         bail!("export: the filters select waits and apply to --pprof and --parquet only; the Perfetto export is always the whole trace");
     }
+    if !a.critical_path.is_empty() && a.perfetto.is_none() {
+        bail!("export: --critical-path adds a track to the Perfetto export: add --perfetto OUT.pftrace");
+    }
     if let (Some(p), Some(q)) = (&a.perfetto, &a.pprof) {
         if super::same_file(p, q) {
             bail!(
@@ -401,6 +411,20 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
         .as_deref()
         .map(|p| ParquetOutputs::create(p, &others))
         .transpose()?;
+    // The critical paths first: an unknown thread fails before anything is written.
+    let mut tracks = Vec::new();
+    if !a.critical_path.is_empty() {
+        let mut slices = std::collections::BTreeMap::new();
+        for &tid in &a.critical_path {
+            let cp = chainrec_chain::critical_path(&an, &chainrec_chain::CritPathOptions::new(tid))
+                .with_context(|| format!("export: --critical-path {tid}"))?;
+            slices.insert(tid, chainrec_report::critpath::perfetto_slices(&cp));
+        }
+        tracks.push(perfetto::SliceTrack {
+            name: "critical path".into(),
+            slices,
+        });
+    }
     let mut perfetto_note = String::new();
     if let Some(out) = &mut perfetto_out {
         let path = out.dest().to_path_buf();
@@ -409,18 +433,19 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             Progress::new(2 * reader.event_count(), "perfetto", a.quiet),
         );
         let mut w = std::io::BufWriter::new(out.file()?);
-        let st = perfetto::export(&src, &mut w)
+        let st = perfetto::export_with_tracks(&src, &mut w, &tracks)
             .map_err(anyhow::Error::from)
             .and_then(|st| Ok(w.flush().map(|_| st)?))
             .with_context(|| format!("exporting {} to {}", a.file.display(), path.display()))?;
         drop(w);
         src.finish();
         perfetto_note = format!(
-            "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} processes ({} with a known parent), {} threads, {} threads of unknown process; {} wakings' target CPU guessed; {} lost-event markers ({} events); {} switch-sequence gaps closed by a synthetic switch and marked on the '{}' tracks ({} thread already running elsewhere, {} CPU sequence broken); {} lazily attached stacks and samples have no Perfetto counterpart)",
+            "chainrec: export: wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} processes ({} with a known parent), {} threads, {} threads of unknown process; {} wakings' target CPU guessed; {} lost-event markers ({} events); {} switch-sequence gaps closed by a synthetic switch and marked on the '{}' tracks ({} thread already running elsewhere, {} CPU sequence broken); {} lazily attached stacks and samples have no Perfetto counterpart; {} critical-path slices)",
             path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.exits,
             st.processes, st.processes_with_parent, st.threads, st.threads_without_process,
             st.wakings_target_cpu_guessed, st.lost_markers, st.lost_events, st.gaps(),
-            perfetto::TRACK_GAPS, st.gaps_running_elsewhere, st.gaps_cpu_sequence, st.not_exported
+            perfetto::TRACK_GAPS, st.gaps_running_elsewhere, st.gaps_cpu_sequence, st.not_exported,
+            st.extra_slices
         );
     }
     let mut pprof_note = String::new();

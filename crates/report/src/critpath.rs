@@ -508,3 +508,52 @@ pub fn render_json(cp: &CriticalPath) -> Value {
         "segments": segs,
     })
 }
+
+/// The critical path as Perfetto slices (`export --perfetto --critical-path TID`): one
+/// slice per segment, named by what the thread did and the main reason, e.g.
+/// `running: cr_spin_compute`, `runnable behind rustc`, `blocked (S) in pipe_read <-
+/// cr-relay <- cr-timer <- [hardirq: timer]`, `unknown: …`.
+pub fn perfetto_slices(cp: &CriticalPath) -> Vec<crate::perfetto::Slice> {
+    let top = |v: &[Share]| {
+        v.iter()
+            .max_by_key(|x| x.ns)
+            .map(|x| leaf(&x.frames).to_string())
+    };
+    (cp.segments.iter())
+        .map(|s| {
+            let name = match &s.kind {
+                SegmentKind::Running { stacks } => match top(stacks) {
+                    Some(l) => format!("running: {l}"),
+                    None => "running".to_string(),
+                },
+                SegmentKind::Runnable { preempted, behind } => format!(
+                    "runnable ({}) behind {}",
+                    if *preempted { "preempted" } else { "woken" },
+                    top(behind).unwrap_or_else(|| "[unknown]".into())
+                ),
+                SegmentKind::Blocked(b) => {
+                    let mut n = "blocked".to_string();
+                    if b.state != 0 {
+                        let _ = write!(n, " ({})", state_str(b.state));
+                    }
+                    if !b.stack.is_empty() {
+                        let _ = write!(n, " in {}", leaf(&b.stack));
+                    }
+                    for l in &b.levels {
+                        let _ = write!(n, " <- {}", l.name);
+                    }
+                    if let Some(note) = b.note {
+                        let _ = write!(n, ": {note}");
+                    }
+                    n
+                }
+                SegmentKind::Unknown(u) => format!("unknown: {}", u.label()),
+            };
+            crate::perfetto::Slice {
+                start_ns: s.start_ns,
+                end_ns: s.end_ns,
+                name,
+            }
+        })
+        .collect()
+}
