@@ -517,7 +517,7 @@ fn value_at(values: &[u64], map: ColorMap, intensity: f64) -> (u64, f64) {
 }
 
 /// Render as a standalone SVG (tooltips per cell; deterministic): the plot scaled to
-/// about [`PLOT_WIDTH`] x [`PLOT_HEIGHT`] px whatever the number of seconds, a colour
+/// about `PLOT_WIDTH` x `PLOT_HEIGHT` px whatever the number of seconds, a colour
 /// legend on its right, and the parts of the first and last second outside the trace
 /// greyed.
 pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> String {
