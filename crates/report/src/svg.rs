@@ -132,9 +132,11 @@ pub fn classify_name(name: &str) -> Option<FrameClass> {
     }
     let inner = name.strip_prefix('[')?.strip_suffix(']')?;
     match inner {
-        "run queue" => return Some(FrameClass::RunQueue),
-        "on cpu" => return Some(FrameClass::OnCpu),
-        "off cpu" => return Some(FrameClass::OffCpu),
+        // `critical-path` segments are the same three states as `hotcold` and `[run
+        // queue]` levels: drawn in the same colours, not as "no stack" markers.
+        "run queue" | "runnable" => return Some(FrameClass::RunQueue),
+        "on cpu" | "running" => return Some(FrameClass::OnCpu),
+        "off cpu" | "blocked" => return Some(FrameClass::OffCpu),
         _ => {}
     }
     let head = inner.split([':', ' ']).next().unwrap_or("");
