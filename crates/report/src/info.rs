@@ -1,10 +1,8 @@
 //! `chainrec info`: what a trace holds (events by kind, tables, samples, losses, sizes,
 //! recovery), as text and as JSON. The binary only opens the file and prints.
 
-use chainrec_format::{EventKind, StackId, TraceFacts, TraceReader, VerifyReport};
+use chainrec_format::{human_bytes, EventKind, StackId, TraceFacts, TraceReader, VerifyReport};
 use std::fmt::Write as _;
-
-pub use chainrec_format::human_bytes;
 
 /// Events by kind as a JSON object keyed by kind name (`info --json`).
 pub fn events_by_kind_json(counts: &[u64; EventKind::COUNT]) -> serde_json::Value {
