@@ -78,17 +78,13 @@ pub fn run(a: Args) -> Result<()> {
         None => None,
     };
     let text = match (a.json, &trigger) {
-        (true, Some((t, tr))) => {
+        (true, Some(t)) => {
             let mut j = s.json();
-            j["flight_trigger"] = super::report::trigger_json(t, tr);
+            j["flight_trigger"] = t.json();
             serde_json::to_string_pretty(&j)? + "\n"
         }
         (true, None) => serde_json::to_string_pretty(&s.json())? + "\n",
-        (false, Some((t, tr))) => {
-            s.render()
-                + "\n"
-                + &super::report::trigger_text(t, tr, Some(chainrec_report::top::TEXT_WIDTH))
-        }
+        (false, Some(t)) => s.render() + "\n" + &t.text(Some(chainrec_report::top::TEXT_WIDTH)),
         (false, None) => s.render(),
     };
     super::write_stdout(&text)

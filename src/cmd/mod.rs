@@ -8,7 +8,6 @@ pub mod filter;
 pub mod flight;
 pub mod info;
 pub mod oncpu;
-pub mod parquet;
 #[cfg(feature = "record")]
 pub mod record;
 pub mod report;
