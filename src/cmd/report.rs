@@ -196,21 +196,7 @@ pub fn run_top(a: TopArgs) -> Result<()> {
         false => trigger_top(&an, &a.file, a.max_depth, &a.filter)?,
     };
     let width = (!a.wide).then_some(top::TEXT_WIDTH);
-    let out = match &trigger {
-        Some(t) if a.json => {
-            let mut j = serde_json::to_value(&report)?;
-            j["trigger"] = t.json();
-            serde_json::to_string_pretty(&j)? + "\n"
-        }
-        Some(t) => format!(
-            "{}\nLongest waits in the dump:\n{}",
-            t.text(width),
-            top::render_text_width(&report, width)
-        ),
-        None if a.json => serde_json::to_string_pretty(&report)? + "\n",
-        None => top::render_text_width(&report, width),
-    };
-    super::write_stdout(&out)?;
+    super::write_stdout(&report.output(trigger.as_ref(), a.json, width)?)?;
     warn_lost("top", meta);
     for note in stats.anomaly_notes(an.start_ns()) {
         // Within the text's width too (notes are long prose).
@@ -294,14 +280,7 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
         reader.meta().clock_offset_ns != 0,
     );
     std::fs::write(&a.output, svg).with_context(|| format!("writing {}", a.output.display()))?;
-    say!(
-        "chainrec: heatmap: wrote {} ({} seconds x {} rows, {} non-empty cells){}",
-        a.output.display(),
-        h.columns,
-        h.rows,
-        h.cells.iter().filter(|&&c| c > 0).count(),
-        h.note()
-    );
+    say!("chainrec: heatmap: {}", h.summary(&a.output));
     warn_lost("heatmap", reader.meta());
     Ok(())
 }

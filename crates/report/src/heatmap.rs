@@ -202,6 +202,19 @@ pub struct Heatmap {
 }
 
 impl Heatmap {
+    /// What was written to `path`, for the line `chainrec heatmap` prints: size, non-empty
+    /// cells and [`Heatmap::note`].
+    pub fn summary(&self, path: &std::path::Path) -> String {
+        format!(
+            "wrote {} ({} seconds x {} rows, {} non-empty cells){}",
+            path.display(),
+            self.columns,
+            self.rows,
+            self.cells.iter().filter(|&&c| c > 0).count(),
+            self.note()
+        )
+    }
+
     /// What the map clipped or left out, to append to a summary line (`; clipped to the
     /// trace: ...`; empty when nothing).
     pub fn note(&self) -> String {

@@ -166,6 +166,32 @@ pub struct TopReport {
     pub without_waker: u64,
 }
 
+impl TopReport {
+    /// What `chainrec top` prints: the report (after a dump's `trigger`, when a wait made
+    /// the dump), as JSON or as text `width` columns wide (`None`: whole lines).
+    pub fn output(
+        &self,
+        trigger: Option<&TriggerReport>,
+        json: bool,
+        width: Option<usize>,
+    ) -> serde_json::Result<String> {
+        Ok(match trigger {
+            Some(t) if json => {
+                let mut j = serde_json::to_value(self)?;
+                j["trigger"] = t.json();
+                serde_json::to_string_pretty(&j)? + "\n"
+            }
+            Some(t) => format!(
+                "{}\nLongest waits in the dump:\n{}",
+                t.text(width),
+                render_text_width(self, width)
+            ),
+            None if json => serde_json::to_string_pretty(self)? + "\n",
+            None => render_text_width(self, width),
+        })
+    }
+}
+
 /// In a flight-recorder dump made by a wait: that wait and its chain, as a one-entry
 /// report (what `top` and `info` of a dump show first).
 #[derive(Clone, Debug)]
