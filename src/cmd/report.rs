@@ -1,12 +1,12 @@
 //! `chainrec top|heatmap|export|demo` (fronts chainrec-report).
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Dedup, Duration as ChainDuration, Setup};
+use chainrec_chain::Duration as ChainDuration;
 use chainrec_format::RecordingMeta;
 use chainrec_parquet::ParquetOutputs;
 use chainrec_report::export::{self, WaitsOutput};
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
 use chainrec_report::progress::{Progress, Progressed};
-use chainrec_report::top::{self, TopSink, TriggerReport};
+use chainrec_report::top::{self, TriggerReport};
 use std::path::{Path, PathBuf};
 
 const TOP_EXAMPLES: &str = "\
@@ -174,22 +174,14 @@ pub fn run_top(a: TopArgs) -> Result<()> {
         bail!("--max-depth must be at least 1");
     }
     let an = super::open_trace(&a.file, "top")?;
-    let meta = an.meta();
-    let setup = Setup {
-        max_depth: a.max_depth,
-        // Every wait is a candidate: dedup off.
-        dedup: Dedup::Off,
-        filter: a.filter.to_filter(&an, ChainDuration::Blocked)?,
-        ..Setup::default()
-    };
-    let mut sink = TopSink::default();
+    let filter = a.filter.to_filter(&an, ChainDuration::Blocked)?;
     let mut progress = Progress::new(an.reader().event_count(), "top", a.quiet);
-    let done = an
-        .run(setup, &mut sink, |n| progress.inc(n as u64))
-        .with_context(|| reading(&a.file))?;
+    let (report, summary) = top::run(&an, a.max_depth, filter, a.count, |n| {
+        progress.inc(n as u64)
+    })
+    .with_context(|| reading(&a.file))?;
     progress.finish();
-    let stats = &done.summary.stats;
-    let report = sink.finish(a.count, done.nodes(), an.tables(), meta, an.start_ns());
+    let stats = &summary.stats;
     // A flight-recorder dump: the wait that made it comes first, with its chain.
     let trigger = match a.filter.trigger {
         true => None,
@@ -197,7 +189,7 @@ pub fn run_top(a: TopArgs) -> Result<()> {
     };
     let width = (!a.wide).then_some(top::TEXT_WIDTH);
     super::write_stdout(&report.output(trigger.as_ref(), a.json, width)?)?;
-    warn_lost("top", meta);
+    warn_lost("top", an.meta());
     for note in stats.anomaly_notes(an.start_ns()) {
         // Within the text's width too (notes are long prose).
         let line = format!("chainrec: top: note: {note}");

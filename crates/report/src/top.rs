@@ -6,7 +6,7 @@
 use crate::source::format_wall;
 use chainrec_chain::{
     Analysis, ChainError, Dedup, Filter, FoldedSink, FrameKind, FrameNamer, HopRecord, NodeId,
-    NodeTable, Setup, View, WaitRecord, WaitSink,
+    NodeTable, Setup, Summary, View, WaitRecord, WaitSink,
 };
 use chainrec_format::{FlightTrigger, RecordingMeta, Tables};
 use serde::Serialize;
@@ -166,6 +166,28 @@ pub struct TopReport {
     pub without_waker: u64,
 }
 
+/// Run the engine over `an` for `top`: every wait `filter` passes is a candidate (dedup
+/// off), chains of at most `max_depth` hops; the `count` longest, and what the run did.
+/// `on_chunk` is called with each chunk's events (a progress bar).
+pub fn run(
+    an: &Analysis,
+    max_depth: usize,
+    filter: Filter,
+    count: usize,
+    on_chunk: impl FnMut(usize),
+) -> Result<(TopReport, Summary), ChainError> {
+    let setup = Setup {
+        max_depth,
+        dedup: Dedup::Off,
+        filter,
+        ..Setup::default()
+    };
+    let mut sink = TopSink::default();
+    let done = an.run(setup, &mut sink, on_chunk)?;
+    let report = sink.finish(count, done.nodes(), an.tables(), an.meta(), an.start_ns());
+    Ok((report, done.summary))
+}
+
 impl TopReport {
     /// What `chainrec top` prints: the report (after a dump's `trigger`, when a wait made
     /// the dump), as JSON or as text `width` columns wide (`None`: whole lines).
@@ -211,15 +233,7 @@ impl TriggerReport {
         max_depth: usize,
         filter: Filter,
     ) -> Result<Self, ChainError> {
-        let setup = Setup {
-            max_depth,
-            dedup: Dedup::Off,
-            filter,
-            ..Setup::default()
-        };
-        let mut sink = TopSink::default();
-        let done = an.run(setup, &mut sink, |_| {})?;
-        let report = sink.finish(1, done.nodes(), an.tables(), an.meta(), an.start_ns());
+        let (report, _) = run(an, max_depth, filter, 1, |_| {})?;
         Ok(TriggerReport { trigger, report })
     }
 
