@@ -98,8 +98,6 @@ pub fn damage_hint(err: &anyhow::Error) -> Option<String> {
     })
 }
 
-pub(crate) use chainrec_format::human_bytes;
-
 /// Write `s` to stdout. A closed pipe (`| head`) is a quiet success; any other write
 /// error (a full disk, `> /dev/full`) is an error.
 pub(crate) fn write_stdout(s: &str) -> Result<()> {

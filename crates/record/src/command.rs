@@ -139,6 +139,39 @@ pub fn exit_code(st: ExitStatus, sigs: StopSignals) -> i32 {
     }
 }
 
+/// How a command ended, for a message: `exited with code 3`, `was killed by signal 9
+/// (SIGKILL)`.
+pub fn describe(st: ExitStatus) -> String {
+    match (st.code(), st.signal()) {
+        (Some(c), _) => format!("exited with code {c}"),
+        (None, Some(s)) => format!("was killed by {}", signal_name(s)),
+        _ => format!("ended with {st}"),
+    }
+}
+
+/// A signal's number and name: `signal 15 (SIGTERM)` (the number alone when it is not one
+/// of the common ones).
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        _ => return format!("signal {sig}"),
+    };
+    format!("signal {sig} ({name})")
+}
+
 /// Send `sig` to the command. Callers check that it was not reaped: try_wait returned
 /// no status and no error (after an error the pid may have been reaped and reused).
 fn send_signal(pid: u32, sig: i32) {
