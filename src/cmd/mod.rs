@@ -110,6 +110,6 @@ pub(crate) fn write_stdout(s: &str) -> Result<()> {
     }
 }
 
-/// Whether two stats or two paths are of one file (in `chainrec_report::output`, beside the
+/// Whether two paths are of one file (in `chainrec_report::output`, beside the
 /// atomic outputs they protect).
-pub(crate) use chainrec_report::output::{same_file, same_inode};
+pub(crate) use chainrec_report::output::same_file;

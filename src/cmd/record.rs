@@ -2,13 +2,14 @@
 use crate::signals;
 use anyhow::{bail, Context, Result};
 use chainrec_format::StackMode;
-use chainrec_record::command::{describe, exit_code, supervise, Supervision};
+use chainrec_record::command::{
+    describe, exit_code, prepare, supervise, wait_to_start, StdoutMoved, Supervision,
+};
 use chainrec_record::output::OutputMode;
 use chainrec_record::request::RecordRequest;
 use chainrec_record::workload::{self, WorkloadOptions};
 use chainrec_record::{RecordError, RecordOptions, RecordSummary, Recording};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 const RECORD_EXAMPLES: &str = "\
 Examples:
@@ -176,21 +177,6 @@ pub struct WorkloadArgs {
     pub json: Option<PathBuf>,
 }
 
-/// Whether `output` is the same file as chainrec's stdout (fd 1), e.g. `-o /dev/stdout`.
-fn output_is_stdout(output: &Path) -> bool {
-    use std::os::fd::AsFd;
-    let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() else {
-        return false;
-    };
-    match (
-        std::fs::File::from(fd).metadata(),
-        std::fs::metadata(output),
-    ) {
-        (Ok(x), Ok(y)) => super::same_inode(&x, &y),
-        _ => false,
-    }
-}
-
 fn print_summary(summary: &RecordSummary) {
     for line in summary.report_lines() {
         say!("chainrec: {line}");
@@ -284,41 +270,22 @@ pub fn run(a: Args) -> Result<()> {
         return finish_recording(&summary, a.summary_json.as_deref());
     }
     let cmd = a.command.join(" ");
-    // The stop signals checked before the spawn; any later one (even one that comes
-    // between this check and the spawn) is a stop for the loop after the spawn.
-    let mut seen = signals::stop_signals();
-    let started = handle.wait_started(|| {
-        seen = signals::stop_signals();
-        flag.load(Ordering::SeqCst) || seen.count > 0
-    });
-    if !started || flag.load(Ordering::SeqCst) || seen.count > 0 {
-        // Never start the command after a stop request (or without a recorder).
-        flag.store(true, Ordering::SeqCst);
+    let Some(seen) = wait_to_start(&handle, &flag, signals::stop_signals) else {
         let summary = join(handle)?;
         finish_recording(&summary, a.summary_json.as_deref())?;
         bail!("stopped before `{cmd}` was started (the command did not run)");
-    }
-    let mut command = std::process::Command::new(&a.command[0]);
-    command.args(&a.command[1..]);
-    if output_is_stdout(&a.output) {
-        // The command would inherit the trace's file as its stdout and write into it.
-        use std::os::fd::AsFd;
-        let o = a.output.display();
-        match std::io::stderr().as_fd().try_clone_to_owned() {
-            Ok(fd) => {
-                say!("chainrec: note: the trace goes to stdout (-o {o}); `{cmd}` writes its output to stderr");
-                command.stdout(std::process::Stdio::from(fd));
-            }
-            Err(e) => {
-                say!("chainrec: note: the trace goes to stdout (-o {o}) and stderr is unusable ({e}); `{cmd}`'s output is discarded");
-                command.stdout(std::process::Stdio::null());
-            }
-        }
+    };
+    let (mut command, moved) = prepare(&a.command, &a.output);
+    let o = a.output.display();
+    match moved {
+        None => {}
+        Some(StdoutMoved::ToStderr) => say!("chainrec: note: the trace goes to stdout (-o {o}); `{cmd}` writes its output to stderr"),
+        Some(StdoutMoved::Discarded(e)) => say!("chainrec: note: the trace goes to stdout (-o {o}) and stderr is unusable ({e}); `{cmd}`'s output is discarded"),
     }
     let child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
-            flag.store(true, Ordering::SeqCst);
+            handle.stop();
             let r = join(handle);
             if let Ok(s) = &r {
                 let _ = finish_recording(s, a.summary_json.as_deref());
@@ -345,7 +312,6 @@ pub fn run(a: Args) -> Result<()> {
                     if let Err(e) = finish_recording(&summary, a.summary_json.as_deref()) {
                         failed.get_or_insert((e, false));
                     }
-                    false
                 }
                 Err(e) => {
                     // At once, not when the command exits; and the command is not recorded
@@ -355,12 +321,10 @@ pub fn run(a: Args) -> Result<()> {
                         say!("chainrec: stopping `{cmd}` (pid {pid}) with SIGTERM");
                     }
                     failed = Some((e, true));
-                    true
                 }
             },
             Supervision::WaitFailed(e) => {
                 failed.get_or_insert((anyhow::anyhow!("waiting for `{cmd}`: {e}"), false));
-                false
             }
             Supervision::StillRunning { pid, signals_seen } => {
                 say!(
@@ -372,7 +336,6 @@ pub fn run(a: Args) -> Result<()> {
                      stops it)"
                     }
                 );
-                false
             }
         },
     );
