@@ -106,3 +106,23 @@ pub fn stop_signals() -> StopSignals {
 pub fn dump_on_usr1() -> Arc<AtomicBool> {
     relay(&[libc::SIGUSR1], on_dump, &DUMP, "chainrec-usr1")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A SIGUSR1 reaches the dump flag (without the handler it would kill the test), and
+    /// the flag is set again after it was taken.
+    #[test]
+    fn usr1_sets_the_dump_flag_each_time() {
+        let flag = dump_on_usr1();
+        for _ in 0..2 {
+            // SAFETY: raise has no memory-safety preconditions; the handler is installed.
+            assert_eq!(unsafe { libc::raise(libc::SIGUSR1) }, 0);
+            while !flag.swap(false, Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        assert_eq!(stop_signals(), StopSignals::default());
+    }
+}
