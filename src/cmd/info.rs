@@ -53,43 +53,14 @@ pub fn run(a: Args) -> Result<()> {
     };
     let s = TraceInfo::new(&r, &stats, a.verify);
     // A flight-recorder dump made by a wait: that wait and its chain.
-    let trigger = match super::filter::flight_trigger(r.meta())? {
+    let trigger = super::filter::flight_trigger(r.meta())?;
+    let wait = match &trigger {
         Some(t) if t.tid != 0 => {
             let an = super::open_trace(&a.file, "info")?;
-            super::report::trigger_top(
-                &an,
-                &a.file,
-                chainrec_chain::DEFAULT_MAX_DEPTH,
-                &Default::default(),
-            )?
+            let depth = chainrec_chain::DEFAULT_MAX_DEPTH;
+            super::report::trigger_top(&an, &a.file, depth, &Default::default())?
         }
-        Some(t) => {
-            let how = format!("  written on  {} (no triggering wait)\n", t.rule);
-            return super::write_stdout(&match a.json {
-                true => {
-                    let mut j = s.json();
-                    j["flight_trigger"] =
-                        serde_json::json!({"kind": t.kind.name(), "rule": t.rule});
-                    serde_json::to_string_pretty(&j)? + "\n"
-                }
-                false => s.render() + &how,
-            });
-        }
-        None => None,
+        _ => None,
     };
-    let text = match (a.json, &trigger) {
-        (true, Some((t, tr))) => {
-            let mut j = s.json();
-            j["flight_trigger"] = super::report::trigger_json(t, tr);
-            serde_json::to_string_pretty(&j)? + "\n"
-        }
-        (true, None) => serde_json::to_string_pretty(&s.json())? + "\n",
-        (false, Some((t, tr))) => {
-            s.render()
-                + "\n"
-                + &super::report::trigger_text(t, tr, Some(chainrec_report::top::TEXT_WIDTH))
-        }
-        (false, None) => s.render(),
-    };
-    super::write_stdout(&text)
+    super::write_stdout(&s.output(a.json, trigger.as_ref(), wait.as_ref())?)
 }

@@ -8,7 +8,6 @@ pub mod filter;
 pub mod flight;
 pub mod info;
 pub mod oncpu;
-pub mod parquet;
 #[cfg(feature = "record")]
 pub mod record;
 pub mod report;
@@ -109,7 +108,3 @@ pub(crate) fn write_stdout(s: &str) -> Result<()> {
         r => r.context("writing to stdout"),
     }
 }
-
-/// Whether two paths are of one file (in `chainrec_report::output`, beside the
-/// atomic outputs they protect).
-pub(crate) use chainrec_report::output::same_file;

@@ -122,6 +122,26 @@ impl LostCounts {
     pub fn events(&self) -> u64 {
         self.ringbuf_full + self.malformed + self.out_of_order
     }
+
+    /// The lost events by cause: `ring buffer full N, malformed N, out of order N`.
+    pub fn events_by_cause(&self) -> String {
+        format!(
+            "ring buffer full {}, malformed {}, out of order {}",
+            self.ringbuf_full, self.malformed, self.out_of_order
+        )
+    }
+
+    /// The warning an analysis prints when the recording lost events (None when it lost
+    /// none): `chainrec: WHAT: warning: LOST EVENTS in the recording: ring buffer full N,
+    /// malformed N, out of order N`.
+    pub fn warning(&self, what: &str) -> Option<String> {
+        (self.events() > 0).then(|| {
+            format!(
+                "chainrec: {what}: warning: LOST EVENTS in the recording: {}",
+                self.events_by_cause()
+            )
+        })
+    }
 }
 
 /// Recording metadata. Written at the start (what is known then) and again at the end.
@@ -343,4 +363,25 @@ pub fn format_wall(ns: i128) -> String {
         "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03} UTC",
         t.year, t.month, t.day, t.hour, t.minute, t.second, t.milli
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LostCounts;
+
+    #[test]
+    fn lost_events_warning_names_each_cause_and_only_appears_after_a_loss() {
+        let mut l = LostCounts {
+            kernel_stack_failed: 3,
+            ..LostCounts::default()
+        };
+        // Lost stacks are not lost events.
+        assert_eq!(l.warning("top"), None);
+        l.ringbuf_full = 7;
+        l.out_of_order = 2;
+        assert_eq!(
+            l.warning("top").as_deref(),
+            Some("chainrec: top: warning: LOST EVENTS in the recording: ring buffer full 7, malformed 0, out of order 2")
+        );
+    }
 }

@@ -23,14 +23,18 @@ use arrow_array::{
 };
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
-use chainrec_chain::{stack_frames, NodeTable, WaitRecord, WaitSink};
+use chainrec_chain::{stack_frames, ChainError, NodeTable, Setup, WaitRecord, WaitSink};
 use chainrec_format::{RecordingMeta, StackId, StackKind, Tables, UtcTime};
+use chainrec_report::export::{BoxError, WaitsInput, WaitsOutput};
+use chainrec_report::output::{same_file, OutputError, TempOutput};
+use chainrec_report::progress::Progress;
 use chainrec_report::waits::{HopJson, RunqJson, WaitContext, WaitJson};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use std::collections::BTreeSet;
-use std::io::Write;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Upper bound of a row group's encoded size held in memory.
@@ -74,6 +78,37 @@ pub enum ParquetError {
         field: &'static str,
         /// The value.
         value: u64,
+    },
+    /// One of the two files of [`ParquetOutputs`] is another output of the command.
+    #[error("export: --parquet writes {} and {}, and another output names {}", .waits.display(), .stacks.display(), .other.display())]
+    Collision {
+        /// The waits table.
+        waits: PathBuf,
+        /// The stacks table.
+        stacks: PathBuf,
+        /// The other output.
+        other: PathBuf,
+    },
+    /// An output could not be created or moved into place.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// Reading the trace's events failed.
+    #[error("{}: reading events", .trace.display())]
+    Reading {
+        /// The trace.
+        trace: PathBuf,
+        /// Why.
+        #[source]
+        source: ChainError,
+    },
+    /// Writing one of the tables failed.
+    #[error("writing {}", .path.display())]
+    Writing {
+        /// The table's file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<ParquetError>,
     },
 }
 
@@ -516,7 +551,7 @@ pub fn write_stacks<W: Write + Send>(
 
 /// The stacks table's file beside a waits table's: `waits.parquet` → `waits.stacks.parquet`
 /// (other names get `.stacks.parquet` appended).
-pub fn stacks_path(waits: &std::path::Path) -> std::path::PathBuf {
+pub fn stacks_path(waits: &Path) -> PathBuf {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let b = waits.as_os_str().as_bytes();
     let stem = match b.strip_suffix(b".parquet") {
@@ -528,10 +563,123 @@ pub fn stacks_path(waits: &std::path::Path) -> std::path::PathBuf {
     std::ffi::OsString::from_vec(out).into()
 }
 
+/// The two files of a Parquet export: created before the long work, moved into place only
+/// when both are complete (removed on failure, as the other exports).
+pub struct ParquetOutputs {
+    waits: TempOutput,
+    stacks: TempOutput,
+}
+
+impl ParquetOutputs {
+    /// The outputs for `waits` and, beside it, its stacks table ([`stacks_path`]); an error
+    /// when either is one of `others` (the command's other outputs).
+    pub fn create(waits: &Path, others: &[&Path]) -> Result<Self> {
+        let stacks = stacks_path(waits);
+        for p in [waits, stacks.as_path()] {
+            if let Some(o) = others.iter().find(|o| same_file(o, p)) {
+                return Err(ParquetError::Collision {
+                    waits: waits.to_path_buf(),
+                    stacks: stacks.clone(),
+                    other: o.to_path_buf(),
+                });
+            }
+        }
+        Ok(ParquetOutputs {
+            waits: TempOutput::create(waits)?,
+            stacks: TempOutput::create(&stacks)?,
+        })
+    }
+
+    /// The destinations: the waits table, then the stacks table.
+    pub fn dests(&self) -> [&Path; 2] {
+        [self.waits.dest(), self.stacks.dest()]
+    }
+}
+
+/// Runs the engine over the trace (time-bounded attribution, default depth, dedup as
+/// `chains`: every wait is a row, `root` says which ones `chains` draws) and writes both
+/// tables. What the engine noticed about the trace goes to `note` (`note: ...`; rows near
+/// such places may be incomplete).
+impl WaitsOutput for ParquetOutputs {
+    fn write(
+        &mut self,
+        input: WaitsInput<'_>,
+        note: &mut dyn FnMut(&str),
+    ) -> Result<String, BoxError> {
+        let WaitsInput {
+            an,
+            trace,
+            filter,
+            quiet,
+        } = input;
+        let [waits_path, stacks_path] = self.dests().map(Path::to_path_buf);
+        let writing = |path: &PathBuf| {
+            let path = path.clone();
+            move |e| ParquetError::Writing {
+                path,
+                source: Box::new(e),
+            }
+        };
+        let out = BufWriter::with_capacity(1 << 20, self.waits.file()?);
+        let mut w = WaitsWriter::new(
+            out,
+            an.tables(),
+            an.meta(),
+            an.start_ns(),
+            Layout::default(),
+        )
+        .map_err(writing(&waits_path))?;
+        let setup = Setup {
+            filter,
+            ..Setup::default()
+        };
+        let mut progress = Progress::new(an.reader().event_count(), "parquet", quiet);
+        // Stop reading once the output failed (a full disk); finish() returns the error.
+        let done = an
+            .run_while(setup, &mut w, |w, n| {
+                progress.inc(n as u64);
+                !w.failed()
+            })
+            .map_err(|source| ParquetError::Reading {
+                trace: trace.to_path_buf(),
+                source,
+            })?;
+        progress.finish();
+        for n in done.summary.stats.anomaly_notes(an.start_ns()) {
+            note(&format!("note: {n}"));
+        }
+        let waits = w.finish().map_err(writing(&waits_path))?;
+        let out = BufWriter::with_capacity(1 << 20, self.stacks.file()?);
+        let stacks = write_stacks(
+            out,
+            an.tables(),
+            an.meta(),
+            &waits.stacks,
+            Layout::default(),
+        )
+        .map_err(writing(&stacks_path))?;
+        Ok(format!(
+            "wrote {} ({} waits in {} row group(s), {} of them shown inside other chains: root = false) and {} ({} stacks, {} frames)",
+            waits_path.display(),
+            waits.rows,
+            waits.row_groups,
+            waits.not_root,
+            stacks_path.display(),
+            stacks.rows,
+            stacks.frames
+        ))
+    }
+
+    /// Move both files into place.
+    fn commit(&mut self) -> Result<(), OutputError> {
+        self.waits.commit()?;
+        self.stacks.commit()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::{Path, PathBuf};
 
     #[test]
     fn stacks_file_sits_beside_the_waits_file() {

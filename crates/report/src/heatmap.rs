@@ -202,6 +202,38 @@ pub struct Heatmap {
 }
 
 impl Heatmap {
+    /// What was written to `path`, for the line `chainrec heatmap` prints: size, non-empty
+    /// cells and [`Heatmap::note`].
+    pub fn summary(&self, path: &std::path::Path) -> String {
+        format!(
+            "wrote {} ({} seconds x {} rows, {} non-empty cells){}",
+            path.display(),
+            self.columns,
+            self.rows,
+            self.cells.iter().filter(|&&c| c > 0).count(),
+            self.note()
+        )
+    }
+
+    /// What the map clipped or left out, to append to a summary line (`; clipped to the
+    /// trace: ...`; empty when nothing).
+    pub fn note(&self) -> String {
+        let mut n = String::new();
+        if self.metric != Metric::Wakeups {
+            n += &format!(
+                "; clipped to the trace: {} intervals begun before it (counted from its start), {} still open at its end (counted to its end)",
+                self.clipped_at_start, self.open_at_end
+            );
+        }
+        if self.unmatched > 0 {
+            n += &format!(
+                "; {} intervals whose start was lost not counted",
+                self.unmatched
+            );
+        }
+        n
+    }
+
     /// Value of a cell.
     pub fn cell(&self, col: u32, row: u32) -> u64 {
         self.cells[(col * self.rows + row) as usize]
@@ -764,6 +796,31 @@ fn legend(s: &mut String, h: &Heatmap, map: ColorMap, x: u32, top: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn note_says_what_was_clipped_and_left_out() {
+        let mut h = Heatmap {
+            metric: Metric::OffCpu,
+            first_second: 0,
+            columns: 1,
+            rows: 1,
+            cells: vec![0],
+            highlight: Vec::new(),
+            clipped_at_start: 2,
+            open_at_end: 3,
+            unmatched: 0,
+            lost_markers: 0,
+            start_ns: 0,
+            end_ns: 1,
+            selection: "all threads".into(),
+            highlight_selection: None,
+        };
+        assert_eq!(h.note(), "; clipped to the trace: 2 intervals begun before it (counted from its start), 3 still open at its end (counted to its end)");
+        h.metric = Metric::Wakeups;
+        assert_eq!(h.note(), "");
+        h.unmatched = 4;
+        assert_eq!(h.note(), "; 4 intervals whose start was lost not counted");
+    }
 
     #[test]
     fn interval_split_across_buckets_and_seconds() {

@@ -1,10 +1,11 @@
 //! `chainrec info`: what a trace holds (events by kind, tables, samples, losses, sizes,
 //! recovery), as text and as JSON. The binary only opens the file and prints.
 
-use chainrec_format::{EventKind, StackId, TraceFacts, TraceReader, VerifyReport};
+use crate::top::{TriggerReport, TEXT_WIDTH};
+use chainrec_format::{
+    human_bytes, EventKind, FlightTrigger, StackId, TraceFacts, TraceReader, VerifyReport,
+};
 use std::fmt::Write as _;
-
-pub use chainrec_format::human_bytes;
 
 /// Events by kind as a JSON object keyed by kind name (`info --json`).
 pub fn events_by_kind_json(counts: &[u64; EventKind::COUNT]) -> serde_json::Value {
@@ -107,6 +108,36 @@ impl<'a> TraceInfo<'a> {
                 "synthetic_scenario": m.synthetic_scenario,
                 "command_line": m.command_line,
             },
+        })
+    }
+
+    /// What `chainrec info` prints, text or JSON: the summary, and for a flight-recorder
+    /// dump its `trigger`, with the triggering wait and its chain (`wait`) when a wait made
+    /// the dump.
+    pub fn output(
+        &self,
+        json: bool,
+        trigger: Option<&FlightTrigger>,
+        wait: Option<&TriggerReport>,
+    ) -> serde_json::Result<String> {
+        let trigger_json = match (wait, trigger) {
+            (Some(w), _) => Some(w.json()),
+            (None, Some(t)) => Some(serde_json::json!({"kind": t.kind.name(), "rule": t.rule})),
+            (None, None) => None,
+        };
+        if json {
+            let mut j = self.json();
+            if let Some(t) = trigger_json {
+                j["flight_trigger"] = t;
+            }
+            return Ok(serde_json::to_string_pretty(&j)? + "\n");
+        }
+        Ok(match (wait, trigger) {
+            (Some(w), _) => self.render() + "\n" + &w.text(Some(TEXT_WIDTH)),
+            (None, Some(t)) => {
+                self.render() + &format!("  written on  {} (no triggering wait)\n", t.rule)
+            }
+            (None, None) => self.render(),
         })
     }
 

@@ -4,12 +4,14 @@
 //! * [`heatmap`]: subsecond-offset heat maps of off-CPU / on-CPU time or wakeups.
 //! * [`perfetto`]: native Perfetto trace export (ftrace sched events, clock snapshot).
 //! * [`pprof`]: chain graph as a gzipped pprof profile.
+//! * [`export`]: `chainrec export`'s outputs of one trace, checked and written together.
 //! * [`top`]: the longest individual waits, as a table or JSON.
 //! * [`critpath`]: one thread's critical path as text or JSON.
 //! * [`output`]: output files that appear whole or not at all.
 //! * [`script`]: every event, as text or NDJSON; [`waits`]: every wait with its chain.
 
 pub mod critpath;
+pub mod export;
 pub mod heatmap;
 pub mod info;
 pub mod output;

@@ -480,6 +480,19 @@ impl PerfettoStats {
     pub fn gaps(&self) -> u64 {
         self.gaps_running_elsewhere + self.gaps_cpu_sequence
     }
+
+    /// What was written to `path`, for the line `chainrec export` prints.
+    pub fn summary(&self, path: &std::path::Path) -> String {
+        let st = self;
+        format!(
+            "wrote {} ({} packets: {} sched_switch, {} sched_waking, {} task_newtask, {} task_rename; {} exits; {} processes ({} with a known parent), {} threads, {} threads of unknown process; {} wakings' target CPU guessed; {} lost-event markers ({} events); {} switch-sequence gaps closed by a synthetic switch and marked on the '{}' tracks ({} thread already running elsewhere, {} CPU sequence broken); {} lazily attached stacks and samples have no Perfetto counterpart; {} critical-path slices)",
+            path.display(), st.packets, st.switches, st.wakings, st.new_tasks, st.renames, st.exits,
+            st.processes, st.processes_with_parent, st.threads, st.threads_without_process,
+            st.wakings_target_cpu_guessed, st.lost_markers, st.lost_events, st.gaps(),
+            TRACK_GAPS, st.gaps_running_elsewhere, st.gaps_cpu_sequence, st.not_exported,
+            st.extra_slices
+        )
+    }
 }
 
 struct Out<'a> {

@@ -189,6 +189,24 @@ pub struct ProfileInfo {
     pub comments: Vec<String>,
 }
 
+impl ProfileInfo {
+    /// The facts of `an`'s trace (`trace` is its file, named in the comment): wall-clock
+    /// start when the trace has a wall clock, its length.
+    pub fn of_trace(an: &chainrec_chain::Analysis, trace: &std::path::Path) -> Self {
+        let (start, end) = (an.start_ns(), an.end_ns());
+        let offset = an.meta().clock_offset_ns;
+        ProfileInfo {
+            time_nanos: if offset != 0 {
+                (start as i128 + offset) as i64
+            } else {
+                0
+            },
+            duration_nanos: end.saturating_sub(start) as i64,
+            comments: vec![format!("chainrec chain graph of {}", trace.display())],
+        }
+    }
+}
+
 /// The "file" a frame's function is in: its kind, so that a thread and a function of the
 /// same name stay apart, and `-list`/`-traces` readers can tell kernel from user frames.
 pub fn kind_file(kind: FrameKind) -> &'static str {
@@ -436,6 +454,16 @@ impl ProfileSink {
         }
         Ok(b.p)
     }
+}
+
+/// What was written to `path`, for the line `chainrec export` prints.
+pub fn summary(profile: &Profile, path: &std::path::Path) -> String {
+    format!(
+        "wrote {} ({} samples, {} locations; value = attributed off-CPU time in ns: blocked, and runnable in [run queue] levels; labels pid, tid, comm, level, attributed_to)",
+        path.display(),
+        profile.sample.len(),
+        profile.location.len()
+    )
 }
 
 /// Write `profile` gzipped (the on-disk pprof format).

@@ -5,9 +5,10 @@
 
 use crate::source::format_wall;
 use chainrec_chain::{
-    FoldedSink, FrameKind, FrameNamer, HopRecord, NodeId, NodeTable, View, WaitRecord, WaitSink,
+    Analysis, ChainError, Dedup, Filter, FoldedSink, FrameKind, FrameNamer, HopRecord, NodeId,
+    NodeTable, Setup, Summary, View, WaitRecord, WaitSink,
 };
-use chainrec_format::{RecordingMeta, Tables};
+use chainrec_format::{FlightTrigger, RecordingMeta, Tables};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -163,6 +164,102 @@ pub struct TopReport {
     pub preempted: u64,
     /// Waits without a waking in the trace, not ranked.
     pub without_waker: u64,
+}
+
+/// Run the engine over `an` for `top`: every wait `filter` passes is a candidate (dedup
+/// off), chains of at most `max_depth` hops; the `count` longest, and what the run did.
+/// `on_chunk` is called with each chunk's events (a progress bar).
+pub fn run(
+    an: &Analysis,
+    max_depth: usize,
+    filter: Filter,
+    count: usize,
+    on_chunk: impl FnMut(usize),
+) -> Result<(TopReport, Summary), ChainError> {
+    let setup = Setup {
+        max_depth,
+        dedup: Dedup::Off,
+        filter,
+        ..Setup::default()
+    };
+    let mut sink = TopSink::default();
+    let done = an.run(setup, &mut sink, on_chunk)?;
+    let report = sink.finish(count, done.nodes(), an.tables(), an.meta(), an.start_ns());
+    Ok((report, done.summary))
+}
+
+impl TopReport {
+    /// What `chainrec top` prints: the report (after a dump's `trigger`, when a wait made
+    /// the dump), as JSON or as text `width` columns wide (`None`: whole lines).
+    pub fn output(
+        &self,
+        trigger: Option<&TriggerReport>,
+        json: bool,
+        width: Option<usize>,
+    ) -> serde_json::Result<String> {
+        Ok(match trigger {
+            Some(t) if json => {
+                let mut j = serde_json::to_value(self)?;
+                j["trigger"] = t.json();
+                serde_json::to_string_pretty(&j)? + "\n"
+            }
+            Some(t) => format!(
+                "{}\nLongest waits in the dump:\n{}",
+                t.text(width),
+                render_text_width(self, width)
+            ),
+            None if json => serde_json::to_string_pretty(self)? + "\n",
+            None => render_text_width(self, width),
+        })
+    }
+}
+
+/// In a flight-recorder dump made by a wait: that wait and its chain, as a one-entry
+/// report (what `top` and `info` of a dump show first).
+#[derive(Clone, Debug)]
+pub struct TriggerReport {
+    /// The trigger, from the trace's metadata.
+    pub trigger: FlightTrigger,
+    /// Its wait with its chain.
+    pub report: TopReport,
+}
+
+impl TriggerReport {
+    /// Run the engine over `an` for `trigger`'s wait: `filter` selects it (the trigger's
+    /// thread and span, and any other filter of the command), every wait a candidate.
+    pub fn run(
+        an: &Analysis,
+        trigger: FlightTrigger,
+        max_depth: usize,
+        filter: Filter,
+    ) -> Result<Self, ChainError> {
+        let (report, _) = run(an, max_depth, filter, 1, |_| {})?;
+        Ok(TriggerReport { trigger, report })
+    }
+
+    /// The trigger and its chain as text, `width` columns wide (`None`: whole lines, see
+    /// [`render_text_width`]).
+    pub fn text(&self, width: Option<usize>) -> String {
+        let t = &self.trigger;
+        format!(
+            "Flight trigger: {} — {} (tid {}) waited {}\n{}",
+            t.rule,
+            t.comm,
+            t.tid,
+            fmt_ns(t.duration_ns()),
+            render_text_width(&self.report, width)
+        )
+    }
+
+    /// The trigger and its chain as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        let t = &self.trigger;
+        serde_json::json!({
+            "kind": t.kind.name(), "rule": t.rule, "tid": t.tid, "tgid": t.tgid,
+            "comm": t.comm, "start_ns": t.start_ns, "end_ns": t.end_ns,
+            "entries": self.report.entries,
+        })
+    }
 }
 
 fn who(h: &HopRecord, nodes: &NodeTable) -> String {
