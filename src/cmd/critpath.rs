@@ -79,17 +79,13 @@ pub struct Args {
 /// `chainrec critical-path`.
 pub fn run(a: Args) -> Result<()> {
     let f = &a.filter;
-    if !f.pid.is_empty()
-        || f.comm.is_some()
-        || f.state.is_some()
-        || f.min_block_us.is_some()
-        || f.max_block_us.is_some()
-        || f.user_threads_only
-        || f.kernel_threads_only
-    {
+    let mut others = f.clone();
+    others.threads.tid.clear();
+    others.window = None;
+    if others.selects_waits() {
         bail!("critical-path takes one thread (-t TID) and --window; -p, --comm, --state, -m, -M, -u and -k do not apply");
     }
-    if f.tid.len() != 1 && !f.trigger {
+    if f.threads.tid.len() != 1 && !f.trigger {
         bail!("critical-path needs exactly one thread: -t TID");
     }
     if a.max_depth == 0 {

@@ -370,16 +370,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     }
     let an = super::open_trace(&a.file, "export")?;
     let (reader, meta) = (an.reader(), an.meta());
-    let f = &a.filter;
-    let filtered = !f.pid.is_empty()
-        || !f.tid.is_empty()
-        || f.comm.is_some()
-        || f.state.is_some()
-        || f.min_block_us.is_some()
-        || f.max_block_us.is_some()
-        || f.user_threads_only
-        || f.kernel_threads_only
-        || f.window.is_some();
+    let filtered = a.filter.selects_waits();
     if filtered && a.pprof.is_none() && a.parquet.is_none() {
         bail!("export: the filters select waits and apply to --pprof and --parquet only; the Perfetto export is always the whole trace");
     }
