@@ -106,32 +106,16 @@ pub fn run(a: Args) -> Result<()> {
         return super::write_stdout(&(s + "\n"));
     }
     if a.folded || a.svg.is_some() {
-        let (mut kept, mut small, mut small_ns) = (Vec::new(), 0u64, 0u64);
-        for (l, ns) in cp.folded_ns() {
-            match unit.round(ns) {
-                0 => {
-                    small += 1;
-                    small_ns += ns;
-                }
-                w => kept.push((l, w)),
-            }
-        }
-        if small > 0 {
-            say!(
-                "chainrec: critical-path: note: {small} lines below 1 {} ({small_ns} ns in total) left out; use --unit ns",
-                unit.name()
-            );
+        let r = unit.round_lines(cp.folded_ns());
+        if let Some(l) = r.left_out_note() {
+            say!("chainrec: critical-path: {l}");
         }
         if let Some(path) = &a.svg {
             let title = format!("Critical path of {} ({})", cp.comm, cp.tid);
             let opts = chainrec_report::svg::SvgOptions::new(&title, unit.name(), true);
-            return super::chains::render_svg(&kept, &opts, path);
+            return super::chains::render_svg(&r.kept, &opts, path);
         }
-        let mut s = String::new();
-        for (l, w) in kept {
-            s.push_str(&format!("{l} {w}\n"));
-        }
-        return super::write_stdout(&s);
+        return super::write_stdout(&super::oncpu::folded_text(&r.kept));
     }
     let o = TextOptions {
         width: a.width,

@@ -6,7 +6,7 @@
 
 use crate::{fold_trace, ChainError, Config, Engine, Filter, FoldedSink, Mode, NodeTable};
 use crate::{Stats, View, WaitSink, DEFAULT_MAX_DEPTH};
-use chainrec_format::{FormatError, RecordingMeta, Recovery, Tables, TraceReader};
+use chainrec_format::{FormatError, RecordingMeta, Recovery, Sampling, Tables, TraceReader};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -97,6 +97,34 @@ pub struct Summary {
     pub lost_in_recording: u64,
 }
 
+impl Summary {
+    /// The first line a command prints after the run (after its name): `N events in T s
+    /// (R M events/s); W waits (...), L lines`, and with dedup on how many waits it
+    /// showed inside other chains only. `secs`: the run's wall time; `lines`: lines (or
+    /// paths) written.
+    pub fn headline(&self, secs: f64, lines: usize) -> String {
+        let st = &self.stats;
+        format!(
+            "{} events in {:.3} s ({:.1} M events/s); {} waits ({} woken, {} runnable), {} lines{}",
+            st.events,
+            secs,
+            st.events as f64 / secs.max(1e-9) / 1e6,
+            st.waits,
+            st.woken_waits,
+            st.preemptions,
+            lines,
+            if self.dedup {
+                format!(
+                    ", {} waits shown inside other chains (dedup; --no-dedup shows them)",
+                    st.dedup_hidden
+                )
+            } else {
+                String::new()
+            }
+        )
+    }
+}
+
 /// A finished run: the engine (its node table names the records' frames) and the summary.
 pub struct Done<'a> {
     /// The engine after [`Engine::finish`].
@@ -185,6 +213,14 @@ impl Analysis {
     /// event's when the metadata has none. Relative window times count from here.
     pub fn start_ns(&self) -> u64 {
         self.start_ns
+    }
+
+    /// The recording's on-CPU sampling, or [`ChainError::NoSamples`] when the trace took
+    /// no samples (what `oncpu` and `hotcold` need).
+    pub fn sampling(&self) -> Result<Sampling, ChainError> {
+        self.meta().sampling().ok_or(ChainError::NoSamples {
+            format: self.reader.version(),
+        })
     }
 
     /// Where the trace ends: the recording's end time, or the last event's when the

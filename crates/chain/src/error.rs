@@ -50,6 +50,13 @@ pub enum ChainError {
     /// switch-out state.
     #[error("-m/-M/--state select waits; on-CPU samples have no duration or state")]
     SampleFilter,
+    /// [`Analysis::sampling`](crate::Analysis::sampling): the trace has no on-CPU samples
+    /// (its format predates them, or the recording took none).
+    #[error("no on-CPU samples in this trace ({}); record with `chainrec record` (samples are on by default)", no_samples_why(*.format))]
+    NoSamples {
+        /// The trace's format version (major, minor).
+        format: (u16, u16),
+    },
     /// [`crate::critical_path`]: the thread has no event in the trace and is not in its
     /// task table.
     #[error("thread {0} does not appear in this trace (no event of it, not in its task table)")]
@@ -70,6 +77,15 @@ pub enum ChainError {
     /// The path-trie thread of [`fold_trace`](crate::fold_trace) failed (a bug).
     #[error("the path-trie thread {0}")]
     FoldThread(&'static str),
+}
+
+/// Why a trace of format `(maj, min)` has no samples, for [`ChainError::NoSamples`].
+fn no_samples_why((maj, min): (u16, u16)) -> String {
+    if maj < 2 {
+        format!("format {maj}.{min} predates them")
+    } else {
+        "sampling was off: --no-samples, or a synthetic scenario without samples".into()
+    }
 }
 
 /// What is wrong with a `--window START..END`.
