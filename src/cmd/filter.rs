@@ -1,7 +1,7 @@
 //! The root filters shared by `chains`, `offcpu`, `wakeup`, `offwake`, `top` and `export`
 //! (a module of their own, so that the command modules need not import each other).
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Analysis, Duration, Filter, Window};
+use chainrec_chain::{Analysis, Duration, Filter};
 use chainrec_format::{FlightTrigger, RecordingMeta};
 
 use std::marker::PhantomData;
@@ -162,17 +162,6 @@ pub(crate) fn flight_trigger(meta: &RecordingMeta) -> Result<Option<FlightTrigge
     FlightTrigger::from_meta(meta).context("reading the flight trigger from the metadata")
 }
 
-/// `0.000..2.345 s from the trace start (wall clock @A..@B)`, for error messages.
-fn describe_span(meta: &RecordingMeta, trace_start_ns: u64, first: u64, last: u64) -> String {
-    let rel = |t: u64| (t as f64 - trace_start_ns as f64) / 1e9;
-    let mut s = format!("{:.3}..{:.3} s from the trace start", rel(first), rel(last));
-    if meta.clock_offset_ns != 0 {
-        let wall = |t: u64| (t as i128).saturating_add(meta.clock_offset_ns) as f64 / 1e9;
-        s += &format!(" (wall clock @{:.3}..@{:.3})", wall(first), wall(last));
-    }
-    s
-}
-
 /// Compile the regex of `flag` (`--comm`, ...): the error names the flag and gives the
 /// regex crate's last line (what is wrong, not the whole caret diagram).
 pub(crate) fn comm_regex(flag: &str, c: &str) -> Result<chainrec_chain::regex::Regex> {
@@ -242,7 +231,7 @@ impl FilterArgs {
         };
         self.threads.apply(&mut filter)?;
         self.kinds.apply(&mut filter);
-        filter.window = window(an, self.window.as_deref())?;
+        filter.window = self.window.as_deref().map(|w| an.window(w)).transpose()?;
         if let (Some(a), Some(b)) = (self.min_block_us, self.max_block_us) {
             if a > b {
                 bail!("-m {a} is larger than -M {b}");
@@ -253,28 +242,4 @@ impl FilterArgs {
         }
         Ok(filter)
     }
-}
-
-/// `--window SPEC` resolved for the trace of `an` (relative times count from its start);
-/// a window that selects none of its events is an error.
-pub(crate) fn window(an: &Analysis, spec: Option<&str>) -> Result<Option<(u64, u64)>> {
-    let Some(w) = spec else {
-        return Ok(None);
-    };
-    let (meta, trace_start_ns) = (an.meta(), an.start_ns());
-    let (s, e) = Window::parse(w)?
-        .resolve(meta, trace_start_ns)
-        .with_context(|| format!("--window {w:?}"))?;
-    if s > e {
-        bail!("--window {w:?}: start is after end");
-    }
-    if let Some((first, last)) = an.reader().time_span() {
-        if e < first || s > last {
-            bail!(
-                "--window {w:?} is outside the trace, which spans {}",
-                describe_span(meta, trace_start_ns, first, last)
-            );
-        }
-    }
-    Ok(Some((s, e)))
 }

@@ -146,7 +146,12 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
     // The analysis filters' parsing (regex, window resolution and checks).
     let mut f = chainrec_chain::Filter::default();
     a.filter.threads.apply(&mut f)?;
-    f.window = super::filter::window(&an, a.filter.window.as_deref())?;
+    f.window = a
+        .filter
+        .window
+        .as_deref()
+        .map(|w| an.window(w))
+        .transpose()?;
     // Names change on comm events: chunks before the window are decoded too.
     let range = an.chunk_range(&f);
     let filter = EventFilter {

@@ -5,7 +5,7 @@
 //! through the engine's public API only.
 
 use crate::{fold_trace, ChainError, Config, Engine, Filter, FoldedSink, Mode, NodeTable};
-use crate::{Stats, View, WaitSink, DEFAULT_MAX_DEPTH};
+use crate::{Stats, View, WaitSink, Window, DEFAULT_MAX_DEPTH};
 use chainrec_format::{FormatError, RecordingMeta, Recovery, Sampling, Tables, TraceReader};
 use std::ops::Range;
 use std::path::Path;
@@ -230,6 +230,42 @@ impl Analysis {
             0 => self.reader.time_span().map_or(self.start_ns, |s| s.1),
             e => e,
         }
+    }
+
+    /// The window `spec` (`--window START..END`, see [`Window::parse`]) on this trace, in
+    /// trace-clock ns: relative times count from [`Analysis::start_ns`]. A window that
+    /// ends before it starts, or selects none of the trace's events, is an error.
+    pub fn window(&self, spec: &str) -> Result<(u64, u64), ChainError> {
+        let (s, e) = Window::parse(spec)?
+            .resolve(self.meta(), self.start_ns)
+            .map_err(|source| ChainError::WindowUnresolved {
+                spec: spec.to_string(),
+                source: Box::new(source),
+            })?;
+        if s > e {
+            return Err(ChainError::WindowReversed {
+                spec: spec.to_string(),
+            });
+        }
+        match self.reader.time_span() {
+            Some((first, last)) if e < first || s > last => Err(ChainError::WindowMissesTrace {
+                spec: spec.to_string(),
+                span: self.describe_span(first, last),
+            }),
+            _ => Ok((s, e)),
+        }
+    }
+
+    /// `0.000..2.345 s from the trace start (wall clock @A..@B)`.
+    fn describe_span(&self, first: u64, last: u64) -> String {
+        let rel = |t: u64| (t as f64 - self.start_ns as f64) / 1e9;
+        let mut s = format!("{:.3}..{:.3} s from the trace start", rel(first), rel(last));
+        let offset = self.meta().clock_offset_ns;
+        if offset != 0 {
+            let wall = |t: u64| (t as i128).saturating_add(offset) as f64 / 1e9;
+            s += &format!(" (wall clock @{:.3}..@{:.3})", wall(first), wall(last));
+        }
+        s
     }
 
     /// The chunks a run with `filter` decodes: with a window, from the first chunk (causes

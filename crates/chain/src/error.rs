@@ -11,6 +11,31 @@ pub enum ChainError {
         /// What was wrong.
         problem: WindowProblem,
     },
+    /// [`Analysis::window`](crate::Analysis::window): the window could not be placed on
+    /// this trace (the source says why).
+    #[error("--window {spec:?}")]
+    WindowUnresolved {
+        /// The text given.
+        spec: String,
+        /// Why.
+        #[source]
+        source: Box<ChainError>,
+    },
+    /// [`Analysis::window`](crate::Analysis::window): the window ends before it starts.
+    #[error("--window {spec:?}: start is after end")]
+    WindowReversed {
+        /// The text given.
+        spec: String,
+    },
+    /// [`Analysis::window`](crate::Analysis::window): the window selects none of the
+    /// trace's events.
+    #[error("--window {spec:?} is outside the trace, which spans {span}")]
+    WindowMissesTrace {
+        /// The text given.
+        spec: String,
+        /// The trace's events' time span, from its start (and as wall clock when known).
+        span: String,
+    },
     /// A wall-clock or time-of-day window on a trace that has no wall-clock time.
     #[error("this trace has no wall-clock time (synthetic, or recorded without it); give seconds from its start, e.g. 0.5..1")]
     NoWallClock,
