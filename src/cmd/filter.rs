@@ -135,28 +135,6 @@ pub struct FilterArgs {
     pub trigger: bool,
 }
 
-/// `--trigger`: the triggering wait's thread, and waits ending inside the triggering
-/// wait (only that one can: the thread was off CPU throughout).
-fn restrict_to_trigger(meta: &RecordingMeta, f: &mut Filter) -> Result<()> {
-    let t = flight_trigger(meta)?.ok_or_else(|| {
-        anyhow::anyhow!(
-            "--trigger: this trace is not a flight-recorder dump (no trigger in its metadata); \
-             it applies to files written by `chainrec record --flight ... --trigger RULE`"
-        )
-    })?;
-    if t.tid == 0 {
-        bail!(
-            "--trigger: this dump was written on {} ({}), not because of a wait: there is no \
-             triggering wait to show",
-            t.rule,
-            t.kind.name()
-        );
-    }
-    f.tids = vec![t.tid];
-    f.window = Some((t.start_ns, t.end_ns));
-    Ok(())
-}
-
 /// The flight trigger recorded in `meta`, if any (damaged keys are an error).
 pub(crate) fn flight_trigger(meta: &RecordingMeta) -> Result<Option<FlightTrigger>> {
     FlightTrigger::from_meta(meta).context("reading the flight trigger from the metadata")
@@ -238,7 +216,7 @@ impl FilterArgs {
             }
         }
         if self.trigger {
-            restrict_to_trigger(an.meta(), &mut filter)?;
+            filter.restrict_to_trigger(an.meta())?;
         }
         Ok(filter)
     }

@@ -36,6 +36,23 @@ pub enum ChainError {
         /// The trace's events' time span, from its start (and as wall clock when known).
         span: String,
     },
+    /// [`Filter::restrict_to_trigger`](crate::Filter::restrict_to_trigger): the flight
+    /// trigger in the metadata is damaged.
+    #[error("reading the flight trigger from the metadata")]
+    TriggerMeta(#[source] chainrec_format::FormatError),
+    /// [`Filter::restrict_to_trigger`](crate::Filter::restrict_to_trigger): the trace is
+    /// not a flight-recorder dump.
+    #[error("--trigger: this trace is not a flight-recorder dump (no trigger in its metadata); it applies to files written by `chainrec record --flight ... --trigger RULE`")]
+    NotAFlightDump,
+    /// [`Filter::restrict_to_trigger`](crate::Filter::restrict_to_trigger): the dump was
+    /// written on a signal, a stop or a run-queue rule, not because of a wait.
+    #[error("--trigger: this dump was written on {rule} ({kind}), not because of a wait: there is no triggering wait to show")]
+    TriggerNotAWait {
+        /// The trigger rule.
+        rule: String,
+        /// Its kind (`signal`, `stop`, ...).
+        kind: &'static str,
+    },
     /// A wall-clock or time-of-day window on a trace that has no wall-clock time.
     #[error("this trace has no wall-clock time (synthetic, or recorded without it); give seconds from its start, e.g. 0.5..1")]
     NoWallClock,
