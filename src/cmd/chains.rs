@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 pub use chainrec_chain::View;
 use chainrec_chain::{Dedup, Duration, Mode, Setup, Unit, DEFAULT_MAX_DEPTH};
 use chainrec_report::svg::SvgOptions;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -29,8 +30,8 @@ pub struct ViewArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Weight unit of the folded lines.
-    #[arg(long, default_value = "us", value_parser = ["ns", "us", "ms"])]
-    pub unit: String,
+    #[arg(long, default_value = "us", value_parser = unit_parser())]
+    pub unit: Unit,
     /// Write an interactive flame-graph SVG to FILE instead of folded lines on stdout.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
@@ -95,8 +96,8 @@ pub struct ChainsArgs {
     pub no_dedup: bool,
     /// Attribution: `bounded` (each level gets only the time it explains; widths add up)
     /// or `last` (every level gets the whole wait, like Gregg's prototype).
-    #[arg(long, default_value = "bounded", value_parser = ["bounded", "last"])]
-    pub mode: String,
+    #[arg(long, default_value = "bounded", value_parser = mode_parser())]
+    pub mode: Mode,
     /// Leave run-queue time out: show only blocked time (no `[run queue]` levels, no
     /// preemptions), the graph before run-queue attribution. By default a wait's runnable
     /// part and each waker's runnable part are levels naming the tasks that held the CPU.
@@ -109,11 +110,7 @@ pub fn run_chains(a: ChainsArgs) -> Result<()> {
     if a.max_depth == 0 {
         bail!("--max-depth must be at least 1");
     }
-    let mode = if a.mode == "last" {
-        Mode::Last
-    } else {
-        Mode::Bounded
-    };
+    let mode = a.mode;
     let dedup = if a.no_dedup { Dedup::Off } else { Dedup::Auto };
     analyse(
         &a.view,
@@ -140,7 +137,7 @@ fn analyse(
     runqueue: bool,
 ) -> Result<()> {
     let name = view.name();
-    let unit = Unit::parse(&a.unit)?;
+    let unit = a.unit;
     let t0 = std::time::Instant::now();
     let an = super::open_trace(&a.file, name)?;
     let (meta, tables) = (an.meta(), an.tables());
@@ -248,6 +245,19 @@ fn memstat(name: &str) {
             .collect();
         say!("chainrec: {name}: memory: {}", pick.join(", "));
     }
+}
+
+/// `--unit ns|us|ms` (the possible values listed in `--help`).
+pub(crate) fn unit_parser() -> impl TypedValueParser<Value = Unit> {
+    PossibleValuesParser::new(["ns", "us", "ms"]).try_map(|s| Unit::parse(&s))
+}
+
+/// `--mode bounded|last`.
+pub(crate) fn mode_parser() -> impl TypedValueParser<Value = Mode> {
+    PossibleValuesParser::new(["bounded", "last"]).map(|s| match s.as_str() {
+        "last" => Mode::Last,
+        _ => Mode::Bounded,
+    })
 }
 
 /// SVG options from a view's arguments (`--title` resolved by the caller, `--width`,

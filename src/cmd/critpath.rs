@@ -54,8 +54,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
     /// Weight unit of the folded lines and the SVG.
-    #[arg(long, default_value = "ns", value_parser = ["ns", "us", "ms"])]
-    pub unit: String,
+    #[arg(long, default_value = "ns", value_parser = super::chains::unit_parser())]
+    pub unit: Unit,
     /// Also list every segment in time order (text).
     #[arg(long)]
     pub timeline: bool,
@@ -91,7 +91,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.max_depth == 0 {
         bail!("--max-depth must be at least 1");
     }
-    let unit = Unit::parse(&a.unit)?;
+    let unit = a.unit;
     let an = super::open_trace(&a.file, "critical-path")?;
     let filter = f.to_filter(&an, Duration::OffCpu)?;
     let opts = CritPathOptions {

@@ -3,7 +3,6 @@
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{Analysis, Duration, Filter};
 use chainrec_format::{FlightTrigger, RecordingMeta};
-
 use std::marker::PhantomData;
 
 /// Where a command lists the thread flags in `--help` (the heading also says how they

@@ -1,7 +1,7 @@
 //! `chainrec oncpu` (and `hotcold`): flame graphs from the on-CPU samples of a trace.
 use super::chains::ViewArgs;
 use anyhow::{Context, Result};
-use chainrec_chain::{fold_oncpu, hot_cold, Analysis, Duration, OnCpuFold, Unit};
+use chainrec_chain::{fold_oncpu, hot_cold, Analysis, Duration, OnCpuFold};
 use chainrec_format::fmt_ns;
 use std::io::Write;
 
@@ -49,7 +49,7 @@ pub(crate) fn output(
     lines: impl Iterator<Item = (String, u64)>,
     chain_layout: bool,
 ) -> Result<()> {
-    let unit = Unit::parse(&a.unit)?;
+    let unit = a.unit;
     let r = unit.round_lines(lines);
     match &a.svg {
         Some(path) => {

@@ -103,8 +103,8 @@ pub struct WaitsArgs {
     #[arg(long, default_value_t = DEFAULT_MAX_DEPTH, value_name = "N")]
     pub max_depth: usize,
     /// Attribution of the levels' ns: `bounded` or `last`, as for `chains`.
-    #[arg(long, default_value = "bounded", value_parser = ["bounded", "last"])]
-    pub mode: String,
+    #[arg(long, default_value = "bounded", value_parser = super::chains::mode_parser())]
+    pub mode: Mode,
     /// Dedup off: every wait is a root (dedup is on by default, off with a thread filter,
     /// as for `chains`).
     #[arg(long)]
@@ -188,11 +188,7 @@ pub fn run_waits(a: WaitsArgs) -> Result<()> {
     let (meta, tables, start) = (an.meta(), an.tables(), an.start_ns());
     let filter = a.filter.to_filter(&an, Duration::Blocked)?;
     let setup = Setup {
-        mode: if a.mode == "last" {
-            Mode::Last
-        } else {
-            Mode::Bounded
-        },
+        mode: a.mode,
         max_depth: a.max_depth,
         dedup: if a.no_dedup { Dedup::Off } else { Dedup::Auto },
         filter,
