@@ -16,6 +16,8 @@ macro_rules! say {
 }
 
 mod cmd;
+#[cfg(feature = "record")]
+mod signals;
 
 use clap::{Parser, Subcommand};
 

@@ -1,11 +1,6 @@
-//! `record --flight` / `--rotate`: the options, SIGUSR1, and the summary lines.
-use anyhow::{bail, Context, Result};
-use chainrec_record::output::{FlightPlan, OutputMode};
-use chainrec_record::trigger::{TriggerFilter, TriggerRule};
-use chainrec_record::{parse_duration_ns, parse_size};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+//! `record --flight` / `--rotate`: the options (checked by
+//! `chainrec_record::request::FlightRequest`).
+use chainrec_record::request::FlightRequest;
 
 const FLIGHT: &str = "Flight recorder and rotation";
 
@@ -54,130 +49,21 @@ pub struct FlightArgs {
     pub rotate: Option<String>,
 }
 
-static DUMP_REQUEST: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigusr1(_sig: libc::c_int) {
-    DUMP_REQUEST.store(true, Ordering::SeqCst);
-}
-
 impl FlightArgs {
-    /// The output mode these options ask for; `pids` (`record -p`) also limit triggers.
-    pub fn mode(&self, pids: &[u32]) -> Result<OutputMode> {
-        let flight = self.flight.is_some() || self.flight_size.is_some();
-        let needs_flight = [
-            (!self.trigger.is_empty(), "--trigger"),
-            (self.post.is_some(), "--post"),
-            (self.max_dumps.is_some(), "--max-dumps"),
-            (self.min_interval.is_some(), "--min-interval"),
-            (self.dump_quota.is_some(), "--dump-quota"),
-            (self.comm.is_some(), "--comm"),
-            (!self.tids.is_empty(), "-t/--tid"),
-            (self.state.is_some(), "--state"),
-        ];
-        if !flight {
-            if let Some((_, name)) = needs_flight.iter().find(|(set, _)| *set) {
-                bail!("{name} applies to the flight recorder only: add --flight DURATION (e.g. --flight 30s)");
-            }
-            return match &self.rotate {
-                None => Ok(OutputMode::File),
-                Some(spec) => Ok(OutputMode::Rotate(rotate_limit(spec)?)),
-            };
+    /// The options as the library checks them.
+    pub fn request(&self) -> FlightRequest {
+        FlightRequest {
+            flight: self.flight.clone(),
+            flight_size: self.flight_size.clone(),
+            trigger: self.trigger.clone(),
+            post: self.post.clone(),
+            max_dumps: self.max_dumps,
+            min_interval: self.min_interval.clone(),
+            dump_quota: self.dump_quota.clone(),
+            comm: self.comm.clone(),
+            tids: self.tids.clone(),
+            state: self.state,
+            rotate: self.rotate.clone(),
         }
-        let filter_set = self.comm.is_some() || !self.tids.is_empty() || self.state.is_some();
-        if filter_set && self.trigger.is_empty() {
-            bail!("--comm, -t and --state choose which waits trigger: add --trigger (e.g. --trigger 'wait>50ms')");
-        }
-        let d = FlightPlan::default();
-        // Errors name the flag: "--post 2x: `2x` is not a duration ...".
-        let dur = |flag: &str, v: &Option<String>, default: u64| -> Result<u64> {
-            match v.as_deref() {
-                Some(t) => parse_duration_ns(t).with_context(|| format!("{flag} {t}")),
-                None => Ok(default),
-            }
-        };
-        let size = |flag: &str, v: &Option<String>, default: u64| -> Result<u64> {
-            match v.as_deref() {
-                Some(t) => parse_size(t).with_context(|| format!("{flag} {t}")),
-                None => Ok(default),
-            }
-        };
-        let window_ns = match &self.flight {
-            Some(_) => dur("--flight", &self.flight, 0)?,
-            None => 0,
-        };
-        let max_bytes = size("--flight-size", &self.flight_size, d.max_bytes)?;
-        if window_ns == 0 && max_bytes == 0 {
-            bail!("--flight 0 with --flight-size 0 would keep everything: give a bound");
-        }
-        let comm = match &self.comm {
-            Some(re) => Some(
-                chainrec_chain::regex::Regex::new(re)
-                    .map_err(|e| anyhow::anyhow!("--comm {re:?}: {e}"))?,
-            ),
-            None => None,
-        };
-        let rules = (self.trigger.iter())
-            .map(|t| (t.parse::<TriggerRule>()).with_context(|| format!("--trigger {t}")))
-            .collect::<Result<Vec<_>>>()?;
-        // SIGUSR1 asks for a dump now (default action would kill the recorder).
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe; the
-        // sigaction struct is fully initialized.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_sigusr1 as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
-        }
-        let request = Arc::new(AtomicBool::new(false));
-        let r = request.clone();
-        std::thread::Builder::new()
-            .name("chainrec-usr1".into())
-            .spawn(move || loop {
-                if DUMP_REQUEST.swap(false, Ordering::SeqCst) {
-                    r.store(true, Ordering::SeqCst);
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            })
-            .ok();
-        Ok(OutputMode::Flight(FlightPlan {
-            window_ns,
-            max_bytes,
-            rules,
-            filter: TriggerFilter {
-                pids: pids.to_vec(),
-                tids: self.tids.clone(),
-                comm,
-                state_mask: self.state,
-            },
-            post_ns: dur("--post", &self.post, d.post_ns)?,
-            max_dumps: self.max_dumps.unwrap_or(d.max_dumps),
-            min_interval_ns: dur("--min-interval", &self.min_interval, d.min_interval_ns)?,
-            quota_bytes: size("--dump-quota", &self.dump_quota, d.quota_bytes)?,
-            dump_request: Some(request),
-        }))
     }
-}
-
-/// `1G` (upper-case unit: size) or `10m` (lower-case: time), as perf's --switch-output.
-fn rotate_limit(spec: &str) -> Result<chainrec_format::RotateLimit> {
-    let unit = spec
-        .trim()
-        .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
-    let is_time = matches!(unit, "ns" | "us" | "ms" | "s" | "m" | "min" | "h");
-    let limit = if is_time {
-        chainrec_format::RotateLimit {
-            bytes: 0,
-            ns: parse_duration_ns(spec).with_context(|| format!("--rotate {spec}"))?,
-        }
-    } else {
-        chainrec_format::RotateLimit {
-            bytes: parse_size(spec).with_context(|| format!("--rotate {spec}"))?,
-            ns: 0,
-        }
-    };
-    if limit.bytes == 0 && limit.ns == 0 {
-        bail!("--rotate {spec}: the limit must be above zero");
-    }
-    Ok(limit)
 }

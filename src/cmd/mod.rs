@@ -98,8 +98,6 @@ pub fn damage_hint(err: &anyhow::Error) -> Option<String> {
     })
 }
 
-pub(crate) use chainrec_format::human_bytes;
-
 /// Write `s` to stdout. A closed pipe (`| head`) is a quiet success; any other write
 /// error (a full disk, `> /dev/full`) is an error.
 pub(crate) fn write_stdout(s: &str) -> Result<()> {
@@ -112,6 +110,6 @@ pub(crate) fn write_stdout(s: &str) -> Result<()> {
     }
 }
 
-/// Whether two stats or two paths are of one file (in `chainrec_report::output`, beside the
+/// Whether two paths are of one file (in `chainrec_report::output`, beside the
 /// atomic outputs they protect).
-pub(crate) use chainrec_report::output::{same_file, same_inode};
+pub(crate) use chainrec_report::output::same_file;

@@ -4,7 +4,8 @@
 
 use crate::{RecordSummary, Recording, Result};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, ExitStatus};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -14,8 +15,8 @@ use std::time::{Duration, Instant};
 #[allow(clippy::large_enum_variant)]
 pub enum Supervision {
     /// The recording ended with `result`; `command_running` says whether the command
-    /// still runs. The callback returns true to have the command stopped with SIGTERM (a
-    /// failed recording: the command would run unrecorded).
+    /// still runs. A failed recording stops a running command with SIGTERM (it would run
+    /// unrecorded), right after this event.
     RecordingEnded {
         /// The recording's summary or error.
         result: Result<RecordSummary>,
@@ -54,6 +55,70 @@ pub struct StopSignals {
     pub term_sender: i32,
 }
 
+/// Wait until `recording` has started, to start the command beside it: the stop signals
+/// received by then (`stop_signals`; any later one is a stop for [`supervise`]), or None
+/// when a stop came first or the recording ended without starting. Never start the command
+/// then: it would run unrecorded, after a stop request (`stop` is set for the join).
+pub fn wait_to_start(
+    recording: &Recording,
+    stop: &AtomicBool,
+    stop_signals: impl Fn() -> StopSignals,
+) -> Option<StopSignals> {
+    let mut seen = stop_signals();
+    let started = recording.wait_started(|| {
+        seen = stop_signals();
+        stop.load(Ordering::SeqCst) || seen.count > 0
+    });
+    if !started || stop.load(Ordering::SeqCst) || seen.count > 0 {
+        stop.store(true, Ordering::SeqCst);
+        return None;
+    }
+    Some(seen)
+}
+
+/// Where the command's stdout went instead of chainrec's, which is the trace (`-o
+/// /dev/stdout`): the command would write into it.
+#[derive(Debug)]
+pub enum StdoutMoved {
+    /// To chainrec's stderr.
+    ToStderr,
+    /// Nowhere: stderr could not be duplicated (the error says why).
+    Discarded(std::io::Error),
+}
+
+/// The command `argv` (not empty) ready to spawn beside a recording into `trace`; its
+/// stdout is moved away from chainrec's when that is the trace file.
+pub fn prepare(argv: &[String], trace: &Path) -> (Command, Option<StdoutMoved>) {
+    use std::os::fd::AsFd;
+    let mut command = Command::new(&argv[0]);
+    command.args(&argv[1..]);
+    if !is_stdout(trace) {
+        return (command, None);
+    }
+    match std::io::stderr().as_fd().try_clone_to_owned() {
+        Ok(fd) => {
+            command.stdout(Stdio::from(fd));
+            (command, Some(StdoutMoved::ToStderr))
+        }
+        Err(e) => {
+            command.stdout(Stdio::null());
+            (command, Some(StdoutMoved::Discarded(e)))
+        }
+    }
+}
+
+/// Whether `path` is the same file as this process's stdout (fd 1), e.g. `/dev/stdout`.
+fn is_stdout(path: &Path) -> bool {
+    use std::os::fd::AsFd;
+    let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    match (std::fs::File::from(fd).metadata(), std::fs::metadata(path)) {
+        (Ok(x), Ok(y)) => chainrec_format::same_inode(&x, &y),
+        _ => false,
+    }
+}
+
 /// Run until `child` and `recording` have both ended, reading the stop signals received
 /// so far with `stop_signals`. A stop signal that came after `seen` stops the recording,
 /// and a SIGTERM from outside chainrec's process group is passed on to the command (SIGINT never is: the terminal's Ctrl-C reaches the command
@@ -65,7 +130,7 @@ pub fn supervise(
     stop: &AtomicBool,
     mut seen: StopSignals,
     stop_signals: impl Fn() -> StopSignals,
-    mut on: impl FnMut(Supervision) -> bool,
+    mut on: impl FnMut(Supervision),
 ) -> Option<ExitStatus> {
     let pid = child.id();
     let mut recording = Some(recording);
@@ -100,11 +165,13 @@ pub fn supervise(
         if recording.as_ref().is_some_and(|r| r.is_finished()) {
             let r = recording.take().expect("checked above");
             let running = status.is_none() && !child_gone;
-            let stop_command = on(Supervision::RecordingEnded {
-                result: r.join(),
+            let result = r.join();
+            let failed = result.is_err();
+            on(Supervision::RecordingEnded {
+                result,
                 command_running: running,
             });
-            if running && stop_command {
+            if running && failed {
                 send_signal(pid, libc::SIGTERM);
             }
             if running {
@@ -137,6 +204,39 @@ pub fn exit_code(st: ExitStatus, sigs: StopSignals) -> i32 {
         (None, Some(sig)) => 128 + sig,
         (None, None) => 1,
     }
+}
+
+/// How a command ended, for a message: `exited with code 3`, `was killed by signal 9
+/// (SIGKILL)`.
+pub fn describe(st: ExitStatus) -> String {
+    match (st.code(), st.signal()) {
+        (Some(c), _) => format!("exited with code {c}"),
+        (None, Some(s)) => format!("was killed by {}", signal_name(s)),
+        _ => format!("ended with {st}"),
+    }
+}
+
+/// A signal's number and name: `signal 15 (SIGTERM)` (the number alone when it is not one
+/// of the common ones).
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        _ => return format!("signal {sig}"),
+    };
+    format!("signal {sig} ({name})")
 }
 
 /// Send `sig` to the command. Callers check that it was not reaped: try_wait returned

@@ -192,3 +192,144 @@ pub enum SampleError {
         error: libbpf_rs::Error,
     },
 }
+
+/// A `chainrec record` or `chainrec workload` option (or a mix of them) refused before
+/// anything is loaded or written; each names the option and the text it was given, in the
+/// words the command line prints (no `invalid option:` prefix of its own: a value that did
+/// not parse keeps its [`RecordError`] as the source).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionError {
+    /// A value that did not parse, and the flag it was given to.
+    #[error("{flag} {text}")]
+    Value {
+        /// The flag (`--post`).
+        flag: &'static str,
+        /// The text given.
+        text: String,
+        /// Why it did not parse.
+        #[source]
+        source: RecordError,
+    },
+    /// A value refused without naming its flag (the stack threshold and ring buffer size
+    /// parse errors), or an unusable `-o`.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// `--stack-threshold` with `--stacks eager` or `none`.
+    #[error("--stack-threshold applies to --stacks lazy only (--stacks {} has no threshold)", stacks_name(.stacks))]
+    ThresholdNotLazy {
+        /// The stack mode given.
+        stacks: chainrec_format::StackMode,
+    },
+    /// `--user-stacks-at-sys-exit` with `--stacks eager` or `none`.
+    #[error("--user-stacks-at-sys-exit applies to --stacks lazy only (--stacks {} {})", stacks_name(.stacks), stacks_taken(.stacks))]
+    SysExitNotLazy {
+        /// The stack mode given.
+        stacks: chainrec_format::StackMode,
+    },
+    /// `--ringbuf-size` outside 4 KiB ..= 2 GiB.
+    #[error("--ringbuf-size {text}: out of range ({}; allowed 4K ..= 2G)", human_bytes(.bytes))]
+    RingbufRange {
+        /// The text given.
+        text: String,
+        /// Its value.
+        bytes: u64,
+    },
+    /// `--poll-ms` outside 1 ..= 1000.
+    #[error("--poll-ms must be in 1..=1000")]
+    PollMs {
+        /// The value given.
+        ms: u64,
+    },
+    /// A number of seconds that is not positive, not finite or over 10^7.
+    #[error("{flag} must be a positive number of seconds, got {secs}")]
+    Seconds {
+        /// The flag (`--duration`).
+        flag: &'static str,
+        /// The value given.
+        secs: f64,
+    },
+    /// The `--summary-json` file cannot be written.
+    #[error("--summary-json")]
+    SummaryJson(#[source] RecordError),
+    /// `--summary-json` names the trace file.
+    #[error("--summary-json {} is the trace file (-o {}): give it another name", .summary.display(), .output.display())]
+    SummaryIsTrace {
+        /// The summary path given.
+        summary: PathBuf,
+        /// The trace path given.
+        output: PathBuf,
+    },
+    /// A `-p` that names no process.
+    #[error("-p {pid}")]
+    Pid {
+        /// The pid given.
+        pid: u32,
+        /// Why it names no process.
+        #[source]
+        source: crate::command::PidError,
+    },
+    /// The command after `--` cannot be run.
+    #[error(transparent)]
+    Command(#[from] crate::command::CommandError),
+    /// A flight-recorder option without `--flight`.
+    #[error(
+        "{flag} applies to the flight recorder only: add --flight DURATION (e.g. --flight 30s)"
+    )]
+    NeedsFlight {
+        /// The flag given.
+        flag: &'static str,
+    },
+    /// `--comm`, `-t` or `--state` without a `--trigger` to filter.
+    #[error("--comm, -t and --state choose which waits trigger: add --trigger (e.g. --trigger 'wait>50ms')")]
+    FilterWithoutTrigger,
+    /// `--flight 0` with `--flight-size 0`: no bound at all.
+    #[error("--flight 0 with --flight-size 0 would keep everything: give a bound")]
+    Unbounded,
+    /// `--comm` is not a regular expression.
+    #[error("--comm {text:?}")]
+    Comm {
+        /// The text given.
+        text: String,
+        /// What the regex parser said.
+        #[source]
+        source: regex::Error,
+    },
+    /// `--rotate 0` or `0s`.
+    #[error("--rotate {text}: the limit must be above zero")]
+    RotateZero {
+        /// The text given.
+        text: String,
+    },
+    /// `workload --period-us` outside 1 ..= 10^7.
+    #[error("--period-us must be in 1..=10000000")]
+    PeriodUs {
+        /// The value given.
+        us: u64,
+    },
+    /// `workload --period-us` longer than `--duration`.
+    #[error("--period-us {us} is longer than --duration {secs} s (the workload would run one whole period anyway)")]
+    PeriodOverDuration {
+        /// The period given.
+        us: u64,
+        /// The duration given.
+        secs: f64,
+    },
+}
+
+/// `--stacks`' name for a mode.
+fn stacks_name(mode: &chainrec_format::StackMode) -> String {
+    format!("{mode:?}").to_lowercase()
+}
+
+/// Which stacks a mode other than lazy takes, and when.
+fn stacks_taken(mode: &chainrec_format::StackMode) -> &'static str {
+    match mode {
+        chainrec_format::StackMode::Eager => "takes user stacks in the scheduler tracepoints",
+        _ => "takes no stacks",
+    }
+}
+
+fn human_bytes(bytes: &u64) -> String {
+    chainrec_format::human_bytes(*bytes)
+}

@@ -17,6 +17,7 @@ pub mod output;
 mod raw;
 mod recorder;
 mod recording;
+pub mod request;
 mod samples;
 mod summary;
 pub mod trigger;
@@ -34,7 +35,7 @@ mod skel {
 }
 
 pub use command::StopSignals;
-pub use error::{InvalidOption, OutputProblem, RecordError, SampleError};
+pub use error::{InvalidOption, OptionError, OutputProblem, RecordError, SampleError};
 pub use options::{
     LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition, UserStashCounts,
 };
