@@ -1,24 +1,13 @@
 //! `chainrec chains|offcpu|wakeup|offwake` (fronts chainrec-chain).
 pub use super::filter::FilterArgs;
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{
-    Dedup, Duration, Mode, Setup, Stats, Unit, View as ChainView, DEFAULT_MAX_DEPTH,
-};
-use chainrec_format::RecordingMeta;
+/// Which view (`offcpu`, `wakeup`, `offwake` for [`run_view`]).
+pub use chainrec_chain::View;
+use chainrec_chain::{Dedup, Duration, Mode, Setup, Unit, DEFAULT_MAX_DEPTH};
 use chainrec_report::svg::SvgOptions;
-use chainrec_report::top::fmt_ns;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use std::io::Write;
-use std::path::{Path, PathBuf};
-
-/// Which single-level view.
-pub enum View {
-    /// `offcpu`: off-CPU time by stack (switch-out to switch-in, all states).
-    OffCpu,
-    /// `wakeup`: blocked time by waker stack.
-    Wakeup,
-    /// `offwake`: off-CPU stack with its first waker.
-    OffWake,
-}
+use std::path::PathBuf;
 
 const VIEW_EXAMPLES: &str = "\
 Examples:
@@ -41,8 +30,8 @@ pub struct ViewArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Weight unit of the folded lines.
-    #[arg(long, default_value = "us", value_parser = ["ns", "us", "ms"])]
-    pub unit: String,
+    #[arg(long, default_value = "us", value_parser = unit_parser())]
+    pub unit: Unit,
     /// Write an interactive flame-graph SVG to FILE instead of folded lines on stdout.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
@@ -107,8 +96,8 @@ pub struct ChainsArgs {
     pub no_dedup: bool,
     /// Attribution: `bounded` (each level gets only the time it explains; widths add up)
     /// or `last` (every level gets the whole wait, like Gregg's prototype).
-    #[arg(long, default_value = "bounded", value_parser = ["bounded", "last"])]
-    pub mode: String,
+    #[arg(long, default_value = "bounded", value_parser = mode_parser())]
+    pub mode: Mode,
     /// Leave run-queue time out: show only blocked time (no `[run queue]` levels, no
     /// preemptions), the graph before run-queue attribution. By default a wait's runnable
     /// part and each waker's runnable part are levels naming the tasks that held the CPU.
@@ -121,47 +110,38 @@ pub fn run_chains(a: ChainsArgs) -> Result<()> {
     if a.max_depth == 0 {
         bail!("--max-depth must be at least 1");
     }
-    let mode = if a.mode == "last" {
-        Mode::Last
-    } else {
-        Mode::Bounded
-    };
+    let mode = a.mode;
+    let dedup = if a.no_dedup { Dedup::Off } else { Dedup::Auto };
     analyse(
         &a.view,
-        ChainView::Chains,
-        "chains",
+        View::Chains,
         mode,
         a.max_depth,
-        !a.no_dedup,
+        dedup,
         !a.no_runqueue,
     )
 }
 
 /// `chainrec offcpu|wakeup|offwake`.
-pub fn run_view(v: View, a: ViewArgs) -> Result<()> {
-    let (view, name) = match v {
-        View::OffCpu => (ChainView::OffCpu, "offcpu"),
-        View::Wakeup => (ChainView::Wakeup, "wakeup"),
-        View::OffWake => (ChainView::OffWake, "offwake"),
-    };
+pub fn run_view(view: View, a: ViewArgs) -> Result<()> {
     // Single-level views need only the first hop.
-    analyse(&a, view, name, Mode::Bounded, 1, false, false)
+    analyse(&a, view, Mode::Bounded, 1, Dedup::Off, false)
 }
 
 fn analyse(
     a: &ViewArgs,
-    view: ChainView,
-    name: &str,
+    view: View,
     mode: Mode,
     max_depth: usize,
-    dedup: bool,
+    dedup: Dedup,
     runqueue: bool,
 ) -> Result<()> {
-    let unit = Unit::parse(&a.unit)?;
+    let name = view.name();
+    let unit = a.unit;
     let t0 = std::time::Instant::now();
     let an = super::open_trace(&a.file, name)?;
     let (meta, tables) = (an.meta(), an.tables());
-    let duration = if view == ChainView::OffCpu {
+    let duration = if view == View::OffCpu {
         Duration::OffCpu
     } else {
         Duration::Blocked
@@ -169,7 +149,7 @@ fn analyse(
     let setup = Setup {
         mode,
         max_depth,
-        dedup: if dedup { Dedup::Auto } else { Dedup::Off },
+        dedup,
         filter: a.filter.to_filter(&an, duration)?,
         parallel: !a.serial,
         runqueue,
@@ -183,12 +163,12 @@ fn analyse(
             let title = a
                 .title
                 .clone()
-                .unwrap_or_else(|| default_title(name, &a.file));
-            let mut opts = svg_options(a, &title, unit.name(), view != ChainView::OffCpu)?;
+                .unwrap_or_else(|| format!("{}: {}", view.title(), a.file.display()));
+            let mut opts = svg_options(a, &title, unit.name(), view != View::OffCpu)?;
             opts.root_label = format!(
                 "all: {} waits{}",
                 folded.waits_in_view,
-                if view == ChainView::Chains && done.summary.dedup {
+                if view == View::Chains && done.summary.dedup {
                     " (dedup)"
                 } else {
                     ""
@@ -235,115 +215,49 @@ fn analyse(
         }
     }
     let secs = t0.elapsed().as_secs_f64();
-    if std::env::var_os("CHAINREC_MEMSTAT").is_some() {
-        // Peak and current memory split into anonymous (engine state) and file-backed
-        // (the mmapped trace) pages, for docs/BENCHMARKS.md.
-        if let Ok(st) = std::fs::read_to_string("/proc/self/status") {
-            let pick: Vec<&str> = st
-                .lines()
-                .filter(|l| {
-                    l.starts_with("VmHWM") || l.starts_with("RssAnon") || l.starts_with("RssFile")
-                })
-                .collect();
-            say!(
-                "chainrec: {name}: memory: {}",
-                pick.join(", ")
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
-        }
+    memstat(name);
+    let s = &done.summary;
+    say!("chainrec: {name}: {}", s.headline(secs, nlines));
+    for l in s.stats.output_notes(meta, meta.start_ns) {
+        say!("chainrec: {name}: {l}");
     }
-    summary(
-        name,
-        &done.summary.stats,
-        meta,
-        secs,
-        nlines,
-        small_lines,
-        small_ns,
-        unit,
-        done.summary.dedup,
-    );
+    if let Some(l) = unit.left_out_note(small_lines, small_ns) {
+        say!("chainrec: {name}: {l}");
+    }
     Ok(())
 }
 
-fn default_title(name: &str, file: &Path) -> String {
-    let what = match name {
-        "chains" => "Chain graph",
-        "offcpu" => "Off-CPU time",
-        "wakeup" => "Wakeup time",
-        _ => "Off-wake time",
-    };
-    format!("{what}: {}", file.display())
+/// With CHAINREC_MEMSTAT set: peak and current memory, split into anonymous (engine
+/// state) and file-backed (the mmapped trace) pages, for docs/BENCHMARKS.md.
+fn memstat(name: &str) {
+    if std::env::var_os("CHAINREC_MEMSTAT").is_none() {
+        return;
+    }
+    if let Ok(st) = std::fs::read_to_string("/proc/self/status") {
+        let pick: Vec<String> = st
+            .lines()
+            .filter(|l| {
+                ["VmHWM", "RssAnon", "RssFile"]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        say!("chainrec: {name}: memory: {}", pick.join(", "));
+    }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn summary(
-    name: &str,
-    st: &Stats,
-    meta: &RecordingMeta,
-    secs: f64,
-    lines: usize,
-    small_lines: u64,
-    small_ns: u64,
-    unit: Unit,
-    dedup: bool,
-) {
-    say!(
-        "chainrec: {name}: {} events in {:.3} s ({:.1} M events/s); {} waits ({} woken, {} runnable), {} lines{}",
-        st.events,
-        secs,
-        st.events as f64 / secs.max(1e-9) / 1e6,
-        st.waits,
-        st.woken_waits,
-        st.preemptions,
-        lines,
-        if dedup { format!(", {} waits shown inside other chains (dedup; --no-dedup shows them)", st.dedup_hidden) } else { String::new() }
-    );
-    let l = &meta.lost;
-    if st.lost_events > 0 || l.events() > 0 {
-        say!(
-            "chainrec: {name}: warning: LOST EVENTS: {} lost (markers: {}; recording: ring buffer full {}, malformed {}, out of order {}); {} waits overlap a loss and are marked [lost events]",
-            st.lost_events, st.lost_markers, l.ringbuf_full, l.malformed, l.out_of_order, st.waits_with_lost
-        );
-    }
-    if st.stacks_missing > 0 || l.kernel_stack_failed + l.user_stack_failed > 0 {
-        say!(
-            "chainrec: {name}: warning: missing stacks: {} shown waits have a failed stack ([missing stack]); recording: kernel {} / user {} failed",
-            st.stacks_missing, l.kernel_stack_failed, l.user_stack_failed
-        );
-    }
-    if st.stacks_skipped > 0 || l.stacks_skipped > 0 {
-        say!(
-            "chainrec: {name}: note: {} shown waits have stacks skipped by the lazy policy (waits < {} us, [no stack: ...]); recording skipped {}",
-            st.stacks_skipped,
-            meta.stack_threshold_ns / 1000,
-            l.stacks_skipped
-        );
-    }
-    if st.stacks_exiting + st.stacks_not_captured > 0 {
-        say!(
-            "chainrec: {name}: note: {} shown waits have a user stack of an exiting task ([no user stack: exiting]; not a failure); {} waits or wakings longer than the lazy threshold got no stack ([no stack: not captured])",
-            st.stacks_exiting, st.stacks_not_captured
-        );
-    }
-    for note in st.anomaly_notes(meta.start_ns) {
-        say!("chainrec: {name}: note: {note}");
-    }
-    if st.runq_root_ns + st.runq_inner_ns > 0 {
-        say!(
-            "chainrec: {name}: run queue: {} runnable after a waking or a preemption, {} of wakers runnable inside chains: shown as [run queue] levels behind the tasks that held the CPU (--no-runqueue leaves them out)",
-            fmt_ns(st.runq_root_ns),
-            fmt_ns(st.runq_inner_ns),
-        );
-    }
-    if small_lines > 0 {
-        say!(
-            "chainrec: {name}: note: {small_lines} lines below 1 {} ({small_ns} ns in total) left out; use --unit ns",
-            unit.name()
-        );
-    }
+/// `--unit ns|us|ms` (the possible values listed in `--help`).
+pub(crate) fn unit_parser() -> impl TypedValueParser<Value = Unit> {
+    PossibleValuesParser::new(["ns", "us", "ms"]).try_map(|s| Unit::parse(&s))
+}
+
+/// `--mode bounded|last`.
+pub(crate) fn mode_parser() -> impl TypedValueParser<Value = Mode> {
+    PossibleValuesParser::new(["bounded", "last"]).map(|s| match s.as_str() {
+        "last" => Mode::Last,
+        _ => Mode::Bounded,
+    })
 }
 
 /// SVG options from a view's arguments (`--title` resolved by the caller, `--width`,

@@ -54,8 +54,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
     /// Weight unit of the folded lines and the SVG.
-    #[arg(long, default_value = "ns", value_parser = ["ns", "us", "ms"])]
-    pub unit: String,
+    #[arg(long, default_value = "ns", value_parser = super::chains::unit_parser())]
+    pub unit: Unit,
     /// Also list every segment in time order (text).
     #[arg(long)]
     pub timeline: bool,
@@ -79,23 +79,19 @@ pub struct Args {
 /// `chainrec critical-path`.
 pub fn run(a: Args) -> Result<()> {
     let f = &a.filter;
-    if !f.pid.is_empty()
-        || f.comm.is_some()
-        || f.state.is_some()
-        || f.min_block_us.is_some()
-        || f.max_block_us.is_some()
-        || f.user_threads_only
-        || f.kernel_threads_only
-    {
+    let mut others = f.clone();
+    others.threads.tid.clear();
+    others.window = None;
+    if others.selects_waits() {
         bail!("critical-path takes one thread (-t TID) and --window; -p, --comm, --state, -m, -M, -u and -k do not apply");
     }
-    if f.tid.len() != 1 && !f.trigger {
+    if f.threads.tid.len() != 1 && !f.trigger {
         bail!("critical-path needs exactly one thread: -t TID");
     }
     if a.max_depth == 0 {
         bail!("--max-depth must be at least 1");
     }
-    let unit = Unit::parse(&a.unit)?;
+    let unit = a.unit;
     let an = super::open_trace(&a.file, "critical-path")?;
     let filter = f.to_filter(&an, Duration::OffCpu)?;
     let opts = CritPathOptions {
@@ -110,32 +106,16 @@ pub fn run(a: Args) -> Result<()> {
         return super::write_stdout(&(s + "\n"));
     }
     if a.folded || a.svg.is_some() {
-        let (mut kept, mut small, mut small_ns) = (Vec::new(), 0u64, 0u64);
-        for (l, ns) in cp.folded_ns() {
-            match unit.round(ns) {
-                0 => {
-                    small += 1;
-                    small_ns += ns;
-                }
-                w => kept.push((l, w)),
-            }
-        }
-        if small > 0 {
-            say!(
-                "chainrec: critical-path: note: {small} lines below 1 {} ({small_ns} ns in total) left out; use --unit ns",
-                unit.name()
-            );
+        let r = unit.round_lines(cp.folded_ns());
+        if let Some(l) = r.left_out_note() {
+            say!("chainrec: critical-path: {l}");
         }
         if let Some(path) = &a.svg {
             let title = format!("Critical path of {} ({})", cp.comm, cp.tid);
             let opts = chainrec_report::svg::SvgOptions::new(&title, unit.name(), true);
-            return super::chains::render_svg(&kept, &opts, path);
+            return super::chains::render_svg(&r.kept, &opts, path);
         }
-        let mut s = String::new();
-        for (l, w) in kept {
-            s.push_str(&format!("{l} {w}\n"));
-        }
-        return super::write_stdout(&s);
+        return super::write_stdout(&super::oncpu::folded_text(&r.kept));
     }
     let o = TextOptions {
         width: a.width,

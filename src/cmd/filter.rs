@@ -1,26 +1,117 @@
 //! The root filters shared by `chains`, `offcpu`, `wakeup`, `offwake`, `top` and `export`
 //! (a module of their own, so that the command modules need not import each other).
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Analysis, Duration, Filter, Window};
+use chainrec_chain::{Analysis, Duration, Filter};
 use chainrec_format::{FlightTrigger, RecordingMeta};
+use std::marker::PhantomData;
 
-/// Help heading of the filters. Set on each argument: a struct-level `next_help_heading`
-/// would also apply to every argument declared after the flattened filters.
+/// Where a command lists the thread flags in `--help` (the heading also says how they
+/// match there). A type parameter of [`ThreadArgs`] and [`KindArgs`], so that each flag
+/// is declared once and still carries its heading itself: a `next_help_heading` on the
+/// flattening field would also apply to every argument declared after it.
+pub trait Heading: Clone + std::fmt::Debug + Default + Send + Sync + 'static {
+    /// The heading.
+    const TEXT: &'static str;
+}
+
+/// [`FilterArgs`]: the flags select the waiting thread.
+#[derive(Clone, Debug, Default)]
+pub struct WaitingThread;
+impl Heading for WaitingThread {
+    const TEXT: &'static str = FILTERS;
+}
+
+/// [`ThreadFilterArgs`]: the flags select the threads counted (`heatmap`).
+#[derive(Clone, Debug, Default)]
+pub struct Counted;
+impl Heading for Counted {
+    const TEXT: &'static str = "Threads (all must match)";
+}
+
+/// `script`'s event filters: an event matches when any of its tasks does.
+#[derive(Clone, Debug, Default)]
+pub struct AnyTask;
+impl Heading for AnyTask {
+    const TEXT: &'static str = "Filters (an event matches when any of its tasks matches)";
+}
+
+/// Help heading of the filters of [`FilterArgs`].
 const FILTERS: &str = "Filters (on the waiting thread)";
+
+/// The thread flags `-p`, `-t` and `--comm`, listed under `H`'s heading; flatten with
+/// `#[command(flatten)]`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ThreadArgs<H: Heading> {
+    /// Only threads of these processes (tgid); repeat or comma-separate.
+    #[arg(help_heading = H::TEXT, short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Only these threads; repeat or comma-separate.
+    #[arg(help_heading = H::TEXT, short = 't', long = "tid", value_delimiter = ',', value_name = "TID")]
+    pub tid: Vec<u32>,
+    /// Only threads whose name (at the time) matches this regex.
+    #[arg(help_heading = H::TEXT, long, value_name = "REGEX")]
+    pub comm: Option<String>,
+    #[arg(skip)]
+    heading: PhantomData<H>,
+}
+
+impl<H: Heading> ThreadArgs<H> {
+    /// Whether any of the flags is given.
+    pub fn is_set(&self) -> bool {
+        !self.pid.is_empty() || !self.tid.is_empty() || self.comm.is_some()
+    }
+
+    /// Set the thread part of `f` (the regex compiled, its error naming `--comm`).
+    pub fn apply(&self, f: &mut Filter) -> Result<()> {
+        f.pids = self.pid.clone();
+        f.tids = self.tid.clone();
+        f.comm = self
+            .comm
+            .as_deref()
+            .map(|c| comm_regex("--comm", c))
+            .transpose()?;
+        Ok(())
+    }
+}
+
+/// The thread-kind flags `-u` and `-k`, listed under `H`'s heading.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct KindArgs<H: Heading> {
+    /// User threads only.
+    #[arg(
+        help_heading = H::TEXT,
+        short = 'u',
+        long = "user-threads-only",
+        conflicts_with = "kernel_threads_only"
+    )]
+    pub user_threads_only: bool,
+    /// Kernel threads only.
+    #[arg(help_heading = H::TEXT, short = 'k', long = "kernel-threads-only")]
+    pub kernel_threads_only: bool,
+    #[arg(skip)]
+    heading: PhantomData<H>,
+}
+
+impl<H: Heading> KindArgs<H> {
+    /// Whether either flag is given.
+    pub fn is_set(&self) -> bool {
+        self.user_threads_only || self.kernel_threads_only
+    }
+
+    /// Set the thread-kind part of `f`.
+    pub fn apply(&self, f: &mut Filter) {
+        f.user_only = self.user_threads_only;
+        f.kernel_only = self.kernel_threads_only;
+    }
+}
 
 /// Root filters, shared by `chains`, `offcpu`, `wakeup`, `offwake` (and `top`): flatten
 /// with `#[command(flatten)]` and convert with [`FilterArgs::to_filter`].
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct FilterArgs {
-    /// Only threads of these processes (tgid); repeat or comma-separate.
-    #[arg(help_heading = FILTERS, short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
-    pub pid: Vec<u32>,
-    /// Only these threads; repeat or comma-separate.
-    #[arg(help_heading = FILTERS, short = 't', long = "tid", value_delimiter = ',', value_name = "TID")]
-    pub tid: Vec<u32>,
-    /// Only threads whose name (at switch-out) matches this regex.
-    #[arg(help_heading = FILTERS, long, value_name = "REGEX")]
-    pub comm: Option<String>,
+    /// `-p`, `-t`, `--comm`.
+    #[command(flatten)]
+    pub threads: ThreadArgs<WaitingThread>,
     /// Only waits whose switch-out state has a bit of MASK (2 = D, 1 = S; 0 = preempted
     /// only), decimal or 0x hex.
     #[arg(help_heading = FILTERS, long, value_name = "MASK", value_parser = parse_mask)]
@@ -31,17 +122,9 @@ pub struct FilterArgs {
     /// Maximum blocked time in microseconds (switch-out to the waking).
     #[arg(help_heading = FILTERS, short = 'M', long = "max-block-time", value_name = "US")]
     pub max_block_us: Option<u64>,
-    /// User threads only.
-    #[arg(
-        help_heading = FILTERS,
-        short = 'u',
-        long = "user-threads-only",
-        conflicts_with = "kernel_threads_only"
-    )]
-    pub user_threads_only: bool,
-    /// Kernel threads only.
-    #[arg(help_heading = FILTERS, short = 'k', long = "kernel-threads-only")]
-    pub kernel_threads_only: bool,
+    /// `-u`, `-k`.
+    #[command(flatten)]
+    pub kinds: KindArgs<WaitingThread>,
     /// Only waits ending inside START..END: seconds from trace start (`2..3.5`), wall
     /// clock `@EPOCH_SECONDS`, or UTC time of day `HH:MM:SS[.f]`; either end may be empty.
     #[arg(help_heading = FILTERS, long, value_name = "START..END")]
@@ -51,42 +134,9 @@ pub struct FilterArgs {
     pub trigger: bool,
 }
 
-/// `--trigger`: the triggering wait's thread, and waits ending inside the triggering
-/// wait (only that one can: the thread was off CPU throughout).
-fn restrict_to_trigger(meta: &RecordingMeta, f: &mut Filter) -> Result<()> {
-    let t = flight_trigger(meta)?.ok_or_else(|| {
-        anyhow::anyhow!(
-            "--trigger: this trace is not a flight-recorder dump (no trigger in its metadata); \
-             it applies to files written by `chainrec record --flight ... --trigger RULE`"
-        )
-    })?;
-    if t.tid == 0 {
-        bail!(
-            "--trigger: this dump was written on {} ({}), not because of a wait: there is no \
-             triggering wait to show",
-            t.rule,
-            t.kind.name()
-        );
-    }
-    f.tids = vec![t.tid];
-    f.window = Some((t.start_ns, t.end_ns));
-    Ok(())
-}
-
 /// The flight trigger recorded in `meta`, if any (damaged keys are an error).
 pub(crate) fn flight_trigger(meta: &RecordingMeta) -> Result<Option<FlightTrigger>> {
     FlightTrigger::from_meta(meta).context("reading the flight trigger from the metadata")
-}
-
-/// `0.000..2.345 s from the trace start (wall clock @A..@B)`, for error messages.
-fn describe_span(meta: &RecordingMeta, trace_start_ns: u64, first: u64, last: u64) -> String {
-    let rel = |t: u64| (t as f64 - trace_start_ns as f64) / 1e9;
-    let mut s = format!("{:.3}..{:.3} s from the trace start", rel(first), rel(last));
-    if meta.clock_offset_ns != 0 {
-        let wall = |t: u64| (t as i128).saturating_add(meta.clock_offset_ns) as f64 / 1e9;
-        s += &format!(" (wall clock @{:.3}..@{:.3})", wall(first), wall(last));
-    }
-    s
 }
 
 /// Compile the regex of `flag` (`--comm`, ...): the error names the flag and gives the
@@ -108,46 +158,21 @@ pub(crate) fn comm_regex(flag: &str, c: &str) -> Result<chainrec_chain::regex::R
 /// than select waits (`heatmap`); the same flags and meaning as in [`FilterArgs`].
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct ThreadFilterArgs {
-    /// Only threads of these processes (tgid); repeat or comma-separate.
-    #[arg(help_heading = THREADS, short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
-    pub pid: Vec<u32>,
-    /// Only these threads; repeat or comma-separate.
-    #[arg(help_heading = THREADS, short = 't', long = "tid", value_delimiter = ',', value_name = "TID")]
-    pub tid: Vec<u32>,
-    /// Only threads whose name matches this regex.
-    #[arg(help_heading = THREADS, long, value_name = "REGEX")]
-    pub comm: Option<String>,
-    /// User threads only.
-    #[arg(
-        help_heading = THREADS,
-        short = 'u',
-        long = "user-threads-only",
-        conflicts_with = "kernel_threads_only"
-    )]
-    pub user_threads_only: bool,
-    /// Kernel threads only.
-    #[arg(help_heading = THREADS, short = 'k', long = "kernel-threads-only")]
-    pub kernel_threads_only: bool,
+    /// `-p`, `-t`, `--comm`.
+    #[command(flatten)]
+    pub threads: ThreadArgs<Counted>,
+    /// `-u`, `-k`.
+    #[command(flatten)]
+    pub kinds: KindArgs<Counted>,
 }
-
-/// Help heading of [`ThreadFilterArgs`].
-const THREADS: &str = "Threads (all must match)";
 
 impl ThreadFilterArgs {
     /// The library filter (its thread part only).
     pub fn to_filter(&self) -> Result<Filter> {
-        Ok(Filter {
-            pids: self.pid.clone(),
-            tids: self.tid.clone(),
-            comm: self
-                .comm
-                .as_deref()
-                .map(|c| comm_regex("--comm", c))
-                .transpose()?,
-            user_only: self.user_threads_only,
-            kernel_only: self.kernel_threads_only,
-            ..Default::default()
-        })
+        let mut f = Filter::default();
+        self.threads.apply(&mut f)?;
+        self.kinds.apply(&mut f);
+        Ok(f)
     }
 }
 
@@ -160,56 +185,37 @@ pub(crate) fn parse_mask(s: &str) -> Result<u32, String> {
 }
 
 impl FilterArgs {
+    /// Whether any filter that selects waits is given (all but `--trigger`).
+    pub fn selects_waits(&self) -> bool {
+        self.threads.is_set()
+            || self.kinds.is_set()
+            || self.state.is_some()
+            || self.min_block_us.is_some()
+            || self.max_block_us.is_some()
+            || self.window.is_some()
+    }
+
     /// Build the library filter for the trace of `an`: relative window times count from
     /// its start, and a window that selects none of its events is an error. `duration`
     /// says what -m/-M and the window measure.
     pub fn to_filter(&self, an: &Analysis, duration: Duration) -> Result<Filter> {
-        let (meta, trace_start_ns) = (an.meta(), an.start_ns());
-        let span = an.reader().time_span();
-        let comm = self
-            .comm
-            .as_deref()
-            .map(|c| comm_regex("--comm", c))
-            .transpose()?;
-        let window = match &self.window {
-            Some(w) => {
-                let (s, e) = Window::parse(w)?
-                    .resolve(meta, trace_start_ns)
-                    .with_context(|| format!("--window {w:?}"))?;
-                if s > e {
-                    bail!("--window {w:?}: start is after end");
-                }
-                if let Some((first, last)) = span {
-                    if e < first || s > last {
-                        bail!(
-                            "--window {w:?} is outside the trace, which spans {}",
-                            describe_span(meta, trace_start_ns, first, last)
-                        );
-                    }
-                }
-                Some((s, e))
-            }
-            None => None,
+        let mut filter = Filter {
+            state_mask: self.state,
+            min_ns: self.min_block_us.map(|u| u.saturating_mul(1000)),
+            max_ns: self.max_block_us.map(|u| u.saturating_mul(1000)),
+            duration,
+            ..Filter::default()
         };
+        self.threads.apply(&mut filter)?;
+        self.kinds.apply(&mut filter);
+        filter.window = self.window.as_deref().map(|w| an.window(w)).transpose()?;
         if let (Some(a), Some(b)) = (self.min_block_us, self.max_block_us) {
             if a > b {
                 bail!("-m {a} is larger than -M {b}");
             }
         }
-        let mut filter = Filter {
-            pids: self.pid.clone(),
-            tids: self.tid.clone(),
-            comm,
-            state_mask: self.state,
-            min_ns: self.min_block_us.map(|u| u.saturating_mul(1000)),
-            max_ns: self.max_block_us.map(|u| u.saturating_mul(1000)),
-            user_only: self.user_threads_only,
-            kernel_only: self.kernel_threads_only,
-            window,
-            duration,
-        };
         if self.trigger {
-            restrict_to_trigger(meta, &mut filter)?;
+            filter.restrict_to_trigger(an.meta())?;
         }
         Ok(filter)
     }

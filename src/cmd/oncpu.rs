@@ -1,8 +1,8 @@
 //! `chainrec oncpu` (and `hotcold`): flame graphs from the on-CPU samples of a trace.
 use super::chains::ViewArgs;
-use anyhow::{bail, Context, Result};
-use chainrec_chain::fold_oncpu;
-use chainrec_chain::{Analysis, Duration, OnCpuFold, Unit};
+use anyhow::{Context, Result};
+use chainrec_chain::{fold_oncpu, hot_cold, Analysis, Duration, OnCpuFold};
+use chainrec_format::fmt_ns;
 use std::io::Write;
 
 const ONCPU_EXAMPLES: &str = "\
@@ -30,33 +30,13 @@ pub struct OnCpuArgs {
 /// The samples of the trace `a.file` folded under `a.filter`; an error when the trace took
 /// none.
 pub(crate) fn fold(an: &Analysis, a: &ViewArgs, name: &str) -> Result<OnCpuFold> {
-    if an.meta().sampling().is_none() {
-        let (maj, min) = an.reader().version();
-        bail!(
-            "{}: no on-CPU samples in this trace ({}); record with `chainrec record` (samples are on by default)",
-            a.file.display(),
-            if maj < 2 {
-                format!("format {maj}.{min} predates them")
-            } else {
-                "sampling was off: --no-samples, or a synthetic scenario without samples".into()
-            }
-        );
-    }
+    an.sampling()
+        .with_context(|| a.file.display().to_string())?;
     let filter = a.filter.to_filter(an, Duration::OffCpu)?;
     let f = fold_oncpu(an, &filter, !a.serial)
         .with_context(|| format!("{}: reading events", a.file.display()))?;
-    let s = &f.stats;
-    say!(
-        "chainrec: {name}: {} samples in the trace, {} shown ({} of the idle task, {} without any stack), {} ns of CPU time each",
-        s.samples, s.shown, s.idle, s.no_stack, s.period_ns
-    );
-    if let Some(sm) = an.meta().sampling() {
-        if sm.lost + sm.no_kstack + sm.no_ustack > 0 {
-            say!(
-                "chainrec: {name}: note: recording lost {} samples (ring buffer full); {} without kernel stack, {} without user stack ([missing stack])",
-                sm.lost, sm.no_kstack, sm.no_ustack
-            );
-        }
+    for l in f.stats.summary_lines(an.meta()) {
+        say!("chainrec: {name}: {l}");
     }
     Ok(f)
 }
@@ -69,46 +49,37 @@ pub(crate) fn output(
     lines: impl Iterator<Item = (String, u64)>,
     chain_layout: bool,
 ) -> Result<()> {
-    let unit = Unit::parse(&a.unit)?;
-    let (mut kept, mut small, mut small_ns) = (Vec::new(), 0u64, 0u64);
-    for (l, ns) in lines {
-        match unit.round(ns) {
-            0 => {
-                small += 1;
-                small_ns += ns;
-            }
-            w => kept.push((l, w)),
-        }
-    }
+    let unit = a.unit;
+    let r = unit.round_lines(lines);
     match &a.svg {
         Some(path) => {
             let title = a.title.clone().unwrap_or_else(|| title.to_string());
             let opts = super::chains::svg_options(a, &title, unit.name(), chain_layout)?;
-            super::chains::render_svg(&kept, &opts, path)?;
+            super::chains::render_svg(&r.kept, &opts, path)?;
             say!(
                 "chainrec: {name}: wrote {} ({} lines)",
                 path.display(),
-                kept.len()
+                r.kept.len()
             );
         }
-        None => {
-            let mut s = String::new();
-            for (l, w) in &kept {
-                s.push_str(l);
-                s.push(' ');
-                s.push_str(&w.to_string());
-                s.push('\n');
-            }
-            super::write_stdout(&s)?;
-        }
+        None => super::write_stdout(&folded_text(&r.kept))?,
     }
-    if small > 0 {
-        say!(
-            "chainrec: {name}: note: {small} lines below 1 {} ({small_ns} ns in total) left out; use --unit ns",
-            unit.name()
-        );
+    if let Some(l) = r.left_out_note() {
+        say!("chainrec: {name}: {l}");
     }
     Ok(())
+}
+
+/// Weighted lines as folded text (`line weight`, one a line).
+pub(crate) fn folded_text(lines: &[(String, u64)]) -> String {
+    let mut s = String::new();
+    for (l, w) in lines {
+        s.push_str(l);
+        s.push(' ');
+        s.push_str(&w.to_string());
+        s.push('\n');
+    }
+    s
 }
 
 const HOTCOLD_EXAMPLES: &str = "\
@@ -150,37 +121,15 @@ pub fn run_hotcold(a: HotColdArgs) -> Result<()> {
         .fold(setup, chainrec_chain::View::Chains, |_| {})
         .with_context(|| format!("{}: reading events", a.file.display()))?;
     let cold = folded.folded_ns(done.nodes(), an.tables(), an.meta());
-    let (mut hot_ns, mut cold_ns) = (0u64, 0u64);
-    let mut lines: Vec<(String, u64)> = Vec::new();
-    for (l, ns) in hot.lines_ns() {
-        hot_ns += ns;
-        let (comm, rest) = l.split_once(';').unwrap_or((l, ""));
-        let mut s = format!("{comm};{}", chainrec_chain::ONCPU_FRAME);
-        if !rest.is_empty() {
-            s.push(';');
-            s.push_str(rest);
-        }
-        lines.push((s, ns));
-    }
-    for (l, ns) in cold {
-        cold_ns += ns;
-        let (comm, rest) = l.split_once(';').unwrap_or((&l, ""));
-        let mut s = format!("{comm};[off cpu]");
-        if !rest.is_empty() {
-            s.push(';');
-            s.push_str(rest);
-        }
-        lines.push((s, ns));
-    }
-    let st = &done.summary.stats;
+    let hc = hot_cold(&hot, cold);
     say!(
         "chainrec: hotcold: on CPU {} (from samples), off CPU {} ({} waits with their chains)",
-        chainrec_report::top::fmt_ns(hot_ns),
-        chainrec_report::top::fmt_ns(cold_ns),
-        st.waits
+        fmt_ns(hc.hot_ns),
+        fmt_ns(hc.cold_ns),
+        done.summary.stats.waits
     );
     let title = format!("Hot/cold time: {}", a.file.display());
-    output(&a, "hotcold", &title, lines.into_iter(), true)
+    output(&a, "hotcold", &title, hc.lines.into_iter(), true)
 }
 
 /// `chainrec oncpu`.

@@ -279,22 +279,13 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
 
 /// `chainrec export`.
 pub fn run_export(a: ExportArgs) -> Result<()> {
-    let f = &a.filter;
     let req = export::Request {
         trace: &a.file,
         perfetto: a.perfetto.as_deref(),
         critical_path: &a.critical_path,
         pprof: a.pprof.as_deref(),
         parquet: a.parquet.as_deref(),
-        filtered: !f.pid.is_empty()
-            || !f.tid.is_empty()
-            || f.comm.is_some()
-            || f.state.is_some()
-            || f.min_block_us.is_some()
-            || f.max_block_us.is_some()
-            || f.user_threads_only
-            || f.kernel_threads_only
-            || f.window.is_some(),
+        filtered: a.filter.selects_waits(),
         quiet: a.quiet,
     };
     req.check_asked()?;

@@ -1,7 +1,7 @@
 //! `chainrec script` (every event) and `chainrec waits` (every wait with its chain): the
 //! dumps users and tests check chains with by hand (fronts chainrec-report's `script` and
 //! `waits`).
-use super::chains::FilterArgs;
+use super::filter::{AnyTask, FilterArgs, Heading, ThreadArgs};
 use anyhow::{bail, Context, Result};
 use chainrec_chain::{Dedup, Duration, Mode, NodeTable, Setup, WaitRecord, DEFAULT_MAX_DEPTH};
 use chainrec_report::script::{EventFilter, Script, ScriptOptions};
@@ -32,25 +32,16 @@ Text layout (seconds from the trace start; --ns adds the raw trace clock):
 Stack ids: a number (frames with -F), - none, skipped (lazy policy), failed,
 user-preempted. The NDJSON fields are listed in docs/REPORTS.md.";
 
-/// Help heading of the event filters.
-const EVENT_FILTERS: &str = "Filters (an event matches when any of its tasks matches)";
-
 /// Event filters of `script`: the task criteria of the analysis filters, applied to every
 /// task of an event.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct EventFilterArgs {
-    /// Only events of these processes (tgid); repeat or comma-separate.
-    #[arg(help_heading = EVENT_FILTERS, short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
-    pub pid: Vec<u32>,
-    /// Only events of these threads; repeat or comma-separate.
-    #[arg(help_heading = EVENT_FILTERS, short = 't', long = "tid", value_delimiter = ',', value_name = "TID")]
-    pub tid: Vec<u32>,
-    /// Only events of threads whose name (at the event) matches this regex.
-    #[arg(help_heading = EVENT_FILTERS, long, value_name = "REGEX")]
-    pub comm: Option<String>,
+    /// `-p`, `-t`, `--comm`.
+    #[command(flatten)]
+    pub threads: ThreadArgs<AnyTask>,
     /// Only events inside START..END: seconds from trace start (`2..3.5`), wall clock
     /// `@EPOCH_SECONDS`, or UTC time of day `HH:MM:SS[.f]`; either end may be empty.
-    #[arg(help_heading = EVENT_FILTERS, long, value_name = "START..END")]
+    #[arg(help_heading = AnyTask::TEXT, long, value_name = "START..END")]
     pub window: Option<String>,
 }
 
@@ -112,8 +103,8 @@ pub struct WaitsArgs {
     #[arg(long, default_value_t = DEFAULT_MAX_DEPTH, value_name = "N")]
     pub max_depth: usize,
     /// Attribution of the levels' ns: `bounded` or `last`, as for `chains`.
-    #[arg(long, default_value = "bounded", value_parser = ["bounded", "last"])]
-    pub mode: String,
+    #[arg(long, default_value = "bounded", value_parser = super::chains::mode_parser())]
+    pub mode: Mode,
     /// Dedup off: every wait is a root (dedup is on by default, off with a thread filter,
     /// as for `chains`).
     #[arg(long)]
@@ -152,15 +143,15 @@ fn finish_output(r: Result<()>, out: &mut dyn Write) -> Result<()> {
 pub fn run_script(a: ScriptArgs) -> Result<()> {
     let an = super::open_trace(&a.file, "script")?;
     let (reader, meta, start) = (an.reader(), an.meta(), an.start_ns());
-    // The analysis filters' parsing (regex, window resolution and checks), task criteria only.
-    let f = FilterArgs {
-        pid: a.filter.pid.clone(),
-        tid: a.filter.tid.clone(),
-        comm: a.filter.comm.clone(),
-        window: a.filter.window.clone(),
-        ..FilterArgs::default()
-    }
-    .to_filter(&an, Duration::OffCpu)?;
+    // The analysis filters' parsing (regex, window resolution and checks).
+    let mut f = chainrec_chain::Filter::default();
+    a.filter.threads.apply(&mut f)?;
+    f.window = a
+        .filter
+        .window
+        .as_deref()
+        .map(|w| an.window(w))
+        .transpose()?;
     // Names change on comm events: chunks before the window are decoded too.
     let range = an.chunk_range(&f);
     let filter = EventFilter {
@@ -197,11 +188,7 @@ pub fn run_waits(a: WaitsArgs) -> Result<()> {
     let (meta, tables, start) = (an.meta(), an.tables(), an.start_ns());
     let filter = a.filter.to_filter(&an, Duration::Blocked)?;
     let setup = Setup {
-        mode: if a.mode == "last" {
-            Mode::Last
-        } else {
-            Mode::Bounded
-        },
+        mode: a.mode,
         max_depth: a.max_depth,
         dedup: if a.no_dedup { Dedup::Off } else { Dedup::Auto },
         filter,

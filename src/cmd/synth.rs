@@ -1,7 +1,6 @@
 //! `chainrec synth` (fronts chainrec_format::synth).
-use anyhow::{bail, Context, Result};
-use chainrec_format::synth::{self, SynthParams};
-use chainrec_format::{TraceWriter, WriterOptions};
+use anyhow::{bail, Result};
+use chainrec_format::synth::{self, SynthError, SynthParams};
 use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
@@ -44,22 +43,17 @@ pub fn run(a: Args) -> Result<()> {
     let (Some(name), Some(out)) = (a.scenario, a.output) else {
         bail!("--scenario and -o are required")
     };
-    let Some(sc) = synth::find(&name) else {
-        let names: Vec<&str> = synth::scenarios().iter().map(|s| s.name).collect();
-        bail!("unknown scenario {name:?}; known: {}", names.join(", "));
-    };
     let params = SynthParams {
         events: a.events,
         seed: a.seed,
     };
-    let mut meta = synth::meta(&name, &params, std::env::args().collect());
     let t0 = std::time::Instant::now();
-    let mut w = TraceWriter::create(&out, &meta, WriterOptions::default())
-        .map_err(|e| super::with_path(&out, e))?;
-    let mut track = synth::Tracker::new(&mut w);
-    (sc.generate)(&params, &mut track).with_context(|| format!("generating {name}"))?;
-    track.complete(&mut meta);
-    let sum = w.finish(&meta).map_err(|e| super::with_path(&out, e))?;
+    let sum = synth::write_trace(&out, &name, &params, std::env::args().collect()).map_err(
+        |e| match e {
+            SynthError::Write(e) => super::with_path(&out, e),
+            e => e.into(),
+        },
+    )?;
     say!(
         "chainrec: synth: {name}: {} events, {} chunks, {} bytes -> {} in {:.2} s",
         sum.events,

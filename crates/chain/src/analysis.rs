@@ -5,8 +5,8 @@
 //! through the engine's public API only.
 
 use crate::{fold_trace, ChainError, Config, Engine, Filter, FoldedSink, Mode, NodeTable};
-use crate::{Stats, View, WaitSink, DEFAULT_MAX_DEPTH};
-use chainrec_format::{FormatError, RecordingMeta, Recovery, Tables, TraceReader};
+use crate::{Stats, View, WaitSink, Window, DEFAULT_MAX_DEPTH};
+use chainrec_format::{FormatError, RecordingMeta, Recovery, Sampling, Tables, TraceReader};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -95,6 +95,34 @@ pub struct Summary {
     /// Events the recorder counted as lost (ring buffer full, malformed, out of order),
     /// from the trace metadata.
     pub lost_in_recording: u64,
+}
+
+impl Summary {
+    /// The first line a command prints after the run (after its name): `N events in T s
+    /// (R M events/s); W waits (...), L lines`, and with dedup on how many waits it
+    /// showed inside other chains only. `secs`: the run's wall time; `lines`: lines (or
+    /// paths) written.
+    pub fn headline(&self, secs: f64, lines: usize) -> String {
+        let st = &self.stats;
+        format!(
+            "{} events in {:.3} s ({:.1} M events/s); {} waits ({} woken, {} runnable), {} lines{}",
+            st.events,
+            secs,
+            st.events as f64 / secs.max(1e-9) / 1e6,
+            st.waits,
+            st.woken_waits,
+            st.preemptions,
+            lines,
+            if self.dedup {
+                format!(
+                    ", {} waits shown inside other chains (dedup; --no-dedup shows them)",
+                    st.dedup_hidden
+                )
+            } else {
+                String::new()
+            }
+        )
+    }
 }
 
 /// A finished run: the engine (its node table names the records' frames) and the summary.
@@ -187,6 +215,14 @@ impl Analysis {
         self.start_ns
     }
 
+    /// The recording's on-CPU sampling, or [`ChainError::NoSamples`] when the trace took
+    /// no samples (what `oncpu` and `hotcold` need).
+    pub fn sampling(&self) -> Result<Sampling, ChainError> {
+        self.meta().sampling().ok_or(ChainError::NoSamples {
+            format: self.reader.version(),
+        })
+    }
+
     /// Where the trace ends: the recording's end time, or the last event's when the
     /// metadata has none (the start when there are no events).
     pub fn end_ns(&self) -> u64 {
@@ -194,6 +230,42 @@ impl Analysis {
             0 => self.reader.time_span().map_or(self.start_ns, |s| s.1),
             e => e,
         }
+    }
+
+    /// The window `spec` (`--window START..END`, see [`Window::parse`]) on this trace, in
+    /// trace-clock ns: relative times count from [`Analysis::start_ns`]. A window that
+    /// ends before it starts, or selects none of the trace's events, is an error.
+    pub fn window(&self, spec: &str) -> Result<(u64, u64), ChainError> {
+        let (s, e) = Window::parse(spec)?
+            .resolve(self.meta(), self.start_ns)
+            .map_err(|source| ChainError::WindowUnresolved {
+                spec: spec.to_string(),
+                source: Box::new(source),
+            })?;
+        if s > e {
+            return Err(ChainError::WindowReversed {
+                spec: spec.to_string(),
+            });
+        }
+        match self.reader.time_span() {
+            Some((first, last)) if e < first || s > last => Err(ChainError::WindowMissesTrace {
+                spec: spec.to_string(),
+                span: self.describe_span(first, last),
+            }),
+            _ => Ok((s, e)),
+        }
+    }
+
+    /// `0.000..2.345 s from the trace start (wall clock @A..@B)`.
+    fn describe_span(&self, first: u64, last: u64) -> String {
+        let rel = |t: u64| (t as f64 - self.start_ns as f64) / 1e9;
+        let mut s = format!("{:.3}..{:.3} s from the trace start", rel(first), rel(last));
+        let offset = self.meta().clock_offset_ns;
+        if offset != 0 {
+            let wall = |t: u64| (t as i128).saturating_add(offset) as f64 / 1e9;
+            s += &format!(" (wall clock @{:.3}..@{:.3})", wall(first), wall(last));
+        }
+        s
     }
 
     /// The chunks a run with `filter` decodes: with a window, from the first chunk (causes

@@ -11,6 +11,48 @@ pub enum ChainError {
         /// What was wrong.
         problem: WindowProblem,
     },
+    /// [`Analysis::window`](crate::Analysis::window): the window could not be placed on
+    /// this trace (the source says why).
+    #[error("--window {spec:?}")]
+    WindowUnresolved {
+        /// The text given.
+        spec: String,
+        /// Why.
+        #[source]
+        source: Box<ChainError>,
+    },
+    /// [`Analysis::window`](crate::Analysis::window): the window ends before it starts.
+    #[error("--window {spec:?}: start is after end")]
+    WindowReversed {
+        /// The text given.
+        spec: String,
+    },
+    /// [`Analysis::window`](crate::Analysis::window): the window selects none of the
+    /// trace's events.
+    #[error("--window {spec:?} is outside the trace, which spans {span}")]
+    WindowMissesTrace {
+        /// The text given.
+        spec: String,
+        /// The trace's events' time span, from its start (and as wall clock when known).
+        span: String,
+    },
+    /// [`Filter::restrict_to_trigger`](crate::Filter::restrict_to_trigger): the flight
+    /// trigger in the metadata is damaged.
+    #[error("reading the flight trigger from the metadata")]
+    TriggerMeta(#[source] chainrec_format::FormatError),
+    /// [`Filter::restrict_to_trigger`](crate::Filter::restrict_to_trigger): the trace is
+    /// not a flight-recorder dump.
+    #[error("--trigger: this trace is not a flight-recorder dump (no trigger in its metadata); it applies to files written by `chainrec record --flight ... --trigger RULE`")]
+    NotAFlightDump,
+    /// [`Filter::restrict_to_trigger`](crate::Filter::restrict_to_trigger): the dump was
+    /// written on a signal, a stop or a run-queue rule, not because of a wait.
+    #[error("--trigger: this dump was written on {rule} ({kind}), not because of a wait: there is no triggering wait to show")]
+    TriggerNotAWait {
+        /// The trigger rule.
+        rule: String,
+        /// Its kind (`signal`, `stop`, ...).
+        kind: &'static str,
+    },
     /// A wall-clock or time-of-day window on a trace that has no wall-clock time.
     #[error("this trace has no wall-clock time (synthetic, or recorded without it); give seconds from its start, e.g. 0.5..1")]
     NoWallClock,
@@ -50,6 +92,13 @@ pub enum ChainError {
     /// switch-out state.
     #[error("-m/-M/--state select waits; on-CPU samples have no duration or state")]
     SampleFilter,
+    /// [`Analysis::sampling`](crate::Analysis::sampling): the trace has no on-CPU samples
+    /// (its format predates them, or the recording took none).
+    #[error("no on-CPU samples in this trace ({}); record with `chainrec record` (samples are on by default)", no_samples_why(*.format))]
+    NoSamples {
+        /// The trace's format version (major, minor).
+        format: (u16, u16),
+    },
     /// [`crate::critical_path`]: the thread has no event in the trace and is not in its
     /// task table.
     #[error("thread {0} does not appear in this trace (no event of it, not in its task table)")]
@@ -70,6 +119,15 @@ pub enum ChainError {
     /// The path-trie thread of [`fold_trace`](crate::fold_trace) failed (a bug).
     #[error("the path-trie thread {0}")]
     FoldThread(&'static str),
+}
+
+/// Why a trace of format `(maj, min)` has no samples, for [`ChainError::NoSamples`].
+fn no_samples_why((maj, min): (u16, u16)) -> String {
+    if maj < 2 {
+        format!("format {maj}.{min} predates them")
+    } else {
+        "sampling was off: --no-samples, or a synthetic scenario without samples".into()
+    }
 }
 
 /// What is wrong with a `--window START..END`.

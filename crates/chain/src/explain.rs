@@ -3,7 +3,7 @@
 //! ("Anomaly counters") lists the same with their causes.
 
 use crate::stats::{Inconsistency, Stats, EXAMPLES};
-use chainrec_format::{Switch, Tid};
+use chainrec_format::{fmt_ns, RecordingMeta, Switch, Tid};
 
 /// The task each CPU runs according to the last switch seen on it, to notice switches
 /// that were not traced: a switch whose prev is another task.
@@ -57,6 +57,56 @@ impl Stats {
             self.inconsistent_examples
                 .push(Inconsistency { ts, tid, switch_in });
         }
+    }
+
+    /// What the output of a run over the trace of `meta` misses or cannot vouch for, one
+    /// line each for the command to print after its name: lost events and missing stacks
+    /// (`warning: ...`), stacks skipped or not captured and every anomaly
+    /// ([`Stats::anomaly_notes`], `note: ...`), and where run-queue time went
+    /// (`run queue: ...`). Counters of the recording (in `meta`) count even when no
+    /// shown wait was hit.
+    pub fn output_notes(&self, meta: &RecordingMeta, trace_start_ns: u64) -> Vec<String> {
+        let mut v = Vec::new();
+        let l = &meta.lost;
+        if self.lost_events > 0 || l.events() > 0 {
+            v.push(format!(
+                "warning: LOST EVENTS: {} lost (markers: {}; recording: ring buffer full {}, malformed {}, out of order {}); {} waits overlap a loss and are marked [lost events]",
+                self.lost_events, self.lost_markers, l.ringbuf_full, l.malformed, l.out_of_order, self.waits_with_lost
+            ));
+        }
+        if self.stacks_missing > 0 || l.kernel_stack_failed + l.user_stack_failed > 0 {
+            v.push(format!(
+                "warning: missing stacks: {} shown waits have a failed stack ([missing stack]); recording: kernel {} / user {} failed",
+                self.stacks_missing, l.kernel_stack_failed, l.user_stack_failed
+            ));
+        }
+        if self.stacks_skipped > 0 || l.stacks_skipped > 0 {
+            v.push(format!(
+                "note: {} shown waits have stacks skipped by the lazy policy (waits < {} us, [no stack: ...]); recording skipped {}",
+                self.stacks_skipped,
+                meta.stack_threshold_ns / 1000,
+                l.stacks_skipped
+            ));
+        }
+        if self.stacks_exiting + self.stacks_not_captured > 0 {
+            v.push(format!(
+                "note: {} shown waits have a user stack of an exiting task ([no user stack: exiting]; not a failure); {} waits or wakings longer than the lazy threshold got no stack ([no stack: not captured])",
+                self.stacks_exiting, self.stacks_not_captured
+            ));
+        }
+        v.extend(
+            self.anomaly_notes(trace_start_ns)
+                .into_iter()
+                .map(|n| format!("note: {n}")),
+        );
+        if self.runq_root_ns + self.runq_inner_ns > 0 {
+            v.push(format!(
+                "run queue: {} runnable after a waking or a preemption, {} of wakers runnable inside chains: shown as [run queue] levels behind the tasks that held the CPU (--no-runqueue leaves them out)",
+                fmt_ns(self.runq_root_ns),
+                fmt_ns(self.runq_inner_ns),
+            ));
+        }
+        v
     }
 
     /// One line per non-zero anomaly counter: the count, what it means, and what was done
@@ -257,5 +307,33 @@ mod tests {
         assert_eq!(st.waits_without_waker, 1);
         assert_eq!(st.waits_open_at_end, 1);
         assert_eq!(notes.len(), 5, "{notes:#?}");
+    }
+}
+
+#[cfg(test)]
+mod output_notes_tests {
+    use crate::Stats;
+    use chainrec_format::RecordingMeta;
+
+    /// Lost events and run-queue time are shown in the words of the summary, in order;
+    /// a recording's own losses count even when no shown wait was hit; nothing is said
+    /// of a clean run.
+    #[test]
+    fn output_notes_say_what_the_output_misses() {
+        let mut meta = RecordingMeta::default();
+        assert!(Stats::default().output_notes(&meta, 0).is_empty());
+        meta.lost.ringbuf_full = 3;
+        let st = Stats {
+            runq_root_ns: 1_500_000,
+            runq_inner_ns: 2_000,
+            ..Stats::default()
+        };
+        assert_eq!(
+            st.output_notes(&meta, 0),
+            [
+                "warning: LOST EVENTS: 0 lost (markers: 0; recording: ring buffer full 3, malformed 0, out of order 0); 0 waits overlap a loss and are marked [lost events]",
+                "run queue: 1.50 ms runnable after a waking or a preemption, 2.0 us of wakers runnable inside chains: shown as [run queue] levels behind the tasks that held the CPU (--no-runqueue leaves them out)",
+            ]
+        );
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::error::{ChainError, WindowProblem};
 use crate::record::WaitRecord;
-use chainrec_format::{Comm, RecordingMeta, Tid};
+use chainrec_format::{Comm, FlightTrigger, RecordingMeta, Tid};
 use regex::Regex;
 
 /// Which duration `min_ns`/`max_ns` and the window apply to.
@@ -165,6 +165,25 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// Keep only the wait that made the flight-recorder dump of `meta` (`--trigger`):
+    /// its thread, and waits ending inside it (only that one can: the thread was off
+    /// CPU throughout). An error when `meta` records no trigger, or one that was not a
+    /// wait.
+    pub fn restrict_to_trigger(&mut self, meta: &RecordingMeta) -> Result<(), ChainError> {
+        let t = FlightTrigger::from_meta(meta)
+            .map_err(ChainError::TriggerMeta)?
+            .ok_or(ChainError::NotAFlightDump)?;
+        if t.tid == 0 {
+            return Err(ChainError::TriggerNotAWait {
+                rule: t.rule,
+                kind: t.kind.name(),
+            });
+        }
+        self.tids = vec![t.tid];
+        self.window = Some((t.start_ns, t.end_ns));
+        Ok(())
+    }
+
     /// True when the filter keeps every wait.
     pub fn is_empty(&self) -> bool {
         !self.has_thread_filter()
@@ -234,6 +253,41 @@ impl Filter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--trigger` keeps the triggering wait's thread and span; a dump made on a signal
+    /// has no such wait, and a plain trace no trigger: both are errors that say so.
+    #[test]
+    fn restrict_to_trigger_keeps_the_wait_or_says_why_not() {
+        let t = FlightTrigger {
+            kind: chainrec_format::TriggerKind::Wait,
+            rule: "wait>10ms".into(),
+            tid: 7,
+            tgid: 7,
+            comm: "w".into(),
+            start_ns: 100,
+            end_ns: 200,
+        };
+        let meta = |t: &FlightTrigger| RecordingMeta {
+            extra: t.to_extra(),
+            ..RecordingMeta::default()
+        };
+        let mut f = Filter::default();
+        f.restrict_to_trigger(&meta(&t)).unwrap();
+        assert_eq!((f.tids.as_slice(), f.window), (&[7][..], Some((100, 200))));
+        let signal = FlightTrigger {
+            kind: chainrec_format::TriggerKind::Signal,
+            rule: "SIGUSR1".into(),
+            tid: 0,
+            ..t
+        };
+        let e = Filter::default().restrict_to_trigger(&meta(&signal));
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "--trigger: this dump was written on SIGUSR1 (signal), not because of a wait: there is no triggering wait to show"
+        );
+        let e = Filter::default().restrict_to_trigger(&RecordingMeta::default());
+        assert!(matches!(e, Err(ChainError::NotAFlightDump)), "{e:?}");
+    }
 
     fn err(spec: &str) -> String {
         Window::parse(spec)

@@ -3,10 +3,10 @@
 //! root→leaf`, weighted by the CPU time a sample stands for (the recording's sampling
 //! period). The samples are read straight from the trace: no engine run is needed.
 
-use crate::frames::{sample_frames, IDLE_COMM};
+use crate::frames::{sample_frames, IDLE_COMM, ONCPU_FRAME};
 use crate::fx::FxHashMap;
 use crate::{Analysis, ChainError, Filter};
-use chainrec_format::{Comm, Event, StackId, Tables, Tid};
+use chainrec_format::{Comm, Event, RecordingMeta, StackId, Tables, Tid};
 use std::collections::BTreeMap;
 
 /// Thread identities as of each event: the task table, then comm events.
@@ -64,6 +64,27 @@ pub struct OnCpuStats {
     pub no_stack: u64,
     /// CPU time one sample stands for (ns).
     pub period_ns: u64,
+}
+
+impl OnCpuStats {
+    /// The lines a command prints after folding the samples of the trace of `meta`
+    /// (after its name): how many samples were shown and what each weighs, and a note
+    /// on the samples the recording lost or took without a stack.
+    pub fn summary_lines(&self, meta: &RecordingMeta) -> Vec<String> {
+        let mut v = vec![format!(
+            "{} samples in the trace, {} shown ({} of the idle task, {} without any stack), {} ns of CPU time each",
+            self.samples, self.shown, self.idle, self.no_stack, self.period_ns
+        )];
+        if let Some(sm) = meta.sampling() {
+            if sm.lost + sm.no_kstack + sm.no_ustack > 0 {
+                v.push(format!(
+                    "note: recording lost {} samples (ring buffer full); {} without kernel stack, {} without user stack ([missing stack])",
+                    sm.lost, sm.no_kstack, sm.no_ustack
+                ));
+            }
+        }
+        v
+    }
 }
 
 /// The on-CPU flame graph of a trace: folded line → samples.
@@ -124,4 +145,72 @@ pub fn fold_oncpu(an: &Analysis, filter: &Filter, parallel: bool) -> Result<OnCp
         *lines.entry(f.join(";")).or_default() += n;
     }
     Ok(OnCpuFold { lines, stats: st })
+}
+
+/// Frame after the comm of the off-CPU lines of [`hot_cold`].
+pub const OFFCPU_FRAME: &str = "[off cpu]";
+
+/// `hotcold`'s lines: per thread, its on-CPU samples (`comm;[on cpu];frames`, weighted
+/// in ns) and its off-CPU waits with their chains (`comm;[off cpu];...`, from `cold`
+/// folded lines in ns), with the hot and cold nanoseconds in total.
+#[derive(Clone, Debug, Default)]
+pub struct HotCold {
+    /// The lines, hot first, and their weights in ns.
+    pub lines: Vec<(String, u64)>,
+    /// On-CPU time (samples × period).
+    pub hot_ns: u64,
+    /// Off-CPU time.
+    pub cold_ns: u64,
+}
+
+/// Merge the samples of `hot` and the folded chain lines `cold` into [`HotCold`] lines.
+pub fn hot_cold(hot: &OnCpuFold, cold: impl IntoIterator<Item = (String, u64)>) -> HotCold {
+    let mut r = HotCold::default();
+    // `comm;rest` becomes `comm;FRAME;rest`.
+    let insert = |l: &str, frame: &str| {
+        let (comm, rest) = l.split_once(';').unwrap_or((l, ""));
+        let mut s = format!("{comm};{frame}");
+        if !rest.is_empty() {
+            s.push(';');
+            s.push_str(rest);
+        }
+        s
+    };
+    for (l, ns) in hot.lines_ns() {
+        r.hot_ns += ns;
+        r.lines.push((insert(l, ONCPU_FRAME), ns));
+    }
+    for (l, ns) in cold {
+        r.cold_ns += ns;
+        r.lines.push((insert(&l, OFFCPU_FRAME), ns));
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{hot_cold, OnCpuFold, OnCpuStats};
+
+    /// Hot lines get `[on cpu]` after the comm, cold ones `[off cpu]`; a bare comm gets
+    /// the frame alone; the totals are the lines' ns.
+    #[test]
+    fn hot_cold_marks_each_line_after_its_comm() {
+        let hot = OnCpuFold {
+            lines: [("w;main;-;k".to_string(), 2), ("idle".to_string(), 1)].into(),
+            stats: OnCpuStats {
+                period_ns: 10,
+                ..OnCpuStats::default()
+            },
+        };
+        let hc = hot_cold(&hot, [("w;read;--;x".to_string(), 7)]);
+        assert_eq!(
+            hc.lines,
+            [
+                ("idle;[on cpu]".to_string(), 10),
+                ("w;[on cpu];main;-;k".to_string(), 20),
+                ("w;[off cpu];read;--;x".to_string(), 7),
+            ]
+        );
+        assert_eq!((hc.hot_ns, hc.cold_ns), (30, 7));
+    }
 }

@@ -356,6 +356,18 @@ pub fn human_bytes(b: u64) -> String {
     }
 }
 
+/// A duration in the unit that suits it (`456.0 us`, `12.34 ms`, `1.234 s`), as summary
+/// lines and reports print times.
+pub fn fmt_ns(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!("{:.3} s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.2} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.1} us", ns as f64 / 1e3)
+    }
+}
+
 /// Format wall-clock nanoseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
 pub fn format_wall(ns: i128) -> String {
     let t = UtcTime::from_unix_ns(ns);

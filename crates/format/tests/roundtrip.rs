@@ -689,3 +689,40 @@ fn a_trace_written_into_a_pipe() {
     assert!(r.recovery().is_none());
     assert_eq!(r.to_mem().unwrap().events, t.events);
 }
+
+/// `synth::write_trace` writes what generating into memory gives (same events, the
+/// metadata completed the same way), and names unknown scenarios with the known ones.
+#[test]
+fn synth_write_trace_matches_the_in_memory_scenario() {
+    use chainrec_format::synth::{self, SynthError, SynthParams};
+    let dir = TempDir::new("synth-write");
+    let p = dir.file("w.zst");
+    let params = SynthParams {
+        events: 170,
+        seed: 1,
+    };
+    let sum = synth::write_trace(&p, "oncpu-worker", &params, vec!["x".into()]).unwrap();
+    let mut t = MemTrace::default();
+    let mut meta = synth::meta("oncpu-worker", &params, vec!["x".into()]);
+    {
+        let mut tr = synth::Tracker::new(&mut t);
+        (synth::find("oncpu-worker").unwrap().generate)(&params, &mut tr).unwrap();
+        tr.complete(&mut meta);
+    }
+    let (_, m) = read_back(&p);
+    assert_eq!(m.events, t.events);
+    assert_eq!(sum.events, t.events.len() as u64);
+    assert_eq!(m.meta.sampling(), meta.sampling());
+    assert_eq!(
+        (m.meta.start_ns, m.meta.end_ns),
+        (meta.start_ns, meta.end_ns)
+    );
+    let e = synth::write_trace(&dir.file("n.zst"), "nope", &params, vec![]).unwrap_err();
+    assert!(matches!(e, SynthError::UnknownScenario { .. }));
+    assert!(
+        e.to_string()
+            .starts_with("unknown scenario \"nope\"; known: pipe-relay, "),
+        "{e}"
+    );
+    assert!(!dir.file("n.zst").exists());
+}

@@ -408,16 +408,9 @@ impl TopSink {
     }
 }
 
-/// Human duration: `12.3 ms`, `456.0 us`, `1.234 s`.
-pub fn fmt_ns(ns: u64) -> String {
-    if ns >= 1_000_000_000 {
-        format!("{:.3} s", ns as f64 / 1e9)
-    } else if ns >= 1_000_000 {
-        format!("{:.2} ms", ns as f64 / 1e6)
-    } else {
-        format!("{:.1} us", ns as f64 / 1e3)
-    }
-}
+/// Human duration: `12.34 ms`, `456.0 us`, `1.234 s` (in `chainrec_format`, where the
+/// chain library's summary lines use it too).
+pub use chainrec_format::fmt_ns;
 
 /// CPU holders named per run-queue line of the text output (the rest are summed).
 const TOP_HOLDERS: usize = 3;

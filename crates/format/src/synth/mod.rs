@@ -2,9 +2,10 @@
 //! mix that scales to 100 M+ events for benchmarks. Deterministic for a seed.
 
 use crate::{
-    Clock, Event, IrqSource, RecordingMeta, Result, StackEntry, StackId, StackMode, SymbolEntry,
-    TaskEntry, TraceSink,
+    Clock, Event, FormatError, IrqSource, RecordingMeta, Result, StackEntry, StackId, StackMode,
+    SymbolEntry, TaskEntry, TraceSink, TraceWriter, WriteSummary, WriterOptions,
 };
+use std::path::Path;
 
 mod busy;
 mod exact;
@@ -48,6 +49,58 @@ pub fn scenarios() -> Vec<Scenario> {
 /// Find a scenario by name.
 pub fn find(name: &str) -> Option<Scenario> {
     scenarios().into_iter().find(|s| s.name == name)
+}
+
+/// Why [`write_trace`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    /// No scenario has this name.
+    #[error("unknown scenario {name:?}; known: {}", scenario_names())]
+    UnknownScenario {
+        /// The name given.
+        name: String,
+    },
+    /// The scenario's generator failed (an event it made could not be written).
+    #[error("generating {scenario}")]
+    Generate {
+        /// The scenario.
+        scenario: &'static str,
+        /// Why.
+        #[source]
+        source: FormatError,
+    },
+    /// The trace file could not be created or completed (I/O errors name their path).
+    #[error(transparent)]
+    Write(FormatError),
+}
+
+/// The scenarios' names, comma-separated.
+fn scenario_names() -> String {
+    let names: Vec<&str> = scenarios().iter().map(|s| s.name).collect();
+    names.join(", ")
+}
+
+/// Write scenario `name` made with `params` to the trace file `path`: its metadata
+/// ([`meta`], with `command_line`) completed by a [`Tracker`], its tables and events.
+pub fn write_trace(
+    path: &Path,
+    name: &str,
+    params: &SynthParams,
+    command_line: Vec<String>,
+) -> Result<WriteSummary, SynthError> {
+    let sc = find(name).ok_or_else(|| SynthError::UnknownScenario {
+        name: name.to_string(),
+    })?;
+    let mut meta = meta(name, params, command_line);
+    let mut w =
+        TraceWriter::create(path, &meta, WriterOptions::default()).map_err(SynthError::Write)?;
+    let mut track = Tracker::new(&mut w);
+    (sc.generate)(params, &mut track).map_err(|source| SynthError::Generate {
+        scenario: sc.name,
+        source,
+    })?;
+    track.complete(&mut meta);
+    w.finish(&meta).map_err(SynthError::Write)
 }
 
 /// The metadata of a synthetic trace of scenario `name` made with `params`, as known
