@@ -318,7 +318,7 @@ impl Consumer {
         let dt = last.0.elapsed().as_secs_f64().max(1e-3);
         let evs = writer.events_written();
         let rate = (evs - last.1) as f64 / dt;
-        let lost = meta.lost.ringbuf_full + meta.lost.out_of_order + meta.lost.malformed;
+        let lost = meta.lost.events();
         // Not eprint!: a terminal gone away (EIO) must not panic the consumer and lose the
         // trace's end.
         let _ = write!(

@@ -159,26 +159,6 @@ impl Drop for TempOutput {
     }
 }
 
-/// Whether two stats are of one file (same device and inode).
-pub fn same_inode(x: &std::fs::Metadata, y: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    x.dev() == y.dev() && x.ino() == y.ino()
-}
-
-/// Whether two paths name the same file (the same inode if both exist, else the same
-/// name in the same directory).
-pub fn same_file(a: &Path, b: &Path) -> bool {
-    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
-        return same_inode(&x, &y);
-    }
-    let split = |p: &Path| {
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        (dir.canonicalize().ok(), p.file_name().map(|n| n.to_owned()))
-    };
-    let (da, na) = split(a);
-    let (db, nb) = split(b);
-    da.is_some() && da == db && na == nb
-}
+/// Whether two stats or two paths are of one file: kept in chainrec_format (the recorder
+/// checks its outputs with them too), re-exported beside the atomic outputs they protect.
+pub use chainrec_format::{same_file, same_inode};
