@@ -3,6 +3,9 @@
 # `perf sched record -g`, `perf record --off-cpu` (when this perf has it) and libbpf-tools
 # `offcputime` (and, in CONFIGS only on request, `perf-record`: perf record -a -e
 # sched:sched_switch -e sched:sched_waking, no stacks), each as a throughput ratio against an untraced run of the same round.
+# Two floors can be added to CONFIGS: floor-empty (BPF programs on chainrec's hooks that do
+# nothing: the cost of hooking the scheduler at all) and floor-ringbuf (each event: clock +
+# one 32-byte ring buffer record, drained every 20 ms), benches/floor/.
 #
 # Workloads (WORKLOADS, default all):
 #   pipe       taskset -c 0 perf bench sched pipe -T -l $PIPE_LOOPS       ops/s
@@ -88,6 +91,16 @@ for cfg in $CONFIGS; do
         ;;
     offcputime)
         apt_install offcputime libbpf-tools || SKIP[$cfg]="libbpf-tools (offcputime) not installed"
+        ;;
+    floor-empty | floor-ringbuf)
+        # The floors: benches/floor/*.bpf.c on chainrec's hooks, built against the system
+        # libbpf headers and loaded by benches/floor/attach.py through libbpf.so.1.
+        if [ ! -f /usr/include/bpf/bpf_helpers.h ]; then
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q libbpf-dev >"$OUT/apt-libbpf-dev.log" 2>&1 || true
+        fi
+        src=$HERE/benches/floor/${cfg#floor-}.bpf.c
+        clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -I"$HERE/bpf" -c "$src" -o "$OUT/$cfg.o" 2>"$OUT/$cfg.build.log" ||
+            SKIP[$cfg]="$src did not build (clang, libbpf-dev; see $OUT/$cfg.build.log)"
         ;;
     esac
 done
@@ -250,6 +263,19 @@ EOF
         kill -0 $pid 2>/dev/null || die "offcputime exited: $(cat "$f.log")"
         traced_run "$w" $pid
         echo "$TR_SCORE $(stat -c %s "$f") 0 $TR_CPU $TR_SECS 0"
+        rm -f "$f"
+        ;;
+    floor-empty | floor-ringbuf)
+        f=$OUT/$w.$cfg.$r.ready
+        rm -f "$f"
+        python3 "$HERE/benches/floor/attach.py" "$OUT/$cfg.o" "$f" >"$f.out" 2>"$f.log" &
+        pid=$!
+        wait_for_file "$f" || die "$cfg did not attach: $(cat "$f.log")"
+        sleep 1
+        traced_run "$w" $pid
+        # `consumed N dropped N` (records; the ring buffer config only)
+        read -r _ consumed _ dropped <"$f.out" || { consumed=0; dropped=0; }
+        echo "$TR_SCORE 0 ${consumed:-0} $TR_CPU $TR_SECS ${dropped:-0}"
         rm -f "$f"
         ;;
     *) die "unknown config $cfg" ;;
