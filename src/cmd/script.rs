@@ -3,9 +3,9 @@
 //! `waits`).
 use super::filter::{AnyTask, FilterArgs, Heading, ThreadArgs};
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Dedup, Duration, Mode, NodeTable, Setup, WaitRecord, DEFAULT_MAX_DEPTH};
+use chainrec_chain::{Dedup, Duration, Mode, Setup, DEFAULT_MAX_DEPTH};
 use chainrec_report::script::{EventFilter, Script, ScriptOptions};
-use chainrec_report::waits::{self, WaitContext, WaitJson};
+use chainrec_report::waits::{WaitsWriter, WaitsWriterOptions};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
@@ -195,18 +195,12 @@ pub fn run_waits(a: WaitsArgs) -> Result<()> {
         runqueue: !a.no_runqueue,
         ..Setup::default()
     };
-    let mut sink = WaitsOut {
-        out: stdout(),
+    let opts = WaitsWriterOptions {
         json: a.json,
         frames: a.frames,
         hidden: a.hidden,
-        tables,
-        meta,
-        start,
-        printed: 0,
-        left_out: 0,
-        failed: None,
     };
+    let mut sink = WaitsWriter::new(stdout(), opts, tables, meta, start);
     // Stop reading once stdout is gone.
     let done = an
         .run_while(setup, &mut sink, |s, _| s.failed.is_none())
@@ -214,63 +208,10 @@ pub fn run_waits(a: WaitsArgs) -> Result<()> {
     let r = sink.failed.take().map_or(Ok(()), |e| Err(e.into()));
     finish_output(r, &mut sink.out)?;
     let st = &done.summary.stats;
-    say!(
-        "chainrec: waits: {} events; {} waits printed{}",
-        st.events,
-        sink.printed,
-        if sink.left_out > 0 {
-            format!(
-                ", {} shown inside other chains left out (dedup; --hidden prints them, --no-dedup makes them roots)",
-                sink.left_out
-            )
-        } else {
-            String::new()
-        }
-    );
+    say!("chainrec: waits: {}", sink.summary(st.events));
     super::report::warn_lost("waits", meta);
     for note in st.anomaly_notes(start) {
         say!("chainrec: waits: note: {note}");
     }
     Ok(())
-}
-
-/// The record stream of `waits`, printed as it comes.
-struct WaitsOut<'a> {
-    out: BufWriter<std::io::StdoutLock<'static>>,
-    json: bool,
-    frames: bool,
-    hidden: bool,
-    tables: &'a chainrec_format::Tables,
-    meta: &'a chainrec_format::RecordingMeta,
-    start: u64,
-    printed: u64,
-    left_out: u64,
-    /// The first write error; the walk stops at the end of the chunk.
-    failed: Option<std::io::Error>,
-}
-
-impl chainrec_chain::WaitSink for WaitsOut<'_> {
-    fn on_wait(&mut self, w: &WaitRecord, nodes: &NodeTable) {
-        if self.failed.is_some() {
-            return;
-        }
-        if !w.root && !self.hidden {
-            self.left_out += 1;
-            return;
-        }
-        let cx = WaitContext::new(nodes, self.tables, self.meta, self.start, self.frames);
-        let j = WaitJson::new(w, &cx);
-        let r = if self.json {
-            serde_json::to_writer(&mut self.out, &j)
-                .map_err(std::io::Error::from)
-                .and_then(|()| self.out.write_all(b"\n"))
-        } else {
-            self.out
-                .write_all(waits::render_text(&j, self.start).as_bytes())
-        };
-        self.printed += 1;
-        if let Err(e) = r {
-            self.failed = Some(e);
-        }
-    }
 }

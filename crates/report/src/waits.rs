@@ -323,3 +323,99 @@ fn push_runq(s: &mut String, w: &WaitJson, level: u32) {
         let _ = writeln!(s, "        [run queue] {}", parts.join(", "));
     }
 }
+
+/// What [`WaitsWriter`] prints.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WaitsWriterOptions {
+    /// NDJSON, one [`WaitJson`] per line (else [`render_text`]).
+    pub json: bool,
+    /// Include symbolized frames.
+    pub frames: bool,
+    /// Also print the waits dedup hides (shown inside another chain), `"root": false`.
+    pub hidden: bool,
+}
+
+/// The `chainrec waits` sink: writes every wait the engine hands it to `out` as it comes
+/// (nothing is kept). The first write error is kept in [`WaitsWriter::failed`] and ends the
+/// printing; a caller that streams stops the walk when it sees it.
+pub struct WaitsWriter<'a, W: std::io::Write> {
+    /// Where the waits go.
+    pub out: W,
+    opts: WaitsWriterOptions,
+    tables: &'a Tables,
+    meta: &'a RecordingMeta,
+    start_ns: u64,
+    /// Waits printed.
+    pub printed: u64,
+    /// Waits dedup hid and that were not printed (without `hidden`).
+    pub left_out: u64,
+    /// The first write error.
+    pub failed: Option<std::io::Error>,
+}
+
+impl<'a, W: std::io::Write> WaitsWriter<'a, W> {
+    /// A sink writing to `out`; times are printed relative to `start_ns`.
+    pub fn new(
+        out: W,
+        opts: WaitsWriterOptions,
+        tables: &'a Tables,
+        meta: &'a RecordingMeta,
+        start_ns: u64,
+    ) -> Self {
+        WaitsWriter {
+            out,
+            opts,
+            tables,
+            meta,
+            start_ns,
+            printed: 0,
+            left_out: 0,
+            failed: None,
+        }
+    }
+
+    /// The summary line's text after `chainrec: waits: ` (`events` read by the engine).
+    pub fn summary(&self, events: u64) -> String {
+        let mut s = format!("{events} events; {} waits printed", self.printed);
+        if self.left_out > 0 {
+            let _ = write!(
+                s,
+                ", {} shown inside other chains left out (dedup; --hidden prints them, --no-dedup makes them roots)",
+                self.left_out
+            );
+        }
+        s
+    }
+}
+
+impl<W: std::io::Write> chainrec_chain::WaitSink for WaitsWriter<'_, W> {
+    fn on_wait(&mut self, w: &WaitRecord, nodes: &NodeTable) {
+        if self.failed.is_some() {
+            return;
+        }
+        if !w.root && !self.opts.hidden {
+            self.left_out += 1;
+            return;
+        }
+        let cx = WaitContext::new(
+            nodes,
+            self.tables,
+            self.meta,
+            self.start_ns,
+            self.opts.frames,
+        );
+        let j = WaitJson::new(w, &cx);
+        let r = if self.opts.json {
+            serde_json::to_writer(&mut self.out, &j)
+                .map_err(std::io::Error::from)
+                .and_then(|()| self.out.write_all(b"\n"))
+        } else {
+            self.out
+                .write_all(render_text(&j, self.start_ns).as_bytes())
+        };
+        self.printed += 1;
+        if let Err(e) = r {
+            self.failed = Some(e);
+        }
+    }
+}
