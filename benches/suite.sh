@@ -5,7 +5,9 @@
 # sched:sched_switch -e sched:sched_waking, no stacks), each as a throughput ratio against an untraced run of the same round.
 # Two floors can be added to CONFIGS: floor-empty (BPF programs on chainrec's hooks that do
 # nothing: the cost of hooking the scheduler at all) and floor-ringbuf (each event: clock +
-# one 32-byte ring buffer record, drained every 20 ms), benches/floor/.
+# one 32-byte ring buffer record, drained every 20 ms), and a third, floor-batch, shows what
+# batching would win (the same records staged per CPU, committed 32 at a time; its events
+# column counts batches), benches/floor/.
 #
 # Workloads (WORKLOADS, default all):
 #   pipe       taskset -c 0 perf bench sched pipe -T -l $PIPE_LOOPS       ops/s
@@ -92,7 +94,7 @@ for cfg in $CONFIGS; do
     offcputime)
         apt_install offcputime libbpf-tools || SKIP[$cfg]="libbpf-tools (offcputime) not installed"
         ;;
-    floor-empty | floor-ringbuf)
+    floor-empty | floor-ringbuf | floor-batch)
         # The floors: benches/floor/*.bpf.c on chainrec's hooks, built against the system
         # libbpf headers and loaded by benches/floor/attach.py through libbpf.so.1.
         if [ ! -f /usr/include/bpf/bpf_helpers.h ]; then
@@ -265,7 +267,7 @@ EOF
         echo "$TR_SCORE $(stat -c %s "$f") 0 $TR_CPU $TR_SECS 0"
         rm -f "$f"
         ;;
-    floor-empty | floor-ringbuf)
+    floor-empty | floor-ringbuf | floor-batch)
         f=$OUT/$w.$cfg.$r.ready
         rm -f "$f"
         python3 "$HERE/benches/floor/attach.py" "$OUT/$cfg.o" "$f" >"$f.out" 2>"$f.log" &

@@ -2,9 +2,9 @@
 """Load a BPF object with the system libbpf (libbpf1), attach every program, and (when it
 has a ring buffer map `rb`) drain it every 20 ms, until SIGTERM or SIGINT. Writes READY
 once attached; at exit prints `consumed N dropped N` (`dropped` is the object's global of
-that name, when it has one). Used by benches/bpf_floor.sh for the floor programs.
+that name, when it has one). Used by benches/suite.sh for its floor-* configs.
 
-usage: attach.py OBJ.o READY_FILE"""
+usage: attach.py OBJ.o READY_FILE (benches/suite.sh runs it for the floor-* configs)"""
 import ctypes
 import signal
 import sys

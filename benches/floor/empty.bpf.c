@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The floor of tracing the scheduler with BPF at all: programs on the same tp_btf hooks as
- * chainrec (sched_switch, sched_waking) that do nothing. Attached by benches/bpf_floor.sh
- * with `bpftool prog loadall ... autoattach`. */
+ * chainrec (sched_switch, sched_waking) that do nothing. Loaded
+ * by benches/suite.sh (config floor-empty) through benches/floor/attach.py. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>

@@ -2,7 +2,7 @@
 /* The floor of *recording* the scheduler: on the same hooks as chainrec, read the clock and
  * put one 32-byte record per event into a BPF ring buffer (no wakeup; the loader polls it),
  * nothing else: no per-task state, no filters, no stacks. Reserve failures (a full ring
- * buffer) are counted in `dropped`. Attached by benches/bpf_floor.sh. */
+ * buffer) are counted in `dropped`. Loaded by benches/suite.sh (config floor-ringbuf). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
