@@ -7,7 +7,8 @@
 # nothing: the cost of hooking the scheduler at all) and floor-ringbuf (each event: clock +
 # one 32-byte ring buffer record, drained every 20 ms), and a third, floor-batch, shows what
 # batching would win (the same records staged per CPU, committed 32 at a time; its events
-# column counts batches), benches/floor/.
+# column counts batches); floor-taskstate adds the least per-task state a lazy recorder
+# needs (switch-out time in task storage), benches/floor/.
 #
 # Workloads (WORKLOADS, default all):
 #   pipe       taskset -c 0 perf bench sched pipe -T -l $PIPE_LOOPS       ops/s
@@ -94,7 +95,7 @@ for cfg in $CONFIGS; do
     offcputime)
         apt_install offcputime libbpf-tools || SKIP[$cfg]="libbpf-tools (offcputime) not installed"
         ;;
-    floor-empty | floor-ringbuf | floor-batch)
+    floor-empty | floor-ringbuf | floor-batch | floor-taskstate)
         # The floors: benches/floor/*.bpf.c on chainrec's hooks, built against the system
         # libbpf headers and loaded by benches/floor/attach.py through libbpf.so.1.
         if [ ! -f /usr/include/bpf/bpf_helpers.h ]; then
@@ -267,7 +268,7 @@ EOF
         echo "$TR_SCORE $(stat -c %s "$f") 0 $TR_CPU $TR_SECS 0"
         rm -f "$f"
         ;;
-    floor-empty | floor-ringbuf | floor-batch)
+    floor-empty | floor-ringbuf | floor-batch | floor-taskstate)
         f=$OUT/$w.$cfg.$r.ready
         rm -f "$f"
         python3 "$HERE/benches/floor/attach.py" "$OUT/$cfg.o" "$f" >"$f.out" 2>"$f.log" &
