@@ -406,15 +406,7 @@ fn golden(name: &str, got: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("testdata/golden")
         .join(name);
-    if std::env::var_os("CHAINREC_UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, got).unwrap();
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (CHAINREC_UPDATE_GOLDEN=1 writes it)",
-            path.display()
-        )
-    });
+    let want = chainrec_testkit::golden::expected(&path, got);
     assert!(got == want, "{} differs:\n{got}", path.display());
 }
 

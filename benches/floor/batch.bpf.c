@@ -12,16 +12,7 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define BATCH 32
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 32 << 20);
-} rb SEC(".maps");
-
-struct rec {
-	__u64 ts;
-	__u32 kind, a, b, c;
-	__u64 pad;
-};
+#include "record.h"
 
 struct stage {
 	__u32 n;
@@ -36,9 +27,7 @@ struct {
 	__type(value, struct stage);
 } staging SEC(".maps");
 
-__u64 dropped = 0;
-
-static __always_inline void put(__u32 kind, __u32 a, __u32 b, __u32 c)
+static __always_inline void stage(__u32 kind, __u32 a, __u32 b, __u32 c)
 {
 	__u32 zero = 0;
 	struct stage *s = bpf_map_lookup_elem(&staging, &zero);
@@ -67,13 +56,13 @@ static __always_inline void put(__u32 kind, __u32 a, __u32 b, __u32 c)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(floor_batch_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	put(1, prev->pid, next->pid, prev->__state);
+	stage(1, prev->pid, next->pid, prev->__state);
 	return 0;
 }
 
 SEC("tp_btf/sched_waking")
 int BPF_PROG(floor_batch_waking, struct task_struct *p)
 {
-	put(2, p->pid, bpf_get_smp_processor_id(), 0);
+	stage(2, p->pid, bpf_get_smp_processor_id(), 0);
 	return 0;
 }

@@ -9,10 +9,7 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 32 << 20);
-} rb SEC(".maps");
+#include "record.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -21,31 +18,7 @@ struct {
 	__type(value, __u64);
 } off_ts SEC(".maps");
 
-__u64 dropped = 0;
 __u64 long_waits = 0;
-
-struct rec {
-	__u64 ts;
-	__u32 kind, a, b, c;
-	__u64 pad;
-};
-
-static __always_inline void put(__u64 ts, __u32 kind, __u32 a, __u32 b, __u32 c)
-{
-	struct rec *r = bpf_ringbuf_reserve(&rb, sizeof(*r), 0);
-
-	if (!r) {
-		__sync_fetch_and_add(&dropped, 1);
-		return;
-	}
-	r->ts = ts;
-	r->kind = kind;
-	r->a = a;
-	r->b = b;
-	r->c = c;
-	r->pad = 0;
-	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
-}
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(floor_ts_switch, bool preempt, struct task_struct *prev, struct task_struct *next)

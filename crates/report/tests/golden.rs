@@ -29,15 +29,7 @@ fn check(input: &str, golden: &str, opts: &SvgOptions) -> String {
     assert!(out == again, "rendering is not deterministic");
     let out = String::from_utf8(out).unwrap();
     let path = dir().join(golden);
-    if std::env::var_os("CHAINREC_UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, &out).unwrap();
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (CHAINREC_UPDATE_GOLDEN=1 writes it)",
-            path.display()
-        )
-    });
+    let want = chainrec_testkit::golden::expected(&path, &out);
     assert!(
         out == want,
         "{} differs from the rendering of {input}",

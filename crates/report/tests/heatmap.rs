@@ -385,14 +385,6 @@ fn golden_heatmap_svg() {
     let out = heatmap::render_svg(&h, ColorMap::Rank, "golden heat map", false);
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/golden/heatmap.svg");
-    if std::env::var_os("CHAINREC_UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, &out).unwrap();
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (CHAINREC_UPDATE_GOLDEN=1 writes it)",
-            path.display()
-        )
-    });
+    let want = chainrec_testkit::golden::expected(&path, &out);
     assert!(out == want, "{} differs from the rendering", path.display());
 }

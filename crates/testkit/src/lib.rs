@@ -1,6 +1,6 @@
 //! chainrec-testkit: the scaffolding every test suite of the workspace shares, so that each
 //! exists once: event builders ([`events`]), scratch directories ([`scratch`]), the gate of
-//! real-kernel tests ([`bpf`]), synthetic scenarios as traces ([`scenario`]), a headless
+//! real-kernel tests ([`bpf`]), golden files ([`golden`]), synthetic scenarios as traces ([`scenario`]), a headless
 //! chromium driven over the DevTools protocol ([`devtools`]) and the gate of tests that
 //! read exports with third-party tools ([`tools`]).
 //!
@@ -9,6 +9,7 @@
 pub mod bpf;
 pub mod devtools;
 pub mod events;
+pub mod golden;
 pub mod scenario;
 pub mod scratch;
 pub mod tools;
