@@ -1,18 +1,19 @@
 //! The binary's signal handling (the libraries only take flags): handlers that store to
-//! atomics and nothing else, and a thread per flag that carries what they stored into the
-//! `Arc<AtomicBool>` a recording polls.
+//! atomics and nothing else, among them the `Arc<AtomicBool>` a recording polls (set in a
+//! `OnceLock` before the handler is installed, so the handler only loads it).
 use chainrec_record::StopSignals;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// The flags the handlers set: the stop flag a recording polls, and the flight recorder's
+/// dump request.
+static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 static COUNT: AtomicU32 = AtomicU32::new(0);
 static LAST: AtomicI32 = AtomicI32::new(0);
 static FROM_TTY: AtomicBool = AtomicBool::new(false);
 static TERMS: AtomicU32 = AtomicU32::new(0);
 static TERM_SENDER: AtomicI32 = AtomicI32::new(0);
-static DUMP: AtomicBool = AtomicBool::new(false);
+static DUMP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
 type Handler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
 
@@ -37,23 +38,30 @@ extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut l
         TERMS.fetch_add(1, Ordering::SeqCst);
     }
     COUNT.fetch_add(1, Ordering::SeqCst);
-    STOP.store(true, Ordering::SeqCst);
+    // An atomic load (the lock was initialized before the handler was installed).
+    if let Some(flag) = STOP.get() {
+        flag.store(true, Ordering::SeqCst);
+    }
 }
 
 extern "C" fn on_dump(_sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    DUMP.store(true, Ordering::SeqCst);
+    if let Some(flag) = DUMP.get() {
+        flag.store(true, Ordering::SeqCst);
+    }
 }
 
-/// Install `handler` for `signals`, and return a flag that a thread named `thread` sets
-/// (within 20 ms) each time the handler set `pending`; whoever acts on the flag clears it.
-fn relay(
+/// Install `handler` for `signals` and return the flag it sets, kept in `slot`; whoever acts
+/// on the flag clears it.
+fn install(
     signals: &[libc::c_int],
     handler: Handler,
-    pending: &'static AtomicBool,
-    thread: &str,
+    slot: &'static OnceLock<Arc<AtomicBool>>,
 ) -> Arc<AtomicBool> {
-    // SAFETY: the handlers only store to atomics, which is async-signal-safe; the
-    // sigaction struct is fully initialized.
+    let flag = slot
+        .get_or_init(|| Arc::new(AtomicBool::new(false)))
+        .clone();
+    // SAFETY: the handlers only load the initialized `slot` and store to atomics, which is
+    // async-signal-safe; the sigaction struct is fully initialized.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = handler as *const () as usize;
@@ -63,17 +71,6 @@ fn relay(
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
-    let flag = Arc::new(AtomicBool::new(false));
-    let f = flag.clone();
-    std::thread::Builder::new()
-        .name(thread.into())
-        .spawn(move || loop {
-            if pending.swap(false, Ordering::SeqCst) {
-                f.store(true, Ordering::SeqCst);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        })
-        .ok();
     flag
 }
 
@@ -81,15 +78,10 @@ fn relay(
 /// `Recording::start`. (A second signal still stops cleanly; SIGKILL leaves a file
 /// readable up to its last flush.) [`stop_signals`] tells which signals arrived.
 pub fn stop_on_int_and_term() -> Arc<AtomicBool> {
-    relay(
-        &[libc::SIGINT, libc::SIGTERM],
-        on_stop,
-        &STOP,
-        "chainrec-signal",
-    )
+    install(&[libc::SIGINT, libc::SIGTERM], on_stop, &STOP)
 }
 
-/// The stop signals received so far (read directly, without the stop flag's delay).
+/// The stop signals received so far.
 pub fn stop_signals() -> StopSignals {
     let count = COUNT.load(Ordering::SeqCst);
     StopSignals {
@@ -104,12 +96,13 @@ pub fn stop_signals() -> StopSignals {
 /// SIGUSR1 asks the flight recorder for a dump now (its default action would kill the
 /// recorder); returns the flag for `FlightPlan::dump_request`.
 pub fn dump_on_usr1() -> Arc<AtomicBool> {
-    relay(&[libc::SIGUSR1], on_dump, &DUMP, "chainrec-usr1")
+    install(&[libc::SIGUSR1], on_dump, &DUMP)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// A SIGUSR1 reaches the dump flag (without the handler it would kill the test), and
     /// the flag is set again after it was taken.
