@@ -28,6 +28,12 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Also look for debug files of the traced programs in DIR (`DIR/.build-id/xx/rest.debug`,
+    /// or the `.gnu_debuglink` name under DIR), before /usr/lib/debug: user frames left
+    /// unnamed, or named only from `.dynsym`, at record time are resolved again (install
+    /// the `-dbgsym` packages of the recording machine on this one). Repeatable.
+    #[arg(long, global = true, value_name = "DIR")]
+    debug_dir: Vec<std::path::PathBuf>,
 }
 
 const EXAMPLES: &str = "\
@@ -99,6 +105,10 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    if let Err(e) = cmd::set_debug_dirs(&cli.debug_dir) {
+        eprintln!("chainrec: {e:#}");
+        std::process::exit(2);
+    }
     // Commands that open traces through `cmd::open_trace` (salvage applies to them).
     let analysis = matches!(
         cli.command,

@@ -30,7 +30,8 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let r = TraceReader::open(&a.file).map_err(|e| super::with_path(&a.file, e))?;
+    let mut r = TraceReader::open(&a.file).map_err(|e| super::with_path(&a.file, e))?;
+    super::resymbolize(r.tables_mut(), "info");
     let stats: VerifyReport = if a.verify {
         let rep = r
             .verify()

@@ -63,6 +63,7 @@ pub fn open_trace(path: &Path, what: &str) -> Result<Analysis> {
     } else {
         DamagePolicy::Refuse
     };
+    let label = what.to_string();
     let what = what.to_string();
     let warn = Arc::new(move |w: TraceWarning<'_>| {
         match w {
@@ -77,7 +78,41 @@ pub fn open_trace(path: &Path, what: &str) -> Result<Analysis> {
         ),
     }
     });
-    Ok(Analysis::open(path, policy, warn)?)
+    let mut an = Analysis::open(path, policy, warn)?;
+    resymbolize(an.tables_mut(), &label);
+    Ok(an)
+}
+
+/// The `--debug-dir` directories (set once by `main`).
+static DEBUG_DIRS: std::sync::OnceLock<Vec<std::path::PathBuf>> = std::sync::OnceLock::new();
+
+/// Remember the `--debug-dir` directories; each must be a directory.
+pub fn set_debug_dirs(dirs: &[std::path::PathBuf]) -> Result<()> {
+    for d in dirs {
+        if !d.is_dir() {
+            anyhow::bail!("--debug-dir {}: not a directory", d.display());
+        }
+    }
+    let _ = DEBUG_DIRS.set(dirs.to_vec());
+    Ok(())
+}
+
+/// With `--debug-dir`: resolve the trace's user frames again with this machine's debug
+/// files, and say what changed on stderr.
+pub(crate) fn resymbolize(
+    tables: &mut chainrec_format::Tables,
+    what: &str,
+) -> Option<chainrec_symbols::Resymbolized> {
+    let dirs = DEBUG_DIRS.get().filter(|d| !d.is_empty())?;
+    let r = chainrec_symbols::resymbolize(tables, dirs);
+    say!(
+        "chainrec: {what}: --debug-dir: {} user frames looked up again: {} newly named, {} renamed; still unnamed: {}",
+        r.examined,
+        r.newly_named,
+        r.renamed,
+        r.unresolved.by_reason_text()
+    );
+    Some(r)
 }
 
 /// For an analysis that failed on damage in the middle of the trace: how to analyse the

@@ -209,6 +209,11 @@ impl Analysis {
         self.reader.tables()
     }
 
+    /// Tables, to change before analysing (symbols resolved again with `--debug-dir`).
+    pub fn tables_mut(&mut self) -> &mut Tables {
+        self.reader.tables_mut()
+    }
+
     /// Where the trace starts (trace clock, ns): the recording's start time, or the first
     /// event's when the metadata has none. Relative window times count from here.
     pub fn start_ns(&self) -> u64 {

@@ -79,6 +79,8 @@ pub struct FlightRing {
     by_kind: [u64; EventKind::COUNT],
     reserved_refs: [u64; 16],
     tables: TableDelta,
+    /// Mapping entries (later ones update earlier ones by id), replayed into each dump.
+    mappings: Vec<MappingEntry>,
     table_bytes: u64,
     chunks: VecDeque<SealedChunk>,
     chunk_bytes: u64,
@@ -108,6 +110,7 @@ impl FlightRing {
             by_kind: [0; EventKind::COUNT],
             reserved_refs: [0; 16],
             tables: TableDelta::default(),
+            mappings: Vec::new(),
             table_bytes: 0,
             chunks: VecDeque::new(),
             chunk_bytes: 0,
@@ -238,6 +241,7 @@ impl FlightRing {
         let result = (|| {
             let mut w = TraceWriter::create(&partial, &meta, options)?;
             self.tables.replay_into(&mut w)?;
+            w.add_mappings(&self.mappings)?;
             for chunk in &chosen {
                 w.append_sealed(chunk)?;
             }
@@ -309,6 +313,14 @@ impl TraceSink for FlightRing {
         self.tables.irq_sources.extend_from_slice(sources);
         Ok(())
     }
+
+    fn add_mappings(&mut self, mappings: &[MappingEntry]) -> Result<()> {
+        for m in mappings {
+            self.table_bytes += TABLE_ITEM_BYTES + m.path.len() as u64;
+        }
+        self.mappings.extend_from_slice(mappings);
+        Ok(())
+    }
 }
 
 /// When a [`RotatingWriter`] starts the next file.
@@ -331,6 +343,8 @@ pub struct RotatingWriter {
     meta: RecordingMeta,
     writer: Option<TraceWriter>,
     tables: TableDelta,
+    /// Mapping entries so far, replayed into each new file.
+    mappings: Vec<MappingEntry>,
     file_start_ts: u64,
     last_ts: u64,
     seq: u32,
@@ -352,6 +366,7 @@ impl RotatingWriter {
             meta: meta.clone(),
             writer: None,
             tables: TableDelta::default(),
+            mappings: Vec::new(),
             file_start_ts: meta.start_ns,
             last_ts: meta.start_ns,
             seq: 0,
@@ -394,6 +409,7 @@ impl RotatingWriter {
         meta.end_ns = 0;
         let mut w = TraceWriter::create(&self.current_path(), &meta, self.options.clone())?;
         self.tables.replay_into(&mut w)?;
+        w.add_mappings(&self.mappings)?;
         self.writer = Some(w);
         Ok(())
     }
@@ -493,6 +509,12 @@ impl TraceSink for RotatingWriter {
     fn add_irq_sources(&mut self, sources: &[IrqSource]) -> Result<()> {
         self.writer().add_irq_sources(sources)?;
         self.tables.irq_sources.extend_from_slice(sources);
+        Ok(())
+    }
+
+    fn add_mappings(&mut self, mappings: &[MappingEntry]) -> Result<()> {
+        self.writer().add_mappings(mappings)?;
+        self.mappings.extend_from_slice(mappings);
         Ok(())
     }
 }

@@ -9,6 +9,7 @@
 mod chunk;
 mod event;
 mod flight;
+mod mappings;
 mod reader;
 mod section;
 mod summary;
@@ -18,6 +19,7 @@ mod writer;
 
 pub use event::*;
 pub use flight::*;
+pub use mappings::{MappingEntry, MappingHistory};
 pub use reader::*;
 pub use section::{FORMAT_MAJOR, FORMAT_MINOR, FORMAT_MIN_MAJOR};
 pub use summary::TraceFacts;
@@ -167,6 +169,11 @@ pub trait TraceSink {
     fn add_tasks(&mut self, tasks: &[TaskEntry]) -> Result<()>;
     /// Add interrupt sources (before any waking that references them).
     fn add_irq_sources(&mut self, sources: &[IrqSource]) -> Result<()>;
+    /// Add (or update, by id) executable mappings of user processes (the ones frames
+    /// used; optional section kind 0x80). Sinks that keep no mappings ignore them.
+    fn add_mappings(&mut self, _mappings: &[MappingEntry]) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Per-chunk index entry.
@@ -232,6 +239,12 @@ impl TraceSink for MemTrace {
     fn add_irq_sources(&mut self, sources: &[IrqSource]) -> Result<()> {
         for s in sources {
             self.tables.irq_sources.insert(s.id, s.clone());
+        }
+        Ok(())
+    }
+    fn add_mappings(&mut self, mappings: &[MappingEntry]) -> Result<()> {
+        for m in mappings {
+            self.tables.mappings.insert_stored(m.clone());
         }
         Ok(())
     }

@@ -52,6 +52,8 @@ pub struct SectionBytes {
     pub chunks: u64,
     /// Index section.
     pub index: u64,
+    /// Mapping sections (executable mappings of user processes, format 2.1).
+    pub mappings: u64,
     /// Sections of kinds this version does not know (skipped) and trailing garbage.
     pub other: u64,
     /// Number of table sections.
@@ -311,8 +313,44 @@ impl TraceReader {
                 reserved_stack_refs: index.reserved_stack_refs,
             });
         }
-        let known =
-            l.bytes.framing + l.bytes.meta + l.bytes.tables + l.bytes.chunks + l.bytes.index;
+        // Mapping sections are not indexed: read them from the gaps between the indexed
+        // sections (a damaged one sends the reader to the scan, which reports it).
+        let mut known: Vec<(u64, u64)> = Vec::new();
+        known.extend(
+            index
+                .tables
+                .iter()
+                .filter_map(|&o| Some((o, read_frame(data, o).ok()?.len()))),
+        );
+        known.extend(
+            index
+                .metas
+                .iter()
+                .filter_map(|&o| Some((o, read_frame(data, o).ok()?.len()))),
+        );
+        known.extend(l.chunks.iter().map(|c| (c.offset, c.len)));
+        known.push((index_offset, h.section_len()));
+        known.sort_unstable();
+        let mut at = FILE_HEADER_LEN as u64;
+        for &(o, len) in &known {
+            let mut off = at;
+            while off < o {
+                match read_frame(data, off).map_err(s)? {
+                    Frame::Section(sh, p) if sh.kind == KIND_MAPPINGS => {
+                        read_mappings(&mut l, &sh, p, off).map_err(s)?;
+                        off += sh.section_len();
+                    }
+                    f => off += f.len(),
+                }
+            }
+            at = at.max(o + len);
+        }
+        let known = l.bytes.framing
+            + l.bytes.meta
+            + l.bytes.tables
+            + l.bytes.chunks
+            + l.bytes.index
+            + l.bytes.mappings;
         l.bytes.other = flen.saturating_sub(known);
         Ok(l)
     }
@@ -401,6 +439,7 @@ impl TraceReader {
                         });
                     }
                     KIND_INDEX => l.bytes.index += h.section_len(),
+                    KIND_MAPPINGS => read_mappings(&mut l, &h, payload, off)?,
                     k if k >= KIND_OPTIONAL_MIN => l.bytes.other += h.section_len(),
                     k => {
                         return Err(FormatError::Corrupt {
@@ -458,6 +497,11 @@ impl TraceReader {
     /// All tables, merged.
     pub fn tables(&self) -> &Tables {
         &self.tables
+    }
+    /// All tables, to change before reading events (symbols resolved again on this
+    /// machine).
+    pub fn tables_mut(&mut self) -> &mut Tables {
+        &mut self.tables
     }
     /// Event chunks in file (= time) order.
     pub fn chunks(&self) -> &[ChunkInfo] {
@@ -766,6 +810,18 @@ impl TraceReader {
 }
 
 /// The section at `off`, which must be of `kind`.
+/// Decode a mapping section into the tables (checksum checked here).
+fn read_mappings(l: &mut Loaded, h: &SectionHeader, payload: &[u8], off: u64) -> Result<()> {
+    check_payload(h, payload, off)?;
+    let raw = decompress_section(h, payload, off)?;
+    let entries: Vec<MappingEntry> = decode_bincode(&raw, "mapping section", off)?;
+    for m in entries {
+        l.tables.mappings.insert_stored(m);
+    }
+    l.bytes.mappings += h.section_len();
+    Ok(())
+}
+
 fn section_of(data: &[u8], off: u64, kind: u8) -> Result<(SectionHeader, &[u8])> {
     match read_frame(data, off)? {
         Frame::Section(h, p) if h.kind == kind => Ok((h, p)),

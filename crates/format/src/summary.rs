@@ -12,6 +12,10 @@ pub struct TraceFacts {
     pub bytes_per_event: f64,
     /// Symbols without a name.
     pub unresolved_symbols: usize,
+    /// User-space symbols (one per process and address).
+    pub user_symbols: usize,
+    /// User-space symbols without a name.
+    pub unresolved_user_symbols: usize,
 }
 
 impl TraceFacts {
@@ -30,16 +34,15 @@ impl TraceFacts {
         } else {
             0.0
         };
-        let unresolved_symbols = r
-            .tables()
-            .symbols
-            .values()
-            .filter(|s| s.name.is_none())
-            .count();
+        let syms = &r.tables().symbols;
+        let unresolved_symbols = syms.values().filter(|s| s.name.is_none()).count();
+        let user = || syms.values().filter(|s| s.kind == crate::StackKind::User);
         TraceFacts {
             duration_ns,
             bytes_per_event,
             unresolved_symbols,
+            user_symbols: user().count(),
+            unresolved_user_symbols: user().filter(|s| s.name.is_none()).count(),
         }
     }
 }

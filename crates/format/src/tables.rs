@@ -277,6 +277,9 @@ pub struct Tables {
     pub tasks: HashMap<Tid, TaskEntry>,
     /// Interrupt sources by id.
     pub irq_sources: HashMap<u32, IrqSource>,
+    /// Executable mappings of user processes that frames used (empty in traces written
+    /// before format 2.1).
+    pub mappings: crate::MappingHistory,
 }
 
 impl Tables {

@@ -249,6 +249,8 @@ pub struct TraceWriter {
     events: Vec<Event>,
     pending: TableDelta,
     pending_frames: usize,
+    /// Mapping entries not yet written (an optional section before the next chunk).
+    pending_mappings: Vec<MappingEntry>,
     meta: RecordingMeta,
     meta_dirty: bool,
     last_ts: u64,
@@ -301,6 +303,7 @@ impl TraceWriter {
             options,
             pending: TableDelta::default(),
             pending_frames: 0,
+            pending_mappings: Vec::new(),
             meta: meta.clone(),
             meta_dirty: false,
             last_ts: 0,
@@ -345,6 +348,17 @@ impl TraceWriter {
     }
 
     fn write_tables(&mut self) -> Result<()> {
+        if !self.pending_mappings.is_empty() {
+            let raw = bincode::serde::encode_to_vec(&self.pending_mappings, bincode_config())
+                .map_err(|e| self.io(std::io::Error::other(e)))?;
+            let items = self.pending_mappings.len().min(u32::MAX as usize) as u32;
+            // Not in the index (its layout is fixed within major 2): readers find mapping
+            // sections in the gaps between the indexed sections.
+            let sec = build_section(&mut self.cctx, KIND_MAPPINGS, items, 0, 0, &raw)
+                .map_err(|e| self.io(e))?;
+            self.write_bytes(&sec)?;
+            self.pending_mappings.clear();
+        }
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -506,6 +520,14 @@ impl TraceSink for TraceWriter {
         self.pending.irq_sources.extend_from_slice(sources);
         self.maybe_spill()
     }
+
+    fn add_mappings(&mut self, mappings: &[MappingEntry]) -> Result<()> {
+        self.pending_mappings.extend_from_slice(mappings);
+        if self.pending_mappings.len() >= MAX_PENDING_TABLE_ITEMS {
+            self.write_tables()?;
+        }
+        Ok(())
+    }
 }
 
 impl TraceWriter {
@@ -576,6 +598,14 @@ impl MemTrace {
         let mut syms: Vec<_> = self.tables.symbols.values().cloned().collect();
         syms.sort_by_key(|s| (s.tgid, s.addr));
         sink.add_symbols(&syms)?;
+        let maps: Vec<MappingEntry> = self
+            .tables
+            .mappings
+            .entries()
+            .into_iter()
+            .cloned()
+            .collect();
+        sink.add_mappings(&maps)?;
         for e in &self.events {
             sink.push(e)?;
         }

@@ -10,8 +10,12 @@ fn main() {
         .iter()
         .filter_map(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
         .collect();
-    let s = chainrec_record::usyms::UserSymbolizer::new();
-    for e in s.resolve(pid, &addrs) {
+    // Without mapping events: the process's /proc maps, as now.
+    let mut s = chainrec_record::usyms::UserSymbolizer::new(&[], &[]);
+    let now = chainrec_record::workload::monotonic_ns();
+    s.tracker.scan_pid(pid, 0);
+    for e in s.resolve(pid, &addrs, now, now) {
         println!("{e:?}");
     }
+    println!("unresolved: {}", s.unresolved.by_reason_text());
 }

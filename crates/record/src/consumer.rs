@@ -163,7 +163,7 @@ impl Consumer {
                 // binary.
                 writer.flush()?;
             }
-            self.symbolize_new(writer)?;
+            self.symbolize_new(writer, monotonic_ns())?;
             if periodic || stopping {
                 meta.lost = self.lost();
                 self.update_sampling(skel, meta, opts);
@@ -263,7 +263,7 @@ impl Consumer {
 
     /// Symbolize new addresses at once (every poll), while their processes are still
     /// alive: short-lived processes would be gone by the next periodic flush.
-    fn symbolize_new(&mut self, writer: &mut Output) -> Result<()> {
+    fn symbolize_new(&mut self, writer: &mut Output, now: u64) -> Result<()> {
         let conv = &mut self.conv;
         if !conv.new_kaddrs.is_empty() {
             let addrs = std::mem::take(&mut conv.new_kaddrs);
@@ -271,10 +271,18 @@ impl Consumer {
             conv.lost.unresolved_symbols += syms.iter().filter(|s| s.name.is_none()).count() as u64;
             writer.add_symbols(&syms)?;
         }
+        // Mapping records first: every mapping a new stack can be in was made before it.
+        self.usyms.poll(now);
+        let mut ts_of = std::mem::take(&mut conv.new_uaddr_ts);
         for (tgid, addrs) in std::mem::take(&mut conv.new_uaddrs) {
-            let syms = self.usyms.resolve(tgid, &addrs);
+            let ts = ts_of.remove(&tgid).unwrap_or(now);
+            let syms = self.usyms.resolve(tgid, &addrs, ts, now);
             conv.lost.unresolved_symbols += syms.iter().filter(|s| s.name.is_none()).count() as u64;
             writer.add_symbols(&syms)?;
+        }
+        let maps = self.usyms.take_mappings();
+        if !maps.is_empty() {
+            writer.add_mappings(&maps)?;
         }
         Ok(())
     }
@@ -352,6 +360,24 @@ impl Consumer {
         }
         let counters_total = &self.counters_total;
         let conv = &self.conv;
+        meta.extra.push((
+            "unresolved_user_frames".into(),
+            self.usyms.unresolved.by_reason_text(),
+        ));
+        meta.extra.push((
+            "mappings".into(),
+            match &self.usyms.events_error {
+                None => self.usyms.tracker.summary(),
+                Some(e) => format!(
+                    "{} (mapping events unavailable: {e}; /proc only)",
+                    self.usyms.tracker.summary()
+                ),
+            },
+        ));
+        meta.extra.push((
+            "user_symbolizer_ns".into(),
+            self.usyms.busy.as_nanos().to_string(),
+        ));
         meta.extra.push((
             "user_walk_shortcut".into(),
             format!(

@@ -79,6 +79,11 @@ pub(crate) struct Converter {
     pub(crate) new_kaddrs: Vec<u64>,
     pub(crate) uaddrs: HashSet<(Tid, u64)>,
     pub(crate) new_uaddrs: HashMap<Tid, Vec<u64>>,
+    /// Time of the earliest event that brought each process's new user addresses (the
+    /// mapping history is asked about that time).
+    pub(crate) new_uaddr_ts: HashMap<Tid, u64>,
+    /// Time of the event being converted.
+    cur_ts: u64,
     pub(crate) lost: LostCounts,
     pub(crate) ksyms: KernelSymbols,
     /// Kernel stack references written as SKIPPED (lazy wakings; switches are counted
@@ -159,6 +164,8 @@ impl Converter {
             new_kaddrs: Vec::new(),
             uaddrs: HashSet::new(),
             new_uaddrs: HashMap::new(),
+            new_uaddr_ts: HashMap::new(),
+            cur_ts: 0,
             lost: LostCounts::default(),
         }
     }
@@ -207,6 +214,7 @@ impl Converter {
                         StackKind::User => {
                             if self.uaddrs.insert((tgid, a)) {
                                 self.new_uaddrs.entry(tgid).or_default().push(a);
+                                self.new_uaddr_ts.entry(tgid).or_insert(self.cur_ts);
                             }
                         }
                     }
@@ -359,6 +367,7 @@ impl Converter {
     }
 
     pub(crate) fn convert(&mut self, e: &RawEv, pool: &[u64]) -> Event {
+        self.cur_ts = e.ts;
         let at = e.frames_at as usize;
         let kf = &pool[at..at + e.nk as usize];
         let uf = &pool[at + e.nk as usize..at + e.nk as usize + e.nu as usize];

@@ -12,6 +12,7 @@ mod convert;
 mod error;
 pub mod ksyms;
 mod load;
+pub mod mappings;
 mod options;
 pub mod output;
 mod raw;

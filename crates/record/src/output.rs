@@ -463,6 +463,14 @@ impl TraceSink for Output {
         }
     }
 
+    fn add_mappings(&mut self, mappings: &[MappingEntry]) -> chainrec_format::Result<()> {
+        match self {
+            Output::File(w) => w.add_mappings(mappings),
+            Output::Rotating(w) => w.add_mappings(mappings),
+            Output::Flight(f) => f.ring.add_mappings(mappings),
+        }
+    }
+
     fn add_tasks(&mut self, tasks: &[TaskEntry]) -> chainrec_format::Result<()> {
         match self {
             Output::File(w) => w.add_tasks(tasks),

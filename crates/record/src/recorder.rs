@@ -100,7 +100,13 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     let mut open_objs: [MaybeUninit<OpenObject>; 3] =
         std::array::from_fn(|_| MaybeUninit::uninit());
     let mut loaded = load::load(&mut open_objs, opts, rb_size)?;
-    let usyms = UserSymbolizer::new();
+    // Mapping events before the programs attach: every mapping a stack can be in is
+    // either in the /proc scan or in a record.
+    let usyms = UserSymbolizer::new(
+        &crate::samples::online_cpus()
+            .unwrap_or_else(|_| (0..libbpf_rs::num_possible_cpus().unwrap_or(1) as u32).collect()),
+        &[],
+    );
     let cpu_count = libbpf_rs::num_possible_cpus().unwrap_or(1) as u32;
     let mut meta = initial_meta(opts, rb_size, cpu_count, &loaded);
 

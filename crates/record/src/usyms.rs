@@ -1,78 +1,87 @@
-//! User-space symbols, resolved with blazesym while the processes are alive.
+//! User-space symbols: the addresses of each new user stack are looked up in the mapping
+//! history ([`crate::mappings`]) at the time of the stack, and resolved by object and
+//! file offset (`chainrec-symbols`: symbol tables, DWARF with inlined functions, debug
+//! links, build-id debug files, perf maps). Processes need not be alive any more.
 
-use blazesym::normalize::{Normalizer, UserMeta};
-use blazesym::symbolize::source::{Process, Source};
-use blazesym::symbolize::{Input, Symbolized, Symbolizer};
-use blazesym::Pid;
-use chainrec_format::{StackKind, SymbolEntry, Tid};
+use crate::mappings::MappingTracker;
+use chainrec_format::{MappingEntry, SymbolEntry, Tid};
+use chainrec_symbols::{Symbolizer, Unresolved, UnresolvedCounts};
+use std::time::{Duration, Instant};
 
-/// Resolves user addresses of live processes (name, module path, build id, file offset).
+/// Resolves user addresses through the recording's mapping history.
 pub struct UserSymbolizer {
+    /// The mapping history and its perf events.
+    pub tracker: MappingTracker,
     symbolizer: Symbolizer,
-    normalizer: Normalizer,
-}
-
-impl Default for UserSymbolizer {
-    fn default() -> Self {
-        Self::new()
-    }
+    /// Unresolved user frames by reason.
+    pub unresolved: UnresolvedCounts,
+    /// Time spent reading mapping records and symbolizing (consumer thread).
+    pub busy: Duration,
+    /// Why the perf events could not be opened (mappings then come from `/proc` only).
+    pub events_error: Option<String>,
 }
 
 impl UserSymbolizer {
-    /// New symbolizer (caches parsed ELF files across calls).
-    pub fn new() -> Self {
+    /// Open the mapping events on `cpus` and scan `/proc`; debug files are searched in
+    /// `debug_dirs`, then `/usr/lib/debug` and `/lib/debug`.
+    pub fn new(cpus: &[u32], debug_dirs: &[std::path::PathBuf]) -> Self {
+        let t0 = Instant::now();
+        let (tracker, events_error) = match MappingTracker::start(cpus) {
+            Ok(t) => (t, None),
+            Err(e) => {
+                let mut t = MappingTracker::without_events();
+                t.scan_all_now();
+                (t, Some(e.to_string()))
+            }
+        };
         UserSymbolizer {
-            symbolizer: Symbolizer::new(),
-            normalizer: Normalizer::new(),
+            tracker,
+            symbolizer: Symbolizer::new(debug_dirs),
+            unresolved: UnresolvedCounts::default(),
+            busy: t0.elapsed(),
+            events_error,
         }
     }
 
-    /// Resolve `addrs` of process `tgid`. Always returns one entry per address (name None
-    /// when unresolved, e.g. because the process already exited).
-    pub fn resolve(&self, tgid: Tid, addrs: &[u64]) -> Vec<SymbolEntry> {
-        let mut out: Vec<SymbolEntry> = addrs
-            .iter()
-            .map(|&addr| SymbolEntry {
-                kind: StackKind::User,
-                tgid,
-                addr,
-                name: None,
-                offset: 0,
-                module: None,
-                build_id: None,
-                file_offset: None,
-            })
+    /// Apply the mapping records that arrived (call before [`UserSymbolizer::resolve`]
+    /// on each poll).
+    pub fn poll(&mut self, now: u64) {
+        let t0 = Instant::now();
+        self.tracker.poll(now);
+        self.busy += t0.elapsed();
+    }
+
+    /// Resolve `addrs` of process `tgid` seen in stacks at about `ts`. One entry per
+    /// address (name None when unresolved, counted by reason in `unresolved`).
+    pub fn resolve(&mut self, tgid: Tid, addrs: &[u64], ts: u64, now: u64) -> Vec<SymbolEntry> {
+        let t0 = Instant::now();
+        let (mut syms, mut why) =
+            self.symbolizer
+                .resolve_user(&mut self.tracker.history, tgid, addrs, ts);
+        // Addresses in no known mapping of a live process: its records were lost or it
+        // predates them; read its maps once and try again.
+        let missing: Vec<usize> = (0..addrs.len())
+            .filter(|&i| why[i] == Some(Unresolved::NoMapping))
             .collect();
-        if addrs.is_empty() {
-            return out;
-        }
-        let pid = Pid::from(tgid);
-        if let Ok(norm) = self.normalizer.normalize_user_addrs(pid, addrs) {
-            for (entry, (file_off, meta_idx)) in out.iter_mut().zip(norm.outputs.iter()) {
-                if let Some(UserMeta::Elf(elf)) = norm.meta.get(*meta_idx) {
-                    entry.module = Some(elf.path.to_string_lossy().into_owned());
-                    entry.build_id = elf.build_id.as_ref().map(|b| b.to_vec());
-                    entry.file_offset = Some(*file_off);
-                }
+        if !missing.is_empty() && self.tracker.rescan_once(tgid, now) {
+            let again: Vec<u64> = missing.iter().map(|&i| addrs[i]).collect();
+            let (s2, w2) =
+                self.symbolizer
+                    .resolve_user(&mut self.tracker.history, tgid, &again, now);
+            for ((&i, s), w) in missing.iter().zip(s2).zip(w2) {
+                syms[i] = s;
+                why[i] = w;
             }
         }
-        let mut proc_src = Process::new(pid);
-        // ELF symbol tables only: DWARF parsing of big binaries would stall the consumer
-        // for seconds (names are what the trace needs; build id + file offset allow a
-        // full re-symbolization later).
-        proc_src.debug_syms = false;
-        let src = Source::Process(proc_src);
-        if let Ok(syms) = self.symbolizer.symbolize(&src, Input::AbsAddr(addrs)) {
-            for (entry, sym) in out.iter_mut().zip(syms) {
-                if let Symbolized::Sym(s) = sym {
-                    entry.name = Some(s.name.into_owned());
-                    entry.offset = s.offset as u64;
-                    if entry.module.is_none() {
-                        entry.module = s.module.map(|m| m.to_string_lossy().into_owned());
-                    }
-                }
-            }
+        for w in why.into_iter().flatten() {
+            self.unresolved.add(w);
         }
-        out
+        self.busy += t0.elapsed();
+        syms
+    }
+
+    /// Mappings used by frames that the trace does not have yet (or whose end changed).
+    pub fn take_mappings(&mut self) -> Vec<MappingEntry> {
+        self.tracker.history.take_changed()
     }
 }

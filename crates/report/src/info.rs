@@ -49,7 +49,7 @@ impl<'a> TraceInfo<'a> {
         let t = r.tables();
         let by_kind = events_by_kind_json(&self.stats.events_by_kind);
         let sb = r.section_bytes();
-        serde_json::json!({
+        let mut j = serde_json::json!({
             "file": r.path().display().to_string(),
             "format_version": format!("{}.{}", r.version().0, r.version().1),
             "bytes": r.file_len(),
@@ -94,7 +94,7 @@ impl<'a> TraceInfo<'a> {
             "verified": self.verified,
             "section_bytes": {
                 "chunks": sb.chunks, "tables": sb.tables, "meta": sb.meta, "index": sb.index,
-                "framing": sb.framing, "other": sb.other,
+                "framing": sb.framing, "other": sb.other, "mappings": sb.mappings,
             },
             "meta": {
                 "host": m.host,
@@ -108,7 +108,15 @@ impl<'a> TraceInfo<'a> {
                 "synthetic_scenario": m.synthetic_scenario,
                 "command_line": m.command_line,
             },
-        })
+        });
+        // Apart: one json! of everything exceeds the macro's recursion limit.
+        j["user_symbols"] = serde_json::json!({
+            "total": self.facts.user_symbols,
+            "unresolved": self.facts.unresolved_user_symbols,
+            "unresolved_at_record_by_reason": m.extra("unresolved_user_frames"),
+            "mappings": t.mappings.len(),
+        });
+        j
     }
 
     /// What `chainrec info` prints, text or JSON: the summary, and for a flight-recorder
@@ -248,6 +256,15 @@ impl<'a> TraceInfo<'a> {
             .collect();
         if !lazy.is_empty() {
             w!(o, "  user stacks {}", lazy.join(", "));
+        }
+        // User symbols at record time, by reason (absent before format 2.1).
+        if let Some(u) = m.extra("unresolved_user_frames") {
+            w!(
+                o,
+                "  user frames unresolved at record time: {u}; {} mappings stored ({})",
+                group(t.mappings.len() as u64),
+                m.extra("mappings").unwrap_or("no mapping counts")
+            );
         }
         let l = &m.lost;
         w!(o,
