@@ -1286,3 +1286,57 @@ fn real_switch_out_user_stacks_keep_coverage() {
         b.4
     );
 }
+
+/// The mapping tracker sees a shell fork a child that execs `ls`: the child starts with a
+/// copy of the shell's mappings (a stack taken before the exec is in dash), the exec ends
+/// them, and ls's own mappings follow; all of it readable after the processes are gone.
+#[test]
+fn mapping_history_follows_fork_exec_and_exit() {
+    if let Some(r) = skip_reason() {
+        return skipped(&r);
+    }
+    let cpus: Vec<u32> = (0..libbpf_rs::num_possible_cpus().unwrap() as u32).collect();
+    let mut t = chainrec_record::mappings::MappingTracker::start(&cpus).unwrap();
+    let out = std::process::Command::new("sh")
+        .args(["-c", "ls / > /dev/null; echo $$"])
+        .output()
+        .unwrap();
+    let sh: Tid = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    t.poll(workload::monotonic_ns());
+    let h = &t.history;
+    let sh_text = h
+        .entries()
+        .into_iter()
+        .find(|m| m.tgid == sh && m.path.ends_with("sh") && m.from_ns > 0)
+        .cloned()
+        .expect("the shell's own mapping, from its exec record");
+    assert!(
+        sh_text.build_id.is_some() && sh_text.vaddr_delta.is_some(),
+        "{sh_text:?}"
+    );
+    // The child: a copy of the shell's text mapping, ended by its exec, then ls.
+    let ls = h
+        .entries()
+        .into_iter()
+        .find(|m| m.path.ends_with("/ls"))
+        .cloned()
+        .expect("ls mapped");
+    let copy = h
+        .entries()
+        .into_iter()
+        .find(|m| m.tgid == ls.tgid && m.start == sh_text.start)
+        .cloned()
+        .expect("the child's copy of the shell's mapping");
+    assert!(copy.until_ns <= ls.from_ns, "{copy:?} {ls:?}");
+    let mid = sh_text.start + 16;
+    assert_eq!(
+        h.lookup(ls.tgid, mid, copy.from_ns).unwrap().path,
+        sh_text.path
+    );
+    assert_eq!(
+        h.lookup(ls.tgid, ls.start, ls.from_ns).unwrap().path,
+        ls.path
+    );
+    assert!(ls.until_ns < MappingEntry::OPEN, "ls exited: {ls:?}");
+    assert_eq!(t.counts.lost_records, 0);
+}
