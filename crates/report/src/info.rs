@@ -88,6 +88,7 @@ impl<'a> TraceInfo<'a> {
                 .iter()
                 .filter_map(|k| Some((k.to_string(), m.extra(k)?.parse::<u64>().ok()?.into())))
                 .collect::<serde_json::Map<String, serde_json::Value>>(),
+            "user_unwind": m.extra("user_unwind"),
             "no_stack_refs": self.stats.reserved_stack_refs[StackId::NONE.0 as usize],
             "recovered": r.recovery().is_some(),
             "recovery": r.recovery().map(|x| serde_json::json!({"reason": x.reason, "trailing_bytes": x.trailing_bytes})),
@@ -248,6 +249,9 @@ impl<'a> TraceInfo<'a> {
             .collect();
         if !lazy.is_empty() {
             w!(o, "  user stacks {}", lazy.join(", "));
+        }
+        if let Some(u) = m.extra("user_unwind") {
+            w!(o, "  user unwind {u}");
         }
         let l = &m.lost;
         w!(o,
