@@ -13,6 +13,8 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use hashbrown::HashMap;
 use std::ops::{Deref, Range};
+#[cfg(test)]
+use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -180,8 +182,8 @@ impl Deref for SectionBytes {
 /// What the unwinder needs of one ELF object: its unwind sections and load segments.
 struct Object {
     data: Arc<ObjectData>,
-    /// (vaddr, file offset, file size) of each PT_LOAD.
-    loads: Vec<(u64, u64, u64)>,
+    /// (vaddr, file offset, file size, executable) of each PT_LOAD.
+    loads: Vec<(u64, u64, u64, bool)>,
     sections: HashMap<&'static str, (u64, Range<usize>)>,
     /// The object has `.eh_frame` or `.debug_frame`.
     has_cfi: bool,
@@ -216,7 +218,13 @@ impl Object {
         for i in 0..phnum {
             let p = phoff.checked_add(i.checked_mul(phentsize)?)?;
             if u32_at(p)? == 1 {
-                loads.push((u64_at(p + 0x10)?, u64_at(p + 0x08)?, u64_at(p + 0x20)?));
+                let exec = u32_at(p + 4)? & 1 != 0;
+                loads.push((
+                    u64_at(p + 0x10)?,
+                    u64_at(p + 0x08)?,
+                    u64_at(p + 0x20)?,
+                    exec,
+                ));
             }
         }
         let mut sections = HashMap::new();
@@ -252,12 +260,20 @@ impl Object {
         })
     }
 
-    /// The load bias of a mapping of this object: `start` maps file offset `offset`.
+    /// The load bias of an executable mapping of this object: `start` maps file offset
+    /// `offset` (page-aligned: linkers such as lld do not page-align a segment's file
+    /// offset, only keep it congruent to its address, so the mapping may start before the
+    /// segment, inside the previous one's pages).
     fn bias(&self, start: u64, offset: u64) -> Option<u64> {
-        let &(vaddr, foff, _) = self
+        let covers = |&&(_, foff, fsize, _): &&(u64, u64, u64, bool)| {
+            offset >= foff & !0xfff && offset < foff + fsize.max(1)
+        };
+        let &(vaddr, foff, _, _) = self
             .loads
             .iter()
-            .find(|&&(_, foff, fsize)| offset >= foff && offset < foff + fsize.max(1))
+            .filter(|l| l.3)
+            .find(covers)
+            .or_else(|| self.loads.iter().find(covers))
             .or_else(|| self.loads.first())?;
         Some(start.wrapping_sub(vaddr.wrapping_add(offset.wrapping_sub(foff))))
     }
@@ -677,4 +693,81 @@ fn vdso_image() -> Option<Vec<u8>> {
     // /proc/self/maps above), readable and never unmapped while the process lives.
     unsafe { std::ptr::copy_nonoverlapping(start as *const u8, v.as_mut_ptr(), v.len()) };
     Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_parse_executable_file_mappings_and_the_vdso() {
+        let m = parse_maps_line(
+            7,
+            "7f00a000-7f00b000 r-xp 00002000 fd:01 1234   /usr/lib/x86_64-linux-gnu/libc.so.6",
+        )
+        .unwrap();
+        assert_eq!((m.start, m.end, m.offset), (0x7f00a000, 0x7f00b000, 0x2000));
+        assert_eq!(m.file_id, ((0xfd << 32) | 1, 1234));
+        assert_eq!(m.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        assert_eq!(
+            m.open.as_deref(),
+            Some(Path::new("/proc/7/map_files/7f00a000-7f00b000"))
+        );
+        assert!(parse_maps_line(7, "7f00a000-7f00b000 r--p 00000000 fd:01 1234 /x").is_none());
+        assert!(parse_maps_line(7, "7f00a000-7f00b000 r-xp 00000000 00:00 0").is_none());
+        let v = parse_maps_line(7, "7ffd1000-7ffd3000 r-xp 00000000 00:00 0   [vdso]").unwrap();
+        assert!(v.open.is_none() && v.path == "[vdso]");
+        let maps = [m.clone(), v.clone()];
+        assert_eq!(find(&maps, 0x7f00a800), Some(&m));
+        assert_eq!(find(&maps, 0x7f00b000), None);
+    }
+
+    /// This test's own stack (a Rust binary without frame pointers, through std's test
+    /// harness thread) unwinds to the thread's entry (`clone3`), as a recorded one must.
+    #[test]
+    #[inline(never)]
+    fn own_stack_unwinds_to_the_thread_entry() {
+        let (ip, sp, bp): (u64, u64, u64);
+        // SAFETY: reads the instruction, stack and frame pointers; writes only the outputs.
+        unsafe {
+            std::arch::asm!("lea {ip}, [rip]", "mov {sp}, rsp", "mov {bp}, rbp",
+                ip = out(reg) ip, sp = out(reg) sp, bp = out(reg) bp);
+        }
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let top = maps
+            .lines()
+            .filter_map(|l| {
+                let (s, rest) = l.split_once('-')?;
+                let e = rest.split_whitespace().next()?;
+                Some((
+                    u64::from_str_radix(s, 16).ok()?,
+                    u64::from_str_radix(e, 16).ok()?,
+                ))
+            })
+            .find(|(s, e)| (*s..*e).contains(&sp))
+            .unwrap()
+            .1;
+        let len = (top - sp).min(256 << 10) as usize;
+        let mut bytes = vec![0u8; len];
+        // SAFETY: [sp, sp + len) lies in this thread's stack mapping (found above), below
+        // its end; this frame is live while it is copied.
+        unsafe { std::ptr::copy_nonoverlapping(sp as *const u8, bytes.as_mut_ptr(), len) };
+        let mut u = UserUnwinder::new(ProcMaps::default());
+        let mut out = Vec::new();
+        let copy = StackCopy {
+            ip,
+            sp,
+            bp,
+            bytes: &bytes,
+        };
+        let end = u.unwind(std::process::id(), 0, copy, &mut out);
+        assert_eq!(
+            end,
+            UnwindEnd::Complete,
+            "frames {out:x?}, counts {:?}",
+            u.counts
+        );
+        assert!(out.len() >= 4, "{out:x?}");
+        assert_eq!(u.counts.complete, 1);
+    }
 }
