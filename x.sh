@@ -30,6 +30,10 @@ ensure_packages() {
         command -v ip >/dev/null || want+=(iproute2)
         command -v taskset >/dev/null || want+=(util-linux)
         command -v perl >/dev/null || want+=(perl)
+        # The unwinding tests compare recorded user stacks with gdb's backtraces, and build
+        # their frame-pointer workload with cc.
+        command -v gdb >/dev/null || want+=(gdb)
+        command -v cc >/dev/null || want+=(gcc)
         # The venv of the Python readers (ensure_python_packages below).
         /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
     fi

@@ -212,6 +212,20 @@ traced_run() { # workload pid
     TR_SECS=$(python3 -c "print($t1 - $t0)")
 }
 
+# chainrec as config $1 runs it: lazy / eager / none (--stacks), lazy-fp (lazy with
+# frame-pointer user stacks only, --user-unwind fp), lazy-base (lazy with the binary
+# $CHAINREC_BASE, e.g. main built into another directory: A/B in one run).
+chainrec_for() { # config args... (exec: run as a background job, the job is chainrec itself,
+    # so that kill -INT $! reaches it)
+    local cfg=$1
+    shift
+    case $cfg in
+    lazy-fp) exec "$CHAINREC" "$@" --stacks lazy --user-unwind fp ;;
+    lazy-base) exec "${CHAINREC_BASE:?lazy-base needs CHAINREC_BASE}" "$@" --stacks lazy ;;
+    *) exec "$CHAINREC" "$@" --stacks "$cfg" ;;
+    esac
+}
+
 # Run one config; prints "score bytes events tracer_cpu_s duration_s lost"
 run_config() { # workload config round
     local w=$1 cfg=$2 r=$3 f score pid
@@ -219,10 +233,10 @@ run_config() { # workload config round
     untraced)
         echo "$(run_workload "$w") 0 0 0 0 0"
         ;;
-    lazy | eager | none)
+    lazy | eager | none | lazy-fp | lazy-base)
         f=$OUT/$w.$cfg.$r.zst
         rm -f "$f" "$f.json"
-        "$CHAINREC" record -q -o "$f" --stacks "$cfg" --summary-json "$f.json" 2>"$f.log" &
+        chainrec_for "$cfg" record -q -o "$f" --summary-json "$f.json" 2>"$f.log" &
         pid=$!
         wait_for_file "$f" || die "chainrec did not start: $(cat "$f.log")"
         sleep 1 # attach + kallsyms snapshot done, idle state recorded
@@ -316,10 +330,10 @@ if [ "$STATS" = 1 ] && command -v bpftool >/dev/null; then
     [ -n "$LOCK" ] && flock "$LOCKFD"
     sysctl -qw kernel.bpf_stats_enabled=1
     for w in $RUN_WORKLOADS; do
-        for cfg in lazy eager none; do
+        for cfg in lazy eager none lazy-fp lazy-base; do
             case " $RUN_CONFIGS " in *" $cfg "*) ;; *) continue ;; esac
             f=$OUT/stats.$w.$cfg.zst
-            "$CHAINREC" record -q -o "$f" --stacks "$cfg" --summary-json "$f.json" 2>"$f.log" &
+            chainrec_for "$cfg" record -q -o "$f" --summary-json "$f.json" 2>"$f.log" &
             pid=$!
             wait_for_file "$f"
             sleep 1
@@ -401,7 +415,7 @@ if bpf:
     for b in bpf:
         keyed[b["workload"], b["config"], b["prog"]] = b
     for w in workloads:
-        for c in ("lazy", "eager", "none"):
+        for c in ("lazy", "eager", "none", "lazy-fp", "lazy-base"):
             def per(p):
                 b = keyed.get((w, c, p))
                 return f"{int(b['run_time_ns']) / int(b['run_cnt']):.0f}" if b and int(b["run_cnt"]) else "n/a"

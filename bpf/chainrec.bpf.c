@@ -55,6 +55,13 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define MAX_FRAMES 127
 
+/* User-stack copies (see copy_ustack): at most UCOPY_MAX bytes from the user sp, read in
+ * page-sized pieces; the buffers have UCOPY_SLACK more so the verifier can bound a piece
+ * at any offset below UCOPY_MAX. ust carries UST_COPY when a copy block follows the frames. */
+#define UCOPY_MAX 16384
+#define UCOPY_SLACK 4096
+#define UST_COPY 0x80
+
 /* counters (per-CPU array indexes) */
 #define C_RB_FULL 0
 #define C_SKIP_OFFCPU 1
@@ -118,16 +125,28 @@ struct ev_comm {
 	char comm[16];
 };
 
+/* A user-stack copy block, right after the record's nk + nu frames (ust & UST_COPY): the
+ * user registers the consumer unwinds from, then len bytes of stack read from sp up. */
+struct ucopy {
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u32 len;
+	__u32 pad;
+};
+
 struct ev_stk {
 	struct ev h;
 	__u64 frames[2 * MAX_FRAMES + 2];
+	__u8 tail[sizeof(struct ucopy) + UCOPY_MAX + UCOPY_SLACK];
 };
 
 /* The user-stack half of a lazy off-CPU stack pair, reserved in the ring buffer at its
- * maximal size (the consumer reads nu frames and ignores the rest). */
+ * maximal size (the consumer reads nu frames, then the copy block, and ignores the rest). */
 struct ev_ustk {
 	struct ev h;
 	__u64 frames[MAX_FRAMES];
+	__u8 tail[sizeof(struct ucopy) + UCOPY_MAX + UCOPY_SLACK];
 };
 
 /* Read-only configuration, set by user space before load. */
@@ -151,6 +170,9 @@ const volatile bool profile = false;
 /* Lazy mode: take the user stack of a task at its switch-out when its wait is predicted to
  * be long (see predict_long), instead of scheduling a task_work at the switch-in. */
 const volatile bool user_stash = false;
+/* Copy up to this many bytes of the user stack with every user stack taken (0 = frame
+ * pointers only), for unwinding with the objects' CFI in user space (--user-unwind). */
+const volatile __u32 ucopy_max = 0;
 
 /* Global pending user-stack counter: gates the sys_exit program (fallback path only). */
 __u64 user_pending = 0;
@@ -383,13 +405,28 @@ static __always_inline struct ev_stk *scratch_ev(void)
 	return bpf_map_lookup_elem(&scratch, &zero);
 }
 
+/* Bytes of the copy block after n frames of s (0 without one). */
+static __always_inline __u64 ucopy_size(struct ev_stk *s, __u64 n)
+{
+	struct ucopy *u;
+	__u64 len;
+
+	if (!(s->h.ust & UST_COPY) || n > 2 * MAX_FRAMES)
+		return 0;
+	u = (struct ucopy *)&s->frames[n];
+	len = u->len;
+	if (len > UCOPY_MAX)
+		len = UCOPY_MAX;
+	return sizeof(struct ucopy) + len;
+}
+
 static __always_inline void output_stk(struct ev_stk *s)
 {
 	__u64 n = (__u64)s->h.nk + (__u64)s->h.nu;
 	__u64 size;
 	if (n > 2 * MAX_FRAMES)
 		n = 2 * MAX_FRAMES;
-	size = sizeof(struct ev) + n * 8;
+	size = sizeof(struct ev) + n * 8 + ucopy_size(s, n);
 	if (size > sizeof(struct ev_stk))
 		size = sizeof(struct ev_stk);
 	if (bpf_ringbuf_output(&rb, s, size, rb_flags()))
@@ -486,7 +523,7 @@ struct uframe {
  * below vm.mmap_min_addr (never mapped), the stack is complete; the kernel walker would
  * have stored the same frames and then faulted there. Anything else (a chain that goes on,
  * 32-bit tasks, user workers) is walked by the kernel as before. */
-static __always_inline void cur_ustack(void *ctx, struct ev_stk *s)
+static __always_inline void cur_ustack_fp(void *ctx, struct ev_stk *s)
 {
 	__u32 off = s->h.nk;
 	long r;
@@ -553,6 +590,74 @@ static __always_inline void cur_ustack(void *ctx, struct ev_stk *s)
 		s->h.ust = ST_PRESENT;
 		s->h.nu = (__u8)(r / 8);
 	}
+}
+
+/* Copy the user stack of `t` (from its user sp up, at most ucopy_max bytes, page by page
+ * until a page cannot be read) into the block at `dst`, with the user ip/sp/bp, so the
+ * consumer can unwind it with the objects' CFI (code built without frame pointers, and
+ * the callers of leaf functions that set up no frame). The main thread's copy stops at
+ * mm->start_stack (argc): nothing above it is a frame. Returns the block's size, 0 when
+ * there is nothing to copy. */
+static __always_inline __u32 copy_ustack_to(struct task_struct *t, struct ucopy *dst)
+{
+	struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(t);
+	__u64 sp, limit = ucopy_max, top;
+	__u32 got = 0;
+	int i;
+
+	if (!ur || ur->cs != USER_CS || !t->mm || (t->flags & PF_USER_WORKER))
+		return 0;
+	sp = ur->sp;
+	dst->ip = ur->ip;
+	dst->sp = sp;
+	dst->bp = ur->bp;
+	dst->pad = 0;
+	top = t->mm->start_stack;
+	if (top > sp && top - sp < limit)
+		limit = top - sp;
+	if (limit > UCOPY_MAX)
+		limit = UCOPY_MAX;
+	for (i = 0; i < UCOPY_MAX / 4096 + 1; i++) {
+		__u64 piece = 4096 - ((sp + got) & 4095);
+
+		if (got >= limit)
+			break;
+		if (piece > limit - got)
+			piece = limit - got;
+		got &= UCOPY_MAX - 1; /* bounds for the verifier: got < limit <= UCOPY_MAX */
+		if (piece > 4096)
+			piece = 4096;
+		if (bpf_probe_read_user((__u8 *)(dst + 1) + got, piece, (void *)(sp + got)))
+			break;
+		got += piece;
+	}
+	dst->len = got;
+	return got ? sizeof(*dst) + got : 0;
+}
+
+/* cur_ustack's copy: after the nk + nu frames of s. */
+static __always_inline void copy_ustack(struct ev_stk *s)
+{
+	__u32 n = (__u32)s->h.nk + (__u32)s->h.nu;
+
+	if (!ucopy_max || n > 2 * MAX_FRAMES)
+		return;
+	if (copy_ustack_to(bpf_get_current_task_btf(), (struct ucopy *)&s->frames[n])) {
+		if (s->h.ust != ST_PRESENT) { /* the frame-pointer walk failed: the copy is it */
+			s->h.ust = ST_PRESENT;
+			s->h.nu = 0;
+		}
+		s->h.ust |= UST_COPY;
+	}
+}
+
+/* User stack of the current task after the kernel frames (sets ust/nu): the frame-pointer
+ * walk, plus a copy of the stack for CFI unwinding when ucopy_max is set. */
+static __always_inline void cur_ustack(void *ctx, struct ev_stk *s)
+{
+	cur_ustack_fp(ctx, s);
+	if (s->h.ust == ST_PRESENT || s->h.ust == ST_FAILED)
+		copy_ustack(s);
 }
 
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
@@ -757,6 +862,17 @@ static __always_inline void emit_user_half(struct task_struct *cur, __u64 uip, _
 		} else {
 			e->h.ust = ST_PRESENT;
 			e->h.nu = (__u8)(r / 8);
+		}
+		if (ucopy_max) {
+			__u32 nu = e->h.nu;
+
+			if (nu > MAX_FRAMES)
+				nu = MAX_FRAMES;
+			if (copy_ustack_to(cur, (struct ucopy *)&e->frames[nu])) {
+				if (e->h.ust != ST_PRESENT) /* the walk failed (nu = 0) */
+					e->h.ust = ST_PRESENT;
+				e->h.ust |= UST_COPY;
+			}
 		}
 	} else {
 		e->h.ust = ST_UPREEMPT;
@@ -977,8 +1093,19 @@ static __always_inline bool use_stash(struct task_struct *next, struct ev_stk *s
 		nk = MAX_FRAMES;
 	if (nu > MAX_FRAMES)
 		nu = MAX_FRAMES;
-	if (nu && bpf_probe_read_kernel(&s->frames[nk], nu * 8, st->frames))
+	if (st->h.ust & UST_COPY) {
+		/* the frames and the copy block after them, in one read */
+		struct ucopy *u = (struct ucopy *)&st->frames[nu];
+		__u64 len = u->len;
+
+		if (len > UCOPY_MAX)
+			len = UCOPY_MAX;
+		if (bpf_probe_read_kernel(&s->frames[nk], nu * 8 + sizeof(struct ucopy) + len,
+					  st->frames))
+			return false;
+	} else if (nu && bpf_probe_read_kernel(&s->frames[nk], nu * 8, st->frames)) {
 		return false;
+	}
 	s->h.ust = st->h.ust;
 	s->h.nu = nu;
 	count(C_USTASH_USED);
@@ -1497,7 +1624,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	n = (__u64)s->h.nk + (__u64)s->h.nu;
 	if (n > 2 * MAX_FRAMES)
 		n = 2 * MAX_FRAMES;
-	size = sizeof(struct ev) + n * 8;
+	size = sizeof(struct ev) + n * 8 + ucopy_size(s, n);
 	if (size > sizeof(struct ev_stk))
 		size = sizeof(struct ev_stk);
 	if (bpf_ringbuf_output(&rb, s, size, rb_flags()))

@@ -60,6 +60,15 @@ pub enum StacksArg {
     None,
 }
 
+/// How user stacks are unwound (`--user-unwind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum UserUnwindArg {
+    /// Stack copies unwound with the objects' CFI (frame pointers where there is none).
+    Cfi,
+    /// Frame pointers only.
+    Fp,
+}
+
 /// Perf event that drives the on-CPU samples.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum SampleEventArg {
@@ -92,6 +101,12 @@ pub struct Args {
     /// Kernel stacks only (no user frame-pointer walks).
     #[arg(long, conflicts_with = "user_stacks_at_sys_exit")]
     pub no_user_stacks: bool,
+    /// How user stacks are unwound: `cfi` copies up to 16 KiB of the user stack wherever a
+    /// user stack is taken and unwinds it in the recorder with the objects' .eh_frame /
+    /// .debug_frame (whole stacks without frame pointers); `fp` walks frame pointers only
+    /// (cheaper; stops at the first frame of code built without them).
+    #[arg(long, value_enum, default_value = "cfi")]
+    pub user_unwind: UserUnwindArg,
     /// Lazy mode: take user stacks with the sys_exit tracepoint even when the kernel has the
     /// BPF task_work kfuncs (the fallback path; slower on syscall-heavy loads).
     #[arg(long)]
@@ -248,6 +263,10 @@ pub fn run(a: Args) -> Result<()> {
         no_softirq_tracking: a.no_softirq_tracking,
         profile_bpf: a.profile_bpf,
         no_user_stash: a.no_switch_out_user_stacks,
+        user_stack_copy_bytes: match a.user_unwind {
+            UserUnwindArg::Cfi => chainrec_record::DEFAULT_USER_STACK_COPY,
+            UserUnwindArg::Fp => 0,
+        },
         samples: (!a.no_samples).then_some(chainrec_record::SampleConfig {
             freq_hz: a.sample_freq,
             event: match a.sample_event {

@@ -33,6 +33,8 @@ pub(crate) struct Batch {
     evs: Vec<RawEv>,
     /// Stack frames of `evs` (`RawEv::frames_at` indexes it).
     pool: Vec<u64>,
+    /// User-stack copies of `evs` (`RawEv::copy_at` indexes it).
+    bytes: Vec<u8>,
     /// Records too short or of an unknown kind.
     malformed: u64,
 }
@@ -47,7 +49,7 @@ impl Batch {
 
     /// Decode one ring-buffer record (a malformed one is only counted).
     fn decode(&mut self, data: &[u8]) {
-        match raw::decode(data, &mut self.pool) {
+        match raw::decode(data, &mut self.pool, &mut self.bytes) {
             Some(e) => self.evs.push(e),
             None => self.malformed += 1,
         }
@@ -191,14 +193,16 @@ impl Consumer {
         let Batch {
             evs,
             pool,
+            bytes,
             malformed,
         } = &mut *b;
         for e in evs.iter() {
-            let ev = self.conv.convert(e, pool);
+            let ev = self.conv.convert(e, pool, bytes);
             self.reorder.buf.push(ev);
         }
         evs.clear();
         pool.clear();
+        bytes.clear();
         if *malformed > 0 {
             self.conv.lost.malformed += *malformed;
             self.reorder.buf.push(Event::Lost(Lost {
@@ -265,6 +269,10 @@ impl Consumer {
     /// alive: short-lived processes would be gone by the next periodic flush.
     fn symbolize_new(&mut self, writer: &mut Output, now: u64) -> Result<()> {
         let conv = &mut self.conv;
+        if !conv.new_label_syms.is_empty() {
+            writer.add_symbols(&conv.new_label_syms)?;
+            conv.new_label_syms.clear();
+        }
         if !conv.new_kaddrs.is_empty() {
             let addrs = std::mem::take(&mut conv.new_kaddrs);
             let syms: Vec<SymbolEntry> = addrs.iter().map(|&a| conv.ksyms.resolve(a)).collect();
@@ -445,7 +453,13 @@ impl Consumer {
         } else {
             Vec::new()
         };
+        let user_unwind = (opts.user_stacks && opts.user_stack_copy_bytes > 0).then(|| {
+            let u = conv.unwinder.counts.clone();
+            meta.extra.push(("user_unwind".into(), u.to_string()));
+            u
+        });
         FinalCounts {
+            user_unwind,
             user_stash,
             bpf_profile,
             run_ns,
@@ -458,6 +472,7 @@ impl Consumer {
 
 /// What [`Consumer::final_counts`] adds to the summary.
 pub(crate) struct FinalCounts {
+    pub(crate) user_unwind: Option<crate::unwind::UnwindCounts>,
     pub(crate) user_stash: UserStashCounts,
     pub(crate) bpf_profile: Vec<(&'static str, u64, u64)>,
     pub(crate) run_ns: u64,

@@ -109,7 +109,21 @@ pub(crate) struct Converter {
     /// Check softirq wakings against their kernel stacks (off with --no-softirq-tracking,
     /// which keeps the behaviour from before they were told apart, for A/B).
     pub(crate) softirq_by_stack_on: bool,
+    /// Unwinds the user-stack copies (`--user-unwind cfi`).
+    pub(crate) unwinder: UserUnwinder<ProcMaps>,
+    /// Reused buffer for unwound frames.
+    unwound: Vec<u64>,
+    /// Label frames that end unfinished unwound stacks, by (tgid, text): their address.
+    labels: HashMap<(Tid, String), u64>,
+    /// Symbols of new label frames (named here, never symbolized).
+    pub(crate) new_label_syms: Vec<SymbolEntry>,
 }
+
+/// Addresses of the label frames ending unfinished unwound user stacks (`[unwind: ...]`):
+/// above any user address, so they never collide with a real frame.
+pub const UNWIND_LABEL_BASE: u64 = 0xffff_ff00_0000_0000;
+
+use crate::unwind::{IncompleteReason, ProcMaps, UnwindEnd, UserUnwinder};
 
 /// What a kernel frame says about the softirq a waking ran in (the innermost such frame
 /// of the stack decides).
@@ -153,6 +167,10 @@ impl Converter {
             softirq_stack_to_irq: 0,
             samples: Default::default(),
             softirq_by_stack_on: true,
+            unwinder: UserUnwinder::new(ProcMaps::default()),
+            unwound: Vec::new(),
+            labels: HashMap::new(),
+            new_label_syms: Vec::new(),
             stack_ids: HashMap::new(),
             next_stack: StackId::FIRST_REAL,
             new_stacks: Vec::new(),
@@ -211,6 +229,7 @@ impl Converter {
                                 self.new_kaddrs.push(a);
                             }
                         }
+                        StackKind::User if a >= UNWIND_LABEL_BASE => {} // named already
                         StackKind::User => {
                             if self.uaddrs.insert((tgid, a)) {
                                 self.new_uaddrs.entry(tgid).or_default().push(a);
@@ -366,11 +385,78 @@ impl Converter {
         })
     }
 
-    pub(crate) fn convert(&mut self, e: &RawEv, pool: &[u64]) -> Event {
+    /// The user frames of `e` unwound from its stack copy into `self.unwound` (leaf first;
+    /// a label frame last when the walk could not be finished).
+    fn unwind_copy(&mut self, e: &RawEv, bytes: &[u8]) -> bool {
+        let Some(copy) = e.stack_copy(bytes) else {
+            return false;
+        };
+        let tgid = match e.kind {
+            raw::EV_SWITCH | raw::EV_WAKING => e.d,
+            _ => e.b, // OffCpuStacks, samples
+        };
+        let mut out = std::mem::take(&mut self.unwound);
+        let end = self.unwinder.unwind(tgid, e.ts, copy, &mut out);
+        if let UnwindEnd::Incomplete(reason) = end {
+            let last = out.last().copied().unwrap_or(copy.ip);
+            let at = self.unwinder.describe(tgid, e.ts, last);
+            let text = match reason {
+                IncompleteReason::CopyTooShort => {
+                    format!("[unwind: stack copy too short above {at}]")
+                }
+                IncompleteReason::BadReturnAddress => {
+                    format!("[unwind: bad return address above {at}]")
+                }
+                IncompleteReason::NoCfi => format!("[unwind: no CFI for {at}]"),
+                IncompleteReason::ProcessGone => "[unwind: process gone]".to_string(),
+                IncompleteReason::NoProgress => format!("[unwind: no progress at {at}]"),
+                IncompleteReason::TooDeep => "[unwind: too many frames]".to_string(),
+            };
+            out.push(self.label(tgid, text));
+        }
+        self.unwound = out;
+        true
+    }
+
+    /// The address of label frame `text` in process `tgid` (a symbol entry is added once).
+    fn label(&mut self, tgid: Tid, text: String) -> u64 {
+        let next = UNWIND_LABEL_BASE + self.labels.len() as u64;
+        let new_syms = &mut self.new_label_syms;
+        *self
+            .labels
+            .entry((tgid, text))
+            .or_insert_with_key(|(tgid, text)| {
+                new_syms.push(SymbolEntry {
+                    kind: StackKind::User,
+                    tgid: *tgid,
+                    addr: next,
+                    name: Some(text.clone()),
+                    offset: 0,
+                    module: None,
+                    build_id: None,
+                    file_offset: None,
+                });
+                next
+            })
+    }
+
+    pub(crate) fn convert(&mut self, e: &RawEv, pool: &[u64], bytes: &[u8]) -> Event {
         self.cur_ts = e.ts;
+        if e.kind == raw::EV_COMM && e.aux == CommReason::Exec as u8 {
+            self.unwinder.forget(e.b);
+        }
+        let unwound = e.has_copy && self.unwind_copy(e, bytes);
+        let unwound_frames = std::mem::take(&mut self.unwound);
+        let ev = self.convert_frames(e, pool, unwound.then_some(&unwound_frames[..]));
+        self.unwound = unwound_frames;
+        ev
+    }
+
+    fn convert_frames(&mut self, e: &RawEv, pool: &[u64], unwound: Option<&[u64]>) -> Event {
         let at = e.frames_at as usize;
         let kf = &pool[at..at + e.nk as usize];
         let uf = &pool[at + e.nk as usize..at + e.nk as usize + e.nu as usize];
+        let uf = unwound.unwrap_or(uf);
         if e.kind == raw::EV_WAKING && e.kst == raw::ST_SKIPPED {
             // lazy mode: skipped waker stacks are counted here, skipped off-CPU stacks in BPF
             self.skipped += 1;
@@ -436,11 +522,16 @@ impl Converter {
                     reason: CommReason::from_u8(e.aux).unwrap_or(CommReason::Seen),
                 })
             }
-            raw::EV_EXIT => Event::Exit(Exit {
-                ts: e.ts,
-                tid: e.a,
-                tgid: e.b,
-            }),
+            raw::EV_EXIT => {
+                if e.a == e.b {
+                    self.unwinder.forget(e.b);
+                }
+                Event::Exit(Exit {
+                    ts: e.ts,
+                    tid: e.a,
+                    tgid: e.b,
+                })
+            }
             crate::samples::EV_SAMPLE => {
                 let mut counts = std::mem::take(&mut self.samples);
                 let ev =
@@ -579,12 +670,12 @@ mod tests {
             d: 5,
             ..Default::default()
         };
-        let Event::Waking(w1) = c.convert(&e, &pool) else {
+        let Event::Waking(w1) = c.convert(&e, &pool, &[]) else {
             panic!("not a waking")
         };
         assert_eq!(w1.waker_kstack, StackId(StackId::FIRST_REAL));
         assert_eq!(w1.waker_ustack, StackId(StackId::FIRST_REAL + 1));
-        let Event::Waking(w2) = c.convert(&e, &pool) else {
+        let Event::Waking(w2) = c.convert(&e, &pool, &[]) else {
             panic!("not a waking")
         };
         assert_eq!(
@@ -596,13 +687,13 @@ mod tests {
         assert_eq!(c.new_uaddrs[&5], vec![0x4000_1000]);
         // same user frames in another process: a different stack
         e.d = 7;
-        let Event::Waking(w3) = c.convert(&e, &pool) else {
+        let Event::Waking(w3) = c.convert(&e, &pool, &[]) else {
             panic!("not a waking")
         };
         assert_eq!(w3.waker_ustack, StackId(StackId::FIRST_REAL + 2));
         e.kst = raw::ST_FAILED;
         e.ust = raw::ST_UPREEMPT;
-        let Event::Waking(w4) = c.convert(&e, &pool) else {
+        let Event::Waking(w4) = c.convert(&e, &pool, &[]) else {
             panic!("not a waking")
         };
         assert_eq!(
@@ -616,7 +707,7 @@ mod tests {
         e.nk = 0;
         e.nu = 0;
         e.ust = raw::ST_SKIPPED;
-        let Event::Waking(w5) = c.convert(&e, &pool) else {
+        let Event::Waking(w5) = c.convert(&e, &pool, &[]) else {
             panic!("not a waking")
         };
         assert_eq!(

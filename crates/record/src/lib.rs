@@ -22,6 +22,7 @@ pub mod request;
 mod samples;
 mod summary;
 pub mod trigger;
+pub mod unwind;
 pub mod usyms;
 pub mod workload;
 
@@ -39,6 +40,7 @@ pub use command::StopSignals;
 pub use error::{InvalidOption, OptionError, OutputProblem, RecordError, SampleError};
 pub use options::{
     LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition, UserStashCounts,
+    DEFAULT_USER_STACK_COPY,
 };
 pub use recorder::{check_output, partial_trace_note, record};
 pub use recording::Recording;

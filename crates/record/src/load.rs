@@ -105,6 +105,12 @@ fn open_and_load<'obj>(
         ro.softirq_heuristic = !opts.no_softirq_tracking;
         ro.profile = opts.profile_bpf;
         ro.user_stash = path != UserStackPath::Off && !opts.no_user_stash;
+        ro.ucopy_max = if opts.user_stacks {
+            opts.user_stack_copy_bytes
+                .min(crate::options::DEFAULT_USER_STACK_COPY)
+        } else {
+            0
+        };
         if let Some(i) = irq_stack {
             ro.have_irqstack = true;
             ro.irqstack_ptr_delta = i.ptr_delta;

@@ -55,7 +55,15 @@ pub struct RecordOptions {
     pub profile_bpf: bool,
     /// On-CPU samples (`--sample-freq`, `--sample-event`); `None` = `--no-samples`.
     pub samples: Option<crate::samples::SampleConfig>,
+    /// Copy up to this many bytes of the user stack (from the user sp) wherever a user
+    /// stack is taken, and unwind it in the consumer with the objects' CFI (`--user-unwind
+    /// cfi`); 0 = frame-pointer walks only (`--user-unwind fp`). At most
+    /// [`DEFAULT_USER_STACK_COPY`] (the BPF buffers' size).
+    pub user_stack_copy_bytes: u32,
 }
+
+/// The user-stack copy size of `--user-unwind cfi`, and the most the BPF side can copy.
+pub const DEFAULT_USER_STACK_COPY: u32 = 16384;
 
 impl Default for RecordOptions {
     fn default() -> Self {
@@ -78,6 +86,7 @@ impl Default for RecordOptions {
             no_user_stash: false,
             profile_bpf: false,
             samples: Some(crate::samples::SampleConfig::default()),
+            user_stack_copy_bytes: DEFAULT_USER_STACK_COPY,
         }
     }
 }
@@ -144,6 +153,8 @@ pub struct RecordSummary {
     pub flight: Option<crate::output::FlightReport>,
     /// Lazy user stacks taken at the switch-out on a prediction.
     pub user_stash: UserStashCounts,
+    /// User stacks unwound from stack copies (`--user-unwind cfi`), None with `fp`.
+    pub user_unwind: Option<crate::unwind::UnwindCounts>,
     /// With [`RecordOptions::profile_bpf`]: per section of the BPF programs, its name, the
     /// ns spent in it and how often it ran (clock reads included).
     pub bpf_profile: Vec<(&'static str, u64, u64)>,

@@ -17,6 +17,10 @@ pub const ST_UPREEMPT: u8 = 3;
 pub const ST_PRESENT: u8 = 4;
 pub const ST_EXITING: u8 = 5;
 pub const ST_EXEC: u8 = 6;
+/// Flag in the user status byte: a user-stack copy block follows the frames.
+pub const UST_COPY: u8 = 0x80;
+/// Size of the copy block's header (`struct ucopy`: ip, sp, bp, len, pad).
+pub const UCOPY_HDR: usize = 32;
 
 pub const SRC_HARDIRQ: u32 = 1 << 16;
 pub const SRC_SOFTIRQ: u32 = 2 << 16;
@@ -97,14 +101,45 @@ pub struct RawEv {
     pub d: u32,
     pub frames_at: u32,
     pub comm: [u8; 16],
+    /// A user-stack copy came with the record (`UST_COPY`, stripped from `ust`): the user
+    /// registers and `copy_len` bytes at `copy_at` in the batch's byte pool.
+    pub has_copy: bool,
+    pub uip: u64,
+    pub usp: u64,
+    pub ubp: u64,
+    pub copy_at: u32,
+    pub copy_len: u32,
+}
+
+impl RawEv {
+    /// The user stack copy of this record, if it has one.
+    pub fn stack_copy<'a>(&self, bytes: &'a [u8]) -> Option<crate::unwind::StackCopy<'a>> {
+        if !self.has_copy {
+            return None;
+        }
+        let at = self.copy_at as usize;
+        Some(crate::unwind::StackCopy {
+            ip: self.uip,
+            sp: self.usp,
+            bp: self.ubp,
+            bytes: bytes.get(at..at + self.copy_len as usize)?,
+        })
+    }
 }
 
 fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }
 
-/// Decode one record, appending its frames to `pool`. None when malformed.
-pub fn decode(data: &[u8], pool: &mut Vec<u64>) -> Option<RawEv> {
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    b.get(o..o + 8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+/// Decode one record, appending its frames to `pool` and its user-stack copy, if any, to
+/// `bytes`. None when malformed.
+pub fn decode(data: &[u8], pool: &mut Vec<u64>, bytes: &mut Vec<u8>) -> Option<RawEv> {
     if data.len() < HDR {
         return None;
     }
@@ -123,6 +158,7 @@ pub fn decode(data: &[u8], pool: &mut Vec<u64>) -> Option<RawEv> {
         d: u32_at(data, 28),
         frames_at: pool.len() as u32,
         comm: [0; 16],
+        ..RawEv::default()
     };
     if e.kind > EV_OFFCPU && e.kind != crate::samples::EV_SAMPLE {
         return None;
@@ -143,6 +179,22 @@ pub fn decode(data: &[u8], pool: &mut Vec<u64>) -> Option<RawEv> {
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))),
     );
+    if e.ust & UST_COPY != 0 {
+        e.ust &= !UST_COPY;
+        let at = HDR + n * 8;
+        if data.len() < at + UCOPY_HDR {
+            return None;
+        }
+        let len = u32_at(data, at + 24) as usize;
+        let stack = data.get(at + UCOPY_HDR..at + UCOPY_HDR + len)?;
+        e.has_copy = true;
+        e.uip = u64_at(data, at);
+        e.usp = u64_at(data, at + 8);
+        e.ubp = u64_at(data, at + 16);
+        e.copy_at = bytes.len() as u32;
+        e.copy_len = len as u32;
+        bytes.extend_from_slice(stack);
+    }
     Some(e)
 }
 
@@ -172,7 +224,9 @@ mod tests {
             b[HDR + i * 8..HDR + i * 8 + 8].copy_from_slice(&f.to_le_bytes());
         }
         let mut pool = vec![7];
-        let e = decode(&b, &mut pool).unwrap();
+        let mut bytes = Vec::new();
+        let e = decode(&b, &mut pool, &mut bytes).unwrap();
+        assert!(!e.has_copy && bytes.is_empty());
         assert_eq!(
             (e.ts, e.kind, e.aux, e.cpu, e.nk, e.nu),
             (123456789, EV_WAKING, 2, 3, 2, 1)
@@ -184,10 +238,29 @@ mod tests {
             &[0xffff_ffff_8100_0000, 0xffff_ffff_8100_0010, 0x5555_0000]
         );
         // truncated: frames announced but missing
-        assert!(decode(&b[..HDR + 8], &mut pool).is_none());
+        assert!(decode(&b[..HDR + 8], &mut pool, &mut bytes).is_none());
         // unknown kind
         let mut bad = b.clone();
         bad[8] = 9;
-        assert!(decode(&bad, &mut pool).is_none());
+        assert!(decode(&bad, &mut pool, &mut bytes).is_none());
+        // a user-stack copy block after the frames
+        let mut c = b.clone();
+        c[11] = ST_PRESENT | UST_COPY;
+        for v in [0x5555_0010u64, 0x7ffc_0000, 0x7ffc_0040] {
+            c.extend_from_slice(&v.to_le_bytes());
+        }
+        c.extend_from_slice(&5u32.to_le_bytes());
+        c.extend_from_slice(&0u32.to_le_bytes());
+        c.extend_from_slice(b"stack");
+        let e = decode(&c, &mut pool, &mut bytes).unwrap();
+        assert_eq!(e.ust, ST_PRESENT);
+        let copy = e.stack_copy(&bytes).unwrap();
+        assert_eq!(
+            (copy.ip, copy.sp, copy.bp),
+            (0x5555_0010, 0x7ffc_0000, 0x7ffc_0040)
+        );
+        assert_eq!(copy.bytes, b"stack");
+        // a block announcing more bytes than the record has
+        assert!(decode(&c[..c.len() - 1], &mut pool, &mut bytes).is_none());
     }
 }

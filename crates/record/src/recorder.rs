@@ -204,6 +204,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         flight: ws.flight,
         bpf_profile: fin.bpf_profile,
         user_stash: fin.user_stash,
+        user_unwind: fin.user_unwind,
         sampling: meta.sampling(),
     })
 }

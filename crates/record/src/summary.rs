@@ -97,6 +97,9 @@ impl RecordSummary {
         {
             out.push(format!("lazy user stacks: {}", summary.user_stash));
         }
+        if let Some(u) = &summary.user_unwind {
+            out.push(format!("user stacks (CFI): {u}"));
+        }
         for (name, ns, n) in &summary.bpf_profile {
             out.push(format!(
                 "bpf profile: {name:<34} {n:>10} runs {:>8.0} ns/run {:>8.3} s",
@@ -175,6 +178,14 @@ impl RecordSummary {
                 .map(|(name, ns, n)| serde_json::json!({"section": name, "ns": ns, "runs": n}))
                 .collect::<Vec<_>>(),
             "user_walks_shortcut": summary.user_walks_shortcut,
+            "user_unwind": summary.user_unwind.as_ref().map(|u| serde_json::json!({
+                "unwound": u.unwound, "complete": u.complete,
+                "incomplete": crate::unwind::IncompleteReason::ALL.iter().zip(u.incomplete)
+                    .map(|(r, n)| (r.key().to_string(), serde_json::Value::from(n)))
+                    .collect::<serde_json::Map<String, serde_json::Value>>(),
+                "objects": u.objects, "objects_failed": u.objects_failed,
+                "cfi_bytes": u.cfi_bytes,
+            })),
             "lazy_user": {
                 "user_stacks_exiting": summary.lazy_user.exiting,
                 "user_halves_at_switch_out": summary.lazy_user.at_switch_out,

@@ -88,6 +88,7 @@ impl<'a> TraceInfo<'a> {
                 .iter()
                 .filter_map(|k| Some((k.to_string(), m.extra(k)?.parse::<u64>().ok()?.into())))
                 .collect::<serde_json::Map<String, serde_json::Value>>(),
+            "user_unwind": m.extra("user_unwind"),
             "no_stack_refs": self.stats.reserved_stack_refs[StackId::NONE.0 as usize],
             "recovered": r.recovery().is_some(),
             "recovery": r.recovery().map(|x| serde_json::json!({"reason": x.reason, "trailing_bytes": x.trailing_bytes})),
@@ -265,6 +266,9 @@ impl<'a> TraceInfo<'a> {
                 group(t.mappings.len() as u64),
                 m.extra("mappings").unwrap_or("no mapping counts")
             );
+        }
+        if let Some(u) = m.extra("user_unwind") {
+            w!(o, "  user unwind {u}");
         }
         let l = &m.lost;
         w!(o,

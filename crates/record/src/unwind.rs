@@ -1,0 +1,773 @@
+//! User stacks unwound in the consumer from copies of the stack (`--user-unwind cfi`): the
+//! BPF side copies up to 16 KiB of the user stack from the user sp, with ip/sp/bp, wherever
+//! a user stack is taken; here framehop walks it with the `.eh_frame`/`.debug_frame` CFI of
+//! the objects mapped in the process (frame pointers where an object has no CFI), while the
+//! process is alive. Only the resulting frames go into the stack table.
+//!
+//! Which object (and at which address) holds a pc is asked of an [`AddressSpaces`]: the first
+//! implementation, [`ProcMaps`], reads `/proc/PID/maps` (cached per process, re-read on a
+//! miss and after an exec); a history of the mappings recorded as they are made can replace
+//! it without touching the unwinder.
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
+use hashbrown::HashMap;
+use std::ops::{Deref, Range};
+#[cfg(test)]
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// An executable file mapping of a process: `[start, end)` maps the file from `offset` on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// End address (exclusive).
+    pub end: u64,
+    /// File offset mapped at `start`.
+    pub offset: u64,
+    /// The path the process mapped (`[vdso]` for the vDSO).
+    pub path: String,
+    /// Where this process can open the object (`/proc/PID/map_files/...`), None for the
+    /// vDSO.
+    pub open: Option<PathBuf>,
+    /// Identity of the file (device, inode), so each object is parsed once.
+    pub file_id: (u64, u64),
+}
+
+/// Which executable mapping holds an address of a process at a time.
+pub trait AddressSpaces {
+    /// The executable mapping holding `addr` in process `tgid` at time `ts_ns` (the trace
+    /// clock), or None when no object is mapped there (then unwinding falls back to frame
+    /// pointers for that frame).
+    fn mapping(&mut self, tgid: u32, ts_ns: u64, addr: u64) -> Option<Mapping>;
+    /// `tgid` exec'd (or exited): what is known of its mappings is stale.
+    fn forget(&mut self, tgid: u32);
+}
+
+/// [`AddressSpaces`] from `/proc/PID/maps`, cached per process and re-read on a miss (at
+/// most every 50 ms of trace time per process, so garbage addresses cost no re-read each).
+#[derive(Default)]
+pub struct ProcMaps {
+    procs: HashMap<u32, ProcEntry>,
+}
+
+struct ProcEntry {
+    maps: Vec<Mapping>,
+    read_at: u64,
+}
+
+const REREAD_NS: u64 = 50_000_000;
+
+impl ProcMaps {
+    fn read(tgid: u32) -> Vec<Mapping> {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{tgid}/maps")) else {
+            return Vec::new();
+        };
+        let mut out: Vec<Mapping> = text
+            .lines()
+            .filter_map(|l| parse_maps_line(tgid, l))
+            .collect();
+        out.sort_by_key(|m| m.start);
+        out
+    }
+}
+
+/// One executable line of `/proc/PID/maps`: `start-end perms offset dev inode path`.
+fn parse_maps_line(tgid: u32, line: &str) -> Option<Mapping> {
+    let mut f = line.split_ascii_whitespace();
+    let range = f.next()?;
+    let perms = f.next()?;
+    let offset = u64::from_str_radix(f.next()?, 16).ok()?;
+    let dev = f.next()?;
+    let inode: u64 = f.next()?.parse().ok()?;
+    let path = f.collect::<Vec<_>>().join(" ");
+    if perms.as_bytes().get(2) != Some(&b'x') {
+        return None;
+    }
+    let (s, e) = range.split_once('-')?;
+    let (start, end) = (
+        u64::from_str_radix(s, 16).ok()?,
+        u64::from_str_radix(e, 16).ok()?,
+    );
+    if path == "[vdso]" {
+        return Some(Mapping {
+            start,
+            end,
+            offset: 0,
+            path,
+            open: None,
+            file_id: (0, 0),
+        });
+    }
+    if inode == 0 || !path.starts_with('/') {
+        return None; // anonymous (JIT) code: frame pointers
+    }
+    let (maj, min) = dev.split_once(':')?;
+    let dev = (u64::from_str_radix(maj, 16).ok()? << 32) | u64::from_str_radix(min, 16).ok()?;
+    Some(Mapping {
+        start,
+        end,
+        offset,
+        open: Some(PathBuf::from(format!("/proc/{tgid}/map_files/{s}-{e}"))),
+        path,
+        file_id: (dev, inode),
+    })
+}
+
+fn find(maps: &[Mapping], addr: u64) -> Option<&Mapping> {
+    let i = maps.partition_point(|m| m.start <= addr);
+    maps[..i].last().filter(|m| addr < m.end)
+}
+
+impl AddressSpaces for ProcMaps {
+    fn mapping(&mut self, tgid: u32, ts_ns: u64, addr: u64) -> Option<Mapping> {
+        if let Some(p) = self.procs.get(&tgid) {
+            if let Some(m) = find(&p.maps, addr) {
+                return Some(m.clone());
+            }
+            if ts_ns.saturating_sub(p.read_at) < REREAD_NS {
+                return None;
+            }
+        }
+        let maps = Self::read(tgid);
+        let found = find(&maps, addr).cloned();
+        if !maps.is_empty() {
+            self.procs.insert(
+                tgid,
+                ProcEntry {
+                    maps,
+                    read_at: ts_ns,
+                },
+            );
+        }
+        found
+    }
+
+    fn forget(&mut self, tgid: u32) {
+        self.procs.remove(&tgid);
+    }
+}
+
+/// Bytes of an object's section, shared (the object file is mapped once).
+#[derive(Clone)]
+pub struct SectionBytes {
+    data: Arc<ObjectData>,
+    range: Range<usize>,
+}
+
+enum ObjectData {
+    File(memmap2::Mmap),
+    Bytes(Vec<u8>),
+}
+
+impl Deref for ObjectData {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            ObjectData::File(m) => m,
+            ObjectData::Bytes(b) => b,
+        }
+    }
+}
+
+impl Deref for SectionBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.data[self.range.clone()]
+    }
+}
+
+/// What the unwinder needs of one ELF object: its unwind sections and load segments.
+struct Object {
+    data: Arc<ObjectData>,
+    /// (vaddr, file offset, file size, executable) of each PT_LOAD.
+    loads: Vec<(u64, u64, u64, bool)>,
+    sections: HashMap<&'static str, (u64, Range<usize>)>,
+    /// The object has `.eh_frame` or `.debug_frame`.
+    has_cfi: bool,
+}
+
+const WANTED: [&str; 5] = [
+    ".text",
+    ".eh_frame",
+    ".eh_frame_hdr",
+    ".debug_frame",
+    ".got",
+];
+
+impl Object {
+    fn parse(data: Arc<ObjectData>) -> Option<Object> {
+        let b: &[u8] = &data;
+        let u16_at = |o: usize| Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?));
+        let u32_at = |o: usize| Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?));
+        let u64_at = |o: usize| Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?));
+        // ELF64, little endian only (x86_64).
+        if b.get(0..4)? != b"\x7fELF" || *b.get(4)? != 2 || *b.get(5)? != 1 {
+            return None;
+        }
+        let phoff = u64_at(0x20)? as usize;
+        let shoff = u64_at(0x28)? as usize;
+        let phentsize = u16_at(0x36)? as usize;
+        let phnum = u16_at(0x38)? as usize;
+        let shentsize = u16_at(0x3a)? as usize;
+        let shnum = u16_at(0x3c)? as usize;
+        let shstrndx = u16_at(0x3e)? as usize;
+        let mut loads = Vec::new();
+        for i in 0..phnum {
+            let p = phoff.checked_add(i.checked_mul(phentsize)?)?;
+            if u32_at(p)? == 1 {
+                let exec = u32_at(p + 4)? & 1 != 0;
+                loads.push((
+                    u64_at(p + 0x10)?,
+                    u64_at(p + 0x08)?,
+                    u64_at(p + 0x20)?,
+                    exec,
+                ));
+            }
+        }
+        let mut sections = HashMap::new();
+        if shoff != 0 && shentsize >= 0x40 {
+            let sh = |i: usize| shoff.checked_add(i.checked_mul(shentsize)?);
+            let strtab_off = u64_at(sh(shstrndx)? + 0x18)? as usize;
+            for i in 0..shnum {
+                let s = sh(i)?;
+                let name_at = strtab_off.checked_add(u32_at(s)? as usize)?;
+                let name_bytes = b.get(name_at..)?;
+                let name = &name_bytes[..name_bytes.iter().position(|&c| c == 0)?];
+                let Some(wanted) = WANTED.iter().find(|w| w.as_bytes() == name) else {
+                    continue;
+                };
+                let sh_type = u32_at(s + 4)?;
+                let addr = u64_at(s + 0x10)?;
+                let off = u64_at(s + 0x18)? as usize;
+                let size = u64_at(s + 0x20)? as usize;
+                let range = if sh_type == 8 {
+                    0..0 // NOBITS: address only
+                } else {
+                    off..off.checked_add(size).filter(|&e| e <= b.len())?
+                };
+                sections.insert(*wanted, (addr, range));
+            }
+        }
+        let has_cfi = sections.contains_key(".eh_frame") || sections.contains_key(".debug_frame");
+        Some(Object {
+            data,
+            loads,
+            sections,
+            has_cfi,
+        })
+    }
+
+    /// The load bias of an executable mapping of this object: `start` maps file offset
+    /// `offset` (page-aligned: linkers such as lld do not page-align a segment's file
+    /// offset, only keep it congruent to its address, so the mapping may start before the
+    /// segment, inside the previous one's pages).
+    fn bias(&self, start: u64, offset: u64) -> Option<u64> {
+        let covers = |&&(_, foff, fsize, _): &&(u64, u64, u64, bool)| {
+            offset >= foff & !0xfff && offset < foff + fsize.max(1)
+        };
+        let &(vaddr, foff, _, _) = self
+            .loads
+            .iter()
+            .filter(|l| l.3)
+            .find(covers)
+            .or_else(|| self.loads.iter().find(covers))
+            .or_else(|| self.loads.first())?;
+        Some(start.wrapping_sub(vaddr.wrapping_add(offset.wrapping_sub(foff))))
+    }
+
+    fn section_info(&self) -> ExplicitModuleSectionInfo<SectionBytes> {
+        let bytes = |n: &str| {
+            self.sections
+                .get(n)
+                .filter(|(_, r)| !r.is_empty())
+                .map(|(_, r)| SectionBytes {
+                    data: self.data.clone(),
+                    range: r.clone(),
+                })
+        };
+        let svma = |n: &str| {
+            self.sections
+                .get(n)
+                .map(|(a, r)| *a..*a + (r.end - r.start) as u64)
+        };
+        ExplicitModuleSectionInfo {
+            base_svma: 0,
+            text_svma: svma(".text"),
+            text: bytes(".text"),
+            got_svma: self.sections.get(".got").map(|(a, _)| *a..*a + 8),
+            eh_frame_svma: svma(".eh_frame"),
+            eh_frame: bytes(".eh_frame"),
+            eh_frame_hdr_svma: svma(".eh_frame_hdr"),
+            eh_frame_hdr: bytes(".eh_frame_hdr"),
+            debug_frame: bytes(".debug_frame"),
+            stubs_svma: None,
+            stub_helper_svma: None,
+            unwind_info: None,
+            text_segment_svma: None,
+            text_segment: None,
+        }
+    }
+}
+
+/// How an unwound stack ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnwindEnd {
+    /// At the thread's entry (the CFI marks the return address undefined: `_start`,
+    /// `clone3`'s child), or at a null return address.
+    Complete,
+    /// Not finished: why, as the label frame that ends the stack says.
+    Incomplete(IncompleteReason),
+}
+
+/// Why an unwound stack stops short (each counted in the summary and metadata).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IncompleteReason {
+    /// The next frame lies above the copied stack bytes.
+    CopyTooShort,
+    /// A return address in no mapped object (after a frame without CFI, or garbage).
+    BadReturnAddress,
+    /// The frame's object has no CFI, and frame pointers led nowhere.
+    NoCfi,
+    /// The process was gone before its stack could be unwound (its objects unknown).
+    ProcessGone,
+    /// The walk did not advance, or went backwards.
+    NoProgress,
+    /// More frames than a stack may hold.
+    TooDeep,
+}
+
+impl IncompleteReason {
+    /// All reasons, in counter order.
+    pub const ALL: [IncompleteReason; 6] = [
+        IncompleteReason::CopyTooShort,
+        IncompleteReason::BadReturnAddress,
+        IncompleteReason::NoCfi,
+        IncompleteReason::ProcessGone,
+        IncompleteReason::NoProgress,
+        IncompleteReason::TooDeep,
+    ];
+
+    /// Short key (metadata, summary).
+    pub fn key(self) -> &'static str {
+        match self {
+            IncompleteReason::CopyTooShort => "stack_copy_short",
+            IncompleteReason::BadReturnAddress => "bad_return_address",
+            IncompleteReason::NoCfi => "no_cfi",
+            IncompleteReason::ProcessGone => "process_gone",
+            IncompleteReason::NoProgress => "no_progress",
+            IncompleteReason::TooDeep => "too_deep",
+        }
+    }
+}
+
+/// Counts of unwound user stacks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnwindCounts {
+    /// Stacks unwound from a copy.
+    pub unwound: u64,
+    /// ... that reached the thread's entry.
+    pub complete: u64,
+    /// ... that stopped short, by reason ([`IncompleteReason::ALL`] order).
+    pub incomplete: [u64; 6],
+    /// Objects parsed for their CFI, and objects that could not be opened or parsed.
+    pub objects: u64,
+    /// See [`UnwindCounts::objects`].
+    pub objects_failed: u64,
+    /// Bytes of unwind sections (`.eh_frame`, `.eh_frame_hdr`, `.debug_frame`) of the
+    /// objects parsed (mapped, shared across processes).
+    pub cfi_bytes: u64,
+}
+
+impl std::fmt::Display for UnwindCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short: u64 = self.incomplete.iter().sum();
+        write!(
+            f,
+            "{} unwound from stack copies, {} reached the thread's entry, {} unfinished",
+            self.unwound, self.complete, short
+        )?;
+        if short > 0 {
+            let parts: Vec<String> = IncompleteReason::ALL
+                .iter()
+                .zip(self.incomplete)
+                .filter(|(_, n)| *n > 0)
+                .map(|(r, n)| format!("{} {n}", r.key()))
+                .collect();
+            write!(f, " ({})", parts.join(", "))?;
+        }
+        write!(
+            f,
+            "; {} objects parsed ({} KiB of CFI), {} could not be read",
+            self.objects,
+            self.cfi_bytes / 1024,
+            self.objects_failed
+        )
+    }
+}
+
+/// Maximal frames of an unwound stack (the frame-pointer walk's 127).
+pub const MAX_UNWIND_FRAMES: usize = 127;
+
+/// The user stack copy of one record.
+#[derive(Clone, Copy, Debug)]
+pub struct StackCopy<'a> {
+    /// User registers at the point the stack was taken.
+    pub ip: u64,
+    /// See [`StackCopy::ip`].
+    pub sp: u64,
+    /// See [`StackCopy::ip`].
+    pub bp: u64,
+    /// Stack bytes from `sp` up.
+    pub bytes: &'a [u8],
+}
+
+struct ProcUnwinder {
+    unwinder: UnwinderX86_64<SectionBytes>,
+    /// The mappings added as modules, and whether their object has CFI (sorted by start).
+    modules: Vec<(Range<u64>, bool)>,
+}
+
+/// Unwinds user stack copies, per process, with objects parsed once.
+pub struct UserUnwinder<A: AddressSpaces> {
+    spaces: A,
+    procs: HashMap<u32, ProcUnwinder>,
+    objects: HashMap<(u64, u64), Option<Arc<Object>>>,
+    cache: CacheX86_64,
+    /// Counts so far.
+    pub counts: UnwindCounts,
+}
+
+impl<A: AddressSpaces> UserUnwinder<A> {
+    /// An unwinder over `spaces`.
+    pub fn new(spaces: A) -> Self {
+        UserUnwinder {
+            spaces,
+            procs: HashMap::new(),
+            objects: HashMap::new(),
+            cache: CacheX86_64::new(),
+            counts: UnwindCounts::default(),
+        }
+    }
+
+    /// `addr` of `tgid` as `object+0xFILE_OFFSET` (or the bare address outside any object),
+    /// for the label of an unfinished stack.
+    pub fn describe(&mut self, tgid: u32, ts: u64, addr: u64) -> String {
+        match self.spaces.mapping(tgid, ts, addr) {
+            Some(m) => {
+                let name = m.path.rsplit('/').next().unwrap_or(&m.path);
+                format!("{name}+0x{:x}", addr - m.start + m.offset)
+            }
+            None => format!("0x{addr:x}"),
+        }
+    }
+
+    /// `tgid` exec'd or exited: its modules are dropped (objects stay cached).
+    pub fn forget(&mut self, tgid: u32) {
+        self.procs.remove(&tgid);
+        self.spaces.forget(tgid);
+    }
+
+    fn object(&mut self, m: &Mapping) -> Option<Arc<Object>> {
+        if let Some(o) = self.objects.get(&m.file_id) {
+            return o.clone();
+        }
+        let data = match &m.open {
+            Some(p) => std::fs::File::open(p)
+                .or_else(|_| std::fs::File::open(&m.path))
+                .ok()
+                // SAFETY: the object file is mapped read-only; a file truncated while mapped
+                // could fault the consumer, as with any mmap-based reader (objects mapped
+                // by running programs are not truncated in place by package managers,
+                // which replace them by rename).
+                .and_then(|f| unsafe { memmap2::Mmap::map(&f) }.ok())
+                .map(ObjectData::File),
+            None => vdso_image().map(ObjectData::Bytes),
+        };
+        let obj = data.and_then(|d| Object::parse(Arc::new(d))).map(Arc::new);
+        match &obj {
+            Some(o) => {
+                self.counts.objects += 1;
+                self.counts.cfi_bytes += [".eh_frame", ".eh_frame_hdr", ".debug_frame"]
+                    .iter()
+                    .filter_map(|n| o.sections.get(n))
+                    .map(|(_, r)| (r.end - r.start) as u64)
+                    .sum::<u64>();
+            }
+            None => self.counts.objects_failed += 1,
+        }
+        // The vDSO is cached under (0, 0), a file only once it parsed (a file missing now
+        // may be a process that exited: another process may map it later).
+        if obj.is_some() || m.open.is_none() {
+            self.objects.insert(m.file_id, obj.clone());
+        }
+        obj
+    }
+
+    /// Make sure the mapping holding `addr` is a module of `tgid`'s unwinder. Returns
+    /// whether some object is mapped there.
+    fn ensure(&mut self, tgid: u32, ts: u64, addr: u64) -> bool {
+        let known = self
+            .procs
+            .get(&tgid)
+            .is_some_and(|p| p.unwinder_covers(addr));
+        if known {
+            return true;
+        }
+        let Some(m) = self.spaces.mapping(tgid, ts, addr) else {
+            return false;
+        };
+        let obj = self.object(&m);
+        let p = self.procs.entry(tgid).or_insert_with(|| ProcUnwinder {
+            unwinder: UnwinderX86_64::new(),
+            modules: Vec::new(),
+        });
+        let at = p.modules.partition_point(|(r, _)| r.start < m.start);
+        if p.modules.get(at).is_some_and(|(r, _)| r.start == m.start) {
+            return true;
+        }
+        // A mapping that overlaps a known one replaced it (munmap + mmap): drop the old.
+        p.modules.retain(|(r, _)| {
+            let overlaps = r.start < m.end && m.start < r.end;
+            if overlaps {
+                p.unwinder.remove_module(r.start);
+            }
+            !overlaps
+        });
+        let has_cfi = obj.as_ref().is_some_and(|o| o.has_cfi);
+        if let Some(o) = obj {
+            let bias = o.bias(m.start, m.offset).unwrap_or(m.start);
+            p.unwinder.add_module(Module::new(
+                m.path.clone(),
+                m.start..m.end,
+                bias,
+                o.section_info(),
+            ));
+        }
+        let at = p.modules.partition_point(|(r, _)| r.start < m.start);
+        p.modules.insert(at, (m.start..m.end, has_cfi));
+        true
+    }
+
+    /// Unwind `copy` of a stack of `tgid` taken at `ts` into `out` (leaf first, the ip then
+    /// return addresses, as a frame-pointer walk gives them). Returns how it ended and, when
+    /// short, the address the label should name (the last frame's).
+    pub fn unwind(
+        &mut self,
+        tgid: u32,
+        ts: u64,
+        copy: StackCopy<'_>,
+        out: &mut Vec<u64>,
+    ) -> UnwindEnd {
+        out.clear();
+        self.counts.unwound += 1;
+        let end = self.unwind_inner(tgid, ts, copy, out);
+        match &end {
+            UnwindEnd::Complete => self.counts.complete += 1,
+            UnwindEnd::Incomplete(r) => {
+                let i = IncompleteReason::ALL
+                    .iter()
+                    .position(|x| x == r)
+                    .unwrap_or(0);
+                self.counts.incomplete[i] += 1;
+            }
+        }
+        end
+    }
+
+    fn unwind_inner(
+        &mut self,
+        tgid: u32,
+        ts: u64,
+        copy: StackCopy<'_>,
+        out: &mut Vec<u64>,
+    ) -> UnwindEnd {
+        let (sp0, bytes) = (copy.sp, copy.bytes);
+        let mut read_stack = |addr: u64| -> Result<u64, ()> {
+            let off = addr.checked_sub(sp0).ok_or(())? as usize;
+            let b = bytes.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+            Ok(u64::from_le_bytes(b.try_into().map_err(|_| ())?))
+        };
+        let mut regs = UnwindRegsX86_64::new(copy.ip, copy.sp, copy.bp);
+        let mut address = FrameAddress::InstructionPointer(copy.ip);
+        out.push(copy.ip);
+        if !self.ensure(tgid, ts, copy.ip) {
+            return UnwindEnd::Incomplete(if self.procs.contains_key(&tgid) {
+                IncompleteReason::BadReturnAddress
+            } else {
+                IncompleteReason::ProcessGone
+            });
+        }
+        loop {
+            let lookup = address.address_for_lookup();
+            let Some(p) = self.procs.get(&tgid) else {
+                return UnwindEnd::Incomplete(IncompleteReason::ProcessGone);
+            };
+            let no_cfi = !p.has_cfi_at(lookup);
+            let next =
+                p.unwinder
+                    .unwind_frame(address, &mut regs, &mut self.cache, &mut read_stack);
+            match next {
+                Ok(None) => return UnwindEnd::Complete,
+                Ok(Some(ra)) => {
+                    let Some(a) = FrameAddress::from_return_address(ra) else {
+                        return UnwindEnd::Complete;
+                    };
+                    if !self.ensure(tgid, ts, ra - 1) {
+                        return UnwindEnd::Incomplete(if no_cfi {
+                            IncompleteReason::NoCfi
+                        } else {
+                            IncompleteReason::BadReturnAddress
+                        });
+                    }
+                    if out.len() >= MAX_UNWIND_FRAMES {
+                        return UnwindEnd::Incomplete(IncompleteReason::TooDeep);
+                    }
+                    out.push(ra);
+                    address = a;
+                }
+                Err(framehop::Error::CouldNotReadStack(addr))
+                    if addr >= sp0 + bytes.len() as u64 && !no_cfi =>
+                {
+                    return UnwindEnd::Incomplete(IncompleteReason::CopyTooShort);
+                }
+                Err(framehop::Error::ReturnAddressIsNull) => return UnwindEnd::Complete,
+                Err(framehop::Error::DidNotAdvance)
+                | Err(framehop::Error::FramepointerUnwindingMovedBackwards) => {
+                    return UnwindEnd::Incomplete(if no_cfi {
+                        IncompleteReason::NoCfi
+                    } else {
+                        IncompleteReason::NoProgress
+                    });
+                }
+                Err(_) => {
+                    return UnwindEnd::Incomplete(if no_cfi {
+                        IncompleteReason::NoCfi
+                    } else {
+                        IncompleteReason::BadReturnAddress
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl ProcUnwinder {
+    fn module_at(&self, addr: u64) -> Option<&(Range<u64>, bool)> {
+        let i = self.modules.partition_point(|(r, _)| r.start <= addr);
+        self.modules[..i].last().filter(|(r, _)| addr < r.end)
+    }
+
+    fn unwinder_covers(&self, addr: u64) -> bool {
+        self.module_at(addr).is_some()
+    }
+
+    fn has_cfi_at(&self, addr: u64) -> bool {
+        self.module_at(addr).is_some_and(|(_, cfi)| *cfi)
+    }
+}
+
+/// This process's vDSO image (the same code in every process of this kernel): the ELF
+/// image at `AT_SYSINFO_EHDR`, as long as `/proc/self/maps` says its mapping is.
+fn vdso_image() -> Option<Vec<u8>> {
+    // SAFETY: getauxval only reads the auxiliary vector.
+    let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+    if base == 0 {
+        return None;
+    }
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
+    let (s, rest) = line.split_once('-')?;
+    let e = rest.split_ascii_whitespace().next()?;
+    let (start, end) = (
+        u64::from_str_radix(s, 16).ok()?,
+        u64::from_str_radix(e, 16).ok()?,
+    );
+    if start != base || end <= start || end - start > 1 << 20 {
+        return None;
+    }
+    let mut v = vec![0u8; (end - start) as usize];
+    // SAFETY: [start, end) is this process's vDSO mapping (checked against
+    // /proc/self/maps above), readable and never unmapped while the process lives.
+    unsafe { std::ptr::copy_nonoverlapping(start as *const u8, v.as_mut_ptr(), v.len()) };
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_parse_executable_file_mappings_and_the_vdso() {
+        let m = parse_maps_line(
+            7,
+            "7f00a000-7f00b000 r-xp 00002000 fd:01 1234   /usr/lib/x86_64-linux-gnu/libc.so.6",
+        )
+        .unwrap();
+        assert_eq!((m.start, m.end, m.offset), (0x7f00a000, 0x7f00b000, 0x2000));
+        assert_eq!(m.file_id, ((0xfd << 32) | 1, 1234));
+        assert_eq!(m.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        assert_eq!(
+            m.open.as_deref(),
+            Some(Path::new("/proc/7/map_files/7f00a000-7f00b000"))
+        );
+        assert!(parse_maps_line(7, "7f00a000-7f00b000 r--p 00000000 fd:01 1234 /x").is_none());
+        assert!(parse_maps_line(7, "7f00a000-7f00b000 r-xp 00000000 00:00 0").is_none());
+        let v = parse_maps_line(7, "7ffd1000-7ffd3000 r-xp 00000000 00:00 0   [vdso]").unwrap();
+        assert!(v.open.is_none() && v.path == "[vdso]");
+        let maps = [m.clone(), v.clone()];
+        assert_eq!(find(&maps, 0x7f00a800), Some(&m));
+        assert_eq!(find(&maps, 0x7f00b000), None);
+    }
+
+    /// This test's own stack (a Rust binary without frame pointers, through std's test
+    /// harness thread) unwinds to the thread's entry (`clone3`), as a recorded one must.
+    #[test]
+    #[inline(never)]
+    fn own_stack_unwinds_to_the_thread_entry() {
+        let (ip, sp, bp): (u64, u64, u64);
+        // SAFETY: reads the instruction, stack and frame pointers; writes only the outputs.
+        unsafe {
+            std::arch::asm!("lea {ip}, [rip]", "mov {sp}, rsp", "mov {bp}, rbp",
+                ip = out(reg) ip, sp = out(reg) sp, bp = out(reg) bp);
+        }
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let top = maps
+            .lines()
+            .filter_map(|l| {
+                let (s, rest) = l.split_once('-')?;
+                let e = rest.split_whitespace().next()?;
+                Some((
+                    u64::from_str_radix(s, 16).ok()?,
+                    u64::from_str_radix(e, 16).ok()?,
+                ))
+            })
+            .find(|(s, e)| (*s..*e).contains(&sp))
+            .unwrap()
+            .1;
+        let len = (top - sp).min(256 << 10) as usize;
+        let mut bytes = vec![0u8; len];
+        // SAFETY: [sp, sp + len) lies in this thread's stack mapping (found above), below
+        // its end; this frame is live while it is copied.
+        unsafe { std::ptr::copy_nonoverlapping(sp as *const u8, bytes.as_mut_ptr(), len) };
+        let mut u = UserUnwinder::new(ProcMaps::default());
+        let mut out = Vec::new();
+        let copy = StackCopy {
+            ip,
+            sp,
+            bp,
+            bytes: &bytes,
+        };
+        let end = u.unwind(std::process::id(), 0, copy, &mut out);
+        assert_eq!(
+            end,
+            UnwindEnd::Complete,
+            "frames {out:x?}, counts {:?}",
+            u.counts
+        );
+        assert!(out.len() >= 4, "{out:x?}");
+        assert_eq!(u.counts.complete, 1);
+    }
+}

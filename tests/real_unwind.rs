@@ -1,0 +1,298 @@
+//! Real-kernel tests of whole user stacks without frame pointers (`--user-unwind cfi`, the
+//! default): the recorder copies the user stack and unwinds it with the objects' CFI.
+//!
+//! * A stock Debian `gzip` (no frame pointers, stripped, only `.eh_frame`) blocked reading
+//!   a pipe: the user stack chainrec records for that wait must equal, address by address,
+//!   the backtrace `gdb -batch -p PID` prints for it while it is blocked there (gdb unwinds
+//!   with the same CFI, independently), from `read` down to `_start`.
+//! * A program built *with* frame pointers spinning in `burn()` around `clock_gettime()`
+//!   (a libc wrapper and the vDSO, neither of which sets up a frame): `burn` must be in its
+//!   samples, under `clock_gettime`, and in the `[on cpu]` level of the chain of the thread
+//!   that waits for it. A frame-pointer walk loses `burn` there: the leaf did not push a
+//!   frame, so the first return address read is `burn`'s caller's.
+//!
+//! Loaded-machine safe: the waits are made long by sleeps, and the checks are about which
+//! frames the stacks hold, not about time. Needs root (or CAP_BPF + CAP_PERFMON), gdb and
+//! cc (x.sh ensure_packages test installs them); without BPF the tests skip loudly unless
+//! `CHAINREC_REQUIRE_BPF=1`.
+
+use chainrec_format::{Event, TraceReader};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+mod common;
+use chainrec_testkit::bpf::can_record;
+use common::{bin, tmpdir};
+
+/// Environment variable that turns [`gzip_gdb_child`] into the workload (its value: the
+/// directory where it writes gzip's pid and gdb's output).
+const CHILD_ENV: &str = "CHAINREC_UNWIND_CHILD";
+
+/// The workload, run under `chainrec record` (this test binary re-run with [`CHILD_ENV`]):
+/// a gzip reading a pipe blocks in `read`; gdb prints its backtrace while it is blocked;
+/// then the pipe is fed and closed.
+#[test]
+fn gzip_gdb_child() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let mut gzip = Command::new("gzip")
+        .arg("-c")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("gzip");
+    let mut input = gzip.stdin.take().unwrap();
+    let pid = gzip.id();
+    std::fs::write(dir.join("pid"), pid.to_string()).unwrap();
+    // A first read, then gzip blocks in the next one: a recorded wait, long (> 100 us).
+    input.write_all(&[b'a'; 1000]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let gdb = Command::new("gdb")
+        .args([
+            "-batch",
+            "-nx",
+            "-ex",
+            "set pagination off",
+            "-ex",
+            "set width 0",
+        ])
+        .args(["-ex", "thread apply all bt", "-p"])
+        .arg(pid.to_string())
+        .output()
+        .expect("gdb (x.sh ensure_packages test installs it)");
+    std::fs::write(dir.join("gdb.txt"), &gdb.stdout).unwrap();
+    // gdb's detach restarts the read: one more long wait, then the end of input.
+    std::thread::sleep(Duration::from_millis(300));
+    input.write_all(&[b'b'; 1000]).unwrap();
+    drop(input);
+    gzip.wait().unwrap();
+}
+
+/// The frame addresses of gdb's backtrace (`#N  0xADDR in ...`), frame 0 first.
+fn gdb_frames(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter(|l| l.starts_with('#'))
+        .filter_map(|l| {
+            let a = l.split_whitespace().nth(1)?;
+            u64::from_str_radix(a.strip_prefix("0x")?, 16).ok()
+        })
+        .collect()
+}
+
+/// The user stacks of `tid`'s off-CPU waits in `trace` (frames, leaf first).
+fn offcpu_user_stacks(trace: &Path, tid: u32) -> (Vec<Vec<u64>>, chainrec_format::Tables) {
+    let mem = TraceReader::open(trace).unwrap().to_mem().unwrap();
+    let stacks = mem
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::OffCpuStacks(o) if o.tid == tid && o.ustack.is_real() => {
+                Some(mem.tables.stacks[&o.ustack].frames.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    (stacks, mem.tables)
+}
+
+#[test]
+fn blocked_gzip_user_stack_equals_gdb_backtrace() {
+    if std::env::var(CHILD_ENV).is_ok() || !can_record("real_unwind") {
+        return;
+    }
+    let dir = tmpdir("unwind-gdb");
+    let trace = dir.join("gzip.zst");
+    let out = bin()
+        .args(["record", "-q", "--no-samples", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "gzip_gdb_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pid: u32 = std::fs::read_to_string(dir.join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let gdb_text = std::fs::read_to_string(dir.join("gdb.txt")).unwrap();
+    let want = gdb_frames(&gdb_text);
+    assert!(
+        want.len() >= 4,
+        "gdb printed no whole backtrace of gzip: {gdb_text}"
+    );
+    let (stacks, tables) = offcpu_user_stacks(&trace, pid);
+    assert!(
+        !stacks.is_empty(),
+        "no user stack recorded for gzip ({pid})"
+    );
+    assert!(
+        stacks.contains(&want),
+        "no recorded user stack of gzip equals gdb's backtrace\ngdb: {want:x?}\n{gdb_text}\nrecorded: {stacks:x?}"
+    );
+    // Named as every view names them: the libc wrapper at the leaf, libc's start code
+    // near the root (gzip itself is stripped: its frames are [gzip+0x...]).
+    let matching = tables
+        .stacks
+        .values()
+        .find(|s| s.tgid == pid && s.frames == want)
+        .unwrap();
+    let names = chainrec_chain::stack_frames(&tables, matching.id, 0);
+    assert!(
+        names[0].contains("read"),
+        "leaf is not the read wrapper: {names:?}"
+    );
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("__libc_start_main") || n.contains("libc.so.6+")),
+        "no libc start frame: {names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.starts_with("[unwind:")),
+        "{names:?}"
+    );
+}
+
+/// A worker built with frame pointers spinning in `burn()` around `clock_gettime()`, and
+/// its main thread waiting for it on a pipe.
+const BURN_C: &str = r#"
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static int fds[2];
+
+__attribute__((noinline)) void burn(long ms)
+{
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+}
+
+__attribute__((noinline)) static void *worker(void *arg)
+{
+	for (long i = 0; i < (long)arg; i++) {
+		burn(20);
+		if (write(fds[1], "x", 1) != 1)
+			exit(1);
+	}
+	close(fds[1]);
+	return NULL;
+}
+
+__attribute__((noinline)) void wait_for_worker(void)
+{
+	char c;
+	while (read(fds[0], &c, 1) == 1)
+		;
+}
+
+int main(int argc, char **argv)
+{
+	pthread_t t;
+	if (pipe(fds))
+		return 1;
+	pthread_create(&t, NULL, worker, (void *)atol(argv[1]));
+	wait_for_worker();
+	pthread_join(t, NULL);
+	return 0;
+}
+"#;
+
+#[test]
+fn frame_pointer_leaf_callers_are_kept() {
+    if !can_record("real_unwind") {
+        return;
+    }
+    let dir = tmpdir("unwind-burn");
+    let src = dir.join("burn.c");
+    std::fs::write(&src, BURN_C).unwrap();
+    let exe = dir.join("cr-burn");
+    let cc = Command::new("cc")
+        .args(["-O2", "-fno-omit-frame-pointer", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("cc (x.sh ensure_packages test installs gcc)");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let trace = dir.join("burn.zst");
+    let out = bin()
+        .args(["record", "-q", "--sample-freq", "499", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .arg("40")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folded = |cmd: &str| {
+        let o = bin()
+            .args([cmd, "--comm", "^cr-burn$"])
+            .arg(&trace)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    // Samples inside clock_gettime (the libc wrapper or the vDSO): burn is their caller.
+    let oncpu = folded("oncpu");
+    let (mut in_leaf, mut with_burn) = (0u64, 0u64);
+    for line in oncpu.lines() {
+        let (frames, n) = line.rsplit_once(' ').unwrap();
+        let n: u64 = n.parse().unwrap();
+        let user = frames.split(";-;").next().unwrap();
+        if user.ends_with(";clock_gettime") {
+            in_leaf += n;
+            if user.contains(";burn;clock_gettime") {
+                with_burn += n;
+            }
+        }
+    }
+    assert!(in_leaf > 0, "no sample inside clock_gettime:\n{oncpu}");
+    assert!(
+        with_burn * 100 >= in_leaf * 95,
+        "{with_burn} of {in_leaf} samples in clock_gettime have burn as caller:\n{oncpu}"
+    );
+    // The main thread waits for the worker: its chain's [on cpu] level names burn, and the
+    // waker's (the worker's) user stack names worker.
+    let chains = folded("chains");
+    let on_cpu_burn = chains
+        .lines()
+        .filter(|l| l.contains("wait_for_worker"))
+        .filter_map(|l| l.split_once(";[on cpu];"))
+        .any(|(_, oncpu)| oncpu.contains(";burn;clock_gettime"));
+    assert!(
+        on_cpu_burn,
+        "no [on cpu] level with burn;clock_gettime:\n{chains}"
+    );
+    assert!(
+        chains.contains("__write;worker;"),
+        "the waker's user stack lost worker:\n{chains}"
+    );
+}
