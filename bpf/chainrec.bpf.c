@@ -592,6 +592,18 @@ static __always_inline void cur_ustack_fp(void *ctx, struct ev_stk *s)
 	}
 }
 
+/* The top of each thread's user stack as the consumer learned it from a whole unwound
+ * stack (the highest address its unwinding read), keyed by tid: a thread's copies stop
+ * there instead of taking the whole UCOPY_MAX (main threads stop at mm->start_stack).
+ * Written by user space, deleted at the thread's exit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} ustack_top SEC(".maps");
+
 /* Copy the user stack of `t` (from its user sp up, at most ucopy_max bytes, page by page
  * until a page cannot be read) into the block at `dst`, with the user ip/sp/bp, so the
  * consumer can unwind it with the objects' CFI (code built without frame pointers, and
@@ -613,8 +625,15 @@ static __always_inline __u32 copy_ustack_to(struct task_struct *t, struct ucopy 
 	dst->bp = ur->bp;
 	dst->pad = 0;
 	top = t->mm->start_stack;
-	if (top > sp && top - sp < limit)
+	if (top > sp && top - sp < limit) {
 		limit = top - sp;
+	} else {
+		__u32 tid = t->pid;
+		__u64 *learned = bpf_map_lookup_elem(&ustack_top, &tid);
+
+		if (learned && *learned > sp && *learned - sp < limit)
+			limit = *learned - sp;
+	}
 	if (limit > UCOPY_MAX)
 		limit = UCOPY_MAX;
 	for (i = 0; i < UCOPY_MAX / 4096 + 1; i++) {
@@ -1456,6 +1475,11 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 
 		s->flags &= ~TS_TWSLOT;
 		bpf_map_delete_elem(&twmap, &tid); /* cancels a callback still pending */
+	}
+	if (ucopy_max && p->pid != p->tgid) {
+		__u32 tid = p->pid;
+
+		bpf_map_delete_elem(&ustack_top, &tid); /* a reused tid learns its own */
 	}
 	if (!interesting(p, s))
 		return 0;

@@ -147,6 +147,7 @@ impl Consumer {
             ring.consume()
                 .map_err(|e| bpf_err("ring buffer consume", e))?;
             self.convert_batch(batch, now);
+            self.tell_stack_tops(skel);
             self.write_tables(writer)?;
             let periodic = last_flush.elapsed() >= PERIOD;
             if periodic || stopping {
@@ -212,6 +213,23 @@ impl Consumer {
                 cause: LostCause::Malformed,
             }));
             *malformed = 0;
+        }
+    }
+
+    /// Stack tops learned from whole unwound stacks go to the BPF side's `ustack_top`
+    /// (later copies of those threads stop there); 0 deletes a top that proved too low.
+    fn tell_stack_tops(&mut self, skel: &ChainrecSkel<'_>) {
+        for (tid, top) in self.conv.new_stack_tops.drain(..) {
+            let key = tid.to_ne_bytes();
+            // A failure (map full: 65536 threads with a learned top) only means that
+            // thread's copies stay UCOPY_MAX long.
+            let _ = if top == 0 {
+                skel.maps.ustack_top.delete(&key)
+            } else {
+                skel.maps
+                    .ustack_top
+                    .update(&key, &top.to_ne_bytes(), MapFlags::ANY)
+            };
         }
     }
 

@@ -117,6 +117,10 @@ pub(crate) struct Converter {
     labels: HashMap<(Tid, String), u64>,
     /// Symbols of new label frames (named here, never symbolized).
     pub(crate) new_label_syms: Vec<SymbolEntry>,
+    /// Stack tops learned per thread (tid → top), and those not yet told to the BPF side
+    /// (`ustack_top`: later copies of that thread stop there; 0 = forget it).
+    stack_tops: HashMap<Tid, u64>,
+    pub(crate) new_stack_tops: Vec<(Tid, u64)>,
 }
 
 /// Addresses of the label frames ending unfinished unwound user stacks (`[unwind: ...]`):
@@ -171,6 +175,8 @@ impl Converter {
             unwound: Vec::new(),
             labels: HashMap::new(),
             new_label_syms: Vec::new(),
+            stack_tops: HashMap::new(),
+            new_stack_tops: Vec::new(),
             stack_ids: HashMap::new(),
             next_stack: StackId::FIRST_REAL,
             new_stacks: Vec::new(),
@@ -397,6 +403,25 @@ impl Converter {
         };
         let mut out = std::mem::take(&mut self.unwound);
         let end = self.unwinder.unwind(tgid, e.ts, copy, &mut out);
+        // The thread whose stack this is (the waker of a waking, prev of a switch).
+        let tid = e.a;
+        match end {
+            UnwindEnd::Complete if tid != tgid => {
+                // A margin for outermost frames a little higher in later stacks.
+                let top = self.unwinder.last_top() + 256;
+                if self.stack_tops.get(&tid) != Some(&top) {
+                    self.stack_tops.insert(tid, top);
+                    self.new_stack_tops.push((tid, top));
+                }
+            }
+            // A learned top that was too low (a reused tid): forget it.
+            UnwindEnd::Incomplete(IncompleteReason::CopyTooShort)
+                if self.stack_tops.remove(&tid).is_some() =>
+            {
+                self.new_stack_tops.push((tid, 0));
+            }
+            _ => {}
+        }
         if let UnwindEnd::Incomplete(reason) = end {
             let last = out.last().copied().unwrap_or(copy.ip);
             let at = self.unwinder.describe(tgid, e.ts, last);

@@ -436,6 +436,9 @@ pub struct UserUnwinder<A: AddressSpaces> {
     procs: HashMap<u32, ProcUnwinder>,
     objects: HashMap<(u64, u64), Option<Arc<Object>>>,
     cache: CacheX86_64,
+    /// The highest stack address the last unwind read (its outermost frame's saved
+    /// registers): for a complete stack, the top of that thread's stack.
+    last_top: u64,
     /// Counts so far.
     pub counts: UnwindCounts,
 }
@@ -448,8 +451,14 @@ impl<A: AddressSpaces> UserUnwinder<A> {
             procs: HashMap::new(),
             objects: HashMap::new(),
             cache: CacheX86_64::new(),
+            last_top: 0,
             counts: UnwindCounts::default(),
         }
+    }
+
+    /// After a complete unwind: the top of the thread's stack it read up to.
+    pub fn last_top(&self) -> u64 {
+        self.last_top
     }
 
     /// `addr` of `tgid` as `object+0xFILE_OFFSET` (or the bare address outside any object),
@@ -585,11 +594,28 @@ impl<A: AddressSpaces> UserUnwinder<A> {
         out: &mut Vec<u64>,
     ) -> UnwindEnd {
         let (sp0, bytes) = (copy.sp, copy.bytes);
+        let mut highest = sp0;
+        let highest_read = &mut highest;
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             let off = addr.checked_sub(sp0).ok_or(())? as usize;
             let b = bytes.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+            *highest_read = (*highest_read).max(addr + 8);
             Ok(u64::from_le_bytes(b.try_into().map_err(|_| ())?))
         };
+        let end = self.walk(tgid, ts, copy, out, &mut read_stack);
+        self.last_top = highest;
+        end
+    }
+
+    fn walk(
+        &mut self,
+        tgid: u32,
+        ts: u64,
+        copy: StackCopy<'_>,
+        out: &mut Vec<u64>,
+        read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+    ) -> UnwindEnd {
+        let (sp0, bytes) = (copy.sp, copy.bytes);
         let mut regs = UnwindRegsX86_64::new(copy.ip, copy.sp, copy.bp);
         let mut address = FrameAddress::InstructionPointer(copy.ip);
         out.push(copy.ip);
@@ -606,9 +632,9 @@ impl<A: AddressSpaces> UserUnwinder<A> {
                 return UnwindEnd::Incomplete(IncompleteReason::ProcessGone);
             };
             let no_cfi = !p.has_cfi_at(lookup);
-            let next =
-                p.unwinder
-                    .unwind_frame(address, &mut regs, &mut self.cache, &mut read_stack);
+            let next = p
+                .unwinder
+                .unwind_frame(address, &mut regs, &mut self.cache, read_stack);
             match next {
                 Ok(None) => return UnwindEnd::Complete,
                 Ok(Some(ra)) => {
