@@ -18,6 +18,11 @@ char LICENSE[] SEC("license") = "GPL";
 #define EV_COMM 3
 #define EV_EXIT 4
 #define EV_OFFCPU 5
+#define EV_THROTTLE 8 /* aux THR_*: a, b|c<<32 = cgroup id, d = cgroup hierarchy id */
+
+/* EV_THROTTLE kinds (= chainrec_format::ThrottleKind) */
+#define THR_SWITCH_OUT 0 /* prev (a) switched out because its cgroup ran out of CPU quota */
+#define THR_REFILL 1     /* the group's period/slack timer ran while cfs_rqs were throttled */
 
 /* stack status bytes */
 #define ST_NONE 0
@@ -151,6 +156,12 @@ const volatile bool profile = false;
 /* Lazy mode: take the user stack of a task at its switch-out when its wait is predicted to
  * be long (see predict_long), instead of scheduling a task_work at the switch-in. */
 const volatile bool user_stash = false;
+
+/* CPU-quota throttling (docs/RECORDER.md, "Throttling"): the kallsyms addresses of the
+ * CFS bandwidth timers; 0 = unknown (no refill records: the engine then ends throttled
+ * time at the switch-in). */
+const volatile __u64 cfs_period_timer_fn = 0;
+const volatile __u64 cfs_slack_timer_fn = 0;
 
 /* Global pending user-stack counter: gates the sys_exit program (fallback path only). */
 __u64 user_pending = 0;
@@ -985,6 +996,56 @@ static __always_inline bool use_stash(struct task_struct *next, struct ev_stk *s
 	return true;
 }
 
+/* The group a throttled cfs_rq belongs to, as (cgroup id, hierarchy id): the kernfs node
+ * id of its cgroup (= the inode of its directory) and 0 for cgroup v2, the v1 hierarchy
+ * (the one the cpu controller is mounted on) otherwise. */
+static __always_inline void emit_throttle(__u64 ts, __u8 what, __u32 tid, struct task_group *tg)
+{
+	struct cgroup *cg = BPF_CORE_READ(tg, css.cgroup);
+	__u64 id = BPF_CORE_READ(cg, kn, id);
+	__u32 hier = BPF_CORE_READ(cg, root, hierarchy_id);
+
+	emit_ev(ts, EV_THROTTLE, what, ST_NONE, ST_NONE, tid, (__u32)id, (__u32)(id >> 32), hier);
+}
+
+/* A runnable switch-out: was prev held off by CPU-quota throttling? On kernels with
+ * task-based throttling (6.18+: task_struct.throttled) the task is dequeued on its return
+ * to user space and switched out with `throttled` set; before, the whole cfs_rq was
+ * dequeued and its tasks preempted, with throttle_count > 0 on their cfs_rq. Then the
+ * nearest throttled group (the one whose quota ran out) is recorded. One load per
+ * preemption; the rest only on throttled switch-outs (at most one per task and period). */
+static __always_inline void throttle_mark(struct task_struct *prev, __u32 prev_pid, __u64 ts)
+{
+	struct sched_entity *se;
+	struct cfs_rq *cfs_rq = 0;
+	bool held;
+	int i;
+
+	if (bpf_core_field_exists(prev->throttled))
+		held = BPF_CORE_READ(prev, throttled);
+	else
+		held = BPF_CORE_READ(prev, se.cfs_rq, throttle_count) > 0;
+	if (!held || prev_pid == 0)
+		return;
+	/* throttle_count of a cfs_rq counts the throttled groups among itself and its
+	 * ancestors, so the nearest throttled one is the first whose count exceeds its
+	 * parent's. (Read as ints: cfs_rq.throttled is a bitfield on 6.18, an int before.) */
+	se = &prev->se;
+	cfs_rq = BPF_CORE_READ(se, cfs_rq);
+	for (i = 0; i < 16 && cfs_rq; i++) {
+		struct sched_entity *gse = BPF_CORE_READ(se, parent);
+		struct cfs_rq *up = gse ? BPF_CORE_READ(gse, cfs_rq) : 0;
+		int n = BPF_CORE_READ(cfs_rq, throttle_count);
+
+		if (!up || n > BPF_CORE_READ(up, throttle_count))
+			break;
+		se = gse;
+		cfs_rq = up;
+	}
+	if (cfs_rq)
+		emit_throttle(ts, THR_SWITCH_OUT, prev_pid, BPF_CORE_READ(cfs_rq, tg));
+}
+
 static __always_inline int do_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next, unsigned int prev_state, __u64 ts)
 {
@@ -1036,6 +1097,8 @@ static __always_inline int do_switch(void *ctx, bool preempt, struct task_struct
 			prev->tgid);
 		prof_add(P_SW_EMIT, t0, false);
 	}
+	if (state == 0)
+		throttle_mark(prev, prev_pid, ts);
 
 bookkeeping:
 	if (stack_mode != MODE_LAZY)
@@ -1401,10 +1464,32 @@ SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(on_hrtimer_entry, struct hrtimer *t, ktime_t *now)
 {
 	struct irq_state *is = irq_state();
+	__u64 fn;
+
 	/* A flag, not a counter: an exit missed (e.g. an expiry running while the programs
 	 * were being attached) must not leave this CPU "in a timer" for the whole recording. */
 	if (is)
 		is->timer = 1;
+	if (!cfs_period_timer_fn)
+		return 0;
+	fn = (__u64)t->function;
+	if (fn == cfs_period_timer_fn || fn == cfs_slack_timer_fn) {
+		/* container_of: the timer is in the group's cfs_bandwidth, in its task_group */
+		__u64 off = fn == cfs_period_timer_fn ?
+				    bpf_core_field_offset(struct cfs_bandwidth, period_timer) :
+				    bpf_core_field_offset(struct cfs_bandwidth, slack_timer);
+		__u64 b = (__u64)t - off;
+		struct cfs_bandwidth *cfs_b = (struct cfs_bandwidth *)b;
+		__u64 head = b + bpf_core_field_offset(struct cfs_bandwidth, throttled_cfs_rq);
+		__u64 first = (__u64)BPF_CORE_READ(cfs_b, throttled_cfs_rq.next);
+
+		/* Only a refill that may unthrottle something is worth a record. */
+		if (first && first != head)
+			emit_throttle(bpf_ktime_get_ns(), THR_REFILL, 0,
+				      (struct task_group *)(b - bpf_core_field_offset(
+								       struct task_group,
+								       cfs_bandwidth)));
+	}
 	return 0;
 }
 

@@ -14,6 +14,7 @@ mod section;
 mod summary;
 pub mod synth;
 mod tables;
+mod throttle;
 mod writer;
 
 pub use event::*;
@@ -22,6 +23,7 @@ pub use reader::*;
 pub use section::{FORMAT_MAJOR, FORMAT_MINOR, FORMAT_MIN_MAJOR};
 pub use summary::TraceFacts;
 pub use tables::*;
+pub use throttle::*;
 pub use writer::*;
 
 use std::path::PathBuf;

@@ -277,6 +277,9 @@ pub struct Tables {
     pub tasks: HashMap<Tid, TaskEntry>,
     /// Interrupt sources by id.
     pub irq_sources: HashMap<u32, IrqSource>,
+    /// CPU-quota throttling records (optional throttle sections, format 2.1; empty in
+    /// older traces and when nothing was throttled).
+    pub throttling: crate::Throttling,
 }
 
 impl Tables {
