@@ -79,6 +79,8 @@ pub struct FlightRing {
     by_kind: [u64; EventKind::COUNT],
     reserved_refs: [u64; 16],
     tables: TableDelta,
+    /// Throttling records so far (rare: kept whole, written into every file).
+    throttles: ThrottleDelta,
     table_bytes: u64,
     chunks: VecDeque<SealedChunk>,
     chunk_bytes: u64,
@@ -108,6 +110,7 @@ impl FlightRing {
             by_kind: [0; EventKind::COUNT],
             reserved_refs: [0; 16],
             tables: TableDelta::default(),
+            throttles: ThrottleDelta::default(),
             table_bytes: 0,
             chunks: VecDeque::new(),
             chunk_bytes: 0,
@@ -238,6 +241,9 @@ impl FlightRing {
         let result = (|| {
             let mut w = TraceWriter::create(&partial, &meta, options)?;
             self.tables.replay_into(&mut w)?;
+            if !self.throttles.is_empty() {
+                w.add_throttles(&self.throttles)?;
+            }
             for chunk in &chosen {
                 w.append_sealed(chunk)?;
             }
@@ -309,6 +315,17 @@ impl TraceSink for FlightRing {
         self.tables.irq_sources.extend_from_slice(sources);
         Ok(())
     }
+
+    fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()> {
+        self.table_bytes += TABLE_ITEM_BYTES * throttles.events.len() as u64;
+        extend_throttles(&mut self.throttles, throttles);
+        Ok(())
+    }
+}
+
+fn extend_throttles(to: &mut ThrottleDelta, from: &ThrottleDelta) {
+    to.events.extend_from_slice(&from.events);
+    to.names.extend_from_slice(&from.names);
 }
 
 /// When a [`RotatingWriter`] starts the next file.
@@ -331,6 +348,8 @@ pub struct RotatingWriter {
     meta: RecordingMeta,
     writer: Option<TraceWriter>,
     tables: TableDelta,
+    /// Throttling records so far (rare: kept whole, written into every file).
+    throttles: ThrottleDelta,
     file_start_ts: u64,
     last_ts: u64,
     seq: u32,
@@ -352,6 +371,7 @@ impl RotatingWriter {
             meta: meta.clone(),
             writer: None,
             tables: TableDelta::default(),
+            throttles: ThrottleDelta::default(),
             file_start_ts: meta.start_ns,
             last_ts: meta.start_ns,
             seq: 0,
@@ -394,6 +414,9 @@ impl RotatingWriter {
         meta.end_ns = 0;
         let mut w = TraceWriter::create(&self.current_path(), &meta, self.options.clone())?;
         self.tables.replay_into(&mut w)?;
+        if !self.throttles.is_empty() {
+            w.add_throttles(&self.throttles)?;
+        }
         self.writer = Some(w);
         Ok(())
     }
@@ -493,6 +516,12 @@ impl TraceSink for RotatingWriter {
     fn add_irq_sources(&mut self, sources: &[IrqSource]) -> Result<()> {
         self.writer().add_irq_sources(sources)?;
         self.tables.irq_sources.extend_from_slice(sources);
+        Ok(())
+    }
+
+    fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()> {
+        self.writer().add_throttles(throttles)?;
+        extend_throttles(&mut self.throttles, throttles);
         Ok(())
     }
 }

@@ -169,6 +169,9 @@ pub trait TraceSink {
     fn add_tasks(&mut self, tasks: &[TaskEntry]) -> Result<()>;
     /// Add interrupt sources (before any waking that references them).
     fn add_irq_sources(&mut self, sources: &[IrqSource]) -> Result<()>;
+    /// Add CPU-quota throttling records (optional throttle sections: nothing in the event
+    /// chunks refers to them, so they may come at any time before the end).
+    fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()>;
 }
 
 /// Per-chunk index entry.
@@ -235,6 +238,10 @@ impl TraceSink for MemTrace {
         for s in sources {
             self.tables.irq_sources.insert(s.id, s.clone());
         }
+        Ok(())
+    }
+    fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()> {
+        self.tables.throttling.merge(throttles);
         Ok(())
     }
 }

@@ -249,6 +249,7 @@ pub struct TraceWriter {
     events: Vec<Event>,
     pending: TableDelta,
     pending_frames: usize,
+    pending_throttles: ThrottleDelta,
     meta: RecordingMeta,
     meta_dirty: bool,
     last_ts: u64,
@@ -301,6 +302,7 @@ impl TraceWriter {
             options,
             pending: TableDelta::default(),
             pending_frames: 0,
+            pending_throttles: ThrottleDelta::default(),
             meta: meta.clone(),
             meta_dirty: false,
             last_ts: 0,
@@ -360,9 +362,27 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// The pending throttling records as one optional section (not in the index: readers
+    /// find it in the gaps between the indexed sections, see `TraceReader`).
+    fn write_throttles(&mut self) -> Result<()> {
+        if self.pending_throttles.is_empty() {
+            return Ok(());
+        }
+        let raw = bincode::serde::encode_to_vec(&self.pending_throttles, bincode_config())
+            .map_err(|e| self.io(std::io::Error::other(e)))?;
+        let items = (self.pending_throttles.events.len() + self.pending_throttles.names.len())
+            .min(u32::MAX as usize) as u32;
+        let sec = build_section(&mut self.cctx, KIND_THROTTLES, items, 0, 0, &raw)
+            .map_err(|e| self.io(e))?;
+        self.write_bytes(&sec)?;
+        self.pending_throttles = ThrottleDelta::default();
+        Ok(())
+    }
+
     fn write_chunk(&mut self) -> Result<()> {
         // Tables first: everything an event references precedes its chunk.
         self.write_tables()?;
+        self.write_throttles()?;
         if self.events.is_empty() {
             return Ok(());
         }
@@ -506,6 +526,19 @@ impl TraceSink for TraceWriter {
         self.pending.irq_sources.extend_from_slice(sources);
         self.maybe_spill()
     }
+
+    fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()> {
+        self.pending_throttles
+            .events
+            .extend_from_slice(&throttles.events);
+        self.pending_throttles
+            .names
+            .extend_from_slice(&throttles.names);
+        if self.pending_throttles.events.len() >= MAX_PENDING_TABLE_ITEMS {
+            self.write_throttles()?;
+        }
+        Ok(())
+    }
 }
 
 impl TraceWriter {
@@ -576,6 +609,9 @@ impl MemTrace {
         let mut syms: Vec<_> = self.tables.symbols.values().cloned().collect();
         syms.sort_by_key(|s| (s.tgid, s.addr));
         sink.add_symbols(&syms)?;
+        if !self.tables.throttling.is_empty() {
+            sink.add_throttles(&self.tables.throttling.to_delta())?;
+        }
         for e in &self.events {
             sink.push(e)?;
         }

@@ -194,6 +194,13 @@ impl Consumer {
             malformed,
         } = &mut *b;
         for e in evs.iter() {
+            if e.kind == crate::throttle::EV_THROTTLE {
+                // Not an event: a record of the throttle sections (format 2.1).
+                if !self.conv.throttles.take(e) {
+                    *malformed += 1;
+                }
+                continue;
+            }
             let ev = self.conv.convert(e, pool);
             self.reorder.buf.push(ev);
         }
@@ -225,6 +232,10 @@ impl Consumer {
         if !conv.new_stacks.is_empty() {
             writer.add_stacks(&conv.new_stacks)?;
             conv.new_stacks.clear();
+        }
+        if !conv.throttles.pending.is_empty() {
+            writer.add_throttles(&conv.throttles.pending)?;
+            conv.throttles.pending = Default::default();
         }
         Ok(())
     }
@@ -365,6 +376,13 @@ impl Consumer {
                 } else {
                     String::new()
                 }
+            ),
+        ));
+        meta.extra.push((
+            "throttling".into(),
+            format!(
+                "{} throttled switch-outs, {} quota refills recorded",
+                conv.throttles.switch_outs, conv.throttles.refills
             ),
         ));
         if path == UserStackPath::TaskWork {

@@ -104,6 +104,8 @@ pub(crate) struct Converter {
     /// Check softirq wakings against their kernel stacks (off with --no-softirq-tracking,
     /// which keeps the behaviour from before they were told apart, for A/B).
     pub(crate) softirq_by_stack_on: bool,
+    /// CPU-quota throttling records, for the throttle sections.
+    pub(crate) throttles: crate::throttle::Throttles,
 }
 
 /// What a kernel frame says about the softirq a waking ran in (the innermost such frame
@@ -148,6 +150,7 @@ impl Converter {
             softirq_stack_to_irq: 0,
             samples: Default::default(),
             softirq_by_stack_on: true,
+            throttles: Default::default(),
             stack_ids: HashMap::new(),
             next_stack: StackId::FIRST_REAL,
             new_stacks: Vec::new(),

@@ -20,6 +20,7 @@ mod recording;
 pub mod request;
 mod samples;
 mod summary;
+mod throttle;
 pub mod trigger;
 pub mod usyms;
 pub mod workload;

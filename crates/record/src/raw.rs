@@ -124,7 +124,10 @@ pub fn decode(data: &[u8], pool: &mut Vec<u64>) -> Option<RawEv> {
         frames_at: pool.len() as u32,
         comm: [0; 16],
     };
-    if e.kind > EV_OFFCPU && e.kind != crate::samples::EV_SAMPLE {
+    if e.kind > EV_OFFCPU
+        && e.kind != crate::samples::EV_SAMPLE
+        && e.kind != crate::throttle::EV_THROTTLE
+    {
         return None;
     }
     if e.kind == EV_COMM {

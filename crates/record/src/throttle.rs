@@ -47,7 +47,11 @@ impl Throttles {
         self.pending.events.push(ThrottleEvent {
             ts: e.ts,
             cpu: u32::from(e.cpu),
-            tid: if kind == ThrottleKind::SwitchOut { e.a } else { 0 },
+            tid: if kind == ThrottleKind::SwitchOut {
+                e.a
+            } else {
+                0
+            },
             kind,
             group,
         });

@@ -224,4 +224,7 @@ impl TraceSink for Tracker<'_> {
     fn add_irq_sources(&mut self, s: &[IrqSource]) -> Result<()> {
         self.inner.add_irq_sources(s)
     }
+    fn add_throttles(&mut self, t: &crate::ThrottleDelta) -> Result<()> {
+        self.inner.add_throttles(t)
+    }
 }
