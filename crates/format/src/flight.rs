@@ -9,7 +9,7 @@
 
 use crate::chunk::ChunkEncoder;
 use crate::section::*;
-use crate::writer::{accept_next, count_event, seal_chunk, SealedChunk, TableDelta};
+use crate::writer::{accept_next, count_event, seal_chunk, CgroupDelta, SealedChunk, TableDelta};
 use crate::*;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -79,6 +79,7 @@ pub struct FlightRing {
     by_kind: [u64; EventKind::COUNT],
     reserved_refs: [u64; 16],
     tables: TableDelta,
+    cgroups: CgroupDelta,
     table_bytes: u64,
     chunks: VecDeque<SealedChunk>,
     chunk_bytes: u64,
@@ -108,6 +109,7 @@ impl FlightRing {
             by_kind: [0; EventKind::COUNT],
             reserved_refs: [0; 16],
             tables: TableDelta::default(),
+            cgroups: CgroupDelta::default(),
             table_bytes: 0,
             chunks: VecDeque::new(),
             chunk_bytes: 0,
@@ -238,6 +240,9 @@ impl FlightRing {
         let result = (|| {
             let mut w = TraceWriter::create(&partial, &meta, options)?;
             self.tables.replay_into(&mut w)?;
+            if !self.cgroups.is_empty() {
+                w.add_cgroups(&self.cgroups.cgroups, &self.cgroups.members)?;
+            }
             for chunk in &chosen {
                 w.append_sealed(chunk)?;
             }
@@ -309,6 +314,12 @@ impl TraceSink for FlightRing {
         self.tables.irq_sources.extend_from_slice(sources);
         Ok(())
     }
+
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {
+        self.table_bytes += CgroupDelta::bytes(cgroups, members);
+        self.cgroups.extend(cgroups, members);
+        Ok(())
+    }
 }
 
 /// When a [`RotatingWriter`] starts the next file.
@@ -331,6 +342,7 @@ pub struct RotatingWriter {
     meta: RecordingMeta,
     writer: Option<TraceWriter>,
     tables: TableDelta,
+    cgroups: CgroupDelta,
     file_start_ts: u64,
     last_ts: u64,
     seq: u32,
@@ -352,6 +364,7 @@ impl RotatingWriter {
             meta: meta.clone(),
             writer: None,
             tables: TableDelta::default(),
+            cgroups: CgroupDelta::default(),
             file_start_ts: meta.start_ns,
             last_ts: meta.start_ns,
             seq: 0,
@@ -394,6 +407,9 @@ impl RotatingWriter {
         meta.end_ns = 0;
         let mut w = TraceWriter::create(&self.current_path(), &meta, self.options.clone())?;
         self.tables.replay_into(&mut w)?;
+        if !self.cgroups.is_empty() {
+            w.add_cgroups(&self.cgroups.cgroups, &self.cgroups.members)?;
+        }
         self.writer = Some(w);
         Ok(())
     }
@@ -493,6 +509,12 @@ impl TraceSink for RotatingWriter {
     fn add_irq_sources(&mut self, sources: &[IrqSource]) -> Result<()> {
         self.writer().add_irq_sources(sources)?;
         self.tables.irq_sources.extend_from_slice(sources);
+        Ok(())
+    }
+
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {
+        self.writer().add_cgroups(cgroups, members)?;
+        self.cgroups.extend(cgroups, members);
         Ok(())
     }
 }

@@ -167,6 +167,9 @@ pub trait TraceSink {
     fn add_tasks(&mut self, tasks: &[TaskEntry]) -> Result<()>;
     /// Add interrupt sources (before any waking that references them).
     fn add_irq_sources(&mut self, sources: &[IrqSource]) -> Result<()>;
+    /// Add cgroup paths and threads' cgroup memberships (optional cgroup sections: nothing
+    /// in the event chunks refers to them, so they may come at any time before the end).
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()>;
 }
 
 /// Per-chunk index entry.
@@ -233,6 +236,10 @@ impl TraceSink for MemTrace {
         for s in sources {
             self.tables.irq_sources.insert(s.id, s.clone());
         }
+        Ok(())
+    }
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {
+        self.tables.merge_cgroups(cgroups, members);
         Ok(())
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::chunk;
 use crate::section::*;
-use crate::writer::{IndexPayload, IndexPayloadV1, TableDelta};
+use crate::writer::{CgroupDelta, IndexPayload, IndexPayloadV1, TableDelta};
 use crate::*;
 use std::cell::RefCell;
 use std::ops::Range;
@@ -52,6 +52,8 @@ pub struct SectionBytes {
     pub chunks: u64,
     /// Index section.
     pub index: u64,
+    /// Cgroup sections (optional kind, format 2.1).
+    pub cgroups: u64,
     /// Sections of kinds this version does not know (skipped) and trailing garbage.
     pub other: u64,
     /// Number of table sections.
@@ -259,6 +261,42 @@ impl TraceReader {
         if l.meta.is_none() {
             return Err("index lists no metadata section".into());
         }
+        // Optional sections (cgroups) are not in the index: they sit in the gaps between
+        // the indexed sections, which a file without them does not have.
+        let mut known: Vec<(u64, u64)> =
+            Vec::with_capacity(index.tables.len() + index.metas.len() + index.chunks.len() + 1);
+        for &off in index.tables.iter().chain(&index.metas) {
+            let (h, _) = read_section_header(data, off).map_err(s)?;
+            known.push((off, h.section_len()));
+        }
+        known.extend(index.chunks.iter().map(|c| (c.offset, c.len)));
+        known.push((index_offset, index_len));
+        known.sort_unstable();
+        let mut cursor = FILE_HEADER_LEN as u64;
+        for &(off, len) in &known {
+            while cursor < off {
+                let (h, p) = match read_frame(data, cursor).map_err(s)? {
+                    Frame::Section(h, p) => (h, p),
+                    Frame::Foreign(n) => {
+                        cursor += n;
+                        continue;
+                    }
+                    Frame::Trailer => return Err(format!("trailer inside the file at {cursor}")),
+                };
+                if h.kind < KIND_OPTIONAL_MIN {
+                    return Err(format!(
+                        "section of kind {} at offset {cursor} is not in the index",
+                        h.kind
+                    ));
+                }
+                if h.kind == KIND_CGROUPS {
+                    load_cgroups(&mut l.tables, &h, p, cursor).map_err(s)?;
+                    l.bytes.cgroups += h.section_len();
+                }
+                cursor += h.section_len();
+            }
+            cursor = cursor.max(off + len);
+        }
         let mut last_ts = 0u64;
         let mut last_off = 0u64;
         let mut total = 0u64;
@@ -311,8 +349,12 @@ impl TraceReader {
                 reserved_stack_refs: index.reserved_stack_refs,
             });
         }
-        let known =
-            l.bytes.framing + l.bytes.meta + l.bytes.tables + l.bytes.chunks + l.bytes.index;
+        let known = l.bytes.framing
+            + l.bytes.meta
+            + l.bytes.tables
+            + l.bytes.chunks
+            + l.bytes.index
+            + l.bytes.cgroups;
         l.bytes.other = flen.saturating_sub(known);
         Ok(l)
     }
@@ -401,6 +443,10 @@ impl TraceReader {
                         });
                     }
                     KIND_INDEX => l.bytes.index += h.section_len(),
+                    KIND_CGROUPS => {
+                        load_cgroups(&mut l.tables, &h, payload, off)?;
+                        l.bytes.cgroups += h.section_len();
+                    }
                     k if k >= KIND_OPTIONAL_MIN => l.bytes.other += h.section_len(),
                     k => {
                         return Err(FormatError::Corrupt {
@@ -850,6 +896,27 @@ fn merge_tables(t: &mut Tables, d: TableDelta, offset: u64) -> Result<()> {
     for s in d.irq_sources {
         t.irq_sources.insert(s.id, s);
     }
+    Ok(())
+}
+
+/// The header of the section at `off` (any kind).
+fn read_section_header(data: &[u8], off: u64) -> Result<(SectionHeader, &[u8])> {
+    match read_frame(data, off)? {
+        Frame::Section(h, p) => Ok((h, p)),
+        _ => Err(FormatError::Corrupt {
+            what: "section",
+            offset: off,
+            detail: "no section header here".into(),
+        }),
+    }
+}
+
+/// Check, decode and merge one cgroup section.
+fn load_cgroups(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) -> Result<()> {
+    check_payload(h, payload, off)?;
+    let raw = decompress_section(h, payload, off)?;
+    let d: CgroupDelta = decode_bincode(&raw, "cgroup section", off)?;
+    t.merge_cgroups(&d.cgroups, &d.members);
     Ok(())
 }
 

@@ -21,7 +21,7 @@ pub(crate) const FILE_MAGIC: &[u8; 8] = b"CHAINREC";
 /// Major version written by this build (2: on-CPU samples, event kind 7).
 pub const FORMAT_MAJOR: u16 = 2;
 /// Minor version written by this build (readers accept any minor of a major they read).
-pub const FORMAT_MINOR: u16 = 0;
+pub const FORMAT_MINOR: u16 = 1;
 /// Oldest major version this build reads (1: no samples, 7 per-kind counts in the index).
 pub const FORMAT_MIN_MAJOR: u16 = 1;
 
@@ -47,6 +47,8 @@ pub(crate) const KIND_TABLES: u8 = 2;
 pub(crate) const KIND_CHUNK: u8 = 3;
 pub(crate) const KIND_INDEX: u8 = 4;
 pub(crate) const KIND_OPTIONAL_MIN: u8 = 0x80;
+/// Optional (format 2.1): cgroup paths and threads' cgroup memberships.
+pub(crate) const KIND_CGROUPS: u8 = 0x80;
 
 /// Largest decompressed payload of an event chunk a reader accepts.
 pub(crate) const MAX_CHUNK_RAW: u64 = 64 << 20;
@@ -62,6 +64,7 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
         KIND_TABLES => "table section",
         KIND_CHUNK => crate::EVENT_CHUNK,
         KIND_INDEX => "index section",
+        KIND_CGROUPS => "cgroup section",
         _ => "section",
     }
 }

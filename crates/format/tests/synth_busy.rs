@@ -47,6 +47,9 @@ impl TraceSink for OrderSink {
         }
         self.mem.add_irq_sources(s)
     }
+    fn add_cgroups(&mut self, c: &[CgroupEntry], m: &[TaskCgroup]) -> Result<()> {
+        self.mem.add_cgroups(c, m)
+    }
 }
 
 fn gen(events: u64, seed: u64) -> OrderSink {

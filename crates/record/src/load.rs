@@ -104,6 +104,7 @@ fn open_and_load<'obj>(
         ro.use_task_work = path == UserStackPath::TaskWork;
         ro.softirq_heuristic = !opts.no_softirq_tracking;
         ro.profile = opts.profile_bpf;
+        ro.track_cgroups = !opts.no_cgroups;
         ro.user_stash = path != UserStackPath::Off && !opts.no_user_stash;
         if let Some(i) = irq_stack {
             ro.have_irqstack = true;
