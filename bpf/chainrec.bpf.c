@@ -18,6 +18,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define EV_COMM 3
 #define EV_EXIT 4
 #define EV_OFFCPU 5
+#define EV_CGROUP 6 /* a task's cgroup changed: a = tid, b = tgid, c/d = cgroup id low/high */
 #define EV_THROTTLE 8 /* aux THR_*: a, b|c<<32 = cgroup id, d = cgroup hierarchy id */
 
 /* EV_THROTTLE kinds (= chainrec_format::ThrottleKind) */
@@ -100,7 +101,8 @@ char LICENSE[] SEC("license") = "GPL";
 #define P_SW_STASH 16 /* on_switch: user stack of prev taken at switch-out (predicted long) */
 #define P_SW_KSTACK1 17 /* --profile-bpf only: bpf_get_task_stack(next) of one frame */
 #define P_WK_KSTACK1 18 /* --profile-bpf only: the waker's kernel stack, one frame */
-#define P_NR 19
+#define P_SW_CGROUP 19 /* on_switch: prev's cgroup id against the one it had (moves) */
+#define P_NR 20
 #define C_NR (C_PROF + 2 * P_NR)
 
 struct ev {
@@ -121,6 +123,7 @@ struct ev {
 struct ev_comm {
 	struct ev h;
 	char comm[16];
+	__u64 cgid; /* the task's cgroup v2 id (kernfs node id), 0 when not tracked */
 };
 
 struct ev_stk {
@@ -156,6 +159,8 @@ const volatile bool profile = false;
 /* Lazy mode: take the user stack of a task at its switch-out when its wait is predicted to
  * be long (see predict_long), instead of scheduling a task_work at the switch-in. */
 const volatile bool user_stash = false;
+/* Record each task's cgroup (v2) at its first sighting and when it changes. */
+const volatile bool track_cgroups = true;
 
 /* CPU-quota throttling (docs/RECORDER.md, "Throttling"): the kallsyms addresses of the
  * CFS bandwidth timers; 0 = unknown (no refill records: the engine then ends throttled
@@ -257,6 +262,7 @@ struct task_st {
 	 * than T and lowered by each shorter one; a wait is predicted long while it is > 0. */
 	__u64 long_hi;
 	__u64 long_lo;
+	__u64 cgid;      /* cgroup id last reported for the task (0 = none yet) */
 };
 
 /* Per-task task_work slot (lazy user stacks, task_work path), keyed by tid. Task storage
@@ -412,12 +418,23 @@ static __always_inline bool is_kthread(struct task_struct *t)
 	return t->flags & 0x00200000; /* PF_KTHREAD */
 }
 
-static __always_inline void emit_comm(struct task_struct *t, __u8 reason, __u64 ts)
+/* The cgroup v2 id of t (what bpf_get_current_cgroup_id() gives for current): the kernfs
+ * node id of its cgroup on the default hierarchy. */
+static __always_inline __u64 task_cgid(struct task_struct *t)
 {
+	if (!track_cgroups)
+		return 0;
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
+/* Comm record of t; returns the cgroup id it carries (to remember in task storage). */
+static __always_inline __u64 emit_comm(struct task_struct *t, __u8 reason, __u64 ts)
+{
+	__u64 cgid = task_cgid(t);
 	struct ev_comm *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
 	if (!e) {
 		count(C_RB_FULL);
-		return;
+		return 0;
 	}
 	e->h.ts = ts;
 	e->h.kind = EV_COMM;
@@ -431,8 +448,10 @@ static __always_inline void emit_comm(struct task_struct *t, __u8 reason, __u64 
 	e->h.b = t->tgid;
 	e->h.c = is_kthread(t) ? 1 : 0;
 	e->h.d = 0;
+	e->cgid = cgid;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), t->comm);
 	bpf_ringbuf_submit(e, rb_flags());
+	return cgid;
 }
 
 static __always_inline struct task_st *tst(struct task_struct *t, bool create)
@@ -449,7 +468,7 @@ static __always_inline struct task_st *seen(struct task_struct *t, __u64 ts, __u
 	s = tst(t, true);
 	if (s && !(s->flags & TS_SEEN)) {
 		s->flags |= TS_SEEN;
-		emit_comm(t, reason, ts);
+		s->cgid = emit_comm(t, reason, ts);
 	}
 	return s;
 }
@@ -1058,6 +1077,21 @@ static __always_inline int do_switch(void *ctx, bool preempt, struct task_struct
 	__u32 state = preempt ? 0 : (prev_state & 0xff);
 
 	prof_add(P_SW_SEEN, t0, false);
+	if (track_cgroups && ps) {
+		/* A task moved to another cgroup is noticed at its next switch-out: prev is
+		 * current here, and its cgroup id is a few loads. */
+		__u64 cg;
+
+		t0 = prof_t0();
+		cg = bpf_get_current_cgroup_id();
+		if (cg != ps->cgid) {
+			ps->cgid = cg;
+			if (interesting(prev, ps))
+				emit_ev(ts, EV_CGROUP, 0, ST_NONE, ST_NONE, prev_pid, prev->tgid,
+					(__u32)cg, (__u32)(cg >> 32));
+		}
+		prof_add(P_SW_CGROUP, t0, false);
+	}
 	if (stack_mode == MODE_LAZY && user_stacks && ps && user_half_due(ps)) {
 		t0 = prof_t0();
 		user_half_at_switch(ctx, prev, ps, ts);
@@ -1337,7 +1371,10 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	}
 	if (!interesting(p, s))
 		return 0;
-	emit_comm(p, CR_EXEC, ts);
+	if (s)
+		s->cgid = emit_comm(p, CR_EXEC, ts);
+	else
+		emit_comm(p, CR_EXEC, ts);
 	return 0;
 }
 
@@ -1370,6 +1407,7 @@ int BPF_PROG(on_rename, struct task_struct *t, const char *comm)
 	e->h.b = t->tgid;
 	e->h.c = is_kthread(t) ? 1 : 0;
 	e->h.d = 0;
+	e->cgid = task_cgid(t);
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
 	bpf_ringbuf_submit(e, rb_flags());
 	return 0;

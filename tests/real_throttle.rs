@@ -242,6 +242,15 @@ fn throttled_spinner_and_its_reader() {
         "spinner off-CPU only {offcpu} ns in ~2 s: the quota did not hold it ({spinner:?})"
     );
     let ratio = |x: u64, of: u64| x as f64 / of.max(1) as f64;
+    eprintln!(
+        "spinner off-CPU {offcpu} ns: throttled in {} {:.4}, [idle] {:.4}: {spinner:?}\n\
+         one level down: {reader_waits} reader waits, throttled {:.4}, [idle] {:.4}: {reader:?}",
+        group.name,
+        ratio(spinner.throttled_in_group, offcpu),
+        ratio(spinner.behind_idle, offcpu),
+        ratio(reader.throttled_in_group, reader.runnable),
+        ratio(reader.behind_idle, reader.runnable),
+    );
     assert!(
         ratio(spinner.throttled_in_group, offcpu) >= 0.90,
         "throttled [{}] {} of {offcpu} ns off-CPU: {spinner:?}",

@@ -9,7 +9,7 @@
 
 use crate::chunk::ChunkEncoder;
 use crate::section::*;
-use crate::writer::{accept_next, count_event, seal_chunk, SealedChunk, TableDelta};
+use crate::writer::{accept_next, count_event, seal_chunk, CgroupDelta, SealedChunk, TableDelta};
 use crate::*;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -81,6 +81,7 @@ pub struct FlightRing {
     tables: TableDelta,
     /// Throttling records so far (rare: kept whole, written into every file).
     throttles: ThrottleDelta,
+    cgroups: CgroupDelta,
     table_bytes: u64,
     chunks: VecDeque<SealedChunk>,
     chunk_bytes: u64,
@@ -111,6 +112,7 @@ impl FlightRing {
             reserved_refs: [0; 16],
             tables: TableDelta::default(),
             throttles: ThrottleDelta::default(),
+            cgroups: CgroupDelta::default(),
             table_bytes: 0,
             chunks: VecDeque::new(),
             chunk_bytes: 0,
@@ -244,6 +246,9 @@ impl FlightRing {
             if !self.throttles.is_empty() {
                 w.add_throttles(&self.throttles)?;
             }
+            if !self.cgroups.is_empty() {
+                w.add_cgroups(&self.cgroups.cgroups, &self.cgroups.members)?;
+            }
             for chunk in &chosen {
                 w.append_sealed(chunk)?;
             }
@@ -321,6 +326,12 @@ impl TraceSink for FlightRing {
         extend_throttles(&mut self.throttles, throttles);
         Ok(())
     }
+
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {
+        self.table_bytes += CgroupDelta::bytes(cgroups, members);
+        self.cgroups.extend(cgroups, members);
+        Ok(())
+    }
 }
 
 fn extend_throttles(to: &mut ThrottleDelta, from: &ThrottleDelta) {
@@ -350,6 +361,7 @@ pub struct RotatingWriter {
     tables: TableDelta,
     /// Throttling records so far (rare: kept whole, written into every file).
     throttles: ThrottleDelta,
+    cgroups: CgroupDelta,
     file_start_ts: u64,
     last_ts: u64,
     seq: u32,
@@ -372,6 +384,7 @@ impl RotatingWriter {
             writer: None,
             tables: TableDelta::default(),
             throttles: ThrottleDelta::default(),
+            cgroups: CgroupDelta::default(),
             file_start_ts: meta.start_ns,
             last_ts: meta.start_ns,
             seq: 0,
@@ -416,6 +429,9 @@ impl RotatingWriter {
         self.tables.replay_into(&mut w)?;
         if !self.throttles.is_empty() {
             w.add_throttles(&self.throttles)?;
+        }
+        if !self.cgroups.is_empty() {
+            w.add_cgroups(&self.cgroups.cgroups, &self.cgroups.members)?;
         }
         self.writer = Some(w);
         Ok(())
@@ -522,6 +538,12 @@ impl TraceSink for RotatingWriter {
     fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()> {
         self.writer().add_throttles(throttles)?;
         extend_throttles(&mut self.throttles, throttles);
+        Ok(())
+    }
+
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {
+        self.writer().add_cgroups(cgroups, members)?;
+        self.cgroups.extend(cgroups, members);
         Ok(())
     }
 }

@@ -172,6 +172,9 @@ pub trait TraceSink {
     /// Add CPU-quota throttling records (optional throttle sections: nothing in the event
     /// chunks refers to them, so they may come at any time before the end).
     fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()>;
+    /// Add cgroup paths and threads' cgroup memberships (optional cgroup sections: nothing
+    /// in the event chunks refers to them, so they may come at any time before the end).
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()>;
 }
 
 /// Per-chunk index entry.
@@ -242,6 +245,10 @@ impl TraceSink for MemTrace {
     }
     fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()> {
         self.tables.throttling.merge(throttles);
+        Ok(())
+    }
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {
+        self.tables.merge_cgroups(cgroups, members);
         Ok(())
     }
 }

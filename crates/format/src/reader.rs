@@ -3,7 +3,7 @@
 
 use crate::chunk;
 use crate::section::*;
-use crate::writer::{IndexPayload, IndexPayloadV1, TableDelta};
+use crate::writer::{CgroupDelta, IndexPayload, IndexPayloadV1, TableDelta};
 use crate::*;
 use std::cell::RefCell;
 use std::ops::Range;
@@ -54,6 +54,8 @@ pub struct SectionBytes {
     pub index: u64,
     /// Throttle sections (optional kind, format 2.1).
     pub throttles: u64,
+    /// Cgroup sections (optional kind, format 2.1).
+    pub cgroups: u64,
     /// Sections of kinds this version does not know (skipped) and trailing garbage.
     pub other: u64,
     /// Number of table sections.
@@ -261,12 +263,12 @@ impl TraceReader {
         if l.meta.is_none() {
             return Err("index lists no metadata section".into());
         }
-        // Optional sections (throttling records) are not in the index: they sit in the
-        // gaps between the indexed sections, which a file without them does not have.
+        // Optional sections (cgroups, throttling records) are not in the index: they sit
+        // in the gaps between the indexed sections, which a file without them does not have.
         let mut known: Vec<(u64, u64)> =
             Vec::with_capacity(index.tables.len() + index.metas.len() + index.chunks.len() + 1);
         for &off in index.tables.iter().chain(&index.metas) {
-            let (h, _) = read_any_section(data, off).map_err(s)?;
+            let (h, _) = read_section_header(data, off).map_err(s)?;
             known.push((off, h.section_len()));
         }
         known.extend(index.chunks.iter().map(|c| (c.offset, c.len)));
@@ -292,6 +294,10 @@ impl TraceReader {
                 if h.kind == KIND_THROTTLES {
                     load_throttles(&mut l.tables, &h, p, cursor).map_err(s)?;
                     l.bytes.throttles += h.section_len();
+                }
+                if h.kind == KIND_CGROUPS {
+                    load_cgroups(&mut l.tables, &h, p, cursor).map_err(s)?;
+                    l.bytes.cgroups += h.section_len();
                 }
                 cursor += h.section_len();
             }
@@ -354,7 +360,8 @@ impl TraceReader {
             + l.bytes.tables
             + l.bytes.chunks
             + l.bytes.index
-            + l.bytes.throttles;
+            + l.bytes.throttles
+            + l.bytes.cgroups;
         l.bytes.other = flen.saturating_sub(known);
         Ok(l)
     }
@@ -446,6 +453,10 @@ impl TraceReader {
                     KIND_THROTTLES => {
                         load_throttles(&mut l.tables, &h, payload, off)?;
                         l.bytes.throttles += h.section_len();
+                    }
+                    KIND_CGROUPS => {
+                        load_cgroups(&mut l.tables, &h, payload, off)?;
+                        l.bytes.cgroups += h.section_len();
                     }
                     k if k >= KIND_OPTIONAL_MIN => l.bytes.other += h.section_len(),
                     k => {
@@ -900,7 +911,7 @@ fn merge_tables(t: &mut Tables, d: TableDelta, offset: u64) -> Result<()> {
 }
 
 /// The header of the section at `off` (any kind).
-fn read_any_section(data: &[u8], off: u64) -> Result<(SectionHeader, &[u8])> {
+fn read_section_header(data: &[u8], off: u64) -> Result<(SectionHeader, &[u8])> {
     match read_frame(data, off)? {
         Frame::Section(h, p) => Ok((h, p)),
         _ => Err(FormatError::Corrupt {
@@ -917,6 +928,15 @@ fn load_throttles(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) -
     let raw = decompress_section(h, payload, off)?;
     let d: ThrottleDelta = decode_bincode(&raw, "throttle section", off)?;
     t.throttling.merge(&d);
+    Ok(())
+}
+
+/// Check, decode and merge one cgroup section.
+fn load_cgroups(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) -> Result<()> {
+    check_payload(h, payload, off)?;
+    let raw = decompress_section(h, payload, off)?;
+    let d: CgroupDelta = decode_bincode(&raw, "cgroup section", off)?;
+    t.merge_cgroups(&d.cgroups, &d.members);
     Ok(())
 }
 

@@ -49,6 +49,8 @@ pub(crate) const KIND_INDEX: u8 = 4;
 pub(crate) const KIND_OPTIONAL_MIN: u8 = 0x80;
 /// Optional (format 2.1): CPU-quota throttling records (`ThrottleDelta`).
 pub(crate) const KIND_THROTTLES: u8 = 0x81;
+/// Optional (format 2.1): cgroup paths and threads' cgroup memberships.
+pub(crate) const KIND_CGROUPS: u8 = 0x80;
 
 /// Largest decompressed payload of an event chunk a reader accepts.
 pub(crate) const MAX_CHUNK_RAW: u64 = 64 << 20;
@@ -65,6 +67,7 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
         KIND_CHUNK => crate::EVENT_CHUNK,
         KIND_INDEX => "index section",
         KIND_THROTTLES => "throttle section",
+        KIND_CGROUPS => "cgroup section",
         _ => "section",
     }
 }

@@ -165,13 +165,19 @@ impl Throttling {
 }
 
 impl crate::Tables {
-    /// What a throttled level names its group by: the cgroup path (a v1 group's path
-    /// below its hierarchy's mount, as the recorder resolved it), else `cgroup <id>`.
+    /// What a throttled level names its group by: its cgroup path (a v2 group's from the
+    /// cgroup table, a v1 group's below its hierarchy's mount as the recorder resolved it),
+    /// else `cgroup <id>`.
     pub fn throttle_group_name(&self, group: ThrottleGroup) -> String {
-        if let Some(name) = self.throttling.v1_name(group) {
-            return name.to_string();
+        let path = if group.hierarchy == 0 {
+            self.cgroups.get(&group.cgroup).map(|c| c.path.as_str())
+        } else {
+            self.throttling.v1_name(group)
+        };
+        match path {
+            Some(p) => p.to_string(),
+            None => format!("cgroup {}", group.cgroup),
         }
-        format!("cgroup {}", group.cgroup)
     }
 }
 

@@ -75,6 +75,10 @@ pub(crate) struct Converter {
     pub(crate) new_irqs: Vec<IrqSource>,
     tasks: HashSet<Tid>,
     pub(crate) new_tasks: Vec<TaskEntry>,
+    /// Each live thread's cgroup id as last reported (to write changes only).
+    task_cgroup: HashMap<Tid, u64>,
+    /// Cgroup memberships not yet written.
+    pub(crate) new_members: Vec<TaskCgroup>,
     pub(crate) kaddrs: HashSet<u64>,
     pub(crate) new_kaddrs: Vec<u64>,
     pub(crate) uaddrs: HashSet<(Tid, u64)>,
@@ -158,6 +162,8 @@ impl Converter {
             new_irqs: Vec::new(),
             tasks: HashSet::new(),
             new_tasks: Vec::new(),
+            task_cgroup: HashMap::new(),
+            new_members: Vec::new(),
             kaddrs: HashSet::new(),
             new_kaddrs: Vec::new(),
             uaddrs: HashSet::new(),
@@ -361,6 +367,15 @@ impl Converter {
         })
     }
 
+    /// Thread `tid` is in cgroup `cgroup` from `ts` on (comm records at first sighting,
+    /// exec and rename; `EV_CGROUP` records when it moved).
+    pub(crate) fn cgroup_member(&mut self, ts: u64, tid: Tid, cgroup: u64) {
+        if cgroup == 0 || self.task_cgroup.insert(tid, cgroup) == Some(cgroup) {
+            return;
+        }
+        self.new_members.push(TaskCgroup { ts, tid, cgroup });
+    }
+
     pub(crate) fn convert(&mut self, e: &RawEv, pool: &[u64]) -> Event {
         let at = e.frames_at as usize;
         let kf = &pool[at..at + e.nk as usize];
@@ -414,6 +429,7 @@ impl Converter {
             }),
             raw::EV_COMM => {
                 let comm = Comm(e.comm);
+                self.cgroup_member(e.ts, e.a, e.cgid);
                 if self.tasks.insert(e.a) {
                     self.new_tasks.push(TaskEntry {
                         tid: e.a,
@@ -430,11 +446,14 @@ impl Converter {
                     reason: CommReason::from_u8(e.aux).unwrap_or(CommReason::Seen),
                 })
             }
-            raw::EV_EXIT => Event::Exit(Exit {
-                ts: e.ts,
-                tid: e.a,
-                tgid: e.b,
-            }),
+            raw::EV_EXIT => {
+                self.task_cgroup.remove(&e.a);
+                Event::Exit(Exit {
+                    ts: e.ts,
+                    tid: e.a,
+                    tgid: e.b,
+                })
+            }
             crate::samples::EV_SAMPLE => {
                 let mut counts = std::mem::take(&mut self.samples);
                 let ev =

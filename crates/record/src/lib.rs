@@ -6,6 +6,7 @@
 //! See `docs/RECORDER.md` for the design (lazy stacks, waking context, ring buffer).
 
 mod btfinfo;
+mod cgroups;
 pub mod command;
 mod consumer;
 mod convert;

@@ -75,6 +75,7 @@ pub(crate) enum UserStackPath {
 }
 
 /// Open, configure and load the BPF object with the given lazy user-stack path.
+#[allow(clippy::too_many_arguments)]
 fn open_and_load<'obj>(
     open_obj: &'obj mut MaybeUninit<OpenObject>,
     opts: &RecordOptions,
@@ -105,6 +106,7 @@ fn open_and_load<'obj>(
         ro.use_task_work = path == UserStackPath::TaskWork;
         ro.softirq_heuristic = !opts.no_softirq_tracking;
         ro.profile = opts.profile_bpf;
+        ro.track_cgroups = !opts.no_cgroups;
         ro.user_stash = path != UserStackPath::Off && !opts.no_user_stash;
         if let Some(i) = irq_stack {
             ro.have_irqstack = true;

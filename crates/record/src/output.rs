@@ -492,4 +492,16 @@ impl TraceSink for Output {
             Output::Flight(f) => f.ring.add_throttles(throttles),
         }
     }
+
+    fn add_cgroups(
+        &mut self,
+        cgroups: &[CgroupEntry],
+        members: &[TaskCgroup],
+    ) -> chainrec_format::Result<()> {
+        match self {
+            Output::File(w) => w.add_cgroups(cgroups, members),
+            Output::Rotating(w) => w.add_cgroups(cgroups, members),
+            Output::Flight(f) => f.ring.add_cgroups(cgroups, members),
+        }
+    }
 }
