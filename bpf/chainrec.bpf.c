@@ -18,6 +18,12 @@ char LICENSE[] SEC("license") = "GPL";
 #define EV_COMM 3
 #define EV_EXIT 4
 #define EV_OFFCPU 5
+#define EV_CGROUP 6 /* a task's cgroup changed: a = tid, b = tgid, c/d = cgroup id low/high */
+#define EV_THROTTLE 8 /* aux THR_*: a, b|c<<32 = cgroup id, d = cgroup hierarchy id */
+
+/* EV_THROTTLE kinds (= chainrec_format::ThrottleKind) */
+#define THR_SWITCH_OUT 0 /* prev (a) switched out because its cgroup ran out of CPU quota */
+#define THR_REFILL 1     /* the group's period/slack timer ran while cfs_rqs were throttled */
 
 /* stack status bytes */
 #define ST_NONE 0
@@ -102,7 +108,8 @@ char LICENSE[] SEC("license") = "GPL";
 #define P_SW_STASH 16 /* on_switch: user stack of prev taken at switch-out (predicted long) */
 #define P_SW_KSTACK1 17 /* --profile-bpf only: bpf_get_task_stack(next) of one frame */
 #define P_WK_KSTACK1 18 /* --profile-bpf only: the waker's kernel stack, one frame */
-#define P_NR 19
+#define P_SW_CGROUP 19 /* on_switch: prev's cgroup id against the one it had (moves) */
+#define P_NR 20
 #define C_NR (C_PROF + 2 * P_NR)
 
 struct ev {
@@ -123,6 +130,7 @@ struct ev {
 struct ev_comm {
 	struct ev h;
 	char comm[16];
+	__u64 cgid; /* the task's cgroup v2 id (kernfs node id), 0 when not tracked */
 };
 
 /* A user-stack copy block, right after the record's nk + nu frames (ust & UST_COPY): the
@@ -173,6 +181,14 @@ const volatile bool user_stash = false;
 /* Copy up to this many bytes of the user stack with every user stack taken (0 = frame
  * pointers only), for unwinding with the objects' CFI in user space (--user-unwind). */
 const volatile __u32 ucopy_max = 0;
+/* Record each task's cgroup (v2) at its first sighting and when it changes. */
+const volatile bool track_cgroups = true;
+
+/* CPU-quota throttling (docs/RECORDER.md, "Throttling"): the kallsyms addresses of the
+ * CFS bandwidth timers; 0 = unknown (no refill records: the engine then ends throttled
+ * time at the switch-in). */
+const volatile __u64 cfs_period_timer_fn = 0;
+const volatile __u64 cfs_slack_timer_fn = 0;
 
 /* Global pending user-stack counter: gates the sys_exit program (fallback path only). */
 __u64 user_pending = 0;
@@ -268,6 +284,7 @@ struct task_st {
 	 * than T and lowered by each shorter one; a wait is predicted long while it is > 0. */
 	__u64 long_hi;
 	__u64 long_lo;
+	__u64 cgid;      /* cgroup id last reported for the task (0 = none yet) */
 };
 
 /* Per-task task_work slot (lazy user stacks, task_work path), keyed by tid. Task storage
@@ -438,12 +455,23 @@ static __always_inline bool is_kthread(struct task_struct *t)
 	return t->flags & 0x00200000; /* PF_KTHREAD */
 }
 
-static __always_inline void emit_comm(struct task_struct *t, __u8 reason, __u64 ts)
+/* The cgroup v2 id of t (what bpf_get_current_cgroup_id() gives for current): the kernfs
+ * node id of its cgroup on the default hierarchy. */
+static __always_inline __u64 task_cgid(struct task_struct *t)
 {
+	if (!track_cgroups)
+		return 0;
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
+/* Comm record of t; returns the cgroup id it carries (to remember in task storage). */
+static __always_inline __u64 emit_comm(struct task_struct *t, __u8 reason, __u64 ts)
+{
+	__u64 cgid = task_cgid(t);
 	struct ev_comm *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
 	if (!e) {
 		count(C_RB_FULL);
-		return;
+		return 0;
 	}
 	e->h.ts = ts;
 	e->h.kind = EV_COMM;
@@ -457,8 +485,10 @@ static __always_inline void emit_comm(struct task_struct *t, __u8 reason, __u64 
 	e->h.b = t->tgid;
 	e->h.c = is_kthread(t) ? 1 : 0;
 	e->h.d = 0;
+	e->cgid = cgid;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), t->comm);
 	bpf_ringbuf_submit(e, rb_flags());
+	return cgid;
 }
 
 static __always_inline struct task_st *tst(struct task_struct *t, bool create)
@@ -475,7 +505,7 @@ static __always_inline struct task_st *seen(struct task_struct *t, __u64 ts, __u
 	s = tst(t, true);
 	if (s && !(s->flags & TS_SEEN)) {
 		s->flags |= TS_SEEN;
-		emit_comm(t, reason, ts);
+		s->cgid = emit_comm(t, reason, ts);
 	}
 	return s;
 }
@@ -1131,6 +1161,56 @@ static __always_inline bool use_stash(struct task_struct *next, struct ev_stk *s
 	return true;
 }
 
+/* The group a throttled cfs_rq belongs to, as (cgroup id, hierarchy id): the kernfs node
+ * id of its cgroup (= the inode of its directory) and 0 for cgroup v2, the v1 hierarchy
+ * (the one the cpu controller is mounted on) otherwise. */
+static __always_inline void emit_throttle(__u64 ts, __u8 what, __u32 tid, struct task_group *tg)
+{
+	struct cgroup *cg = BPF_CORE_READ(tg, css.cgroup);
+	__u64 id = BPF_CORE_READ(cg, kn, id);
+	__u32 hier = BPF_CORE_READ(cg, root, hierarchy_id);
+
+	emit_ev(ts, EV_THROTTLE, what, ST_NONE, ST_NONE, tid, (__u32)id, (__u32)(id >> 32), hier);
+}
+
+/* A runnable switch-out: was prev held off by CPU-quota throttling? On kernels with
+ * task-based throttling (6.18+: task_struct.throttled) the task is dequeued on its return
+ * to user space and switched out with `throttled` set; before, the whole cfs_rq was
+ * dequeued and its tasks preempted, with throttle_count > 0 on their cfs_rq. Then the
+ * nearest throttled group (the one whose quota ran out) is recorded. One load per
+ * preemption; the rest only on throttled switch-outs (at most one per task and period). */
+static __always_inline void throttle_mark(struct task_struct *prev, __u32 prev_pid, __u64 ts)
+{
+	struct sched_entity *se;
+	struct cfs_rq *cfs_rq = 0;
+	bool held;
+	int i;
+
+	if (bpf_core_field_exists(prev->throttled))
+		held = BPF_CORE_READ(prev, throttled);
+	else
+		held = BPF_CORE_READ(prev, se.cfs_rq, throttle_count) > 0;
+	if (!held || prev_pid == 0)
+		return;
+	/* throttle_count of a cfs_rq counts the throttled groups among itself and its
+	 * ancestors, so the nearest throttled one is the first whose count exceeds its
+	 * parent's. (Read as ints: cfs_rq.throttled is a bitfield on 6.18, an int before.) */
+	se = &prev->se;
+	cfs_rq = BPF_CORE_READ(se, cfs_rq);
+	for (i = 0; i < 16 && cfs_rq; i++) {
+		struct sched_entity *gse = BPF_CORE_READ(se, parent);
+		struct cfs_rq *up = gse ? BPF_CORE_READ(gse, cfs_rq) : 0;
+		int n = BPF_CORE_READ(cfs_rq, throttle_count);
+
+		if (!up || n > BPF_CORE_READ(up, throttle_count))
+			break;
+		se = gse;
+		cfs_rq = up;
+	}
+	if (cfs_rq)
+		emit_throttle(ts, THR_SWITCH_OUT, prev_pid, BPF_CORE_READ(cfs_rq, tg));
+}
+
 static __always_inline int do_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next, unsigned int prev_state, __u64 ts)
 {
@@ -1143,6 +1223,21 @@ static __always_inline int do_switch(void *ctx, bool preempt, struct task_struct
 	__u32 state = preempt ? 0 : (prev_state & 0xff);
 
 	prof_add(P_SW_SEEN, t0, false);
+	if (track_cgroups && ps) {
+		/* A task moved to another cgroup is noticed at its next switch-out: prev is
+		 * current here, and its cgroup id is a few loads. */
+		__u64 cg;
+
+		t0 = prof_t0();
+		cg = bpf_get_current_cgroup_id();
+		if (cg != ps->cgid) {
+			ps->cgid = cg;
+			if (interesting(prev, ps))
+				emit_ev(ts, EV_CGROUP, 0, ST_NONE, ST_NONE, prev_pid, prev->tgid,
+					(__u32)cg, (__u32)(cg >> 32));
+		}
+		prof_add(P_SW_CGROUP, t0, false);
+	}
 	if (stack_mode == MODE_LAZY && user_stacks && ps && user_half_due(ps)) {
 		t0 = prof_t0();
 		user_half_at_switch(ctx, prev, ps, ts);
@@ -1182,6 +1277,8 @@ static __always_inline int do_switch(void *ctx, bool preempt, struct task_struct
 			prev->tgid);
 		prof_add(P_SW_EMIT, t0, false);
 	}
+	if (state == 0)
+		throttle_mark(prev, prev_pid, ts);
 
 bookkeeping:
 	if (stack_mode != MODE_LAZY)
@@ -1420,7 +1517,10 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	}
 	if (!interesting(p, s))
 		return 0;
-	emit_comm(p, CR_EXEC, ts);
+	if (s)
+		s->cgid = emit_comm(p, CR_EXEC, ts);
+	else
+		emit_comm(p, CR_EXEC, ts);
 	return 0;
 }
 
@@ -1453,6 +1553,7 @@ int BPF_PROG(on_rename, struct task_struct *t, const char *comm)
 	e->h.b = t->tgid;
 	e->h.c = is_kthread(t) ? 1 : 0;
 	e->h.d = 0;
+	e->cgid = task_cgid(t);
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
 	bpf_ringbuf_submit(e, rb_flags());
 	return 0;
@@ -1552,10 +1653,32 @@ SEC("tp_btf/hrtimer_expire_entry")
 int BPF_PROG(on_hrtimer_entry, struct hrtimer *t, ktime_t *now)
 {
 	struct irq_state *is = irq_state();
+	__u64 fn;
+
 	/* A flag, not a counter: an exit missed (e.g. an expiry running while the programs
 	 * were being attached) must not leave this CPU "in a timer" for the whole recording. */
 	if (is)
 		is->timer = 1;
+	if (!cfs_period_timer_fn)
+		return 0;
+	fn = (__u64)t->function;
+	if (fn == cfs_period_timer_fn || fn == cfs_slack_timer_fn) {
+		/* container_of: the timer is in the group's cfs_bandwidth, in its task_group */
+		__u64 off = fn == cfs_period_timer_fn ?
+				    bpf_core_field_offset(struct cfs_bandwidth, period_timer) :
+				    bpf_core_field_offset(struct cfs_bandwidth, slack_timer);
+		__u64 b = (__u64)t - off;
+		struct cfs_bandwidth *cfs_b = (struct cfs_bandwidth *)b;
+		__u64 head = b + bpf_core_field_offset(struct cfs_bandwidth, throttled_cfs_rq);
+		__u64 first = (__u64)BPF_CORE_READ(cfs_b, throttled_cfs_rq.next);
+
+		/* Only a refill that may unthrottle something is worth a record. */
+		if (first && first != head)
+			emit_throttle(bpf_ktime_get_ns(), THR_REFILL, 0,
+				      (struct task_group *)(b - bpf_core_field_offset(
+								       struct task_group,
+								       cfs_bandwidth)));
+	}
 	return 0;
 }
 

@@ -127,6 +127,9 @@ pub struct Args {
     /// wait's user stack then comes through the task_work path).
     #[arg(long, hide = true)]
     pub no_switch_out_user_stacks: bool,
+    /// A/B: do not record threads' cgroups (what tracking them costs).
+    #[arg(long, hide = true)]
+    pub no_cgroups: bool,
     /// On-CPU samples per second per CPU, with kernel and user stacks (`chainrec oncpu`,
     /// `hotcold`, and the `[on cpu]` frames of `chains`).
     #[arg(
@@ -267,6 +270,7 @@ pub fn run(a: Args) -> Result<()> {
             UserUnwindArg::Cfi => chainrec_record::DEFAULT_USER_STACK_COPY,
             UserUnwindArg::Fp => 0,
         },
+        no_cgroups: a.no_cgroups,
         samples: (!a.no_samples).then_some(chainrec_record::SampleConfig {
             freq_hz: a.sample_freq,
             event: match a.sample_event {

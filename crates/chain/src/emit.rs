@@ -2,7 +2,7 @@
 //! counters, sink.
 
 use crate::filter::Filter;
-use crate::nodes::{NodeTable, HOLDER_UNKNOWN};
+use crate::nodes::{is_throttled_holder, NodeTable, HOLDER_UNKNOWN};
 use crate::record::{WaitRecord, WaitSink};
 use crate::stats::Stats;
 use chainrec_format::StackId;
@@ -43,7 +43,9 @@ pub(crate) fn emit_rec(
     // Level 0 (added at switch-in) comes after the levels of the walk (at the waking).
     rec.runq.sort_by_key(|p| p.level);
     for p in &mut rec.runq {
-        if p.level == 0 {
+        if is_throttled_holder(p.holder) {
+            st.throttled_ns += p.ns;
+        } else if p.level == 0 {
             st.runq_root_ns += p.ns;
             if p.holder == HOLDER_UNKNOWN {
                 st.runq_unknown_ns += p.ns;

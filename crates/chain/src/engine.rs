@@ -289,12 +289,23 @@ impl<'t> Engine<'t> {
                 if task.status == Status::Off && !task.open_pretrace {
                     // Runnable from the waking (or the whole of a preemption / a new task's
                     // first wait for a CPU) to now.
-                    let r0 = if task.open.state == STATE_RUNNABLE {
-                        Some(task.open.switch_out_ns)
+                    let preempted = task.open.state == STATE_RUNNABLE;
+                    let (tid, out) = (task.tid, task.open.switch_out_ns);
+                    let r0 = if preempted {
+                        Some(out)
                     } else {
                         task.open.wake_ns
                     };
-                    if let Some(r0) = r0 {
+                    if let Some(mut r0) = r0 {
+                        if preempted {
+                            // Held off by CPU-quota throttling until its group's quota
+                            // timer refilled it (CHAINS.md "Throttling")?
+                            if let Some((code, until)) = self.throttled_until(tid, out, s.ts) {
+                                self.rq
+                                    .throttled(t, r0, until, code, &mut self.tasks[t].open);
+                                r0 = until;
+                            }
+                        }
                         self.rq
                             .split_runnable(t, s.cpu, r0, s.ts, &mut self.tasks[t].open);
                     }
@@ -334,6 +345,25 @@ impl<'t> Engine<'t> {
             }
             task.status = Status::Running;
         }
+    }
+
+    /// When `tid`'s runnable switch-out at `out` was forced by CPU-quota throttling: the
+    /// holder code of its throttled level and when that level ends (its group's latest
+    /// refill before the switch-in at `switch_in`, or the switch-in when the trace has no
+    /// refill record).
+    fn throttled_until(&mut self, tid: Tid, out: u64, switch_in: u64) -> Option<(u32, u64)> {
+        let th = &self.tables.throttling;
+        let group = th.switch_out(tid, out)?;
+        let refill = th.refill_in(group, out, switch_in);
+        let ended_by = if refill.is_some() {
+            crate::nodes::UNTHROTTLED_BY_TIMER
+        } else {
+            self.stats.throttle_unknown_end += 1;
+            crate::nodes::UNTHROTTLE_UNKNOWN
+        };
+        let label = self.tables.throttle_group_name(group);
+        let code = self.nodes.throttle_holder(&label, ended_by);
+        Some((code, refill.unwrap_or(switch_in)))
     }
 
     fn remove_task(&mut self, tid: Tid, t: usize) {

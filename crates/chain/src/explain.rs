@@ -106,6 +106,12 @@ impl Stats {
                 fmt_ns(self.runq_inner_ns),
             ));
         }
+        if self.throttled_ns > 0 {
+            v.push(format!(
+                "throttled: {} held off by CPU-quota throttling (any level): shown as [throttled: <cgroup>] levels ended by what unthrottled them (--no-runqueue leaves them out)",
+                fmt_ns(self.throttled_ns),
+            ));
+        }
         v
     }
 
@@ -205,6 +211,12 @@ impl Stats {
             v.push(format!(
                 "run queue behind [unknown]: {} (runnable time on a CPU whose switch history did not reach back that far; shown as [run queue];[unknown])",
                 secs(self.runq_unknown_ns)
+            ));
+        }
+        if self.throttle_unknown_end > 0 {
+            v.push(format!(
+                "throttled switch-outs without a refill record: {} (the trace has no quota-timer record of their group before the switch-in; throttled up to the switch-in, shown ended by [unthrottle unknown])",
+                self.throttle_unknown_end
             ));
         }
         if self.runq_unsplit_ns > 0 {

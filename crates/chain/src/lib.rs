@@ -68,7 +68,9 @@ pub use folded::{ChainGraph, FoldedSink};
 pub use frames::stack_frames;
 pub use frames::{sample_frames, IDLE_COMM, ONCPU_FRAME, ONCPU_NO_SAMPLE};
 pub use mode::Mode;
-pub use nodes::{Node, NodeId, NodeKind, NodeTable, RunqHolder};
+pub use nodes::{
+    Node, NodeId, NodeKind, NodeTable, RunqHolder, UNTHROTTLED_BY_TIMER, UNTHROTTLE_UNKNOWN,
+};
 pub use oncpu::{fold_oncpu, hot_cold, HotCold, OnCpuFold, OnCpuStats, OFFCPU_FRAME};
 pub use pathframes::{FrameKind, FrameNamer, NodeFrames, PathFrame, PathVisit};
 pub use paths::{PathBatch, PathReducer};

@@ -52,6 +52,15 @@ pub enum RunqHolder {
     /// The trace does not say: the CPU's switch history did not reach back that far (the
     /// engine keeps the last 64 Ki switches per CPU) or the CPU had no switch yet.
     Unknown,
+    /// Not a CPU holder: the thread was held off by CPU-quota throttling of `group` (CHAINS.md
+    /// "Throttling"). Prints `[throttled: group]`, then what unthrottled it.
+    Throttled {
+        /// The group whose quota ran out (its cgroup path, or `cgroup <id>`).
+        group: String,
+        /// What ended it: `[hardirq: timer]` (the group's quota timer), or
+        /// `[unthrottle unknown]` when the trace has no refill record for it.
+        ended_by: &'static str,
+    },
 }
 
 impl RunqHolder {
@@ -61,6 +70,7 @@ impl RunqHolder {
             RunqHolder::Task(c) => c.as_str(),
             RunqHolder::Idle => "[idle]".into(),
             RunqHolder::Unknown => "[unknown]".into(),
+            RunqHolder::Throttled { group, .. } => format!("[throttled: {group}]").into(),
         }
     }
 }
@@ -134,6 +144,19 @@ fn cache_slot(key: u64, bits: u32) -> usize {
 pub(crate) const HOLDER_IDLE: u32 = u32::MAX;
 /// Run-queue holder code for a CPU whose history does not cover the time.
 pub(crate) const HOLDER_UNKNOWN: u32 = u32::MAX - 1;
+/// Run-queue holder codes from here up to [`HOLDER_UNKNOWN`] are throttled time, one per
+/// (group, ender) ([`NodeTable::throttle_holder`]); identities never come near it.
+pub(crate) const HOLDER_THROTTLED: u32 = 0xC000_0000;
+/// Ender of a throttled level whose group's quota timer was recorded.
+pub const UNTHROTTLED_BY_TIMER: &str = "[hardirq: timer]";
+/// Ender of a throttled level without a refill record (older recorder, lost record).
+pub const UNTHROTTLE_UNKNOWN: &str = "[unthrottle unknown]";
+
+/// True for a holder code of throttled time.
+#[inline]
+pub(crate) fn is_throttled_holder(code: u32) -> bool {
+    (HOLDER_THROTTLED..HOLDER_UNKNOWN).contains(&code)
+}
 
 /// Interned (comm, tgid) pair: a thread identity, the part of a task node that changes
 /// only on exec/rename, so the engine keeps it per thread and node lookups hash three
@@ -174,6 +197,8 @@ pub struct NodeTable {
     /// On-CPU nodes by (canonical kernel stack, canonical user stack); `None` is
     /// `[on cpu: no sample]`.
     oncpu: FxHashMap<Option<(StackId, StackId)>, NodeId>,
+    /// Throttled holders: (group label, ender), code = [`HOLDER_THROTTLED`] + index.
+    throttle_holders: Vec<(String, &'static str)>,
 }
 
 impl Default for NodeTable {
@@ -196,6 +221,7 @@ impl Default for NodeTable {
             runq: FxHashMap::default(),
             runq_by_ident: Vec::new(),
             oncpu: FxHashMap::default(),
+            throttle_holders: Vec::new(),
         };
         for m in ["[truncated]", "[cycle]", "[lost events]", "[waker unknown]"] {
             t.nodes.push(Node {
@@ -307,10 +333,32 @@ impl NodeTable {
         id
     }
 
+    /// The holder code of throttled time in `group` ended by `ended_by`
+    /// ([`UNTHROTTLED_BY_TIMER`] or [`UNTHROTTLE_UNKNOWN`]).
+    pub(crate) fn throttle_holder(&mut self, group: &str, ended_by: &'static str) -> u32 {
+        let i = match self
+            .throttle_holders
+            .iter()
+            .position(|(g, e)| g == group && *e == ended_by)
+        {
+            Some(i) => i,
+            None => {
+                self.throttle_holders.push((group.to_string(), ended_by));
+                self.throttle_holders.len() - 1
+            }
+        };
+        (HOLDER_THROTTLED + i as u32).min(HOLDER_UNKNOWN - 1)
+    }
+
     fn runq_slow(&mut self, holder: u32) -> NodeId {
         let (key, holder) = match holder {
             HOLDER_IDLE => (HOLDER_IDLE, RunqHolder::Idle),
             HOLDER_UNKNOWN => (HOLDER_UNKNOWN, RunqHolder::Unknown),
+            code if is_throttled_holder(code) => {
+                let (group, ended_by) =
+                    self.throttle_holders[(code - HOLDER_THROTTLED) as usize].clone();
+                (code, RunqHolder::Throttled { group, ended_by })
+            }
             ident => {
                 let (comm, _, comm_id) = self.idents[ident as usize];
                 (comm_id, RunqHolder::Task(comm))

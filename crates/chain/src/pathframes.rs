@@ -32,6 +32,9 @@ pub enum FrameKind {
     RunQueue,
     /// The thread that held the CPU during a `[run queue]` level (`[idle]`, `[unknown]`).
     RunQueueHolder,
+    /// `[throttled: <cgroup>]`: the level was held off by CPU-quota throttling of that
+    /// group (followed by what unthrottled it, a [`FrameKind::Metal`] frame).
+    Throttled,
     /// A marker: `[truncated]`, `[cycle]`, `[waker unknown]`.
     Marker,
     /// `[lost events]`: events were lost inside the wait.
@@ -117,8 +120,18 @@ impl<'a> FrameNamer<'a> {
                 if !first {
                     f.push(("--".into(), K::LevelSeparator));
                 }
-                f.push((RUNQ_FRAME.into(), K::RunQueue));
-                f.push((holder.name().into_owned(), K::RunQueueHolder));
+                if let crate::RunqHolder::Throttled { ended_by, .. } = holder {
+                    f.push((holder.name().into_owned(), K::Throttled));
+                    let kind = if *ended_by == crate::UNTHROTTLED_BY_TIMER {
+                        K::Metal
+                    } else {
+                        K::Marker
+                    };
+                    f.push(((*ended_by).to_string(), kind));
+                } else {
+                    f.push((RUNQ_FRAME.into(), K::RunQueue));
+                    f.push((holder.name().into_owned(), K::RunQueueHolder));
+                }
             }
             NodeKind::OnCpu { sampled } => {
                 if !first {

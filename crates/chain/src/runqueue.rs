@@ -140,6 +140,29 @@ impl RunQueues {
         }
     }
 
+    /// Task `t` was held off by throttling over `[r0, end)` (its holder code `code`, from
+    /// [`crate::nodes::NodeTable::throttle_holder`]): a piece of its run-queue history
+    /// and of `rec` (level 0), like a CPU holder's, so that inner levels see it too.
+    #[inline]
+    pub(crate) fn throttled(
+        &mut self,
+        t: usize,
+        r0: u64,
+        end: u64,
+        code: u32,
+        rec: &mut WaitRecord,
+    ) {
+        if end <= r0 {
+            return;
+        }
+        self.task_rq[t].push(RqSeg {
+            start: r0,
+            end,
+            holder: code,
+        });
+        add_runq(&mut rec.runq, 0, code, end - r0);
+    }
+
     /// The histories, found by tid through `index`.
     #[inline]
     pub(crate) fn view<'a>(&'a self, index: &'a TaskIndex) -> RqView<'a> {

@@ -104,6 +104,12 @@ pub struct Stats {
     pub runq_root_ns: u64,
     /// Run-queue nanoseconds inside emitted chains: time their wakers were runnable.
     pub runq_inner_ns: u64,
+    /// Nanoseconds of emitted waits (any level) held off by CPU-quota throttling, shown as
+    /// `[throttled: <cgroup>]` levels (not counted in `runq_root_ns` / `runq_inner_ns`).
+    pub throttled_ns: u64,
+    /// Throttled switch-outs whose group has no refill record before the switch-in: the
+    /// throttled level runs to the switch-in, ended by `[unthrottle unknown]`.
+    pub throttle_unknown_end: u64,
     /// Run-queue nanoseconds (of emitted waits' own runnable parts) whose CPU holder is
     /// unknown: the CPU's switch history did not reach back that far (shown as
     /// `[run queue];[unknown]`).

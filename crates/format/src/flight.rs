@@ -9,7 +9,7 @@
 
 use crate::chunk::ChunkEncoder;
 use crate::section::*;
-use crate::writer::{accept_next, count_event, seal_chunk, SealedChunk, TableDelta};
+use crate::writer::{accept_next, count_event, seal_chunk, CgroupDelta, SealedChunk, TableDelta};
 use crate::*;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -81,6 +81,9 @@ pub struct FlightRing {
     tables: TableDelta,
     /// Mapping entries (later ones update earlier ones by id), replayed into each dump.
     mappings: Vec<MappingEntry>,
+    /// Throttling records so far (rare: kept whole, written into every file).
+    throttles: ThrottleDelta,
+    cgroups: CgroupDelta,
     table_bytes: u64,
     chunks: VecDeque<SealedChunk>,
     chunk_bytes: u64,
@@ -111,6 +114,8 @@ impl FlightRing {
             reserved_refs: [0; 16],
             tables: TableDelta::default(),
             mappings: Vec::new(),
+            throttles: ThrottleDelta::default(),
+            cgroups: CgroupDelta::default(),
             table_bytes: 0,
             chunks: VecDeque::new(),
             chunk_bytes: 0,
@@ -242,6 +247,12 @@ impl FlightRing {
             let mut w = TraceWriter::create(&partial, &meta, options)?;
             self.tables.replay_into(&mut w)?;
             w.add_mappings(&self.mappings)?;
+            if !self.throttles.is_empty() {
+                w.add_throttles(&self.throttles)?;
+            }
+            if !self.cgroups.is_empty() {
+                w.add_cgroups(&self.cgroups.cgroups, &self.cgroups.members)?;
+            }
             for chunk in &chosen {
                 w.append_sealed(chunk)?;
             }
@@ -321,6 +332,22 @@ impl TraceSink for FlightRing {
         self.mappings.extend_from_slice(mappings);
         Ok(())
     }
+    fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()> {
+        self.table_bytes += TABLE_ITEM_BYTES * throttles.events.len() as u64;
+        extend_throttles(&mut self.throttles, throttles);
+        Ok(())
+    }
+
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {
+        self.table_bytes += CgroupDelta::bytes(cgroups, members);
+        self.cgroups.extend(cgroups, members);
+        Ok(())
+    }
+}
+
+fn extend_throttles(to: &mut ThrottleDelta, from: &ThrottleDelta) {
+    to.events.extend_from_slice(&from.events);
+    to.names.extend_from_slice(&from.names);
 }
 
 /// When a [`RotatingWriter`] starts the next file.
@@ -345,6 +372,9 @@ pub struct RotatingWriter {
     tables: TableDelta,
     /// Mapping entries so far, replayed into each new file.
     mappings: Vec<MappingEntry>,
+    /// Throttling records so far (rare: kept whole, written into every file).
+    throttles: ThrottleDelta,
+    cgroups: CgroupDelta,
     file_start_ts: u64,
     last_ts: u64,
     seq: u32,
@@ -367,6 +397,8 @@ impl RotatingWriter {
             writer: None,
             tables: TableDelta::default(),
             mappings: Vec::new(),
+            throttles: ThrottleDelta::default(),
+            cgroups: CgroupDelta::default(),
             file_start_ts: meta.start_ns,
             last_ts: meta.start_ns,
             seq: 0,
@@ -410,6 +442,12 @@ impl RotatingWriter {
         let mut w = TraceWriter::create(&self.current_path(), &meta, self.options.clone())?;
         self.tables.replay_into(&mut w)?;
         w.add_mappings(&self.mappings)?;
+        if !self.throttles.is_empty() {
+            w.add_throttles(&self.throttles)?;
+        }
+        if !self.cgroups.is_empty() {
+            w.add_cgroups(&self.cgroups.cgroups, &self.cgroups.members)?;
+        }
         self.writer = Some(w);
         Ok(())
     }
@@ -515,6 +553,18 @@ impl TraceSink for RotatingWriter {
     fn add_mappings(&mut self, mappings: &[MappingEntry]) -> Result<()> {
         self.writer().add_mappings(mappings)?;
         self.mappings.extend_from_slice(mappings);
+        Ok(())
+    }
+
+    fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()> {
+        self.writer().add_throttles(throttles)?;
+        extend_throttles(&mut self.throttles, throttles);
+        Ok(())
+    }
+
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {
+        self.writer().add_cgroups(cgroups, members)?;
+        self.cgroups.extend(cgroups, members);
         Ok(())
     }
 }

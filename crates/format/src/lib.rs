@@ -15,6 +15,7 @@ mod section;
 mod summary;
 pub mod synth;
 mod tables;
+mod throttle;
 mod writer;
 
 pub use event::*;
@@ -24,6 +25,7 @@ pub use reader::*;
 pub use section::{FORMAT_MAJOR, FORMAT_MINOR, FORMAT_MIN_MAJOR};
 pub use summary::TraceFacts;
 pub use tables::*;
+pub use throttle::*;
 pub use writer::*;
 
 use std::path::PathBuf;
@@ -170,10 +172,16 @@ pub trait TraceSink {
     /// Add interrupt sources (before any waking that references them).
     fn add_irq_sources(&mut self, sources: &[IrqSource]) -> Result<()>;
     /// Add (or update, by id) executable mappings of user processes (the ones frames
-    /// used; optional section kind 0x80). Sinks that keep no mappings ignore them.
+    /// used; optional section kind 0x82). Sinks that keep no mappings ignore them.
     fn add_mappings(&mut self, _mappings: &[MappingEntry]) -> Result<()> {
         Ok(())
     }
+    /// Add CPU-quota throttling records (optional throttle sections: nothing in the event
+    /// chunks refers to them, so they may come at any time before the end).
+    fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()>;
+    /// Add cgroup paths and threads' cgroup memberships (optional cgroup sections: nothing
+    /// in the event chunks refers to them, so they may come at any time before the end).
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()>;
 }
 
 /// Per-chunk index entry.
@@ -246,6 +254,14 @@ impl TraceSink for MemTrace {
         for m in mappings {
             self.tables.mappings.insert_stored(m.clone());
         }
+        Ok(())
+    }
+    fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()> {
+        self.tables.throttling.merge(throttles);
+        Ok(())
+    }
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {
+        self.tables.merge_cgroups(cgroups, members);
         Ok(())
     }
 }

@@ -9,7 +9,7 @@
 //! Mappings of exited processes stay until [`MappingHistory::prune_exited`] drops them, so
 //! frames of processes that exited before the consumer saw their stacks are still
 //! resolved from their files. The trace stores the mappings its frames used (optional
-//! section kind 0x80, docs/FORMAT.md), read back into [`crate::Tables::mappings`].
+//! section kind 0x82, docs/FORMAT.md), read back into [`crate::Tables::mappings`].
 
 use crate::event::Tid;
 use serde::{Deserialize, Serialize};

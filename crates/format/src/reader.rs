@@ -3,7 +3,7 @@
 
 use crate::chunk;
 use crate::section::*;
-use crate::writer::{IndexPayload, IndexPayloadV1, TableDelta};
+use crate::writer::{CgroupDelta, IndexPayload, IndexPayloadV1, TableDelta};
 use crate::*;
 use std::cell::RefCell;
 use std::ops::Range;
@@ -54,6 +54,10 @@ pub struct SectionBytes {
     pub index: u64,
     /// Mapping sections (executable mappings of user processes, format 2.1).
     pub mappings: u64,
+    /// Throttle sections (optional kind, format 2.1).
+    pub throttles: u64,
+    /// Cgroup sections (optional kind, format 2.1).
+    pub cgroups: u64,
     /// Sections of kinds this version does not know (skipped) and trailing garbage.
     pub other: u64,
     /// Number of table sections.
@@ -261,6 +265,49 @@ impl TraceReader {
         if l.meta.is_none() {
             return Err("index lists no metadata section".into());
         }
+        // Optional sections (cgroups, throttling records, mappings) are not in the index: they sit
+        // in the gaps between the indexed sections, which a file without them does not have.
+        let mut known: Vec<(u64, u64)> =
+            Vec::with_capacity(index.tables.len() + index.metas.len() + index.chunks.len() + 1);
+        for &off in index.tables.iter().chain(&index.metas) {
+            let (h, _) = read_section_header(data, off).map_err(s)?;
+            known.push((off, h.section_len()));
+        }
+        known.extend(index.chunks.iter().map(|c| (c.offset, c.len)));
+        known.push((index_offset, index_len));
+        known.sort_unstable();
+        let mut cursor = FILE_HEADER_LEN as u64;
+        for &(off, len) in &known {
+            while cursor < off {
+                let (h, p) = match read_frame(data, cursor).map_err(s)? {
+                    Frame::Section(h, p) => (h, p),
+                    Frame::Foreign(n) => {
+                        cursor += n;
+                        continue;
+                    }
+                    Frame::Trailer => return Err(format!("trailer inside the file at {cursor}")),
+                };
+                if h.kind < KIND_OPTIONAL_MIN {
+                    return Err(format!(
+                        "section of kind {} at offset {cursor} is not in the index",
+                        h.kind
+                    ));
+                }
+                if h.kind == KIND_THROTTLES {
+                    load_throttles(&mut l.tables, &h, p, cursor).map_err(s)?;
+                    l.bytes.throttles += h.section_len();
+                }
+                if h.kind == KIND_CGROUPS {
+                    load_cgroups(&mut l.tables, &h, p, cursor).map_err(s)?;
+                    l.bytes.cgroups += h.section_len();
+                }
+                if h.kind == KIND_MAPPINGS {
+                    read_mappings(&mut l, &h, p, cursor).map_err(s)?;
+                }
+                cursor += h.section_len();
+            }
+            cursor = cursor.max(off + len);
+        }
         let mut last_ts = 0u64;
         let mut last_off = 0u64;
         let mut total = 0u64;
@@ -313,44 +360,14 @@ impl TraceReader {
                 reserved_stack_refs: index.reserved_stack_refs,
             });
         }
-        // Mapping sections are not indexed: read them from the gaps between the indexed
-        // sections (a damaged one sends the reader to the scan, which reports it).
-        let mut known: Vec<(u64, u64)> = Vec::new();
-        known.extend(
-            index
-                .tables
-                .iter()
-                .filter_map(|&o| Some((o, read_frame(data, o).ok()?.len()))),
-        );
-        known.extend(
-            index
-                .metas
-                .iter()
-                .filter_map(|&o| Some((o, read_frame(data, o).ok()?.len()))),
-        );
-        known.extend(l.chunks.iter().map(|c| (c.offset, c.len)));
-        known.push((index_offset, h.section_len()));
-        known.sort_unstable();
-        let mut at = FILE_HEADER_LEN as u64;
-        for &(o, len) in &known {
-            let mut off = at;
-            while off < o {
-                match read_frame(data, off).map_err(s)? {
-                    Frame::Section(sh, p) if sh.kind == KIND_MAPPINGS => {
-                        read_mappings(&mut l, &sh, p, off).map_err(s)?;
-                        off += sh.section_len();
-                    }
-                    f => off += f.len(),
-                }
-            }
-            at = at.max(o + len);
-        }
         let known = l.bytes.framing
             + l.bytes.meta
             + l.bytes.tables
             + l.bytes.chunks
             + l.bytes.index
-            + l.bytes.mappings;
+            + l.bytes.mappings
+            + l.bytes.throttles
+            + l.bytes.cgroups;
         l.bytes.other = flen.saturating_sub(known);
         Ok(l)
     }
@@ -440,6 +457,14 @@ impl TraceReader {
                     }
                     KIND_INDEX => l.bytes.index += h.section_len(),
                     KIND_MAPPINGS => read_mappings(&mut l, &h, payload, off)?,
+                    KIND_THROTTLES => {
+                        load_throttles(&mut l.tables, &h, payload, off)?;
+                        l.bytes.throttles += h.section_len();
+                    }
+                    KIND_CGROUPS => {
+                        load_cgroups(&mut l.tables, &h, payload, off)?;
+                        l.bytes.cgroups += h.section_len();
+                    }
                     k if k >= KIND_OPTIONAL_MIN => l.bytes.other += h.section_len(),
                     k => {
                         return Err(FormatError::Corrupt {
@@ -906,6 +931,36 @@ fn merge_tables(t: &mut Tables, d: TableDelta, offset: u64) -> Result<()> {
     for s in d.irq_sources {
         t.irq_sources.insert(s.id, s);
     }
+    Ok(())
+}
+
+/// The header of the section at `off` (any kind).
+fn read_section_header(data: &[u8], off: u64) -> Result<(SectionHeader, &[u8])> {
+    match read_frame(data, off)? {
+        Frame::Section(h, p) => Ok((h, p)),
+        _ => Err(FormatError::Corrupt {
+            what: "section",
+            offset: off,
+            detail: "no section header here".into(),
+        }),
+    }
+}
+
+/// Check, decode and merge one throttle section.
+fn load_throttles(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) -> Result<()> {
+    check_payload(h, payload, off)?;
+    let raw = decompress_section(h, payload, off)?;
+    let d: ThrottleDelta = decode_bincode(&raw, "throttle section", off)?;
+    t.throttling.merge(&d);
+    Ok(())
+}
+
+/// Check, decode and merge one cgroup section.
+fn load_cgroups(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) -> Result<()> {
+    check_payload(h, payload, off)?;
+    let raw = decompress_section(h, payload, off)?;
+    let d: CgroupDelta = decode_bincode(&raw, "cgroup section", off)?;
+    t.merge_cgroups(&d.cgroups, &d.members);
     Ok(())
 }
 

@@ -21,7 +21,7 @@ pub(crate) const FILE_MAGIC: &[u8; 8] = b"CHAINREC";
 /// Major version written by this build (2: on-CPU samples, event kind 7).
 pub const FORMAT_MAJOR: u16 = 2;
 /// Minor version written by this build (readers accept any minor of a major they read;
-/// minor 1 added the optional mapping sections, kind 0x80).
+/// minor 1 added the optional cgroup, throttle and mapping sections, kinds 0x80..=0x82).
 pub const FORMAT_MINOR: u16 = 1;
 /// Oldest major version this build reads (1: no samples, 7 per-kind counts in the index).
 pub const FORMAT_MIN_MAJOR: u16 = 1;
@@ -48,8 +48,12 @@ pub(crate) const KIND_TABLES: u8 = 2;
 pub(crate) const KIND_CHUNK: u8 = 3;
 pub(crate) const KIND_INDEX: u8 = 4;
 pub(crate) const KIND_OPTIONAL_MIN: u8 = 0x80;
-/// Executable mappings of user processes (optional: readers before 2.1 skip it).
-pub(crate) const KIND_MAPPINGS: u8 = 0x80;
+/// Optional (format 2.1): CPU-quota throttling records (`ThrottleDelta`).
+pub(crate) const KIND_THROTTLES: u8 = 0x81;
+/// Optional (format 2.1): cgroup paths and threads' cgroup memberships.
+pub(crate) const KIND_CGROUPS: u8 = 0x80;
+/// Optional (format 2.1): executable mappings of user processes.
+pub(crate) const KIND_MAPPINGS: u8 = 0x82;
 
 /// Largest decompressed payload of an event chunk a reader accepts.
 pub(crate) const MAX_CHUNK_RAW: u64 = 64 << 20;
@@ -66,6 +70,8 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
         KIND_CHUNK => crate::EVENT_CHUNK,
         KIND_INDEX => "index section",
         KIND_MAPPINGS => "mapping section",
+        KIND_THROTTLES => "throttle section",
+        KIND_CGROUPS => "cgroup section",
         _ => "section",
     }
 }
@@ -238,17 +244,6 @@ pub(crate) enum Frame<'a> {
     Trailer,
     /// A skippable frame that is neither (written by a newer version): skip `len` bytes.
     Foreign(u64),
-}
-
-impl Frame<'_> {
-    /// Bytes the frame occupies.
-    pub(crate) fn len(&self) -> u64 {
-        match self {
-            Frame::Section(h, _) => h.section_len(),
-            Frame::Trailer => TRAILER_LEN as u64,
-            Frame::Foreign(n) => *n,
-        }
-    }
 }
 
 /// Read the frame at `offset`. Errors are typed; a frame that does not fit in the file is

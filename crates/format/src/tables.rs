@@ -71,6 +71,30 @@ pub struct IrqSource {
     pub name: String,
 }
 
+/// A cgroup (v2, the unified hierarchy): its id as the kernel gives it to BPF
+/// (`bpf_get_current_cgroup_id()`, the kernfs node id, which is also the inode number of
+/// its directory under the cgroup2 mount) and its path below the cgroup2 root.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupEntry {
+    /// Cgroup id (kernfs node id; 1 is the root).
+    pub id: u64,
+    /// Path below the cgroup2 mount, `/` for the root, e.g.
+    /// `/system.slice/docker-<64 hex>.scope`.
+    pub path: String,
+}
+
+/// Thread `tid` is in cgroup `cgroup` from `ts` on (its first sighting, or a move between
+/// cgroups noticed at its next switch-out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskCgroup {
+    /// Trace-clock time from which it holds.
+    pub ts: u64,
+    /// Thread id.
+    pub tid: Tid,
+    /// Cgroup id (a [`CgroupEntry::id`]; an id without an entry could not be resolved).
+    pub cgroup: u64,
+}
+
 /// Clock the timestamps are on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Clock {
@@ -280,9 +304,88 @@ pub struct Tables {
     /// Executable mappings of user processes that frames used (empty in traces written
     /// before format 2.1).
     pub mappings: crate::MappingHistory,
+    /// CPU-quota throttling records (optional throttle sections, format 2.1; empty in
+    /// older traces and when nothing was throttled).
+    pub throttling: crate::Throttling,
+    /// Cgroup paths by id (optional cgroup sections, format 2.1; empty in older traces).
+    pub cgroups: HashMap<u64, CgroupEntry>,
+    /// Each thread's cgroups over time: `(from ts, cgroup id)`, in time order, one entry
+    /// per change.
+    pub task_cgroups: HashMap<Tid, Vec<(u64, u64)>>,
 }
 
 impl Tables {
+    /// Record that `m.tid` is in `m.cgroup` from `m.ts` on (keeps each thread's list in
+    /// time order and without repeats of the same cgroup).
+    pub fn add_task_cgroup(&mut self, m: TaskCgroup) {
+        let list = self.task_cgroups.entry(m.tid).or_default();
+        let at = list.partition_point(|&(ts, _)| ts <= m.ts);
+        if at > 0 && list[at - 1].1 == m.cgroup {
+            return;
+        }
+        list.insert(at, (m.ts, m.cgroup));
+        // The entry after it may now repeat it.
+        if list.get(at + 1).is_some_and(|&(_, c)| c == m.cgroup) {
+            list.remove(at + 1);
+        }
+    }
+
+    /// The cgroup id of `tid` at time `ts`: the latest change at or before `ts`, else its
+    /// first known cgroup (a thread sighted late was in it before, as far as the trace
+    /// knows). None when the trace has no cgroup for it.
+    pub fn cgroup_at(&self, tid: Tid, ts: u64) -> Option<u64> {
+        let list = self.task_cgroups.get(&tid)?;
+        let at = list.partition_point(|&(t, _)| t <= ts);
+        list.get(at.saturating_sub(1)).map(|&(_, c)| c)
+    }
+
+    /// Every cgroup id `tid` was seen in, in time order.
+    pub fn cgroups_of(&self, tid: Tid) -> impl Iterator<Item = u64> + '_ {
+        self.task_cgroups
+            .get(&tid)
+            .into_iter()
+            .flat_map(|l| l.iter().map(|&(_, c)| c))
+    }
+
+    /// The path of cgroup `id`, or `[cgroup id N]` when the recorder could not resolve it
+    /// (removed before it looked).
+    pub fn cgroup_path(&self, id: u64) -> std::borrow::Cow<'_, str> {
+        match self.cgroups.get(&id) {
+            Some(c) => std::borrow::Cow::Borrowed(c.path.as_str()),
+            None => std::borrow::Cow::Owned(format!("[cgroup id {id}]")),
+        }
+    }
+
+    /// Merge cgroup entries (a later path for an id replaces an earlier one: a renamed
+    /// group) and memberships.
+    pub fn merge_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) {
+        for c in cgroups {
+            self.cgroups.insert(c.id, c.clone());
+        }
+        for &m in members {
+            self.add_task_cgroup(m);
+        }
+    }
+
+    /// Every membership, in (ts, tid) order (to write the tables out again).
+    pub fn task_cgroup_list(&self) -> Vec<TaskCgroup> {
+        let mut v: Vec<TaskCgroup> = self
+            .task_cgroups
+            .iter()
+            .flat_map(|(&tid, l)| {
+                l.iter()
+                    .map(move |&(ts, cgroup)| TaskCgroup { ts, tid, cgroup })
+            })
+            .collect();
+        v.sort_by_key(|m| (m.ts, m.tid));
+        v
+    }
+
+    /// Whether the trace knows any thread's cgroup.
+    pub fn has_cgroups(&self) -> bool {
+        !self.task_cgroups.is_empty()
+    }
+
     /// Look up the symbol of one frame of a stack.
     pub fn symbol(&self, stack: &StackEntry, addr: u64) -> Option<&SymbolEntry> {
         self.symbols.get(&(stack.kind, stack.tgid, addr))

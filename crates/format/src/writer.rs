@@ -71,6 +71,35 @@ impl TableDelta {
     }
 }
 
+/// Cgroup additions not yet written (one cgroup section's payload, kind
+/// [`KIND_CGROUPS`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct CgroupDelta {
+    pub cgroups: Vec<CgroupEntry>,
+    pub members: Vec<TaskCgroup>,
+}
+
+impl CgroupDelta {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.cgroups.is_empty() && self.members.is_empty()
+    }
+    pub(crate) fn items(&self) -> usize {
+        self.cgroups.len() + self.members.len()
+    }
+    pub(crate) fn extend(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) {
+        self.cgroups.extend_from_slice(cgroups);
+        self.members.extend_from_slice(members);
+    }
+    /// Approximate memory held (flight ring accounting).
+    pub(crate) fn bytes(cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> u64 {
+        cgroups
+            .iter()
+            .map(|c| 32 + c.path.len() as u64)
+            .sum::<u64>()
+            + 24 * members.len() as u64
+    }
+}
+
 /// Stack table entries must not use reserved ids (`offset`: where, for the error).
 pub(crate) fn check_stack_ids(stacks: &[StackEntry], offset: u64) -> Result<()> {
     match stacks.iter().find(|s| !s.id.is_real()) {
@@ -251,6 +280,8 @@ pub struct TraceWriter {
     pending_frames: usize,
     /// Mapping entries not yet written (an optional section before the next chunk).
     pending_mappings: Vec<MappingEntry>,
+    pending_throttles: ThrottleDelta,
+    pending_cgroups: CgroupDelta,
     meta: RecordingMeta,
     meta_dirty: bool,
     last_ts: u64,
@@ -304,6 +335,8 @@ impl TraceWriter {
             pending: TableDelta::default(),
             pending_frames: 0,
             pending_mappings: Vec::new(),
+            pending_throttles: ThrottleDelta::default(),
+            pending_cgroups: CgroupDelta::default(),
             meta: meta.clone(),
             meta_dirty: false,
             last_ts: 0,
@@ -374,9 +407,44 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// The pending throttling records as one optional section (not in the index: readers
+    /// find it in the gaps between the indexed sections, see `TraceReader`).
+    fn write_throttles(&mut self) -> Result<()> {
+        if self.pending_throttles.is_empty() {
+            return Ok(());
+        }
+        let raw = bincode::serde::encode_to_vec(&self.pending_throttles, bincode_config())
+            .map_err(|e| self.io(std::io::Error::other(e)))?;
+        let items = (self.pending_throttles.events.len() + self.pending_throttles.names.len())
+            .min(u32::MAX as usize) as u32;
+        let sec = build_section(&mut self.cctx, KIND_THROTTLES, items, 0, 0, &raw)
+            .map_err(|e| self.io(e))?;
+        self.write_bytes(&sec)?;
+        self.pending_throttles = ThrottleDelta::default();
+        Ok(())
+    }
+
+    /// The pending cgroup additions as one optional section (not in the index: readers
+    /// find it in the gaps between indexed sections, see `TraceReader`).
+    fn write_cgroups(&mut self) -> Result<()> {
+        if self.pending_cgroups.is_empty() {
+            return Ok(());
+        }
+        let raw = bincode::serde::encode_to_vec(&self.pending_cgroups, bincode_config())
+            .map_err(|e| self.io(std::io::Error::other(e)))?;
+        let items = self.pending_cgroups.items().min(u32::MAX as usize) as u32;
+        let sec = build_section(&mut self.cctx, KIND_CGROUPS, items, 0, 0, &raw)
+            .map_err(|e| self.io(e))?;
+        self.write_bytes(&sec)?;
+        self.pending_cgroups = CgroupDelta::default();
+        Ok(())
+    }
+
     fn write_chunk(&mut self) -> Result<()> {
         // Tables first: everything an event references precedes its chunk.
         self.write_tables()?;
+        self.write_throttles()?;
+        self.write_cgroups()?;
         if self.events.is_empty() {
             return Ok(());
         }
@@ -528,6 +596,27 @@ impl TraceSink for TraceWriter {
         }
         Ok(())
     }
+
+    fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()> {
+        self.pending_throttles
+            .events
+            .extend_from_slice(&throttles.events);
+        self.pending_throttles
+            .names
+            .extend_from_slice(&throttles.names);
+        if self.pending_throttles.events.len() >= MAX_PENDING_TABLE_ITEMS {
+            self.write_throttles()?;
+        }
+        Ok(())
+    }
+
+    fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {
+        self.pending_cgroups.extend(cgroups, members);
+        if self.pending_cgroups.items() >= MAX_PENDING_TABLE_ITEMS {
+            self.write_cgroups()?;
+        }
+        Ok(())
+    }
 }
 
 impl TraceWriter {
@@ -606,6 +695,14 @@ impl MemTrace {
             .cloned()
             .collect();
         sink.add_mappings(&maps)?;
+        if !self.tables.throttling.is_empty() {
+            sink.add_throttles(&self.tables.throttling.to_delta())?;
+        }
+        if self.tables.has_cgroups() || !self.tables.cgroups.is_empty() {
+            let mut cgroups: Vec<_> = self.tables.cgroups.values().cloned().collect();
+            cgroups.sort_by_key(|c| c.id);
+            sink.add_cgroups(&cgroups, &self.tables.task_cgroup_list())?;
+        }
         for e in &self.events {
             sink.push(e)?;
         }

@@ -726,3 +726,237 @@ fn synth_write_trace_matches_the_in_memory_scenario() {
     );
     assert!(!dir.file("n.zst").exists());
 }
+
+/// A trace with cgroups: paths and memberships (with a move) survive the indexed and the
+/// scanned read, flight dumps and rotation; a reader that does not know the section kind
+/// (as a 2.0 reader: the kind patched to an unknown optional one) reads the rest the same.
+#[test]
+fn cgroups_round_trip() {
+    let dir = TempDir::new("cgroups");
+    let p = dir.file("c.zst");
+    let mut t = mem_trace(5, 3_000);
+    let docker = format!("/system.slice/docker-{}.scope", "ab12".repeat(16));
+    let cgroups = [
+        CgroupEntry {
+            id: 1,
+            path: "/".into(),
+        },
+        CgroupEntry {
+            id: 4242,
+            path: docker.clone(),
+        },
+        CgroupEntry {
+            id: 77,
+            path: "/user.slice".into(),
+        },
+    ];
+    let event_ts: Vec<u64> = t.events.iter().map(Event::ts).collect();
+    let ts = |i: usize| event_ts[i];
+    let members = [
+        TaskCgroup {
+            ts: ts(0),
+            tid: 1,
+            cgroup: 1,
+        },
+        TaskCgroup {
+            ts: ts(0),
+            tid: 2,
+            cgroup: 4242,
+        },
+        TaskCgroup {
+            ts: ts(1500),
+            tid: 2,
+            cgroup: 77,
+        },
+        // Unresolved: an id without a path.
+        TaskCgroup {
+            ts: ts(10),
+            tid: 3,
+            cgroup: 999,
+        },
+    ];
+    // Written in the middle of the events, as the recorder does.
+    let mut w = TraceWriter::create(&p, &t.meta, opts(500)).unwrap();
+    let mut tables_only = t.clone();
+    tables_only.events.clear();
+    tables_only.replay_into(&mut w).unwrap();
+    for (i, e) in t.events.iter().enumerate() {
+        match i {
+            700 => w.add_cgroups(&cgroups[..2], &members[..2]).unwrap(),
+            1600 => w.add_cgroups(&cgroups[2..], &members[2..]).unwrap(),
+            _ => {}
+        }
+        w.push(e).unwrap();
+    }
+    w.finish(&t.meta).unwrap();
+    t.add_cgroups(&cgroups, &members).unwrap();
+
+    let (r, m) = read_back(&p);
+    assert!(r.recovery().is_none(), "{:?}", r.recovery());
+    assert_tables_eq(&m.tables, &t.tables);
+    assert!(r.section_bytes().cgroups > 0);
+    assert_eq!(r.section_bytes().other, 0);
+    let tb = r.tables();
+    assert_eq!(tb.cgroup_at(2, ts(1499)), Some(4242));
+    assert_eq!(tb.cgroup_at(2, ts(1500)), Some(77));
+    assert_eq!(
+        tb.cgroup_at(2, 0),
+        Some(4242),
+        "before its first sighting: the first one"
+    );
+    assert_eq!(tb.cgroups_of(2).collect::<Vec<_>>(), vec![4242, 77]);
+    assert_eq!(tb.cgroup_path(4242), docker.as_str());
+    assert_eq!(tb.cgroup_path(999), "[cgroup id 999]");
+    assert_eq!(tb.cgroup_at(9, 0), None);
+
+    // Scanned: no trailer.
+    let mut b = std::fs::read(&p).unwrap();
+    b.truncate(b.len() - 32);
+    let q = dir.file("scan.zst");
+    std::fs::write(&q, &b).unwrap();
+    let (r, m) = read_back(&q);
+    assert!(r.recovery().is_some());
+    assert_tables_eq(&m.tables, &t.tables);
+
+    // A reader that does not know kind 0x80 skips it and reads everything else.
+    let mut b = std::fs::read(&p).unwrap();
+    let mut off = 28usize;
+    let mut patched = 0;
+    while off + 56 <= b.len() {
+        let size = u32::from_le_bytes(b[off + 4..off + 8].try_into().unwrap());
+        if size != 48 {
+            break;
+        }
+        let payload = u64::from_le_bytes(b[off + 16..off + 24].try_into().unwrap()) as usize;
+        if b[off + 8] == 0x80 {
+            b[off + 8] = 0x9f;
+            let crc = crc32fast_hash(&b[off + 8..off + 52]);
+            b[off + 52..off + 56].copy_from_slice(&crc.to_le_bytes());
+            patched += 1;
+        }
+        off += 56 + payload;
+    }
+    assert_eq!(patched, 2, "one section per addition");
+    let q = dir.file("old.zst");
+    std::fs::write(&q, &b).unwrap();
+    let (r, m) = read_back(&q);
+    assert!(r.recovery().is_none());
+    assert!(m.tables.cgroups.is_empty() && !m.tables.has_cgroups());
+    assert_eq!(m.events, t.events);
+    let cgroup_bytes = read_back(&p).0.section_bytes().cgroups;
+    assert_eq!(r.section_bytes().other, cgroup_bytes);
+
+    // A flight dump and rotated files carry every cgroup seen so far.
+    let mut ring = FlightRing::new(FlightOptions {
+        chunk_events: 500,
+        ..FlightOptions::default()
+    })
+    .unwrap();
+    t.replay_into(&mut ring).unwrap();
+    let d = dir.file("dump.zst");
+    ring.dump(&d, &t.meta, ts(2000), u64::MAX, opts(500))
+        .unwrap();
+    let (_, m) = read_back(&d);
+    assert_eq!(m.tables.cgroups, t.tables.cgroups);
+    assert_eq!(m.tables.task_cgroups, t.tables.task_cgroups);
+    let base = dir.file("rot.zst");
+    let mut rw =
+        RotatingWriter::create(&base, &t.meta, RotateLimit { bytes: 1, ns: 0 }, opts(500)).unwrap();
+    t.replay_into(&mut rw).unwrap();
+    rw.flush().unwrap();
+    let files = rw.finish(&t.meta).unwrap();
+    assert!(files.len() >= 2);
+    for (f, _) in &files {
+        let (_, m) = read_back(f);
+        assert_eq!(m.tables.cgroups, t.tables.cgroups, "{}", f.display());
+        assert_eq!(
+            m.tables.task_cgroups,
+            t.tables.task_cgroups,
+            "{}",
+            f.display()
+        );
+    }
+}
+
+/// Throttling records (optional kind 0x81) survive the indexed and the scanned read and a
+/// flight dump, written in the middle of the events as the recorder does.
+#[test]
+fn throttle_sections_round_trip() {
+    use chainrec_format::{ThrottleDelta, ThrottleEvent, ThrottleGroup, ThrottleKind};
+    let dir = TempDir::new("throttles");
+    let p = dir.file("t.zst");
+    let t = mem_trace(5, 3_000);
+    let event_ts: Vec<u64> = t.events.iter().map(Event::ts).collect();
+    let g = ThrottleGroup {
+        hierarchy: 1,
+        cgroup: 17,
+    };
+    let rec = |ts: u64, tid: u32, kind: ThrottleKind| ThrottleEvent {
+        ts,
+        cpu: 1,
+        tid,
+        kind,
+        group: g,
+    };
+    let first = ThrottleDelta {
+        events: vec![rec(event_ts[100], 2, ThrottleKind::SwitchOut)],
+        names: vec![(g, "/spin".into())],
+    };
+    let second = ThrottleDelta {
+        events: vec![rec(event_ts[1200], 0, ThrottleKind::Refill)],
+        names: vec![],
+    };
+    let mut w = TraceWriter::create(&p, &t.meta, opts(500)).unwrap();
+    let mut tables_only = t.clone();
+    tables_only.events.clear();
+    tables_only.replay_into(&mut w).unwrap();
+    for (i, e) in t.events.iter().enumerate() {
+        match i {
+            700 => w.add_throttles(&first).unwrap(),
+            1600 => w.add_throttles(&second).unwrap(),
+            _ => {}
+        }
+        w.push(e).unwrap();
+    }
+    w.finish(&t.meta).unwrap();
+    let check = |tb: &chainrec_format::Tables| {
+        assert_eq!(tb.throttling.switch_out(2, event_ts[100]), Some(g));
+        assert_eq!(tb.throttling.switch_out(2, event_ts[101]), None);
+        assert_eq!(
+            tb.throttling.refill_in(g, event_ts[100], event_ts[2000]),
+            Some(event_ts[1200])
+        );
+        assert_eq!(tb.throttle_group_name(g), "/spin");
+    };
+    let (r, m) = read_back(&p);
+    assert!(r.recovery().is_none(), "{:?}", r.recovery());
+    assert!(r.section_bytes().throttles > 0);
+    assert_eq!(r.section_bytes().other, 0);
+    check(&m.tables);
+    assert_eq!(m.events, t.events);
+
+    // Scanned: no trailer.
+    let mut b = std::fs::read(&p).unwrap();
+    b.truncate(b.len() - 32);
+    let q = dir.file("scan.zst");
+    std::fs::write(&q, &b).unwrap();
+    let (r, m) = read_back(&q);
+    assert!(r.recovery().is_some());
+    check(&m.tables);
+
+    // A flight dump carries them.
+    let mut full = t.clone();
+    full.add_throttles(&first).unwrap();
+    full.add_throttles(&second).unwrap();
+    let mut ring = FlightRing::new(FlightOptions {
+        chunk_events: 500,
+        ..FlightOptions::default()
+    })
+    .unwrap();
+    full.replay_into(&mut ring).unwrap();
+    let d = dir.file("dump.zst");
+    ring.dump(&d, &t.meta, event_ts[2000], u64::MAX, opts(500))
+        .unwrap();
+    let (_, m) = read_back(&d);
+    check(&m.tables);
+}

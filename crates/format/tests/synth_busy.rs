@@ -47,6 +47,12 @@ impl TraceSink for OrderSink {
         }
         self.mem.add_irq_sources(s)
     }
+    fn add_throttles(&mut self, t: &chainrec_format::ThrottleDelta) -> Result<()> {
+        self.mem.add_throttles(t)
+    }
+    fn add_cgroups(&mut self, c: &[CgroupEntry], m: &[TaskCgroup]) -> Result<()> {
+        self.mem.add_cgroups(c, m)
+    }
 }
 
 fn gen(events: u64, seed: u64) -> OrderSink {

@@ -81,6 +81,8 @@ pub(crate) struct Consumer {
     /// The per-CPU counters summed over CPUs, as last read.
     pub(crate) counters_total: [u64; raw::C_NR],
     usyms: UserSymbolizer,
+    /// Cgroup ids → paths, for the cgroup sections.
+    pub(crate) cgroups: crate::cgroups::CgroupResolver,
     /// The live status line (stderr is a terminal and it was asked for): when it was last
     /// drawn, and the events written then.
     status: Option<(Instant, u64)>,
@@ -105,6 +107,7 @@ impl Consumer {
             lost_seen: vec![0; cpu_count as usize],
             counters_total: [0; raw::C_NR],
             usyms,
+            cgroups: crate::cgroups::CgroupResolver::new(),
             status: status.then(|| (Instant::now(), 0)),
         }
     }
@@ -198,6 +201,18 @@ impl Consumer {
             malformed,
         } = &mut *b;
         for e in evs.iter() {
+            if e.kind == crate::throttle::EV_THROTTLE {
+                // Not an event: a record of the throttle sections (format 2.1).
+                if !self.conv.throttles.take(e) {
+                    *malformed += 1;
+                }
+                continue;
+            }
+            if e.kind == raw::EV_CGROUP {
+                let id = u64::from(e.c) | u64::from(e.d) << 32;
+                self.conv.cgroup_member(e.ts, e.a, id);
+                continue;
+            }
             let ev = self.conv.convert(e, pool, bytes);
             self.reorder.buf.push(ev);
         }
@@ -247,6 +262,30 @@ impl Consumer {
         if !conv.new_stacks.is_empty() {
             writer.add_stacks(&conv.new_stacks)?;
             conv.new_stacks.clear();
+        }
+        if !conv.throttles.pending.is_empty() {
+            // v2 groups are named by the cgroup table (v1 paths travel in the section).
+            let v2: Vec<u64> = conv
+                .throttles
+                .pending
+                .events
+                .iter()
+                .filter(|e| e.group.hierarchy == 0)
+                .map(|e| e.group.cgroup)
+                .collect();
+            if !v2.is_empty() {
+                let entries = self.cgroups.entries_for(v2);
+                writer.add_cgroups(&entries, &[])?;
+            }
+            writer.add_throttles(&conv.throttles.pending)?;
+            conv.throttles.pending = Default::default();
+        }
+        if !conv.new_members.is_empty() {
+            let entries = self
+                .cgroups
+                .entries_for(conv.new_members.iter().map(|m| m.cgroup));
+            writer.add_cgroups(&entries, &conv.new_members)?;
+            conv.new_members.clear();
         }
         Ok(())
     }
@@ -419,6 +458,13 @@ impl Consumer {
                 }
             ),
         ));
+        meta.extra.push((
+            "throttling".into(),
+            format!(
+                "{} throttled switch-outs, {} quota refills recorded",
+                conv.throttles.switch_outs, conv.throttles.refills
+            ),
+        ));
         if path == UserStackPath::TaskWork {
             meta.extra.push((
                 "task_work_failed".into(),
@@ -445,6 +491,19 @@ impl Consumer {
         };
         meta.extra
             .push(("softirq_wakings".into(), softirq.to_string()));
+        if !opts.no_cgroups {
+            let r = &self.cgroups;
+            meta.extra.push((
+                "cgroups".into(),
+                format!(
+                    "cgroup2 at {}; {} walks, {} ids unresolved (removed before the walk)",
+                    r.root()
+                        .map_or("(not mounted)".into(), |p| p.display().to_string()),
+                    r.walks,
+                    r.unresolved
+                ),
+            ));
+        }
         if run_cnt > 0 {
             meta.extra
                 .push(("bpf_run_time_ns".into(), run_ns.to_string()));

@@ -75,6 +75,10 @@ pub(crate) struct Converter {
     pub(crate) new_irqs: Vec<IrqSource>,
     tasks: HashSet<Tid>,
     pub(crate) new_tasks: Vec<TaskEntry>,
+    /// Each live thread's cgroup id as last reported (to write changes only).
+    task_cgroup: HashMap<Tid, u64>,
+    /// Cgroup memberships not yet written.
+    pub(crate) new_members: Vec<TaskCgroup>,
     pub(crate) kaddrs: HashSet<u64>,
     pub(crate) new_kaddrs: Vec<u64>,
     pub(crate) uaddrs: HashSet<(Tid, u64)>,
@@ -121,6 +125,8 @@ pub(crate) struct Converter {
     /// (`ustack_top`: later copies of that thread stop there; 0 = forget it).
     stack_tops: HashMap<Tid, u64>,
     pub(crate) new_stack_tops: Vec<(Tid, u64)>,
+    /// CPU-quota throttling records, for the throttle sections.
+    pub(crate) throttles: crate::throttle::Throttles,
 }
 
 /// Addresses of the label frames ending unfinished unwound user stacks (`[unwind: ...]`):
@@ -177,6 +183,7 @@ impl Converter {
             new_label_syms: Vec::new(),
             stack_tops: HashMap::new(),
             new_stack_tops: Vec::new(),
+            throttles: Default::default(),
             stack_ids: HashMap::new(),
             next_stack: StackId::FIRST_REAL,
             new_stacks: Vec::new(),
@@ -184,6 +191,8 @@ impl Converter {
             new_irqs: Vec::new(),
             tasks: HashSet::new(),
             new_tasks: Vec::new(),
+            task_cgroup: HashMap::new(),
+            new_members: Vec::new(),
             kaddrs: HashSet::new(),
             new_kaddrs: Vec::new(),
             uaddrs: HashSet::new(),
@@ -391,6 +400,15 @@ impl Converter {
         })
     }
 
+    /// Thread `tid` is in cgroup `cgroup` from `ts` on (comm records at first sighting,
+    /// exec and rename; `EV_CGROUP` records when it moved).
+    pub(crate) fn cgroup_member(&mut self, ts: u64, tid: Tid, cgroup: u64) {
+        if cgroup == 0 || self.task_cgroup.insert(tid, cgroup) == Some(cgroup) {
+            return;
+        }
+        self.new_members.push(TaskCgroup { ts, tid, cgroup });
+    }
+
     /// The user frames of `e` unwound from its stack copy into `self.unwound` (leaf first;
     /// a label frame last when the walk could not be finished).
     fn unwind_copy(&mut self, e: &RawEv, bytes: &[u8]) -> bool {
@@ -531,6 +549,7 @@ impl Converter {
             }),
             raw::EV_COMM => {
                 let comm = Comm(e.comm);
+                self.cgroup_member(e.ts, e.a, e.cgid);
                 if self.tasks.insert(e.a) {
                     self.new_tasks.push(TaskEntry {
                         tid: e.a,
@@ -551,6 +570,7 @@ impl Converter {
                 if e.a == e.b {
                     self.unwinder.forget(e.b);
                 }
+                self.task_cgroup.remove(&e.a);
                 Event::Exit(Exit {
                     ts: e.ts,
                     tid: e.a,

@@ -6,6 +6,7 @@
 //! See `docs/RECORDER.md` for the design (lazy stacks, waking context, ring buffer).
 
 mod btfinfo;
+mod cgroups;
 pub mod command;
 mod consumer;
 mod convert;
@@ -21,6 +22,7 @@ mod recording;
 pub mod request;
 mod samples;
 mod summary;
+mod throttle;
 pub mod trigger;
 pub mod unwind;
 pub mod usyms;

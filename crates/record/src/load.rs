@@ -75,6 +75,7 @@ pub(crate) enum UserStackPath {
 }
 
 /// Open, configure and load the BPF object with the given lazy user-stack path.
+#[allow(clippy::too_many_arguments)]
 fn open_and_load<'obj>(
     open_obj: &'obj mut MaybeUninit<OpenObject>,
     opts: &RecordOptions,
@@ -83,6 +84,7 @@ fn open_and_load<'obj>(
     path: UserStackPath,
     softirq_tracking: bool,
     irq_stack: Option<&IrqStackInfo>,
+    quota_timers: (u64, u64),
 ) -> Result<ChainrecSkel<'obj>> {
     let builder = ChainrecSkelBuilder::default();
     let mut open = builder.open(open_obj).map_err(|e| bpf_err("open", e))?;
@@ -104,6 +106,7 @@ fn open_and_load<'obj>(
         ro.use_task_work = path == UserStackPath::TaskWork;
         ro.softirq_heuristic = !opts.no_softirq_tracking;
         ro.profile = opts.profile_bpf;
+        ro.track_cgroups = !opts.no_cgroups;
         ro.user_stash = path != UserStackPath::Off && !opts.no_user_stash;
         ro.ucopy_max = if opts.user_stacks {
             opts.user_stack_copy_bytes
@@ -127,6 +130,8 @@ fn open_and_load<'obj>(
             ro.preempt_delta = *d;
             ro.have_preempt_delta = true;
         }
+        // CPU-quota refills: the CFS bandwidth timers' functions (0: no refill records).
+        (ro.cfs_period_timer_fn, ro.cfs_slack_timer_fn) = quota_timers;
         if let Ok(d) = crate::btfinfo::ksoftirqd_delta() {
             ro.ksoftirqd_delta = d;
             ro.have_ksoftirqd_delta = true;
@@ -282,6 +287,13 @@ pub(crate) fn load<'obj>(
     // Snapshot kernel symbols before starting (module loads during recording are rare).
     let ksyms = KernelSymbols::load().unwrap_or_default();
     let irq_stack = IrqStackInfo::find(&ksyms);
+    let quota_timers = match (
+        ksyms.range("sched_cfs_period_timer"),
+        ksyms.range("sched_cfs_slack_timer"),
+    ) {
+        (Some(p), s) => (p.0, s.map_or(0, |s| s.0)),
+        (None, _) => (0, 0),
+    };
     // Softirq wakings told apart by fentry/fexit on do_softirq (docs/RECORDER.md). Without
     // them (no such function, no trampolines, rejected), softirq wakings stay metal.
     let (mut softirq_tracking, mut softirq_note) = if opts.no_softirq_tracking {
@@ -304,6 +316,7 @@ pub(crate) fn load<'obj>(
             path,
             softirq_tracking,
             irq_stack.as_ref().ok(),
+            quota_timers,
         ) {
             Ok(s) => break s,
             // The optional do_softirq programs first: whatever failed (this kernel refuses

@@ -53,6 +53,8 @@ pub struct RecordOptions {
     /// Time the sections of the BPF programs (`RecordSummary::bpf_profile`; costs two
     /// clock reads per section).
     pub profile_bpf: bool,
+    /// Do not record threads' cgroups (A/B: what tracking them costs).
+    pub no_cgroups: bool,
     /// On-CPU samples (`--sample-freq`, `--sample-event`); `None` = `--no-samples`.
     pub samples: Option<crate::samples::SampleConfig>,
     /// Copy up to this many bytes of the user stack (from the user sp) wherever a user
@@ -85,6 +87,7 @@ impl Default for RecordOptions {
             output_mode: crate::output::OutputMode::File,
             no_user_stash: false,
             profile_bpf: false,
+            no_cgroups: false,
             samples: Some(crate::samples::SampleConfig::default()),
             user_stack_copy_bytes: DEFAULT_USER_STACK_COPY,
         }

@@ -489,4 +489,27 @@ impl TraceSink for Output {
             Output::Flight(f) => f.ring.add_irq_sources(sources),
         }
     }
+
+    fn add_throttles(
+        &mut self,
+        throttles: &chainrec_format::ThrottleDelta,
+    ) -> chainrec_format::Result<()> {
+        match self {
+            Output::File(w) => w.add_throttles(throttles),
+            Output::Rotating(w) => w.add_throttles(throttles),
+            Output::Flight(f) => f.ring.add_throttles(throttles),
+        }
+    }
+
+    fn add_cgroups(
+        &mut self,
+        cgroups: &[CgroupEntry],
+        members: &[TaskCgroup],
+    ) -> chainrec_format::Result<()> {
+        match self {
+            Output::File(w) => w.add_cgroups(cgroups, members),
+            Output::Rotating(w) => w.add_cgroups(cgroups, members),
+            Output::Flight(f) => f.ring.add_cgroups(cgroups, members),
+        }
+    }
 }

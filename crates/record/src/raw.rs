@@ -9,6 +9,8 @@ pub const EV_WAKEUP_NEW: u8 = 2;
 pub const EV_COMM: u8 = 3;
 pub const EV_EXIT: u8 = 4;
 pub const EV_OFFCPU: u8 = 5;
+/// A task's cgroup changed: a = tid, b = tgid, c/d = the new cgroup id, low/high half.
+pub const EV_CGROUP: u8 = 6;
 
 pub const ST_NONE: u8 = 0;
 pub const ST_SKIPPED: u8 = 1;
@@ -58,7 +60,7 @@ pub const C_USTASH_MISSED: u32 = 17;
 /// `--profile-bpf`: section `p` has its ns at `C_PROF + 2p` and its entry count after it.
 pub const C_PROF: u32 = 18;
 /// The profiled sections, in `P_*` order of the C side.
-pub const P_NAMES: [&str; 19] = [
+pub const P_NAMES: [&str; 20] = [
     "on_switch",
     "switch: task storage (seen)",
     "switch: user half at switch-out",
@@ -78,6 +80,7 @@ pub const P_NAMES: [&str; 19] = [
     "switch: user stack of prev (predicted)",
     "switch: kernel stack of next, 1 frame",
     "waking: waker kernel stack, 1 frame",
+    "switch: cgroup of prev",
 ];
 /// Number of counters (`C_NR` on the C side).
 pub const C_NR: usize = C_PROF as usize + 2 * P_NAMES.len();
@@ -101,6 +104,8 @@ pub struct RawEv {
     pub d: u32,
     pub frames_at: u32,
     pub comm: [u8; 16],
+    /// Comm records: the task's cgroup id (0: not tracked).
+    pub cgid: u64,
     /// A user-stack copy came with the record (`UST_COPY`, stripped from `ust`): the user
     /// registers and `copy_len` bytes at `copy_at` in the batch's byte pool.
     pub has_copy: bool,
@@ -160,7 +165,10 @@ pub fn decode(data: &[u8], pool: &mut Vec<u64>, bytes: &mut Vec<u8>) -> Option<R
         comm: [0; 16],
         ..RawEv::default()
     };
-    if e.kind > EV_OFFCPU && e.kind != crate::samples::EV_SAMPLE {
+    if e.kind > EV_CGROUP
+        && e.kind != crate::samples::EV_SAMPLE
+        && e.kind != crate::throttle::EV_THROTTLE
+    {
         return None;
     }
     if e.kind == EV_COMM {
@@ -168,6 +176,9 @@ pub fn decode(data: &[u8], pool: &mut Vec<u64>, bytes: &mut Vec<u8>) -> Option<R
             return None;
         }
         e.comm.copy_from_slice(&data[HDR..HDR + 16]);
+        if let Some(b) = data.get(HDR + 16..HDR + 24) {
+            e.cgid = u64::from_le_bytes(b.try_into().ok()?);
+        }
         return Some(e);
     }
     let n = e.nk as usize + e.nu as usize;

@@ -217,6 +217,7 @@ pub fn kind_file(kind: FrameKind) -> &'static str {
         FrameKind::Metal => "interrupt",
         FrameKind::RunQueue => "run queue",
         FrameKind::RunQueueHolder => "run queue holder",
+        FrameKind::Throttled => "throttled",
         FrameKind::Marker => "marker",
         FrameKind::Lost => "lost events",
         FrameKind::OnCpu => "on cpu",

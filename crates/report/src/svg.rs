@@ -135,6 +135,7 @@ pub fn classify_name(name: &str) -> Option<FrameClass> {
         // `critical-path` segments are the same three states as `hotcold` and `[run
         // queue]` levels: drawn in the same colours, not as "no stack" markers.
         "run queue" | "runnable" => return Some(FrameClass::RunQueue),
+        _ if inner.starts_with("throttled: ") => return Some(FrameClass::RunQueue),
         "on cpu" | "running" => return Some(FrameClass::OnCpu),
         "off cpu" | "blocked" => return Some(FrameClass::OffCpu),
         _ => {}
@@ -380,7 +381,8 @@ fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> Frame
             FrameClass::UserKernelSeparator
         }
         FrameKind::Metal => FrameClass::Metal,
-        FrameKind::RunQueue => FrameClass::RunQueue,
+        // Throttled time is drawn like run-queue time: off-CPU while runnable.
+        FrameKind::RunQueue | FrameKind::Throttled => FrameClass::RunQueue,
         FrameKind::Marker => FrameClass::Marker,
         FrameKind::Lost => FrameClass::Lost,
         // `[on cpu]` (its sampled frames follow) or `[on cpu: no sample]` (a marker).

@@ -2,8 +2,9 @@
 //! mix that scales to 100 M+ events for benchmarks. Deterministic for a seed.
 
 use crate::{
-    Clock, Event, FormatError, IrqSource, RecordingMeta, Result, StackEntry, StackId, StackMode,
-    SymbolEntry, TaskEntry, TraceSink, TraceWriter, WriteSummary, WriterOptions,
+    CgroupEntry, Clock, Event, FormatError, IrqSource, RecordingMeta, Result, StackEntry, StackId,
+    StackMode, SymbolEntry, TaskCgroup, TaskEntry, TraceSink, TraceWriter, WriteSummary,
+    WriterOptions,
 };
 use std::path::Path;
 
@@ -223,5 +224,11 @@ impl TraceSink for Tracker<'_> {
     }
     fn add_irq_sources(&mut self, s: &[IrqSource]) -> Result<()> {
         self.inner.add_irq_sources(s)
+    }
+    fn add_throttles(&mut self, t: &crate::ThrottleDelta) -> Result<()> {
+        self.inner.add_throttles(t)
+    }
+    fn add_cgroups(&mut self, c: &[CgroupEntry], m: &[TaskCgroup]) -> Result<()> {
+        self.inner.add_cgroups(c, m)
     }
 }

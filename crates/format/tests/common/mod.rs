@@ -328,4 +328,6 @@ pub fn assert_tables_eq(a: &Tables, b: &Tables) {
     assert_eq!(a.symbols, b.symbols);
     assert_eq!(a.tasks, b.tasks);
     assert_eq!(a.irq_sources, b.irq_sources);
+    assert_eq!(a.cgroups, b.cgroups);
+    assert_eq!(a.task_cgroups, b.task_cgroups);
 }
