@@ -10,6 +10,10 @@
 # column counts batches); floor-taskstate adds the least per-task state a lazy recorder
 # needs (switch-out time in task storage), benches/floor/.
 #
+# `lazy-fN` (e.g. lazy-f997) is lazy with on-CPU samples at N Hz per CPU (`--sample-freq N`;
+# plain lazy, eager and none sample at the recorder's default rate), `lazy-nosamples` lazy
+# with `--no-samples`.
+#
 # Workloads (WORKLOADS, default all):
 #   pipe       taskset -c 0 perf bench sched pipe -T -l $PIPE_LOOPS       ops/s
 #              (PIPE_RT=1: as SCHED_FIFO, for a busy shared machine)
@@ -219,10 +223,15 @@ run_config() { # workload config round
     untraced)
         echo "$(run_workload "$w") 0 0 0 0 0"
         ;;
-    lazy | eager | none)
+    lazy | eager | none | lazy-f[0-9]* | lazy-nosamples)
         f=$OUT/$w.$cfg.$r.zst
         rm -f "$f" "$f.json"
-        "$CHAINREC" record -q -o "$f" --stacks "$cfg" --summary-json "$f.json" 2>"$f.log" &
+        local mode=$cfg freq=()
+        case $cfg in
+        lazy-f*) mode=lazy freq=(--sample-freq "${cfg#lazy-f}") ;;
+        lazy-nosamples) mode=lazy freq=(--no-samples) ;;
+        esac
+        "$CHAINREC" record -q -o "$f" --stacks "$mode" "${freq[@]}" --summary-json "$f.json" 2>"$f.log" &
         pid=$!
         wait_for_file "$f" || die "chainrec did not start: $(cat "$f.log")"
         sleep 1 # attach + kallsyms snapshot done, idle state recorded
