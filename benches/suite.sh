@@ -10,6 +10,10 @@
 # column counts batches); floor-taskstate adds the least per-task state a lazy recorder
 # needs (switch-out time in task storage), benches/floor/.
 #
+# `lazy-fN` (e.g. lazy-f997) is lazy with on-CPU samples at N Hz per CPU (`--sample-freq N`;
+# plain lazy, eager and none sample at the recorder's default rate), `lazy-nosamples` lazy
+# with `--no-samples`.
+#
 # Workloads (WORKLOADS, default all):
 #   pipe       taskset -c 0 perf bench sched pipe -T -l $PIPE_LOOPS       ops/s
 #              (PIPE_RT=1: as SCHED_FIFO, for a busy shared machine)
@@ -222,6 +226,8 @@ chainrec_for() { # config args... (exec: run as a background job, the job is cha
     case $cfg in
     lazy-fp) exec "$CHAINREC" "$@" --stacks lazy --user-unwind fp ;;
     lazy-base) exec "${CHAINREC_BASE:?lazy-base needs CHAINREC_BASE}" "$@" --stacks lazy ;;
+    lazy-f[0-9]*) exec "$CHAINREC" "$@" --stacks lazy --sample-freq "${cfg#lazy-f}" ;;
+    lazy-nosamples) exec "$CHAINREC" "$@" --stacks lazy --no-samples ;;
     *) exec "$CHAINREC" "$@" --stacks "$cfg" ;;
     esac
 }
@@ -233,7 +239,7 @@ run_config() { # workload config round
     untraced)
         echo "$(run_workload "$w") 0 0 0 0 0"
         ;;
-    lazy | eager | none | lazy-fp | lazy-base)
+    lazy | eager | none | lazy-fp | lazy-base | lazy-f[0-9]* | lazy-nosamples)
         f=$OUT/$w.$cfg.$r.zst
         rm -f "$f" "$f.json"
         chainrec_for "$cfg" record -q -o "$f" --summary-json "$f.json" 2>"$f.log" &

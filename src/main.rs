@@ -49,7 +49,7 @@ Examples:
   chainrec chains trace.zst --svg chain.svg
   # off-CPU stacks of one process; the longest waits with their chains
   chainrec offcpu trace.zst -p 1234
-  # what the CPUs ran (from the samples the recorder takes at 49 Hz per CPU)
+  # what the CPUs ran (from the samples the recorder takes at 99 Hz per CPU)
   chainrec oncpu trace.zst --svg oncpu.svg
   chainrec top trace.zst -n 10
   # every event, every wait with its chain (to check a chain by hand)

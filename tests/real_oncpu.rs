@@ -12,7 +12,7 @@
 //! Needs root (or CAP_BPF + CAP_PERFMON). Without it the test prints a loud SKIP and
 //! passes, unless `CHAINREC_REQUIRE_BPF=1`, in which case it fails.
 
-use chainrec_chain::{Analysis, Dedup, Filter, FoldedSink, Setup, View, WaitRecord};
+use chainrec_chain::{Analysis, Dedup, Filter, FoldedSink, OnCpuMode, Setup, View, WaitRecord};
 use chainrec_format::TraceReader;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -25,7 +25,12 @@ use std::sync::OnceLock;
 
 /// Environment variable that turns [`oncpu_workload_child`] into the workload.
 const CHILD_ENV: &str = "CHAINREC_ONCPU_CHILD";
+/// Requests per workload run (the child reads it from [`ITERS_ENV`]).
 const ITERS: usize = 150;
+/// Requests of the default-rate recording ([`default_rate_recording`]).
+const DEFAULT_RATE_ITERS: usize = 100;
+/// Environment variable giving the child its number of requests.
+const ITERS_ENV: &str = "CHAINREC_ONCPU_ITERS";
 
 /// The function the worker spends its time in (kept out of line so that samples name it).
 #[inline(never)]
@@ -60,6 +65,10 @@ fn oncpu_workload_child() {
     let Ok(out) = std::env::var(CHILD_ENV) else {
         return;
     };
+    let requests: usize = std::env::var(ITERS_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(ITERS);
     let iters = calibrate();
     let (mut req_r, mut req_w) = std::io::pipe().unwrap();
     let (mut rep_r, mut rep_w) = std::io::pipe().unwrap();
@@ -84,7 +93,7 @@ fn oncpu_workload_child() {
         .spawn(move || {
             let me = tid();
             let mut b = [7u8; 1];
-            for _ in 0..ITERS {
+            for _ in 0..requests {
                 req_w.write_all(&b).unwrap();
                 rep_r.read_exact(&mut b).unwrap();
             }
@@ -97,46 +106,59 @@ fn oncpu_workload_child() {
     std::fs::write(out, format!("{c} {w}\n")).unwrap();
 }
 
-/// The recording, made once for the tests of this file: (trace, client tid, worker tid);
-/// `None` when recording is not possible here (skipped loudly).
+/// The recording at 997 Hz, made once for the tests of this file: (trace, client tid,
+/// worker tid); `None` when recording is not possible here (skipped loudly).
 fn recording() -> Option<&'static (PathBuf, u32, u32)> {
     static R: OnceLock<Option<(PathBuf, u32, u32)>> = OnceLock::new();
-    R.get_or_init(|| {
-        if std::env::var(CHILD_ENV).is_ok() || !can_record("real_oncpu") {
+    R.get_or_init(|| record("oncpu", &["--sample-freq", "997"], ITERS))
+        .as_ref()
+}
+
+/// The recording at the recorder's default sample rate, [`DEFAULT_RATE_ITERS`] requests.
+fn default_rate_recording() -> Option<&'static (PathBuf, u32, u32)> {
+    static R: OnceLock<Option<(PathBuf, u32, u32)>> = OnceLock::new();
+    R.get_or_init(|| record("oncpu-default", &[], DEFAULT_RATE_ITERS))
+        .as_ref()
+}
+
+/// Record the workload (`requests` requests) with `chainrec record -q ARGS`.
+fn record(name: &str, args: &[&str], requests: usize) -> Option<(PathBuf, u32, u32)> {
+    if std::env::var(CHILD_ENV).is_ok() || !can_record("real_oncpu") {
+        return None;
+    }
+    let bin = env!("CARGO_BIN_EXE_chainrec");
+    let dir = tmpdir(name);
+    let trace = dir.join("oncpu.zst");
+    let tids = dir.join("tids");
+    let out = Command::new(bin)
+        .args(["record", "-q"])
+        .args(args)
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "oncpu_workload_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD_ENV, &tids)
+        .env(ITERS_ENV, requests.to_string())
+        .output()
+        .expect("run chainrec record");
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("ermission") || err.contains("EPERM") || err.contains("not permitted") {
+            skip_bpf("real_oncpu", &format!("BPF not permitted: {}", err.trim()));
             return None;
         }
-        let bin = env!("CARGO_BIN_EXE_chainrec");
-        let dir = tmpdir("oncpu");
-        let trace = dir.join("oncpu.zst");
-        let tids = dir.join("tids");
-        let out = Command::new(bin)
-            .args(["record", "-q", "--sample-freq", "997", "-o"])
-            .arg(&trace)
-            .arg("--")
-            .arg(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "oncpu_workload_child",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env(CHILD_ENV, &tids)
-            .output()
-            .expect("run chainrec record");
-        if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
-            if err.contains("ermission") || err.contains("EPERM") || err.contains("not permitted") {
-                skip_bpf("real_oncpu", &format!("BPF not permitted: {}", err.trim()));
-                return None;
-            }
-            panic!("chainrec record failed: {err}");
-        }
-        let t = std::fs::read_to_string(&tids).expect("the workload wrote its tids");
-        let v: Vec<u32> = t.split_whitespace().map(|s| s.parse().unwrap()).collect();
-        Some((trace, v[0], v[1]))
-    })
-    .as_ref()
+        panic!("chainrec record failed: {err}");
+    }
+    let t = std::fs::read_to_string(&tids).expect("the workload wrote its tids");
+    let v: Vec<u32> = t.split_whitespace().map(|s| s.parse().unwrap()).collect();
+    Some((trace, v[0], v[1]))
 }
 
 #[test]
@@ -217,7 +239,10 @@ fn worker_on_cpu_in_client_chain() {
     let lines = folded.folded_ns(done.nodes(), an.tables(), an.meta());
     let shown: u64 = lines
         .iter()
-        .filter(|(l, _)| l.contains(";cr-worker;--;[on cpu];") && l.contains("cr_spin_compute"))
+        .filter(|(l, _)| {
+            // `[on cpu]`, or `[on cpu: estimated]` for a level without a sample inside.
+            l.contains(";cr-worker;--;[on cpu") && l.contains("cr_spin_compute")
+        })
         .map(|(_, w)| *w)
         .sum();
     // The lines that contain the spin function also hold the samples taken in its callees
@@ -361,4 +386,87 @@ fn client_critical_path() {
     let text = run(&[]);
     assert!(text.starts_with("critical path of cr-client"), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}
+
+/// The client's waits on the worker (blocked ≥ 4 ms) and the worker's on-CPU time in them,
+/// with `oncpu`: (waits, ns in frames naming `cr_spin_compute`, of that the estimated ns,
+/// all on-CPU ns of the worker's level).
+fn spin_in_client_chains(
+    trace: &PathBuf,
+    client: u32,
+    worker: u32,
+    oncpu: OnCpuMode,
+) -> (u64, u64, u64, u64) {
+    let an = Analysis::from_reader(TraceReader::open(trace).expect("open trace"));
+    let (mut waits, mut spin, mut estimated, mut all) = (0u64, 0u64, 0u64, 0u64);
+    let mut sink = |w: &WaitRecord, nodes: &chainrec_chain::NodeTable| {
+        let Some(h) = w.hops.first() else { return };
+        if h.waker_tid != worker || w.blocked_ns().is_none_or(|b| b < 4_000_000) {
+            return;
+        }
+        waits += 1;
+        for p in w.oncpu.iter().filter(|p| p.level == 1) {
+            let n = nodes.get(p.node);
+            all += p.ns;
+            let frames = chainrec_chain::sample_frames(an.tables(), an.meta(), n.kstack, n.ustack);
+            if frames.iter().any(|f| f.contains("cr_spin_compute")) {
+                spin += p.ns;
+                if matches!(
+                    n.kind,
+                    chainrec_chain::NodeKind::OnCpu {
+                        estimated: true,
+                        ..
+                    }
+                ) {
+                    estimated += p.ns;
+                }
+            }
+        }
+    };
+    let setup = Setup {
+        dedup: Dedup::Off,
+        filter: Filter {
+            tids: vec![client],
+            ..Filter::default()
+        },
+        oncpu,
+        ..Setup::default()
+    };
+    an.run(setup, &mut sink, |_| {}).expect("engine run");
+    (waits, spin, estimated, all)
+}
+
+/// At the recorder's default sample rate most 5 ms waits hold no sample of the worker; the
+/// estimate from its nearest samples gives `cr_spin_compute` its 5 ms per wait (± 20 %)
+/// over the 100 waits all the same, shown as `[on cpu: estimated]`; `--oncpu exact` leaves
+/// most of it `[on cpu: no sample]`.
+#[test]
+fn default_rate_estimate_converges() {
+    let Some((trace, client, worker)) = default_rate_recording() else {
+        return;
+    };
+    let (client, worker) = (*client, *worker);
+    let an = Analysis::from_reader(TraceReader::open(trace).expect("open trace"));
+    let freq = an.meta().sampling().expect("the trace has samples").freq_hz;
+    let (waits, spin, estimated, all) =
+        spin_in_client_chains(trace, client, worker, OnCpuMode::Estimate);
+    let (_, exact_spin, _, _) = spin_in_client_chains(trace, client, worker, OnCpuMode::Exact);
+    assert!(
+        waits >= DEFAULT_RATE_ITERS as u64 * 9 / 10,
+        "only {waits} client waits on the worker"
+    );
+    let per_wait = spin as f64 / waits as f64 / 1e6;
+    eprintln!(
+        "real_oncpu at {freq} Hz: {waits} waits; worker on CPU {:.3} ms/wait; cr_spin_compute {per_wait:.3} ms/wait, {:.3} of it estimated; exact only: {:.3} ms/wait",
+        all as f64 / waits as f64 / 1e6,
+        estimated as f64 / waits as f64 / 1e6,
+        exact_spin as f64 / waits as f64 / 1e6,
+    );
+    assert!(
+        (4.0..=6.0).contains(&per_wait),
+        "cr_spin_compute should hold 5 ms ± 20 % per wait at the default rate ({freq} Hz), got {per_wait:.3} ms"
+    );
+    // The estimate did the work: the sampled part alone is the exact mode's.
+    assert_eq!(spin - estimated, exact_spin);
+    assert!(estimated > 0, "no estimated part at {freq} Hz");
 }

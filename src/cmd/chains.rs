@@ -3,7 +3,7 @@ pub use super::filter::FilterArgs;
 use anyhow::{bail, Context, Result};
 /// Which view (`offcpu`, `wakeup`, `offwake` for [`run_view`]).
 pub use chainrec_chain::View;
-use chainrec_chain::{Dedup, Duration, Mode, Setup, Unit, DEFAULT_MAX_DEPTH};
+use chainrec_chain::{Dedup, Duration, Mode, OnCpuMode, Setup, Unit, DEFAULT_MAX_DEPTH};
 use chainrec_report::svg::SvgOptions;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use std::io::Write;
@@ -77,6 +77,10 @@ Line layout (flamegraph.pl --color=chain / bcc compatible):
   --;kernel frames;[hardirq: timer]
   # runnable, behind the task holding the CPU
   --;[run queue];holder comm
+  # what a running waker did, by its samples (traces with samples)
+  --;[on cpu];user frames;-;kernel frames
+  # ... estimated from its nearest samples when none fell inside (--oncpu exact: not)
+  --;[on cpu: estimated];user frames;-;kernel frames
 Markers: [truncated] [cycle] [lost events] [waker unknown] [missing stack]
          [no stack: wait < 100us] [no user stack: preempted]";
 
@@ -103,6 +107,11 @@ pub struct ChainsArgs {
     /// part and each waker's runnable part are levels naming the tasks that held the CPU.
     #[arg(long)]
     pub no_runqueue: bool,
+    /// A waker level's on-CPU time that holds no sample of the waker (traces with
+    /// samples): `estimate` it from the waker's samples nearest in time, shown as
+    /// `[on cpu: estimated]`, or leave it `[on cpu: no sample]` (`exact`).
+    #[arg(long, default_value = "estimate", value_parser = oncpu_parser(), value_name = "HOW")]
+    pub oncpu: OnCpuMode,
 }
 
 /// `chainrec chains`.
@@ -119,13 +128,22 @@ pub fn run_chains(a: ChainsArgs) -> Result<()> {
         a.max_depth,
         dedup,
         !a.no_runqueue,
+        a.oncpu,
     )
 }
 
 /// `chainrec offcpu|wakeup|offwake`.
 pub fn run_view(view: View, a: ViewArgs) -> Result<()> {
     // Single-level views need only the first hop.
-    analyse(&a, view, Mode::Bounded, 1, Dedup::Off, false)
+    analyse(
+        &a,
+        view,
+        Mode::Bounded,
+        1,
+        Dedup::Off,
+        false,
+        OnCpuMode::default(),
+    )
 }
 
 fn analyse(
@@ -135,6 +153,7 @@ fn analyse(
     max_depth: usize,
     dedup: Dedup,
     runqueue: bool,
+    oncpu: OnCpuMode,
 ) -> Result<()> {
     let name = view.name();
     let unit = a.unit;
@@ -153,6 +172,7 @@ fn analyse(
         filter: a.filter.to_filter(&an, duration)?,
         parallel: !a.serial,
         runqueue,
+        oncpu,
     };
     let (done, folded) = an
         .fold(setup, view, |_| {})
@@ -253,6 +273,13 @@ pub(crate) fn unit_parser() -> impl TypedValueParser<Value = Unit> {
 }
 
 /// `--mode bounded|last`.
+pub(crate) fn oncpu_parser() -> impl TypedValueParser<Value = OnCpuMode> {
+    PossibleValuesParser::new(["estimate", "exact"]).map(|s| match s.as_str() {
+        "exact" => OnCpuMode::Exact,
+        _ => OnCpuMode::Estimate,
+    })
+}
+
 pub(crate) fn mode_parser() -> impl TypedValueParser<Value = Mode> {
     PossibleValuesParser::new(["bounded", "last"]).map(|s| match s.as_str() {
         "last" => Mode::Last,

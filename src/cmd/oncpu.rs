@@ -16,7 +16,7 @@ Examples:
 
 Line layout: comm;user frames root->leaf;-;kernel frames root->leaf (the idle
 task is `swapper`). Weight: the CPU time the samples stand for (samples x the
-sampling period, e.g. 20.4 ms at the default 49 Hz), in --unit. Needs a trace
+sampling period, e.g. 10.1 ms at the default 99 Hz), in --unit. Needs a trace
 recorded with samples (the default of `chainrec record`; not --no-samples).";
 
 /// Arguments of `chainrec oncpu`.

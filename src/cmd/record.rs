@@ -25,8 +25,8 @@ Examples:
   chainrec record -o trace.zst --stacks eager
   # stacks only for waits longer than 1 ms
   chainrec record -o trace.zst --stack-threshold 1ms
-  # on-CPU samples at 99 Hz per CPU (default 49)
-  chainrec record -o trace.zst --sample-freq 99
+  # on-CPU samples at 997 Hz per CPU (default 99)
+  chainrec record -o trace.zst --sample-freq 997
   # scheduler events only
   chainrec record -o trace.zst --no-samples
   # keep the last 30 s in memory; dump them (and 2 s more) when a postgres
@@ -135,7 +135,7 @@ pub struct Args {
     #[arg(
         long,
         value_name = "HZ",
-        default_value_t = 49,
+        default_value_t = 99,
         conflicts_with = "no_samples"
     )]
     pub sample_freq: u64,

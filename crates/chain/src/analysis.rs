@@ -4,7 +4,9 @@
 //! `offcpu`, `wakeup`, `offwake`, `top`, the pprof export, the demo) sets up its engine here,
 //! through the engine's public API only.
 
-use crate::{fold_trace, ChainError, Config, Engine, Filter, FoldedSink, Mode, NodeTable};
+use crate::{
+    fold_trace, ChainError, Config, Engine, Filter, FoldedSink, Mode, NodeTable, OnCpuMode,
+};
 use crate::{Stats, View, WaitSink, Window, DEFAULT_MAX_DEPTH};
 use chainrec_format::{FormatError, RecordingMeta, Recovery, Sampling, Tables, TraceReader};
 use std::ops::Range;
@@ -64,6 +66,8 @@ pub struct Setup {
     pub parallel: bool,
     /// Run-queue attribution ([`Config::runqueue`]).
     pub runqueue: bool,
+    /// On-CPU time without a sample ([`Config::oncpu`]).
+    pub oncpu: OnCpuMode,
 }
 
 impl Default for Setup {
@@ -75,6 +79,7 @@ impl Default for Setup {
             filter: Filter::default(),
             parallel: true,
             runqueue: true,
+            oncpu: OnCpuMode::default(),
         }
     }
 }
@@ -301,6 +306,7 @@ impl Analysis {
             dedup,
             filter: setup.filter,
             runqueue: setup.runqueue,
+            oncpu: setup.oncpu,
         };
         (Engine::new(self.tables(), self.meta(), cfg), summary)
     }

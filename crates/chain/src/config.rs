@@ -1,7 +1,7 @@
 //! Engine configuration.
 
 use crate::filter::Filter;
-use crate::mode::Mode;
+use crate::mode::{Mode, OnCpuMode};
 
 /// Default `--max-depth` (hops per chain, metal included).
 pub const DEFAULT_MAX_DEPTH: usize = 16;
@@ -22,6 +22,9 @@ pub struct Config {
     /// record's runnable part, and the part of each level during which its waker was
     /// runnable, are split by the tasks that held the CPU ([`WaitRecord::runq`](crate::WaitRecord::runq)).
     pub runqueue: bool,
+    /// A waker level's on-CPU time without a sample inside: estimated from the waker's
+    /// nearest samples (default) or left `[on cpu: no sample]` (traces with samples only).
+    pub oncpu: OnCpuMode,
 }
 
 impl Default for Config {
@@ -32,6 +35,7 @@ impl Default for Config {
             dedup: true,
             filter: Filter::default(),
             runqueue: true,
+            oncpu: OnCpuMode::default(),
         }
     }
 }

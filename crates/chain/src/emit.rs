@@ -77,9 +77,14 @@ pub(crate) fn emit_rec(
     // On-CPU parts carry stacks until here, like the run-queue holders.
     rec.oncpu.clear();
     for p in &rec.oncpu_raw {
+        match (p.stacks, p.estimated) {
+            (None, _) => st.oncpu_no_sample_ns += p.ns,
+            (Some(_), true) => st.oncpu_estimated_ns += p.ns,
+            (Some(_), false) => st.oncpu_sampled_ns += p.ns,
+        }
         rec.oncpu.push(crate::OnCpuPart {
             level: p.level,
-            node: nodes.oncpu(p.stacks),
+            node: nodes.oncpu(p.stacks, p.estimated),
             ns: p.ns,
         });
     }

@@ -8,7 +8,7 @@ use crate::dedup::{Slots, LAZY_SLOT, NO_SLOT};
 use crate::emit::emit_rec;
 use crate::explain::CpuCheck;
 use crate::hops::{Hop, Mark, CUT, NO_HOP};
-use crate::mode::Mode;
+use crate::mode::{Mode, OnCpuMode};
 use crate::nodes::{IdentId, NodeTable, HOLDER_IDLE};
 use crate::record::WaitSink;
 use crate::runqueue::RunQueues;
@@ -66,6 +66,16 @@ impl<'t> Engine<'t> {
         let filter_all = cfg.filter.is_empty();
         let runqueue = cfg.runqueue && cfg.mode == Mode::Bounded;
         let bounded = cfg.mode == Mode::Bounded;
+        let sampling = meta.sampling();
+        // The period a sample stands for (cpu-clock: exact; cycles: approximate).
+        let estimate_period = sampling
+            .as_ref()
+            .map(|s| match (s.period_ns, s.freq_hz) {
+                (0, 0) => 0,
+                (0, f) => 1_000_000_000 / f,
+                (p, _) => p,
+            })
+            .filter(|&p| p > 0 && cfg.oncpu == OnCpuMode::Estimate);
         Engine {
             tables,
             cfg,
@@ -90,7 +100,7 @@ impl<'t> Engine<'t> {
             cpu_check: CpuCheck::default(),
             runqueue,
             rq: RunQueues::default(),
-            samples: SampleIndex::new(meta.sampling().is_some() && bounded),
+            samples: SampleIndex::new(sampling.is_some() && bounded, estimate_period),
             stats: Stats::default(),
         }
     }
@@ -167,7 +177,14 @@ impl<'t> Engine<'t> {
                     self.stats.lost_events += l.count;
                 }
                 // On-CPU samples do not change scheduling state: kept for `[on cpu]`.
-                Event::Sample(x) => self.samples.push(x),
+                Event::Sample(x) => {
+                    let clock = if self.samples.estimating() {
+                        self.samples.clock(self.find_task(x.tid), x.ts)
+                    } else {
+                        None
+                    };
+                    self.samples.push(x, clock)
+                }
             }
         }
     }
@@ -238,6 +255,7 @@ impl<'t> Engine<'t> {
             self.rq.add_task();
             self.tasks.len() - 1
         };
+        self.samples.reset_task(i);
         self.task_index.insert(tid, i);
         self.live_tasks += 1;
         self.stats.peak_tasks = self.stats.peak_tasks.max(self.live_tasks as u64);
@@ -247,6 +265,7 @@ impl<'t> Engine<'t> {
     fn on_switch(&mut self, s: &Switch, sink: &mut impl WaitSink) {
         if s.prev_tid != 0 {
             let t = self.task(s.prev_tid);
+            self.samples.switch_out(t, s.ts);
             if self.tasks[t].held_valid {
                 self.emit_held(t, sink);
             }
@@ -284,6 +303,7 @@ impl<'t> Engine<'t> {
             }
         } else {
             let t = self.task(s.next_tid);
+            self.samples.switch_in(t, s.ts);
             if self.runqueue {
                 let task = &self.tasks[t];
                 if task.status == Status::Off && !task.open_pretrace {
@@ -505,6 +525,7 @@ impl<'t> Engine<'t> {
                 rq: self.runqueue.then(|| self.rq.view(&self.task_index)),
                 unsplit: &mut self.stats.runq_unsplit_ns,
                 samples: &self.samples,
+                index: &self.task_index,
             };
             walker.walk(h, &mut self.tasks[t].open, mark);
             if mark && self.inner_buf.is_empty() {

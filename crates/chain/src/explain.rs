@@ -112,6 +112,16 @@ impl Stats {
                 fmt_ns(self.throttled_ns),
             ));
         }
+        let oncpu = self.oncpu_sampled_ns + self.oncpu_estimated_ns + self.oncpu_no_sample_ns;
+        if oncpu > 0 {
+            v.push(format!(
+                "on cpu: wakers ran {} inside chains: {} with a sample of theirs inside ([on cpu]), {} estimated from their samples nearest in time ([on cpu: estimated]; --oncpu exact leaves it [on cpu: no sample]), {} with no sample in or near it ([on cpu: no sample])",
+                fmt_ns(oncpu),
+                fmt_ns(self.oncpu_sampled_ns),
+                fmt_ns(self.oncpu_estimated_ns),
+                fmt_ns(self.oncpu_no_sample_ns),
+            ));
+        }
         v
     }
 

@@ -123,6 +123,9 @@ impl std::fmt::Display for FrameName<'_> {
 pub const ONCPU_FRAME: &str = "[on cpu]";
 /// The frame of on-CPU time without a sample in it (`[on cpu: no sample]`).
 pub const ONCPU_NO_SAMPLE: &str = "[on cpu: no sample]";
+/// The frame that opens the frames of on-CPU time estimated from the thread's samples
+/// nearest in time, none of which fell inside it: `[on cpu: estimated];user;-;kernel`.
+pub const ONCPU_ESTIMATED: &str = "[on cpu: estimated]";
 /// The name of the idle task's samples (as `perf` names it).
 pub const IDLE_COMM: &str = "swapper";
 

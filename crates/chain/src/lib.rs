@@ -66,8 +66,8 @@ pub use error::{ChainError, WindowProblem};
 pub use filter::{Duration, Filter, Window, WindowBound};
 pub use folded::{ChainGraph, FoldedSink};
 pub use frames::stack_frames;
-pub use frames::{sample_frames, IDLE_COMM, ONCPU_FRAME, ONCPU_NO_SAMPLE};
-pub use mode::Mode;
+pub use frames::{sample_frames, IDLE_COMM, ONCPU_ESTIMATED, ONCPU_FRAME, ONCPU_NO_SAMPLE};
+pub use mode::{Mode, OnCpuMode};
 pub use nodes::{
     Node, NodeId, NodeKind, NodeTable, RunqHolder, UNTHROTTLED_BY_TIMER, UNTHROTTLE_UNKNOWN,
 };
@@ -79,6 +79,6 @@ pub use record::{HopRecord, OnCpuPart, RunqPart, WaitRecord, WaitSink};
 /// Re-exported for [`Filter::comm`].
 pub use regex;
 pub use render::WriteSummary;
-pub use sampleidx::apportion;
+pub use sampleidx::{apportion, ESTIMATE_PERIODS};
 pub use stats::{Inconsistency, Stats};
 pub use views::{Rounded, Unit, View};

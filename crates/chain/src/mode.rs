@@ -9,3 +9,18 @@ pub enum Mode {
     /// Gregg's prototype: every level weighs the whole blocked time.
     Last,
 }
+
+/// How a waker level's on-CPU time that holds no sample of the waker is shown (docs/ENGINE.md,
+/// "What a running waker did"). Levels with a sample inside are split by their samples in
+/// both modes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnCpuMode {
+    /// Estimated from the waker's samples nearest in time (within
+    /// [`crate::ESTIMATE_PERIODS`] sample periods), shown as `[on cpu: estimated]`; time
+    /// with no sample near enough stays `[on cpu: no sample]`.
+    #[default]
+    Estimate,
+    /// Only samples inside the level count: the rest is `[on cpu: no sample]`
+    /// (`--oncpu exact`).
+    Exact,
+}

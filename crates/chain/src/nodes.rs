@@ -39,6 +39,9 @@ pub enum NodeKind {
     OnCpu {
         /// False for `[on cpu: no sample]`.
         sampled: bool,
+        /// `[on cpu: estimated]`: the stacks are the waker's samples nearest in time to
+        /// the level, none of which fell inside it.
+        estimated: bool,
     },
 }
 
@@ -103,8 +106,11 @@ impl Node {
             NodeKind::Metal { label, .. } => label.as_str().into(),
             NodeKind::Marker(m) => (*m).into(),
             NodeKind::RunQueue { holder } => holder.name(),
-            NodeKind::OnCpu { sampled: true } => crate::frames::ONCPU_FRAME.into(),
-            NodeKind::OnCpu { sampled: false } => crate::frames::ONCPU_NO_SAMPLE.into(),
+            NodeKind::OnCpu { sampled: false, .. } => crate::frames::ONCPU_NO_SAMPLE.into(),
+            NodeKind::OnCpu {
+                estimated: true, ..
+            } => crate::frames::ONCPU_ESTIMATED.into(),
+            NodeKind::OnCpu { .. } => crate::frames::ONCPU_FRAME.into(),
         }
     }
     /// True for run-queue nodes.
@@ -196,7 +202,7 @@ pub struct NodeTable {
     runq_by_ident: Vec<NodeId>,
     /// On-CPU nodes by (canonical kernel stack, canonical user stack); `None` is
     /// `[on cpu: no sample]`.
-    oncpu: FxHashMap<Option<(StackId, StackId)>, NodeId>,
+    oncpu: FxHashMap<(Option<(StackId, StackId)>, bool), NodeId>,
     /// Throttled holders: (group label, ender), code = [`HOLDER_THROTTLED`] + index.
     throttle_holders: Vec<(String, &'static str)>,
 }
@@ -378,16 +384,19 @@ impl NodeTable {
         id
     }
 
-    /// Intern the on-CPU node of a sampled stack pair, or `[on cpu: no sample]` (`None`).
-    pub(crate) fn oncpu(&mut self, stacks: Option<(StackId, StackId)>) -> NodeId {
+    /// Intern the on-CPU node of a sampled stack pair (`[on cpu]`, or `[on cpu:
+    /// estimated]` when `estimated`), or `[on cpu: no sample]` (`None`).
+    pub(crate) fn oncpu(&mut self, stacks: Option<(StackId, StackId)>, estimated: bool) -> NodeId {
         let key = stacks.map(|(k, u)| (self.canonical(k), self.canonical(u)));
+        let estimated = estimated && key.is_some();
         let next = self.nodes.len() as NodeId;
-        let id = *self.oncpu.entry(key).or_insert(next);
+        let id = *self.oncpu.entry((key, estimated)).or_insert(next);
         if id == next {
             let (kstack, ustack) = key.unwrap_or((StackId::NONE, StackId::NONE));
             self.nodes.push(Node {
                 kind: NodeKind::OnCpu {
                     sampled: key.is_some(),
+                    estimated,
                 },
                 kstack,
                 ustack,

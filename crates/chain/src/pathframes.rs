@@ -4,7 +4,7 @@
 //! ([`crate::FoldedSink::write_folded`]) is these frames joined by `;`; the SVG, pprof and
 //! `top` read them directly ([`crate::FoldedSink::for_each_path`]).
 
-use crate::frames::{stack_frames, ONCPU_FRAME, ONCPU_NO_SAMPLE};
+use crate::frames::{stack_frames, ONCPU_ESTIMATED, ONCPU_FRAME, ONCPU_NO_SAMPLE};
 use crate::nodes::{NodeId, NodeKind, NodeTable, MARK_LOST, RUNQ_FRAME};
 use crate::paths::COMM_BIT;
 use crate::trie::{PathTrie, NO_PARENT};
@@ -39,8 +39,8 @@ pub enum FrameKind {
     Marker,
     /// `[lost events]`: events were lost inside the wait.
     Lost,
-    /// `[on cpu]` (followed by the sampled frames) or `[on cpu: no sample]`: the level's
-    /// on-CPU time.
+    /// `[on cpu]` or `[on cpu: estimated]` (followed by the sampled frames) or `[on cpu:
+    /// no sample]`: the level's on-CPU time.
     OnCpu,
 }
 
@@ -133,14 +133,19 @@ impl<'a> FrameNamer<'a> {
                     f.push((holder.name().into_owned(), K::RunQueueHolder));
                 }
             }
-            NodeKind::OnCpu { sampled } => {
+            NodeKind::OnCpu { sampled, estimated } => {
                 if !first {
                     f.push(("--".into(), K::LevelSeparator));
                 }
                 if *sampled {
                     // As a sample prints ([`crate::sample_frames`]): user frames root to
                     // leaf, then `-` and the kernel frames only when there are any.
-                    f.push((ONCPU_FRAME.into(), K::OnCpu));
+                    let head = if *estimated {
+                        ONCPU_ESTIMATED
+                    } else {
+                        ONCPU_FRAME
+                    };
+                    f.push((head.into(), K::OnCpu));
                     let u: Vec<(String, FrameKind)> = self
                         .stack(n.ustack)
                         .iter()

@@ -122,6 +122,15 @@ pub struct Stats {
     /// On-CPU nanoseconds of inner levels split by samples while part of the level lay
     /// before the waker's kept samples (its last 4096): split by the samples kept.
     pub oncpu_short_history_ns: u64,
+    /// Wakers' on-CPU nanoseconds in emitted chains split by their samples inside the level
+    /// (`[on cpu]`).
+    pub oncpu_sampled_ns: u64,
+    /// Wakers' on-CPU nanoseconds in emitted chains estimated from their samples nearest in
+    /// time, none inside the level (`[on cpu: estimated]`).
+    pub oncpu_estimated_ns: u64,
+    /// Wakers' on-CPU nanoseconds in emitted chains with no sample in or near them
+    /// (`[on cpu: no sample]`).
+    pub oncpu_no_sample_ns: u64,
 }
 
 impl fmt::Display for Stats {

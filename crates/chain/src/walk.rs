@@ -8,6 +8,7 @@ use crate::nodes::NodeTable;
 use crate::record::WaitRecord;
 use crate::runqueue::{add_runq, RqView};
 use crate::sampleidx::{minus, SampleIndex};
+use crate::tasks::TaskIndex;
 use chainrec_format::Tid;
 
 /// The chain walk, borrowing only what it reads from the engine (so that the record it
@@ -24,6 +25,8 @@ pub(crate) struct Walker<'a> {
     pub(crate) unsplit: &'a mut u64,
     /// On-CPU samples, for the `[on cpu]` split of a level's running time.
     pub(crate) samples: &'a SampleIndex,
+    /// Task slots by tid (the wakers' CPU clocks, for the estimate).
+    pub(crate) index: &'a TaskIndex,
 }
 
 impl Walker<'_> {
@@ -37,6 +40,8 @@ impl Walker<'_> {
         windows: [(u64, u64); 2],
         rec: &mut WaitRecord,
     ) {
+        // Now: the waking that ends the root's wait, when the chain is built.
+        let now = rec.wake_ns.unwrap_or(rec.switch_out_ns);
         let h = self.rq.as_ref().and_then(|rq| rq.of(waker));
         if let Some(h) = h {
             for (x, y) in windows {
@@ -76,8 +81,13 @@ impl Walker<'_> {
         };
         let mut pieces = Vec::new();
         minus(&windows, busy, &mut pieces);
+        let clock_now = if self.samples.estimating() {
+            self.samples.clock(self.index.find(waker), now)
+        } else {
+            None
+        };
         self.samples
-            .split(waker, level, &pieces, &mut rec.oncpu_raw);
+            .split(waker, level, &pieces, clock_now, &mut rec.oncpu_raw);
     }
 
     /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when

@@ -171,3 +171,149 @@ fn no_split_without_sampling() {
     assert_eq!(r.folded, want);
     assert!(r.records.iter().all(|w| w.oncpu.is_empty()));
 }
+
+/// `oncpu-sparse` (100 iterations) in memory with its sampling metadata (period 30 ms).
+fn sparse() -> MemTrace {
+    common::synth_file("oncpu-sparse", 800, WriterOptions::default()).1
+}
+
+const SC: &str = "cr-client;client_loop;read;-;ksys_read;pipe_read;schedule";
+const SW: &str = "cr-worker;worker_loop;read;-;ksys_read;pipe_read;schedule";
+
+/// 100 waits of the client, 5.01 ms each, on a worker that computes for 5 ms; a sample of
+/// the worker in one wait of three (34 of 100: 17 in `spin_compute`, 17 in `parse`).
+/// Sampled waits keep the exact split (5 ms each to their stack). The other 66 hold no
+/// sample: each is estimated from the worker's nearest sample, the one 7.12 or 17.12 ms
+/// before it (the chain is built at the waking that ends the client's wait, so no later
+/// sample is known): 34 from `spin_compute` samples, 32 from `parse`. So `spin_compute`
+/// holds 85 + 170 ms and `parse` 85 + 160 ms: the worker's whole 500 ms on CPU, 5 ms per
+/// wait. The worker's 100 waits on the client: the client on CPU 4.96 ms in each,
+/// sampled in `render` in 33 of the 99 ending in an iteration (exact), estimated from the
+/// `render` sample 7.14 or 17.14 ms before in the other 66; the first (99.97 us, before any
+/// sample of the client) has no sample near.
+#[test]
+fn sparse_samples_estimate_the_waits_without_one() {
+    let m = sparse();
+    let r = common::run(
+        &m,
+        chainrec_chain::Config::default(),
+        chainrec_chain::View::Chains,
+    );
+    let cw = format!("{SC}{TO_W}");
+    let wc = format!("{SW}{TO_C}");
+    let want: BTreeMap<String, u64> = [
+        (
+            format!("{cw};--;[on cpu];worker_loop;handle;spin_compute"),
+            85_000_000,
+        ),
+        (
+            format!("{cw};--;[on cpu];worker_loop;handle;parse"),
+            85_000_000,
+        ),
+        (
+            format!("{cw};--;[on cpu: estimated];worker_loop;handle;spin_compute"),
+            170_000_000,
+        ),
+        (
+            format!("{cw};--;[on cpu: estimated];worker_loop;handle;parse"),
+            160_000_000,
+        ),
+        (format!("{cw};--;[run queue];[idle]"), 1_000_000),
+        (format!("{SC};--;[run queue];[idle]"), 2_000_000),
+        (format!("{wc};--;[on cpu];client_loop;render"), 163_680_000),
+        (
+            format!("{wc};--;[on cpu: estimated];client_loop;render"),
+            327_360_000,
+        ),
+        (format!("{wc};--;[on cpu: no sample]"), 99_970),
+        (format!("{wc};--;[run queue];[idle]"), 990_000),
+        (format!("{SW};--;[run queue];[idle]"), 2_000_000),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(r.folded, want, "{}", common::show(&r));
+    // The worker's function per client wait: 5 ms exactly, sampled or estimated.
+    let client_waits = r.records.iter().filter(|w| w.tid == 1401).count() as u64;
+    assert_eq!(client_waits, 100);
+    let worker_fn: u64 = r
+        .folded
+        .iter()
+        .filter(|(l, _)| l.starts_with(SC) && l.contains(";handle;"))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(worker_fn / client_waits, 5_000_000);
+    let s = &r.stats;
+    assert_eq!(
+        (
+            s.oncpu_sampled_ns,
+            s.oncpu_estimated_ns,
+            s.oncpu_no_sample_ns
+        ),
+        (333_680_000, 657_360_000, 99_970)
+    );
+    for w in &r.records {
+        for (k, h) in w.hops.iter().enumerate() {
+            let l = k as u32 + 1;
+            assert_eq!(
+                h.ns,
+                w.runq_ns_of(l) + w.oncpu_ns_of(l),
+                "level {l} split whole"
+            );
+        }
+    }
+}
+
+/// `--oncpu exact`: the same trace with only the samples inside each level; the estimated
+/// lines above are `[on cpu: no sample]`.
+#[test]
+fn sparse_samples_exact_mode_leaves_no_sample() {
+    let m = sparse();
+    let cfg = chainrec_chain::Config {
+        oncpu: chainrec_chain::OnCpuMode::Exact,
+        ..chainrec_chain::Config::default()
+    };
+    let r = common::run(&m, cfg, chainrec_chain::View::Chains);
+    let cw = format!("{SC}{TO_W}");
+    let wc = format!("{SW}{TO_C}");
+    let want: BTreeMap<String, u64> = [
+        (
+            format!("{cw};--;[on cpu];worker_loop;handle;spin_compute"),
+            85_000_000,
+        ),
+        (
+            format!("{cw};--;[on cpu];worker_loop;handle;parse"),
+            85_000_000,
+        ),
+        (format!("{cw};--;[on cpu: no sample]"), 330_000_000),
+        (format!("{cw};--;[run queue];[idle]"), 1_000_000),
+        (format!("{SC};--;[run queue];[idle]"), 2_000_000),
+        (format!("{wc};--;[on cpu];client_loop;render"), 163_680_000),
+        (format!("{wc};--;[on cpu: no sample]"), 327_459_970),
+        (format!("{wc};--;[run queue];[idle]"), 990_000),
+        (format!("{SW};--;[run queue];[idle]"), 2_000_000),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(r.folded, want, "{}", common::show(&r));
+    assert_eq!(r.stats.oncpu_estimated_ns, 0);
+}
+
+/// `oncpu-worker` samples every level but the first wait's, whose client level has no
+/// sample near (the client's first sample comes 5.9 ms after it): the estimate changes
+/// nothing there, so its exact expectations above hold in both modes.
+#[test]
+fn dense_samples_are_the_same_in_both_modes() {
+    let m = mem(3);
+    let exact = chainrec_chain::Config {
+        oncpu: chainrec_chain::OnCpuMode::Exact,
+        ..chainrec_chain::Config::default()
+    };
+    let a = common::run(
+        &m,
+        chainrec_chain::Config::default(),
+        chainrec_chain::View::Chains,
+    );
+    let b = common::run(&m, exact, chainrec_chain::View::Chains);
+    assert_eq!(a.folded, b.folded);
+    assert_eq!(a.stats.oncpu_estimated_ns, 0);
+}

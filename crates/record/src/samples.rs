@@ -43,8 +43,9 @@ impl SampleEvent {
 /// How to sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SampleConfig {
-    /// Samples per second per CPU (default 49, like `perf record -F 49`: not a divisor of
-    /// common timer rates, so sampling does not beat with periodic work).
+    /// Samples per second per CPU (default 99, like `perf record -F 99`: not a divisor of
+    /// common timer rates, so sampling does not beat with periodic work; docs/RECORDER.md
+    /// "On-CPU samples" has the cost of each rate and why 99).
     pub freq_hz: u64,
     /// Event.
     pub event: SampleEvent,
@@ -53,7 +54,7 @@ pub struct SampleConfig {
 impl Default for SampleConfig {
     fn default() -> Self {
         SampleConfig {
-            freq_hz: 49,
+            freq_hz: 99,
             event: SampleEvent::CpuClock,
         }
     }

@@ -136,7 +136,8 @@ pub fn classify_name(name: &str) -> Option<FrameClass> {
         // queue]` levels: drawn in the same colours, not as "no stack" markers.
         "run queue" | "runnable" => return Some(FrameClass::RunQueue),
         _ if inner.starts_with("throttled: ") => return Some(FrameClass::RunQueue),
-        "on cpu" | "running" => return Some(FrameClass::OnCpu),
+        // `[on cpu: estimated]` opens sampled frames too (from samples near the level).
+        "on cpu" | "on cpu: estimated" | "running" => return Some(FrameClass::OnCpu),
         "off cpu" | "blocked" => return Some(FrameClass::OffCpu),
         _ => {}
     }
@@ -385,7 +386,8 @@ fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> Frame
         FrameKind::RunQueue | FrameKind::Throttled => FrameClass::RunQueue,
         FrameKind::Marker => FrameClass::Marker,
         FrameKind::Lost => FrameClass::Lost,
-        // `[on cpu]` (its sampled frames follow) or `[on cpu: no sample]` (a marker).
+        // `[on cpu]` or `[on cpu: estimated]` (sampled frames follow) or `[on cpu: no
+        // sample]` (a marker).
         FrameKind::OnCpu => {
             let class = classify_name(f.name).unwrap_or(FrameClass::Marker);
             if class == FrameClass::OnCpu {

@@ -34,6 +34,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario { name: "lazy-stacks", about: "lazily attached off-CPU stacks, skipped stacks on short waits, failed waker stacks, a lost-events marker", generate: lazy_stacks },
         Scenario { name: "stack-labels", about: "an exiting waker, a user stack lost to exec, long waits whose stacks never arrived, a short skipped wait", generate: stack_labels },
         Scenario { name: "oncpu-worker", about: "cr-client waits 5 ms on cr-worker, which computes (on-CPU samples every 1 ms: spin_compute, parse); idle samples", generate: oncpu_worker },
+        Scenario { name: "oncpu-sparse", about: "cr-client waits 5 ms on cr-worker, which computes; sparse samples (every 30 ms per CPU): most waits hold no sample of the worker", generate: oncpu_sparse },
     ]
 }
 
@@ -1019,6 +1020,86 @@ fn oncpu_worker(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
                 b.sample(t + ms * 1_000_000, 0, client, NO, u_render);
             }
             b.sample(t + 7_000_000, 1, 0, k_idle, NO);
+        },
+        10_000_000,
+    )
+}
+
+/// Sampling period of `oncpu-sparse` (33 Hz: a 5 ms computation holds a sample one time in
+/// three).
+pub(super) const ONCPU_SPARSE_PERIOD_NS: u64 = 30_000_000;
+
+/// oncpu-sparse: 6 events per 10 ms iteration, plus 4 samples every third iteration (8 on
+/// average, rounded up: `--events 800` gives 100 iterations). As `oncpu-worker`, without
+/// the dense samples: cr-client (CPU 0) wakes cr-worker at +100 us and blocks at +110 us;
+/// cr-worker (CPU 1, runnable 20 us behind idle) computes +120 us..+5.12 ms, wakes the
+/// client and blocks at +5.13 ms; the client runs +5.14 ms..+10.1 ms. Each CPU is sampled
+/// every 30 ms (`cpu-clock`, period 30 ms): in iterations i = 0, 3, 6, … CPU 1 samples the
+/// worker at +3 ms (user stack `spin_compute` when i / 3 is even, `parse` when odd) and is
+/// idle at +8 ms; CPU 0 is idle at +3 ms and samples the client in `render` at +8 ms. The
+/// worker's other two iterations of three hold no sample of it.
+fn oncpu_sparse(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
+    let (client, worker) = (1401, 1402);
+    let mut b = B::new();
+    let k_read = b.k(&["schedule", "pipe_read", "ksys_read"]);
+    let k_write = b.k(&["try_to_wake_up", "pipe_write", "ksys_write"]);
+    let u_client_read = b.u(1400, &["read", "client_loop"]);
+    let u_client_write = b.u(1400, &["write", "client_loop"]);
+    let u_worker_read = b.u(1400, &["read", "worker_loop"]);
+    let u_worker_write = b.u(1400, &["write", "worker_loop"]);
+    let u_spin = b.u(1400, &["spin_compute", "handle", "worker_loop"]);
+    let u_parse = b.u(1400, &["parse", "handle", "worker_loop"]);
+    let u_render = b.u(1400, &["render", "client_loop"]);
+    let k_idle = b.k(&["default_idle", "do_idle", "cpu_startup_entry"]);
+    b.comm(T0, client, 1400, "cr-client", CommReason::Seen);
+    b.comm(T0, worker, 1400, "cr-worker", CommReason::Seen);
+    b.swin(T0 + 10, 0, client);
+    b.swin(T0 + 20, 1, worker);
+    b.sw(T0 + 30, 1, worker, S, 0, k_read, u_worker_read);
+    let tasks = [
+        (client, 1400, "cr-client", false),
+        (worker, 1400, "cr-worker", false),
+    ];
+    run(
+        b,
+        out,
+        &tasks,
+        iterations(p, 8),
+        |b, i, t| {
+            let sampled = i % 3 == 0;
+            b.wk(
+                t + 100_000,
+                0,
+                client,
+                worker,
+                TASK,
+                0,
+                k_write,
+                u_client_write,
+            );
+            b.sw(t + 110_000, 0, client, S, 0, k_read, u_client_read);
+            b.swin(t + 120_000, 1, worker);
+            if sampled {
+                let u = if (i / 3) % 2 == 0 { u_spin } else { u_parse };
+                b.sample(t + 3_000_000, 0, 0, k_idle, NO);
+                b.sample(t + 3_000_000, 1, worker, NO, u);
+            }
+            b.wk(
+                t + 5_120_000,
+                1,
+                worker,
+                client,
+                TASK,
+                0,
+                k_write,
+                u_worker_write,
+            );
+            b.sw(t + 5_130_000, 1, worker, S, 0, k_read, u_worker_read);
+            b.swin(t + 5_140_000, 0, client);
+            if sampled {
+                b.sample(t + 8_000_000, 0, client, NO, u_render);
+                b.sample(t + 8_000_000, 1, 0, k_idle, NO);
+            }
         },
         10_000_000,
     )

@@ -123,11 +123,16 @@ pub fn meta(name: &str, params: &SynthParams, command_line: Vec<String>) -> Reco
         ],
         ..RecordingMeta::default()
     };
-    if name == "oncpu-worker" {
+    let period = match name {
+        "oncpu-worker" => Some(exact::ONCPU_WORKER_PERIOD_NS),
+        "oncpu-sparse" => Some(exact::ONCPU_SPARSE_PERIOD_NS),
+        _ => None,
+    };
+    if let Some(period_ns) = period {
         meta.set_sampling(&crate::Sampling {
             event: "cpu-clock".into(),
-            freq_hz: 1_000_000_000 / exact::ONCPU_WORKER_PERIOD_NS,
-            period_ns: exact::ONCPU_WORKER_PERIOD_NS,
+            freq_hz: 1_000_000_000 / period_ns,
+            period_ns,
             ..Default::default()
         });
     }
