@@ -37,7 +37,8 @@ mod skel {
 pub use command::StopSignals;
 pub use error::{InvalidOption, OptionError, OutputProblem, RecordError, SampleError};
 pub use options::{
-    LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition, UserStashCounts,
+    Fallback, LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition,
+    UserStashCounts,
 };
 pub use recorder::{check_output, partial_trace_note, record};
 pub use recording::Recording;
