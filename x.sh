@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # chainrec developer entry point: installs what a fresh machine lacks, then builds and runs.
 #   ./x.sh demo   record the built-in chain workload and write its chain graph (needs root)
-#   ./x.sh test   run the whole test suite (BPF tests need root; see README)
+#   ./x.sh test   run the whole test suite (BPF tests need root; see README), then the
+#                 kernel matrix (./x.sh kernels)
+#   ./x.sh package   build the one-file chainrec for servers: target/package/chainrec
+#   ./x.sh kernels   boot each kernel of the matrix in QEMU and check the packaged binary there
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -18,6 +21,16 @@ ensure_packages() {
     command -v zstd >/dev/null || want+=(zstd)
     [ -e /usr/include/libelf.h ] || want+=(libelf-dev)
     [ -e /usr/include/zlib.h ] || want+=(zlib1g-dev)
+    if [ "${1:-}" = package ] || [ "${1:-}" = kernels ] || [ "${1:-}" = test ]; then
+        # objcopy splits the debug info off the packaged binary.
+        command -v objcopy >/dev/null || want+=(binutils)
+    fi
+    if [ "${1:-}" = kernels ] || [ "${1:-}" = test ]; then
+        # The kernel matrix: QEMU boots Debian's kernels (downloaded by tools/kernels/run.sh)
+        # with an initramfs around busybox-static.
+        command -v qemu-system-x86_64 >/dev/null || want+=(qemu-system-x86)
+        (LC_ALL=C ldd /bin/busybox 2>&1 || true) | grep -q 'not a dynamic' || want+=(busybox-static)
+    fi
     if [ "${1:-}" = test ]; then
         [ -x /usr/bin/chromium ] || want+=(chromium)
         # protoc decodes the Perfetto/pprof exports independently of our own prost structs.
@@ -77,7 +90,51 @@ ensure_python_packages() {
     export CHAINREC_PYTHON
 }
 
+# The packaged binary: static (glibc with crt-static; libbpf, libelf and zlib as static
+# archives; the BPF object is inside the skeleton), stripped, its debug info split off into
+# target/package/chainrec.debug (linked by .gnu_debuglink, for our own crash reports).
+PACKAGE_MAX_BYTES=$((20 * 1024 * 1024))
+build_package() {
+    local target=x86_64-unknown-linux-gnu out=target/package
+    log "building the packaged chainrec (static, $target)"
+    # relocation-model=static: a plain static executable, not a static PIE (which ldd
+    # reports as "statically linked" and which needs the start code to relocate itself).
+    # --target keeps the static flags off build scripts and proc macros, and the artifacts
+    # apart from the ordinary release build (target/$target/release).
+    RUSTFLAGS="-C target-feature=+crt-static -C relocation-model=static" \
+        LIBBPF_SYS_LIBRARY_PATH="/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)" \
+        cargo build --release --locked --target "$target" --features static --bin chainrec
+    local built=target/$target/release/chainrec
+    mkdir -p "$out"
+    rm -f "$out/chainrec" "$out/chainrec.debug"
+    objcopy --only-keep-debug "$built" "$out/chainrec.debug"
+    (cd "$out" && objcopy --strip-all --add-gnu-debuglink=chainrec.debug "../../$built" chainrec)
+    if ! (LC_ALL=C ldd "$out/chainrec" 2>&1 || true) | grep -q 'not a dynamic executable'; then
+        log "$out/chainrec is not static: $(ldd "$out/chainrec" 2>&1 | head -3)"
+        exit 1
+    fi
+    local size
+    size=$(stat -c %s "$out/chainrec")
+    if [ "$size" -gt "$PACKAGE_MAX_BYTES" ]; then
+        log "$out/chainrec is $size bytes, over the $PACKAGE_MAX_BYTES-byte budget"
+        exit 1
+    fi
+    "$out/chainrec" --version >/dev/null
+    log "$out/chainrec: $size bytes, static, stripped (debug info: $out/chainrec.debug, $(stat -c %s "$out/chainrec.debug") bytes)"
+}
+
 case "${1:-}" in
+package)
+    shift
+    ensure_packages package
+    build_package
+    ;;
+kernels)
+    shift
+    ensure_packages kernels
+    build_package
+    exec tools/kernels/run.sh "$@"
+    ;;
 demo)
     shift
     ensure_packages demo
@@ -109,10 +166,17 @@ test)
     # Release mode: the engine and format tests push millions of events, and the recorder's consumer
     # must keep up with the kernel during the real-recording tests.
     cargo test --release --locked --workspace --all-targets "$@"
+    # The kernel matrix: the packaged binary on Debian's 6.1 (generic, cloud, PREEMPT_RT)
+    # and 6.12 kernels in QEMU, and on this one (tools/kernels/run.sh).
+    log "kernel matrix (./x.sh kernels)"
+    build_package
+    tools/kernels/run.sh
     ;;
 *)
     echo "usage: ./x.sh demo [DEMO ARGS]   record the built-in chain workload and draw its chain graph"
-    echo "       ./x.sh test [CARGO TEST ARGS]   run all tests"
+    echo "       ./x.sh test [CARGO TEST ARGS]   run all tests, then the kernel matrix"
+    echo "       ./x.sh package   build target/package/chainrec (static, one file for servers)"
+    echo "       ./x.sh kernels [NAME...]   run the packaged binary on each kernel of the matrix"
     exit 2
     ;;
 esac

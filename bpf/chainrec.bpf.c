@@ -224,7 +224,8 @@ struct irq_state {
 	__u32 task_sirq; /* 1 inside do_softirq: softirqs run by the task itself */
 	__u32 last_softirq; /* SRC_SOFTIRQ|vec of the last softirq entered, kept after its exit
 			     * (wakeup_softirqd runs after the last vector's softirq_exit) */
-	__u32 pad;
+	__u32 last_hardirq; /* SRC_HARDIRQ|irq or SRC_TIMER of the last interrupt handler or
+			     * hrtimer expiry entered, kept after its exit (see irq_exit_waking) */
 };
 
 /* True once user space attached both do_softirq programs (see CTX_SOFTIRQ_TASK). */
@@ -818,6 +819,32 @@ metal:
 	return CTX_SOFTIRQ;
 }
 
+/* A waking on the irq stack with neither the hardirq count nor a serving softirq in the
+ * preempt count: the interrupt's own exit code, __irq_exit_rcu, which has already dropped
+ * the hardirq count when it wakes ksoftirqd (or, on PREEMPT_RT, the ktimers thread) for
+ * the softirqs the handler raised. The interrupt's doing, not the interrupted task's (the
+ * idle task, mostly): metal, named after the last handler or hrtimer expiry on this CPU.
+ * Softirqs a task runs itself (do_softirq) are on the irq stack too but serving. An
+ * interrupt from user mode runs on the task stack, so its exit is not seen here. */
+static __always_inline bool irq_exit_waking(struct rq *rq)
+{
+	__u64 addr;
+
+	if (!have_irqstack || !rq)
+		return false;
+	addr = (__u64)rq + irqstack_inuse_delta;
+	if (bpf_ksym_exists(bpf_rdonly_cast)) {
+		/* one byte (bool), read through the first byte of an untrusted static_key */
+		struct static_key *k =
+			bpf_rdonly_cast((void *)addr, bpf_core_type_id_kernel(struct static_key));
+		return (k->enabled.counter & 0xff) != 0;
+	} else {
+		__u8 inuse = 0;
+
+		return !bpf_probe_read_kernel(&inuse, 1, (void *)addr) && inuse;
+	}
+}
+
 /* Context of a waking, and its interrupt source code in *src (0 when none). */
 static __always_inline __u8 wake_context(struct task_struct *cur, __u32 *src)
 {
@@ -845,6 +872,11 @@ static __always_inline __u8 wake_context(struct task_struct *cur, __u32 *src)
 			}
 			if (pc & 0x00000100)
 				return softirq_context(cur, rq, src);
+			if (irq_exit_waking(rq)) {
+				struct irq_state *is = irq_state();
+				*src = is ? is->last_hardirq : 0;
+				return CTX_HARDIRQ;
+			}
 			return CTX_TASK;
 		}
 	}
@@ -1592,8 +1624,10 @@ SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(on_irq_entry, int irq, struct irqaction *action)
 {
 	struct irq_state *is = irq_state();
-	if (is)
+	if (is) {
 		is->hardirq = SRC_HARDIRQ | ((__u32)irq & 0xffff);
+		is->last_hardirq = is->hardirq;
+	}
 	return 0;
 }
 
@@ -1657,8 +1691,10 @@ int BPF_PROG(on_hrtimer_entry, struct hrtimer *t, ktime_t *now)
 
 	/* A flag, not a counter: an exit missed (e.g. an expiry running while the programs
 	 * were being attached) must not leave this CPU "in a timer" for the whole recording. */
-	if (is)
+	if (is) {
 		is->timer = 1;
+		is->last_hardirq = SRC_TIMER;
+	}
 	if (!cfs_period_timer_fn)
 		return 0;
 	fn = (__u64)t->function;

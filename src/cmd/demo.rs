@@ -51,6 +51,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
         o.bytes,
         o.messages
     );
+    for line in &o.fallbacks {
+        say!("chainrec demo: {line}");
+    }
     if o.lost_events > 0 {
         say!(
             "chainrec demo: warning: LOST EVENTS: {} (the chains may be incomplete)",

@@ -54,6 +54,9 @@ pub struct DemoOutcome {
     pub svg_stats: SvgStats,
     /// Events lost by the recorder (ring buffer full, malformed, out of order).
     pub lost_events: u64,
+    /// Kernel features the recorder went without on this kernel, one line each (what it
+    /// did instead and what that costs).
+    pub fallbacks: Vec<String>,
 }
 
 /// Errors of the demo.
@@ -224,6 +227,11 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
         lines: lines.len(),
         svg_stats,
         lost_events: done.summary.lost_in_recording,
+        fallbacks: summary
+            .fallbacks
+            .iter()
+            .map(chainrec_record::Fallback::line)
+            .collect(),
     })
 }
 

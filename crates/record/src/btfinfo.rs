@@ -1,6 +1,6 @@
 //! Facts read from the running kernel's BTF.
 
-use libbpf_rs::btf::types::DataSec;
+use libbpf_rs::btf::types::{Composite, DataSec, MemberAttr};
 use libbpf_rs::btf::{Btf, BtfType};
 
 /// Distance in bytes from the per-CPU variable `runqueues` to `__preempt_count`, read from
@@ -28,7 +28,42 @@ pub fn irq_stack_deltas() -> Result<(i64, i64), String> {
     ))
 }
 
-/// Offset of the per-CPU variable `name` (of `size` bytes) minus that of `runqueues`.
+/// The member of x86's per-CPU `struct pcpu_hot` (Linux 6.2 to 6.14) that holds the
+/// per-CPU variable `name` on those kernels.
+fn pcpu_hot_member(name: &str) -> Option<&'static str> {
+    match name {
+        "__preempt_count" => Some("preempt_count"),
+        "hardirq_stack_ptr" => Some("hardirq_stack_ptr"),
+        "hardirq_stack_inuse" => Some("hardirq_stack_inuse"),
+        _ => None,
+    }
+}
+
+/// Byte offset of the member `name` inside the struct or union `ty`, looking through
+/// anonymous struct and union members (`pcpu_hot` wraps its fields in one).
+fn member_offset(btf: &Btf<'_>, t: BtfType<'_>, name: &str, depth: u32) -> Option<u32> {
+    let c = Composite::try_from(t.skip_mods_and_typedefs()).ok()?;
+    for m in c.iter() {
+        let bits = match m.attr {
+            MemberAttr::Normal { offset } => offset,
+            MemberAttr::BitField { .. } => continue,
+        };
+        match m.name.and_then(|n| n.to_str()).filter(|n| !n.is_empty()) {
+            Some(n) if n == name => return Some(bits / 8),
+            None if depth < 4 => {
+                let inner = btf.type_by_id::<BtfType<'_>>(m.ty)?;
+                if let Some(o) = member_offset(btf, inner, name, depth + 1) {
+                    return Some(bits / 8 + o);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Offset of the per-CPU variable `name` (of `size` bytes) minus that of `runqueues`. On
+/// kernels that moved it into x86's `pcpu_hot` (6.2 to 6.14), the offset of that member.
 fn percpu_delta(name: &str, size: usize) -> Result<i64, String> {
     let btf = Btf::from_vmlinux().map_err(|e| format!("cannot read kernel BTF: {e}"))?;
     let sec: DataSec<'_> = btf
@@ -36,6 +71,7 @@ fn percpu_delta(name: &str, size: usize) -> Result<i64, String> {
         .ok_or_else(|| "kernel BTF has no .data..percpu datasec".to_string())?;
     let mut rq = None;
     let mut var = None;
+    let mut hot = None;
     for v in sec.iter() {
         let Some(t) = btf.type_by_id::<BtfType<'_>>(v.ty) else {
             continue;
@@ -43,9 +79,16 @@ fn percpu_delta(name: &str, size: usize) -> Result<i64, String> {
         match t.name().and_then(|n| n.to_str()) {
             Some("runqueues") => rq = Some(v.offset as i64),
             Some(n) if n == name && v.size == size => var = Some(v.offset as i64),
+            Some("pcpu_hot") => {
+                // The datasec entry is the VAR; the type it names is struct pcpu_hot.
+                if let (Some(m), Some(ty)) = (pcpu_hot_member(name), t.next_type()) {
+                    hot = member_offset(&btf, ty, m, 0).map(|o| v.offset as i64 + o as i64);
+                }
+            }
             _ => {}
         }
     }
+    let var = var.or(hot);
     match (rq, var) {
         (Some(rq), Some(v)) => Ok(v - rq),
         (None, _) => Err("per-CPU variable `runqueues` not in kernel BTF".into()),

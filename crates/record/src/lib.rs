@@ -41,8 +41,8 @@ mod skel {
 pub use command::StopSignals;
 pub use error::{InvalidOption, OptionError, OutputProblem, RecordError, SampleError};
 pub use options::{
-    LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition, UserStashCounts,
-    DEFAULT_USER_STACK_COPY,
+    Fallback, LazyUserCounts, RecordOptions, RecordSummary, SoftirqCounts, StopCondition,
+    UserStashCounts, DEFAULT_USER_STACK_COPY,
 };
 pub use recorder::{check_output, partial_trace_note, record};
 pub use recording::Recording;

@@ -3,7 +3,7 @@
 //! ordered attachment, and libbpf error reporting.
 
 use crate::ksyms::KernelSymbols;
-use crate::options::RecordOptions;
+use crate::options::{Fallback, RecordOptions};
 use crate::skel::{ChainrecSkel, ChainrecSkelBuilder};
 use crate::{RecordError, Result};
 use chainrec_format::StackMode;
@@ -118,8 +118,14 @@ fn open_and_load<'obj>(
             ro.have_irqstack = true;
             ro.irqstack_ptr_delta = i.ptr_delta;
             ro.irqstack_inuse_delta = i.inuse_delta;
-            (ro.bh_enable_start, ro.bh_enable_end) = i.bh_enable;
-            (ro.do_softirq_start, ro.do_softirq_end) = i.do_softirq;
+            match i.softirq_code {
+                Some((bh, ds)) => {
+                    (ro.bh_enable_start, ro.bh_enable_end) = bh;
+                    (ro.do_softirq_start, ro.do_softirq_end) = ds;
+                }
+                // No do_softirq to find on the irq stack: softirq wakings stay metal.
+                None => ro.softirq_heuristic = false,
+            }
         }
         if let Some(min) = mmap_min_addr() {
             ro.user_walk_shortcut = !opts.no_user_walk_shortcut;
@@ -169,8 +175,10 @@ fn open_and_load<'obj>(
 pub(crate) struct IrqStackInfo {
     ptr_delta: i64,
     inuse_delta: i64,
-    bh_enable: (u64, u64),
-    do_softirq: (u64, u64),
+    /// The code ranges of `__local_bh_enable_ip` and `do_softirq`; `None` on kernels
+    /// without `do_softirq` (PREEMPT_RT runs softirqs in threads), where the irq stack
+    /// still tells wakings at an interrupt's exit (`irq_exit_waking`).
+    softirq_code: Option<((u64, u64), (u64, u64))>,
 }
 
 impl IrqStackInfo {
@@ -179,16 +187,13 @@ impl IrqStackInfo {
             return Err("irq stack layout known on x86_64 only".into());
         }
         let (ptr_delta, inuse_delta) = crate::btfinfo::irq_stack_deltas()?;
-        let range = |n: &str| {
-            ksyms
-                .range(n)
-                .ok_or_else(|| format!("no unique `{n}` in /proc/kallsyms"))
-        };
+        let range = |n: &str| ksyms.range(n).ok_or(());
         Ok(IrqStackInfo {
             ptr_delta,
             inuse_delta,
-            bh_enable: range("__local_bh_enable_ip")?,
-            do_softirq: range("do_softirq")?,
+            softirq_code: range("__local_bh_enable_ip")
+                .and_then(|bh| Ok((bh, range("do_softirq")?)))
+                .ok(),
         })
     }
 }
@@ -250,6 +255,8 @@ pub(crate) struct Loaded<'obj> {
     pub ksyms: KernelSymbols,
     /// The irq-stack layout for the BPF softirq heuristic, or why it is unknown.
     pub irq_stack: std::result::Result<IrqStackInfo, String>,
+    /// Kernel features this load could not use (the `do_softirq` one is added at attach).
+    pub fallbacks: Vec<Fallback>,
 }
 
 /// Load the BPF object into one of `open_objs`: choose the lazy user-stack path
@@ -358,6 +365,7 @@ pub(crate) fn load<'obj>(
         Ok(d) => format!("preempt_count at runqueues{d:+}"),
         Err(e) => format!("irq tracepoints fallback ({e})"),
     };
+    let fallbacks = load_fallbacks(&delta, lazy_user, path, &path_note, &irq_stack);
     Ok(Loaded {
         skel,
         path,
@@ -367,7 +375,67 @@ pub(crate) fn load<'obj>(
         context_method,
         ksyms,
         irq_stack,
+        fallbacks,
     })
+}
+
+/// The features a load went without, from what it decided (docs/RECORDER.md, "Kernel
+/// support"): each with its replacement and what that costs.
+fn load_fallbacks(
+    delta: &std::result::Result<i64, String>,
+    lazy_user: bool,
+    path: UserStackPath,
+    path_note: &str,
+    irq_stack: &std::result::Result<IrqStackInfo, String>,
+) -> Vec<Fallback> {
+    let mut out = Vec::new();
+    if lazy_user && path == UserStackPath::SysExit {
+        out.push(Fallback {
+            feature: "task_work user stacks",
+            reason: path_note.to_string(),
+            instead: "the sys_exit tracepoint takes lazy user stacks",
+            cost: "every system call exit takes the kernel's slow path while recording \
+                   (4-8 % on the pipe benchmark)",
+        });
+    }
+    match delta {
+        Err(e) => out.push(Fallback {
+            feature: "preempt-count waking context",
+            reason: e.clone(),
+            instead: "the interrupt tracepoints' per-CPU state gives the waking context",
+            cost: "wakings from interrupts without a tracepoint (IPIs, the APIC timer \
+                   outside hrtimer callbacks) are taken for task wakings",
+        }),
+        Ok(_) => {
+            if let Ok(false) = crate::btfinfo::kernel_has_func("bpf_rdonly_cast") {
+                out.push(Fallback {
+                    feature: "bpf_rdonly_cast",
+                    reason: "kernel has no bpf_rdonly_cast kfunc (Linux 6.2+)".into(),
+                    instead: "bpf_probe_read_kernel reads the preempt count",
+                    cost: "about 60 ns more per waking",
+                });
+            }
+        }
+    }
+    if let Err(e) = crate::btfinfo::ksoftirqd_delta() {
+        out.push(Fallback {
+            feature: "ksoftirqd pointer",
+            reason: e,
+            instead: "softirq wakings in ksoftirqd are not told apart",
+            cost: "softirqs run by ksoftirqd are labelled like those at an interrupt's exit",
+        });
+    }
+    if let Err(e) = irq_stack {
+        out.push(Fallback {
+            feature: "irq stack",
+            reason: e.clone(),
+            instead: "the kernel stack, where one was taken, decides",
+            cost: "softirq wakings without a kernel stack stay metal, and wakings at an \
+                   interrupt's exit (ksoftirqd, PREEMPT_RT's ktimers) from an idle CPU \
+                   are taken for the idle task's",
+        });
+    }
+    out
 }
 
 /// Attach the `do_softirq` programs when they loaded; the links, and how softirq wakings
@@ -384,12 +452,36 @@ pub(crate) fn attach_softirq_tracking(
             Err(e) => softirq_note = format!("attach failed: {e}"),
         }
     }
+    // A kernel without do_softirq (PREEMPT_RT) has nothing to track: no fallback.
+    let has_do_softirq = !matches!(crate::btfinfo::kernel_has_func("do_softirq"), Ok(false));
+    if !softirq_links.attached() && !opts.no_softirq_tracking && has_do_softirq {
+        loaded.fallbacks.push(Fallback {
+            feature: "fentry on do_softirq",
+            reason: softirq_note.clone(),
+            instead: if loaded
+                .irq_stack
+                .as_ref()
+                .is_ok_and(|i| i.softirq_code.is_some())
+            {
+                "the saved stack pointer on the irq stack tells softirqs apart"
+            } else {
+                "softirqs a task runs itself are told apart by their kernel stack only"
+            },
+            cost: "none measured (0 disagreements with the kernel stack in the tests); \
+                   an interrupt between local_bh_enable's check and do_softirq is \
+                   credited to the interrupt",
+        });
+    }
     let softirq_method = if softirq_links.attached() {
         "fentry/fexit on do_softirq".to_string()
     } else if opts.no_softirq_tracking {
         format!("not told apart, softirq wakings stay metal ({softirq_note})")
     } else {
         match &loaded.irq_stack {
+            Ok(i) if i.softirq_code.is_none() => format!(
+                "not told apart: the kernel has no do_softirq (PREEMPT_RT runs softirqs in \
+                 threads and in the tasks that enable bottom halves; fentry: {softirq_note})"
+            ),
             Ok(_) => format!(
                 "saved stack pointer on the irq stack, checked against the kernel stack where \
                  one was taken (fentry: {softirq_note})"

@@ -163,6 +163,34 @@ pub struct RecordSummary {
     pub bpf_profile: Vec<(&'static str, u64, u64)>,
     /// On-CPU samples taken (also in the metadata), `None` with `--no-samples`.
     pub sampling: Option<chainrec_format::Sampling>,
+    /// Kernel features this recording could not use, each with what was done instead and
+    /// what that costs (empty on a kernel that has everything).
+    pub fallbacks: Vec<Fallback>,
+}
+
+/// A kernel feature the recorder could not use on the running kernel: what it did
+/// instead, and what that costs the user. Printed in the summary, stored in the trace
+/// metadata (`extra.fallbacks`) and in `--summary-json`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fallback {
+    /// The feature (short, stable: the kernel-matrix check compares these).
+    pub feature: &'static str,
+    /// Why it could not be used.
+    pub reason: String,
+    /// What the recorder does instead.
+    pub instead: &'static str,
+    /// What that costs the user.
+    pub cost: &'static str,
+}
+
+impl Fallback {
+    /// One line: feature, reason, replacement and cost.
+    pub fn line(&self) -> String {
+        format!(
+            "fallback: {} unavailable ({}): {} instead; cost: {}",
+            self.feature, self.reason, self.instead, self.cost
+        )
+    }
 }
 
 /// User stacks settled outside the common path, counted so that none is silent. Stored in

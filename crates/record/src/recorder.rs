@@ -126,6 +126,15 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
     let (softirq_links, softirq_method) = load::attach_softirq_tracking(&mut loaded, opts);
     meta.extra
         .push(("softirq_context".into(), softirq_method.clone()));
+    meta.extra.push((
+        "fallbacks".into(),
+        loaded
+            .fallbacks
+            .iter()
+            .map(|f| f.feature)
+            .collect::<Vec<_>>()
+            .join("; "),
+    ));
     loaded
         .skel
         .attach()
@@ -206,6 +215,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         user_stash: fin.user_stash,
         user_unwind: fin.user_unwind,
         sampling: meta.sampling(),
+        fallbacks: std::mem::take(&mut loaded.fallbacks),
     })
 }
 

@@ -2,7 +2,7 @@
 //! the `--summary-json` object. Kept beside [`RecordSummary`] so every field that is
 //! counted is also shown (the binary only prints these lines).
 
-use crate::options::RecordSummary;
+use crate::options::{Fallback, RecordSummary};
 use crate::output::FlightReport;
 use chainrec_format::{human_bytes, EventKind};
 
@@ -121,6 +121,7 @@ impl RecordSummary {
             )),
             None => out.push("on-CPU samples: off (--no-samples)".to_string()),
         }
+        out.extend(summary.fallbacks.iter().map(Fallback::line));
         if l.ringbuf_full > 0 {
             out.push(format!(
                 "WARNING: {} events lost because the ring buffer was full; the chains \
@@ -170,6 +171,9 @@ impl RecordSummary {
                 "lost": s.lost,
             })),
             "user_stack_method": summary.user_stack_method,
+            "fallbacks": summary.fallbacks.iter().map(|f| serde_json::json!({
+                "feature": f.feature, "reason": f.reason, "instead": f.instead, "cost": f.cost,
+            })).collect::<Vec<_>>(),
             "user_stash": {
                 "taken": summary.user_stash.taken, "used": summary.user_stash.used,
                 "missed": summary.user_stash.missed,

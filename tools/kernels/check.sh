@@ -1,0 +1,197 @@
+#!/bin/sh
+# The compact real-kernel check of the kernel matrix (tools/kernels/run.sh): runs inside
+# each VM (busybox sh, nothing of the host mounted) and on the host kernel, with the
+# packaged chainrec. Prints one `CHECK NAME PASS|FAIL detail` line per check, `FALLBACK
+# feature` per feature the recorder went without, `FACT key=value` lines, and exits
+# non-zero when a check failed. Bounds are generous: under QEMU's TCG everything runs
+# 10-50x slower than on hardware, so the checks look at what the chains say, never at
+# how fast anything ran.
+#
+# Usage: check.sh CHAINREC WORKDIR [DATA_OUT]
+#   DATA_OUT: where to write the demo trace as base64 (a serial port in the VM).
+set -u
+B=$1
+W=$2
+DATA=${3:-}
+rm -rf "$W"
+mkdir -p "$W"
+failed=0
+
+pass() { echo "CHECK $1 PASS $2"; }
+fail() {
+    echo "CHECK $1 FAIL $2"
+    failed=1
+}
+# Show a command's output when a check fails.
+dump() { sed 's/^/    | /' "$1" | tail -n "${2:-40}"; }
+
+echo "FACT kernel=$(uname -r)"
+echo "FACT version=$(uname -v)"
+case "$(uname -v)" in *PREEMPT_RT*) echo "FACT preempt_rt=1" ;; *) echo "FACT preempt_rt=0" ;; esac
+echo "FACT cpus=$(grep -c ^processor /proc/cpuinfo)"
+
+# The thread names of the heaviest chain of the folded lines on stdin whose first level
+# starts with $1, "a ← b ← c", then its weight and the total weight of such lines.
+# Levels are separated by ";--;" and each level after the first ends with its waker's
+# name. Only whole chains count: a line that ends in a waker's [run queue] or [on cpu]
+# share (under TCG most of a waker's time is spent there) is left out.
+top_shape() {
+    awk -v root="$1" '
+    {
+        w = $NF
+        line = substr($0, 1, length($0) - length($NF) - 1)
+        if (index(line, root ";") != 1) next
+        n = split(line, seg, ";--;")
+        if (seg[n] ~ /^\[(run queue|on cpu)/) next
+        shape = root
+        for (i = 2; i <= n; i++) {
+            m = split(seg[i], f, ";")
+            shape = shape " ← " f[m]
+        }
+        by[shape] += w
+        total += w
+    }
+    END {
+        best = ""
+        for (s in by) if (best == "" || by[s] > by[best]) best = s
+        printf "%s\t%d\t%d\n", best, by[best], total
+    }'
+}
+
+# Chains that end at the timer interrupt: directly, or on PREEMPT_RT through the ktimers
+# thread that runs the expiry (woken at the interrupt's exit).
+TIMER_END=' ← (ktimers/[0-9]+ ← )?\[hardirq: timer\]$'
+
+# 1. demo: recording (lazy stacks, -p filter) + chain graph. The sink's heaviest chain is
+#    cr-sink ← cr-relay ← cr-timer ← [hardirq: timer] and explains most of its waits.
+if "$B" demo -o "$W/demo" --duration 3 >"$W/demo.out" 2>&1; then
+    grep '^chainrec demo: fallback: ' "$W/demo.out" | sed 's/^chainrec demo: fallback: \([^(]*\) unavailable.*/FALLBACK \1/; s/ *$//'
+    r=$(top_shape cr-sink <"$W/demo/chain.folded")
+    shape=$(printf '%s' "$r" | cut -f1)
+    w=$(printf '%s' "$r" | cut -f2)
+    total=$(printf '%s' "$r" | cut -f3)
+    events=$(sed -n 's/.*recorded \([0-9]*\) events.*/\1/p' "$W/demo.out")
+    if printf '%s' "$shape" | grep -Eq "^cr-sink ← cr-relay ← cr-timer$TIMER_END" &&
+        [ "$total" -gt 0 ] && [ $((w * 2)) -ge "$total" ]; then
+        pass demo "$shape ($((w * 100 / total)) % of cr-sink's whole chains; $events events)"
+    else
+        fail demo "top chain '$shape' ($w of $total us)"
+        dump "$W/demo.out"
+        head -c 2000 "$W/demo/chain.folded"
+    fi
+    if [ -n "$DATA" ]; then
+        { echo "BEGIN-TRACE"; base64 "$W/demo/trace.zst"; echo "END-TRACE"; } >"$DATA"
+    fi
+else
+    fail demo "chainrec demo exited $?"
+    dump "$W/demo.out"
+fi
+
+# 2. A whole-system recording of the workload with the defaults (lazy stacks, on-CPU
+#    samples): complete, verifying, nothing lost, samples taken.
+if "$B" record -o "$W/rec.zst" -- "$B" workload --duration 1 >"$W/rec.out" 2>&1; then
+    if "$B" info --verify "$W/rec.zst" >"$W/info.out" 2>&1; then
+        pass verify "$(grep -c . "$W/info.out") info lines"
+    else
+        fail verify "info --verify exited non-zero"
+        dump "$W/info.out"
+    fi
+    # The summary lines (crates/record/src/summary.rs): how this kernel was recorded.
+    sed -n 's/^chainrec: consumer CPU.*waking context: \(.*\); lazy user stacks: .*/FACT wake_context=\1/p' "$W/rec.out"
+    sed -n 's/^chainrec: consumer CPU.*; lazy user stacks: \(.*\)/FACT lazy_user_stacks=\1/p' "$W/rec.out"
+    sed -n 's/^chainrec: softirq wakings: /FACT softirq_wakings=/p' "$W/rec.out"
+    samples=$(sed -n 's/^chainrec: on-CPU samples: \([0-9]*\) .*/\1/p' "$W/rec.out")
+    full=$(sed -n 's/^chainrec: lost: \([0-9]*\) ring buffer full.*/\1/p' "$W/rec.out")
+    events=$(sed -n 's/^chainrec: wrote .* (\([0-9]*\) events in.*/\1/p' "$W/rec.out")
+    if [ "${samples:-0}" -gt 0 ]; then
+        pass samples "$samples on-CPU samples"
+    else
+        fail samples "no on-CPU samples (${samples:-none})"
+        dump "$W/rec.out"
+    fi
+    if [ "${full:-1}" = 0 ]; then
+        pass record "$events events, 0 lost to a full ring buffer"
+    else
+        fail record "ringbuf_full=${full:-unknown}"
+        dump "$W/rec.out"
+    fi
+    # Run-queue levels: chains of the whole recording with them (the default) and without
+    # must both draw; with them, waits that waited for a CPU name who held it.
+    if "$B" chains "$W/rec.zst" >"$W/rq.folded" 2>"$W/rq.err" &&
+        "$B" chains --no-runqueue "$W/rec.zst" >"$W/norq.folded" 2>>"$W/rq.err"; then
+        rq=$(grep -c '\[run queue' "$W/rq.folded")
+        pass runqueue "$(grep -c . "$W/rq.folded") chain lines, $rq with [run queue] levels"
+    else
+        fail runqueue "chains failed"
+        dump "$W/rq.err"
+    fi
+else
+    fail record "chainrec record exited non-zero"
+    dump "$W/rec.out"
+fi
+
+# 3. Flight recorder: one 1 s stall among the workload's 2 ms waits gives a trigger dump
+#    whose chain is cr-victim ← cr-holder ← [hardirq: timer]. The victim blocks once the
+#    holder started it; under TCG on a loaded host that can take a good part of a 300 ms
+#    stall (one run saw no trigger with 300 ms and wait>100ms), hence 1 s and >200ms.
+mkdir -p "$W/flight"
+if "$B" record -q -o "$W/flight/dump" --flight 10s --trigger 'wait>200ms' --comm '^cr-victim$' \
+    --post 300ms -- "$B" workload --duration 3 --stall-ms 1000 >"$W/flight.out" 2>&1; then
+    found=""
+    for f in "$W"/flight/dump-*.zst; do
+        [ -e "$f" ] || continue
+        "$B" chains --trigger --unit ns "$f" >"$W/flight.folded" 2>/dev/null || continue
+        r=$(top_shape cr-victim <"$W/flight.folded")
+        shape=$(printf '%s' "$r" | cut -f1)
+        if printf '%s' "$shape" | grep -Eq "^cr-victim ← cr-holder$TIMER_END"; then
+            found="$shape ($(($(printf '%s' "$r" | cut -f2) / 1000)) us)"
+        fi
+    done
+    if [ -n "$found" ]; then
+        pass flight "$found"
+    else
+        fail flight "no dump with cr-victim ← cr-holder ← [hardirq: timer]"
+        ls -la "$W/flight"
+        dump "$W/flight.out"
+    fi
+else
+    fail flight "chainrec record --flight exited non-zero"
+    dump "$W/flight.out"
+fi
+
+# 4. TCP over loopback: a server (`nc`, fed every 2 ms by a shell loop) sends to a client
+#    (`busybox nc`, so that its comm differs; its stdin stays open, or it would shut the
+#    connection down at once). The packet is delivered by the NET_RX softirq
+#    the sender runs itself (or, on PREEMPT_RT, in its own context): a task hop, so the
+#    client's heaviest chain starts busybox ← nc.
+# Every applet but the client's runs through a symlink of its own name (comm is the
+# exec'd file's name), so that only the client is `busybox` (the host has no nc applets).
+port=$((20000 + $$ % 10000))
+bb=$(which busybox 2>/dev/null || echo /bin/busybox)
+for a in nc usleep timeout; do ln -sf "$bb" "$W/$a"; done
+cat >"$W/tcp.sh" <<TCP
+(while :; do "$W/usleep" 2000; echo ping || exit 0; done) | "$W/nc" -l -p $port >/dev/null &
+server=\$!
+sleep 1
+sleep 3 | "$W/timeout" 2 busybox nc 127.0.0.1 $port >/dev/null
+kill \$server 2>/dev/null
+exit 0
+TCP
+if "$B" record -q -o "$W/tcp.zst" --no-samples -- sh "$W/tcp.sh" >"$W/tcp.out" 2>&1 &&
+    "$B" chains --no-runqueue --comm '^busybox$' "$W/tcp.zst" >"$W/tcp.folded" 2>>"$W/tcp.out"; then
+    r=$(top_shape busybox <"$W/tcp.folded")
+    shape=$(printf '%s' "$r" | cut -f1)
+    case "$shape" in
+    "busybox ← nc"*) pass tcp "$shape" ;;
+    *)
+        fail tcp "client's top chain '$shape'"
+        dump "$W/tcp.out"
+        head -c 1500 "$W/tcp.folded"
+        ;;
+    esac
+else
+    fail tcp "recording or chains failed"
+    dump "$W/tcp.out"
+fi
+
+exit $failed
