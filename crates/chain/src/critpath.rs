@@ -15,7 +15,9 @@ use crate::pathframes::FrameNamer;
 use crate::record::WaitRecord;
 use crate::sampleidx::apportion;
 use crate::{frames, Analysis, ChainError, Dedup, Filter, DEFAULT_MAX_DEPTH};
-use chainrec_format::{Event, FormatError, RecordingMeta, StackId, Tables, Tid, STATE_RUNNABLE};
+use chainrec_format::{
+    state_is_dead, Event, FormatError, RecordingMeta, StackId, Tables, Tid, STATE_RUNNABLE,
+};
 use std::collections::HashMap;
 
 /// What to build.
@@ -383,7 +385,6 @@ enum Piece {
 struct Scan {
     tid: Tid,
     st: St,
-    exiting: bool,
     created: Option<u64>,
     seen: bool,
     pieces: Vec<Piece>,
@@ -394,9 +395,48 @@ struct Scan {
     names: Names,
     trace_start: u64,
     window: Option<(u64, u64)>,
+    /// The thread had its exit event (it may still run, block or be preempted until its
+    /// final switch-out).
+    exiting: bool,
+    /// It was woken since its last switch-out.
+    woken: bool,
+    /// Its last switch-out was a sleep (not a preemption).
+    slept: bool,
+    /// A later thread took the tid while the one the window covers was alive or gone:
+    /// the rest of the trace belongs to other threads.
+    ended: bool,
 }
 
 impl Scan {
+    /// A new thread takes the tid at `ts` (a fork seen, or a switch-in after the old
+    /// thread's end). When the old thread lived into the window (its final switch-out, or
+    /// its last switch when its end is not in the trace, after the window's start), the
+    /// timeline stays the old thread's: `[exited]` from there, and nothing of the new one
+    /// is read. Otherwise (and without a window: the last thread with the tid) the timeline
+    /// starts again at `ts`. Returns true when it does.
+    fn new_life(&mut self, ts: u64) -> bool {
+        let old_end = match self.st {
+            St::Off(a) | St::Gone(a) | St::On(a) => Some(a),
+            St::Unseen => None,
+        };
+        if let (Some((w0, _)), Some(end)) = (self.window, old_end) {
+            if end > w0 {
+                self.st = St::Gone(end);
+                self.ended = true;
+                return false;
+            }
+        }
+        self.pieces.clear();
+        self.samples.clear();
+        self.samples_off_cpu = 0;
+        self.inconsistent = 0;
+        self.created = Some(ts);
+        self.exiting = false;
+        self.woken = false;
+        self.keep(Piece::Unknown(self.trace_start, ts, Unknown::NotCreated));
+        true
+    }
+
     fn keep(&mut self, p: Piece) {
         let (a, b) = match p {
             Piece::Running(a, b) | Piece::Unknown(a, b, _) => (a, Some(b)),
@@ -415,6 +455,9 @@ impl Scan {
 
     fn event(&mut self, e: &Event) {
         let t = self.tid;
+        if self.ended {
+            return;
+        }
         match e {
             Event::Switch(s) if s.prev_tid == t => {
                 self.seen = true;
@@ -426,14 +469,28 @@ impl Scan {
                         self.keep(Piece::Unknown(a, s.ts, Unknown::SwitchMissing));
                     }
                 }
-                self.st = if self.exiting {
+                // The final switch-out (state dead) ends the thread, not its exit event:
+                // an exiting thread can still be preempted or block before it.
+                self.st = if state_is_dead(s.prev_state) {
                     St::Gone(s.ts)
                 } else {
                     St::Off(s.ts)
                 };
+                self.woken = false;
+                self.slept = s.prev_state != STATE_RUNNABLE;
             }
             Event::Switch(s) if s.next_tid == t => {
                 self.seen = true;
+                // Another thread under the tid, its creation not in the trace: after the
+                // old one's end, or after it exited and blocked with no waking since.
+                let exited_blocked =
+                    matches!(self.st, St::Off(_)) && self.exiting && self.slept && !self.woken;
+                if matches!(self.st, St::Gone(_)) || exited_blocked {
+                    if self.new_life(s.ts) {
+                        self.st = St::On(s.ts);
+                    }
+                    return;
+                }
                 match self.st {
                     St::Off(a) => self.keep(Piece::Off(a, Some(s.ts))),
                     St::Unseen => {
@@ -443,20 +500,25 @@ impl Scan {
                         self.inconsistent += 1;
                         return;
                     }
-                    St::Gone(a) => {
-                        self.inconsistent += 1;
-                        self.keep(Piece::Unknown(a, s.ts, Unknown::SwitchMissing));
-                    }
+                    St::Gone(_) => {}
                 }
                 self.st = St::On(s.ts);
             }
             Event::WakeupNew(n) if n.child_tid == t => {
                 self.names.update(e);
                 self.seen = true;
-                if self.st == St::Unseen {
-                    self.keep(Piece::Unknown(self.trace_start, n.ts, Unknown::NotCreated));
-                    self.created = Some(n.ts);
-                    self.st = St::Off(n.ts);
+                match self.st {
+                    St::Unseen => {
+                        self.keep(Piece::Unknown(self.trace_start, n.ts, Unknown::NotCreated));
+                        self.created = Some(n.ts);
+                        self.st = St::Off(n.ts);
+                    }
+                    // A new thread reuses the tid: runnable from its creation.
+                    _ => {
+                        if self.new_life(n.ts) {
+                            self.st = St::Off(n.ts);
+                        }
+                    }
                 }
             }
             Event::Exit(x) if x.tid == t => {
@@ -471,7 +533,11 @@ impl Scan {
                 self.seen = true;
                 self.running_at(w.ts);
             }
-            Event::Waking(w) if w.target_tid == t || w.waker_tid == t => self.seen = true,
+            Event::Waking(w) if w.target_tid == t => {
+                self.seen = true;
+                self.woken = true;
+            }
+            Event::Waking(w) if w.waker_tid == t => self.seen = true,
             Event::Sample(x) if x.tid == t => {
                 self.seen = true;
                 self.running_at(x.ts);
@@ -564,7 +630,6 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
     let mut scan = Scan {
         tid: opts.tid,
         st: St::Unseen,
-        exiting: false,
         created: None,
         seen: an.tables().tasks.contains_key(&opts.tid),
         pieces: Vec::new(),
@@ -573,6 +638,10 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
         inconsistent: 0,
         names: Names::new(an.tables()),
         trace_start,
+        exiting: false,
+        woken: false,
+        slept: false,
+        ended: false,
         window,
     };
     let mut records: HashMap<u64, WaitRecord> = HashMap::new();

@@ -17,8 +17,8 @@ use crate::stats::Stats;
 use crate::tasks::{Status, Task, TaskIndex};
 use crate::walk::Walker;
 use chainrec_format::{
-    Comm, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables, Tid, WakeContext, Waking,
-    STATE_INTERRUPTIBLE, STATE_RUNNABLE,
+    state_is_dead, Comm, CommReason, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables,
+    Tid, WakeContext, Waking, STATE_INTERRUPTIBLE, STATE_RUNNABLE,
 };
 
 /// The chain engine. Feed it events in time order with [`Engine::process`], then call
@@ -141,6 +141,8 @@ impl<'t> Engine<'t> {
                 }
                 Event::Waking(w) => self.on_waking(w),
                 Event::WakeupNew(n) => {
+                    // A new task: whatever the tid did before was another thread.
+                    self.begin_new_thread(n.child_tid, n.ts, sink);
                     let t = self.task(n.child_tid);
                     if self.tasks[t].tgid != n.child_tgid {
                         self.tasks[t].tgid = n.child_tgid;
@@ -160,6 +162,10 @@ impl<'t> Engine<'t> {
                     }
                 }
                 Event::Comm(c) => {
+                    if c.reason == CommReason::Fork {
+                        // Emitted by the recorder with the child's sched_wakeup_new.
+                        self.begin_new_thread(c.tid, c.ts, sink);
+                    }
                     let t = self.task(c.tid);
                     self.tasks[t].comm = c.comm;
                     self.tasks[t].tgid = c.tgid;
@@ -269,7 +275,21 @@ impl<'t> Engine<'t> {
             if self.tasks[t].held_valid {
                 self.emit_held(t, sink);
             }
-            if self.tasks[t].exited {
+            if state_is_dead(s.prev_state) {
+                // The thread's final switch-out: its life ends here. No wait opens; a task
+                // switched in later under this tid is another thread.
+                if self.tasks[t].status == Status::Off {
+                    if self.tasks[t].open_pretrace {
+                        // As below: assumed blocked since before the trace, but running.
+                        self.stats.wakings_ignored += 1;
+                    } else {
+                        let dropped = s.ts.saturating_sub(self.tasks[t].open.switch_out_ns);
+                        self.stats
+                            .note_inconsistent(s.ts, s.prev_tid, false, dropped);
+                    }
+                    self.drop_open_wait(t, sink);
+                }
+                self.stats.threads_exited += 1;
                 self.remove_task(s.prev_tid, t);
             } else {
                 if self.tasks[t].status == Status::Off && self.tasks[t].open_pretrace {
@@ -280,12 +300,7 @@ impl<'t> Engine<'t> {
                     let dropped = s.ts.saturating_sub(self.tasks[t].open.switch_out_ns);
                     self.stats
                         .note_inconsistent(s.ts, s.prev_tid, false, dropped);
-                    let slot = std::mem::replace(&mut self.tasks[t].open_slot, NO_SLOT);
-                    if slot != NO_SLOT && slot != LAZY_SLOT {
-                        self.slots.slots[slot as usize].ready = true;
-                        self.slots.slots[slot as usize].discard = true;
-                        self.decide(slot, sink);
-                    }
+                    self.drop_open_wait(t, sink);
                 }
                 self.tasks[t].open_wait(
                     s.ts,
@@ -302,7 +317,27 @@ impl<'t> Engine<'t> {
                 self.rq.push_cpu(s.cpu, s.ts, HOLDER_IDLE);
             }
         } else {
-            let t = self.task(s.next_tid);
+            let mut t = self.task(s.next_tid);
+            let mut fresh = false;
+            let task = &self.tasks[t];
+            if task.exited
+                && task.status == Status::Off
+                && !task.open_pretrace
+                && task.open.state != STATE_RUNNABLE
+                && task.open_hop == NO_HOP
+            {
+                // A thread that had exited, blocked, and is switched in with no waking:
+                // the trace cannot tell this from a new task that reuses the tid after the
+                // old one's final switch-out was lost. Not a wait: dropped and counted.
+                let dropped = s.ts.saturating_sub(task.open.switch_out_ns);
+                self.stats.reused_waits_dropped += 1;
+                self.stats.reused_dropped_ns += dropped;
+                self.drop_open_wait(t, sink);
+                self.remove_task(s.next_tid, t);
+                t = self.new_task(s.next_tid);
+                self.tasks[t].status = Status::Running;
+                fresh = true;
+            }
             self.samples.switch_in(t, s.ts);
             if self.runqueue {
                 let task = &self.tasks[t];
@@ -332,6 +367,9 @@ impl<'t> Engine<'t> {
                 }
                 let holder = self.tasks[t].ident;
                 self.rq.push_cpu(s.cpu, s.ts, holder);
+            }
+            if fresh {
+                return;
             }
             let task = &mut self.tasks[t];
             match task.status {
@@ -384,6 +422,48 @@ impl<'t> Engine<'t> {
         let label = self.tables.throttle_group_name(group);
         let code = self.nodes.throttle_holder(&label, ended_by);
         Some((code, refill.unwrap_or(switch_in)))
+    }
+
+    /// Drop task `t`'s open wait (never emitted): release its dedup decision, if one was
+    /// pending. The task's status is left to the caller.
+    fn drop_open_wait(&mut self, t: usize, sink: &mut impl WaitSink) {
+        let task = &mut self.tasks[t];
+        task.open_hop = NO_HOP;
+        task.open_pretrace = false;
+        let slot = std::mem::replace(&mut task.open_slot, NO_SLOT);
+        if slot != NO_SLOT && slot != LAZY_SLOT {
+            self.slots.slots[slot as usize].ready = true;
+            self.slots.slots[slot as usize].discard = true;
+            self.decide(slot, sink);
+        }
+    }
+
+    /// A new thread (fork/clone) takes `tid` at `ts`. If the engine still holds an earlier
+    /// thread with that tid (its final switch-out was not in the trace), that thread ends
+    /// here: its held wait is emitted, an open wait is dropped (counted), never ended by
+    /// the new thread's first switch-in.
+    fn begin_new_thread(&mut self, tid: Tid, ts: u64, sink: &mut impl WaitSink) {
+        let Some(t) = self.find_task(tid) else {
+            return;
+        };
+        let task = &self.tasks[t];
+        // A task created by the fork's own comm record a moment ago has no state yet.
+        if task.status == Status::Unknown && !task.held_valid && task.last_cause == NO_HOP {
+            return;
+        }
+        if task.held_valid {
+            self.emit_held(t, sink);
+        }
+        let task = &self.tasks[t];
+        if task.status == Status::Off {
+            if !task.open_pretrace {
+                self.stats.reused_waits_dropped += 1;
+                self.stats.reused_dropped_ns += ts.saturating_sub(task.open.switch_out_ns);
+            }
+            self.drop_open_wait(t, sink);
+        }
+        self.stats.threads_reused += 1;
+        self.remove_task(tid, t);
     }
 
     fn remove_task(&mut self, tid: Tid, t: usize) {

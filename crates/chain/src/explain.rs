@@ -154,6 +154,15 @@ impl Stats {
                 self.waits_without_waker
             ));
         }
+        if self.threads_exited + self.threads_reused + self.reused_waits_dropped > 0 {
+            v.push(format!(
+                "threads ended: {} exited (their final switch-out, state x, closed them: no wait starts there, and a later task with the same tid is a new thread); {} tids taken by a new thread before the old one's end was seen; {} open waits of ended threads dropped ({} not shown; never ended by an unrelated task's first run)",
+                self.threads_exited,
+                self.threads_reused,
+                self.reused_waits_dropped,
+                secs(self.reused_dropped_ns)
+            ));
+        }
         if self.waits_open_at_end > 0 {
             v.push(format!(
                 "waits open at the end: {} (switched out, not yet switched in when the trace ended; shown up to the waking when one was seen, else not shown)",

@@ -42,6 +42,21 @@ pub struct Stats {
     pub records_emitted: u64,
     /// Records marked non-root by dedup.
     pub dedup_hidden: u64,
+    /// Threads whose life ended in the trace: their final switch-out (state dead, `x`) closed
+    /// them; a later task with the same tid is a new thread.
+    pub threads_exited: u64,
+    /// Tids that began a new thread (fork/clone: `sched_wakeup_new` or a fork's comm record)
+    /// while the engine still held the state of an earlier thread with that tid, whose end
+    /// was not in the trace (its final switch-out lost or not traced): the old thread was
+    /// closed there.
+    pub threads_reused: u64,
+    /// Waits of those earlier threads still open when the new thread began (or of a thread
+    /// that had exited, switched in again with no waking): dropped, never ended by the new
+    /// thread's first switch-in.
+    pub reused_waits_dropped: u64,
+    /// Off-CPU time of those dropped waits, from their switch-out to the new thread's
+    /// start: not shown.
+    pub reused_dropped_ns: u64,
     /// Wakings of a task that was not blocked (running, runnable, or already woken): ignored.
     pub wakings_ignored: u64,
     /// Wakings whose target is the idle task (tid 0): ignored.
@@ -138,7 +153,8 @@ impl fmt::Display for Stats {
         write!(
             f,
             "{} events, {} waits ({} woken, {} preempted, {} without waker, {} before trace, {} open at end), \
-             {} emitted, {} hidden by dedup, {} truncated, {} cycles, {} wakings ignored, {} inconsistent",
+             {} emitted, {} hidden by dedup, {} truncated, {} cycles, {} wakings ignored, {} inconsistent, \
+             {} threads exited, {} tids reused",
             self.events,
             self.waits,
             self.woken_waits,
@@ -151,7 +167,9 @@ impl fmt::Display for Stats {
             self.truncated,
             self.cycles,
             self.wakings_ignored,
-            self.inconsistent
+            self.inconsistent,
+            self.threads_exited,
+            self.threads_reused
         )
     }
 }

@@ -320,3 +320,77 @@ fn bad_input_is_a_typed_error() {
     let e = o(4242, None).unwrap_err().to_string();
     assert!(e.contains("thread 4242 does not appear"), "{e}");
 }
+
+/// `pid-reuse`: every child of cr-parent has tid 901 (kinds 0, 1, 2 per 10 ms iteration:
+/// crates/format/src/synth/exact.rs). A thread's timeline ends at its final switch-out and
+/// never runs into the next thread with the same tid.
+#[test]
+fn pid_reuse_keeps_threads_apart() {
+    let (an, _) = common::synth_file("pid-reuse", 13 * 6, WriterOptions::default());
+    let kinds = |c: &CriticalPath| -> Vec<(String, u64, u64)> {
+        c.segments
+            .iter()
+            .map(|s| {
+                let k = match &s.kind {
+                    SegmentKind::Unknown(u) => u.label().to_string(),
+                    SegmentKind::Blocked(b) => format!("blocked{}", b.note.unwrap_or("")),
+                    k => k.name().to_string(),
+                };
+                (k, (s.start_ns - T0) / US, (s.end_ns - T0) / US)
+            })
+            .collect()
+    };
+    let seg = |k: &str, a: u64, b: u64| (k.to_string(), a, b);
+    // The first child, in a window that runs into the second one's life: it runs, sleeps
+    // on the timer, exits, is preempted, wakes the parent, and switches out dead at
+    // +1340 us; from there it is gone, whatever runs later as tid 901.
+    let c = cp(&an, 901, Some((T0, T0 + 15 * MS)));
+    check_adds_up(&c);
+    assert_eq!(
+        kinds(&c),
+        vec![
+            seg("runnable", 0, 20),
+            seg("running", 20, 100),
+            seg("blocked", 100, 1100),
+            seg("runnable", 1100, 1110),
+            seg("running", 1110, 1310),
+            seg("runnable", 1310, 1330),
+            seg("running", 1330, 1340),
+            seg("[exited]", 1340, 15_000),
+        ]
+    );
+    // A window after the third child (kind 2) vanished blocked at +21.21 ms: the fourth
+    // child, first seen switched in at +30.02 ms (its fork lost), is a thread of its own;
+    // the third one's open wait is not a blocked segment reaching into it.
+    let c = cp(&an, 901, Some((T0 + 25 * MS, T0 + 35 * MS)));
+    check_adds_up(&c);
+    assert_eq!(
+        kinds(&c),
+        vec![
+            seg("[not yet created]", 25_000, 30_020),
+            seg("running", 30_020, 30_100),
+            seg("blocked", 30_100, 31_100),
+            seg("runnable", 31_100, 31_110),
+            seg("running", 31_110, 31_310),
+            seg("runnable", 31_310, 31_330),
+            seg("running", 31_330, 31_340),
+            seg("[exited]", 31_340, 35_000),
+        ]
+    );
+    // No window: the last thread with the tid (the sixth child, forked at +50 ms), still
+    // blocked when the trace ends at +59.91 ms.
+    let c = cp(&an, 901, None);
+    check_adds_up(&c);
+    assert_eq!(c.start_ns, T0 + 50 * MS);
+    assert_eq!(
+        kinds(&c),
+        vec![
+            seg("runnable", 50_000, 50_020),
+            seg("running", 50_020, 50_100),
+            seg("blocked", 50_100, 51_100),
+            seg("runnable", 51_100, 51_110),
+            seg("running", 51_110, 51_210),
+            seg("blocked[still blocked at trace end]", 51_210, 59_910),
+        ]
+    );
+}

@@ -393,6 +393,74 @@ fn fork_chain_into_child_and_exit_cleanup() {
     assert!(r.stats.peak_tasks <= 3, "{:?}", r.stats);
 }
 
+#[test]
+fn pid_reuse_ends_threads_at_their_dead_switch_out() {
+    // 6 iterations of 10 ms (kinds 0, 1, 2, 0, 1, 2), every child tid 901. Per iteration B:
+    // parent wait4 [B+10us, B+1300us] (1290 us), parent sleep [B+1400us, B+9900us] (8500 us).
+    // Kind 0: the child wakes the parent; its own cause is the timer waking at B+1100us of
+    // its sleep [B+100us, ..] (s = B+100us): child 1290 - 1000 = 290 us, timer 1000 us.
+    // Kinds 1, 2: the timer wakes the parent (1290 us); the child's sleep [B+100us,
+    // B+1100us] is a root of its own (1000 us).
+    let m = gen("pid-reuse", 13 * 6);
+    let r = run(&m, cfg(), View::Chains);
+    let parent = "cr-parent;run_child;wait4;-;kernel_wait4;do_wait;schedule";
+    let sleep =
+        "cr-parent;next_round;clock_nanosleep;-;__x64_sys_clock_nanosleep;do_nanosleep;schedule";
+    let child_root = "cr-child;-;hrtimer_nanosleep;do_nanosleep;schedule";
+    let child = "--;try_to_wake_up;__wake_up_parent;do_notify_parent;do_exit;-;cr-child";
+    let want = map(&[
+        (&j(&[parent, child]), 2 * 290_000),
+        (&j(&[parent, child, L_IRQ]), 2 * 1_000_000),
+        (&j(&[parent, L_IRQ]), 4 * 1_290_000),
+        (&j(&[sleep, L_IRQ]), 6 * 8_500_000),
+        (&j(&[child_root, L_IRQ]), 4 * 1_000_000),
+    ]);
+    assert_eq!(r.folded, want, "{}", show(&r));
+    sum_check(&r);
+    let st = &r.stats;
+    // Kind 0 ends at its dead switch-out (2); kind 1's child is still open (D, since
+    // B+1210us) when kind 2's fork reuses the tid 8790 us later (2); kind 2's child (S) is
+    // still open when the next child is first seen switched in, 8810 us later, with no
+    // waking (1; the last one is open at the end).
+    assert_eq!(st.threads_exited, 2, "{st:?}");
+    assert_eq!(st.threads_reused, 2, "{st:?}");
+    assert_eq!(st.reused_waits_dropped, 3, "{st:?}");
+    assert_eq!(st.reused_dropped_ns, 2 * 8_790_000 + 8_810_000, "{st:?}");
+    assert_eq!(st.waits_without_waker, 0, "{st:?}");
+    assert_eq!(st.waits_before_trace, 0, "{st:?}");
+    assert_eq!(st.inconsistent, 0, "{st:?}");
+    assert_eq!(st.waits_open_at_end, 1, "{st:?}");
+    // No wait starts at a dead switch-out or lasts longer than an iteration.
+    let f = Filter {
+        duration: Duration::OffCpu,
+        ..Filter::default()
+    };
+    let nodedup = run(
+        &m,
+        Config {
+            filter: f,
+            ..nodedup()
+        },
+        View::OffCpu,
+    );
+    for w in &nodedup.records {
+        assert!(!chainrec_format::state_is_dead(w.state), "{w:?}");
+        let end = w.switch_in_ns.or(w.wake_ns).unwrap_or(w.switch_out_ns);
+        assert!(end - w.switch_out_ns < 10_000_000, "{w:?}");
+    }
+    // Every child's first wait for a CPU (fork -> first run, 20 us) is a run-queue wait of
+    // the new thread, except after the lost fork (kind 0 after kind 2).
+    let runnable = |r: &Run| {
+        r.records
+            .iter()
+            .filter(|w| w.tid == 901 && w.state == 0)
+            .map(|w| w.switch_in_ns.unwrap() - w.switch_out_ns)
+            .collect::<Vec<_>>()
+    };
+    // 5 forks seen (20 us each) and 2 preemptions after the exit event (20 us each).
+    assert_eq!(runnable(&nodedup), vec![20_000; 7]);
+}
+
 const TICK: &str =
     "cr-tick;tick_loop;clock_nanosleep;-;__x64_sys_clock_nanosleep;do_nanosleep;schedule";
 

@@ -150,6 +150,20 @@ pub fn state_matches(mask: u32, state: u32) -> bool {
 pub const STATE_INTERRUPTIBLE: u32 = 0x1;
 /// Kernel `TASK_UNINTERRUPTIBLE` (D).
 pub const STATE_UNINTERRUPTIBLE: u32 = 0x2;
+/// Kernel `TASK_DEAD` (`x`): the `prev_state` of a thread's final switch-out
+/// (`do_task_dead`). Its tid may be reused by an unrelated thread from then on.
+pub const STATE_TASK_DEAD: u32 = 0x80;
+/// The state bits that end a thread: [`STATE_TASK_DEAD`], and `EXIT_DEAD` (`X`, 0x10) and
+/// `EXIT_ZOMBIE` (`Z`, 0x20), which other tools report for the final switch-out
+/// (perf's `TASK_REPORT` mapping of older kernels) and the synthetic traces use.
+pub const STATE_DEAD_MASK: u32 = STATE_TASK_DEAD | 0x10 | 0x20;
+
+/// True when a switch-out in `state` is the thread's last: it exited, and nothing it did
+/// afterwards (no wait) belongs to it. A task switched in later under the same tid is
+/// another thread.
+pub fn state_is_dead(state: u32) -> bool {
+    state & STATE_DEAD_MASK != 0
+}
 
 /// sched_switch: `prev` leaves the CPU, `next` takes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use crate::source::{format_wall, EventSource, Names};
 use crate::{ReportError, Result};
 use chainrec_chain::regex::Regex;
 use chainrec_chain::Filter;
-use chainrec_format::{Event, Tables, Tid};
+use chainrec_format::{state_is_dead, Event, Tables, Tid};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -367,7 +367,10 @@ pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> 
                             }
                         }
                     }
-                    if starting != 0 {
+                    // A final switch-out (state dead) starts no off-CPU interval: the
+                    // thread is gone, and a task run later under its tid is another one.
+                    let gone = off_metric && state_is_dead(s.prev_state);
+                    if starting != 0 && !gone {
                         seen.insert(starting);
                         since.insert(starting, s.ts);
                     }
@@ -389,9 +392,6 @@ pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> 
                     if off_metric {
                         since.insert(n.child_tid, n.ts);
                     }
-                }
-                Event::Exit(x) => {
-                    since.remove(&x.tid);
                 }
                 Event::Lost(_) => lost_markers += 1,
                 _ => {}

@@ -26,6 +26,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario { name: "cycle", about: "cr-ping and cr-pong wake each other (cycle; --mode last stops at the repeated thread)", generate: cycle },
         Scenario { name: "deep-chain", about: "20 threads cr-d00 <- cr-d01 <- ... <- cr-d19 <- [hardirq: timer] (depth limit)", generate: deep_chain },
         Scenario { name: "fork", about: "cr-shell forks a child (wakeup_new) that reads from disk, exits and wakes the shell", generate: fork },
+        Scenario { name: "pid-reuse", about: "cr-parent forks children that all get tid 901 (PIDs wrapping); a child exits, is preempted, wakes the parent and dies; others vanish mid-exit (end lost) before the tid is reused", generate: pid_reuse },
         Scenario { name: "preemption", about: "cr-tick (woken by timer) preempts CPU-bound cr-worker; a spurious waking of the runnable worker", generate: preemption },
         Scenario { name: "comm-change", about: "cr-old <- cr-waker <- timer; cr-old renames itself cr-new half way", generate: comm_change },
         Scenario { name: "pretrace", about: "cr-a <- cr-b <- cr-c <- timer where cr-b and cr-c were blocked before the trace began", generate: pretrace },
@@ -637,6 +638,81 @@ fn fork(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
             b.swin(t + 1_230_000, 0, shell);
         },
         5_000_000,
+    )
+}
+
+/// pid-reuse: 10 to 16 events per 10 ms iteration; every child of cr-parent (900) has tid
+/// 901, as when PIDs wrap under fork churn. Iteration kinds, i % 3:
+/// * 0: the child sleeps (timer), exits, is preempted after its exit event, runs again,
+///   wakes the parent and switches out dead (`x`): a new thread must not continue it.
+///   When the previous iteration was kind 2, this one's fork events are lost.
+/// * 1: the child exits and blocks in D; the rest of its life is lost. The parent is woken
+///   by the timer. The next fork (kind 2) reuses tid 901 while its wait is still open.
+/// * 2: as 1, blocking in S; the next child (kind 0, fork events lost) is first seen
+///   switched in, with no waking of the old wait.
+fn pid_reuse(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
+    let (parent, child) = (900, 901);
+    let mut b = B::new();
+    let k_wait = b.k(&["schedule", "do_wait", "kernel_wait4"]);
+    let u_wait = b.u(900, &["wait4", "run_child"]);
+    let k_sleep = b.k(&["schedule", "do_nanosleep", "__x64_sys_clock_nanosleep"]);
+    let u_sleep = b.u(900, &["clock_nanosleep", "next_round"]);
+    let k_csleep = b.k(&["schedule", "do_nanosleep", "hrtimer_nanosleep"]);
+    let k_exiting = b.k(&["schedule", "exit_files", "do_exit"]);
+    let k_irq = irq_timer_stack(&mut b);
+    let k_exit = b.k(&[
+        "try_to_wake_up",
+        "__wake_up_parent",
+        "do_notify_parent",
+        "do_exit",
+    ]);
+    b.comm(T0, parent, parent, "cr-parent", CommReason::Seen);
+    let tasks = [(parent, parent, "cr-parent", false)];
+    run(
+        b,
+        out,
+        &tasks,
+        iterations(p, 13),
+        |b, i, t| {
+            let kind = i % 3;
+            if kind != 0 || i == 0 {
+                b.comm(t, child, child, "cr-parent", CommReason::Fork);
+                b.ev.push(Event::WakeupNew(WakeupNew {
+                    ts: t,
+                    cpu: 0,
+                    parent_tid: parent,
+                    child_tid: child,
+                    child_tgid: child,
+                }));
+            }
+            b.sw(t + 10_000, 0, parent, S, 0, k_wait, u_wait);
+            b.swin(t + 20_000, 1, child);
+            b.comm(t + 30_000, child, child, "cr-child", CommReason::Exec);
+            b.sw(t + 100_000, 1, child, S, 0, k_csleep, NO);
+            b.wk(t + 1_100_000, 1, 0, child, HARD, SRC_TIMER, k_irq, NO);
+            b.swin(t + 1_110_000, 1, child);
+            b.ev.push(Event::Exit(Exit {
+                ts: t + 1_200_000,
+                tid: child,
+                tgid: child,
+            }));
+            if kind == 0 {
+                // Preempted after its exit event: still the same thread.
+                b.wk(t + 1_300_000, 1, child, parent, TASK, 0, k_exit, NO);
+                b.sw(t + 1_310_000, 1, child, STATE_RUNNABLE, 0, NO, NO);
+                b.swin(t + 1_330_000, 1, child);
+                b.sw(t + 1_340_000, 1, child, STATE_TASK_DEAD, 0, NO, NO);
+            } else {
+                let state = if kind == 1 { D } else { S };
+                b.sw(t + 1_210_000, 1, child, state, 0, k_exiting, NO);
+                b.wk(t + 1_300_000, 0, 0, parent, HARD, SRC_TIMER, k_irq, NO);
+            }
+            b.swin(t + 1_320_000, 0, parent);
+            b.sw(t + 1_400_000, 0, parent, S, 0, k_sleep, u_sleep);
+            b.wk(t + 9_900_000, 0, 0, parent, HARD, SRC_TIMER, k_irq, NO);
+            b.swin(t + 9_910_000, 0, parent);
+        },
+        10_000_000,
     )
 }
 
