@@ -28,8 +28,8 @@ fn record(trace: &Path, cmd: &[&str]) {
     assert!(o.status.success(), "record failed: {}", stderr(&o));
 }
 
-/// Short-lived `gzip` processes (each exits within a millisecond or two, long before
-/// the consumer's next poll) keep named user frames: every leaf of theirs in libc (a
+/// Short-lived `gzip` processes (each blocks ~5 ms in `read` on its pipe, then exits, mostly
+/// before the consumer's next poll) keep named user frames: every leaf of theirs in libc (a
 /// system call wrapper: the frame-pointer walk is reliable there even through Debian's
 /// code without frame pointers; `.dynsym` names them without libc6-dbg) has a name.
 #[test]
@@ -45,7 +45,7 @@ fn frames_of_processes_that_exited_before_the_consumer_polled_are_named() {
         &[
             "sh",
             "-c",
-            "for i in $(seq 40); do echo hello | gzip -c > /dev/null; done",
+            "for i in $(seq 40); do (sleep 0.005; echo hello) | gzip -c > /dev/null; done",
         ],
     );
     let r = TraceReader::open(&trace).unwrap();
