@@ -28,8 +28,8 @@ fn record(trace: &Path, cmd: &[&str]) {
     assert!(o.status.success(), "record failed: {}", stderr(&o));
 }
 
-/// Short-lived `gzip` processes (each exits within a millisecond or two, long before
-/// the consumer's next poll) keep named user frames: every leaf of theirs in libc (a
+/// Short-lived `gzip` processes (each blocks ~5 ms in `read` on its pipe, then exits, mostly
+/// before the consumer's next poll) keep named user frames: every leaf of theirs in libc (a
 /// system call wrapper: the frame-pointer walk is reliable there even through Debian's
 /// code without frame pointers; `.dynsym` names them without libc6-dbg) has a name.
 #[test]
@@ -45,7 +45,7 @@ fn frames_of_processes_that_exited_before_the_consumer_polled_are_named() {
         &[
             "sh",
             "-c",
-            "for i in $(seq 40); do echo hello | gzip -c > /dev/null; done",
+            "for i in $(seq 40); do (sleep 0.005; echo hello) | gzip -c > /dev/null; done",
         ],
     );
     let r = TraceReader::open(&trace).unwrap();
@@ -113,7 +113,8 @@ fn frames_of_processes_that_exited_before_the_consumer_polled_are_named() {
 }
 
 /// A stripped program whose debug file sits only in a scratch build-id directory: its
-/// functions are unnamed in the trace, and named by `--debug-dir` at analysis time.
+/// functions are unnamed in the trace, and named by `--debug-dir` at analysis time, an
+/// inlined function as a frame of its own.
 #[test]
 fn debug_dir_names_the_functions_of_a_stripped_program() {
     if !can_record("debug_dir_names_the_functions_of_a_stripped_program") {
@@ -127,13 +128,14 @@ fn debug_dir_names_the_functions_of_a_stripped_program() {
 #include <stdlib.h>
 __attribute__((noinline)) static int inner_leaf(int fd, char *b) { return read(fd, b, 1); }
 __attribute__((noinline)) int middle_wait(int fd) { char b; int r = inner_leaf(fd, &b); return r + 1; }
+static inline __attribute__((always_inline)) int once(int fd) { return middle_wait(fd); }
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 20;
     for (int i = 0; i < n; i++) {
         int p[2];
         if (pipe(p)) return 1;
         if (fork() == 0) { usleep(3000); if (write(p[1], "x", 1) != 1) _exit(1); _exit(0); }
-        if (middle_wait(p[0]) != 2) return 1;
+        if (once(p[0]) != 2) return 1;
         close(p[0]); close(p[1]);
     }
     return 0;
@@ -202,8 +204,10 @@ int main(int argc, char **argv) {
     );
     assert!(without.contains("[waiter+0x"), "{without}");
     let (with, err) = folded(&["--debug-dir", dbgdir.to_str().unwrap()]);
+    // `once` is inlined into main: its own frame, marked, from the debug file's DWARF.
     assert!(
-        with.lines().any(|l| l.contains("main;middle_wait")),
+        with.lines()
+            .any(|l| l.contains("main;once [inlined];middle_wait;")),
         "--debug-dir did not name the frames:\n{with}\n{err}"
     );
     assert!(err.contains("newly named"), "{err}");

@@ -14,7 +14,7 @@ fn main() {
     let mut s = chainrec_record::usyms::UserSymbolizer::new(&[], &[]);
     let now = chainrec_record::workload::monotonic_ns();
     s.tracker.scan_pid(pid, 0);
-    for e in s.resolve(pid, &addrs, now, now) {
+    for e in s.resolve(pid, &addrs, &vec![false; addrs.len()], now, now) {
         println!("{e:?}");
     }
     println!("unresolved: {}", s.unresolved.by_reason_text());

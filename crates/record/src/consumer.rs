@@ -339,9 +339,14 @@ impl Consumer {
         // Mapping records first: every mapping a new stack can be in was made before it.
         self.usyms.poll(now);
         let mut ts_of = std::mem::take(&mut conv.new_uaddr_ts);
+        let callers = std::mem::take(&mut conv.new_ucallers);
         for (tgid, addrs) in std::mem::take(&mut conv.new_uaddrs) {
             let ts = ts_of.remove(&tgid).unwrap_or(now);
-            let syms = self.usyms.resolve(tgid, &addrs, ts, now);
+            let is_caller: Vec<bool> = addrs
+                .iter()
+                .map(|a| callers.contains(&(tgid, *a)))
+                .collect();
+            let syms = self.usyms.resolve(tgid, &addrs, &is_caller, ts, now);
             conv.lost.unresolved_symbols += syms.iter().filter(|s| s.name.is_none()).count() as u64;
             writer.add_symbols(&syms)?;
         }

@@ -86,6 +86,9 @@ pub(crate) struct Converter {
     /// Time of the earliest event that brought each process's new user addresses (the
     /// mapping history is asked about that time).
     pub(crate) new_uaddr_ts: HashMap<Tid, u64>,
+    /// New user addresses first seen as a return address (not the innermost frame): they
+    /// are named by the call instruction before them (`addr - 1`), as perf does.
+    pub(crate) new_ucallers: HashSet<(Tid, u64)>,
     /// Time of the event being converted.
     cur_ts: u64,
     pub(crate) lost: LostCounts,
@@ -198,6 +201,7 @@ impl Converter {
             uaddrs: HashSet::new(),
             new_uaddrs: HashMap::new(),
             new_uaddr_ts: HashMap::new(),
+            new_ucallers: HashSet::new(),
             cur_ts: 0,
             lost: LostCounts::default(),
         }
@@ -237,7 +241,7 @@ impl Converter {
                 }
                 let id = StackId(self.next_stack);
                 self.next_stack += 1;
-                for &a in frames {
+                for (i, &a) in frames.iter().enumerate() {
                     match kind {
                         StackKind::Kernel => {
                             if self.kaddrs.insert(a) {
@@ -249,6 +253,9 @@ impl Converter {
                             if self.uaddrs.insert((tgid, a)) {
                                 self.new_uaddrs.entry(tgid).or_default().push(a);
                                 self.new_uaddr_ts.entry(tgid).or_insert(self.cur_ts);
+                                if i > 0 {
+                                    self.new_ucallers.insert((tgid, a));
+                                }
                             }
                         }
                     }

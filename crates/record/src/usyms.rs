@@ -53,11 +53,19 @@ impl UserSymbolizer {
 
     /// Resolve `addrs` of process `tgid` seen in stacks at about `ts`. One entry per
     /// address (name None when unresolved, counted by reason in `unresolved`).
-    pub fn resolve(&mut self, tgid: Tid, addrs: &[u64], ts: u64, now: u64) -> Vec<SymbolEntry> {
+    /// `is_caller[i]`: `addrs[i]` is a return address (named by its call instruction).
+    pub fn resolve(
+        &mut self,
+        tgid: Tid,
+        addrs: &[u64],
+        is_caller: &[bool],
+        ts: u64,
+        now: u64,
+    ) -> Vec<SymbolEntry> {
         let t0 = Instant::now();
         let (mut syms, mut why) =
             self.symbolizer
-                .resolve_user(&mut self.tracker.history, tgid, addrs, ts);
+                .resolve_user(&mut self.tracker.history, tgid, addrs, is_caller, ts);
         // Addresses in no known mapping of a live process: its records were lost or it
         // predates them; read its maps once and try again.
         let missing: Vec<usize> = (0..addrs.len())
@@ -65,9 +73,14 @@ impl UserSymbolizer {
             .collect();
         if !missing.is_empty() && self.tracker.rescan_once(tgid, now) {
             let again: Vec<u64> = missing.iter().map(|&i| addrs[i]).collect();
-            let (s2, w2) =
-                self.symbolizer
-                    .resolve_user(&mut self.tracker.history, tgid, &again, now);
+            let again_caller: Vec<bool> = missing.iter().map(|&i| is_caller[i]).collect();
+            let (s2, w2) = self.symbolizer.resolve_user(
+                &mut self.tracker.history,
+                tgid,
+                &again,
+                &again_caller,
+                now,
+            );
             for ((&i, s), w) in missing.iter().zip(s2).zip(w2) {
                 syms[i] = s;
                 why[i] = w;

@@ -150,8 +150,9 @@ impl Symbolizer {
         debug_dirs.extend(DEFAULT_DEBUG_DIRS.iter().map(PathBuf::from));
         let blaze = Blaze::builder()
             .set_debug_dirs(Some(&debug_dirs))
+            // Inlined functions come with the line tables (blazesym looks both up together).
             .enable_inlined_fns(true)
-            .enable_code_info(false)
+            .enable_code_info(true)
             .build();
         Symbolizer {
             blaze,
@@ -291,7 +292,9 @@ impl Symbolizer {
     }
 
     /// Resolve the user addresses `addrs` of process `tgid` through the mapping
-    /// `history` at time `ts` (addresses of one object are resolved together). Returns
+    /// `history` at time `ts` (addresses of one object are resolved together); a return
+    /// address (`is_caller[i]`) is named by its call instruction (`addr - 1`: the right
+    /// function after a call that ends one, and the right inlined function). Returns
     /// one symbol entry per address (name None when unresolved) and the reason for each
     /// unresolved one. Mappings used are marked for the trace.
     pub fn resolve_user(
@@ -299,6 +302,7 @@ impl Symbolizer {
         history: &mut chainrec_format::MappingHistory,
         tgid: Tid,
         addrs: &[u64],
+        is_caller: &[bool],
         ts: u64,
     ) -> (Vec<SymbolEntry>, Vec<Option<Unresolved>>) {
         let mut entries: Vec<SymbolEntry> = addrs
@@ -377,11 +381,20 @@ impl Symbolizer {
                 build_id: m.build_id.as_deref(),
                 vaddr_delta: m.vaddr_delta,
             };
-            for (&i, r) in idx.iter().zip(self.resolve_object(&obj, &offsets)) {
+            let lookup: Vec<u64> = idx
+                .iter()
+                .zip(&offsets)
+                .map(|(&i, &o)| o.saturating_sub(is_caller.get(i).copied().unwrap_or(false) as u64))
+                .collect();
+            for ((&i, r), (&o, &l)) in idx
+                .iter()
+                .zip(self.resolve_object(&obj, &lookup))
+                .zip(offsets.iter().zip(&lookup))
+            {
                 match r {
                     Ok(s) => {
                         entries[i].name = Some(s.display_name());
-                        entries[i].offset = s.offset;
+                        entries[i].offset = s.offset + (o - l);
                         why[i] = None;
                     }
                     Err(r) => why[i] = Some(r),
@@ -432,6 +445,13 @@ pub struct Resymbolized {
 pub fn resymbolize(tables: &mut Tables, extra_debug_dirs: &[PathBuf]) -> Resymbolized {
     let sym = Symbolizer::new(extra_debug_dirs);
     let mut out = Resymbolized::default();
+    // Return addresses (below the innermost frame of some stack): named by their call.
+    let callers: std::collections::HashSet<(Tid, u64)> = tables
+        .stacks
+        .values()
+        .filter(|s| s.kind == StackKind::User)
+        .flat_map(|s| s.frames.iter().skip(1).map(move |&a| (s.tgid, a)))
+        .collect();
     // Group by object: (path, build id, delta) -> symbol keys + offsets.
     type Key = (StackKind, Tid, u64);
     type Object = (String, Option<Vec<u8>>, Option<u64>);
@@ -460,8 +480,15 @@ pub fn resymbolize(tables: &mut Tables, extra_debug_dirs: &[PathBuf]) -> Resymbo
             build_id: build_id.as_deref(),
             vaddr_delta: delta,
         };
-        let offsets: Vec<u64> = items.iter().map(|(_, o)| *o).collect();
-        for ((key, _), r) in items.iter().zip(sym.resolve_object(&obj, &offsets)) {
+        let offsets: Vec<u64> = items
+            .iter()
+            .map(|((_, tgid, addr), o)| o.saturating_sub(callers.contains(&(*tgid, *addr)) as u64))
+            .collect();
+        for (((key, off), r), looked) in items
+            .iter()
+            .zip(sym.resolve_object(&obj, &offsets))
+            .zip(&offsets)
+        {
             let Some(s) = tables.symbols.get_mut(key) else {
                 continue;
             };
@@ -474,7 +501,7 @@ pub fn resymbolize(tables: &mut Tables, extra_debug_dirs: &[PathBuf]) -> Resymbo
                         Some(_) => {}
                     }
                     s.name = Some(name);
-                    s.offset = f.offset;
+                    s.offset = f.offset + (off - looked);
                 }
                 Err(r) => {
                     if s.name.is_none() {
