@@ -30,6 +30,8 @@ ensure_packages() {
         command -v ip >/dev/null || want+=(iproute2)
         command -v taskset >/dev/null || want+=(util-linux)
         command -v perl >/dev/null || want+=(perl)
+        # The independent reference for waits and wakers (tests/real_bpftrace.rs).
+        command -v bpftrace >/dev/null || want+=(bpftrace)
         # The venv of the Python readers (ensure_python_packages below).
         /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
     fi
