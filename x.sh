@@ -47,6 +47,9 @@ ensure_packages() {
         # their frame-pointer workload with cc.
         command -v gdb >/dev/null || want+=(gdb)
         command -v cc >/dev/null || want+=(gcc)
+
+        # The independent reference for waits and wakers (tests/real_bpftrace.rs).
+        command -v bpftrace >/dev/null || want+=(bpftrace)
         # The venv of the Python readers (ensure_python_packages below).
         /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
     fi
