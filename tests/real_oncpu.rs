@@ -19,7 +19,7 @@ use std::io::{Read, Write};
 mod common;
 use chainrec_testkit::bpf::{can_record, skip as skip_bpf};
 use common::tmpdir;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -392,7 +392,7 @@ fn client_critical_path() {
 /// with `oncpu`: (waits, ns in frames naming `cr_spin_compute`, of that the estimated ns,
 /// all on-CPU ns of the worker's level).
 fn spin_in_client_chains(
-    trace: &PathBuf,
+    trace: &Path,
     client: u32,
     worker: u32,
     oncpu: OnCpuMode,
