@@ -64,6 +64,8 @@ pub struct Setup {
     pub parallel: bool,
     /// Run-queue attribution ([`Config::runqueue`]).
     pub runqueue: bool,
+    /// Frames of the waiting thread's cgroup above it ([`Config::cgroup_frames`]).
+    pub cgroup_frames: bool,
 }
 
 impl Default for Setup {
@@ -75,6 +77,7 @@ impl Default for Setup {
             filter: Filter::default(),
             parallel: true,
             runqueue: true,
+            cgroup_frames: false,
         }
     }
 }
@@ -296,6 +299,7 @@ impl Analysis {
             dedup,
             filter: setup.filter,
             runqueue: setup.runqueue,
+            cgroup_frames: setup.cgroup_frames,
         };
         (Engine::new(self.tables(), self.meta(), cfg), summary)
     }

@@ -22,6 +22,9 @@ pub struct Config {
     /// record's runnable part, and the part of each level during which its waker was
     /// runnable, are split by the tasks that held the CPU ([`WaitRecord::runq`](crate::WaitRecord::runq)).
     pub runqueue: bool,
+    /// Show each waiting thread's cgroup (or pod and container) as frames above it
+    /// ([`crate::WaitRecord::group`]).
+    pub cgroup_frames: bool,
 }
 
 impl Default for Config {
@@ -32,6 +35,7 @@ impl Default for Config {
             dedup: true,
             filter: Filter::default(),
             runqueue: true,
+            cgroup_frames: false,
         }
     }
 }

@@ -558,6 +558,7 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
         },
         parallel: opts.parallel,
         runqueue: true,
+        cgroup_frames: false,
     };
     let (mut engine, summary) = an.engine(setup);
     let mut scan = Scan {

@@ -6,6 +6,7 @@
 //! * [`MemTrace`] keeps a whole trace in memory (tests, synthetic scenarios).
 //! * [`synth`] generates synthetic traces with exactly known chains.
 
+mod cgroup;
 mod chunk;
 mod event;
 mod flight;
@@ -16,6 +17,7 @@ pub mod synth;
 mod tables;
 mod writer;
 
+pub use cgroup::{container_info, ContainerInfo};
 pub use event::*;
 pub use flight::*;
 pub use reader::*;

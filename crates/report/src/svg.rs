@@ -381,7 +381,7 @@ fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> Frame
         }
         FrameKind::Metal => FrameClass::Metal,
         FrameKind::RunQueue => FrameClass::RunQueue,
-        FrameKind::Marker => FrameClass::Marker,
+        FrameKind::Marker | FrameKind::Group => FrameClass::Marker,
         FrameKind::Lost => FrameClass::Lost,
         // `[on cpu]` (its sampled frames follow) or `[on cpu: no sample]` (a marker).
         FrameKind::OnCpu => {

@@ -29,6 +29,7 @@ fn export(t: &MemTrace) -> (Profile, BTreeMap<String, u64>) {
         dedup: true,
         filter: Default::default(),
         runqueue: true,
+        cgroup_frames: false,
     };
     let mut engine = Engine::new(&t.tables, &t.meta, cfg);
     let mut sinks = (FoldedSink::new(View::Chains), ProfileSink::new());

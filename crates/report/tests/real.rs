@@ -121,6 +121,7 @@ fn reports_on_a_real_recording() {
             ..Default::default()
         },
         runqueue: true,
+        cgroup_frames: false,
     };
     let mut engine = Engine::new(reader.tables(), reader.meta(), cfg);
     let mut sinks = (

@@ -38,6 +38,7 @@ fn run(t: &MemTrace, n: usize, filter: Filter) -> chainrec_report::top::TopRepor
         dedup: false,
         filter,
         runqueue: true,
+        cgroup_frames: false,
     };
     let mut engine = Engine::new(&t.tables, &t.meta, cfg);
     let mut sink = TopSink::default();
