@@ -55,6 +55,12 @@ pub struct ViewArgs {
     /// Decode chunks one at a time on this thread (default: in parallel with rayon).
     #[arg(long)]
     pub serial: bool,
+    /// Put each waiting thread's cgroup above it, as the root of its lines:
+    /// `[cgroup: /system.slice/foo.service];comm;...`, or the pod and container its cgroup
+    /// names: `[pod: <uid>];[container: <12 hex>];comm;...` (not in `wakeup`, whose root is
+    /// the waker).
+    #[arg(long)]
+    pub cgroup_frames: bool,
 }
 
 const CHAINS_EXAMPLES: &str = "\
@@ -165,6 +171,17 @@ fn analyse(
     } else {
         Duration::Blocked
     };
+    if a.cgroup_frames {
+        if view == View::Wakeup {
+            bail!("--cgroup-frames: the wakeup view's lines start at the waker, not at a waiting thread; use offwake or chains");
+        }
+        if !tables.has_cgroups() {
+            return Err(chainrec_chain::ChainError::NoCgroups {
+                flag: "--cgroup-frames",
+            })
+            .with_context(|| a.file.display().to_string());
+        }
+    }
     let setup = Setup {
         mode,
         max_depth,
@@ -173,6 +190,7 @@ fn analyse(
         parallel: !a.serial,
         runqueue,
         oncpu,
+        cgroup_frames: a.cgroup_frames,
     };
     let (done, folded) = an
         .fold(setup, view, |_| {})

@@ -1,9 +1,10 @@
 //! The root filters shared by `chains`, `offcpu`, `wakeup`, `offwake`, `top` and `export`
 //! (a module of their own, so that the command modules need not import each other).
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Analysis, Duration, Filter};
-use chainrec_format::{FlightTrigger, RecordingMeta};
+use chainrec_chain::{Analysis, CgroupFilter, Duration, Filter};
+use chainrec_format::{FlightTrigger, RecordingMeta, Tables};
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 /// Where a command lists the thread flags in `--help` (the heading also says how they
 /// match there). A type parameter of [`ThreadArgs`] and [`KindArgs`], so that each flag
@@ -51,6 +52,11 @@ pub struct ThreadArgs<H: Heading> {
     /// Only threads whose name (at the time) matches this regex.
     #[arg(help_heading = H::TEXT, long, value_name = "REGEX")]
     pub comm: Option<String>,
+    /// Only threads in a cgroup (v2) whose path matches this regex, e.g. `docker-`,
+    /// `^/system.slice/nginx.service$`, a pod UID (the cgroup at the time; traces recorded
+    /// with cgroups, chainrec 2.1 format).
+    #[arg(help_heading = H::TEXT, long, value_name = "REGEX")]
+    pub cgroup: Option<String>,
     #[arg(skip)]
     heading: PhantomData<H>,
 }
@@ -58,11 +64,12 @@ pub struct ThreadArgs<H: Heading> {
 impl<H: Heading> ThreadArgs<H> {
     /// Whether any of the flags is given.
     pub fn is_set(&self) -> bool {
-        !self.pid.is_empty() || !self.tid.is_empty() || self.comm.is_some()
+        !self.pid.is_empty() || !self.tid.is_empty() || self.comm.is_some() || self.cgroup.is_some()
     }
 
-    /// Set the thread part of `f` (the regex compiled, its error naming `--comm`).
-    pub fn apply(&self, f: &mut Filter) -> Result<()> {
+    /// Set the thread part of `f` (the regexes compiled, an error naming the flag;
+    /// `--cgroup` bound to the cgroups of `tables`).
+    pub fn apply(&self, f: &mut Filter, tables: &Tables) -> Result<()> {
         f.pids = self.pid.clone();
         f.tids = self.tid.clone();
         f.comm = self
@@ -70,6 +77,13 @@ impl<H: Heading> ThreadArgs<H> {
             .as_deref()
             .map(|c| comm_regex("--comm", c))
             .transpose()?;
+        f.cgroup = match &self.cgroup {
+            Some(c) => Some(Arc::new(CgroupFilter::new(
+                comm_regex("--cgroup", c)?,
+                tables,
+            )?)),
+            None => None,
+        };
         Ok(())
     }
 }
@@ -109,7 +123,7 @@ impl<H: Heading> KindArgs<H> {
 /// with `#[command(flatten)]` and convert with [`FilterArgs::to_filter`].
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct FilterArgs {
-    /// `-p`, `-t`, `--comm`.
+    /// `-p`, `-t`, `--comm`, `--cgroup`.
     #[command(flatten)]
     pub threads: ThreadArgs<WaitingThread>,
     /// Only waits whose switch-out state has a bit of MASK (2 = D, 1 = S; 0 = preempted
@@ -167,10 +181,10 @@ pub struct ThreadFilterArgs {
 }
 
 impl ThreadFilterArgs {
-    /// The library filter (its thread part only).
-    pub fn to_filter(&self) -> Result<Filter> {
+    /// The library filter (its thread part only), `--cgroup` bound to `tables`.
+    pub fn to_filter(&self, tables: &Tables) -> Result<Filter> {
         let mut f = Filter::default();
-        self.threads.apply(&mut f)?;
+        self.threads.apply(&mut f, tables)?;
         self.kinds.apply(&mut f);
         Ok(f)
     }
@@ -206,7 +220,7 @@ impl FilterArgs {
             duration,
             ..Filter::default()
         };
-        self.threads.apply(&mut filter)?;
+        self.threads.apply(&mut filter, an.tables())?;
         self.kinds.apply(&mut filter);
         filter.window = self.window.as_deref().map(|w| an.window(w)).transpose()?;
         if let (Some(a), Some(b)) = (self.min_block_us, self.max_block_us) {

@@ -30,6 +30,9 @@ pub struct OnCpuArgs {
 /// The samples of the trace `a.file` folded under `a.filter`; an error when the trace took
 /// none.
 pub(crate) fn fold(an: &Analysis, a: &ViewArgs, name: &str) -> Result<OnCpuFold> {
+    if a.cgroup_frames {
+        anyhow::bail!("--cgroup-frames: not available in {name} (its lines are samples, not waits); use --cgroup to select a cgroup");
+    }
     an.sampling()
         .with_context(|| a.file.display().to_string())?;
     let filter = a.filter.to_filter(an, Duration::OffCpu)?;

@@ -227,6 +227,7 @@ pub(crate) fn trigger_top(
 
 /// `chainrec heatmap`.
 pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
+    let an = super::open_trace(&a.file, "heatmap")?;
     let opts = HeatmapOptions {
         metric: match a.metric {
             MetricArg::Offcpu => Metric::OffCpu,
@@ -234,7 +235,7 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
             MetricArg::Wakeups => Metric::Wakeups,
         },
         rows: a.rows,
-        select: Select::new(a.threads.to_filter()?),
+        select: Select::new(a.threads.to_filter(an.tables())?),
         highlight: if a.highlight_comm.is_some() || !a.highlight_tid.is_empty() {
             Some(Select::new(chainrec_chain::Filter {
                 tids: a.highlight_tid.clone(),
@@ -253,7 +254,6 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
             ColorMapArg::Linear => ColorMap::Linear,
         },
     };
-    let an = super::open_trace(&a.file, "heatmap")?;
     let reader = an.reader();
     let src = Progressed::new(
         reader,

@@ -145,7 +145,7 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
     let (reader, meta, start) = (an.reader(), an.meta(), an.start_ns());
     // The analysis filters' parsing (regex, window resolution and checks).
     let mut f = chainrec_chain::Filter::default();
-    a.filter.threads.apply(&mut f)?;
+    a.filter.threads.apply(&mut f, an.tables())?;
     f.window = a
         .filter
         .window
@@ -158,6 +158,7 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
         pids: f.pids,
         tids: f.tids,
         comm: f.comm,
+        cgroup: f.cgroup,
         window: f.window,
     };
     let opts = ScriptOptions {

@@ -68,6 +68,8 @@ pub struct Setup {
     pub runqueue: bool,
     /// On-CPU time without a sample ([`Config::oncpu`]).
     pub oncpu: OnCpuMode,
+    /// Frames of the waiting thread's cgroup above it ([`Config::cgroup_frames`]).
+    pub cgroup_frames: bool,
 }
 
 impl Default for Setup {
@@ -80,6 +82,7 @@ impl Default for Setup {
             parallel: true,
             runqueue: true,
             oncpu: OnCpuMode::default(),
+            cgroup_frames: false,
         }
     }
 }
@@ -307,6 +310,7 @@ impl Analysis {
             filter: setup.filter,
             runqueue: setup.runqueue,
             oncpu: setup.oncpu,
+            cgroup_frames: setup.cgroup_frames,
         };
         (Engine::new(self.tables(), self.meta(), cfg), summary)
     }

@@ -25,6 +25,9 @@ pub struct Config {
     /// A waker level's on-CPU time without a sample inside: estimated from the waker's
     /// nearest samples (default) or left `[on cpu: no sample]` (traces with samples only).
     pub oncpu: OnCpuMode,
+    /// Show each waiting thread's cgroup (or pod and container) as frames above it
+    /// ([`crate::WaitRecord::group`]).
+    pub cgroup_frames: bool,
 }
 
 impl Default for Config {
@@ -36,6 +39,7 @@ impl Default for Config {
             filter: Filter::default(),
             runqueue: true,
             oncpu: OnCpuMode::default(),
+            cgroup_frames: false,
         }
     }
 }

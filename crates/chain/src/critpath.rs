@@ -625,6 +625,7 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
         parallel: opts.parallel,
         runqueue: true,
         oncpu: crate::OnCpuMode::default(),
+        cgroup_frames: false,
     };
     let (mut engine, summary) = an.engine(setup);
     let mut scan = Scan {

@@ -5,7 +5,7 @@ use crate::filter::Filter;
 use crate::nodes::{is_throttled_holder, NodeTable, HOLDER_UNKNOWN};
 use crate::record::{WaitRecord, WaitSink};
 use crate::stats::Stats;
-use chainrec_format::StackId;
+use chainrec_format::{StackId, Tables};
 
 /// Filter, intern the root node, count, and pass to the sink. True when emitted.
 /// Takes the engine's parts rather than the engine, so that `rec` can be a record the
@@ -17,6 +17,7 @@ pub(crate) fn emit_rec(
     filter: &Filter,
     filter_all: bool,
     threshold_ns: u64,
+    groups: Option<&Tables>,
     rec: &mut WaitRecord,
     sink: &mut impl WaitSink,
 ) -> bool {
@@ -39,6 +40,7 @@ pub(crate) fn emit_rec(
         st.stacks_not_captured += u64::from(fixed);
     }
     rec.node = nodes.task(rec.ident, rec.kstack, rec.ustack);
+    rec.group = groups.map(|t| nodes.group(t, t.cgroup_at(rec.tid, rec.switch_out_ns)));
     // Run-queue parts carry holder codes until here (the walk cannot intern nodes).
     // Level 0 (added at switch-in) comes after the levels of the walk (at the waking).
     rec.runq.sort_by_key(|p| p.level);

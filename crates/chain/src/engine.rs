@@ -681,6 +681,7 @@ impl<'t> Engine<'t> {
                 &self.cfg.filter,
                 self.filter_all,
                 self.stack_threshold_ns,
+                self.cfg.cgroup_frames.then_some(self.tables),
                 &mut task.held,
                 sink,
             );
@@ -706,8 +707,18 @@ impl<'t> Engine<'t> {
         let (nodes, stats) = (&mut self.nodes, &mut self.stats);
         let (filter, filter_all) = (&self.cfg.filter, self.filter_all);
         let threshold_ns = self.stack_threshold_ns;
+        let groups = self.cfg.cgroup_frames.then_some(self.tables);
         self.slots.decide(first, &mut self.hops, |rec| {
-            emit_rec(nodes, stats, filter, filter_all, threshold_ns, rec, sink)
+            emit_rec(
+                nodes,
+                stats,
+                filter,
+                filter_all,
+                threshold_ns,
+                groups,
+                rec,
+                sink,
+            )
         });
     }
 

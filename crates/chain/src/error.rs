@@ -56,6 +56,12 @@ pub enum ChainError {
     /// A wall-clock or time-of-day window on a trace that has no wall-clock time.
     #[error("this trace has no wall-clock time (synthetic, or recorded without it); give seconds from its start, e.g. 0.5..1")]
     NoWallClock,
+    /// `--cgroup` or `--cgroup-frames` on a trace that records no cgroups.
+    #[error("{flag}: this trace records no cgroups (written before chainrec recorded them, by `record --no-cgroups`, or synthetic without them)")]
+    NoCgroups {
+        /// The flag given.
+        flag: &'static str,
+    },
     /// An unknown `--unit`.
     #[error("unknown unit {0:?} (expected ns, us or ms)")]
     BadUnit(String),

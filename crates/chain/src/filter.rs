@@ -2,8 +2,72 @@
 
 use crate::error::{ChainError, WindowProblem};
 use crate::record::WaitRecord;
-use chainrec_format::{Comm, FlightTrigger, RecordingMeta, Tid};
+use chainrec_format::{Comm, FlightTrigger, RecordingMeta, Tables, Tid};
 use regex::Regex;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// `--cgroup REGEX`, bound to a trace: which of its cgroups match (by path), and each
+/// thread's cgroups over time. A wait matches when its thread was in a matching cgroup at
+/// the wait's switch-out; a thread (where no time applies) when it was in one at any time.
+#[derive(Clone, Debug)]
+pub struct CgroupFilter {
+    regex: Regex,
+    /// Ids of the matching cgroups.
+    ids: HashSet<u64>,
+    /// The cgroups over time of the threads that were ever in a matching one.
+    threads: HashMap<Tid, Vec<(u64, u64)>>,
+}
+
+impl CgroupFilter {
+    /// Bind `regex` (matched against each cgroup's path, or `[cgroup id N]` for an
+    /// unresolved one) to the cgroups of `tables`. An error when the trace has none.
+    pub fn new(regex: Regex, tables: &Tables) -> Result<CgroupFilter, ChainError> {
+        if !tables.has_cgroups() {
+            return Err(ChainError::NoCgroups { flag: "--cgroup" });
+        }
+        let all: HashSet<u64> = tables
+            .task_cgroups
+            .values()
+            .flatten()
+            .map(|&(_, c)| c)
+            .collect();
+        let ids: HashSet<u64> = all
+            .into_iter()
+            .filter(|&id| regex.is_match(&tables.cgroup_path(id)))
+            .collect();
+        let threads = tables
+            .task_cgroups
+            .iter()
+            .filter(|(_, l)| l.iter().any(|(_, c)| ids.contains(c)))
+            .map(|(&t, l)| (t, l.clone()))
+            .collect();
+        Ok(CgroupFilter {
+            regex,
+            ids,
+            threads,
+        })
+    }
+
+    /// The regex.
+    pub fn regex(&self) -> &Regex {
+        &self.regex
+    }
+
+    /// Was `tid` in a matching cgroup at `ts` (before its first known cgroup: that one)?
+    pub fn matches_at(&self, tid: Tid, ts: u64) -> bool {
+        let Some(l) = self.threads.get(&tid) else {
+            return false;
+        };
+        let at = l.partition_point(|&(t, _)| t <= ts);
+        self.ids.contains(&l[at.saturating_sub(1)].1)
+    }
+
+    /// Was `tid` ever in a matching cgroup?
+    pub fn matches_thread(&self, tid: Tid) -> bool {
+        self.threads.contains_key(&tid)
+    }
+}
 
 /// Which duration `min_ns`/`max_ns` and the window apply to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -147,6 +211,8 @@ pub struct Filter {
     pub tids: Vec<Tid>,
     /// Keep only threads whose name (at switch-out) matches.
     pub comm: Option<Regex>,
+    /// Keep only threads in a cgroup whose path matches (`--cgroup`; at switch-out).
+    pub cgroup: Option<Arc<CgroupFilter>>,
     /// `--state MASK`: keep waits with `prev_state & MASK != 0`; MASK 0 keeps only
     /// preemptions (state 0), as in bcc offcputime.
     pub state_mask: Option<u32>,
@@ -199,6 +265,7 @@ impl Filter {
         !self.pids.is_empty()
             || !self.tids.is_empty()
             || self.comm.is_some()
+            || self.cgroup.is_some()
             || self.user_only
             || self.kernel_only
     }
@@ -206,8 +273,13 @@ impl Filter {
     /// Does `w` pass? Missing end times fall back to what is known (blocked → off-CPU
     /// time and vice versa).
     pub fn matches(&self, w: &WaitRecord) -> bool {
-        if !self.matches_thread(w.tid, w.tgid, &w.comm, w.kernel_thread) {
+        if !self.matches_thread_only(w.tid, w.tgid, &w.comm, w.kernel_thread) {
             return false;
+        }
+        if let Some(c) = &self.cgroup {
+            if !c.matches_at(w.tid, w.switch_out_ns) {
+                return false;
+            }
         }
         if let Some(mask) = self.state_mask {
             if !chainrec_format::state_matches(mask, w.state) {
@@ -237,8 +309,28 @@ impl Filter {
         true
     }
 
-    /// Does a thread pass the thread part of the filter (`-p -t --comm -u -k`)?
+    /// Does a thread pass the thread part of the filter (`-p -t --comm -u -k`, and
+    /// `--cgroup`: in a matching cgroup at any time)?
     pub fn matches_thread(&self, tid: Tid, tgid: Tid, comm: &Comm, kernel_thread: bool) -> bool {
+        self.matches_thread_only(tid, tgid, comm, kernel_thread)
+            && self.cgroup.as_ref().is_none_or(|c| c.matches_thread(tid))
+    }
+
+    /// Does a thread at time `ts` pass the thread part of the filter (`--cgroup`: in a
+    /// matching cgroup at `ts`)?
+    pub fn matches_thread_at(
+        &self,
+        tid: Tid,
+        tgid: Tid,
+        comm: &Comm,
+        kernel_thread: bool,
+        ts: u64,
+    ) -> bool {
+        self.matches_thread_only(tid, tgid, comm, kernel_thread)
+            && self.cgroup.as_ref().is_none_or(|c| c.matches_at(tid, ts))
+    }
+
+    fn matches_thread_only(&self, tid: Tid, tgid: Tid, comm: &Comm, kernel_thread: bool) -> bool {
         (self.tids.is_empty() || self.tids.contains(&tid))
             && (self.pids.is_empty() || self.pids.contains(&tgid))
             && (!self.user_only || !kernel_thread)

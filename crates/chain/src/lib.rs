@@ -63,7 +63,7 @@ pub use critpath::{
 };
 pub use engine::Engine;
 pub use error::{ChainError, WindowProblem};
-pub use filter::{Duration, Filter, Window, WindowBound};
+pub use filter::{CgroupFilter, Duration, Filter, Window, WindowBound};
 pub use folded::{ChainGraph, FoldedSink};
 pub use frames::stack_frames;
 pub use frames::{sample_frames, IDLE_COMM, ONCPU_ESTIMATED, ONCPU_FRAME, ONCPU_NO_SAMPLE};

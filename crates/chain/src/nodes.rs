@@ -33,6 +33,13 @@ pub enum NodeKind {
         /// Who held the CPU.
         holder: RunqHolder,
     },
+    /// Frames above the waiting thread (`--cgroup-frames`): its cgroup
+    /// (`[cgroup: /system.slice/foo.service]`), or the pod and container its cgroup path
+    /// names (`[pod: <uid>]`, `[container: <12 hex>]`).
+    Group {
+        /// The frames, root first.
+        frames: Vec<String>,
+    },
     /// What a waker level did while it ran: `[on cpu]` and the frames of its samples
     /// (root first; `kstack`/`ustack` of the node), or `[on cpu: no sample]` when
     /// `sampled` is false (no sample of the waker fell inside its running time).
@@ -105,6 +112,7 @@ impl Node {
             NodeKind::Task { comm, .. } => comm.as_str(),
             NodeKind::Metal { label, .. } => label.as_str().into(),
             NodeKind::Marker(m) => (*m).into(),
+            NodeKind::Group { frames } => frames.last().map_or("", |f| f.as_str()).into(),
             NodeKind::RunQueue { holder } => holder.name(),
             NodeKind::OnCpu { sampled: false, .. } => crate::frames::ONCPU_NO_SAMPLE.into(),
             NodeKind::OnCpu {
@@ -120,6 +128,33 @@ impl Node {
     /// True for metal nodes.
     pub fn is_metal(&self) -> bool {
         matches!(self.kind, NodeKind::Metal { .. })
+    }
+    /// True for group nodes (frames above the waiting thread).
+    pub fn is_group(&self) -> bool {
+        matches!(self.kind, NodeKind::Group { .. })
+    }
+}
+
+/// The frames `--cgroup-frames` shows above a thread in cgroup `cgroup` (None: the trace
+/// does not know the thread's cgroup): `[pod: <uid>]` and/or `[container: <12 hex>]` when
+/// the path names them, else `[cgroup: <path>]`.
+pub fn group_frames(tables: &Tables, cgroup: Option<u64>) -> Vec<String> {
+    let Some(id) = cgroup else {
+        return vec!["[cgroup: unknown]".to_string()];
+    };
+    let path = tables.cgroup_path(id);
+    match chainrec_format::container_info(&path) {
+        Some(c) => {
+            let mut f = Vec::new();
+            if let Some(p) = &c.pod_uid {
+                f.push(format!("[pod: {p}]"));
+            }
+            if let Some(s) = c.short_id() {
+                f.push(format!("[container: {s}]"));
+            }
+            f
+        }
+        None => vec![format!("[cgroup: {path}]")],
     }
 }
 
@@ -205,6 +240,9 @@ pub struct NodeTable {
     oncpu: FxHashMap<(Option<(StackId, StackId)>, bool), NodeId>,
     /// Throttled holders: (group label, ender), code = [`HOLDER_THROTTLED`] + index.
     throttle_holders: Vec<(String, &'static str)>,
+    /// Group nodes by cgroup id (`u64::MAX`: unknown), and by frames.
+    group_by_cgroup: FxHashMap<u64, NodeId>,
+    groups: FxHashMap<Vec<String>, NodeId>,
 }
 
 impl Default for NodeTable {
@@ -228,6 +266,8 @@ impl Default for NodeTable {
             runq_by_ident: Vec::new(),
             oncpu: FxHashMap::default(),
             throttle_holders: Vec::new(),
+            group_by_cgroup: FxHashMap::default(),
+            groups: FxHashMap::default(),
         };
         for m in ["[truncated]", "[cycle]", "[lost events]", "[waker unknown]"] {
             t.nodes.push(Node {
@@ -321,6 +361,29 @@ impl NodeTable {
         }
         id
     }
+    /// Intern the group node of cgroup `cgroup` (see [`group_frames`]); cgroups that print
+    /// alike (threads of one container in several groups) share a node.
+    pub(crate) fn group(&mut self, tables: &Tables, cgroup: Option<u64>) -> NodeId {
+        let key = cgroup.unwrap_or(u64::MAX);
+        if let Some(&id) = self.group_by_cgroup.get(&key) {
+            return id;
+        }
+        let frames = group_frames(tables, cgroup);
+        let next = self.nodes.len() as NodeId;
+        let id = *self.groups.entry(frames.clone()).or_insert(next);
+        if id == next {
+            self.nodes.push(Node {
+                kind: NodeKind::Group { frames },
+                kstack: StackId::NONE,
+                ustack: StackId::NONE,
+                kframes: None,
+                leaf_frame: None,
+            });
+        }
+        self.group_by_cgroup.insert(key, id);
+        id
+    }
+
     /// Intern the run-queue node of a CPU holder: an [`IdentId`], [`HOLDER_IDLE`] or
     /// [`HOLDER_UNKNOWN`].
     pub(crate) fn runq(&mut self, holder: u32) -> NodeId {

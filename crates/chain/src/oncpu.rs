@@ -127,7 +127,7 @@ pub fn fold_oncpu(an: &Analysis, filter: &Filter, parallel: bool) -> Result<OnCp
                     continue;
                 }
                 let (comm, tgid, kthread) = names.get(x.tid);
-                if !filter.matches_thread(x.tid, tgid, &comm, kthread) {
+                if !filter.matches_thread_at(x.tid, tgid, &comm, kthread, x.ts) {
                     continue;
                 }
                 st.shown += 1;

@@ -42,6 +42,9 @@ pub enum FrameKind {
     /// `[on cpu]` or `[on cpu: estimated]` (followed by the sampled frames) or `[on cpu:
     /// no sample]`: the level's on-CPU time.
     OnCpu,
+    /// Above the waiting thread (`--cgroup-frames`): `[cgroup: <path>]`, `[pod: <uid>]`,
+    /// `[container: <id>]`.
+    Group,
 }
 
 impl FrameKind {
@@ -110,11 +113,14 @@ impl<'a> FrameNamer<'a> {
         use FrameKind as K;
         let mut f: Vec<(String, FrameKind)> = Vec::new();
         let n = nodes.get(id);
-        let new_level = !first && !matches!(n.kind, NodeKind::Marker(_));
+        let new_level = !first && !matches!(n.kind, NodeKind::Marker(_) | NodeKind::Group { .. });
         match &n.kind {
             NodeKind::Marker(m) => {
                 let kind = if id == MARK_LOST { K::Lost } else { K::Marker };
                 f.push((m.to_string(), kind));
+            }
+            NodeKind::Group { frames } => {
+                f.extend(frames.iter().map(|s| (s.clone(), K::Group)));
             }
             NodeKind::RunQueue { holder } => {
                 if !first {
@@ -219,6 +225,16 @@ impl<'a> FrameNamer<'a> {
     }
 }
 
+/// Whether trie entry `e` is the first node of its path's chain: the root of the trie, or
+/// the thread below a group node (`--cgroup-frames`). A first node prints root to leaf.
+pub(crate) fn first_of_path(trie: &PathTrie, nodes: &NodeTable, e: &crate::trie::Entry) -> bool {
+    if e.parent == NO_PARENT {
+        return true;
+    }
+    let p = trie.get(e.parent);
+    p.parent == NO_PARENT && p.node & COMM_BIT == 0 && nodes.get(p.node).is_group()
+}
+
 /// One entry of the path trie as [`crate::FoldedSink::for_each_path`] visits it: a path
 /// (root first), of which the first `shared` frames are its parent's path.
 #[derive(Clone, Copy, Debug)]
@@ -258,7 +274,7 @@ pub(crate) fn walk_paths(
     };
     let mut pieces: Vec<Option<NodeFrames>> = vec![None; 2 * nodes.len() + comms.len()];
     for e in trie.iter() {
-        let first = e.parent == NO_PARENT;
+        let first = first_of_path(trie, nodes, e);
         let k = key(e.node, first);
         if pieces[k].is_none() {
             pieces[k] = Some(if e.node & COMM_BIT != 0 {
@@ -279,7 +295,7 @@ pub(crate) fn walk_paths(
     let mut below = vec![0u64; n];
     let frames_of = |id: u32| {
         let e = trie.get(id);
-        pieces[key(e.node, e.parent == NO_PARENT)]
+        pieces[key(e.node, first_of_path(trie, nodes, e))]
             .as_ref()
             .map_or(0, |p| p.frames.len() as u64)
     };
@@ -313,7 +329,7 @@ pub(crate) fn walk_paths(
             frames.truncate(len);
             stack.pop();
         }
-        let piece = pieces[key(e.node, e.parent == NO_PARENT)]
+        let piece = pieces[key(e.node, first_of_path(trie, nodes, e))]
             .as_ref()
             .expect("piece of every entry");
         let level = match stack.last() {

@@ -121,6 +121,15 @@ impl Comms {
     }
 }
 
+/// The root of a wait's paths: its group node (`--cgroup-frames`), then its own node.
+#[inline]
+fn push_root(w: &WaitRecord, b: &mut PathBatch) {
+    if let Some(g) = w.group {
+        b.push(g, 0);
+    }
+    b.push(w.node, 0);
+}
+
 /// Reduces wait records to trie paths for one [`View`] (all the view logic of
 /// [`crate::FoldedSink`]: which waits count, marker levels for `[waker unknown]`,
 /// `[truncated]`, `[cycle]`, `[lost events]`, `--mode last`, and the comm table of the
@@ -202,7 +211,7 @@ impl PathReducer {
                     b.waits_not_in_view += 1;
                     return;
                 };
-                b.push(w.node, 0);
+                push_root(w, b);
                 if w.lost {
                     b.push(MARK_LOST, 0);
                 }
@@ -226,7 +235,7 @@ impl PathReducer {
                         b.waits_not_in_view += 1;
                         return;
                     };
-                    b.push(w.node, 0);
+                    push_root(w, b);
                     b.push(MARK_NO_WAKER, 0);
                     if w.lost {
                         b.push(MARK_LOST, 0);
@@ -234,7 +243,7 @@ impl PathReducer {
                     b.add_last(d);
                     b.end_path();
                 } else if view == View::OffWake {
-                    b.push(w.node, 0);
+                    push_root(w, b);
                     b.push(w.hops[0].node, 0);
                     if w.lost {
                         b.push(MARK_LOST, 0);
@@ -261,7 +270,7 @@ impl PathReducer {
                     if !w.lost || whole {
                         // One path; each level carries its share (last mode: only the
                         // end of the chain, the whole blocked time).
-                        b.push(w.node, 0);
+                        push_root(w, b);
                         for (k, h) in w.hops.iter().enumerate() {
                             let o = if whole || k == last { 0 } else { own(k) };
                             b.push(h.node, o);
@@ -276,7 +285,7 @@ impl PathReducer {
                         // Lost events: every level's share goes to a `[lost events]` leaf
                         // under it, one path per level.
                         for k in 0..=last {
-                            b.push(w.node, 0);
+                            push_root(w, b);
                             for h in &w.hops[..=k] {
                                 b.push(h.node, 0);
                             }
@@ -315,7 +324,7 @@ impl PathReducer {
     /// weighted by the part (under `[lost events]` when events were lost inside the wait).
     fn runq_paths(w: &WaitRecord, b: &mut PathBatch, first_part: usize) {
         for p in &w.runq[first_part..] {
-            b.push(w.node, 0);
+            push_root(w, b);
             for h in &w.hops[..p.level as usize] {
                 b.push(h.node, 0);
             }
@@ -335,7 +344,7 @@ impl PathReducer {
     /// wait), as [`Self::runq_paths`] does for run-queue parts.
     fn oncpu_paths(w: &WaitRecord, b: &mut PathBatch) {
         for p in &w.oncpu {
-            b.push(w.node, 0);
+            push_root(w, b);
             for h in &w.hops[..p.level as usize] {
                 b.push(h.node, 0);
             }

@@ -92,6 +92,9 @@ pub struct WaitRecord {
     pub ustack: StackId,
     /// Interned root node (comm + off-CPU stacks).
     pub node: NodeId,
+    /// `--cgroup-frames`: the node of the thread's cgroup or container at switch-out,
+    /// shown above `node` (None when not asked for).
+    pub group: Option<NodeId>,
     /// The chain, first waker first, ending at metal, an unknown cause, a cycle or the
     /// depth limit.
     pub hops: Vec<HopRecord>,

@@ -43,6 +43,8 @@ pub(crate) struct Pieces {
     /// `2 * nodes.len() + comm` for comm nodes.
     spans: Vec<(u32, u32)>,
     nodes: usize,
+    /// Group nodes (`--cgroup-frames`) among the nodes; empty when there are none.
+    groups: Vec<bool>,
 }
 
 impl Pieces {
@@ -58,17 +60,24 @@ impl Pieces {
             text: String::new(),
             spans: vec![UNSET; 2 * nodes.len() + comms.len()],
             nodes: nodes.len(),
+            groups: Vec::new(),
         };
+        if (0..nodes.len()).any(|i| nodes.get(i as NodeId).is_group()) {
+            p.groups = (0..nodes.len())
+                .map(|i| nodes.get(i as NodeId).is_group())
+                .collect();
+        }
         let mut r = FrameNamer::new(tables, meta.stack_threshold_ns);
         for e in trie.iter() {
-            let k = p.key(e.node, e.parent == NO_PARENT);
+            let first = crate::pathframes::first_of_path(trie, nodes, e);
+            let k = p.key(e.node, first);
             if p.spans[k] == UNSET {
                 let a = p.text.len();
                 if e.node & COMM_BIT != 0 {
                     p.text
                         .push_str(&comms[(e.node & !COMM_BIT) as usize].as_str());
                 } else {
-                    let piece = r.node(nodes, e.node, e.parent == NO_PARENT);
+                    let piece = r.node(nodes, e.node, first);
                     for (i, (f, _)) in piece.frames.iter().enumerate() {
                         if i > 0 {
                             p.text.push(';');
@@ -93,6 +102,21 @@ impl Pieces {
         } else {
             2 * node as usize + first as usize
         }
+    }
+
+    /// [`crate::pathframes::first_of_path`] without the node table.
+    #[inline]
+    fn first(&self, trie: &PathTrie, e: &crate::trie::Entry) -> bool {
+        if e.parent == NO_PARENT {
+            return true;
+        }
+        if self.groups.is_empty() {
+            return false;
+        }
+        let p = trie.get(e.parent);
+        p.parent == NO_PARENT
+            && p.node & COMM_BIT == 0
+            && self.groups.get(p.node as usize).copied().unwrap_or(false)
     }
 
     #[inline]
@@ -142,7 +166,7 @@ pub(crate) fn walk(
             if e.parent != NO_PARENT {
                 buf.push(';');
             }
-            buf.push_str(pieces.get(e.node, e.parent == NO_PARENT));
+            buf.push_str(pieces.get(e.node, pieces.first(trie, e)));
             stack.push((a, buf.len()));
         }
     }
@@ -166,7 +190,7 @@ pub(crate) fn walk(
             }
             buf.push(';');
         }
-        buf.push_str(pieces.get(e.node, e.parent == NO_PARENT));
+        buf.push_str(pieces.get(e.node, pieces.first(trie, e)));
         stack.push((id, buf.len()));
         if e.weight > 0 {
             f(&buf, e.weight);

@@ -6,6 +6,7 @@
 //! * [`MemTrace`] keeps a whole trace in memory (tests, synthetic scenarios).
 //! * [`synth`] generates synthetic traces with exactly known chains.
 
+mod cgroup;
 mod chunk;
 mod event;
 mod flight;
@@ -18,6 +19,7 @@ mod tables;
 mod throttle;
 mod writer;
 
+pub use cgroup::{container_info, ContainerInfo};
 pub use event::*;
 pub use flight::*;
 pub use mappings::{MappingEntry, MappingHistory};

@@ -349,6 +349,11 @@ fn text<'s>(name: &'static str, v: impl Iterator<Item = &'s str>) -> Column {
     (Field::new(name, DataType::Utf8, false), Arc::new(a))
 }
 
+fn opt_text<'s>(name: &'static str, v: impl Iterator<Item = Option<&'s str>>) -> Column {
+    let a: StringArray = v.collect();
+    (Field::new(name, DataType::Utf8, true), Arc::new(a))
+}
+
 fn flag(name: &'static str, v: impl Iterator<Item = bool>) -> Column {
     let a: BooleanArray = v.map(Some).collect();
     (Field::new(name, DataType::Boolean, false), Arc::new(a))
@@ -401,6 +406,7 @@ fn hop_columns(h: &[&HopJson]) -> Result<Vec<Column>> {
         int("waker_tid", h.iter().map(|h| h.waker_tid.into()))?,
         int("waker_tgid", h.iter().map(|h| h.waker_tgid.into()))?,
         text("waker_comm", h.iter().map(|h| h.waker_comm.as_str())),
+        opt_text("waker_cgroup", h.iter().map(|h| h.waker_cgroup.as_deref())),
         text("node", h.iter().map(|h| h.node.node.as_str())),
         int("node_id", h.iter().map(|h| h.node.node_id.into()))?,
         int("kstack", h.iter().map(|h| h.node.kstack.into()))?,
@@ -432,6 +438,18 @@ fn wait_batch(key: &TraceKey, rows: &[Row]) -> Result<RecordBatch> {
         int("tid", w().map(|w| w.tid.into()))?,
         int("tgid", w().map(|w| w.tgid.into()))?,
         text("comm", w().map(|w| w.comm.as_str())),
+        opt_text(
+            "cgroup",
+            w().map(|w| w.cgroup.as_ref().map(|c| c.cgroup.as_str())),
+        ),
+        opt_text(
+            "container_id",
+            w().map(|w| w.cgroup.as_ref().and_then(|c| c.container_id.as_deref())),
+        ),
+        opt_text(
+            "pod_uid",
+            w().map(|w| w.cgroup.as_ref().and_then(|c| c.pod_uid.as_deref())),
+        ),
         flag("kernel_thread", w().map(|w| w.kernel_thread)),
         int("state", w().map(|w| w.state.into()))?,
         text("state_str", w().map(|w| w.state_str.as_str())),

@@ -117,6 +117,13 @@ impl<'a> TraceInfo<'a> {
             "unresolved_at_record_by_reason": m.extra("unresolved_user_frames"),
             "mappings": t.mappings.len(),
         });
+        if t.has_cgroups() {
+            let c = cgroup_counts(t);
+            j["cgroups"] = serde_json::json!({
+                "groups": c.groups, "threads": c.threads, "moved": c.moved,
+                "unresolved": c.unresolved, "bytes": sb.cgroups,
+            });
+        }
         j
     }
 
@@ -238,6 +245,17 @@ impl<'a> TraceInfo<'a> {
             group(self.facts.unresolved_symbols as u64),
             t.irq_sources.len()
         );
+        if t.has_cgroups() {
+            let c = cgroup_counts(t);
+            w!(
+                o,
+                "  cgroups     {} groups, {} threads ({} moved between groups), {} ids unresolved",
+                c.groups,
+                group(c.threads),
+                c.moved,
+                c.unresolved
+            );
+        }
         let rs = &self.stats.reserved_stack_refs;
         w!(
             o,
@@ -332,5 +350,28 @@ pub fn human_ns(ns: u64) -> String {
         format!("{:.3} ms", ns as f64 / 1e6)
     } else {
         format!("{:.3} s", ns as f64 / 1e9)
+    }
+}
+
+/// What the cgroup tables of a trace hold (`info`).
+struct CgroupCounts {
+    /// Distinct cgroups the threads were in.
+    groups: usize,
+    /// Threads with a known cgroup.
+    threads: u64,
+    /// Threads seen in more than one cgroup.
+    moved: usize,
+    /// Cgroup ids without a path.
+    unresolved: usize,
+}
+
+fn cgroup_counts(t: &chainrec_format::Tables) -> CgroupCounts {
+    let ids: std::collections::BTreeSet<u64> =
+        t.task_cgroups.values().flatten().map(|&(_, c)| c).collect();
+    CgroupCounts {
+        groups: ids.len(),
+        threads: t.task_cgroups.len() as u64,
+        moved: t.task_cgroups.values().filter(|l| l.len() > 1).count(),
+        unresolved: ids.iter().filter(|id| !t.cgroups.contains_key(id)).count(),
     }
 }

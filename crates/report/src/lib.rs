@@ -10,6 +10,7 @@
 //! * [`output`]: output files that appear whole or not at all.
 //! * [`script`]: every event, as text or NDJSON; [`waits`]: every wait with its chain.
 
+pub mod cgroup;
 pub mod critpath;
 pub mod export;
 pub mod heatmap;

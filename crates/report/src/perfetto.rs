@@ -19,7 +19,7 @@
 use crate::source::{EventSource, Names};
 use crate::{ReportError, Result};
 use chainrec_format::{
-    Clock as TraceClock, CommReason, Event, LostCause, RecordingMeta, Tid, WakeContext,
+    Clock as TraceClock, CommReason, Event, LostCause, RecordingMeta, Tables, Tid, WakeContext,
     STATE_RUNNABLE,
 };
 use prost::Message;
@@ -301,6 +301,9 @@ pub struct TrackDescriptor {
     /// name = 2.
     #[prost(string, optional, tag = "2")]
     pub name: Option<String>,
+    /// process = 3 (a track of one process).
+    #[prost(message, optional, tag = "3")]
+    pub process: Option<ProcessDescriptor>,
     /// thread = 4 (a track of one thread).
     #[prost(message, optional, tag = "4")]
     pub thread: Option<ThreadDescriptor>,
@@ -310,6 +313,17 @@ pub struct TrackDescriptor {
     /// description = 14.
     #[prost(string, optional, tag = "14")]
     pub description: Option<String>,
+}
+
+/// `perfetto.protos.ProcessDescriptor` (the fields we use).
+#[derive(Clone, PartialEq, Message)]
+pub struct ProcessDescriptor {
+    /// pid = 1.
+    #[prost(int32, optional, tag = "1")]
+    pub pid: Option<i32>,
+    /// process_labels = 8 (shown with the process in the Perfetto UI).
+    #[prost(string, repeated, tag = "8")]
+    pub process_labels: Vec<String>,
 }
 
 /// `perfetto.protos.ThreadDescriptor`.
@@ -434,6 +448,8 @@ pub struct SliceTrack {
 pub struct PerfettoStats {
     /// Packets written.
     pub packets: u64,
+    /// Processes labelled with their threads' cgroups (traces that record cgroups).
+    pub processes_with_cgroup: u64,
     /// sched_switch events.
     pub switches: u64,
     /// sched_waking events.
@@ -491,7 +507,11 @@ impl PerfettoStats {
             st.wakings_target_cpu_guessed, st.lost_markers, st.lost_events, st.gaps(),
             TRACK_GAPS, st.gaps_running_elsewhere, st.gaps_cpu_sequence, st.not_exported,
             st.extra_slices
-        )
+        ) + &if st.processes_with_cgroup > 0 {
+            format!("; {} processes labelled with their threads' cgroups", st.processes_with_cgroup)
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -730,6 +750,58 @@ fn process_tree(src: &dyn EventSource, p1: &Pass1, stats: &mut PerfettoStats) ->
     tree
 }
 
+/// The labels of a process whose threads were in cgroups `ids`: `cgroup: <path>` for each,
+/// then `container: <64 hex>` and `pod: <uid>` for those the paths name.
+pub fn cgroup_labels(tables: &Tables, ids: &BTreeSet<u64>) -> Vec<String> {
+    let mut labels: Vec<String> = Vec::new();
+    let mut extra: Vec<String> = Vec::new();
+    for &id in ids {
+        let path = tables.cgroup_path(id);
+        labels.push(format!("cgroup: {path}"));
+        if let Some(c) = chainrec_format::container_info(&path) {
+            extra.extend(c.container_id.map(|c| format!("container: {c}")));
+            extra.extend(c.pod_uid.map(|p| format!("pod: {p}")));
+        }
+    }
+    for e in extra {
+        if !labels.contains(&e) {
+            labels.push(e);
+        }
+    }
+    labels
+}
+
+/// One process track per process whose threads the trace knows the cgroups of, carrying
+/// them as process labels ([`cgroup_labels`]) and as its description.
+fn cgroup_tracks(tables: &Tables, out: &mut Out) -> Result<()> {
+    if !tables.has_cgroups() {
+        return Ok(());
+    }
+    let mut by_process: BTreeMap<Tid, BTreeSet<u64>> = BTreeMap::new();
+    for (&tid, list) in &tables.task_cgroups {
+        let Some(t) = tables.tasks.get(&tid) else {
+            continue; // no process known: not in the process tree either
+        };
+        by_process
+            .entry(t.tgid)
+            .or_default()
+            .extend(list.iter().map(|&(_, c)| c));
+    }
+    for (tgid, ids) in by_process {
+        let labels = cgroup_labels(tables, &ids);
+        out.track(TrackDescriptor {
+            description: Some(labels.join("; ")),
+            process: Some(ProcessDescriptor {
+                pid: Some(tgid as i32),
+                process_labels: labels,
+            }),
+            ..Default::default()
+        })?;
+        out.stats.processes_with_cgroup += 1;
+    }
+    Ok(())
+}
+
 /// Export the whole trace as Perfetto protobuf to `w`. Streams: memory is bounded by a
 /// few thousand buffered events plus one cpu number per waking (and one record per
 /// switch-sequence gap).
@@ -789,6 +861,7 @@ pub fn export_with_tracks(
         process_tree: Some(tree),
         ..Default::default()
     })?;
+    cgroup_tracks(src.tables(), &mut out)?;
 
     // Pass 2: events into per-CPU bundles.
     const FLUSH_AT: usize = 4096;

@@ -221,6 +221,7 @@ pub fn kind_file(kind: FrameKind) -> &'static str {
         FrameKind::Marker => "marker",
         FrameKind::Lost => "lost events",
         FrameKind::OnCpu => "on cpu",
+        FrameKind::Group => "cgroup",
         FrameKind::LevelSeparator | FrameKind::UserKernelSeparator => "separator",
     }
 }
@@ -420,7 +421,8 @@ impl ProfileSink {
                 self.paths.nodes(path, &mut path_nodes);
                 let (mut locs, mut level, mut what) = (Vec::new(), 0u32, String::new());
                 for (i, &n) in path_nodes.iter().enumerate() {
-                    let f = namer.node(nodes, n, i == 0);
+                    let first = i == 0 || (i == 1 && nodes.get(path_nodes[0]).is_group());
+                    let f = namer.node(nodes, n, first);
                     if i > 0 && f.new_level {
                         level += 1;
                     }

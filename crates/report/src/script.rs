@@ -22,18 +22,24 @@ pub struct EventFilter {
     pub tids: Vec<Tid>,
     /// Thread name (at the time of the event).
     pub comm: Option<Regex>,
+    /// Cgroup path (the thread's cgroup at the time of the event).
+    pub cgroup: Option<std::sync::Arc<chainrec_chain::CgroupFilter>>,
     /// Inclusive time range (trace clock).
     pub window: Option<(u64, u64)>,
 }
 
 impl EventFilter {
     fn task_filter(&self) -> bool {
-        !self.pids.is_empty() || !self.tids.is_empty() || self.comm.is_some()
+        !self.pids.is_empty()
+            || !self.tids.is_empty()
+            || self.comm.is_some()
+            || self.cgroup.is_some()
     }
-    fn task_matches(&self, tid: Tid, t: &TaskName) -> bool {
+    fn task_matches(&self, tid: Tid, t: &TaskName, ts: u64) -> bool {
         (self.pids.is_empty() || (t.tgid != 0 && self.pids.contains(&t.tgid)))
             && (self.tids.is_empty() || self.tids.contains(&tid))
             && self.comm.as_ref().is_none_or(|re| re.is_match(&t.comm))
+            && self.cgroup.as_ref().is_none_or(|c| c.matches_at(tid, ts))
     }
 }
 
@@ -316,7 +322,7 @@ impl<'t> Script<'t> {
             && !tasks.is_empty()
             && !tasks
                 .iter()
-                .any(|(_, tid, t)| self.filter.task_matches(*tid, t))
+                .any(|(_, tid, t)| self.filter.task_matches(*tid, t, ts))
         {
             return Ok(());
         }

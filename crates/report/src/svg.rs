@@ -384,7 +384,7 @@ fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> Frame
         FrameKind::Metal => FrameClass::Metal,
         // Throttled time is drawn like run-queue time: off-CPU while runnable.
         FrameKind::RunQueue | FrameKind::Throttled => FrameClass::RunQueue,
-        FrameKind::Marker => FrameClass::Marker,
+        FrameKind::Marker | FrameKind::Group => FrameClass::Marker,
         FrameKind::Lost => FrameClass::Lost,
         // `[on cpu]` or `[on cpu: estimated]` (sampled frames follow) or `[on cpu: no
         // sample]` (a marker).

@@ -102,6 +102,10 @@ pub struct TopEntry {
     pub tgid: u32,
     /// Its name.
     pub comm: String,
+    /// Its cgroup at the switch-out, with the container and pod the path names (traces
+    /// that record cgroups; absent from the JSON otherwise).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<crate::cgroup::CgroupLabel>,
     /// Switch-out time of the longest wait (trace clock).
     pub switch_out_ns: u64,
     /// Seconds from the trace start.
@@ -386,6 +390,7 @@ impl TopSink {
                     tid: w.tid,
                     tgid: w.tgid,
                     comm: w.comm.to_string(),
+                    cgroup: crate::cgroup::CgroupLabel::at(tables, w.tid, w.switch_out_ns),
                     switch_out_ns: w.switch_out_ns,
                     offset_s: w.switch_out_ns.saturating_sub(trace_start_ns) as f64 / 1e9,
                     wall,
@@ -527,6 +532,22 @@ pub fn wrap_words(text: &str, width: Option<usize>, indent: usize) -> String {
     out
 }
 
+/// `s` in at most `avail` columns: its head and tail with `…` between.
+fn fit_middle(s: &str, avail: usize) -> String {
+    let n = cols(s);
+    if n <= avail {
+        return s.to_string();
+    }
+    let keep = avail.saturating_sub(1);
+    let head = keep / 2;
+    let tail = keep - head;
+    let chars: Vec<char> = s.chars().collect();
+    let mut out: String = chars[..head].iter().collect();
+    out.push('…');
+    out.extend(&chars[n - tail..]);
+    out
+}
+
 /// Terminal rendering; `width` `None` = no limit (`top --wide`: every frame, one line
 /// per level).
 pub fn render_text_width(r: &TopReport, width: Option<usize>) -> String {
@@ -578,6 +599,24 @@ pub fn render_text_width(r: &TopReport, width: Option<usize>) -> String {
             _ => wrap(&head, width, 5),
         };
         let _ = writeln!(s, "{head}");
+        if let Some(c) = &e.cgroup {
+            match width {
+                None => {
+                    let _ = writeln!(s, "     cgroup {}", c.text());
+                }
+                Some(w) => {
+                    // The path (often one long token) shortened in the middle; what it
+                    // names on a line of its own.
+                    let prefix = "     cgroup ";
+                    let avail = w.saturating_sub(cols(prefix)).max(12);
+                    let _ = writeln!(s, "{prefix}{}", fit_middle(&c.cgroup, avail));
+                    let named = c.named();
+                    if !named.is_empty() {
+                        let _ = writeln!(s, "{}", wrap(&format!("     {named}"), width, 5));
+                    }
+                }
+            }
+        }
         for l in &e.chain {
             let prefix = if l.level == 0 {
                 format!("      blocked {:>10}  ", fmt_ns(l.ns))

@@ -96,6 +96,9 @@ pub struct HopJson {
     pub waker_tgid: u32,
     /// Waker name (empty for metal).
     pub waker_comm: String,
+    /// The waker's cgroup path at the waking (task wakers, traces that record cgroups).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waker_cgroup: Option<String>,
     /// `task`, `softirq`, `hardirq`, `nmi`.
     pub context: &'static str,
     /// The chain ends here (interrupt context or the idle task).
@@ -141,6 +144,10 @@ pub struct WaitJson {
     pub tgid: u32,
     /// Its name at switch-out.
     pub comm: String,
+    /// Its cgroup at switch-out, with the container and pod the path names (traces that
+    /// record cgroups; absent otherwise).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<crate::cgroup::CgroupLabel>,
     /// From the trace's task table.
     pub kernel_thread: bool,
     /// Switch-out state bits (0 = preempted).
@@ -190,6 +197,7 @@ impl WaitJson {
             tid: w.tid,
             tgid: w.tgid,
             comm: w.comm.to_string(),
+            cgroup: crate::cgroup::CgroupLabel::at(cx.tables, w.tid, w.switch_out_ns),
             kernel_thread: w.kernel_thread,
             state: w.state,
             state_str: state_str(w.state),
@@ -229,6 +237,10 @@ impl HopJson {
             waker_tid: h.waker_tid,
             waker_tgid: h.waker_tgid,
             waker_comm: h.waker_comm.to_string(),
+            waker_cgroup: (!h.metal)
+                .then(|| cx.tables.cgroup_at(h.waker_tid, h.ts))
+                .flatten()
+                .map(|id| cx.tables.cgroup_path(id).into_owned()),
             context: h.context.label(),
             metal: h.metal,
             node: NodeJson::new(h.node, h.kstack, h.ustack, cx),
@@ -286,6 +298,9 @@ pub fn render_text(w: &WaitJson, start_ns: u64) -> String {
         stack_label(StackId(w.node.kstack)),
         stack_label(StackId(w.node.ustack)),
     );
+    if let Some(c) = &w.cgroup {
+        let _ = writeln!(s, "    cgroup {}", c.text());
+    }
     push_frames(&mut s, "        ", &w.node);
     push_runq(&mut s, w, 0);
     for h in &w.hops {

@@ -139,6 +139,7 @@ fn perfetto_export_contents() {
             gaps_running_elsewhere: 0,
             gaps_cpu_sequence: 0,
             extra_slices: 0,
+            processes_with_cgroup: 0,
         }
     );
     let trace = perfetto::Trace::decode(bytes.as_slice()).unwrap();

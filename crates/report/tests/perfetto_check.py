@@ -78,6 +78,7 @@ def summary(path):
                 "name": d.name,
                 "counter": d.HasField("counter"),
                 "thread": [d.thread.pid, d.thread.tid] if d.HasField("thread") else None,
+                "process": [d.process.pid, list(d.process.process_labels)] if d.HasField("process") else None,
             })
         if p.HasField("track_event"):
             e = p.track_event

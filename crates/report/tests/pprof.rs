@@ -30,6 +30,7 @@ fn export(t: &MemTrace) -> (Profile, BTreeMap<String, u64>) {
         filter: Default::default(),
         runqueue: true,
         oncpu: Default::default(),
+        cgroup_frames: false,
     };
     let mut engine = Engine::new(&t.tables, &t.meta, cfg);
     let mut sinks = (FoldedSink::new(View::Chains), ProfileSink::new());

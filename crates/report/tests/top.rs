@@ -39,6 +39,7 @@ fn run(t: &MemTrace, n: usize, filter: Filter) -> chainrec_report::top::TopRepor
         filter,
         runqueue: true,
         oncpu: Default::default(),
+        cgroup_frames: false,
     };
     let mut engine = Engine::new(&t.tables, &t.meta, cfg);
     let mut sink = TopSink::default();

@@ -35,6 +35,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario { name: "lazy-stacks", about: "lazily attached off-CPU stacks, skipped stacks on short waits, failed waker stacks, a lost-events marker", generate: lazy_stacks },
         Scenario { name: "stack-labels", about: "an exiting waker, a user stack lost to exec, long waits whose stacks never arrived, a short skipped wait", generate: stack_labels },
         Scenario { name: "oncpu-worker", about: "cr-client waits 5 ms on cr-worker, which computes (on-CPU samples every 1 ms: spin_compute, parse); idle samples", generate: oncpu_worker },
+        Scenario { name: "containers", about: "cr-web (docker container) <- cr-db (Kubernetes pod) <- cr-cron (cron.service, moved to /user.slice half way) <- [hardirq: timer] over pipes, 10 ms period; threads' cgroups recorded", generate: containers },
         Scenario { name: "oncpu-sparse", about: "cr-client waits 5 ms on cr-worker, which computes; sparse samples (every 30 ms per CPU): most waits hold no sample of the worker", generate: oncpu_sparse },
     ]
 }
@@ -1176,6 +1177,113 @@ fn oncpu_sparse(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
                 b.sample(t + 8_000_000, 0, client, NO, u_render);
                 b.sample(t + 8_000_000, 1, 0, k_idle, NO);
             }
+        },
+        10_000_000,
+    )
+}
+
+/// Container id of cr-web's docker group in the containers scenario.
+pub const CONTAINERS_WEB_ID: &str =
+    "4fa6e0f0c6786287e131c3852c58a2e01cc697a68231826813597e4994f1d6e2";
+/// Container id of cr-db's containerd group in the containers scenario.
+pub const CONTAINERS_DB_ID: &str =
+    "9b1f3c0d2e4a5b6c7d8e9f00112233445566778899aabbccddeeff0011223344";
+/// Pod UID of cr-db in the containers scenario.
+pub const CONTAINERS_DB_POD: &str = "8dd3a1e9-2f9a-4d3b-9a36-2f4c4f1b7c11";
+
+/// containers: pipe-relay's schedule (9 events per 10 ms iteration) with cgroups: cr-web
+/// (tid 1101) in a docker container, cr-db (1201) in a Kubernetes pod's container, cr-cron
+/// (1301) in `/system.slice/cron.service` until it moves to `/user.slice` at the start of
+/// iteration n/2 (the switch-out that noticed it: t + 5 030 000 of the iteration before).
+fn containers(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
+    let (cron, db, web) = (1301, 1201, 1101);
+    let mut b = B::new();
+    let k_sleep = b.k(&["schedule", "do_nanosleep", "__x64_sys_clock_nanosleep"]);
+    let u_cron_sleep = b.u(1300, &["clock_nanosleep", "cron_loop"]);
+    let k_read = b.k(&["schedule", "pipe_read", "ksys_read"]);
+    let u_web_read = b.u(1100, &["read", "web_loop"]);
+    let u_db_read = b.u(1200, &["read", "db_loop"]);
+    let k_write = b.k(&["try_to_wake_up", "pipe_write", "ksys_write"]);
+    let u_cron_write = b.u(1300, &["write", "cron_loop"]);
+    let u_db_write = b.u(1200, &["write", "db_loop"]);
+    let k_irq = irq_timer_stack(&mut b);
+    for (t, g, n) in [
+        (cron, 1300, "cr-cron"),
+        (db, 1200, "cr-db"),
+        (web, 1100, "cr-web"),
+    ] {
+        b.comm(T0, t, g, n, CommReason::Seen);
+    }
+    b.sw(T0 + 100, 0, cron, S, 0, k_sleep, u_cron_sleep);
+    b.sw(T0 + 200, 1, db, S, 0, k_read, u_db_read);
+    b.sw(T0 + 300, 2, web, S, 0, k_read, u_web_read);
+    let tasks = [
+        (cron, 1300, "cr-cron", false),
+        (db, 1200, "cr-db", false),
+        (web, 1100, "cr-web", false),
+    ];
+    let n = iterations(p, 9);
+    let (cg_web, cg_db, cg_cron, cg_user) = (4101, 4201, 4301, 4302);
+    let pod = CONTAINERS_DB_POD.replace('-', "_");
+    let cgroups = [
+        CgroupEntry {
+            id: cg_web,
+            path: format!("/system.slice/docker-{CONTAINERS_WEB_ID}.scope"),
+        },
+        CgroupEntry {
+            id: cg_db,
+            path: format!(
+                "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{pod}.slice/cri-containerd-{CONTAINERS_DB_ID}.scope"
+            ),
+        },
+        CgroupEntry {
+            id: cg_cron,
+            path: "/system.slice/cron.service".into(),
+        },
+        CgroupEntry {
+            id: cg_user,
+            path: "/user.slice".into(),
+        },
+    ];
+    let moved = T0 + (n / 2).saturating_sub(1) * 10_000_000 + 5_030_000;
+    let members = [
+        TaskCgroup {
+            ts: T0,
+            tid: web,
+            cgroup: cg_web,
+        },
+        TaskCgroup {
+            ts: T0,
+            tid: db,
+            cgroup: cg_db,
+        },
+        TaskCgroup {
+            ts: T0,
+            tid: cron,
+            cgroup: cg_cron,
+        },
+        TaskCgroup {
+            ts: moved.max(T0 + 100),
+            tid: cron,
+            cgroup: cg_user,
+        },
+    ];
+    out.add_cgroups(&cgroups, &members)?;
+    run(
+        b,
+        out,
+        &tasks,
+        n,
+        |b, _, t| {
+            b.wk(t + 5_000_000, 0, 0, cron, HARD, SRC_TIMER, k_irq, NO);
+            b.swin(t + 5_010_000, 0, cron);
+            b.wk(t + 5_020_000, 0, cron, db, TASK, 0, k_write, u_cron_write);
+            b.sw(t + 5_030_000, 0, cron, S, 0, k_sleep, u_cron_sleep);
+            b.swin(t + 5_040_000, 1, db);
+            b.wk(t + 5_050_000, 1, db, web, TASK, 0, k_write, u_db_write);
+            b.sw(t + 5_060_000, 1, db, S, 0, k_read, u_db_read);
+            b.swin(t + 5_070_000, 2, web);
+            b.sw(t + 5_080_000, 2, web, S, 0, k_read, u_web_read);
         },
         10_000_000,
     )

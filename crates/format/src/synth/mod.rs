@@ -10,6 +10,7 @@ use std::path::Path;
 
 mod busy;
 mod exact;
+pub use exact::{CONTAINERS_DB_ID, CONTAINERS_DB_POD, CONTAINERS_WEB_ID};
 
 /// Parameters common to all scenarios.
 #[derive(Clone, Debug)]
