@@ -25,14 +25,18 @@ fn libbpf_print(_level: libbpf_rs::PrintLevel, msg: String) {
 
 pub(crate) fn bpf_err(stage: &'static str, e: libbpf_rs::Error) -> RecordError {
     let detail = format!("{e:#}");
-    let perm = matches!(e.kind(), libbpf_rs::ErrorKind::PermissionDenied)
+    // EACCES is also how the verifier rejects a program: as root it is never a missing
+    // permission, and the verifier's last lines are what the user needs to see.
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let perm = (matches!(e.kind(), libbpf_rs::ErrorKind::PermissionDenied) && !root)
         || detail.contains("Operation not permitted")
         || detail.contains("EPERM");
     if perm {
         RecordError::Permission { source: e }
     } else {
         let log = LIBBPF_LOG.lock().map(|l| l.clone()).unwrap_or_default();
-        let tail: Vec<&str> = log.iter().rev().take(3).rev().map(String::as_str).collect();
+        let tail: Vec<&str> = log.iter().rev().take(12).rev().map(String::as_str).collect();
         RecordError::Bpf {
             stage,
             libbpf_log: tail.join(" | "),
