@@ -675,8 +675,14 @@ static __always_inline __u32 copy_ustack_to(struct task_struct *t, struct ucopy 
 		if (piece > limit - got)
 			piece = limit - got;
 		got &= UCOPY_MAX - 1; /* bounds for the verifier: got < limit <= UCOPY_MAX */
+		/* clang knows piece <= 4096 here and drops the clamp below; the 6.1 verifier
+		 * does not (it sees piece = limit - got, up to UCOPY_MAX): hide the range. */
+		asm volatile("" : "+r"(piece));
 		if (piece > 4096)
 			piece = 4096;
+		/* a no-op mask (piece <= 4096) that gives the 6.1 verifier a non-negative size */
+		asm volatile("" : "+r"(piece));
+		piece &= 0x1fff;
 		if (bpf_probe_read_user((__u8 *)(dst + 1) + got, piece, (void *)(sp + got)))
 			break;
 		got += piece;

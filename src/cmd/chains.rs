@@ -85,7 +85,7 @@ Line layout (flamegraph.pl --color=chain / bcc compatible):
   --;[run queue];holder comm
   # what a running waker did, by its samples (traces with samples)
   --;[on cpu];user frames;-;kernel frames
-  # ... estimated from its nearest samples when none fell inside (--oncpu exact: not)
+  # ... estimated from its nearest samples (not with --oncpu exact)
   --;[on cpu: estimated];user frames;-;kernel frames
 Markers: [truncated] [cycle] [lost events] [waker unknown] [missing stack]
          [no stack: wait < 100us] [no user stack: preempted]";
