@@ -36,7 +36,13 @@ pub(crate) fn bpf_err(stage: &'static str, e: libbpf_rs::Error) -> RecordError {
         RecordError::Permission { source: e }
     } else {
         let log = LIBBPF_LOG.lock().map(|l| l.clone()).unwrap_or_default();
-        let tail: Vec<&str> = log.iter().rev().take(12).rev().map(String::as_str).collect();
+        let tail: Vec<&str> = log
+            .iter()
+            .rev()
+            .take(12)
+            .rev()
+            .map(String::as_str)
+            .collect();
         RecordError::Bpf {
             stage,
             libbpf_log: tail.join(" | "),

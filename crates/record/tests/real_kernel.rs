@@ -1002,7 +1002,7 @@ fn sink_user_stacks(
                         .expect("leaf user frame has a symbol entry");
                     let name = sym.name.clone().unwrap_or_default();
                     let module = sym.module.clone().unwrap_or_default();
-                    if (name == "read" || name.ends_with("_read")) && module.contains("libc") {
+                    if is_read(&name) && module.contains("libc") {
                         libc_read_leaf += 1;
                     } else {
                         eprintln!("{name}: sink user leaf {name:?} in {module:?}");
@@ -1122,7 +1122,7 @@ fn real_user_walk_shortcut_agrees_with_kernel_walker() {
                     .tables
                     .symbol(st, st.frames[0])
                     .and_then(|y| y.name.clone());
-                if sym.is_some_and(|n| n == "read" || n.ends_with("_read")) {
+                if sym.is_some_and(|n| is_read(&n)) {
                     reads += 1;
                 }
             }
@@ -1339,4 +1339,13 @@ fn mapping_history_follows_fork_exec_and_exit() {
     );
     assert!(ls.until_ns < MappingEntry::OPEN, "ls exited: {ls:?}");
     assert_eq!(t.counts.lost_records, 0);
+}
+
+/// libc's read wrapper, by any of its names: `read`, or with libc6-dbg installed its
+/// internal names, possibly with the inlined frames the symbolizer joins with `;`
+/// (`__GI___libc_read;__GI___libc_read [inlined]`).
+fn is_read(name: &str) -> bool {
+    let leaf = name.rsplit(';').next().unwrap_or(name);
+    let leaf = leaf.trim_end_matches(" [inlined]");
+    leaf == "read" || leaf.ends_with("_read")
 }

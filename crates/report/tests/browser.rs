@@ -191,7 +191,9 @@ fn exercise(
     let (w, _h, rgb) = b.screenshot();
     let magenta = count_pixels(&rgb, (230, 0, 230), 0, 0, w, H, w);
     assert!(
-        magenta > 200,
+        // Whole user stacks make the demo graph taller and its frames narrower: 100
+        // pixels still say the matches are drawn and in view.
+        magenta > 100,
         "only {magenta} search-coloured pixels in the screenshot"
     );
     matched
