@@ -34,7 +34,10 @@ echo "FACT cpus=$(grep -c ^processor /proc/cpuinfo)"
 # starts with $1, "a ← b ← c", then its weight and the total weight of such lines.
 # Levels are separated by ";--;" and each level after the first ends with its waker's
 # name. Only whole chains count: a line that ends in a waker's [run queue] or [on cpu]
-# share (under TCG most of a waker's time is spent there) is left out.
+# share (under TCG most of a waker's time is spent there) is left out. Per-CPU kernel
+# threads count as one name (ktimers/0 and ktimers/1 are "ktimers/N"): on PREEMPT_RT the
+# timer expiry runs in whichever CPU's ktimers thread, and splitting one chain by CPU
+# would make the heaviest shape depend on where the scheduler put cr-timer.
 top_shape() {
     awk -v root="$1" '
     {
@@ -46,7 +49,9 @@ top_shape() {
         shape = root
         for (i = 2; i <= n; i++) {
             m = split(seg[i], f, ";")
-            shape = shape " ← " f[m]
+            name = f[m]
+            sub(/^ktimers\/[0-9]+$/, "ktimers/N", name)
+            shape = shape " ← " name
         }
         by[shape] += w
         total += w
@@ -60,7 +65,7 @@ top_shape() {
 
 # Chains that end at the timer interrupt: directly, or on PREEMPT_RT through the ktimers
 # thread that runs the expiry (woken at the interrupt's exit).
-TIMER_END=' ← (ktimers/[0-9]+ ← )?\[hardirq: timer\]$'
+TIMER_END=' ← (ktimers/N ← )?\[hardirq: timer\]$'
 
 # 1. demo: recording (lazy stacks, -p filter) + chain graph. The sink's heaviest chain is
 #    cr-sink ← cr-relay ← cr-timer ← [hardirq: timer] and explains most of its waits.
