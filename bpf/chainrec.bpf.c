@@ -88,7 +88,8 @@ char LICENSE[] SEC("license") = "GPL";
 #define C_USTASH_TAKEN 15 /* user stacks taken at a switch-out because the wait was predicted long */
 #define C_USTASH_USED 16  /* ... and used: the wait was long (no task_work needed) */
 #define C_USTASH_MISSED 17 /* long waits of user tasks predicted short (task_work path) */
-#define C_PROF 18
+#define C_UHALF_INPLACE 18 /* lazy user halves reserved at full size (the scratch was taken) */
+#define C_PROF 19
 #define P_SW_ALL 0    /* on_switch, whole */
 #define P_SW_SEEN 1   /* on_switch: task storage of prev and next (first sightings) */
 #define P_SW_UHALF 2  /* on_switch: a lazy user half still due, taken at switch-out */
@@ -207,14 +208,27 @@ struct {
 
 /* Per-CPU scratch record for the programs that run with interrupts disabled
  * (sched_switch, sched_waking under pi_lock). The user-stack halves (task_work callback,
- * sys_exit) may be preempted or interrupted, so they reserve their record in the ring
- * buffer directly instead. */
+ * sys_exit) may be preempted, so they have their own scratch, claimed with a
+ * compare-and-swap (uhalf_scratch, emit_user_half). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct ev_stk);
 } scratch SEC(".maps");
+
+/* The lazy user half's scratch: busy while a (possibly preempted) program fills it. */
+struct uhalf_slot {
+	__u64 busy;
+	struct ev_ustk e;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct uhalf_slot);
+} uhalf_scratch SEC(".maps");
 
 /* Per-CPU interrupt state for metal node identity. */
 struct irq_state {
@@ -910,21 +924,16 @@ static __always_inline void count_atomic(__u32 idx)
 		__sync_fetch_and_add(c, 1);
 }
 
-/* The user-stack half of a lazy off-CPU stack pair (EV_OFFCPU, aux 1), taken in the task's
- * own context on its way back to user space. uip/usp are the user registers read at
+/* Fill the user-stack half of a lazy off-CPU stack pair (EV_OFFCPU, aux 1), taken in the
+ * task's own context on its way back to user space. uip/usp are the user registers read at
  * switch-in: when they still match, the task is returning from the same wait and the user
  * stack is the one it waited with; otherwise (e.g. a signal handler frame was set up first)
- * the status is USER_PREEMPTED. The record is reserved at its maximal size in the ring
- * buffer and filled in place (the caller may be preempted: no per-CPU scratch). */
-static __always_inline void emit_user_half(struct task_struct *cur, __u64 uip, __u64 usp)
+ * the status is USER_PREEMPTED. */
+static __always_inline void fill_user_half(struct ev_ustk *e, struct task_struct *cur, __u64 uip,
+					   __u64 usp)
 {
-	struct ev_ustk *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
 	struct pt_regs *ur;
 
-	if (!e) {
-		count_atomic(C_RB_FULL);
-		return;
-	}
 	e->h.ts = bpf_ktime_get_ns();
 	e->h.kind = EV_OFFCPU;
 	e->h.aux = 1; /* user-stack half */
@@ -964,6 +973,57 @@ static __always_inline void emit_user_half(struct task_struct *cur, __u64 uip, _
 	} else {
 		e->h.ust = ST_UPREEMPT;
 	}
+}
+
+/* Bytes of a filled user half: header, nu frames, the copy block (if any). */
+static __always_inline __u64 user_half_size(struct ev_ustk *e)
+{
+	__u64 n = e->h.nu, size;
+
+	if (n > MAX_FRAMES)
+		n = MAX_FRAMES;
+	size = sizeof(struct ev) + n * 8;
+	if (e->h.ust & UST_COPY) {
+		struct ucopy *u = (struct ucopy *)&e->frames[n];
+		__u64 len = u->len;
+
+		if (len > UCOPY_MAX)
+			len = UCOPY_MAX;
+		size += sizeof(struct ucopy) + len;
+	}
+	if (size > sizeof(*e))
+		size = sizeof(*e);
+	return size;
+}
+
+/* Emit the user half. The program may be preempted (task_work callback, sys_exit), so a
+ * per-CPU scratch can be in use by a preempted owner: it is claimed with a compare-and-swap.
+ * A claimed scratch is output at the record's real size (typically 1-4 KiB with a stack
+ * copy); reserving in place would hold sizeof(struct ev_ustk), ~21 KiB, of the ring buffer
+ * per record until the consumer reads it, which is what filled the ring buffer when many
+ * threads' long waits ended at once. Only when the scratch is taken is the record reserved
+ * in place at its maximal size (counted: C_UHALF_INPLACE). */
+static __always_inline void emit_user_half(struct task_struct *cur, __u64 uip, __u64 usp)
+{
+	__u32 zero = 0;
+	struct uhalf_slot *slot = bpf_map_lookup_elem(&uhalf_scratch, &zero);
+	struct ev_ustk *e;
+
+	if (slot && __sync_val_compare_and_swap(&slot->busy, 0, 1) == 0) {
+		e = &slot->e;
+		fill_user_half(e, cur, uip, usp);
+		if (bpf_ringbuf_output(&rb, e, user_half_size(e), rb_flags()))
+			count_atomic(C_RB_FULL);
+		__sync_lock_test_and_set(&slot->busy, 0);
+		return;
+	}
+	count_atomic(C_UHALF_INPLACE);
+	e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+	if (!e) {
+		count_atomic(C_RB_FULL);
+		return;
+	}
+	fill_user_half(e, cur, uip, usp);
 	bpf_ringbuf_submit(e, rb_flags());
 }
 

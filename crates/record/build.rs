@@ -23,6 +23,9 @@ fn main() {
             format!("-D__TARGET_ARCH_{arch}"),
             "-Wno-compare-distinct-pointer-types".to_string(),
             "-O2".to_string(),
+            // BPF ISA v3 (Linux 5.1+; atomics 5.12+): the lazy user half claims its per-CPU
+            // scratch with a compare-and-swap, which v1 cannot encode.
+            "-mcpu=v3".to_string(),
         ])
         .build_and_generate(&out)
     {

@@ -476,6 +476,10 @@ impl Consumer {
                 counters_total[raw::C_TW_FAILED as usize].to_string(),
             ));
         }
+        meta.extra.push((
+            "user_halves_in_place".into(),
+            counters_total[raw::C_UHALF_INPLACE as usize].to_string(),
+        ));
         let lazy_user = LazyUserCounts {
             exiting: conv.user_exiting,
             at_switch_out: counters_total[raw::C_USER_AT_SWITCH as usize],

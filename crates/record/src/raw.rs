@@ -57,8 +57,11 @@ pub const C_USTASH_TAKEN: u32 = 15;
 pub const C_USTASH_USED: u32 = 16;
 /// Long waits of user tasks predicted short (their user stack came by the task_work path).
 pub const C_USTASH_MISSED: u32 = 17;
+/// Lazy user halves reserved in the ring buffer at their maximal size because the per-CPU
+/// scratch was held by a preempted program (the others are output at their real size).
+pub const C_UHALF_INPLACE: u32 = 18;
 /// `--profile-bpf`: section `p` has its ns at `C_PROF + 2p` and its entry count after it.
-pub const C_PROF: u32 = 18;
+pub const C_PROF: u32 = 19;
 /// The profiled sections, in `P_*` order of the C side.
 pub const P_NAMES: [&str; 20] = [
     "on_switch",

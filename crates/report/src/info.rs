@@ -269,8 +269,11 @@ impl<'a> TraceInfo<'a> {
             group(rs[StackId::NONE.0 as usize])
         );
         // Recorder counters kept in the metadata's extra pairs (absent in older traces).
+        // user_halves_in_place: halves reserved at full size in the ring buffer (their
+        // per-CPU scratch was held by a preempted program); absent before session 11.
         let lazy: Vec<String> = chainrec_format::LAZY_USER_EXTRA_KEYS
             .iter()
+            .chain(&["user_halves_in_place"])
             .filter_map(|k| m.extra(k).map(|v| format!("{k} {v}")))
             .collect();
         if !lazy.is_empty() {
