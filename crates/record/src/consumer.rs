@@ -149,6 +149,9 @@ impl Consumer {
             }
             ring.consume()
                 .map_err(|e| bpf_err("ring buffer consume", e))?;
+            // Mapping records before the stacks: a process that mapped its objects and
+            // exited within this poll is unwound from the history (its /proc is gone).
+            self.usyms.poll(monotonic_ns());
             self.convert_batch(batch, now);
             self.tell_stack_tops(skel);
             self.write_tables(writer)?;
@@ -213,7 +216,9 @@ impl Consumer {
                 self.conv.cgroup_member(e.ts, e.a, id);
                 continue;
             }
-            let ev = self.conv.convert(e, pool, bytes);
+            let ev = self
+                .conv
+                .convert(e, pool, bytes, Some(&self.usyms.tracker.history));
             self.reorder.buf.push(ev);
         }
         evs.clear();

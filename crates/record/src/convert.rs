@@ -418,7 +418,7 @@ impl Converter {
 
     /// The user frames of `e` unwound from its stack copy into `self.unwound` (leaf first;
     /// a label frame last when the walk could not be finished).
-    fn unwind_copy(&mut self, e: &RawEv, bytes: &[u8]) -> bool {
+    fn unwind_copy(&mut self, e: &RawEv, bytes: &[u8], history: Option<&MappingHistory>) -> bool {
         let Some(copy) = e.stack_copy(bytes) else {
             return false;
         };
@@ -427,7 +427,7 @@ impl Converter {
             _ => e.b, // OffCpuStacks, samples
         };
         let mut out = std::mem::take(&mut self.unwound);
-        let end = self.unwinder.unwind(tgid, e.ts, copy, &mut out);
+        let end = self.unwinder.unwind(tgid, e.ts, copy, &mut out, history);
         // The thread whose stack this is (the waker of a waking, prev of a switch).
         let tid = e.a;
         match end {
@@ -490,12 +490,19 @@ impl Converter {
             })
     }
 
-    pub(crate) fn convert(&mut self, e: &RawEv, pool: &[u64], bytes: &[u8]) -> Event {
+    /// `history`: the mapping history, for unwinding stacks of processes that have exited.
+    pub(crate) fn convert(
+        &mut self,
+        e: &RawEv,
+        pool: &[u64],
+        bytes: &[u8],
+        history: Option<&MappingHistory>,
+    ) -> Event {
         self.cur_ts = e.ts;
         if e.kind == raw::EV_COMM && e.aux == CommReason::Exec as u8 {
             self.unwinder.forget(e.b);
         }
-        let unwound = e.has_copy && self.unwind_copy(e, bytes);
+        let unwound = e.has_copy && self.unwind_copy(e, bytes, history);
         let unwound_frames = std::mem::take(&mut self.unwound);
         let ev = self.convert_frames(e, pool, unwound.then_some(&unwound_frames[..]));
         self.unwound = unwound_frames;
@@ -722,12 +729,12 @@ mod tests {
             d: 5,
             ..Default::default()
         };
-        let Event::Waking(w1) = c.convert(&e, &pool, &[]) else {
+        let Event::Waking(w1) = c.convert(&e, &pool, &[], None) else {
             panic!("not a waking")
         };
         assert_eq!(w1.waker_kstack, StackId(StackId::FIRST_REAL));
         assert_eq!(w1.waker_ustack, StackId(StackId::FIRST_REAL + 1));
-        let Event::Waking(w2) = c.convert(&e, &pool, &[]) else {
+        let Event::Waking(w2) = c.convert(&e, &pool, &[], None) else {
             panic!("not a waking")
         };
         assert_eq!(
@@ -739,13 +746,13 @@ mod tests {
         assert_eq!(c.new_uaddrs[&5], vec![0x4000_1000]);
         // same user frames in another process: a different stack
         e.d = 7;
-        let Event::Waking(w3) = c.convert(&e, &pool, &[]) else {
+        let Event::Waking(w3) = c.convert(&e, &pool, &[], None) else {
             panic!("not a waking")
         };
         assert_eq!(w3.waker_ustack, StackId(StackId::FIRST_REAL + 2));
         e.kst = raw::ST_FAILED;
         e.ust = raw::ST_UPREEMPT;
-        let Event::Waking(w4) = c.convert(&e, &pool, &[]) else {
+        let Event::Waking(w4) = c.convert(&e, &pool, &[], None) else {
             panic!("not a waking")
         };
         assert_eq!(
@@ -759,7 +766,7 @@ mod tests {
         e.nk = 0;
         e.nu = 0;
         e.ust = raw::ST_SKIPPED;
-        let Event::Waking(w5) = c.convert(&e, &pool, &[]) else {
+        let Event::Waking(w5) = c.convert(&e, &pool, &[], None) else {
             panic!("not a waking")
         };
         assert_eq!(

@@ -18,6 +18,8 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use chainrec_format::MappingHistory;
+
 /// An executable file mapping of a process: `[start, end)` maps the file from `offset` on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mapping {
@@ -114,6 +116,49 @@ fn parse_maps_line(tgid: u32, line: &str) -> Option<Mapping> {
         path,
         file_id: (dev, inode),
     })
+}
+
+/// The mapping of `addr` in `tgid` at `ts` from the recording's mapping history (perf
+/// MMAP2 records and `/proc` scans, kept after the process exited), opened by its path when
+/// the file there is still the one that was mapped (same device and inode).
+fn mapping_from_history(h: &MappingHistory, tgid: u32, ts: u64, addr: u64) -> Option<Mapping> {
+    use std::os::unix::fs::MetadataExt;
+    let e = h.lookup(tgid, addr, ts)?;
+    if e.path == "[vdso]" {
+        return Some(Mapping {
+            start: e.start,
+            end: e.end,
+            offset: 0,
+            path: e.path.clone(),
+            open: None,
+            file_id: (0, 0),
+        });
+    }
+    if !e.path.starts_with('/') {
+        return None; // anonymous (JIT) code: frame pointers
+    }
+    let md = std::fs::metadata(&e.path).ok()?;
+    if e.inode != 0 && md.ino() != e.inode {
+        return None; // replaced since (an upgrade): its CFI is not the mapped code's
+    }
+    // The device as /proc/PID/maps spells it (major << 32 | minor), so an object opened
+    // here and through /proc is parsed once.
+    let (major, minor) = dev_major_minor(md.dev());
+    Some(Mapping {
+        start: e.start,
+        end: e.end,
+        offset: e.pgoff,
+        path: e.path.clone(),
+        open: Some(PathBuf::from(&e.path)),
+        file_id: (major << 32 | minor, md.ino()),
+    })
+}
+
+/// glibc's `major()` and `minor()` of a `dev_t`.
+fn dev_major_minor(dev: u64) -> (u64, u64) {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    (major, minor)
 }
 
 fn find(maps: &[Mapping], addr: u64) -> Option<&Mapping> {
@@ -379,6 +424,9 @@ pub struct UnwindCounts {
     /// Bytes of unwind sections (`.eh_frame`, `.eh_frame_hdr`, `.debug_frame`) of the
     /// objects parsed (mapped, shared across processes).
     pub cfi_bytes: u64,
+    /// Mappings taken from the recording's mapping history because the process's
+    /// `/proc/PID/maps` could not tell (it had exited before its stacks were unwound).
+    pub from_history: u64,
 }
 
 impl std::fmt::Display for UnwindCounts {
@@ -404,7 +452,15 @@ impl std::fmt::Display for UnwindCounts {
             self.objects,
             self.cfi_bytes / 1024,
             self.objects_failed
-        )
+        )?;
+        if self.from_history > 0 {
+            write!(
+                f,
+                "; {} mappings of exited processes from the mapping history",
+                self.from_history
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -517,7 +573,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
 
     /// Make sure the mapping holding `addr` is a module of `tgid`'s unwinder. Returns
     /// whether some object is mapped there.
-    fn ensure(&mut self, tgid: u32, ts: u64, addr: u64) -> bool {
+    fn ensure(&mut self, tgid: u32, ts: u64, addr: u64, history: Option<&MappingHistory>) -> bool {
         let known = self
             .procs
             .get(&tgid)
@@ -525,8 +581,15 @@ impl<A: AddressSpaces> UserUnwinder<A> {
         if known {
             return true;
         }
-        let Some(m) = self.spaces.mapping(tgid, ts, addr) else {
-            return false;
+        let m = match self.spaces.mapping(tgid, ts, addr) {
+            Some(m) => m,
+            None => match history.and_then(|h| mapping_from_history(h, tgid, ts, addr)) {
+                Some(m) => {
+                    self.counts.from_history += 1;
+                    m
+                }
+                None => return false,
+            },
         };
         let obj = self.object(&m);
         let p = self.procs.entry(tgid).or_insert_with(|| ProcUnwinder {
@@ -563,16 +626,19 @@ impl<A: AddressSpaces> UserUnwinder<A> {
     /// Unwind `copy` of a stack of `tgid` taken at `ts` into `out` (leaf first, the ip then
     /// return addresses, as a frame-pointer walk gives them). Returns how it ended and, when
     /// short, the address the label should name (the last frame's).
+    /// `history`: the recording's mapping history, asked when the address spaces cannot
+    /// tell (a process that exited before its stacks were unwound).
     pub fn unwind(
         &mut self,
         tgid: u32,
         ts: u64,
         copy: StackCopy<'_>,
         out: &mut Vec<u64>,
+        history: Option<&MappingHistory>,
     ) -> UnwindEnd {
         out.clear();
         self.counts.unwound += 1;
-        let end = self.unwind_inner(tgid, ts, copy, out);
+        let end = self.unwind_inner(tgid, ts, copy, out, history);
         match &end {
             UnwindEnd::Complete => self.counts.complete += 1,
             UnwindEnd::Incomplete(r) => {
@@ -592,6 +658,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
         ts: u64,
         copy: StackCopy<'_>,
         out: &mut Vec<u64>,
+        history: Option<&MappingHistory>,
     ) -> UnwindEnd {
         let (sp0, bytes) = (copy.sp, copy.bytes);
         let mut highest = sp0;
@@ -602,7 +669,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
             *highest_read = (*highest_read).max(addr + 8);
             Ok(u64::from_le_bytes(b.try_into().map_err(|_| ())?))
         };
-        let end = self.walk(tgid, ts, copy, out, &mut read_stack);
+        let end = self.walk(tgid, ts, copy, out, &mut read_stack, history);
         self.last_top = highest;
         end
     }
@@ -614,12 +681,13 @@ impl<A: AddressSpaces> UserUnwinder<A> {
         copy: StackCopy<'_>,
         out: &mut Vec<u64>,
         read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+        history: Option<&MappingHistory>,
     ) -> UnwindEnd {
         let (sp0, bytes) = (copy.sp, copy.bytes);
         let mut regs = UnwindRegsX86_64::new(copy.ip, copy.sp, copy.bp);
         let mut address = FrameAddress::InstructionPointer(copy.ip);
         out.push(copy.ip);
-        if !self.ensure(tgid, ts, copy.ip) {
+        if !self.ensure(tgid, ts, copy.ip, history) {
             return UnwindEnd::Incomplete(if self.procs.contains_key(&tgid) {
                 IncompleteReason::BadReturnAddress
             } else {
@@ -641,7 +709,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
                     let Some(a) = FrameAddress::from_return_address(ra) else {
                         return UnwindEnd::Complete;
                     };
-                    if !self.ensure(tgid, ts, ra - 1) {
+                    if !self.ensure(tgid, ts, ra - 1, history) {
                         return UnwindEnd::Incomplete(if no_cfi {
                             IncompleteReason::NoCfi
                         } else {
@@ -786,7 +854,7 @@ mod tests {
             bp,
             bytes: &bytes,
         };
-        let end = u.unwind(std::process::id(), 0, copy, &mut out);
+        let end = u.unwind(std::process::id(), 0, copy, &mut out, None);
         assert_eq!(
             end,
             UnwindEnd::Complete,
@@ -795,5 +863,21 @@ mod tests {
         );
         assert!(out.len() >= 4, "{out:x?}");
         assert_eq!(u.counts.complete, 1);
+
+        // The same stack as if its process had exited before the consumer unwound it: no
+        // /proc/PID/maps (a tgid above pid_max), its mappings only in the mapping history.
+        let gone = 0x7fff_fff0;
+        let mut u = UserUnwinder::new(ProcMaps::default());
+        let mut out_gone = Vec::new();
+        let end = u.unwind(gone, 0, copy, &mut out_gone, None);
+        assert_eq!(end, UnwindEnd::Incomplete(IncompleteReason::ProcessGone));
+        let mut history = MappingHistory::new();
+        for m in crate::mappings::parse_proc_maps(gone, &maps, 0) {
+            history.map(m);
+        }
+        let end = u.unwind(gone, 0, copy, &mut out_gone, Some(&history));
+        assert_eq!(end, UnwindEnd::Complete, "counts {:?}", u.counts);
+        assert_eq!(out_gone, out, "the history gives the frames /proc gave");
+        assert!(u.counts.from_history >= 2, "{:?}", u.counts);
     }
 }
