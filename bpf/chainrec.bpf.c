@@ -89,7 +89,8 @@ char LICENSE[] SEC("license") = "GPL";
 #define C_USTASH_USED 16  /* ... and used: the wait was long (no task_work needed) */
 #define C_USTASH_MISSED 17 /* long waits of user tasks predicted short (task_work path) */
 #define C_UHALF_INPLACE 18 /* lazy user halves reserved at full size (the scratch was taken) */
-#define C_PROF 19
+#define C_UCOPY_BUSY 19 /* user-stack copies not taken: the ring buffer was over ucopy_ring_budget */
+#define C_PROF 20
 #define P_SW_ALL 0    /* on_switch, whole */
 #define P_SW_SEEN 1   /* on_switch: task storage of prev and next (first sightings) */
 #define P_SW_UHALF 2  /* on_switch: a lazy user half still due, taken at switch-out */
@@ -162,6 +163,10 @@ struct ev_ustk {
 const volatile __u32 stack_mode = MODE_LAZY;
 const volatile __u64 threshold_ns = 100000;
 const volatile __u64 wake_mark = 1 << 20;   /* force a consumer wakeup past this fill */
+/* No user-stack copy while more than this is waiting in the ring buffer: the copies are
+ * what fills it when the consumer falls behind, and an event lost breaks chains while a
+ * stack without its copy still has its frame-pointer walk. */
+const volatile __u64 ucopy_ring_budget = 1 << 24;
 const volatile __s64 preempt_delta = 0;     /* &__preempt_count - &runqueues (per-CPU) */
 const volatile bool have_preempt_delta = false;
 const volatile bool filter_enabled = false;
@@ -438,6 +443,21 @@ static __always_inline struct ev_stk *scratch_ev(void)
 }
 
 /* Bytes of the copy block after n frames of s (0 without one). */
+/* More than ucopy_ring_budget bytes wait in the ring buffer: the consumer is behind. */
+static __always_inline bool ring_busy(void)
+{
+	return bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) > ucopy_ring_budget;
+}
+
+/* Drop the copy block of s (the ring buffer is busy): the frame-pointer walk stays; a
+ * stack that had only the copy becomes FAILED. */
+static __always_inline void drop_copy(struct ev *h)
+{
+	h->ust &= ~UST_COPY;
+	if (h->nu == 0)
+		h->ust = ST_FAILED;
+}
+
 static __always_inline __u64 ucopy_size(struct ev_stk *s, __u64 n)
 {
 	struct ucopy *u;
@@ -445,6 +465,14 @@ static __always_inline __u64 ucopy_size(struct ev_stk *s, __u64 n)
 
 	if (!(s->h.ust & UST_COPY) || n > 2 * MAX_FRAMES)
 		return 0;
+	/* A copy taken earlier (the stash at a predicted switch-out) is dropped here if the
+	 * consumer fell behind meanwhile: an event lost breaks chains, a stack without its
+	 * copy keeps its frame-pointer walk. */
+	if (ring_busy()) {
+		drop_copy(&s->h);
+		count(C_UCOPY_BUSY);
+		return 0;
+	}
 	u = (struct ucopy *)&s->frames[n];
 	len = u->len;
 	if (len > UCOPY_MAX)
@@ -649,6 +677,15 @@ struct {
 	__type(value, __u64);
 } ustack_top SEC(".maps");
 
+/* Counter increment for the programs that may be preempted (task_work callback, sys_exit):
+ * the plain increment of count() could lose an update to a program running in between. */
+static __always_inline void count_atomic(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+}
+
 /* Copy the user stack of `t` (from its user sp up, at most ucopy_max bytes, page by page
  * until a page cannot be read) into the block at `dst`, with the user ip/sp/bp, so the
  * consumer can unwind it with the objects' CFI (code built without frame pointers, and
@@ -664,6 +701,10 @@ static __always_inline __u32 copy_ustack_to(struct task_struct *t, struct ucopy 
 
 	if (!ur || ur->cs != USER_CS || !t->mm || (t->flags & PF_USER_WORKER))
 		return 0;
+	if (ring_busy()) {
+		count_atomic(C_UCOPY_BUSY);
+		return 0;
+	}
 	sp = ur->sp;
 	dst->ip = ur->ip;
 	dst->sp = sp;
@@ -915,15 +956,6 @@ fallback:
 	return CTX_TASK;
 }
 
-/* Counter increment for the programs that may be preempted (task_work callback, sys_exit):
- * the plain increment of count() could lose an update to a program running in between. */
-static __always_inline void count_atomic(__u32 idx)
-{
-	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
-	if (c)
-		__sync_fetch_and_add(c, 1);
-}
-
 /* Fill the user-stack half of a lazy off-CPU stack pair (EV_OFFCPU, aux 1), taken in the
  * task's own context on its way back to user space. uip/usp are the user registers read at
  * switch-in: when they still match, the task is returning from the same wait and the user
@@ -983,6 +1015,10 @@ static __always_inline __u64 user_half_size(struct ev_ustk *e)
 	if (n > MAX_FRAMES)
 		n = MAX_FRAMES;
 	size = sizeof(struct ev) + n * 8;
+	if ((e->h.ust & UST_COPY) && ring_busy()) {
+		drop_copy(&e->h);
+		count_atomic(C_UCOPY_BUSY);
+	}
 	if (e->h.ust & UST_COPY) {
 		struct ucopy *u = (struct ucopy *)&e->frames[n];
 		__u64 len = u->len;

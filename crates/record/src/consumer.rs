@@ -485,6 +485,10 @@ impl Consumer {
             "user_halves_in_place".into(),
             counters_total[raw::C_UHALF_INPLACE as usize].to_string(),
         ));
+        meta.extra.push((
+            "user_copies_skipped_busy".into(),
+            counters_total[raw::C_UCOPY_BUSY as usize].to_string(),
+        ));
         let lazy_user = LazyUserCounts {
             exiting: conv.user_exiting,
             at_switch_out: counters_total[raw::C_USER_AT_SWITCH as usize],
@@ -545,7 +549,8 @@ impl Consumer {
             Vec::new()
         };
         let user_unwind = (opts.user_stacks && opts.user_stack_copy_bytes > 0).then(|| {
-            let u = conv.unwinder.counts.clone();
+            let mut u = conv.unwinder.counts.clone();
+            u.copies_skipped_busy = counters_total[raw::C_UCOPY_BUSY as usize];
             meta.extra.push(("user_unwind".into(), u.to_string()));
             u
         });

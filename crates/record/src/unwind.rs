@@ -427,6 +427,9 @@ pub struct UnwindCounts {
     /// Mappings taken from the recording's mapping history because the process's
     /// `/proc/PID/maps` could not tell (it had exited before its stacks were unwound).
     pub from_history: u64,
+    /// Copies the recorder did not take because the ring buffer was over a quarter full (those
+    /// stacks keep their frame-pointer walk): counted in BPF, set when the recording ends.
+    pub copies_skipped_busy: u64,
 }
 
 impl std::fmt::Display for UnwindCounts {
@@ -453,6 +456,13 @@ impl std::fmt::Display for UnwindCounts {
             self.cfi_bytes / 1024,
             self.objects_failed
         )?;
+        if self.copies_skipped_busy > 0 {
+            write!(
+                f,
+                "; {} copies not taken while the ring buffer was over a quarter full (frame-pointer walks kept)",
+                self.copies_skipped_busy
+            )?;
+        }
         if self.from_history > 0 {
             write!(
                 f,
