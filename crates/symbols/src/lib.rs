@@ -140,6 +140,8 @@ pub struct Symbolizer {
     perf_map_dir: PathBuf,
     /// Start of this process's own `[vdso]`.
     own_vdso: std::cell::OnceCell<Option<u64>>,
+    /// PLT stubs by object file (None: no PLT, or unreadable).
+    plts: RefCell<HashMap<PathBuf, Option<std::rc::Rc<elf::PltTable>>>>,
 }
 
 impl Symbolizer {
@@ -161,6 +163,7 @@ impl Symbolizer {
             perf_maps: RefCell::new(HashMap::new()),
             perf_map_dir: PathBuf::from("/tmp"),
             own_vdso: std::cell::OnceCell::new(),
+            plts: RefCell::new(HashMap::new()),
         }
     }
 
@@ -229,6 +232,27 @@ impl Symbolizer {
                 for (o, f) in out.iter_mut().zip(from_file) {
                     if o.is_err() {
                         *o = f;
+                    }
+                }
+            }
+        }
+        if file_ok {
+            // Stubs of the PLT: symbol tables have nothing there, so a lookup gives the
+            // symbol before the table (`_init`); name them as perf does (`read@plt`).
+            let plt = self
+                .plts
+                .borrow_mut()
+                .entry(file.to_path_buf())
+                .or_insert_with(|| elf::plt_table(file).map(std::rc::Rc::new))
+                .clone();
+            if let Some(plt) = plt {
+                for (o, &off) in out.iter_mut().zip(file_offsets) {
+                    if let Some(name) = plt.name_at(off) {
+                        *o = Ok(FrameSymbol {
+                            name,
+                            offset: 0,
+                            inlined: Vec::new(),
+                        });
                     }
                 }
             }
