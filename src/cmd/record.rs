@@ -150,9 +150,11 @@ pub struct Args {
     /// No on-CPU samples (scheduler events only).
     #[arg(long)]
     pub no_samples: bool,
-    /// BPF ring buffer size, 4K..=2G (e.g. 16M, 64M); a size that is not a power of two
-    /// is rounded up to the next one (33M -> 64M), with a note.
-    #[arg(long, value_name = "SIZE", default_value = "32M")]
+    /// BPF ring buffer size, 4K..=2G (e.g. 32M, 256M); a size that is not a power of two
+    /// is rounded up to the next one (33M -> 64M), with a note. While more than half of it
+    /// waits for the consumer, user stacks are taken without their copy (frame-pointer walk
+    /// only, counted) so that events are not lost.
+    #[arg(long, value_name = "SIZE", default_value = "64M")]
     pub ringbuf_size: String,
     /// How often the consumer drains the ring buffer, in ms.
     #[arg(long, value_name = "MS", default_value_t = 20)]

@@ -111,7 +111,7 @@ fn open_and_load<'obj>(
         };
         ro.threshold_ns = opts.stack_threshold_ns;
         ro.wake_mark = rb_size as u64 / 4;
-        ro.ucopy_ring_budget = rb_size as u64 / 4;
+        ro.ucopy_ring_budget = rb_size as u64 / 2;
         ro.filter_enabled = !opts.pids.is_empty();
         ro.user_stacks = opts.user_stacks;
         ro.use_task_work = path == UserStackPath::TaskWork;

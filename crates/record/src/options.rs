@@ -73,7 +73,7 @@ impl Default for RecordOptions {
             output: PathBuf::from("trace.zst"),
             stack_mode: StackMode::Lazy,
             stack_threshold_ns: 100_000,
-            ringbuf_bytes: 32 << 20,
+            ringbuf_bytes: 64 << 20,
             pids: Vec::new(),
             poll_period: Duration::from_millis(20),
             status_line: true,

@@ -60,7 +60,7 @@ pub const C_USTASH_MISSED: u32 = 17;
 /// Lazy user halves reserved in the ring buffer at their maximal size because the per-CPU
 /// scratch was held by a preempted program (the others are output at their real size).
 pub const C_UHALF_INPLACE: u32 = 18;
-/// User-stack copies not taken because the ring buffer was more than a quarter full (the
+/// User-stack copies not taken because the ring buffer was more than half full (the
 /// stack keeps its frame-pointer walk).
 pub const C_UCOPY_BUSY: u32 = 19;
 /// `--profile-bpf`: section `p` has its ns at `C_PROF + 2p` and its entry count after it.

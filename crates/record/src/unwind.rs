@@ -427,7 +427,7 @@ pub struct UnwindCounts {
     /// Mappings taken from the recording's mapping history because the process's
     /// `/proc/PID/maps` could not tell (it had exited before its stacks were unwound).
     pub from_history: u64,
-    /// Copies the recorder did not take because the ring buffer was over a quarter full (those
+    /// Copies the recorder did not take because the ring buffer was over half full (those
     /// stacks keep their frame-pointer walk): counted in BPF, set when the recording ends.
     pub copies_skipped_busy: u64,
 }
@@ -459,7 +459,7 @@ impl std::fmt::Display for UnwindCounts {
         if self.copies_skipped_busy > 0 {
             write!(
                 f,
-                "; {} copies not taken while the ring buffer was over a quarter full (frame-pointer walks kept)",
+                "; {} copies not taken while the ring buffer was over half full (frame-pointer walks kept)",
                 self.copies_skipped_busy
             )?;
         }
