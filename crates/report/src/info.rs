@@ -271,7 +271,7 @@ impl<'a> TraceInfo<'a> {
         // Recorder counters kept in the metadata's extra pairs (absent in older traces).
         // user_halves_in_place: halves reserved at full size in the ring buffer (their
         // per-CPU scratch was held by a preempted program); user_copies_skipped_busy: stack
-        // copies not taken while the ring buffer was over a quarter full (frame-pointer walk
+        // copies not taken while the ring buffer was over half full (frame-pointer walk
         // kept). Both absent before session 11.
         let lazy: Vec<String> = chainrec_format::LAZY_USER_EXTRA_KEYS
             .iter()
