@@ -15,8 +15,10 @@
 //! * `sqpoll`: the same with `--sqthread_poll=1`: the `iou-sqp-*` thread submits and hands
 //!   the punted requests to io-wq: `iou-wrk-N ← iou-sqp-N`. fio (3.33) never blocks in the
 //!   kernel with sqpoll (it spins on the completion ring) and the sqp thread sleeps only
-//!   after `sq_thread_idle` (1 s, not settable in fio) without work, so the chains end at
-//!   the sqp thread on CPU: correct, it was running.
+//!   after `sq_thread_idle` (1 s, not settable in fio) without work, so most chains end at
+//!   the sqp thread on CPU: correct, it was running. Two 1.3 s pauses (`--thinktime`,
+//!   3 s run) make it sleep: then fio's submission wakes it and the chains go on below
+//!   it, `iou-wrk-N ← iou-sqp-N ← fio ← [hardirq: timer]`.
 //!
 //! For each: the shape and labels of the chains (asserted shares, measured and printed), the
 //! `[waker unknown]` share, and the bpftrace agreement of every level (≥ 97 %).
@@ -61,7 +63,16 @@ const SCENARIOS: [Scenario; 4] = [
     },
     Scenario {
         name: "sqpoll",
-        args: &["--rw=write", "--fsync=8", "--sqthread_poll=1"],
+        // Two pauses of 1.3 s (after every 64 blocks): longer than the sqp thread's idle
+        // time (1 s), so it sleeps and fio's next submission must wake it.
+        args: &[
+            "--rw=write",
+            "--fsync=8",
+            "--sqthread_poll=1",
+            "--thinktime=1300ms",
+            "--thinktime_blocks=64",
+            "--runtime=3",
+        ],
         file: "buffered",
     },
 ];
@@ -84,6 +95,7 @@ fn run_fio(dir: &Path, s: &Scenario) -> u32 {
             "--runtime=1",
             "--time_based",
         ])
+        // A later --runtime (sqpoll's) overrides the one above.
         .args(s.args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -224,26 +236,51 @@ fn io_uring_chains_agree_with_bpftrace() {
                 comm(w, "fio") && in_kernel_stack(w, "io_cqring_wait") && w["wake_ns"].is_u64()
             })
             .collect();
-        // Waits with no waking seen ([waker unknown]) among the scenario's blocked waits.
+        // Waits with no waking seen ([waker unknown]) among the scenario's blocked waits
+        // that were switched in, and how many of them bpftrace saw woken.
         let blocked = mine
             .iter()
-            .filter(|w| w["state"].as_u64() != Some(0))
+            .filter(|w| w["state"].as_u64() != Some(0) && w["switch_in_ns"].is_u64())
             .count();
-        let unknown = mine
+        let unknown: Vec<&Value> = mine
             .iter()
-            .filter(|w| w["state"].as_u64() != Some(0) && !w["wake_ns"].is_u64())
+            .copied()
+            .filter(|w| {
+                w["state"].as_u64() != Some(0)
+                    && w["switch_in_ns"].is_u64()
+                    && !w["wake_ns"].is_u64()
+            })
+            .collect();
+        let seen_by_bpftrace = unknown
+            .iter()
+            .filter(|w| {
+                reference.woken(
+                    w["tid"].as_u64().unwrap() as u32,
+                    w["switch_out_ns"].as_u64().unwrap(),
+                )
+            })
             .count();
         eprintln!(
-            "{label}: {} waits of pid {pid} ({blocked} blocked, {} in io_cqring_wait), [waker unknown] {unknown} ({:.2} %)",
+            "{label}: {} waits of pid {pid} ({blocked} blocked, {} in io_cqring_wait), [waker unknown] {} ({:.2} %), of which bpftrace saw woken {seen_by_bpftrace}",
             mine.len(),
             cq_waits.len(),
-            pct(unknown, blocked)
+            unknown.len(),
+            pct(unknown.len(), blocked)
         );
-        // Threads that end their life inside the run (fio's helpers, idle io-wq workers
-        // exiting) may leave one unseen waking each; anything more is a defect.
+        // A waking the recorder missed and bpftrace saw is a recorder defect: at most 0.5 %.
+        // Wakings neither tool saw: 0-3 % of fio's waits here, the most when fio shared a
+        // CPU with bpftrace (likely, not proven: a BPF program does not run inside itself,
+        // so a waking by an interrupt that hit a sched_waking program is not traced).
+        // Bounded at 5 %.
         assert!(
-            pct(unknown, blocked) <= 1.0,
-            "{label}: {unknown} of {blocked} waits without a waking"
+            pct(unknown.len() - seen_by_bpftrace, blocked) <= 0.5,
+            "{label}: {} of {blocked} waits without a waking that bpftrace saw",
+            unknown.len() - seen_by_bpftrace
+        );
+        assert!(
+            pct(unknown.len(), blocked) <= 5.0,
+            "{label}: {} of {blocked} waits without a waking",
+            unknown.len()
         );
         // io_uring's workers never run in user mode: their nodes carry no user frames (no
         // `[missing stack]`, no `[unknown]` from the registers of their creation).
@@ -297,11 +334,12 @@ fn io_uring_chains_agree_with_bpftrace() {
                 );
                 // fio waits for a worker; the worker was running (the buffered write's
                 // copy into the page cache: the chain ends there) or itself waited for
-                // the disk inside fio's wait (the fsyncs, one write in 8).
+                // the disk inside fio's wait (the fsyncs, one write in 8: 6-17 % of the
+                // waits measured, fewer the busier the machine).
                 assert_share(&label, &cq_waits, 100, 90.0, |n| {
                     n[0].starts_with("iou-wrk-") && (n.len() == 1 || is_block_metal(n[1]))
                 });
-                assert_share(&format!("{label} via the disk"), &cq_waits, 100, 5.0, |n| {
+                assert_share(&format!("{label} via the disk"), &cq_waits, 100, 2.0, |n| {
                     n.len() == 2 && n[0].starts_with("iou-wrk-") && is_block_metal(n[1])
                 });
                 // The workers' own waits in the fsync end at the disk.
@@ -341,9 +379,42 @@ fn io_uring_chains_agree_with_bpftrace() {
                 assert_share(
                     &format!("{label} iou-wrk woken by a task"),
                     &idle_workers,
-                    50,
+                    30,
                     90.0,
                     |n| n[0].starts_with("iou-sqp-"),
+                );
+                // After each pause the sqp thread slept; fio's io_uring_enter
+                // (IORING_ENTER_SQ_WAKEUP) woke it, and chains through the sqp thread go
+                // on below it: `iou-wrk ← iou-sqp ← fio ← [hardirq: timer]` (fio's pause).
+                let sqp_woken_by_fio = mine
+                    .iter()
+                    .filter(|w| comm(w, "iou-sqp-") && nodes(w).first() == Some(&"fio"))
+                    .count();
+                // Waits of other threads whose chain has the sqp thread as a level and goes
+                // on below it to fio (which woke it).
+                let through_sqp: Vec<String> = mine
+                    .iter()
+                    .filter(|w| !comm(w, "iou-sqp-"))
+                    .filter_map(|w| {
+                        let n = nodes(w);
+                        let below = n
+                            .iter()
+                            .position(|l| l.starts_with("iou-sqp-"))
+                            .is_some_and(|i| n.get(i + 1) == Some(&"fio"));
+                        below.then(|| {
+                            format!("{} <- {}", w["comm"].as_str().unwrap_or(""), n.join(" <- "))
+                        })
+                    })
+                    .collect();
+                eprintln!(
+                    "{label}: sqp thread woken by fio {sqp_woken_by_fio} times; chains going on below the sqp thread: {} (first: {:?})",
+                    through_sqp.len(),
+                    through_sqp.first()
+                );
+                assert!(sqp_woken_by_fio >= 1, "{label}: the sqp thread never slept");
+                assert!(
+                    !through_sqp.is_empty(),
+                    "{label}: no chain continues below the sqp thread"
                 );
             }
             _ => unreachable!(),
