@@ -50,6 +50,8 @@ ensure_packages() {
 
         # The independent reference for waits and wakers (tests/real_bpftrace.rs).
         command -v bpftrace >/dev/null || want+=(bpftrace)
+        # io_uring, sqpoll and io-wq workloads of tests/real_iouring.rs.
+        command -v fio >/dev/null || want+=(fio)
         # The venv of the Python readers (ensure_python_packages below).
         /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
     fi

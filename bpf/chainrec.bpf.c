@@ -498,6 +498,15 @@ static __always_inline bool is_kthread(struct task_struct *t)
 	return t->flags & 0x00200000; /* PF_KTHREAD */
 }
 
+/* A task that never runs in user mode: a kernel thread, or an io_uring worker (iou-wrk-*,
+ * iou-sqp-*: PF_IO_WORKER, same bit since 5.12). Io workers share their process's mm but
+ * never return to user space, so a user stack walk of theirs finds nothing ([missing
+ * stack]) or the stale registers of their creation ([unknown] frames). */
+static __always_inline bool no_user_mode(struct task_struct *t)
+{
+	return t->flags & (0x00200000 /* PF_KTHREAD */ | 0x00000010 /* PF_IO_WORKER */);
+}
+
 /* The cgroup v2 id of t (what bpf_get_current_cgroup_id() gives for current): the kernfs
  * node id of its cgroup on the default hierarchy. */
 static __always_inline __u64 task_cgid(struct task_struct *t)
@@ -1353,7 +1362,7 @@ static __always_inline int do_switch(void *ctx, bool preempt, struct task_struct
 	struct task_st *ns = seen(next, ts, CR_SEEN);
 	__u32 prev_pid = prev->pid;
 	__u32 next_pid = next->pid;
-	bool pk = prev_pid == 0 || is_kthread(prev);
+	bool pk = prev_pid == 0 || no_user_mode(prev);
 	__u32 state = preempt ? 0 : (prev_state & 0xff);
 
 	prof_add(P_SW_SEEN, t0, false);
@@ -1477,7 +1486,7 @@ bookkeeping:
 				}
 			}
 			s->h.ust = ST_NONE;
-			if (user_stacks && !is_kthread(next) &&
+			if (user_stacks && !no_user_mode(next) &&
 			    !(user_stash && use_stash(next, s, off))) {
 				if (user_stash)
 					count(C_USTASH_MISSED);
@@ -1585,7 +1594,7 @@ static __always_inline int do_waking(void *ctx, struct task_struct *p, __u64 ts)
 		t0 = prof_t0();
 		cur_kstack(ctx, s);
 		prof_add(P_WK_KSTACK, t0, false);
-		if (task_waker && !is_kthread(cur) && user_stacks) {
+		if (task_waker && !no_user_mode(cur) && user_stacks) {
 			t0 = prof_t0();
 			cur_ustack(ctx, s);
 			prof_add(P_WK_USTACK, t0, false);
@@ -1596,7 +1605,7 @@ static __always_inline int do_waking(void *ctx, struct task_struct *p, __u64 ts)
 		output_stk(s);
 		prof_add(P_WK_OUT, t0, false);
 	} else {
-		bool user_skip = skipped && task_waker && !is_kthread(cur);
+		bool user_skip = skipped && task_waker && !no_user_mode(cur);
 
 		emit_ev(ts, EV_WAKING, ctx8, skipped ? ST_SKIPPED : ST_NONE,
 			user_skip ? ST_SKIPPED : ST_NONE, cur_pid, p->pid, src, cur->tgid);
@@ -1900,7 +1909,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 		s->h.kst = r > 0 ? ST_PRESENT : ST_NONE;
 		s->h.nk = (__u8)(r / 8);
 	}
-	if (cur->pid == 0 || is_kthread(cur) || !user_stacks) {
+	if (cur->pid == 0 || no_user_mode(cur) || !user_stacks) {
 		s->h.ust = ST_NONE;
 		s->h.nu = 0;
 	} else {

@@ -30,3 +30,58 @@ pub fn fails_with(o: &Output, phrase: &str) {
     assert!(err.contains(phrase), "stderr lacks {phrase:?}: {err}");
     assert!(!err.contains("panicked"), "panicked: {err}");
 }
+
+/// Record the whole system with `opts` (its output set to `dir/trace.zst`) while `work`
+/// runs; returns the trace path and what `work` returned. Asserts no event was lost.
+pub fn record_while<T>(
+    dir: &std::path::Path,
+    opts: chainrec_record::RecordOptions,
+    work: impl FnOnce() -> T,
+) -> (PathBuf, T) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let trace = dir.join("trace.zst");
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
+    let opts = chainrec_record::RecordOptions {
+        output: trace.clone(),
+        status_line: false,
+        ..opts
+    };
+    let cond = chainrec_record::StopCondition {
+        duration: Some(Duration::from_secs(120)),
+        flag: Some(stop.clone()),
+        started: Some(started.clone()),
+    };
+    let rec = std::thread::spawn(move || chainrec_record::record(&opts, cond));
+    while !started.load(Ordering::SeqCst) {
+        assert!(!rec.is_finished(), "recorder ended early: {:?}", rec.join());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = work();
+    stop.store(true, Ordering::SeqCst);
+    let summary = rec.join().expect("recorder thread").expect("recording");
+    assert_eq!(
+        summary.lost.events(),
+        0,
+        "chainrec lost events: {:?}",
+        summary.lost
+    );
+    (trace, out)
+}
+
+/// `chainrec waits --json --no-dedup TRACE [extra]`: every wait of the trace with its chain.
+pub fn waits_json(trace: &std::path::Path, extra: &[&str]) -> Vec<serde_json::Value> {
+    let out = bin()
+        .args(["waits", "--json", "--no-dedup"])
+        .args(extra)
+        .arg(trace)
+        .output()
+        .expect("run chainrec waits");
+    assert!(out.status.success(), "waits: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("NDJSON line"))
+        .collect()
+}

@@ -154,6 +154,12 @@ impl Stats {
                 self.waits_without_waker
             ));
         }
+        if self.woken_before_block > 0 {
+            v.push(format!(
+                "waits woken before they blocked: {} (the waking came while the thread still ran, just before its blocking switch-out, and no other waking followed: it ended the wait; no blocked time, the whole wait is run-queue time, the chain goes on through that waker)",
+                self.woken_before_block
+            ));
+        }
         if self.threads_exited + self.threads_reused + self.reused_waits_dropped > 0 {
             v.push(format!(
                 "threads ended: {} exited (their final switch-out, state x, closed them: no wait starts there, and a later task with the same tid is a new thread); {} tids taken by a new thread before the old one's end was seen; {} open waits of ended threads dropped ({} not shown; never ended by an unrelated task's first run)",

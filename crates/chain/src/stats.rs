@@ -34,6 +34,10 @@ pub struct Stats {
     pub woken_waits: u64,
     /// Blocked waits switched in without any waking in the trace (shown as `[waker unknown]`).
     pub waits_without_waker: u64,
+    /// Blocked waits ended by a waking that came while the thread still ran, just before its
+    /// switch-out (counted in `woken_waits` too): the wakeup raced the block, and the kernel
+    /// put the thread back on its run queue without another `sched_waking`.
+    pub woken_before_block: u64,
     /// Waits whose switch-out precedes the trace (not roots; their wakings still serve as causes).
     pub waits_before_trace: u64,
     /// Waits still open when the trace ended (switched out, never switched in).

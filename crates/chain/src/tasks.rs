@@ -91,6 +91,10 @@ pub(crate) struct Task {
     pub(crate) held_slot: u32,
     pub(crate) last_cause: u32,
     pub(crate) last_cause_s: u64,
+    /// The hop of the last waking that targeted this thread while it ran (since its last
+    /// switch-in): a waking racing its block. Used when the blocked wait that follows is
+    /// switched in with no waking of its own (see `Engine::woken_before_block`).
+    pub(crate) racing_hop: u32,
 }
 
 impl Task {
@@ -116,6 +120,7 @@ impl Task {
             held_slot: NO_SLOT,
             last_cause: NO_HOP,
             last_cause_s: 0,
+            racing_hop: NO_HOP,
         }
     }
 

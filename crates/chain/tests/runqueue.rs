@@ -252,3 +252,93 @@ fn runq_nodes_name_their_holder() {
         ]
     );
 }
+
+/// A wakeup racing a block (ENGINE.md "Woken before it blocked"): W wakes T while T still
+/// runs (its state already left TASK_RUNNING), T's blocking switch-out follows 1 ns later
+/// and it is switched in again with no waking of its own (the kernel re-enqueued it).
+/// W itself was woken by X at 50 while T ran.
+///
+/// ```text
+/// cpu0: 0 idle->T | 101 T(S)->H | 400 H(R)->T
+/// cpu1: 0 idle->W | 10 W(S)->idle | 50 X wakes W | 60 idle->W | 100 W wakes T
+/// ```
+fn rq_nodedup() -> Config {
+    Config {
+        dedup: false,
+        ..rq()
+    }
+}
+
+fn woken_before_block(gap: u64) -> MemTrace {
+    let mut b = Tb::new(&[(T, "victim"), (H, "hog"), (W, "waker"), (X, "x")]);
+    b.sw(0, 0, 0, R, T)
+        .sw(0, 1, 0, R, W)
+        .sw(10, 1, W, S, 0)
+        .wake(50, 1, X, W, WakeContext::Task)
+        .sw(60, 1, 0, R, W)
+        .wake(100, 1, W, T, WakeContext::Task)
+        .sw(100 + gap, 0, T, S, H)
+        .sw(400 + gap, 0, H, R, T);
+    b.0
+}
+
+#[test]
+fn a_waking_just_before_the_block_ends_it() {
+    let m = woken_before_block(1);
+    let r = run(&m, rq_nodedup(), View::Chains);
+    // No blocked time: the whole wait [101, 401) is run-queue time behind hog; the waker
+    // level carries nothing (its share of a zero-length blocked part).
+    let v = r.records.iter().find(|w| w.tid == T).unwrap();
+    assert_eq!(
+        (v.switch_out_ns, v.wake_ns, v.switch_in_ns),
+        (101, Some(101), Some(401))
+    );
+    assert_eq!(v.attributed_ns(), 0);
+    assert_eq!(v.runq_ns_of(0), 300);
+    assert_eq!(
+        v.hops
+            .iter()
+            .map(|h| (h.waker_tid, h.ts, h.ns))
+            .collect::<Vec<_>>(),
+        vec![(W, 101, 0)]
+    );
+    assert!(
+        r.folded.contains_key("victim;--;[run queue];hog"),
+        "\n{}",
+        show(&r)
+    );
+    assert!(
+        !r.folded.keys().any(|k| k.contains("[waker unknown]")),
+        "\n{}",
+        show(&r)
+    );
+    assert_eq!(r.stats.woken_before_block, 1);
+    assert_eq!(r.stats.waits_without_waker, 0);
+    assert_eq!(r.stats.wakings_ignored, 0);
+    // Too long before the switch-out (over 1 ms): not taken for a race.
+    let r = run(
+        &woken_before_block(2_000_000),
+        common::nodedup(),
+        View::Chains,
+    );
+    let v = r.records.iter().find(|w| w.tid == T).unwrap();
+    assert_eq!(v.wake_ns, None);
+    assert_eq!(r.stats.woken_before_block, 0);
+    assert_eq!(r.stats.waits_without_waker, 1);
+    assert_eq!(r.stats.wakings_ignored, 1);
+}
+
+#[test]
+fn a_waking_of_its_own_wins_over_the_race() {
+    let mut m = woken_before_block(1);
+    // X wakes T at 300, inside its wait: that waking ends it, the earlier one stays ignored.
+    let at = m.events.len() - 1;
+    m.events
+        .insert(at, events::waking(300, 1, X, T, WakeContext::Task));
+    let r = run(&m, rq_nodedup(), View::Chains);
+    let v = r.records.iter().find(|w| w.tid == T).unwrap();
+    assert_eq!(v.wake_ns, Some(300));
+    assert_eq!(v.hops[0].waker_tid, X);
+    assert_eq!(r.stats.woken_before_block, 0);
+    assert_eq!(r.stats.wakings_ignored, 1);
+}
