@@ -12,13 +12,11 @@
 mod common;
 use chainrec_chain::{Config, Engine, NodeTable, WaitRecord};
 use chainrec_format::{state_is_dead, Event, TraceReader};
-use chainrec_record::{RecordOptions, StopCondition};
+use chainrec_record::RecordOptions;
 use chainrec_testkit::bpf::{can_record, skip as skip_bpf};
-use common::{bin, tmpdir};
+use common::{bin, record_with_summary, tmpdir};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PID_MAX: &str = "/proc/sys/kernel/pid_max";
@@ -107,27 +105,8 @@ fn fork_churn(n: u64) -> u64 {
 
 /// Record the whole system while `work` runs.
 fn record(work: impl FnOnce()) -> PathBuf {
-    let trace = tmpdir("pid-reuse").join("churn.zst");
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Arc::new(AtomicBool::new(false));
-    let opts = RecordOptions {
-        output: trace.clone(),
-        status_line: false,
-        ..RecordOptions::default()
-    };
-    let cond = StopCondition {
-        duration: Some(Duration::from_secs(120)),
-        flag: Some(stop.clone()),
-        started: Some(started.clone()),
-    };
-    let rec = std::thread::spawn(move || chainrec_record::record(&opts, cond));
-    while !started.load(Ordering::SeqCst) {
-        assert!(!rec.is_finished(), "recorder ended early: {:?}", rec.join());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    work();
-    stop.store(true, Ordering::SeqCst);
-    let summary = rec.join().expect("recorder thread").expect("recording");
+    let (trace, (), summary) =
+        record_with_summary(&tmpdir("pid-reuse"), RecordOptions::default(), work);
     eprintln!("real_pid_reuse: lost {:?}", summary.lost);
     trace
 }

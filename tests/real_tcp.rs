@@ -12,15 +12,14 @@
 mod common;
 use chainrec_chain::{Config, Engine, Filter, NodeTable, WaitRecord};
 use chainrec_format::TraceReader;
-use chainrec_record::{RecordOptions, StopCondition};
+use chainrec_record::RecordOptions;
 use chainrec_testkit::bpf::{can_record, skip as skip_bpf};
-use common::tmpdir;
+use common::{record_with_summary, tmpdir};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::Duration;
 
 const ROUNDS: usize = 150;
@@ -99,27 +98,8 @@ fn tcp_rr(
 
 /// Record the whole system while `work` runs; returns the trace path.
 fn record(name: &str, work: impl FnOnce() -> (u32, u32)) -> (PathBuf, u32, u32) {
-    let trace = tmpdir(name).join("tcp.zst");
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Arc::new(AtomicBool::new(false));
-    let opts = RecordOptions {
-        output: trace.clone(),
-        status_line: false,
-        ..RecordOptions::default()
-    };
-    let cond = StopCondition {
-        duration: Some(Duration::from_secs(120)),
-        flag: Some(stop.clone()),
-        started: Some(started.clone()),
-    };
-    let rec = std::thread::spawn(move || chainrec_record::record(&opts, cond));
-    while !started.load(Ordering::SeqCst) {
-        assert!(!rec.is_finished(), "recorder ended early: {:?}", rec.join());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let (client, server) = work();
-    stop.store(true, Ordering::SeqCst);
-    let summary = rec.join().expect("recorder thread").expect("recording");
+    let (trace, (client, server), summary) =
+        record_with_summary(&tmpdir(name), RecordOptions::default(), work);
     eprintln!(
         "{name}: softirq wakings: {}; {}",
         summary.softirq, summary.softirq_method

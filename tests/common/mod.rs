@@ -38,6 +38,23 @@ pub fn record_while<T>(
     opts: chainrec_record::RecordOptions,
     work: impl FnOnce() -> T,
 ) -> (PathBuf, T) {
+    let (trace, out, summary) = record_with_summary(dir, opts, work);
+    assert_eq!(
+        summary.lost.events(),
+        0,
+        "chainrec lost events: {:?}",
+        summary.lost
+    );
+    (trace, out)
+}
+
+/// [`record_while`] without the lost-events assertion: also returns the recording's
+/// summary, for tests that judge losses (or the softirq method, ...) themselves.
+pub fn record_with_summary<T>(
+    dir: &std::path::Path,
+    opts: chainrec_record::RecordOptions,
+    work: impl FnOnce() -> T,
+) -> (PathBuf, T, chainrec_record::RecordSummary) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
@@ -62,13 +79,7 @@ pub fn record_while<T>(
     let out = work();
     stop.store(true, Ordering::SeqCst);
     let summary = rec.join().expect("recorder thread").expect("recording");
-    assert_eq!(
-        summary.lost.events(),
-        0,
-        "chainrec lost events: {:?}",
-        summary.lost
-    );
-    (trace, out)
+    (trace, out, summary)
 }
 
 /// `chainrec waits --json --no-dedup TRACE [extra]`: every wait of the trace with its chain.
