@@ -117,8 +117,11 @@ impl PltTable {
 /// relocation i). None when the file is unreadable, not a 64-bit little-endian ELF, or has
 /// no PLT.
 pub fn plt_table(path: &Path) -> Option<PltTable> {
-    let data = std::fs::read(path).ok()?;
-    let d = data.as_slice();
+    let file = std::fs::File::open(path).ok()?;
+    // SAFETY: the map is read-only and private to this function; a file truncated under it
+    // by another process could fault, the same risk blazesym takes for the same objects.
+    let data = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    let d: &[u8] = &data;
     let u16_at = |i: usize| -> Option<u64> {
         Some(u16::from_le_bytes(d.get(i..i + 2)?.try_into().ok()?) as u64)
     };
