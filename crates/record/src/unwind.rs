@@ -492,6 +492,11 @@ pub struct StackCopy<'a> {
 
 struct ProcUnwinder {
     unwinder: UnwinderX86_64<SectionBytes>,
+    /// framehop's rule cache (509 slots, direct-mapped by address), one per process: shared
+    /// by every process of a whole-system recording, the slots were evicted by the other
+    /// processes' addresses (ASLR gives each its own) nearly every time, and each miss
+    /// parses CFI again.
+    cache: CacheX86_64,
     /// The mappings added as modules, and whether their object has CFI (sorted by start).
     modules: Vec<(Range<u64>, bool)>,
 }
@@ -501,7 +506,6 @@ pub struct UserUnwinder<A: AddressSpaces> {
     spaces: A,
     procs: HashMap<u32, ProcUnwinder>,
     objects: HashMap<(u64, u64), Option<Arc<Object>>>,
-    cache: CacheX86_64,
     /// The highest stack address the last unwind read (its outermost frame's saved
     /// registers): for a complete stack, the top of that thread's stack.
     last_top: u64,
@@ -516,7 +520,6 @@ impl<A: AddressSpaces> UserUnwinder<A> {
             spaces,
             procs: HashMap::new(),
             objects: HashMap::new(),
-            cache: CacheX86_64::new(),
             last_top: 0,
             counts: UnwindCounts::default(),
         }
@@ -604,6 +607,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
         let obj = self.object(&m);
         let p = self.procs.entry(tgid).or_insert_with(|| ProcUnwinder {
             unwinder: UnwinderX86_64::new(),
+            cache: CacheX86_64::new(),
             modules: Vec::new(),
         });
         let at = p.modules.partition_point(|(r, _)| r.start < m.start);
@@ -706,13 +710,13 @@ impl<A: AddressSpaces> UserUnwinder<A> {
         }
         loop {
             let lookup = address.address_for_lookup();
-            let Some(p) = self.procs.get(&tgid) else {
+            let Some(p) = self.procs.get_mut(&tgid) else {
                 return UnwindEnd::Incomplete(IncompleteReason::ProcessGone);
             };
             let no_cfi = !p.has_cfi_at(lookup);
             let next = p
                 .unwinder
-                .unwind_frame(address, &mut regs, &mut self.cache, read_stack);
+                .unwind_frame(address, &mut regs, &mut p.cache, read_stack);
             match next {
                 Ok(None) => return UnwindEnd::Complete,
                 Ok(Some(ra)) => {
