@@ -88,7 +88,7 @@ enum Command {
     Top(cmd::report::TopArgs),
     /// Subsecond-offset heat map of off-CPU time.
     Heatmap(cmd::report::HeatmapArgs),
-    /// Export to Perfetto or pprof.
+    /// Export to Perfetto (timeline), pprof (chain graph) or Parquet (every wait, for SQL).
     Export(cmd::report::ExportArgs),
     /// Record the built-in chain workload and write trace, folded chain graph and SVG.
     #[cfg(feature = "record")]
