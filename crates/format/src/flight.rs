@@ -459,6 +459,13 @@ impl RotatingWriter {
     /// Replace the metadata (as [`TraceWriter::update_meta`]).
     pub fn update_meta(&mut self, meta: &RecordingMeta) -> Result<()> {
         self.meta = meta.clone();
+        // The recorder opens the output before it attaches, when the start is not known
+        // yet (0), and sets it here: the first file starts then, not at time 0 (which made
+        // it rotate at its first flush and say it spanned the machine's uptime).
+        if self.seq == 0 && self.file_start_ts == 0 && meta.start_ns != 0 {
+            self.file_start_ts = meta.start_ns;
+            self.last_ts = self.last_ts.max(meta.start_ns);
+        }
         let mut file_meta = meta.clone();
         file_meta.start_ns = self.file_start_ts;
         self.writer().update_meta(&file_meta)
@@ -522,6 +529,10 @@ fn numbered_path(base: &Path, seq: u32) -> PathBuf {
 impl TraceSink for RotatingWriter {
     fn push(&mut self, event: &Event) -> Result<()> {
         self.writer().push(event)?;
+        if self.file_start_ts == 0 {
+            // no start given at all: the first event's time
+            self.file_start_ts = event.ts();
+        }
         self.last_ts = event.ts();
         Ok(())
     }

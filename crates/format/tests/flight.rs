@@ -196,6 +196,50 @@ fn rotated_files_each_read_alone_and_together_hold_every_event() {
     assert_eq!(all, t.events);
 }
 
+/// As the recorder does it: the output is created before the start is known (0), and the
+/// start is set by `update_meta` at attach time. The first file then spans the rotation
+/// limit from that start (it rotated at its first flush and said it spanned the whole
+/// uptime: `duration 25188.744 s` for 0.48 s of events).
+#[test]
+fn the_first_rotated_file_starts_when_the_recording_starts() {
+    let dir = TempDir::new("rotate-start");
+    let t = mem_trace(5, 10_000);
+    let (first, last) = (t.events[0].ts(), t.events.last().unwrap().ts());
+    assert!(first > 0);
+    let mut meta = t.meta.clone();
+    meta.start_ns = 0;
+    let limit = RotateLimit {
+        bytes: 0,
+        ns: (last - first) / 2 + 1,
+    };
+    let base = dir.file("rec.zst");
+    let mut w = RotatingWriter::create(&base, &meta, limit, opts(1_000)).unwrap();
+    meta.start_ns = first;
+    w.update_meta(&meta).unwrap();
+    let mut tables_only = t.clone();
+    tables_only.events.clear();
+    tables_only.replay_into(&mut w).unwrap();
+    for chunk in t.events.chunks(1_000) {
+        for e in chunk {
+            w.push(e).unwrap();
+        }
+        w.flush().unwrap();
+    }
+    let mut end = meta.clone();
+    end.end_ns = last;
+    let files = w.finish(&end).unwrap();
+    assert_eq!(files.len(), 2, "{files:?}");
+    let (_, m) = read_all(&files[0].0);
+    assert_eq!(m.meta.start_ns, first);
+    let spanned = m.events.last().unwrap().ts() - first;
+    assert!(
+        spanned >= limit.ns && m.meta.end_ns - m.meta.start_ns < limit.ns * 2,
+        "first file spans {spanned} ns of events, meta {}..{}",
+        m.meta.start_ns,
+        m.meta.end_ns
+    );
+}
+
 #[test]
 fn a_failed_dump_leaves_nothing_behind() {
     let dir = TempDir::new("flight-fail");
