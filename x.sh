@@ -21,6 +21,10 @@ ensure_packages() {
     command -v zstd >/dev/null || want+=(zstd)
     [ -e /usr/include/libelf.h ] || want+=(libelf-dev)
     [ -e /usr/include/zlib.h ] || want+=(zlib1g-dev)
+    # crates/record/build.rs generates the Rust side of bpf/chainrec_abi.h with bindgen,
+    # which loads libclang and reads <linux/types.h>.
+    ls /usr/lib/*/libclang*.so* /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || want+=(libclang-dev)
+    [ -e /usr/include/linux/types.h ] || want+=(linux-libc-dev)
     if [ "${1:-}" = package ] || [ "${1:-}" = kernels ] || [ "${1:-}" = test ]; then
         # objcopy splits the debug info off the packaged binary.
         command -v objcopy >/dev/null || want+=(binutils)

@@ -2,8 +2,8 @@
 // chainrec recorder: scheduler events (switch, waking, wakeup_new, comm, exit) plus
 // lazily or eagerly captured stacks, streamed through one BPF ring buffer.
 //
-// Record layout (struct ev, 32 bytes, little endian) is mirrored in
-// crates/record/src/raw.rs; keep both in sync.
+// The records and constants shared with user space are in chainrec_abi.h (the Rust side is
+// generated from it by crates/record/build.rs).
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -12,138 +12,7 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define EV_SWITCH 0
-#define EV_WAKING 1
-#define EV_WAKEUP_NEW 2
-#define EV_COMM 3
-#define EV_EXIT 4
-#define EV_OFFCPU 5
-#define EV_CGROUP 6 /* a task's cgroup changed: a = tid, b = tgid, c/d = cgroup id low/high */
-#define EV_THROTTLE 8 /* aux THR_*: a, b|c<<32 = cgroup id, d = cgroup hierarchy id */
-
-/* EV_THROTTLE kinds (= chainrec_format::ThrottleKind) */
-#define THR_SWITCH_OUT 0 /* prev (a) switched out because its cgroup ran out of CPU quota */
-#define THR_REFILL 1     /* the group's period/slack timer ran while cfs_rqs were throttled */
-
-/* stack status bytes */
-#define ST_NONE 0
-#define ST_SKIPPED 1
-#define ST_FAILED 2
-#define ST_UPREEMPT 3
-#define ST_PRESENT 4
-#define ST_EXITING 5 /* user stack: the task was exiting (no user address space left) */
-#define ST_EXEC 6    /* user stack: replaced by an exec before it could be taken */
-
-/* comm reasons (= chainrec_format::CommReason) */
-#define CR_SEEN 0
-#define CR_EXEC 1
-#define CR_RENAME 2
-#define CR_FORK 3
-
-/* stack modes */
-#define MODE_LAZY 0
-#define MODE_EAGER 1
-#define MODE_NONE 2
-
-/* waking contexts (= chainrec_format::WakeContext) */
-#define CTX_TASK 0
-#define CTX_SOFTIRQ 1
-#define CTX_HARDIRQ 2
-#define CTX_NMI 3
-#define CTX_SOFTIRQ_TASK 4 /* softirq run by the task itself (local_bh_enable -> do_softirq) */
-
-/* source codes: kind << 16 | number */
-#define SRC_HARDIRQ (1u << 16)
-#define SRC_SOFTIRQ (2u << 16)
-#define SRC_TIMER (3u << 16)
-#define SRC_SOFTIRQ_KSOFTIRQD 0x8000 /* with SRC_SOFTIRQ: the vector ran in ksoftirqd */
-#define SRC_SOFTIRQ_UNKNOWN 0x7fff  /* with SRC_SOFTIRQ: no softirq_entry seen on this CPU yet */
-
-#define MAX_FRAMES 127
-
-/* User-stack copies (see copy_ustack): at most UCOPY_MAX bytes from the user sp, read in
- * page-sized pieces; the buffers have UCOPY_SLACK more so the verifier can bound a piece
- * at any offset below UCOPY_MAX. ust carries UST_COPY when a copy block follows the frames. */
-#define UCOPY_MAX 16384
-#define UCOPY_SLACK 4096
-#define UST_COPY 0x80
-
-/* counters (per-CPU array indexes) */
-#define C_RB_FULL 0
-#define C_SKIP_OFFCPU 1
-#define C_SKIP_WAKER 2 /* unused: counted in user space */
-#define C_USER_PENDING_OVERWRITTEN 3 /* a long wait served by a user half already due */
-#define C_CTX_FALLBACK 4
-#define C_TW_FAILED 5 /* task_work could not be scheduled (user stack status FAILED) */
-#define C_UWALK_SHORT 6 /* user walks finished without the kernel walker */
-#define C_UWALK_MISMATCH 7 /* verify_user_walk: the kernel walker disagreed */
-#define C_USER_AT_SWITCH 8 /* user halves taken at a switch-out before the return to user */
-#define C_USER_AT_EXIT 9 /* user halves due when the task exited (status EXITING) */
-#define C_USER_AT_EXEC 10 /* user halves due when the task exec'd (status EXEC) */
-#define C_SIRQ_TASK 11 /* softirq wakings decided as run by the task itself */
-#define C_SIRQ_IRQ 12 /* softirq wakings decided as at an interrupt's exit */
-#define C_SIRQ_KSOFTIRQD 13 /* softirq wakings in ksoftirqd */
-#define C_SIRQ_UNTRACKED 14 /* softirq wakings not told apart (kept metal) */
-/* --profile-bpf: per section, ns spent (C_PROF + 2p) and times entered (C_PROF + 2p + 1) */
-#define C_USTASH_TAKEN 15 /* user stacks taken at a switch-out because the wait was predicted long */
-#define C_USTASH_USED 16  /* ... and used: the wait was long (no task_work needed) */
-#define C_USTASH_MISSED 17 /* long waits of user tasks predicted short (task_work path) */
-#define C_UHALF_INPLACE 18 /* lazy user halves reserved at full size (the scratch was taken) */
-#define C_UCOPY_BUSY 19 /* user-stack copies not taken: the ring buffer was over ucopy_ring_budget */
-#define C_PROF 20
-#define P_SW_ALL 0    /* on_switch, whole */
-#define P_SW_SEEN 1   /* on_switch: task storage of prev and next (first sightings) */
-#define P_SW_UHALF 2  /* on_switch: a lazy user half still due, taken at switch-out */
-#define P_SW_KSTACK 3 /* on_switch: bpf_get_task_stack(next) after a long wait */
-#define P_SW_ARM 4    /* on_switch: arm_user_stack (twmap, task_work kfunc) */
-#define P_SW_OUT 5    /* on_switch: output_stk of the off-CPU kernel half */
-#define P_SW_EAGER 6  /* on_switch, eager: kernel + user stack of prev */
-#define P_WK_ALL 7    /* on_waking, whole */
-#define P_WK_CTX 8    /* on_waking: wake_context */
-#define P_WK_KSTACK 9 /* on_waking: kernel stack of the waker */
-#define P_WK_USTACK 10 /* on_waking: user stack of the waker */
-#define P_WK_OUT 11   /* on_waking: output_stk */
-#define P_CB_ALL 12   /* task_work callback, whole */
-#define P_CB_USTACK 13 /* task_work callback: bpf_get_task_stack(user) */
-#define P_TW_SCHED 14 /* arm_user_stack: the task_work kfunc alone */
-#define P_SW_EMIT 15  /* on_switch: the stack-less Switch record */
-#define P_SW_STASH 16 /* on_switch: user stack of prev taken at switch-out (predicted long) */
-#define P_SW_KSTACK1 17 /* --profile-bpf only: bpf_get_task_stack(next) of one frame */
-#define P_WK_KSTACK1 18 /* --profile-bpf only: the waker's kernel stack, one frame */
-#define P_SW_CGROUP 19 /* on_switch: prev's cgroup id against the one it had (moves) */
-#define P_NR 20
-#define C_NR (C_PROF + 2 * P_NR)
-
-struct ev {
-	__u64 ts;
-	__u8 kind;
-	__u8 aux;  /* waking: context; comm: reason; comm flags in c */
-	__u8 kst;  /* kernel stack status */
-	__u8 ust;  /* user stack status */
-	__u16 cpu;
-	__u8 nk;   /* kernel frames following */
-	__u8 nu;   /* user frames following (after the kernel frames) */
-	__u32 a;
-	__u32 b;
-	__u32 c;
-	__u32 d;
-};
-
-struct ev_comm {
-	struct ev h;
-	char comm[16];
-	__u64 cgid; /* the task's cgroup v2 id (kernfs node id), 0 when not tracked */
-};
-
-/* A user-stack copy block, right after the record's nk + nu frames (ust & UST_COPY): the
- * user registers the consumer unwinds from, then len bytes of stack read from sp up. */
-struct ucopy {
-	__u64 ip;
-	__u64 sp;
-	__u64 bp;
-	__u32 len;
-	__u32 pad;
-};
+#include "chainrec_abi.h"
 
 struct ev_stk {
 	struct ev h;
@@ -427,10 +296,10 @@ static __always_inline bool emit_ev(__u64 ts, __u8 kind, __u8 aux, __u32 kst, __
 	e->cpu = bpf_get_smp_processor_id();
 	e->nk = 0;
 	e->nu = 0;
-	e->a = a;
-	e->b = b;
-	e->c = c;
-	e->d = d;
+	e->w.a = a;
+	e->w.b = b;
+	e->w.c = c;
+	e->w.d = d;
 	submit_ev(e);
 	return true;
 }
@@ -533,10 +402,10 @@ static __always_inline __u64 emit_comm(struct task_struct *t, __u8 reason, __u64
 	e->h.cpu = bpf_get_smp_processor_id();
 	e->h.nk = 0;
 	e->h.nu = 0;
-	e->h.a = t->pid;
-	e->h.b = t->tgid;
-	e->h.c = is_kthread(t) ? 1 : 0;
-	e->h.d = 0;
+	e->h.task.tid = t->pid;
+	e->h.task.tgid = t->tgid;
+	e->h.task.flags = is_kthread(t) ? COMM_KTHREAD : 0;
+	e->h.task.unused = 0;
 	e->cgid = cgid;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), t->comm);
 	bpf_ringbuf_submit(e, rb_flags());
@@ -982,10 +851,10 @@ static __always_inline void fill_user_half(struct ev_ustk *e, struct task_struct
 	e->h.cpu = bpf_get_smp_processor_id();
 	e->h.nk = 0;
 	e->h.nu = 0;
-	e->h.a = cur->pid;
-	e->h.b = cur->tgid;
-	e->h.c = 0;
-	e->h.d = 0;
+	e->h.task.tid = cur->pid;
+	e->h.task.tgid = cur->tgid;
+	e->h.task.flags = 0;
+	e->h.task.unused = 0;
 	ur = (struct pt_regs *)bpf_task_pt_regs(cur);
 	if (cur->flags & PF_EXITING) {
 		e->h.ust = ST_EXITING;
@@ -1196,10 +1065,10 @@ static __always_inline void user_half_at_switch(void *ctx, struct task_struct *p
 	s->h.cpu = bpf_get_smp_processor_id();
 	s->h.nk = 0;
 	s->h.nu = 0;
-	s->h.a = prev->pid;
-	s->h.b = prev->tgid;
-	s->h.c = 0;
-	s->h.d = 0;
+	s->h.task.tid = prev->pid;
+	s->h.task.tgid = prev->tgid;
+	s->h.task.flags = 0;
+	s->h.task.unused = 0;
 	ur = (struct pt_regs *)bpf_task_pt_regs(prev);
 	if (prev->flags & PF_EXITING)
 		s->h.ust = ST_EXITING;
@@ -1398,10 +1267,10 @@ static __always_inline int do_switch(void *ctx, bool preempt, struct task_struct
 		s->h.kind = EV_SWITCH;
 		s->h.aux = 0;
 		s->h.cpu = bpf_get_smp_processor_id();
-		s->h.a = prev_pid;
-		s->h.b = next_pid;
-		s->h.c = state;
-		s->h.d = prev->tgid;
+		s->h.sw.prev_tid = prev_pid;
+		s->h.sw.next_tid = next_pid;
+		s->h.sw.prev_state = state;
+		s->h.sw.prev_tgid = prev->tgid;
 		s->h.nu = 0;
 		t0 = prof_t0();
 		cur_kstack(ctx, s);
@@ -1460,10 +1329,10 @@ bookkeeping:
 			s->h.kind = EV_OFFCPU;
 			s->h.aux = 0;
 			s->h.cpu = bpf_get_smp_processor_id();
-			s->h.a = next_pid;
-			s->h.b = next->tgid;
-			s->h.c = 0;
-			s->h.d = 0;
+			s->h.task.tid = next_pid;
+			s->h.task.tgid = next->tgid;
+			s->h.task.flags = 0;
+			s->h.task.unused = 0;
 			s->h.nu = 0;
 			{
 				long r;
@@ -1580,10 +1449,10 @@ static __always_inline int do_waking(void *ctx, struct task_struct *p, __u64 ts)
 		s->h.kind = EV_WAKING;
 		s->h.aux = ctx8;
 		s->h.cpu = bpf_get_smp_processor_id();
-		s->h.a = cur_pid;
-		s->h.b = p->pid;
-		s->h.c = src;
-		s->h.d = cur->tgid;
+		s->h.wk.waker_tid = cur_pid;
+		s->h.wk.target_tid = p->pid;
+		s->h.wk.source = src;
+		s->h.wk.waker_tgid = cur->tgid;
 		s->h.nu = 0;
 		if (profile) {
 			/* the fixed part of a walk: stop after one frame */
@@ -1692,10 +1561,10 @@ int BPF_PROG(on_rename, struct task_struct *t, const char *comm)
 	e->h.cpu = bpf_get_smp_processor_id();
 	e->h.nk = 0;
 	e->h.nu = 0;
-	e->h.a = t->pid;
-	e->h.b = t->tgid;
-	e->h.c = is_kthread(t) ? 1 : 0;
-	e->h.d = 0;
+	e->h.task.tid = t->pid;
+	e->h.task.tgid = t->tgid;
+	e->h.task.flags = is_kthread(t) ? COMM_KTHREAD : 0;
+	e->h.task.unused = 0;
 	e->cgid = task_cgid(t);
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
 	bpf_ringbuf_submit(e, rb_flags());
@@ -1848,13 +1717,6 @@ int BPF_PROG(on_hrtimer_exit, struct hrtimer *t)
  * and the stack helpers.
  * ====================================================================================== */
 
-#define EV_SAMPLE 7
-
-/* sample counters (per-CPU array indexes) */
-#define SC_LOST 0     /* ring buffer full */
-#define SC_FILTERED 1 /* not recorded: -p filter */
-#define SC_NR 2
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SC_NR);
@@ -1896,10 +1758,10 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	s->h.kind = EV_SAMPLE;
 	s->h.aux = 0;
 	s->h.cpu = bpf_get_smp_processor_id();
-	s->h.a = cur->pid;
-	s->h.b = cur->tgid;
-	s->h.c = 0;
-	s->h.d = 0;
+	s->h.task.tid = cur->pid;
+	s->h.task.tgid = cur->tgid;
+	s->h.task.flags = 0;
+	s->h.task.unused = 0;
 	/* Kernel stack at the interrupted point: none when the CPU was in user mode. */
 	r = bpf_get_stack(ctx, s->frames, MAX_FRAMES * 8, 0);
 	if (r < 0) {

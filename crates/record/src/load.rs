@@ -105,9 +105,9 @@ fn open_and_load<'obj>(
             .as_deref_mut()
             .ok_or(RecordError::Skeleton(".rodata"))?;
         ro.stack_mode = match opts.stack_mode {
-            StackMode::Lazy => 0,
-            StackMode::Eager => 1,
-            StackMode::None => 2,
+            StackMode::Lazy => crate::raw::MODE_LAZY.into(),
+            StackMode::Eager => crate::raw::MODE_EAGER.into(),
+            StackMode::None => crate::raw::MODE_NONE.into(),
         };
         ro.threshold_ns = opts.stack_threshold_ns;
         ro.wake_mark = rb_size as u64 / 4;
