@@ -182,7 +182,7 @@ fn open_and_load<'obj>(
 }
 
 /// What the BPF side needs to tell softirqs run by a task from those at an interrupt's
-/// exit by the irq stack (`softirq_by_irqstack` in bpf/chainrec.bpf.c).
+/// exit by the irq stack (`softirq_by_irqstack` in bpf/wake_context.bpf.h).
 pub(crate) struct IrqStackInfo {
     ptr_delta: i64,
     inuse_delta: i64,

@@ -1,5 +1,5 @@
-//! On-CPU samples: the perf events that drive the `on_sample` BPF program (last section of
-//! `bpf/chainrec.bpf.c`), and the conversion of its records into [`Event::Sample`].
+//! On-CPU samples: the perf events that drive the `on_sample` BPF program
+//! (`bpf/samples.bpf.h`), and the conversion of its records into [`Event::Sample`].
 //!
 //! One software `cpu-clock` event per online CPU by default, in frequency mode: the kernel
 //! turns `sample_freq` into a fixed hrtimer period of 1 s / freq, so every sample stands for
