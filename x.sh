@@ -23,7 +23,8 @@ ensure_packages() {
     [ -e /usr/include/zlib.h ] || want+=(zlib1g-dev)
     # crates/record/build.rs generates the Rust side of bpf/chainrec_abi.h with bindgen,
     # which loads libclang and reads <linux/types.h>.
-    ls /usr/lib/*/libclang*.so* /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || want+=(libclang-dev)
+    compgen -G '/usr/lib/*/libclang*.so*' >/dev/null || compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null ||
+        want+=(libclang-dev)
     [ -e /usr/include/linux/types.h ] || want+=(linux-libc-dev)
     if [ "${1:-}" = package ] || [ "${1:-}" = kernels ] || [ "${1:-}" = test ]; then
         # objcopy splits the debug info off the packaged binary.

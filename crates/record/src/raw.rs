@@ -313,4 +313,39 @@ mod tests {
         // a block announcing more bytes than the record has
         assert!(decode(&c[..c.len() - 1], &mut pool, &mut bytes).is_none());
     }
+
+    /// A comm record (`struct ev_comm`: name and cgroup id after the header) and the views
+    /// of the other kinds over the same four words.
+    #[test]
+    fn decodes_comm_and_views() {
+        let mut b = vec![0u8; HDR];
+        b[8] = EV_COMM;
+        b[9] = CR_EXEC;
+        for (i, w) in [41u32, 40, COMM_KTHREAD, 0].iter().enumerate() {
+            b[16 + 4 * i..20 + 4 * i].copy_from_slice(&w.to_le_bytes());
+        }
+        b.extend_from_slice(b"kworker/0:1\0\0\0\0\0");
+        b.extend_from_slice(&0x1234_5678_9abc_u64.to_le_bytes());
+        let (mut pool, mut bytes) = (Vec::new(), Vec::new());
+        let e = decode(&b, &mut pool, &mut bytes).unwrap();
+        let t = e.task();
+        assert_eq!(
+            (e.aux, t.tid, t.tgid, t.flags),
+            (CR_EXEC, 41, 40, COMM_KTHREAD)
+        );
+        assert_eq!(&e.comm[..11], b"kworker/0:1");
+        assert_eq!(e.cgid, 0x1234_5678_9abc);
+        // without its name the comm record is malformed
+        assert!(decode(&b[..HDR + 8], &mut pool, &mut bytes).is_none());
+        // the views name the words in the order the C side writes them
+        let cg = e.cgroup();
+        assert_eq!((cg.tid, cg.tgid, cg.cgid_lo), (41, 40, COMM_KTHREAD));
+        let thr = e.throttle();
+        assert_eq!(
+            (thr.tid, thr.cgid_lo, thr.cgid_hi, thr.hierarchy),
+            (41, 40, 1, 0)
+        );
+        let sw = e.switch();
+        assert_eq!((sw.prev_tid, sw.next_tid, sw.prev_state), (41, 40, 1));
+    }
 }
