@@ -21,6 +21,11 @@ ensure_packages() {
     command -v zstd >/dev/null || want+=(zstd)
     [ -e /usr/include/libelf.h ] || want+=(libelf-dev)
     [ -e /usr/include/zlib.h ] || want+=(zlib1g-dev)
+    # crates/record/build.rs generates the Rust side of bpf/chainrec_abi.h with bindgen,
+    # which loads libclang and reads <linux/types.h>.
+    compgen -G '/usr/lib/*/libclang*.so*' >/dev/null || compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null ||
+        want+=(libclang-dev)
+    [ -e /usr/include/linux/types.h ] || want+=(linux-libc-dev)
     if [ "${1:-}" = package ] || [ "${1:-}" = kernels ] || [ "${1:-}" = test ]; then
         # objcopy splits the debug info off the packaged binary.
         command -v objcopy >/dev/null || want+=(binutils)
@@ -157,8 +162,8 @@ test)
     fi
     log "checking formatting"
     cargo fmt --all -- --check
-    log "checking that the modules of crates/chain and of the binary form no import circle"
-    cargo run --quiet --locked -p chainrec-tools --bin modcycles -- crates/chain/src src
+    log "checking that the modules of crates/chain, crates/record and of the binary form no import circle"
+    cargo run --quiet --locked -p chainrec-tools --bin modcycles -- crates/chain/src crates/record/src src
     log "clippy (warnings are errors)"
     cargo clippy --locked --workspace --all-targets -- -D warnings
     log "rustdoc (warnings are errors)"

@@ -2,6 +2,9 @@
 //! recording and the stop signals polled together until both the command and the
 //! recording have ended. The caller prints; this module decides.
 
+// The errors live in crate::error (which imports nothing of the crate); re-exported here,
+// where they have always been.
+pub use crate::error::{CommandError, PidError, Unrunnable};
 use crate::{RecordSummary, Recording, Result};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -267,44 +270,6 @@ fn to_pass_on(seen: StopSignals, now: StopSignals) -> Option<i32> {
     (now.terms > seen.terms && !in_own_process_group(now.term_sender)).then_some(libc::SIGTERM)
 }
 
-/// Why a command cannot be run.
-#[derive(Debug, thiserror::Error)]
-pub enum CommandError {
-    /// The command name is empty.
-    #[error("the command is an empty string")]
-    Empty,
-    /// No such command in any PATH directory.
-    #[error("cannot run `{0}`: command not found in PATH")]
-    NotFound(String),
-    /// The file exists but cannot be executed.
-    #[error("cannot run `{name}`: {}{why}", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
-    NotRunnable {
-        /// The command as given.
-        name: String,
-        /// The candidate found in PATH (None for a name with a `/`, which is the path).
-        path: Option<std::path::PathBuf>,
-        /// Why it cannot run.
-        why: Unrunnable,
-    },
-}
-
-/// Why a file cannot be executed.
-#[derive(Debug, thiserror::Error)]
-pub enum Unrunnable {
-    /// Its metadata cannot be read (missing, no permission on a directory).
-    #[error("{0}")]
-    Stat(std::io::Error),
-    /// It is a directory.
-    #[error("is a directory")]
-    Directory,
-    /// The path contains a NUL byte.
-    #[error("contains a NUL byte")]
-    NulByte,
-    /// No execute permission for this process.
-    #[error("not executable")]
-    NotExecutable,
-}
-
 /// Where `name` would be executed from (the PATH lookup `execvp` does), or why it cannot
 /// be run: checked before recording starts, so that a typo costs no recording.
 pub fn resolve(name: &str) -> std::result::Result<std::path::PathBuf, CommandError> {
@@ -360,28 +325,6 @@ pub fn resolve(name: &str) -> std::result::Result<std::path::PathBuf, CommandErr
         }
     }
     Err(first_failure.unwrap_or_else(|| CommandError::NotFound(name.to_string())))
-}
-
-/// Why a pid does not name a process.
-#[derive(Debug, thiserror::Error)]
-pub enum PidError {
-    /// Pid 0.
-    #[error("pid 0 is the idle task, not a process (give a process id)")]
-    Idle,
-    /// No such process.
-    #[error("no such process")]
-    NoSuchProcess,
-    /// `/proc/PID/status` could not be read.
-    #[error("cannot read /proc/{pid}/status")]
-    Read {
-        /// The pid.
-        pid: u32,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// `/proc/PID/status` has no Tgid line.
-    #[error("no Tgid in /proc/{0}/status")]
-    NoTgid(u32),
 }
 
 /// The process (thread group id) that `pid` belongs to, from /proc.

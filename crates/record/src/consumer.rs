@@ -204,7 +204,7 @@ impl Consumer {
             malformed,
         } = &mut *b;
         for e in evs.iter() {
-            if e.kind == crate::throttle::EV_THROTTLE {
+            if e.kind == raw::EV_THROTTLE {
                 // Not an event: a record of the throttle sections (format 2.1).
                 if !self.conv.throttles.take(e) {
                     *malformed += 1;
@@ -212,8 +212,9 @@ impl Consumer {
                 continue;
             }
             if e.kind == raw::EV_CGROUP {
-                let id = u64::from(e.c) | u64::from(e.d) << 32;
-                self.conv.cgroup_member(e.ts, e.a, id);
+                let cg = e.cgroup();
+                let id = u64::from(cg.cgid_lo) | u64::from(cg.cgid_hi) << 32;
+                self.conv.cgroup_member(e.ts, cg.tid, id);
                 continue;
             }
             let ev = self
@@ -373,7 +374,7 @@ impl Consumer {
         let Some(cfg) = &opts.samples else {
             return;
         };
-        let mut bpf = [0u64; crate::samples::SC_NR];
+        let mut bpf = [0u64; raw::SC_NR];
         for (idx, total) in bpf.iter_mut().enumerate() {
             if let Ok(Some(vals)) = skel
                 .maps

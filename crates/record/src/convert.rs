@@ -366,30 +366,32 @@ impl Converter {
         kf: &[u64],
         context: WakeContext,
     ) -> (WakeContext, u32) {
-        let ksoftirqd = e.c & !0xffff == raw::SRC_SOFTIRQ && e.c & raw::SRC_SOFTIRQ_KSOFTIRQD != 0;
+        let w = e.waking();
+        let ksoftirqd =
+            w.source & !0xffff == raw::SRC_SOFTIRQ && w.source & raw::SRC_SOFTIRQ_KSOFTIRQD != 0;
         if e.kst != raw::ST_PRESENT || ksoftirqd || !self.softirq_by_stack_on {
-            return (context, e.c);
+            return (context, w.source);
         }
         let Some(task) = self.softirq_by_stack(kf) else {
-            return (context, e.c);
+            return (context, w.source);
         };
         self.softirq_stack_checked += 1;
         match (task, context) {
-            (true, WakeContext::SoftIrq) if e.a != 0 => {
+            (true, WakeContext::SoftIrq) if w.waker_tid != 0 => {
                 self.softirq_stack_to_task += 1;
                 // An hrtimer expiring in the softirq was sent as the timer source.
-                let code = if e.c == raw::SRC_TIMER {
+                let code = if w.source == raw::SRC_TIMER {
                     raw::SRC_SOFTIRQ | 8
                 } else {
-                    e.c
+                    w.source
                 };
                 (WakeContext::SoftIrqTask, code)
             }
             (false, WakeContext::SoftIrqTask) => {
                 self.softirq_stack_to_irq += 1;
-                (WakeContext::SoftIrq, e.c)
+                (WakeContext::SoftIrq, w.source)
             }
-            _ => (context, e.c),
+            _ => (context, w.source),
         }
     }
 
@@ -422,14 +424,14 @@ impl Converter {
         let Some(copy) = e.stack_copy(bytes) else {
             return false;
         };
-        let tgid = match e.kind {
-            raw::EV_SWITCH | raw::EV_WAKING => e.d,
-            _ => e.b, // OffCpuStacks, samples
+        // The thread whose stack this is (prev of a switch, the waker of a waking).
+        let (tid, tgid) = match e.kind {
+            raw::EV_SWITCH => (e.switch().prev_tid, e.switch().prev_tgid),
+            raw::EV_WAKING => (e.waking().waker_tid, e.waking().waker_tgid),
+            _ => (e.task().tid, e.task().tgid), // OffCpuStacks, samples
         };
         let mut out = std::mem::take(&mut self.unwound);
         let end = self.unwinder.unwind(tgid, e.ts, copy, &mut out, history);
-        // The thread whose stack this is (the waker of a waking, prev of a switch).
-        let tid = e.a;
         match end {
             UnwindEnd::Complete if tid != tgid => {
                 // A margin for outermost frames a little higher in later stacks.
@@ -500,7 +502,7 @@ impl Converter {
     ) -> Event {
         self.cur_ts = e.ts;
         if e.kind == raw::EV_COMM && e.aux == CommReason::Exec as u8 {
-            self.unwinder.forget(e.b);
+            self.unwinder.forget(e.task().tgid);
         }
         let unwound = e.has_copy && self.unwind_copy(e, bytes, history);
         let unwound_frames = std::mem::take(&mut self.unwound);
@@ -519,18 +521,22 @@ impl Converter {
             self.skipped += 1;
         }
         match e.kind {
-            raw::EV_SWITCH => Event::Switch(Switch {
-                ts: e.ts,
-                cpu: e.cpu as u32,
-                prev_tid: e.a,
-                prev_state: e.c,
-                next_tid: e.b,
-                prev_kstack: self.offcpu_kstack(e.kst, kf),
-                prev_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
-            }),
+            raw::EV_SWITCH => {
+                let sw = e.switch();
+                Event::Switch(Switch {
+                    ts: e.ts,
+                    cpu: e.cpu as u32,
+                    prev_tid: sw.prev_tid,
+                    prev_state: sw.prev_state,
+                    next_tid: sw.next_tid,
+                    prev_kstack: self.offcpu_kstack(e.kst, kf),
+                    prev_ustack: self.stack(e.ust, StackKind::User, sw.prev_tgid, uf),
+                })
+            }
             raw::EV_WAKING => {
+                let wk = e.waking();
                 let mut context = WakeContext::from_u8(e.aux).unwrap_or(WakeContext::Task);
-                let mut code = e.c;
+                let mut code = wk.source;
                 if matches!(context, WakeContext::SoftIrq | WakeContext::SoftIrqTask) {
                     (context, code) = self.softirq_checked(e, kf, context);
                 }
@@ -546,52 +552,57 @@ impl Converter {
                 Event::Waking(Waking {
                     ts: e.ts,
                     cpu: e.cpu as u32,
-                    waker_tid: e.a,
-                    target_tid: e.b,
+                    waker_tid: wk.waker_tid,
+                    target_tid: wk.target_tid,
                     context,
                     source: self.irq(code),
                     waker_kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
-                    waker_ustack: self.stack(e.ust, StackKind::User, e.d, uf),
+                    waker_ustack: self.stack(e.ust, StackKind::User, wk.waker_tgid, uf),
                 })
             }
-            raw::EV_WAKEUP_NEW => Event::WakeupNew(WakeupNew {
-                ts: e.ts,
-                cpu: e.cpu as u32,
-                parent_tid: e.a,
-                child_tid: e.b,
-                child_tgid: e.c,
-            }),
+            raw::EV_WAKEUP_NEW => {
+                let wn = e.wakeup_new();
+                Event::WakeupNew(WakeupNew {
+                    ts: e.ts,
+                    cpu: e.cpu as u32,
+                    parent_tid: wn.parent_tid,
+                    child_tid: wn.child_tid,
+                    child_tgid: wn.child_tgid,
+                })
+            }
             raw::EV_COMM => {
                 let comm = Comm(e.comm);
-                self.cgroup_member(e.ts, e.a, e.cgid);
-                if self.tasks.insert(e.a) {
+                let t = e.task();
+                self.cgroup_member(e.ts, t.tid, e.cgid);
+                if self.tasks.insert(t.tid) {
                     self.new_tasks.push(TaskEntry {
-                        tid: e.a,
-                        tgid: e.b,
+                        tid: t.tid,
+                        tgid: t.tgid,
                         comm,
-                        kernel_thread: e.c & 1 != 0,
+                        kernel_thread: t.flags & raw::COMM_KTHREAD != 0,
                     });
                 }
                 Event::Comm(TaskComm {
                     ts: e.ts,
-                    tid: e.a,
-                    tgid: e.b,
+                    tid: t.tid,
+                    tgid: t.tgid,
                     comm,
                     reason: CommReason::from_u8(e.aux).unwrap_or(CommReason::Seen),
                 })
             }
             raw::EV_EXIT => {
-                if e.a == e.b {
-                    self.unwinder.forget(e.b);
+                let t = e.task();
+                if t.tid == t.tgid {
+                    self.unwinder.forget(t.tgid);
                 }
-                self.task_cgroup.remove(&e.a);
+                self.task_cgroup.remove(&t.tid);
                 Event::Exit(Exit {
                     ts: e.ts,
-                    tid: e.a,
-                    tgid: e.b,
+                    tid: t.tid,
+                    tgid: t.tgid,
                 })
             }
-            crate::samples::EV_SAMPLE => {
+            raw::EV_SAMPLE => {
                 let mut counts = std::mem::take(&mut self.samples);
                 let ev =
                     counts.convert(e, kf, uf, |st, kind, tgid, f| self.stack(st, kind, tgid, f));
@@ -600,9 +611,9 @@ impl Converter {
             }
             _ => Event::OffCpuStacks(OffCpuStacks {
                 ts: e.ts,
-                tid: e.a,
+                tid: e.task().tid,
                 kstack: self.stack(e.kst, StackKind::Kernel, 0, kf),
-                ustack: self.stack(e.ust, StackKind::User, e.b, uf),
+                ustack: self.stack(e.ust, StackKind::User, e.task().tgid, uf),
             }),
         }
     }
@@ -724,9 +735,14 @@ mod tests {
             ust: raw::ST_PRESENT,
             nk: 2,
             nu: 1,
-            a: 5,
-            b: 6,
-            d: 5,
+            args: raw::EvArgs {
+                wk: raw::ev_waking {
+                    waker_tid: 5,
+                    target_tid: 6,
+                    source: 0,
+                    waker_tgid: 5,
+                },
+            },
             ..Default::default()
         };
         let Event::Waking(w1) = c.convert(&e, &pool, &[], None) else {
@@ -745,7 +761,7 @@ mod tests {
         assert_eq!(c.new_kaddrs.len(), 2);
         assert_eq!(c.new_uaddrs[&5], vec![0x4000_1000]);
         // same user frames in another process: a different stack
-        e.d = 7;
+        e.args.wk.waker_tgid = 7;
         let Event::Waking(w3) = c.convert(&e, &pool, &[], None) else {
             panic!("not a waking")
         };

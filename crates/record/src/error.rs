@@ -267,11 +267,11 @@ pub enum OptionError {
         pid: u32,
         /// Why it names no process.
         #[source]
-        source: crate::command::PidError,
+        source: PidError,
     },
     /// The command after `--` cannot be run.
     #[error(transparent)]
-    Command(#[from] crate::command::CommandError),
+    Command(#[from] CommandError),
     /// A flight-recorder option without `--flight`.
     #[error(
         "{flag} applies to the flight recorder only: add --flight DURATION (e.g. --flight 30s)"
@@ -332,4 +332,64 @@ fn stacks_taken(mode: &chainrec_format::StackMode) -> &'static str {
 
 fn human_bytes(bytes: &u64) -> String {
     chainrec_format::human_bytes(*bytes)
+}
+
+/// Why a command cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The command name is empty.
+    #[error("the command is an empty string")]
+    Empty,
+    /// No such command in any PATH directory.
+    #[error("cannot run `{0}`: command not found in PATH")]
+    NotFound(String),
+    /// The file exists but cannot be executed.
+    #[error("cannot run `{name}`: {}{why}", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
+    NotRunnable {
+        /// The command as given.
+        name: String,
+        /// The candidate found in PATH (None for a name with a `/`, which is the path).
+        path: Option<std::path::PathBuf>,
+        /// Why it cannot run.
+        why: Unrunnable,
+    },
+}
+
+/// Why a file cannot be executed.
+#[derive(Debug, thiserror::Error)]
+pub enum Unrunnable {
+    /// Its metadata cannot be read (missing, no permission on a directory).
+    #[error("{0}")]
+    Stat(std::io::Error),
+    /// It is a directory.
+    #[error("is a directory")]
+    Directory,
+    /// The path contains a NUL byte.
+    #[error("contains a NUL byte")]
+    NulByte,
+    /// No execute permission for this process.
+    #[error("not executable")]
+    NotExecutable,
+}
+
+/// Why a pid does not name a process.
+#[derive(Debug, thiserror::Error)]
+pub enum PidError {
+    /// Pid 0.
+    #[error("pid 0 is the idle task, not a process (give a process id)")]
+    Idle,
+    /// No such process.
+    #[error("no such process")]
+    NoSuchProcess,
+    /// `/proc/PID/status` could not be read.
+    #[error("cannot read /proc/{pid}/status")]
+    Read {
+        /// The pid.
+        pid: u32,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `/proc/PID/status` has no Tgid line.
+    #[error("no Tgid in /proc/{0}/status")]
+    NoTgid(u32),
 }

@@ -105,9 +105,9 @@ fn open_and_load<'obj>(
             .as_deref_mut()
             .ok_or(RecordError::Skeleton(".rodata"))?;
         ro.stack_mode = match opts.stack_mode {
-            StackMode::Lazy => 0,
-            StackMode::Eager => 1,
-            StackMode::None => 2,
+            StackMode::Lazy => crate::raw::MODE_LAZY.into(),
+            StackMode::Eager => crate::raw::MODE_EAGER.into(),
+            StackMode::None => crate::raw::MODE_NONE.into(),
         };
         ro.threshold_ns = opts.stack_threshold_ns;
         ro.wake_mark = rb_size as u64 / 4;
@@ -182,7 +182,7 @@ fn open_and_load<'obj>(
 }
 
 /// What the BPF side needs to tell softirqs run by a task from those at an interrupt's
-/// exit by the irq stack (`softirq_by_irqstack` in bpf/chainrec.bpf.c).
+/// exit by the irq stack (`softirq_by_irqstack` in bpf/wake_context.bpf.h).
 pub(crate) struct IrqStackInfo {
     ptr_delta: i64,
     inuse_delta: i64,

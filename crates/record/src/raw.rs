@@ -1,100 +1,80 @@
-//! Ring-buffer records as written by `bpf/chainrec.bpf.c` (`struct ev`, 32 bytes, then
-//! `nk + nu` u64 frames, or 16 comm bytes for comm records).
+//! Ring-buffer records as written by `bpf/chainrec.bpf.c`: `struct ev` (32 bytes), then
+//! `nk + nu` u64 frames and a `struct ucopy` block, or `struct ev_comm` for comm records.
+//!
+//! The layout and every constant come from `bpf/chainrec_abi.h`, turned into Rust by
+//! bindgen in `build.rs` ([`abi`]); nothing here repeats a number of the C side.
 
-#![allow(dead_code)] // mirrors every constant of the C side, used or not
+/// The generated Rust side of `bpf/chainrec_abi.h` (structs with bindgen's layout checks,
+/// which fail the build if a struct is not the size and shape the C side has).
+#[allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    dead_code,
+    missing_docs,
+    unreachable_pub,
+    clippy::all,
+    clippy::undocumented_unsafe_blocks,
+    unsafe_op_in_unsafe_fn
+)]
+pub(crate) mod abi {
+    include!(concat!(env!("OUT_DIR"), "/chainrec_abi.rs"));
+}
 
-pub const EV_SWITCH: u8 = 0;
-pub const EV_WAKING: u8 = 1;
-pub const EV_WAKEUP_NEW: u8 = 2;
-pub const EV_COMM: u8 = 3;
-pub const EV_EXIT: u8 = 4;
-pub const EV_OFFCPU: u8 = 5;
-/// A task's cgroup changed: a = tid, b = tgid, c/d = the new cgroup id, low/high half.
-pub const EV_CGROUP: u8 = 6;
+// The constants and per-kind views, as `raw::EV_SWITCH`, `raw::ev_switch` ... (some are
+// used by the BPF side only).
+pub(crate) use abi::*;
 
-pub const ST_NONE: u8 = 0;
-pub const ST_SKIPPED: u8 = 1;
-pub const ST_FAILED: u8 = 2;
-pub const ST_UPREEMPT: u8 = 3;
-pub const ST_PRESENT: u8 = 4;
-pub const ST_EXITING: u8 = 5;
-pub const ST_EXEC: u8 = 6;
-/// Flag in the user status byte: a user-stack copy block follows the frames.
-pub const UST_COPY: u8 = 0x80;
+/// The four words after a record's header, one view per record kind.
+pub(crate) type EvArgs = abi::ev__bindgen_ty_1;
+
+/// Size of a record's header (`struct ev`).
+pub const HDR: usize = size_of::<abi::ev>();
 /// Size of the copy block's header (`struct ucopy`: ip, sp, bp, len, pad).
-pub const UCOPY_HDR: usize = 32;
+pub const UCOPY_HDR: usize = size_of::<abi::ucopy>();
+/// Where a comm record's name and cgroup id are (`struct ev_comm`).
+const COMM_AT: usize = std::mem::offset_of!(abi::ev_comm, comm);
+const COMM_CGID_AT: usize = std::mem::offset_of!(abi::ev_comm, cgid);
 
-pub const SRC_HARDIRQ: u32 = 1 << 16;
-pub const SRC_SOFTIRQ: u32 = 2 << 16;
-pub const SRC_TIMER: u32 = 3 << 16;
-/// With [`SRC_SOFTIRQ`]: the vector ran in ksoftirqd.
-pub const SRC_SOFTIRQ_KSOFTIRQD: u32 = 0x8000;
-/// With [`SRC_SOFTIRQ`]: no softirq_entry seen on that CPU yet (vector unknown).
-pub const SRC_SOFTIRQ_UNKNOWN: u32 = 0x7fff;
-
-/// Waking context byte of a softirq run by the task itself (= `WakeContext::SoftIrqTask`).
-pub const CTX_SOFTIRQ_TASK: u8 = 4;
-
-/// Counter indexes of the per-CPU `counters` map.
-pub const C_RB_FULL: u32 = 0;
-pub const C_SKIP_OFFCPU: u32 = 1;
-pub const C_SKIP_WAKER: u32 = 2;
-pub const C_USER_PENDING_OVERWRITTEN: u32 = 3;
-pub const C_CTX_FALLBACK: u32 = 4;
-pub const C_TW_FAILED: u32 = 5;
-pub const C_UWALK_SHORT: u32 = 6;
-pub const C_UWALK_MISMATCH: u32 = 7;
-pub const C_USER_AT_SWITCH: u32 = 8;
-pub const C_USER_AT_EXIT: u32 = 9;
-pub const C_USER_AT_EXEC: u32 = 10;
-pub const C_SIRQ_TASK: u32 = 11;
-pub const C_SIRQ_IRQ: u32 = 12;
-pub const C_SIRQ_KSOFTIRQD: u32 = 13;
-pub const C_SIRQ_UNTRACKED: u32 = 14;
-/// User stacks taken at a switch-out because the wait was predicted long.
-pub const C_USTASH_TAKEN: u32 = 15;
-/// ... and used (the wait was long).
-pub const C_USTASH_USED: u32 = 16;
-/// Long waits of user tasks predicted short (their user stack came by the task_work path).
-pub const C_USTASH_MISSED: u32 = 17;
-/// Lazy user halves reserved in the ring buffer at their maximal size because the per-CPU
-/// scratch was held by a preempted program (the others are output at their real size).
-pub const C_UHALF_INPLACE: u32 = 18;
-/// User-stack copies not taken because the ring buffer was more than half full (the
-/// stack keeps its frame-pointer walk).
-pub const C_UCOPY_BUSY: u32 = 19;
-/// `--profile-bpf`: section `p` has its ns at `C_PROF + 2p` and its entry count after it.
-pub const C_PROF: u32 = 20;
-/// The profiled sections, in `P_*` order of the C side.
-pub const P_NAMES: [&str; 20] = [
-    "on_switch",
-    "switch: task storage (seen)",
-    "switch: user half at switch-out",
-    "switch: kernel stack of next",
-    "switch: arm user stack",
-    "switch: output off-CPU half",
-    "switch: eager stacks of prev",
-    "on_waking",
-    "waking: context",
-    "waking: waker kernel stack",
-    "waking: waker user stack",
-    "waking: output",
-    "task_work callback",
-    "callback: user stack",
-    "arm: task_work kfunc",
-    "switch: stack-less record",
-    "switch: user stack of prev (predicted)",
-    "switch: kernel stack of next, 1 frame",
-    "waking: waker kernel stack, 1 frame",
-    "switch: cgroup of prev",
-];
-/// Number of counters (`C_NR` on the C side).
-pub const C_NR: usize = C_PROF as usize + 2 * P_NAMES.len();
-
-pub const HDR: usize = 32;
+/// The names of the `--profile-bpf` sections, indexed by the `P_*` constants of the C side.
+pub const P_NAMES: [&str; P_NR] = {
+    use abi::*;
+    let mut n = [""; P_NR];
+    n[P_SW_ALL as usize] = "on_switch";
+    n[P_SW_SEEN as usize] = "switch: task storage (seen)";
+    n[P_SW_UHALF as usize] = "switch: user half at switch-out";
+    n[P_SW_KSTACK as usize] = "switch: kernel stack of next";
+    n[P_SW_ARM as usize] = "switch: arm user stack";
+    n[P_SW_OUT as usize] = "switch: output off-CPU half";
+    n[P_SW_EAGER as usize] = "switch: eager stacks of prev";
+    n[P_WK_ALL as usize] = "on_waking";
+    n[P_WK_CTX as usize] = "waking: context";
+    n[P_WK_KSTACK as usize] = "waking: waker kernel stack";
+    n[P_WK_USTACK as usize] = "waking: waker user stack";
+    n[P_WK_OUT as usize] = "waking: output";
+    n[P_CB_ALL as usize] = "task_work callback";
+    n[P_CB_USTACK as usize] = "callback: user stack";
+    n[P_TW_SCHED as usize] = "arm: task_work kfunc";
+    n[P_SW_EMIT as usize] = "switch: stack-less record";
+    n[P_SW_STASH as usize] = "switch: user stack of prev (predicted)";
+    n[P_SW_KSTACK1 as usize] = "switch: kernel stack of next, 1 frame";
+    n[P_WK_KSTACK1 as usize] = "waking: waker kernel stack, 1 frame";
+    n[P_SW_CGROUP as usize] = "switch: cgroup of prev";
+    n
+};
+// Every section has a name (a P_* added on the C side without one fails the build).
+const _: () = {
+    let mut i = 0;
+    while i < P_NR {
+        assert!(
+            !P_NAMES[i].is_empty(),
+            "a P_* section has no name in P_NAMES"
+        );
+        i += 1;
+    }
+};
 
 /// One decoded record; frames live in a shared pool (`frames_at..frames_at+nk+nu`).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Default)]
 pub struct RawEv {
     pub ts: u64,
     pub kind: u8,
@@ -104,10 +84,8 @@ pub struct RawEv {
     pub cpu: u16,
     pub nk: u8,
     pub nu: u8,
-    pub a: u32,
-    pub b: u32,
-    pub c: u32,
-    pub d: u32,
+    /// The kind's fields: read them with the view of the kind ([`RawEv::switch`] ...).
+    pub args: EvArgs,
     pub frames_at: u32,
     pub comm: [u8; 16],
     /// Comm records: the task's cgroup id (0: not tracked).
@@ -120,6 +98,51 @@ pub struct RawEv {
     pub ubp: u64,
     pub copy_at: u32,
     pub copy_len: u32,
+}
+
+/// Safe readers of the per-kind views of [`RawEv::args`].
+macro_rules! views {
+    ($($(#[$doc:meta])* $name:ident: $field:ident -> $ty:ty;)*) => {
+        impl RawEv {
+            $(
+                $(#[$doc])*
+                pub fn $name(&self) -> $ty {
+                    // SAFETY: every view of the union is four u32 (bindgen's layout checks
+                    // hold it to the C side), so any bytes are a valid value of any view.
+                    unsafe { self.args.$field }
+                }
+            )*
+        }
+    };
+}
+
+views! {
+    /// `EV_SWITCH`.
+    switch: sw -> ev_switch;
+    /// `EV_WAKING`.
+    waking: wk -> ev_waking;
+    /// `EV_WAKEUP_NEW`.
+    wakeup_new: wn -> ev_wakeup_new;
+    /// `EV_COMM`, `EV_EXIT`, `EV_OFFCPU`, `EV_SAMPLE`.
+    task: task -> ev_task;
+    /// `EV_CGROUP`.
+    cgroup: cg -> ev_cgroup;
+    /// `EV_THROTTLE`.
+    throttle: thr -> ev_throttle;
+    /// The generic words (tests).
+    words: w -> ev_words;
+}
+
+impl std::fmt::Debug for RawEv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawEv")
+            .field("ts", &self.ts)
+            .field("kind", &self.kind)
+            .field("aux", &self.aux)
+            .field("cpu", &self.cpu)
+            .field("args", &self.words())
+            .finish_non_exhaustive()
+    }
 }
 
 impl RawEv {
@@ -138,51 +161,58 @@ impl RawEv {
     }
 }
 
-fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+/// Read a `T` from the front of `b`, None when `b` is too short.
+fn read_front<T: Copy + Plain>(b: &[u8]) -> Option<T> {
+    if b.len() < size_of::<T>() {
+        return None;
+    }
+    // SAFETY: `b` holds at least size_of::<T>() bytes (checked above), read unaligned, and
+    // `T` is a Plain struct of integers, for which every bit pattern is a valid value.
+    Some(unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<T>()) })
 }
 
-fn u64_at(b: &[u8], o: usize) -> u64 {
-    b.get(o..o + 8)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u64::from_le_bytes)
-}
+/// Structs of integers only (every bit pattern valid): what [`read_front`] may read.
+trait Plain {}
+impl Plain for abi::ev {}
+impl Plain for abi::ucopy {}
+
+/// The kinds of the C side (`EV_*`).
+const KINDS: [u8; 9] = [
+    EV_SWITCH,
+    EV_WAKING,
+    EV_WAKEUP_NEW,
+    EV_COMM,
+    EV_EXIT,
+    EV_OFFCPU,
+    EV_CGROUP,
+    EV_SAMPLE,
+    EV_THROTTLE,
+];
 
 /// Decode one record, appending its frames to `pool` and its user-stack copy, if any, to
 /// `bytes`. None when malformed.
 pub fn decode(data: &[u8], pool: &mut Vec<u64>, bytes: &mut Vec<u8>) -> Option<RawEv> {
-    if data.len() < HDR {
-        return None;
-    }
+    let h: abi::ev = read_front(data)?;
     let mut e = RawEv {
-        ts: u64::from_le_bytes(data[0..8].try_into().ok()?),
-        kind: data[8],
-        aux: data[9],
-        kst: data[10],
-        ust: data[11],
-        cpu: u16::from_le_bytes([data[12], data[13]]),
-        nk: data[14],
-        nu: data[15],
-        a: u32_at(data, 16),
-        b: u32_at(data, 20),
-        c: u32_at(data, 24),
-        d: u32_at(data, 28),
+        ts: h.ts,
+        kind: h.kind,
+        aux: h.aux,
+        kst: h.kst,
+        ust: h.ust,
+        cpu: h.cpu,
+        nk: h.nk,
+        nu: h.nu,
+        args: h.__bindgen_anon_1,
         frames_at: pool.len() as u32,
         comm: [0; 16],
         ..RawEv::default()
     };
-    if e.kind > EV_CGROUP
-        && e.kind != crate::samples::EV_SAMPLE
-        && e.kind != crate::throttle::EV_THROTTLE
-    {
+    if !KINDS.contains(&e.kind) {
         return None;
     }
     if e.kind == EV_COMM {
-        if data.len() < HDR + 16 {
-            return None;
-        }
-        e.comm.copy_from_slice(&data[HDR..HDR + 16]);
-        if let Some(b) = data.get(HDR + 16..HDR + 24) {
+        e.comm.copy_from_slice(data.get(COMM_AT..COMM_AT + 16)?);
+        if let Some(b) = data.get(COMM_CGID_AT..COMM_CGID_AT + 8) {
             e.cgid = u64::from_le_bytes(b.try_into().ok()?);
         }
         return Some(e);
@@ -199,15 +229,13 @@ pub fn decode(data: &[u8], pool: &mut Vec<u64>, bytes: &mut Vec<u8>) -> Option<R
     if e.ust & UST_COPY != 0 {
         e.ust &= !UST_COPY;
         let at = HDR + n * 8;
-        if data.len() < at + UCOPY_HDR {
-            return None;
-        }
-        let len = u32_at(data, at + 24) as usize;
+        let copy: abi::ucopy = read_front(data.get(at..)?)?;
+        let len = copy.len as usize;
         let stack = data.get(at + UCOPY_HDR..at + UCOPY_HDR + len)?;
         e.has_copy = true;
-        e.uip = u64_at(data, at);
-        e.usp = u64_at(data, at + 8);
-        e.ubp = u64_at(data, at + 16);
+        e.uip = copy.ip;
+        e.usp = copy.sp;
+        e.ubp = copy.bp;
         e.copy_at = bytes.len() as u32;
         e.copy_len = len as u32;
         bytes.extend_from_slice(stack);
@@ -248,7 +276,11 @@ mod tests {
             (e.ts, e.kind, e.aux, e.cpu, e.nk, e.nu),
             (123456789, EV_WAKING, 2, 3, 2, 1)
         );
-        assert_eq!((e.a, e.b, e.c, e.d), (10, 20, SRC_TIMER, 30));
+        let w = e.waking();
+        assert_eq!(
+            (w.waker_tid, w.target_tid, w.source, w.waker_tgid),
+            (10, 20, SRC_TIMER, 30)
+        );
         assert_eq!(e.frames_at, 1);
         assert_eq!(
             &pool[1..],
@@ -258,7 +290,8 @@ mod tests {
         assert!(decode(&b[..HDR + 8], &mut pool, &mut bytes).is_none());
         // unknown kind
         let mut bad = b.clone();
-        bad[8] = 9;
+        bad[8] = 9; // no such kind
+        assert!(!KINDS.contains(&9));
         assert!(decode(&bad, &mut pool, &mut bytes).is_none());
         // a user-stack copy block after the frames
         let mut c = b.clone();
@@ -279,5 +312,40 @@ mod tests {
         assert_eq!(copy.bytes, b"stack");
         // a block announcing more bytes than the record has
         assert!(decode(&c[..c.len() - 1], &mut pool, &mut bytes).is_none());
+    }
+
+    /// A comm record (`struct ev_comm`: name and cgroup id after the header) and the views
+    /// of the other kinds over the same four words.
+    #[test]
+    fn decodes_comm_and_views() {
+        let mut b = vec![0u8; HDR];
+        b[8] = EV_COMM;
+        b[9] = CR_EXEC;
+        for (i, w) in [41u32, 40, COMM_KTHREAD, 0].iter().enumerate() {
+            b[16 + 4 * i..20 + 4 * i].copy_from_slice(&w.to_le_bytes());
+        }
+        b.extend_from_slice(b"kworker/0:1\0\0\0\0\0");
+        b.extend_from_slice(&0x1234_5678_9abc_u64.to_le_bytes());
+        let (mut pool, mut bytes) = (Vec::new(), Vec::new());
+        let e = decode(&b, &mut pool, &mut bytes).unwrap();
+        let t = e.task();
+        assert_eq!(
+            (e.aux, t.tid, t.tgid, t.flags),
+            (CR_EXEC, 41, 40, COMM_KTHREAD)
+        );
+        assert_eq!(&e.comm[..11], b"kworker/0:1");
+        assert_eq!(e.cgid, 0x1234_5678_9abc);
+        // without its name the comm record is malformed
+        assert!(decode(&b[..HDR + 8], &mut pool, &mut bytes).is_none());
+        // the views name the words in the order the C side writes them
+        let cg = e.cgroup();
+        assert_eq!((cg.tid, cg.tgid, cg.cgid_lo), (41, 40, COMM_KTHREAD));
+        let thr = e.throttle();
+        assert_eq!(
+            (thr.tid, thr.cgid_lo, thr.cgid_hi, thr.hierarchy),
+            (41, 40, 1, 0)
+        );
+        let sw = e.switch();
+        assert_eq!((sw.prev_tid, sw.next_tid, sw.prev_state), (41, 40, 1));
     }
 }

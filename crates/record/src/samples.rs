@@ -1,5 +1,5 @@
-//! On-CPU samples: the perf events that drive the `on_sample` BPF program (last section of
-//! `bpf/chainrec.bpf.c`), and the conversion of its records into [`Event::Sample`].
+//! On-CPU samples: the perf events that drive the `on_sample` BPF program
+//! (`bpf/samples.bpf.h`), and the conversion of its records into [`Event::Sample`].
 //!
 //! One software `cpu-clock` event per online CPU by default, in frequency mode: the kernel
 //! turns `sample_freq` into a fixed hrtimer period of 1 s / freq, so every sample stands for
@@ -11,13 +11,9 @@ use crate::SampleError;
 use chainrec_format::{Event, Sample, Sampling, StackId, StackKind};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 
-/// Record kind of a sample (`EV_SAMPLE` on the C side).
-pub(crate) const EV_SAMPLE: u8 = 7;
-/// Sample counter indexes (`SC_*` on the C side; `SC_FILTERED`, samples of tasks outside
-/// the `-p` filter, is not read).
-pub(crate) const SC_LOST: usize = 0;
-/// Number of sample counters (`SC_NR`).
-pub(crate) const SC_NR: usize = 2;
+// Sample counter indexes: `SC_*` of bpf/chainrec_abi.h (`SC_FILTERED`, samples of tasks
+// outside the `-p` filter, is not read).
+use crate::raw::{SC_LOST, SC_NR};
 
 /// Which perf event drives the samples.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -198,11 +194,17 @@ impl SampleCounts {
         };
         self.samples += 1;
         let kstack = side(e.kst, StackKind::Kernel, 0, kf, &mut self.no_kstack);
-        let ustack = side(e.ust, StackKind::User, e.b, uf, &mut self.no_ustack);
+        let ustack = side(
+            e.ust,
+            StackKind::User,
+            e.task().tgid,
+            uf,
+            &mut self.no_ustack,
+        );
         Event::Sample(Sample {
             ts: e.ts,
             cpu: e.cpu as u32,
-            tid: e.a,
+            tid: e.task().tid,
             kstack,
             ustack,
         })

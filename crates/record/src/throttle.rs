@@ -2,18 +2,12 @@
 //! into [`ThrottleEvent`]s for the trace's throttle sections, with the paths of cgroup v1
 //! groups (their ids are not in the trace's cgroup table, which is cgroup v2).
 
-use crate::raw::RawEv;
+use crate::raw::{RawEv, THR_REFILL, THR_SWITCH_OUT};
 use chainrec_format::{ThrottleDelta, ThrottleEvent, ThrottleGroup, ThrottleKind};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// Record kind (`EV_THROTTLE` on the C side).
-pub(crate) const EV_THROTTLE: u8 = 8;
-/// `aux` of a throttled switch-out.
-const THR_SWITCH_OUT: u8 = 0;
-/// `aux` of a quota refill.
-const THR_REFILL: u8 = 1;
 /// How deep below a v1 hierarchy's mount a group is looked for.
 const MAX_DEPTH: usize = 16;
 
@@ -36,9 +30,10 @@ impl Throttles {
             THR_REFILL => ThrottleKind::Refill,
             _ => return false,
         };
+        let thr = e.throttle();
         let group = ThrottleGroup {
-            hierarchy: e.d,
-            cgroup: u64::from(e.b) | u64::from(e.c) << 32,
+            hierarchy: thr.hierarchy,
+            cgroup: u64::from(thr.cgid_lo) | u64::from(thr.cgid_hi) << 32,
         };
         match kind {
             ThrottleKind::SwitchOut => self.switch_outs += 1,
@@ -48,7 +43,7 @@ impl Throttles {
             ts: e.ts,
             cpu: u32::from(e.cpu),
             tid: if kind == ThrottleKind::SwitchOut {
-                e.a
+                thr.tid
             } else {
                 0
             },

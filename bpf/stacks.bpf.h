@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Stacks: kernel and user (frame-pointer) walks of the current task, and user-stack copies
+ * for unwinding with CFI in user space. */
+
+/* Kernel stack of the current task into s->frames[0..]; sets kst/nk. */
+static __always_inline void cur_kstack(void *ctx, struct ev_stk *s)
+{
+	long r = bpf_get_stack(ctx, s->frames, MAX_FRAMES * 8, 0);
+	if (r < 0) {
+		s->h.kst = ST_FAILED;
+		s->h.nk = 0;
+	} else {
+		s->h.kst = ST_PRESENT;
+		s->h.nk = (__u8)(r / 8);
+	}
+}
+
+#define PF_EXITING 0x00000004
+#define PF_USER_WORKER 0x00004000
+#define USER_CS 0x33 /* __USER_CS: 64-bit user code segment */
+
+struct uframe {
+	__u64 next;
+	__u64 ret;
+};
+
+/* User stack of the current task after the kernel frames; sets ust/nu.
+ *
+ * Frame-pointer walks through code built without frame pointers usually end after one or
+ * two frames at a garbage frame pointer, and when that pointer is a small number the
+ * kernel's walker stops only after taking a page fault (~0.8 us here, most of a user
+ * walk). Such walks are finished here without the fault: the first one or two frame
+ * records are read with bpf_probe_read_user and, when the chain continues at an address
+ * below vm.mmap_min_addr (never mapped), the stack is complete; the kernel walker would
+ * have stored the same frames and then faulted there. Anything else (a chain that goes on,
+ * 32-bit tasks, user workers) is walked by the kernel as before. */
+static __always_inline void cur_ustack_fp(void *ctx, struct ev_stk *s)
+{
+	__u32 off = s->h.nk;
+	long r;
+	if (off > MAX_FRAMES)
+		off = MAX_FRAMES;
+	{
+		/* An exiting task past exit_mm (e.g. do_exit waking its parent) has no user
+		 * stack left to walk: say so instead of counting a failed walk. */
+		struct task_struct *cur = bpf_get_current_task_btf();
+
+		if ((cur->flags & PF_EXITING) && !cur->mm) {
+			s->h.ust = ST_EXITING;
+			s->h.nu = 0;
+			return;
+		}
+	}
+	if (user_walk_shortcut) {
+		struct task_struct *cur = bpf_get_current_task_btf();
+		struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(cur);
+
+		if (ur && ur->cs == USER_CS && cur->mm && !(cur->flags & PF_USER_WORKER) &&
+		    off <= MAX_FRAMES) {
+			struct uframe f1 = {};
+			__u64 fp = ur->bp;
+			__u8 n = 0;
+
+			s->frames[off & 0xff] = ur->ip;
+			if (fp < min_user_addr) {
+				n = 1;
+			} else if (bpf_probe_read_user(&f1, sizeof(f1), (void *)fp) == 0 &&
+				   f1.next < min_user_addr) {
+				s->frames[(off + 1) & 0xff] = f1.ret;
+				n = 2;
+			}
+			if (n) {
+				s->h.ust = ST_PRESENT;
+				s->h.nu = n;
+				count(C_UWALK_SHORT);
+				if (verify_user_walk) {
+					/* after the shortcut frames: off + 2 + MAX_FRAMES <= 256 */
+					__u32 v = (off + 2) & 0xff;
+					bool same;
+
+					if (v > MAX_FRAMES + 2)
+						return;
+					r = bpf_get_stack(ctx, &s->frames[v], MAX_FRAMES * 8,
+							  BPF_F_USER_STACK);
+					same = r == n * 8 && s->frames[v] == s->frames[off & 0xff];
+					if (same && n == 2)
+						same = s->frames[(v + 1) & 0xff] ==
+						       s->frames[(off + 1) & 0xff];
+					if (!same)
+						count(C_UWALK_MISMATCH);
+				}
+				return;
+			}
+		}
+	}
+	r = bpf_get_stack(ctx, &s->frames[off], MAX_FRAMES * 8, BPF_F_USER_STACK);
+	if (r < 0) {
+		s->h.ust = ST_FAILED;
+		s->h.nu = 0;
+	} else {
+		s->h.ust = ST_PRESENT;
+		s->h.nu = (__u8)(r / 8);
+	}
+}
+
+/* The top of each thread's user stack as the consumer learned it from a whole unwound
+ * stack (the highest address its unwinding read), keyed by tid: a thread's copies stop
+ * there instead of taking the whole UCOPY_MAX (main threads stop at mm->start_stack).
+ * Written by user space, deleted at the thread's exit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} ustack_top SEC(".maps");
+
+/* Counter increment for the programs that may be preempted (task_work callback, sys_exit):
+ * the plain increment of count() could lose an update to a program running in between. */
+static __always_inline void count_atomic(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+}
+
+/* Copy the user stack of `t` (from its user sp up, at most ucopy_max bytes, page by page
+ * until a page cannot be read) into the block at `dst`, with the user ip/sp/bp, so the
+ * consumer can unwind it with the objects' CFI (code built without frame pointers, and
+ * the callers of leaf functions that set up no frame). The main thread's copy stops at
+ * mm->start_stack (argc): nothing above it is a frame. Returns the block's size, 0 when
+ * there is nothing to copy. */
+static __always_inline __u32 copy_ustack_to(struct task_struct *t, struct ucopy *dst)
+{
+	struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(t);
+	__u64 sp, limit = ucopy_max, top;
+	__u32 got = 0;
+	int i;
+
+	if (!ur || ur->cs != USER_CS || !t->mm || (t->flags & PF_USER_WORKER))
+		return 0;
+	if (ring_busy()) {
+		count_atomic(C_UCOPY_BUSY);
+		return 0;
+	}
+	sp = ur->sp;
+	dst->ip = ur->ip;
+	dst->sp = sp;
+	dst->bp = ur->bp;
+	dst->pad = 0;
+	top = t->mm->start_stack;
+	if (top > sp && top - sp < limit) {
+		limit = top - sp;
+	} else {
+		__u32 tid = t->pid;
+		__u64 *learned = bpf_map_lookup_elem(&ustack_top, &tid);
+
+		if (learned && *learned > sp && *learned - sp < limit)
+			limit = *learned - sp;
+	}
+	if (limit > UCOPY_MAX)
+		limit = UCOPY_MAX;
+	for (i = 0; i < UCOPY_MAX / 4096 + 1; i++) {
+		__u64 piece = 4096 - ((sp + got) & 4095);
+
+		if (got >= limit)
+			break;
+		if (piece > limit - got)
+			piece = limit - got;
+		got &= UCOPY_MAX - 1; /* bounds for the verifier: got < limit <= UCOPY_MAX */
+		/* clang knows piece <= 4096 here and drops the clamp below; the 6.1 verifier
+		 * does not (it sees piece = limit - got, up to UCOPY_MAX): hide the range. */
+		asm volatile("" : "+r"(piece));
+		if (piece > 4096)
+			piece = 4096;
+		/* a no-op mask (piece <= 4096) that gives the 6.1 verifier a non-negative size */
+		asm volatile("" : "+r"(piece));
+		piece &= 0x1fff;
+		if (bpf_probe_read_user((__u8 *)(dst + 1) + got, piece, (void *)(sp + got)))
+			break;
+		got += piece;
+	}
+	dst->len = got;
+	return got ? sizeof(*dst) + got : 0;
+}
+
+/* cur_ustack's copy: after the nk + nu frames of s. */
+static __always_inline void copy_ustack(struct ev_stk *s)
+{
+	__u32 n = (__u32)s->h.nk + (__u32)s->h.nu;
+
+	if (!ucopy_max || n > 2 * MAX_FRAMES)
+		return;
+	if (copy_ustack_to(bpf_get_current_task_btf(), (struct ucopy *)&s->frames[n])) {
+		if (s->h.ust != ST_PRESENT) { /* the frame-pointer walk failed: the copy is it */
+			s->h.ust = ST_PRESENT;
+			s->h.nu = 0;
+		}
+		s->h.ust |= UST_COPY;
+	}
+}
+
+/* User stack of the current task after the kernel frames (sets ust/nu): the frame-pointer
+ * walk, plus a copy of the stack for CFI unwinding when ucopy_max is set. */
+static __always_inline void cur_ustack(void *ctx, struct ev_stk *s)
+{
+	cur_ustack_fp(ctx, s);
+	if (s->h.ust == ST_PRESENT || s->h.ust == ST_FAILED)
+		copy_ustack(s);
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Task identity: kernel threads, cgroup ids, comm records, task storage, first sightings,
+ * the -p filter. */
+
+static __always_inline bool is_kthread(struct task_struct *t)
+{
+	return t->flags & 0x00200000; /* PF_KTHREAD */
+}
+
+/* A task that never runs in user mode: a kernel thread, or an io_uring worker (iou-wrk-*,
+ * iou-sqp-*: PF_IO_WORKER, same bit since 5.12). Io workers share their process's mm but
+ * never return to user space, so a user stack walk of theirs finds nothing ([missing
+ * stack]) or the stale registers of their creation ([unknown] frames). */
+static __always_inline bool no_user_mode(struct task_struct *t)
+{
+	return t->flags & (0x00200000 /* PF_KTHREAD */ | 0x00000010 /* PF_IO_WORKER */);
+}
+
+/* The cgroup v2 id of t (what bpf_get_current_cgroup_id() gives for current): the kernfs
+ * node id of its cgroup on the default hierarchy. */
+static __always_inline __u64 task_cgid(struct task_struct *t)
+{
+	if (!track_cgroups)
+		return 0;
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
+/* Comm record of t; returns the cgroup id it carries (to remember in task storage). */
+static __always_inline __u64 emit_comm(struct task_struct *t, __u8 reason, __u64 ts)
+{
+	__u64 cgid = task_cgid(t);
+	struct ev_comm *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+	if (!e) {
+		count(C_RB_FULL);
+		return 0;
+	}
+	e->h.ts = ts;
+	e->h.kind = EV_COMM;
+	e->h.aux = reason;
+	e->h.kst = 0;
+	e->h.ust = 0;
+	e->h.cpu = bpf_get_smp_processor_id();
+	e->h.nk = 0;
+	e->h.nu = 0;
+	e->h.task.tid = t->pid;
+	e->h.task.tgid = t->tgid;
+	e->h.task.flags = is_kthread(t) ? COMM_KTHREAD : 0;
+	e->h.task.unused = 0;
+	e->cgid = cgid;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), t->comm);
+	bpf_ringbuf_submit(e, rb_flags());
+	return cgid;
+}
+
+static __always_inline struct task_st *tst(struct task_struct *t, bool create)
+{
+	return bpf_task_storage_get(&tstore, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* First sighting: emit the task's identity once. */
+static __always_inline struct task_st *seen(struct task_struct *t, __u64 ts, __u8 reason)
+{
+	struct task_st *s;
+	if (t->pid == 0)
+		return 0;
+	s = tst(t, true);
+	if (s && !(s->flags & TS_SEEN)) {
+		s->flags |= TS_SEEN;
+		s->cgid = emit_comm(t, reason, ts);
+	}
+	return s;
+}
+
+static __always_inline bool interesting(struct task_struct *t, struct task_st *s)
+{
+	__u32 tgid;
+	if (!filter_enabled)
+		return true;
+	if (s && (s->flags & TS_INTERESTING))
+		return true;
+	tgid = t->tgid;
+	return bpf_map_lookup_elem(&filter_tgids, &tgid) != 0;
+}
