@@ -143,11 +143,13 @@ mkdir -p "$W/flight"
 if "$B" record -q -o "$W/flight/dump" --flight 10s --trigger 'wait>200ms' --comm '^cr-victim$' \
     --post 300ms -- "$B" workload --duration 3 --stall-ms 1000 >"$W/flight.out" 2>&1; then
     found=""
+    seen=""
     for f in "$W"/flight/dump-*.zst; do
         [ -e "$f" ] || continue
         "$B" chains --trigger --unit ns "$f" >"$W/flight.folded" 2>/dev/null || continue
         r=$(top_shape cr-victim <"$W/flight.folded")
         shape=$(printf '%s' "$r" | cut -f1)
+        seen="$seen; ${f##*/}: '$shape' ($(printf '%s' "$r" | cut -f2) of $(printf '%s' "$r" | cut -f3) ns)"
         if printf '%s' "$shape" | grep -Eq "^cr-victim ← cr-holder$TIMER_END"; then
             found="$shape ($(($(printf '%s' "$r" | cut -f2) / 1000)) us)"
         fi
@@ -155,7 +157,7 @@ if "$B" record -q -o "$W/flight/dump" --flight 10s --trigger 'wait>200ms' --comm
     if [ -n "$found" ]; then
         pass flight "$found"
     else
-        fail flight "no dump with cr-victim ← cr-holder ← [hardirq: timer]"
+        fail flight "no dump with cr-victim ← cr-holder ← [hardirq: timer]${seen:-; no dump}"
         ls -la "$W/flight"
         dump "$W/flight.out"
     fi

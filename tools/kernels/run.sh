@@ -114,6 +114,7 @@ build_initramfs() {
     cp "$BUSYBOX" "$d/bin/busybox"
     cp tools/kernels/init "$d/init"
     cp tools/kernels/check.sh "$d/check.sh"
+    cp tools/kernels/watchdog "$d/watchdog"
     cp "$BIN" "$d/chainrec"
     chmod +x "$d/init" "$d/chainrec"
     (cd "$d" && find . | "$BUSYBOX" cpio -o -H newc >"$INITRD" 2>/dev/null)
@@ -126,8 +127,11 @@ build_initramfs
 # Returns 0 when the VM ran to its end (the check's own verdict is in the console).
 boot() {
     local image=$1 accel=$2 out=$3 probe=${4:-0} cpu pid t=0
-    rm -f "$out/console.log" "$out/data.b64"
+    rm -f "$out/console.log" "$out/data.b64" "$out"/monitor.*
     : >"$out/console.log"
+    # QEMU's monitor on a pair of FIFOs (QEMU opens both read-write: nothing blocks),
+    # asked at a timeout where the vCPUs are.
+    mkfifo "$out/monitor.in" "$out/monitor.out"
     if [ "$accel" = kvm ]; then
         cpu="host,-arch-capabilities"
     else
@@ -137,8 +141,8 @@ boot() {
     qemu-system-x86_64 -nodefaults -no-user-config -machine q35 -accel "$accel" -cpu "$cpu" \
         -smp 2 -m 1536 -display none -no-reboot -bios /usr/share/qemu/qboot.rom \
         -kernel "$image" -initrd "$INITRD" \
-        -append "console=ttyS0 panic=-1 quiet loglevel=3 no_timer_check" \
-        -serial "file:$out/console.log" -serial "file:$out/data.b64" \
+        -append "console=ttyS0 panic=-1 quiet loglevel=5 softlockup_all_cpu_backtrace=1 no_timer_check chainrec.watchdog=$((TIMEOUT / 2))" \
+        -serial "file:$out/console.log" -serial "file:$out/data.b64" -monitor "pipe:$out/monitor" \
         </dev/null >"$out/qemu.log" 2>&1 &
     pid=$!
     while kill -0 "$pid" 2>/dev/null; do
@@ -150,14 +154,32 @@ boot() {
             return 2
         fi
         if [ "$t" -ge "$TIMEOUT" ]; then
-            log "timeout after $TIMEOUT s"
+            vcpus_of "$out" >"$out/vcpus.log"
+            log "timeout after $TIMEOUT s; vCPUs (CPL 0: kernel, 3: user; HLT=1: idle): $(awk '{n[$1 " " $3 " " $4]++} END {for (k in n) printf "%s x%d; ", k, n[k]}' "$out/vcpus.log")"
             kill "$pid" 2>/dev/null
             wait "$pid" 2>/dev/null || true
             return 1
         fi
     done
     wait "$pid" 2>/dev/null || true
+    rm -f "$out"/monitor.*
     grep -q '^CHAINREC-VM-EXIT' "$out/console.log"
+}
+
+# Where the vCPUs of a VM that timed out are: each one's instruction pointer and privilege
+# level (CPL 0: the kernel, 3: user space), sampled 5 times, 1 s apart (QEMU's monitor).
+vcpus_of() {
+    local out=$1 i
+    timeout 30 cat "$out/monitor.out" >"$out/monitor.raw" 2>/dev/null &
+    for i in 1 2 3 4 5; do
+        echo "info registers -a" >"$out/monitor.in"
+        sleep 1
+    done
+    sleep 1
+    kill $! 2>/dev/null
+    wait $! 2>/dev/null || true
+    tr -d '\r' <"$out/monitor.raw" | sed 's/\x1b\[[0-9;]*[A-Za-z]//g' |
+        awk '/^CPU#/{cpu=$1} /^RIP=/{rip=$1} /CPL=/{match($0,/CPL=[0-9]/); c = substr($0, RSTART, RLENGTH); match($0, /HLT=[0-9]/); print cpu, rip, c, substr($0, RSTART, RLENGTH)}'
 }
 
 # KVM where it works: nested KVM on these VMs hangs right after the boot stub.
@@ -221,6 +243,7 @@ for entry in "${MATRIX[@]}"; do
             last=$(grep '^CHECK ' "$out/console.log" | tail -1 | cut -c1-60)
             log "$name: the VM did not finish within $TIMEOUT s (last: ${last:-no check}); booting once more"
             cp "$out/console.log" "$out/console.hung.log"
+            [ ! -e "$out/vcpus.log" ] || mv "$out/vcpus.log" "$out/vcpus.hung.log"
             boot "$image" "$accel" "$out" || true
             retried="retried: the first boot hung after '${last:-boot}' ($out/console.hung.log)"
         fi
