@@ -157,8 +157,22 @@ test)
     fi
     log "checking formatting"
     cargo fmt --all -- --check
-    log "checking that the modules of crates/chain and of the binary form no import circle"
-    cargo run --quiet --locked -p chainrec-tools --bin modcycles -- crates/chain/src src
+    log "checking that the modules of every crate and of the binary form no import circle"
+    # Crates whose circles are still being removed (issue 27): their circles are printed
+    # but do not fail the run yet. Take a crate out of this list once it has none.
+    circles_pending=" crates/record/src "
+    strict=() pending=()
+    for d in crates/*/src src; do
+        case "$circles_pending" in
+        *" $d "*) pending+=("$d") ;;
+        *) strict+=("$d") ;;
+        esac
+    done
+    cargo run --quiet --locked -p chainrec-tools --bin modcycles -- "${strict[@]}"
+    if [ ${#pending[@]} -gt 0 ]; then
+        cargo run --quiet --locked -p chainrec-tools --bin modcycles -- "${pending[@]}" ||
+            log "import circles remain in ${pending[*]} (not yet enforced, see x.sh circles_pending)"
+    fi
     log "clippy (warnings are errors)"
     cargo clippy --locked --workspace --all-targets -- -D warnings
     log "rustdoc (warnings are errors)"

@@ -6,11 +6,10 @@
 //! A highlight (a comm or a tid) is accumulated separately and drawn in a second colour,
 //! as in the seed's Riak / zoneadmd case.
 
-use crate::source::{format_wall, EventSource, Names};
+use crate::source::format_wall;
 use crate::{ReportError, Result};
 use chainrec_chain::regex::Regex;
-use chainrec_chain::Filter;
-use chainrec_format::{state_is_dead, Event, Tables, Tid};
+use chainrec_format::{state_is_dead, Event, EventSource, ThreadSelector, Threads, Tid};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -64,23 +63,23 @@ impl ColorMap {
     }
 }
 
-/// Which threads: the thread part of the analysis filter (`-p`, `-t`, `--comm` regex,
-/// `-u`, `-k`, all of which must match; the default keeps every thread). Its other fields
-/// (state, durations, window) do not apply to a heat map and are ignored.
+/// Which threads: a [`ThreadSelector`] (`-p`, `-t`, `--comm` regex, `--cgroup` at any
+/// time, `-u`, `-k`, all of which must match; the default keeps every thread), each thread
+/// judged by its identity as of the event being counted.
 #[derive(Clone, Debug, Default)]
 pub struct Select {
-    /// The filter whose [`Filter::matches_thread`] decides.
-    pub filter: Filter,
+    /// The selector that decides.
+    pub threads: ThreadSelector,
 }
 
 impl Select {
-    /// Threads of `filter`.
-    pub fn new(filter: Filter) -> Self {
-        Select { filter }
+    /// Threads of `threads`.
+    pub fn new(threads: ThreadSelector) -> Self {
+        Select { threads }
     }
     /// Only thread `tid`.
     pub fn tid(tid: Tid) -> Self {
-        Select::new(Filter {
+        Select::new(ThreadSelector {
             tids: vec![tid],
             ..Default::default()
         })
@@ -88,53 +87,17 @@ impl Select {
     /// Only threads whose name matches `re` (a regex; an error for a bad one).
     pub fn comm(re: &str) -> Result<Self> {
         let re = Regex::new(re).map_err(|e| ReportError::BadRegex(e.to_string()))?;
-        Ok(Select::new(Filter {
+        Ok(Select::new(ThreadSelector {
             comm: Some(re),
             ..Default::default()
         }))
     }
-    fn is_all(&self) -> bool {
-        !self.filter.has_thread_filter()
-    }
-    fn matches(&self, tid: Tid, names: &Names, tables: &Tables) -> bool {
-        if self.is_all() {
-            return true;
-        }
-        let comm = names.get(tid).unwrap_or_default();
-        let kernel = tables.tasks.get(&tid).is_some_and(|t| t.kernel_thread);
-        self.filter
-            .matches_thread(tid, names.tgid(tid), &comm, kernel)
+    fn matches(&self, tid: Tid, threads: &Threads) -> bool {
+        self.threads.is_empty() || self.threads.matches_ever(tid, &threads.identity(tid))
     }
     /// `all threads`, or the conditions, e.g. `pid 10, comm ~ ^cr-`.
     pub fn describe(&self) -> String {
-        let f = &self.filter;
-        let list = |v: &[Tid]| {
-            v.iter()
-                .map(|t| t.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        let mut parts = Vec::new();
-        if !f.pids.is_empty() {
-            parts.push(format!("pid {}", list(&f.pids)));
-        }
-        if !f.tids.is_empty() {
-            parts.push(format!("tid {}", list(&f.tids)));
-        }
-        if let Some(re) = &f.comm {
-            parts.push(format!("comm ~ {}", re.as_str()));
-        }
-        if f.user_only {
-            parts.push("user threads".into());
-        }
-        if f.kernel_only {
-            parts.push("kernel threads".into());
-        }
-        if parts.is_empty() {
-            "all threads".into()
-        } else {
-            parts.join(", ")
-        }
+        self.threads.describe()
     }
 }
 
@@ -295,13 +258,13 @@ impl Acc {
 /// Compute a heat map over the whole trace. Both ends are clipped alike: an interval
 /// begun before the trace counts from the trace start, one still open at the end counts
 /// up to the trace end.
-pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> {
+pub fn compute(src: &dyn EventSource<ReportError>, opts: &HeatmapOptions) -> Result<Heatmap> {
     if opts.rows == 0 || opts.rows > 1000 {
         return Err(ReportError::BadRows(opts.rows));
     }
     let offset = src.meta().clock_offset_ns;
     let tables = src.tables();
-    let mut names = Names::new(tables);
+    let mut names = Threads::new(tables);
     // tid -> start of its current (off- or on-CPU) interval, trace clock.
     let mut since: HashMap<Tid, u64> = HashMap::new();
     // tids seen at all, to tell "begun before the trace" from "start lost".
@@ -324,11 +287,11 @@ pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> 
             first
         }
     };
-    let selected = |tid: Tid, names: &Names| opts.select.matches(tid, names, tables);
-    let hl = |tid: Tid, names: &Names| {
+    let selected = |tid: Tid, names: &Threads| opts.select.matches(tid, names);
+    let hl = |tid: Tid, names: &Threads| {
         opts.highlight
             .as_ref()
-            .is_some_and(|h| h.matches(tid, names, tables))
+            .is_some_and(|h| h.matches(tid, names))
     };
     let off_metric = opts.metric == Metric::OffCpu;
     src.for_each_batch(&mut |events| {
