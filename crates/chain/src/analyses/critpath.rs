@@ -7,14 +7,15 @@
 //! between its waits come from the thread's own switches, read in the same pass.
 //! docs/REPORTS.md ("critical-path") says how a segment cut by the window is split.
 
+use crate::analyses::oncpu::Names;
 use crate::analysis::Setup;
-use crate::mode::Mode;
-use crate::nodes::{NodeId, NodeTable};
-use crate::oncpu::Names;
-use crate::pathframes::FrameNamer;
-use crate::record::WaitRecord;
-use crate::sampleidx::apportion;
-use crate::{frames, Analysis, ChainError, Dedup, Filter, DEFAULT_MAX_DEPTH};
+use crate::engine::frames;
+use crate::engine::mode::Mode;
+use crate::engine::nodes::{NodeId, NodeTable};
+use crate::engine::record::WaitRecord;
+use crate::engine::sampleidx::apportion;
+use crate::graph::pathframes::FrameNamer;
+use crate::{Analysis, ChainError, Dedup, Filter, DEFAULT_MAX_DEPTH};
 use chainrec_format::{
     state_is_dead, Event, FormatError, RecordingMeta, StackId, Tables, Tid, STATE_RUNNABLE,
 };

@@ -1,7 +1,7 @@
 //! Root filters (applied to the waiting thread; chains follow into any process).
 
+use crate::engine::record::WaitRecord;
 use crate::error::{ChainError, WindowProblem};
-use crate::record::WaitRecord;
 use chainrec_format::{Comm, FlightTrigger, RecordingMeta, Tables, Tid};
 use regex::Regex;
 use std::collections::{HashMap, HashSet};

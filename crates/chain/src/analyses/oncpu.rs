@@ -3,7 +3,7 @@
 //! root→leaf`, weighted by the CPU time a sample stands for (the recording's sampling
 //! period). The samples are read straight from the trace: no engine run is needed.
 
-use crate::frames::{sample_frames, IDLE_COMM, ONCPU_FRAME};
+use crate::engine::frames::{sample_frames, IDLE_COMM, ONCPU_FRAME};
 use crate::fx::FxHashMap;
 use crate::{Analysis, ChainError, Filter};
 use chainrec_format::{Comm, Event, RecordingMeta, StackId, Tables, Tid};
