@@ -1,7 +1,7 @@
 //! The root filters shared by `chains`, `offcpu`, `wakeup`, `offwake`, `top` and `export`
 //! (a module of their own, so that the command modules need not import each other).
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Analysis, CgroupFilter, ChainError, Duration, Filter};
+use chainrec_chain::{Analysis, ChainError, Duration, Filter};
 use chainrec_format::{CgroupSelector, FlightTrigger, RecordingMeta, Tables, ThreadSelector};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -90,23 +90,12 @@ impl<H: Heading> ThreadArgs<H> {
         })
     }
 
-    /// Set the thread part of `f` (the regexes compiled, an error naming the flag;
-    /// `--cgroup` bound to the cgroups of `tables`).
+    /// Set the thread part of `f` (see [`ThreadArgs::selector`]; `-u`/`-k` are
+    /// [`KindArgs`]'s and kept).
     pub fn apply(&self, f: &mut Filter, tables: &Tables) -> Result<()> {
-        f.pids = self.pid.clone();
-        f.tids = self.tid.clone();
-        f.comm = self
-            .comm
-            .as_deref()
-            .map(|c| comm_regex("--comm", c))
-            .transpose()?;
-        f.cgroup = match &self.cgroup {
-            Some(c) => Some(Arc::new(CgroupFilter::new(
-                comm_regex("--cgroup", c)?,
-                tables,
-            )?)),
-            None => None,
-        };
+        let kinds = (f.threads.user_only, f.threads.kernel_only);
+        f.threads = self.selector(tables)?;
+        (f.threads.user_only, f.threads.kernel_only) = kinds;
         Ok(())
     }
 }
@@ -143,8 +132,7 @@ impl<H: Heading> KindArgs<H> {
 
     /// Set the thread-kind part of `f`.
     pub fn apply(&self, f: &mut Filter) {
-        f.user_only = self.user_threads_only;
-        f.kernel_only = self.kernel_threads_only;
+        self.apply_to_selector(&mut f.threads);
     }
 }
 

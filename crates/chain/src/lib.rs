@@ -41,7 +41,7 @@ pub use analysis::{
     trace_start_ns, Analysis, DamagePolicy, Dedup, Done, Setup, Summary, TraceWarning, WarnFn,
 };
 pub use engine::config::{Config, DEFAULT_MAX_DEPTH};
-pub use engine::filter::{CgroupFilter, Duration, Filter, Window, WindowBound};
+pub use engine::filter::{Duration, Filter, Window, WindowBound};
 pub use engine::frames::stack_frames;
 pub use engine::frames::{sample_frames, IDLE_COMM, ONCPU_ESTIMATED, ONCPU_FRAME, ONCPU_NO_SAMPLE};
 pub use engine::machine::Engine;

@@ -17,8 +17,8 @@ use crate::engine::stats::Stats;
 use crate::engine::tasks::{Status, Task, TaskIndex};
 use crate::engine::walk::Walker;
 use chainrec_format::{
-    state_is_dead, Comm, CommReason, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables,
-    Tid, WakeContext, Waking, STATE_INTERRUPTIBLE, STATE_RUNNABLE,
+    state_is_dead, CommReason, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables, Tid,
+    WakeContext, Waking, STATE_INTERRUPTIBLE, STATE_RUNNABLE,
 };
 
 /// The chain engine. Feed it events in time order with [`Engine::process`], then call
@@ -249,7 +249,7 @@ impl<'t> Engine<'t> {
     fn new_task(&mut self, tid: Tid) -> usize {
         let (comm, tgid, kthread) = match self.tables.tasks.get(&tid) {
             Some(e) => (e.comm, e.tgid, e.kernel_thread),
-            None => (Comm::new(&format!("tid-{tid}")), 0, false),
+            None => (chainrec_format::unknown_thread_comm(tid), 0, false),
         };
         let ident = self.nodes.ident(comm, tgid);
         let task = Task::new(tid, comm, tgid, ident, kthread);
