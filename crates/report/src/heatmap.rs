@@ -516,14 +516,8 @@ fn value_at(values: &[u64], map: ColorMap, intensity: f64) -> (u64, f64) {
 /// legend on its right, and the parts of the first and last second outside the trace
 /// greyed.
 pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> String {
-    let cw = (PLOT_WIDTH / h.columns.max(1)).max(4);
-    let ch = (PLOT_HEIGHT / h.rows).max(1);
-    let (left, top) = (70u32, 60u32);
-    let (plot_w, plot_h) = (cw * h.columns, ch * h.rows);
-    let legend_x = left + plot_w + 30;
-    let width = legend_x + 190;
-    let height = top + plot_h + 60;
-    let inten = intensities(&h.cells, map);
+    let l = Layout::of(h);
+    let (width, height) = (l.width, l.height);
     let mut s = String::new();
     let _ = write!(
         s,
@@ -536,6 +530,58 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
         width / 2,
         esc(title)
     );
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"40\" text-anchor=\"middle\" fill=\"rgb(90,90,90)\">{}</text>",
+        width / 2,
+        esc(&subtitle(h))
+    );
+    outside_marks(&mut s, h, &l);
+    cells(&mut s, h, &l, &intensities(&h.cells, map), wall_clock);
+    axes(&mut s, h, &l, wall_clock);
+    legend(&mut s, h, map, l.legend_x, l.top);
+    let _ = writeln!(s, "</svg>");
+    s
+}
+
+/// Where the parts of the heat map's SVG go (pixels).
+struct Layout {
+    /// Cell width and height.
+    cw: u32,
+    ch: u32,
+    /// Top left corner of the plot.
+    left: u32,
+    top: u32,
+    plot_w: u32,
+    plot_h: u32,
+    legend_x: u32,
+    width: u32,
+    height: u32,
+}
+
+impl Layout {
+    fn of(h: &Heatmap) -> Layout {
+        let cw = (PLOT_WIDTH / h.columns.max(1)).max(4);
+        let ch = (PLOT_HEIGHT / h.rows).max(1);
+        let (left, top) = (70u32, 60u32);
+        let (plot_w, plot_h) = (cw * h.columns, ch * h.rows);
+        let legend_x = left + plot_w + 30;
+        Layout {
+            cw,
+            ch,
+            left,
+            top,
+            plot_w,
+            plot_h,
+            legend_x,
+            width: legend_x + 190,
+            height: top + plot_h + 60,
+        }
+    }
+}
+
+/// The line under the title: what a cell measures, of which threads, and what was left out.
+fn subtitle(h: &Heatmap) -> String {
     let mut sub = format!(
         "{} of {} per {} ms bucket",
         h.metric.describe(),
@@ -558,14 +604,19 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
     if h.lost_markers > 0 {
         let _ = write!(sub, "; {} lost-event markers", h.lost_markers);
     }
-    let _ = writeln!(
-        s,
-        "<text x=\"{}\" y=\"40\" text-anchor=\"middle\" fill=\"rgb(90,90,90)\">{}</text>",
-        width / 2,
-        esc(&sub)
-    );
-    // Outside the trace (before its start in the first second, after its end in the
-    // last): grey, so that a part-second is not read as a quiet one.
+    sub
+}
+
+/// Outside the trace (before its start in the first second, after its end in the last):
+/// grey, so that a part-second is not read as a quiet one.
+fn outside_marks(s: &mut String, h: &Heatmap, l: &Layout) {
+    let Layout {
+        cw,
+        left,
+        top,
+        plot_h,
+        ..
+    } = *l;
     let _ = writeln!(s, "<g id=\"outside\" fill=\"rgb(225,225,225)\">");
     let px_of = |t: i128| -> (u32, u32) {
         let col = (t.div_euclid(1_000_000_000) - h.first_second as i128)
@@ -592,6 +643,13 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
         );
     }
     let _ = writeln!(s, "</g>");
+}
+
+/// One group per non-empty cell, with its value as a tooltip.
+fn cells(s: &mut String, h: &Heatmap, l: &Layout, inten: &[f64], wall_clock: bool) {
+    let Layout {
+        cw, ch, left, top, ..
+    } = *l;
     let _ = writeln!(s, "<g id=\"cells\">");
     for col in 0..h.columns {
         for row in 0..h.rows {
@@ -643,7 +701,18 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
         }
     }
     let _ = writeln!(s, "</g>");
-    // Axes: y = offset within the second (0 at the bottom), x = seconds.
+}
+
+/// Axes: y = offset within the second (0 at the bottom), x = seconds.
+fn axes(s: &mut String, h: &Heatmap, l: &Layout, wall_clock: bool) {
+    let Layout {
+        cw,
+        left,
+        top,
+        plot_w,
+        plot_h,
+        ..
+    } = *l;
     let bottom = top + plot_h;
     let _ = writeln!(s, "<g id=\"axes\" fill=\"rgb(60,60,60)\">");
     let _ = writeln!(s, "<rect x=\"{left}\" y=\"{top}\" width=\"{plot_w}\" height=\"{plot_h}\" fill=\"none\" stroke=\"rgb(160,160,160)\"/>");
@@ -679,9 +748,6 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
         esc(&start)
     );
     let _ = writeln!(s, "</g>");
-    legend(&mut s, h, map, legend_x, top);
-    let _ = writeln!(s, "</svg>");
-    s
 }
 
 /// The colour scale: up to [`LEGEND_STEPS`] swatches from the darkest (top) to the lightest,
