@@ -162,8 +162,8 @@ test)
     fi
     log "checking formatting"
     cargo fmt --all -- --check
-    log "checking that the modules of crates/chain, crates/record and of the binary form no import circle"
-    cargo run --quiet --locked -p chainrec-tools --bin modcycles -- crates/chain/src crates/record/src src
+    log "checking that the modules of every crate and of the binary form no import circle"
+    cargo run --quiet --locked -p chainrec-tools --bin modcycles -- crates/*/src src
     log "clippy (warnings are errors)"
     cargo clippy --locked --workspace --all-targets -- -D warnings
     log "rustdoc (warnings are errors)"

@@ -61,7 +61,10 @@ fn sink_chain_down_to_timer_irq() {
     let cfg = Config {
         dedup: false,
         filter: Filter {
-            tids: vec![sink_tid],
+            threads: chainrec_format::ThreadSelector {
+                tids: vec![sink_tid],
+                ..Default::default()
+            },
             ..Filter::default()
         },
         ..Config::default()

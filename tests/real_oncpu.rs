@@ -201,7 +201,10 @@ fn worker_on_cpu_in_client_chain() {
     let setup = Setup {
         dedup: Dedup::Off,
         filter: Filter {
-            tids: vec![client],
+            threads: chainrec_format::ThreadSelector {
+                tids: vec![client],
+                ..Default::default()
+            },
             ..Filter::default()
         },
         ..Setup::default()
@@ -227,7 +230,10 @@ fn worker_on_cpu_in_client_chain() {
             Setup {
                 dedup: Dedup::Off,
                 filter: Filter {
-                    tids: vec![client],
+                    threads: chainrec_format::ThreadSelector {
+                        tids: vec![client],
+                        ..Default::default()
+                    },
                     ..Filter::default()
                 },
                 ..Setup::default()
@@ -426,7 +432,10 @@ fn spin_in_client_chains(
     let setup = Setup {
         dedup: Dedup::Off,
         filter: Filter {
-            tids: vec![client],
+            threads: chainrec_format::ThreadSelector {
+                tids: vec![client],
+                ..Default::default()
+            },
             ..Filter::default()
         },
         oncpu,

@@ -82,7 +82,10 @@ fn victim_waits_behind_pinned_spinners() {
         let setup = Setup {
             dedup: Dedup::Off,
             filter: Filter {
-                comm: Some(chainrec_chain::regex::Regex::new("^cr-victim$").unwrap()),
+                threads: chainrec_format::ThreadSelector {
+                    comm: Some(chainrec_chain::regex::Regex::new("^cr-victim$").unwrap()),
+                    ..Default::default()
+                },
                 ..Filter::default()
             },
             ..Setup::default()

@@ -115,7 +115,10 @@ fn check_chain(test: &str, trace: &Path, client: u32) {
     let cfg = Config {
         dedup: false,
         filter: Filter {
-            tids: vec![client],
+            threads: chainrec_format::ThreadSelector {
+                tids: vec![client],
+                ..Default::default()
+            },
             ..Filter::default()
         },
         ..Config::default()

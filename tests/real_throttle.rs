@@ -224,7 +224,10 @@ fn throttled_spinner_and_its_reader() {
             Setup {
                 dedup: Dedup::Off,
                 filter: chainrec_chain::Filter {
-                    comm: Some(chainrec_chain::regex::Regex::new("^cr-tspin$").unwrap()),
+                    threads: chainrec_format::ThreadSelector {
+                        comm: Some(chainrec_chain::regex::Regex::new("^cr-tspin$").unwrap()),
+                        ..Default::default()
+                    },
                     ..Default::default()
                 },
                 ..Setup::default()

@@ -95,7 +95,7 @@ pub fn run(a: Args) -> Result<()> {
     let an = super::open_trace(&a.file, "critical-path")?;
     let filter = f.to_filter(&an, Duration::OffCpu)?;
     let opts = CritPathOptions {
-        tid: filter.tids[0],
+        tid: filter.threads.tids[0],
         window: filter.window,
         max_depth: a.max_depth,
         parallel: !a.serial,

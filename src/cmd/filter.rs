@@ -1,8 +1,8 @@
 //! The root filters shared by `chains`, `offcpu`, `wakeup`, `offwake`, `top` and `export`
 //! (a module of their own, so that the command modules need not import each other).
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{Analysis, CgroupFilter, Duration, Filter};
-use chainrec_format::{FlightTrigger, RecordingMeta, Tables};
+use chainrec_chain::{Analysis, ChainError, Duration, Filter};
+use chainrec_format::{CgroupSelector, FlightTrigger, RecordingMeta, Tables, ThreadSelector};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -67,23 +67,35 @@ impl<H: Heading> ThreadArgs<H> {
         !self.pid.is_empty() || !self.tid.is_empty() || self.comm.is_some() || self.cgroup.is_some()
     }
 
-    /// Set the thread part of `f` (the regexes compiled, an error naming the flag;
+    /// The thread selector of the flags (the regexes compiled, an error naming the flag;
     /// `--cgroup` bound to the cgroups of `tables`).
-    pub fn apply(&self, f: &mut Filter, tables: &Tables) -> Result<()> {
-        f.pids = self.pid.clone();
-        f.tids = self.tid.clone();
-        f.comm = self
-            .comm
-            .as_deref()
-            .map(|c| comm_regex("--comm", c))
-            .transpose()?;
-        f.cgroup = match &self.cgroup {
-            Some(c) => Some(Arc::new(CgroupFilter::new(
-                comm_regex("--cgroup", c)?,
-                tables,
-            )?)),
+    pub fn selector(&self, tables: &Tables) -> Result<ThreadSelector> {
+        let cgroup = match &self.cgroup {
+            Some(c) => Some(Arc::new(
+                CgroupSelector::new(comm_regex("--cgroup", c)?, tables)
+                    .ok_or(ChainError::NoCgroups { flag: "--cgroup" })?,
+            )),
             None => None,
         };
+        Ok(ThreadSelector {
+            pids: self.pid.clone(),
+            tids: self.tid.clone(),
+            comm: self
+                .comm
+                .as_deref()
+                .map(|c| comm_regex("--comm", c))
+                .transpose()?,
+            cgroup,
+            ..ThreadSelector::default()
+        })
+    }
+
+    /// Set the thread part of `f` (see [`ThreadArgs::selector`]; `-u`/`-k` are
+    /// [`KindArgs`]'s and kept).
+    pub fn apply(&self, f: &mut Filter, tables: &Tables) -> Result<()> {
+        let kinds = (f.threads.user_only, f.threads.kernel_only);
+        f.threads = self.selector(tables)?;
+        (f.threads.user_only, f.threads.kernel_only) = kinds;
         Ok(())
     }
 }
@@ -112,10 +124,15 @@ impl<H: Heading> KindArgs<H> {
         self.user_threads_only || self.kernel_threads_only
     }
 
+    /// Set the thread-kind part of `s`.
+    pub fn apply_to_selector(&self, s: &mut ThreadSelector) {
+        s.user_only = self.user_threads_only;
+        s.kernel_only = self.kernel_threads_only;
+    }
+
     /// Set the thread-kind part of `f`.
     pub fn apply(&self, f: &mut Filter) {
-        f.user_only = self.user_threads_only;
-        f.kernel_only = self.kernel_threads_only;
+        self.apply_to_selector(&mut f.threads);
     }
 }
 
@@ -181,12 +198,11 @@ pub struct ThreadFilterArgs {
 }
 
 impl ThreadFilterArgs {
-    /// The library filter (its thread part only), `--cgroup` bound to `tables`.
-    pub fn to_filter(&self, tables: &Tables) -> Result<Filter> {
-        let mut f = Filter::default();
-        self.threads.apply(&mut f, tables)?;
-        self.kinds.apply(&mut f);
-        Ok(f)
+    /// The thread selector, `--cgroup` bound to `tables`.
+    pub fn to_selector(&self, tables: &Tables) -> Result<ThreadSelector> {
+        let mut s = self.threads.selector(tables)?;
+        self.kinds.apply_to_selector(&mut s);
+        Ok(s)
     }
 }
 

@@ -235,9 +235,9 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
             MetricArg::Wakeups => Metric::Wakeups,
         },
         rows: a.rows,
-        select: Select::new(a.threads.to_filter(an.tables())?),
+        select: Select::new(a.threads.to_selector(an.tables())?),
         highlight: if a.highlight_comm.is_some() || !a.highlight_tid.is_empty() {
-            Some(Select::new(chainrec_chain::Filter {
+            Some(Select::new(chainrec_format::ThreadSelector {
                 tids: a.highlight_tid.clone(),
                 comm: a
                     .highlight_comm

@@ -155,10 +155,7 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
     // Names change on comm events: chunks before the window are decoded too.
     let range = an.chunk_range(&f);
     let filter = EventFilter {
-        pids: f.pids,
-        tids: f.tids,
-        comm: f.comm,
-        cgroup: f.cgroup,
+        threads: f.threads,
         window: f.window,
     };
     let opts = ScriptOptions {

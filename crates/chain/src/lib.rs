@@ -24,61 +24,40 @@
 //! * [`critical_path`] gives one thread's timeline: running, runnable (behind whom) and
 //!   blocked (behind which chain) segments, with stacks.
 
+mod analyses;
 mod analysis;
-mod config;
-mod critpath;
-mod dedup;
-mod emit;
 mod engine;
 mod error;
-mod explain;
-mod filter;
-mod folded;
-mod frames;
 mod fx;
-mod hops;
-mod mode;
-mod nodes;
-mod oncpu;
-mod pathframes;
-mod paths;
+mod graph;
 mod pipeline;
-mod record;
-mod render;
-mod runqueue;
-mod sampleidx;
-mod stats;
-mod tasks;
-mod trie;
-mod views;
-mod walk;
 
-pub use analysis::{
-    trace_start_ns, Analysis, DamagePolicy, Dedup, Done, Setup, Summary, TraceWarning, WarnFn,
-};
-pub use config::{Config, DEFAULT_MAX_DEPTH};
-pub use critpath::{
+pub use analyses::critpath::{
     critical_path, Blocked, CritPathOptions, CritPathStats, CriticalPath, Level, Segment,
     SegmentKind, Share, Unknown,
 };
-pub use engine::Engine;
-pub use error::{ChainError, WindowProblem};
-pub use filter::{CgroupFilter, Duration, Filter, Window, WindowBound};
-pub use folded::{ChainGraph, FoldedSink};
-pub use frames::stack_frames;
-pub use frames::{sample_frames, IDLE_COMM, ONCPU_ESTIMATED, ONCPU_FRAME, ONCPU_NO_SAMPLE};
-pub use mode::{Mode, OnCpuMode};
-pub use nodes::{
+pub use analyses::oncpu::{fold_oncpu, hot_cold, HotCold, OnCpuFold, OnCpuStats, OFFCPU_FRAME};
+pub use analysis::{
+    trace_start_ns, Analysis, DamagePolicy, Dedup, Done, Setup, Summary, TraceWarning, WarnFn,
+};
+pub use engine::config::{Config, DEFAULT_MAX_DEPTH};
+pub use engine::filter::{Duration, Filter, Window, WindowBound};
+pub use engine::frames::stack_frames;
+pub use engine::frames::{sample_frames, IDLE_COMM, ONCPU_ESTIMATED, ONCPU_FRAME, ONCPU_NO_SAMPLE};
+pub use engine::machine::Engine;
+pub use engine::mode::{Mode, OnCpuMode};
+pub use engine::nodes::{
     Node, NodeId, NodeKind, NodeTable, RunqHolder, UNTHROTTLED_BY_TIMER, UNTHROTTLE_UNKNOWN,
 };
-pub use oncpu::{fold_oncpu, hot_cold, HotCold, OnCpuFold, OnCpuStats, OFFCPU_FRAME};
-pub use pathframes::{FrameKind, FrameNamer, NodeFrames, PathFrame, PathVisit};
-pub use paths::{PathBatch, PathReducer};
+pub use engine::record::{HopRecord, OnCpuPart, RunqPart, WaitRecord, WaitSink};
+pub use engine::sampleidx::{apportion, ESTIMATE_PERIODS};
+pub use engine::stats::{Inconsistency, Stats};
+pub use error::{ChainError, WindowProblem};
+pub use graph::folded::{ChainGraph, FoldedSink};
+pub use graph::pathframes::{FrameKind, FrameNamer, NodeFrames, PathFrame, PathVisit};
+pub use graph::paths::{PathBatch, PathReducer};
+pub use graph::render::WriteSummary;
+pub use graph::views::{Rounded, Unit, View};
 pub use pipeline::fold_trace;
-pub use record::{HopRecord, OnCpuPart, RunqPart, WaitRecord, WaitSink};
 /// Re-exported for [`Filter::comm`].
 pub use regex;
-pub use render::WriteSummary;
-pub use sampleidx::{apportion, ESTIMATE_PERIODS};
-pub use stats::{Inconsistency, Stats};
-pub use views::{Rounded, Unit, View};

@@ -67,7 +67,10 @@ fn dedup_is_automatic_only_without_a_thread_filter() {
     let an = Analysis::open(&path, DamagePolicy::Refuse, quiet()).unwrap();
     let tid = *an.tables().tasks.keys().min().unwrap();
     let by_tid = Filter {
-        tids: vec![tid],
+        threads: chainrec_format::ThreadSelector {
+            tids: vec![tid],
+            ..Default::default()
+        },
         ..Filter::default()
     };
     let cases = [

@@ -174,7 +174,10 @@ fn blocked_lines_are_the_chains_lines() {
     let setup = chainrec_chain::Setup {
         dedup: chainrec_chain::Dedup::Off,
         filter: chainrec_chain::Filter {
-            tids: vec![1301],
+            threads: chainrec_format::ThreadSelector {
+                tids: vec![1301],
+                ..Default::default()
+            },
             ..Default::default()
         },
         ..Default::default()

@@ -127,7 +127,10 @@ fn disk_irq_label_inferred_and_dedup() {
 fn user_and_kernel_thread_filters() {
     let m = gen("disk-irq", 18);
     let f = Filter {
-        user_only: true,
+        threads: chainrec_format::ThreadSelector {
+            user_only: true,
+            ..Default::default()
+        },
         ..Filter::default()
     };
     let r = run(&m, filtered(f), View::Chains);
@@ -138,7 +141,10 @@ fn user_and_kernel_thread_filters() {
         show(&r)
     );
     let f = Filter {
-        kernel_only: true,
+        threads: chainrec_format::ThreadSelector {
+            kernel_only: true,
+            ..Default::default()
+        },
         ..Filter::default()
     };
     let r = run(&m, filtered(f), View::Chains);
@@ -526,7 +532,10 @@ fn comm_change_and_comm_filter() {
     ]);
     assert_eq!(r.folded, want, "{}", show(&r));
     let f = Filter {
-        comm: Some(Regex::new("^cr-new$").unwrap()),
+        threads: chainrec_format::ThreadSelector {
+            comm: Some(Regex::new("^cr-new$").unwrap()),
+            ..Default::default()
+        },
         ..Filter::default()
     };
     let r = run(&m, filtered(f), View::Chains);
@@ -578,7 +587,10 @@ fn many_threads_and_thread_filters() {
     sum_check(&r);
     // -t 1064 (worker 63).
     let f = Filter {
-        tids: vec![1064],
+        threads: chainrec_format::ThreadSelector {
+            tids: vec![1064],
+            ..Default::default()
+        },
         ..Filter::default()
     };
     let r = run(&m, filtered(f), View::Chains);
@@ -589,7 +601,10 @@ fn many_threads_and_thread_filters() {
     assert_eq!(r.folded, want, "{}", show(&r));
     // -p 1000 (whole process, dedup off): the dispatcher's own waits appear as roots too.
     let f = Filter {
-        pids: vec![1000],
+        threads: chainrec_format::ThreadSelector {
+            pids: vec![1000],
+            ..Default::default()
+        },
         ..Filter::default()
     };
     let r = run(&m, filtered(f), View::Chains);
@@ -598,7 +613,10 @@ fn many_threads_and_thread_filters() {
     assert_eq!(r.folded.len(), 3);
     // -p of another process: nothing.
     let f = Filter {
-        pids: vec![4242],
+        threads: chainrec_format::ThreadSelector {
+            pids: vec![4242],
+            ..Default::default()
+        },
         ..Filter::default()
     };
     assert!(run(&m, Config { filter: f, ..cfg() }, View::Chains)

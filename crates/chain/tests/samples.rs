@@ -49,14 +49,20 @@ fn oncpu_folds_every_sample_as_its_period() {
 fn oncpu_filters() {
     let (an, _) = analysis(3);
     let f = Filter {
-        tids: vec![1302],
+        threads: chainrec_format::ThreadSelector {
+            tids: vec![1302],
+            ..Default::default()
+        },
         ..Filter::default()
     };
     let got = lines(&fold_oncpu(&an, &f, true).unwrap());
     assert_eq!(got.values().sum::<u64>(), 15_000_000);
     assert!(got.keys().all(|l| l.starts_with("cr-worker;")));
     let f = Filter {
-        kernel_only: true,
+        threads: chainrec_format::ThreadSelector {
+            kernel_only: true,
+            ..Default::default()
+        },
         ..Filter::default()
     };
     let got = lines(&fold_oncpu(&an, &f, true).unwrap());

@@ -163,7 +163,10 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
     let setup = Setup {
         dedup: Dedup::On,
         filter: chainrec_chain::Filter {
-            tids: tids.to_vec(),
+            threads: chainrec_format::ThreadSelector {
+                tids: tids.to_vec(),
+                ..Default::default()
+            },
             ..Default::default()
         },
         ..Setup::default()

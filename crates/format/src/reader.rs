@@ -440,7 +440,7 @@ impl TraceReader {
                     KIND_CHUNK => {
                         if h.events == 0 || h.last_ts < h.first_ts || h.first_ts < last_ts {
                             return Err(FormatError::Corrupt {
-                                what: crate::EVENT_CHUNK,
+                                what: crate::error::EVENT_CHUNK,
                                 offset: off,
                                 detail: "header timestamps or event count inconsistent".into(),
                             });
@@ -577,7 +577,7 @@ impl TraceReader {
     pub fn decode_chunk(&self, index: usize, out: &mut Vec<Event>) -> Result<()> {
         let Some(info) = self.chunks.get(index).copied() else {
             return Err(FormatError::Corrupt {
-                what: crate::EVENT_CHUNK,
+                what: crate::error::EVENT_CHUNK,
                 offset: 0,
                 detail: format!(
                     "chunk {index} does not exist (file has {})",
@@ -587,7 +587,7 @@ impl TraceReader {
         };
         let off = info.offset;
         let corrupt = |detail: String| FormatError::Corrupt {
-            what: crate::EVENT_CHUNK,
+            what: crate::error::EVENT_CHUNK,
             offset: off,
             detail,
         };
@@ -781,7 +781,7 @@ impl TraceReader {
             for e in events {
                 if e.ts() < last_ts {
                     return Err(FormatError::Corrupt {
-                        what: crate::EVENT_CHUNK,
+                        what: crate::error::EVENT_CHUNK,
                         offset: off,
                         detail: format!(
                             "event at ts {} precedes the previous event at {last_ts}",

@@ -67,7 +67,7 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
     match kind {
         KIND_META => "metadata section",
         KIND_TABLES => "table section",
-        KIND_CHUNK => crate::EVENT_CHUNK,
+        KIND_CHUNK => crate::error::EVENT_CHUNK,
         KIND_INDEX => "index section",
         KIND_MAPPINGS => "mapping section",
         KIND_THROTTLES => "throttle section",

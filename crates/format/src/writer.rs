@@ -196,7 +196,7 @@ impl From<IndexPayloadV1> for IndexPayload {
 /// Check that `event` can be stored and comes no earlier than `last_ts`; advance
 /// `last_ts` to it.
 pub(crate) fn accept_next(event: &Event, last_ts: &mut u64) -> Result<()> {
-    crate::check_encodable(event)?;
+    crate::error::check_encodable(event)?;
     let ts = event.ts();
     if ts < *last_ts {
         return Err(FormatError::OutOfOrder { ts, prev: *last_ts });

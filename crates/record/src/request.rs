@@ -9,6 +9,7 @@ use crate::output::{FlightPlan, OutputMode};
 use crate::trigger::{TriggerFilter, TriggerRule};
 use crate::workload::WorkloadOptions;
 use crate::{check_output, parse_duration_ns, parse_size, OptionError, RecordOptions};
+use chainrec_format::ThreadSelector;
 use chainrec_format::{RotateLimit, StackMode};
 use std::path::Path;
 use std::time::Duration;
@@ -256,9 +257,12 @@ impl FlightRequest {
             max_bytes,
             rules,
             filter: TriggerFilter {
-                pids: pids.to_vec(),
-                tids: self.tids.clone(),
-                comm,
+                threads: ThreadSelector {
+                    pids: pids.to_vec(),
+                    tids: self.tids.clone(),
+                    comm,
+                    ..ThreadSelector::default()
+                },
                 state_mask: self.state,
             },
             post_ns: value("--post", &self.post, parse_duration_ns, d.post_ns)?,

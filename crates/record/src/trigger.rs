@@ -5,9 +5,8 @@
 //! switch or waking there, and nothing in BPF (docs/RECORDER.md, "Flight recorder").
 
 use crate::{parse_duration_ns, InvalidOption, RecordError, Result};
-use chainrec_format::{Comm, Tid};
 use chainrec_format::{Event, FlightTrigger, TaskEntry, TriggerKind, STATE_RUNNABLE};
-use regex::Regex;
+use chainrec_format::{ThreadIdentity, ThreadSelector, Tid};
 // hashbrown (foldhash) as in the converter: one lookup per switch and waking.
 use hashbrown::HashMap;
 
@@ -46,16 +45,12 @@ impl std::str::FromStr for TriggerRule {
     }
 }
 
-/// Which threads' waits may fire a trigger (the analysis filters `-p`, `-t`, `--comm`,
-/// `--state`). Empty: every thread.
+/// Which threads' waits may fire a trigger: the analysis filters' thread selector (`-p`,
+/// `-t`, `--comm`; the name as of the wait's end) and `--state`. Empty: every thread.
 #[derive(Clone, Debug, Default)]
 pub struct TriggerFilter {
-    /// Thread groups.
-    pub pids: Vec<Tid>,
-    /// Threads.
-    pub tids: Vec<Tid>,
-    /// Thread name (at switch-out).
-    pub comm: Option<Regex>,
+    /// Which threads.
+    pub threads: ThreadSelector,
     /// `prev_state & mask != 0` at switch-out (`wait` rules only; 0 means preempted).
     pub state_mask: Option<u32>,
 }
@@ -63,8 +58,8 @@ pub struct TriggerFilter {
 /// What one thread is doing, as far as the stream has said.
 #[derive(Clone, Copy, Debug)]
 struct Watched {
-    tgid: Tid,
-    comm: Comm,
+    /// Who it is (the task table, then comm events and forks).
+    who: ThreadIdentity,
     /// Switch-out time while off CPU; None while running or unknown.
     out_ts: Option<u64>,
     /// Task state at that switch-out.
@@ -101,8 +96,7 @@ impl TriggerWatch {
 
     fn task(&mut self, tid: Tid) -> &mut Watched {
         self.tasks.entry(tid).or_insert(Watched {
-            tgid: tid,
-            comm: Comm::default(),
+            who: ThreadIdentity::unknown(tid),
             out_ts: None,
             state: 0,
             runnable_ts: None,
@@ -112,9 +106,11 @@ impl TriggerWatch {
     /// Learn names and thread groups from the task table.
     pub fn add_tasks(&mut self, tasks: &[TaskEntry]) {
         for t in tasks {
-            let w = self.task(t.tid);
-            w.tgid = t.tgid;
-            w.comm = t.comm;
+            self.task(t.tid).who = ThreadIdentity {
+                comm: t.comm,
+                tgid: t.tgid,
+                kernel_thread: t.kernel_thread,
+            };
         }
     }
 
@@ -143,14 +139,20 @@ impl TriggerWatch {
                 }
             }
             Event::WakeupNew(n) => {
+                let parent = self.tasks.get(&n.parent_tid).map(|p| p.who);
+                let fresh = !self.tasks.contains_key(&n.child_tid);
                 let t = self.task(n.child_tid);
-                t.tgid = n.child_tgid;
+                // Fork copies the name and kind (as in `chainrec_format::Threads`).
+                if let (true, Some(p)) = (fresh, parent) {
+                    t.who = p;
+                }
+                t.who.tgid = n.child_tgid;
                 t.runnable_ts = Some(n.ts);
             }
             Event::Comm(c) => {
                 let t = self.task(c.tid);
-                t.tgid = c.tgid;
-                t.comm = c.comm;
+                t.who.tgid = c.tgid;
+                t.who.comm = c.comm;
             }
             Event::Exit(e) => {
                 self.tasks.remove(&e.tid);
@@ -179,8 +181,8 @@ impl TriggerWatch {
                 kind: rule.kind,
                 rule: rule.text.clone(),
                 tid,
-                tgid: w.tgid,
-                comm: w.comm.as_str().into_owned(),
+                tgid: w.who.tgid,
+                comm: w.who.comm.as_str().into_owned(),
                 start_ns: start,
                 end_ns: now,
             });
@@ -191,27 +193,19 @@ impl TriggerWatch {
 
     fn passes(&self, tid: Tid, w: &Watched, kind: TriggerKind) -> bool {
         let f = &self.filter;
-        if !f.tids.is_empty() && !f.tids.contains(&tid) {
-            return false;
-        }
-        if !f.pids.is_empty() && !f.pids.contains(&w.tgid) {
-            return false;
-        }
         if let (Some(mask), TriggerKind::Wait) = (f.state_mask, kind) {
             if !chainrec_format::state_matches(mask, w.state) {
                 return false;
             }
         }
-        f.comm
-            .as_ref()
-            .is_none_or(|re| re.is_match(&w.comm.as_str()))
+        f.threads.matches_identity(tid, &w.who)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chainrec_format::{StackId, Switch, TaskComm, WakeContext, Waking};
+    use chainrec_format::{Comm, StackId, Switch, TaskComm, WakeContext, Waking};
 
     fn switch(ts: u64, prev: Tid, state: u32, next: Tid) -> Event {
         Event::Switch(Switch {
@@ -327,7 +321,10 @@ mod tests {
     #[test]
     fn the_filter_keeps_only_matching_threads_and_counts_the_rest() {
         let filter = TriggerFilter {
-            comm: Some(Regex::new("^cr-").unwrap()),
+            threads: ThreadSelector {
+                comm: Some(regex::Regex::new("^cr-").unwrap()),
+                ..ThreadSelector::default()
+            },
             ..TriggerFilter::default()
         };
         let mut w = TriggerWatch::new(vec!["wait>1ms".parse().unwrap()], filter);

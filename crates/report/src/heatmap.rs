@@ -6,11 +6,10 @@
 //! A highlight (a comm or a tid) is accumulated separately and drawn in a second colour,
 //! as in the seed's Riak / zoneadmd case.
 
-use crate::source::{format_wall, EventSource, Names};
+use crate::source::format_wall;
 use crate::{ReportError, Result};
 use chainrec_chain::regex::Regex;
-use chainrec_chain::Filter;
-use chainrec_format::{state_is_dead, Event, Tables, Tid};
+use chainrec_format::{state_is_dead, Event, EventSource, ThreadSelector, Threads, Tid};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -64,23 +63,23 @@ impl ColorMap {
     }
 }
 
-/// Which threads: the thread part of the analysis filter (`-p`, `-t`, `--comm` regex,
-/// `-u`, `-k`, all of which must match; the default keeps every thread). Its other fields
-/// (state, durations, window) do not apply to a heat map and are ignored.
+/// Which threads: a [`ThreadSelector`] (`-p`, `-t`, `--comm` regex, `--cgroup` at any
+/// time, `-u`, `-k`, all of which must match; the default keeps every thread), each thread
+/// judged by its identity as of the event being counted.
 #[derive(Clone, Debug, Default)]
 pub struct Select {
-    /// The filter whose [`Filter::matches_thread`] decides.
-    pub filter: Filter,
+    /// The selector that decides.
+    pub threads: ThreadSelector,
 }
 
 impl Select {
-    /// Threads of `filter`.
-    pub fn new(filter: Filter) -> Self {
-        Select { filter }
+    /// Threads of `threads`.
+    pub fn new(threads: ThreadSelector) -> Self {
+        Select { threads }
     }
     /// Only thread `tid`.
     pub fn tid(tid: Tid) -> Self {
-        Select::new(Filter {
+        Select::new(ThreadSelector {
             tids: vec![tid],
             ..Default::default()
         })
@@ -88,53 +87,17 @@ impl Select {
     /// Only threads whose name matches `re` (a regex; an error for a bad one).
     pub fn comm(re: &str) -> Result<Self> {
         let re = Regex::new(re).map_err(|e| ReportError::BadRegex(e.to_string()))?;
-        Ok(Select::new(Filter {
+        Ok(Select::new(ThreadSelector {
             comm: Some(re),
             ..Default::default()
         }))
     }
-    fn is_all(&self) -> bool {
-        !self.filter.has_thread_filter()
-    }
-    fn matches(&self, tid: Tid, names: &Names, tables: &Tables) -> bool {
-        if self.is_all() {
-            return true;
-        }
-        let comm = names.get(tid).unwrap_or_default();
-        let kernel = tables.tasks.get(&tid).is_some_and(|t| t.kernel_thread);
-        self.filter
-            .matches_thread(tid, names.tgid(tid), &comm, kernel)
+    fn matches(&self, tid: Tid, threads: &Threads) -> bool {
+        self.threads.is_empty() || self.threads.matches_ever(tid, &threads.identity(tid))
     }
     /// `all threads`, or the conditions, e.g. `pid 10, comm ~ ^cr-`.
     pub fn describe(&self) -> String {
-        let f = &self.filter;
-        let list = |v: &[Tid]| {
-            v.iter()
-                .map(|t| t.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        let mut parts = Vec::new();
-        if !f.pids.is_empty() {
-            parts.push(format!("pid {}", list(&f.pids)));
-        }
-        if !f.tids.is_empty() {
-            parts.push(format!("tid {}", list(&f.tids)));
-        }
-        if let Some(re) = &f.comm {
-            parts.push(format!("comm ~ {}", re.as_str()));
-        }
-        if f.user_only {
-            parts.push("user threads".into());
-        }
-        if f.kernel_only {
-            parts.push("kernel threads".into());
-        }
-        if parts.is_empty() {
-            "all threads".into()
-        } else {
-            parts.join(", ")
-        }
+        self.threads.describe()
     }
 }
 
@@ -295,13 +258,13 @@ impl Acc {
 /// Compute a heat map over the whole trace. Both ends are clipped alike: an interval
 /// begun before the trace counts from the trace start, one still open at the end counts
 /// up to the trace end.
-pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> {
+pub fn compute(src: &dyn EventSource<ReportError>, opts: &HeatmapOptions) -> Result<Heatmap> {
     if opts.rows == 0 || opts.rows > 1000 {
         return Err(ReportError::BadRows(opts.rows));
     }
     let offset = src.meta().clock_offset_ns;
     let tables = src.tables();
-    let mut names = Names::new(tables);
+    let mut names = Threads::new(tables);
     // tid -> start of its current (off- or on-CPU) interval, trace clock.
     let mut since: HashMap<Tid, u64> = HashMap::new();
     // tids seen at all, to tell "begun before the trace" from "start lost".
@@ -324,11 +287,11 @@ pub fn compute(src: &dyn EventSource, opts: &HeatmapOptions) -> Result<Heatmap> 
             first
         }
     };
-    let selected = |tid: Tid, names: &Names| opts.select.matches(tid, names, tables);
-    let hl = |tid: Tid, names: &Names| {
+    let selected = |tid: Tid, names: &Threads| opts.select.matches(tid, names);
+    let hl = |tid: Tid, names: &Threads| {
         opts.highlight
             .as_ref()
-            .is_some_and(|h| h.matches(tid, names, tables))
+            .is_some_and(|h| h.matches(tid, names))
     };
     let off_metric = opts.metric == Metric::OffCpu;
     src.for_each_batch(&mut |events| {
@@ -553,14 +516,8 @@ fn value_at(values: &[u64], map: ColorMap, intensity: f64) -> (u64, f64) {
 /// legend on its right, and the parts of the first and last second outside the trace
 /// greyed.
 pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> String {
-    let cw = (PLOT_WIDTH / h.columns.max(1)).max(4);
-    let ch = (PLOT_HEIGHT / h.rows).max(1);
-    let (left, top) = (70u32, 60u32);
-    let (plot_w, plot_h) = (cw * h.columns, ch * h.rows);
-    let legend_x = left + plot_w + 30;
-    let width = legend_x + 190;
-    let height = top + plot_h + 60;
-    let inten = intensities(&h.cells, map);
+    let l = Layout::of(h);
+    let (width, height) = (l.width, l.height);
     let mut s = String::new();
     let _ = write!(
         s,
@@ -573,6 +530,58 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
         width / 2,
         esc(title)
     );
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"40\" text-anchor=\"middle\" fill=\"rgb(90,90,90)\">{}</text>",
+        width / 2,
+        esc(&subtitle(h))
+    );
+    outside_marks(&mut s, h, &l);
+    cells(&mut s, h, &l, &intensities(&h.cells, map), wall_clock);
+    axes(&mut s, h, &l, wall_clock);
+    legend(&mut s, h, map, l.legend_x, l.top);
+    let _ = writeln!(s, "</svg>");
+    s
+}
+
+/// Where the parts of the heat map's SVG go (pixels).
+struct Layout {
+    /// Cell width and height.
+    cw: u32,
+    ch: u32,
+    /// Top left corner of the plot.
+    left: u32,
+    top: u32,
+    plot_w: u32,
+    plot_h: u32,
+    legend_x: u32,
+    width: u32,
+    height: u32,
+}
+
+impl Layout {
+    fn of(h: &Heatmap) -> Layout {
+        let cw = (PLOT_WIDTH / h.columns.max(1)).max(4);
+        let ch = (PLOT_HEIGHT / h.rows).max(1);
+        let (left, top) = (70u32, 60u32);
+        let (plot_w, plot_h) = (cw * h.columns, ch * h.rows);
+        let legend_x = left + plot_w + 30;
+        Layout {
+            cw,
+            ch,
+            left,
+            top,
+            plot_w,
+            plot_h,
+            legend_x,
+            width: legend_x + 190,
+            height: top + plot_h + 60,
+        }
+    }
+}
+
+/// The line under the title: what a cell measures, of which threads, and what was left out.
+fn subtitle(h: &Heatmap) -> String {
     let mut sub = format!(
         "{} of {} per {} ms bucket",
         h.metric.describe(),
@@ -595,14 +604,19 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
     if h.lost_markers > 0 {
         let _ = write!(sub, "; {} lost-event markers", h.lost_markers);
     }
-    let _ = writeln!(
-        s,
-        "<text x=\"{}\" y=\"40\" text-anchor=\"middle\" fill=\"rgb(90,90,90)\">{}</text>",
-        width / 2,
-        esc(&sub)
-    );
-    // Outside the trace (before its start in the first second, after its end in the
-    // last): grey, so that a part-second is not read as a quiet one.
+    sub
+}
+
+/// Outside the trace (before its start in the first second, after its end in the last):
+/// grey, so that a part-second is not read as a quiet one.
+fn outside_marks(s: &mut String, h: &Heatmap, l: &Layout) {
+    let Layout {
+        cw,
+        left,
+        top,
+        plot_h,
+        ..
+    } = *l;
     let _ = writeln!(s, "<g id=\"outside\" fill=\"rgb(225,225,225)\">");
     let px_of = |t: i128| -> (u32, u32) {
         let col = (t.div_euclid(1_000_000_000) - h.first_second as i128)
@@ -629,6 +643,13 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
         );
     }
     let _ = writeln!(s, "</g>");
+}
+
+/// One group per non-empty cell, with its value as a tooltip.
+fn cells(s: &mut String, h: &Heatmap, l: &Layout, inten: &[f64], wall_clock: bool) {
+    let Layout {
+        cw, ch, left, top, ..
+    } = *l;
     let _ = writeln!(s, "<g id=\"cells\">");
     for col in 0..h.columns {
         for row in 0..h.rows {
@@ -680,7 +701,18 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
         }
     }
     let _ = writeln!(s, "</g>");
-    // Axes: y = offset within the second (0 at the bottom), x = seconds.
+}
+
+/// Axes: y = offset within the second (0 at the bottom), x = seconds.
+fn axes(s: &mut String, h: &Heatmap, l: &Layout, wall_clock: bool) {
+    let Layout {
+        cw,
+        left,
+        top,
+        plot_w,
+        plot_h,
+        ..
+    } = *l;
     let bottom = top + plot_h;
     let _ = writeln!(s, "<g id=\"axes\" fill=\"rgb(60,60,60)\">");
     let _ = writeln!(s, "<rect x=\"{left}\" y=\"{top}\" width=\"{plot_w}\" height=\"{plot_h}\" fill=\"none\" stroke=\"rgb(160,160,160)\"/>");
@@ -716,9 +748,6 @@ pub fn render_svg(h: &Heatmap, map: ColorMap, title: &str, wall_clock: bool) -> 
         esc(&start)
     );
     let _ = writeln!(s, "</g>");
-    legend(&mut s, h, map, legend_x, top);
-    let _ = writeln!(s, "</svg>");
-    s
 }
 
 /// The colour scale: up to [`LEGEND_STEPS`] swatches from the darkest (top) to the lightest,

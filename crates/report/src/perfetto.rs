@@ -16,11 +16,10 @@
 //! [`FTRACE_CLOCK_GLOBAL`] because that is how a bundle's events get onto that clock instead
 //! of being read as BOOTTIME. Priorities are not recorded; every task is shown at prio 120.
 
-use crate::source::{EventSource, Names};
 use crate::{ReportError, Result};
 use chainrec_format::{
-    Clock as TraceClock, CommReason, Event, LostCause, RecordingMeta, Tables, Tid, WakeContext,
-    STATE_RUNNABLE,
+    Clock as TraceClock, CommReason, Event, EventSource, LostCause, RecordingMeta, Switch, Tables,
+    Threads, Tid, WakeContext, Waking, STATE_RUNNABLE,
 };
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -637,7 +636,7 @@ struct Pass1 {
     unknown: HashSet<Tid>,
 }
 
-fn pass1(src: &dyn EventSource) -> Result<Pass1> {
+fn pass1(src: &dyn EventSource<ReportError>) -> Result<Pass1> {
     let tasks = &src.tables().tasks;
     let tgid_of = |tid: Tid, new: &BTreeMap<Tid, Tid>| {
         tasks
@@ -705,7 +704,11 @@ fn pass1(src: &dyn EventSource) -> Result<Pass1> {
 /// trace, and one process per thread group among them. `ppid` only where the trace shows
 /// it: a fork seen in the trace, or a kernel thread (always kthreadd's child). The format
 /// records no parent for anything else, so those processes have none.
-fn process_tree(src: &dyn EventSource, p1: &Pass1, stats: &mut PerfettoStats) -> ProcessTree {
+fn process_tree(
+    src: &dyn EventSource<ReportError>,
+    p1: &Pass1,
+    stats: &mut PerfettoStats,
+) -> ProcessTree {
     let tasks: BTreeMap<Tid, _> = src.tables().tasks.iter().map(|(k, v)| (*k, v)).collect();
     let mut threads: BTreeMap<Tid, (Tid, Option<String>)> = BTreeMap::new();
     for t in tasks.values() {
@@ -805,14 +808,14 @@ fn cgroup_tracks(tables: &Tables, out: &mut Out) -> Result<()> {
 /// Export the whole trace as Perfetto protobuf to `w`. Streams: memory is bounded by a
 /// few thousand buffered events plus one cpu number per waking (and one record per
 /// switch-sequence gap).
-pub fn export(src: &dyn EventSource, w: &mut dyn Write) -> Result<PerfettoStats> {
+pub fn export(src: &dyn EventSource<ReportError>, w: &mut dyn Write) -> Result<PerfettoStats> {
     export_with_tracks(src, w, &[])
 }
 
 /// [`export`] plus extra per-thread slice tracks (e.g. `critical-path`'s), written after
 /// the scheduler data.
 pub fn export_with_tracks(
-    src: &dyn EventSource,
+    src: &dyn EventSource<ReportError>,
     w: &mut dyn Write,
     extra: &[SliceTrack],
 ) -> Result<PerfettoStats> {
@@ -826,6 +829,43 @@ pub fn export_with_tracks(
         next_uuid: 0,
     };
     let meta = src.meta();
+    write_clock_snapshot(&mut out, meta, first_ts)?;
+    let tree = process_tree(src, &p1, &mut out.stats);
+    out.packet(&TracePacket {
+        timestamp: Some(first_ts),
+        timestamp_clock_id: Some(CLOCK_TRACE),
+        trusted_packet_sequence_id: Some(SEQUENCE_ID),
+        process_tree: Some(tree),
+        ..Default::default()
+    })?;
+    cgroup_tracks(src.tables(), &mut out)?;
+
+    // Pass 2: events into per-CPU bundles.
+    let mut sched = SchedPass::new(src.tables(), &p1);
+    src.for_each_batch(&mut |events| {
+        for e in events {
+            sched.event(e, &mut out)?;
+        }
+        Ok(())
+    })?;
+    sched.flush(&mut out)?;
+
+    write_lost(&mut out, &sched.lost)?;
+    write_gaps(&mut out, &sched.gaps, &sched.threads)?;
+    write_recording(&mut out, meta, first_ts)?;
+    for t in extra {
+        write_slice_track(&mut out, t, &sched.threads)?;
+    }
+    out.w.flush().map_err(|e| ReportError::Io {
+        path: "<perfetto output>".into(),
+        source: e,
+    })?;
+    Ok(out.stats)
+}
+
+/// The clock snapshot that puts the trace clock (and the wall clock, when known) on
+/// Perfetto's clocks.
+fn write_clock_snapshot(out: &mut Out, meta: &RecordingMeta, first_ts: u64) -> Result<()> {
     let realtime = first_ts as i128 + meta.clock_offset_ns;
     let mut clocks = vec![
         Clock {
@@ -851,250 +891,256 @@ pub fn export_with_tracks(
             primary_trace_clock: Some(builtin_clock(meta.clock) as i32),
         }),
         ..Default::default()
-    })?;
+    })
+}
 
-    let tree = process_tree(src, &p1, &mut out.stats);
-    out.packet(&TracePacket {
-        timestamp: Some(first_ts),
-        timestamp_clock_id: Some(CLOCK_TRACE),
-        trusted_packet_sequence_id: Some(SEQUENCE_ID),
-        process_tree: Some(tree),
-        ..Default::default()
-    })?;
-    cgroup_tracks(src.tables(), &mut out)?;
+/// Pass 2's state: the events of each CPU waiting to be written as one bundle, who each
+/// thread is, and the switch sequence (what runs on each CPU since when, where each
+/// thread runs) that finds lost switches.
+struct SchedPass<'a> {
+    threads: Threads,
+    /// Pass 1's target CPU of each waking, in order.
+    target_cpu: &'a [i32],
+    first_ts: u64,
+    per_cpu: BTreeMap<u32, (Vec<FtraceEvent>, bool)>,
+    buffered: usize,
+    waking_index: usize,
+    on_cpu: HashMap<u32, (Tid, u64)>,
+    running: HashMap<Tid, u32>,
+    gaps: Vec<Gap>,
+    lost: Vec<(u64, u32, u64, LostCause)>,
+}
 
-    // Pass 2: events into per-CPU bundles.
+impl<'a> SchedPass<'a> {
+    /// Events buffered before the bundles are written.
     const FLUSH_AT: usize = 4096;
-    let mut names = Names::new(src.tables());
-    let mut per_cpu: BTreeMap<u32, (Vec<FtraceEvent>, bool)> = BTreeMap::new();
-    let mut buffered = 0usize;
-    let mut waking_index = 0usize;
-    // Switch-sequence state: what runs on each CPU since when, where each thread runs.
-    let mut on_cpu: HashMap<u32, (Tid, u64)> = HashMap::new();
-    let mut running: HashMap<Tid, u32> = HashMap::new();
-    let mut gaps: Vec<Gap> = Vec::new();
-    let mut lost: Vec<(u64, u32, u64, LostCause)> = Vec::new();
-    let flush =
-        |per_cpu: &mut BTreeMap<u32, (Vec<FtraceEvent>, bool)>, out: &mut Out| -> Result<()> {
-            for (cpu, (events, lost)) in std::mem::take(per_cpu) {
-                out.packet(&ftrace_packet(cpu, events, lost))?;
-            }
-            Ok(())
-        };
-    let comm = |names: &Names, tid: Tid| -> String {
-        if tid == 0 {
-            "swapper".to_string()
-        } else {
-            names.get(tid).map(|c| c.to_string()).unwrap_or_default()
+
+    fn new(tables: &Tables, p1: &'a Pass1) -> Self {
+        SchedPass {
+            threads: Threads::new(tables),
+            target_cpu: &p1.target_cpu,
+            first_ts: p1.first_ts,
+            per_cpu: BTreeMap::new(),
+            buffered: 0,
+            waking_index: 0,
+            on_cpu: HashMap::new(),
+            running: HashMap::new(),
+            gaps: Vec::new(),
+            lost: Vec::new(),
         }
-    };
-    let switch = |names: &Names, ts: u64, prev: Tid, state: u32, next: Tid| FtraceEvent {
-        timestamp: Some(ts),
-        pid: Some(prev),
-        sched_switch: Some(SchedSwitch {
-            prev_comm: Some(comm(names, prev)),
-            prev_pid: Some(prev as i32),
-            prev_prio: Some(DEFAULT_PRIO),
-            prev_state: Some(state as i64),
-            next_comm: Some(comm(names, next)),
-            next_pid: Some(next as i32),
-            next_prio: Some(DEFAULT_PRIO),
-        }),
-        ..Default::default()
-    };
-    src.for_each_batch(&mut |events| {
-        for e in events {
-            let ts = e.ts();
-            let (cpu, ev) = match e {
-                Event::Switch(s) => {
-                    out.stats.switches += 1;
-                    // A thread switching in while it still runs elsewhere: its switch-out
-                    // there was lost. Hand that CPU to idle now (the latest it can have
-                    // run there), so Perfetto does not draw it on two CPUs.
-                    if s.next_tid != 0 {
-                        if let Some(&other) = running.get(&s.next_tid) {
-                            if other != s.cpu {
-                                let since = on_cpu.get(&other).map_or(first_ts, |x| x.1);
-                                out.stats.gaps_running_elsewhere += 1;
-                                gaps.push(Gap {
-                                    cpu: other,
-                                    since,
-                                    at: ts,
-                                    lost_tid: s.next_tid,
-                                    running_elsewhere: true,
-                                });
-                                let synth = switch(&names, ts, s.next_tid, STATE_RUNNABLE, 0);
-                                per_cpu.entry(other).or_default().0.push(synth);
-                                buffered += 1;
-                                on_cpu.insert(other, (0, ts));
-                            }
-                        }
-                    }
-                    // The CPU's last switch put another task there: the switch-out of that
-                    // one and the switch-in of prev were lost. Hand over explicitly, so the
-                    // states Perfetto gives both are their own.
-                    if let Some(&(cur, since)) = on_cpu.get(&s.cpu) {
-                        if cur != s.prev_tid {
-                            out.stats.gaps_cpu_sequence += 1;
-                            gaps.push(Gap {
-                                cpu: s.cpu,
-                                since,
-                                at: ts,
-                                lost_tid: cur,
-                                running_elsewhere: false,
-                            });
-                            let synth = switch(&names, ts, cur, STATE_RUNNABLE, s.prev_tid);
-                            per_cpu.entry(s.cpu).or_default().0.push(synth);
-                            buffered += 1;
-                            if running.get(&cur) == Some(&s.cpu) {
-                                running.remove(&cur);
-                            }
-                        }
-                    }
-                    if running.get(&s.prev_tid) == Some(&s.cpu) {
-                        running.remove(&s.prev_tid);
-                    }
-                    if s.next_tid != 0 {
-                        running.insert(s.next_tid, s.cpu);
-                    }
-                    on_cpu.insert(s.cpu, (s.next_tid, ts));
-                    (
-                        s.cpu,
-                        switch(&names, ts, s.prev_tid, s.prev_state, s.next_tid),
-                    )
-                }
-                Event::Waking(wk) => {
-                    out.stats.wakings += 1;
-                    let mut tc = p1.target_cpu[waking_index];
-                    waking_index += 1;
-                    if tc < 0 {
-                        out.stats.wakings_target_cpu_guessed += 1;
-                        tc = -1 - tc;
-                    }
-                    (
-                        wk.cpu,
-                        FtraceEvent {
-                            timestamp: Some(ts),
-                            pid: Some(wk.waker_tid),
-                            common_flags: match wk.context {
-                                WakeContext::Task => None,
-                                WakeContext::HardIrq => Some(TRACE_FLAG_HARDIRQ),
-                                // The kernel marks both alike: softirq in the preempt count.
-                                WakeContext::SoftIrq | WakeContext::SoftIrqTask => {
-                                    Some(TRACE_FLAG_SOFTIRQ)
-                                }
-                                WakeContext::Nmi => Some(TRACE_FLAG_NMI),
-                            },
-                            sched_waking: Some(SchedWaking {
-                                comm: Some(comm(&names, wk.target_tid)),
-                                pid: Some(wk.target_tid as i32),
-                                prio: Some(DEFAULT_PRIO),
-                                success: Some(1),
-                                target_cpu: Some(tc),
-                            }),
-                            ..Default::default()
-                        },
-                    )
-                }
-                Event::WakeupNew(n) => {
-                    out.stats.new_tasks += 1;
-                    let parent_tgid = names.tgid(n.parent_tid);
-                    let flags = if n.child_tgid == parent_tgid && n.child_tid != n.child_tgid {
-                        CLONE_THREAD
-                    } else {
-                        0
-                    };
-                    let c = comm(&names, n.parent_tid);
-                    names.apply(e);
-                    (
-                        n.cpu,
-                        FtraceEvent {
-                            timestamp: Some(ts),
-                            pid: Some(n.parent_tid),
-                            task_newtask: Some(TaskNewtask {
-                                pid: Some(n.child_tid as i32),
-                                comm: Some(c),
-                                clone_flags: Some(flags),
-                            }),
-                            ..Default::default()
-                        },
-                    )
-                }
-                Event::Comm(c) => {
-                    let old = names.apply(e);
-                    let renamed = matches!(c.reason, CommReason::Rename | CommReason::Exec)
-                        || old.is_some_and(|o| o != c.comm);
-                    if !renamed {
-                        continue;
-                    }
-                    out.stats.renames += 1;
-                    // The CPU is not recorded for comm events: bundle them with CPU 0.
-                    (
-                        0,
-                        FtraceEvent {
-                            timestamp: Some(ts),
-                            pid: Some(c.tid),
-                            task_rename: Some(TaskRename {
-                                pid: Some(c.tid as i32),
-                                oldcomm: Some(old.map(|o| o.to_string()).unwrap_or_default()),
-                                newcomm: Some(c.comm.to_string()),
-                            }),
-                            ..Default::default()
-                        },
-                    )
-                }
-                Event::Lost(l) => {
-                    out.stats.lost_markers += 1;
-                    out.stats.lost_events += l.count;
-                    let cpu = if l.cpu == u32::MAX { 0 } else { l.cpu };
-                    per_cpu.entry(cpu).or_default().1 = true;
-                    lost.push((ts, l.cpu, l.count, l.cause));
-                    continue;
-                }
-                Event::Exit(x) => {
-                    out.stats.exits += 1;
-                    // The CPU is not recorded for exits: bundle them with CPU 0.
-                    (
-                        0,
-                        FtraceEvent {
-                            timestamp: Some(ts),
-                            pid: Some(x.tid),
-                            sched_process_free: Some(SchedProcessFree {
-                                comm: Some(comm(&names, x.tid)),
-                                pid: Some(x.tid as i32),
-                                prio: Some(DEFAULT_PRIO),
-                            }),
-                            ..Default::default()
-                        },
-                    )
-                }
-                Event::OffCpuStacks(_) | Event::Sample(_) => {
-                    out.stats.not_exported += 1;
-                    continue;
-                }
-            };
-            per_cpu.entry(cpu).or_default().0.push(ev);
-            buffered += 1;
-            if buffered >= FLUSH_AT {
-                flush(&mut per_cpu, &mut out)?;
-                buffered = 0;
+    }
+
+    fn push(&mut self, cpu: u32, ev: FtraceEvent) {
+        self.per_cpu.entry(cpu).or_default().0.push(ev);
+        self.buffered += 1;
+    }
+
+    fn flush(&mut self, out: &mut Out) -> Result<()> {
+        for (cpu, (events, lost)) in std::mem::take(&mut self.per_cpu) {
+            out.packet(&ftrace_packet(cpu, events, lost))?;
+        }
+        self.buffered = 0;
+        Ok(())
+    }
+
+    /// Take one event: buffer its ftrace event (if it has one), write the bundles when
+    /// enough are buffered.
+    fn event(&mut self, e: &Event, out: &mut Out) -> Result<()> {
+        let ts = e.ts();
+        let stats = &mut out.stats;
+        let (cpu, ev) = match e {
+            Event::Switch(s) => {
+                stats.switches += 1;
+                self.lost_switches(s, stats);
+                (s.cpu, self.switch(ts, s.prev_tid, s.prev_state, s.next_tid))
             }
+            Event::Waking(wk) => {
+                stats.wakings += 1;
+                (wk.cpu, self.waking(wk, stats))
+            }
+            Event::WakeupNew(n) => {
+                stats.new_tasks += 1;
+                // A parent the trace never named: its own process (a main thread).
+                let parent_tgid = self
+                    .threads
+                    .get(n.parent_tid)
+                    .map_or(n.parent_tid, |t| t.tgid);
+                let flags = if n.child_tgid == parent_tgid && n.child_tid != n.child_tgid {
+                    CLONE_THREAD
+                } else {
+                    0
+                };
+                let comm = self.threads.name(n.parent_tid);
+                self.threads.apply(e);
+                let newtask = FtraceEvent {
+                    timestamp: Some(ts),
+                    pid: Some(n.parent_tid),
+                    task_newtask: Some(TaskNewtask {
+                        pid: Some(n.child_tid as i32),
+                        comm: Some(comm),
+                        clone_flags: Some(flags),
+                    }),
+                    ..Default::default()
+                };
+                (n.cpu, newtask)
+            }
+            Event::Comm(c) => {
+                let old = self.threads.apply(e);
+                let renamed = matches!(c.reason, CommReason::Rename | CommReason::Exec)
+                    || old.is_some_and(|o| o != c.comm);
+                if !renamed {
+                    return Ok(());
+                }
+                stats.renames += 1;
+                let rename = FtraceEvent {
+                    timestamp: Some(ts),
+                    pid: Some(c.tid),
+                    task_rename: Some(TaskRename {
+                        pid: Some(c.tid as i32),
+                        oldcomm: Some(old.map(|o| o.to_string()).unwrap_or_default()),
+                        newcomm: Some(c.comm.to_string()),
+                    }),
+                    ..Default::default()
+                };
+                // The CPU is not recorded for comm events: bundle them with CPU 0.
+                (0, rename)
+            }
+            Event::Lost(l) => {
+                stats.lost_markers += 1;
+                stats.lost_events += l.count;
+                let cpu = if l.cpu == u32::MAX { 0 } else { l.cpu };
+                self.per_cpu.entry(cpu).or_default().1 = true;
+                self.lost.push((ts, l.cpu, l.count, l.cause));
+                return Ok(());
+            }
+            Event::Exit(x) => {
+                stats.exits += 1;
+                let free = FtraceEvent {
+                    timestamp: Some(ts),
+                    pid: Some(x.tid),
+                    sched_process_free: Some(SchedProcessFree {
+                        comm: Some(self.threads.name(x.tid)),
+                        pid: Some(x.tid as i32),
+                        prio: Some(DEFAULT_PRIO),
+                    }),
+                    ..Default::default()
+                };
+                // The CPU is not recorded for exits: bundle them with CPU 0.
+                (0, free)
+            }
+            Event::OffCpuStacks(_) | Event::Sample(_) => {
+                stats.not_exported += 1;
+                return Ok(());
+            }
+        };
+        self.push(cpu, ev);
+        if self.buffered >= Self::FLUSH_AT {
+            self.flush(out)?;
         }
         Ok(())
-    })?;
-    flush(&mut per_cpu, &mut out)?;
-
-    write_lost(&mut out, &lost)?;
-    write_gaps(&mut out, &gaps, &names)?;
-    write_recording(&mut out, meta, first_ts)?;
-    for t in extra {
-        write_slice_track(&mut out, t, &names)?;
     }
-    out.w.flush().map_err(|e| ReportError::Io {
-        path: "<perfetto output>".into(),
-        source: e,
-    })?;
-    Ok(out.stats)
+
+    /// A `sched_switch` with the threads' current names.
+    fn switch(&self, ts: u64, prev: Tid, state: u32, next: Tid) -> FtraceEvent {
+        FtraceEvent {
+            timestamp: Some(ts),
+            pid: Some(prev),
+            sched_switch: Some(SchedSwitch {
+                prev_comm: Some(self.threads.name(prev)),
+                prev_pid: Some(prev as i32),
+                prev_prio: Some(DEFAULT_PRIO),
+                prev_state: Some(state as i64),
+                next_comm: Some(self.threads.name(next)),
+                next_pid: Some(next as i32),
+                next_prio: Some(DEFAULT_PRIO),
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Before switch `s`: the switches the recording lost, made explicit (a gap each),
+    /// then the switch sequence moved on to `s`.
+    fn lost_switches(&mut self, s: &Switch, stats: &mut PerfettoStats) {
+        let ts = s.ts;
+        // A thread switching in while it still runs elsewhere: its switch-out there was
+        // lost. Hand that CPU to idle now (the latest it can have run there), so Perfetto
+        // does not draw it on two CPUs.
+        if s.next_tid != 0 {
+            if let Some(&other) = self.running.get(&s.next_tid) {
+                if other != s.cpu {
+                    let since = self.on_cpu.get(&other).map_or(self.first_ts, |x| x.1);
+                    stats.gaps_running_elsewhere += 1;
+                    self.gaps.push(Gap {
+                        cpu: other,
+                        since,
+                        at: ts,
+                        lost_tid: s.next_tid,
+                        running_elsewhere: true,
+                    });
+                    let synth = self.switch(ts, s.next_tid, STATE_RUNNABLE, 0);
+                    self.push(other, synth);
+                    self.on_cpu.insert(other, (0, ts));
+                }
+            }
+        }
+        // The CPU's last switch put another task there: the switch-out of that one and the
+        // switch-in of prev were lost. Hand over explicitly, so the states Perfetto gives
+        // both are their own.
+        if let Some(&(cur, since)) = self.on_cpu.get(&s.cpu) {
+            if cur != s.prev_tid {
+                stats.gaps_cpu_sequence += 1;
+                self.gaps.push(Gap {
+                    cpu: s.cpu,
+                    since,
+                    at: ts,
+                    lost_tid: cur,
+                    running_elsewhere: false,
+                });
+                let synth = self.switch(ts, cur, STATE_RUNNABLE, s.prev_tid);
+                self.push(s.cpu, synth);
+                if self.running.get(&cur) == Some(&s.cpu) {
+                    self.running.remove(&cur);
+                }
+            }
+        }
+        if self.running.get(&s.prev_tid) == Some(&s.cpu) {
+            self.running.remove(&s.prev_tid);
+        }
+        if s.next_tid != 0 {
+            self.running.insert(s.next_tid, s.cpu);
+        }
+        self.on_cpu.insert(s.cpu, (s.next_tid, ts));
+    }
+
+    /// A `sched_waking` with the CPU its target next ran on (pass 1), or the waker's CPU
+    /// when it never ran again (counted as guessed).
+    fn waking(&mut self, wk: &Waking, stats: &mut PerfettoStats) -> FtraceEvent {
+        let mut tc = self.target_cpu[self.waking_index];
+        self.waking_index += 1;
+        if tc < 0 {
+            stats.wakings_target_cpu_guessed += 1;
+            tc = -1 - tc;
+        }
+        FtraceEvent {
+            timestamp: Some(wk.ts),
+            pid: Some(wk.waker_tid),
+            common_flags: match wk.context {
+                WakeContext::Task => None,
+                WakeContext::HardIrq => Some(TRACE_FLAG_HARDIRQ),
+                // The kernel marks both alike: softirq in the preempt count.
+                WakeContext::SoftIrq | WakeContext::SoftIrqTask => Some(TRACE_FLAG_SOFTIRQ),
+                WakeContext::Nmi => Some(TRACE_FLAG_NMI),
+            },
+            sched_waking: Some(SchedWaking {
+                comm: Some(self.threads.name(wk.target_tid)),
+                pid: Some(wk.target_tid as i32),
+                prio: Some(DEFAULT_PRIO),
+                success: Some(1),
+                target_cpu: Some(tc),
+            }),
+            ..Default::default()
+        }
+    }
 }
 
 fn cause_name(c: LostCause) -> &'static str {
@@ -1156,7 +1202,7 @@ fn write_lost(out: &mut Out, lost: &[(u64, u32, u64, LostCause)]) -> Result<()> 
 
 /// Switch-sequence gaps: a slice per gap over the interval whose CPU occupancy is
 /// unknown, on one [`TRACK_GAPS`] track per CPU.
-fn write_gaps(out: &mut Out, gaps: &[Gap], names: &Names) -> Result<()> {
+fn write_gaps(out: &mut Out, gaps: &[Gap], threads: &Threads) -> Result<()> {
     let cpus: BTreeSet<u32> = gaps.iter().map(|g| g.cpu).collect();
     let mut track = HashMap::new();
     for cpu in cpus {
@@ -1181,7 +1227,7 @@ fn write_gaps(out: &mut Out, gaps: &[Gap], names: &Names) -> Result<()> {
             track[&g.cpu],
             g.since,
             g.at,
-            &format!("gap: {what} {} {}", names.comm(g.lost_tid), g.lost_tid),
+            &format!("gap: {what} {} {}", threads.name(g.lost_tid), g.lost_tid),
             vec![
                 DebugAnnotation::int("tid", g.lost_tid as u64),
                 DebugAnnotation::int("cpu", g.cpu as u64),
@@ -1230,12 +1276,13 @@ fn write_recording(out: &mut Out, meta: &RecordingMeta, first_ts: u64) -> Result
 }
 
 /// One thread track per thread of `t`.
-fn write_slice_track(out: &mut Out, t: &SliceTrack, names: &Names) -> Result<()> {
+fn write_slice_track(out: &mut Out, t: &SliceTrack, threads: &Threads) -> Result<()> {
     for (&tid, slices) in &t.slices {
         let uuid = out.track(TrackDescriptor {
             name: Some(t.name.clone()),
             thread: Some(ThreadDescriptor {
-                pid: Some(names.tgid(tid) as i32),
+                // A thread the trace never named: its own process.
+                pid: Some(threads.get(tid).map_or(tid, |t| t.tgid) as i32),
                 tid: Some(tid as i32),
             }),
             ..Default::default()

@@ -1,8 +1,8 @@
 //! Progress on stderr for long analyses: shown only when stderr is a terminal, not
 //! `--quiet`, and only once the work has taken more than about a second.
 
-use crate::source::EventSource;
-use crate::Result;
+use crate::{ReportError, Result};
+use chainrec_format::EventSource;
 use chainrec_format::{Event, RecordingMeta, Tables};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::cell::RefCell;
@@ -69,13 +69,13 @@ impl Drop for Progress {
 
 /// An [`EventSource`] that advances a progress bar as its batches are read.
 pub struct Progressed<'a> {
-    inner: &'a dyn EventSource,
+    inner: &'a dyn EventSource<ReportError>,
     progress: RefCell<Progress>,
 }
 
 impl<'a> Progressed<'a> {
     /// `inner`, advancing `progress` by each batch's events.
-    pub fn new(inner: &'a dyn EventSource, progress: Progress) -> Self {
+    pub fn new(inner: &'a dyn EventSource<ReportError>, progress: Progress) -> Self {
         Progressed {
             inner,
             progress: RefCell::new(progress),
@@ -88,7 +88,7 @@ impl<'a> Progressed<'a> {
     }
 }
 
-impl EventSource for Progressed<'_> {
+impl EventSource<ReportError> for Progressed<'_> {
     fn meta(&self) -> &RecordingMeta {
         self.inner.meta()
     }

@@ -2,45 +2,24 @@
 //! one JSON object per line (NDJSON, schema in `docs/REPORTS.md`). Streamed: state is the
 //! name of each thread seen, nothing else.
 
-use chainrec_chain::{regex::Regex, stack_frames};
+use chainrec_chain::stack_frames;
 use chainrec_format::{
-    Comm, CommReason, Event, LostCause, RecordingMeta, StackId, Tables, Tid, WakeContext,
+    CommReason, Event, LostCause, RecordingMeta, StackId, Tables, ThreadIdentity, ThreadSelector,
+    Threads, Tid, WakeContext,
 };
 use serde::Serialize;
-use std::collections::HashMap;
 use std::io::{self, Write};
 
-/// Which events to print. An event matches when any of its tasks matches every task
-/// criterion (switch: prev or next; waking: waker or target; wakeup_new: parent or child;
-/// the others: their one task); `lost` events have no task and match the task criteria
-/// always. Empty criteria match everything.
+/// Which events to print. An event matches when any of its tasks is selected by `threads`
+/// (switch: prev or next; waking: waker or target; wakeup_new: parent or child; the others:
+/// their one task), each task as it is at the time of the event (name, process, cgroup);
+/// `lost` events have no task and match always. Empty criteria match everything.
 #[derive(Clone, Debug, Default)]
 pub struct EventFilter {
-    /// Thread groups (any).
-    pub pids: Vec<Tid>,
-    /// Threads (any).
-    pub tids: Vec<Tid>,
-    /// Thread name (at the time of the event).
-    pub comm: Option<Regex>,
-    /// Cgroup path (the thread's cgroup at the time of the event).
-    pub cgroup: Option<std::sync::Arc<chainrec_chain::CgroupFilter>>,
+    /// Which threads (`-p`, `-t`, `--comm`, `--cgroup`).
+    pub threads: ThreadSelector,
     /// Inclusive time range (trace clock).
     pub window: Option<(u64, u64)>,
-}
-
-impl EventFilter {
-    fn task_filter(&self) -> bool {
-        !self.pids.is_empty()
-            || !self.tids.is_empty()
-            || self.comm.is_some()
-            || self.cgroup.is_some()
-    }
-    fn task_matches(&self, tid: Tid, t: &TaskName, ts: u64) -> bool {
-        (self.pids.is_empty() || (t.tgid != 0 && self.pids.contains(&t.tgid)))
-            && (self.tids.is_empty() || self.tids.contains(&tid))
-            && self.comm.as_ref().is_none_or(|re| re.is_match(&t.comm))
-            && self.cgroup.as_ref().is_none_or(|c| c.matches_at(tid, ts))
-    }
 }
 
 /// Output options.
@@ -52,12 +31,6 @@ pub struct ScriptOptions {
     pub frames: bool,
     /// Text: print the raw trace-clock timestamp (ns) after the relative time.
     pub raw_ns: bool,
-}
-
-#[derive(Clone, Debug)]
-struct TaskName {
-    comm: String,
-    tgid: Tid,
 }
 
 /// One event as printed: the NDJSON object (field names are stable, see
@@ -74,7 +47,7 @@ pub struct EventRow<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
     #[serde(flatten)]
-    tasks: Tasks<'a>,
+    tasks: Tasks,
     /// Switch: kernel task state bits of prev (0 = preempted, runnable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prev_state: Option<u32>,
@@ -116,9 +89,9 @@ pub struct EventRow<'a> {
 /// The tasks of an event, as `{role}_tid`, `{role}_tgid`, `{role}_comm` (the role is empty
 /// for one-task events: `tid`, `tgid`, `comm`).
 #[derive(Default)]
-struct Tasks<'a>(Vec<(&'static str, Tid, &'a TaskName)>);
+struct Tasks(Vec<(&'static str, Tid, ThreadIdentity)>);
 
-impl Serialize for Tasks<'_> {
+impl Serialize for Tasks {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut m = s.serialize_map(Some(self.0.len() * 3))?;
@@ -132,7 +105,7 @@ impl Serialize for Tasks<'_> {
             };
             m.serialize_entry(&key("tid"), tid)?;
             m.serialize_entry(&key("tgid"), &t.tgid)?;
-            m.serialize_entry(&key("comm"), &t.comm)?;
+            m.serialize_entry(&key("comm"), &t.comm.as_str())?;
         }
         m.end()
     }
@@ -217,7 +190,7 @@ pub struct Script<'t> {
     threshold_ns: u64,
     opts: ScriptOptions,
     filter: EventFilter,
-    names: HashMap<Tid, TaskName>,
+    threads: Threads,
     /// Events printed.
     pub printed: u64,
     /// Events read.
@@ -241,58 +214,18 @@ impl<'t> Script<'t> {
             threshold_ns: meta.stack_threshold_ns,
             opts,
             filter,
-            names: HashMap::new(),
+            threads: Threads::new(tables),
             printed: 0,
             read: 0,
             buf: String::new(),
         }
     }
 
-    /// Name a thread: the latest `comm` event, else the task table, else `tid-N` (as the
-    /// engine names it); tid 0 is `swapper`.
-    fn name(&mut self, tid: Tid) -> &TaskName {
-        let tables = self.tables;
-        self.names
-            .entry(tid)
-            .or_insert_with(|| match tables.tasks.get(&tid) {
-                Some(t) => TaskName {
-                    comm: t.comm.to_string(),
-                    tgid: t.tgid,
-                },
-                None if tid == 0 => TaskName {
-                    comm: "swapper".into(),
-                    tgid: 0,
-                },
-                None => TaskName {
-                    comm: format!("tid-{tid}"),
-                    tgid: 0,
-                },
-            })
-    }
-
-    fn rename(&mut self, tid: Tid, comm: Comm, tgid: Tid) {
-        self.names.insert(
-            tid,
-            TaskName {
-                comm: comm.to_string(),
-                tgid,
-            },
-        );
-    }
-
     /// Print `ev` to `out` if it passes the filter.
     pub fn event(&mut self, ev: &Event, out: &mut dyn Write) -> io::Result<()> {
         self.read += 1;
         // Identity changes apply from the event on, whether printed or not.
-        match ev {
-            Event::Comm(c) => self.rename(c.tid, c.comm, c.tgid),
-            Event::WakeupNew(n) => {
-                let mut t = self.name(n.child_tid).clone();
-                t.tgid = n.child_tgid;
-                self.names.insert(n.child_tid, t);
-            }
-            _ => {}
-        }
+        self.threads.apply(ev);
         let ts = ev.ts();
         if let Some((s, e)) = self.filter.window {
             if ts < s || ts > e {
@@ -309,20 +242,17 @@ impl<'t> Script<'t> {
             Event::Sample(x) => [Some(("", x.tid)), None],
             Event::Lost(_) => [None, None],
         };
-        for (_, tid) in tids.iter().flatten() {
-            self.name(*tid);
-        }
-        let names = &self.names;
-        let tasks: Vec<(&'static str, Tid, &TaskName)> = tids
+        let tasks: Vec<(&'static str, Tid, ThreadIdentity)> = tids
             .iter()
             .flatten()
-            .map(|&(role, tid)| (role, tid, &names[&tid]))
+            .map(|&(role, tid)| (role, tid, self.threads.identity(tid)))
             .collect();
-        if self.filter.task_filter()
+        let select = &self.filter.threads;
+        if !select.is_empty()
             && !tasks.is_empty()
             && !tasks
                 .iter()
-                .any(|(_, tid, t)| self.filter.task_matches(*tid, t, ts))
+                .any(|(_, tid, t)| select.matches_at(*tid, t, ts))
         {
             return Ok(());
         }
@@ -387,7 +317,7 @@ impl<'t> Script<'t> {
 }
 
 /// `comm tid/tgid`.
-fn who(t: &(&'static str, Tid, &TaskName)) -> String {
+fn who(t: &(&'static str, Tid, ThreadIdentity)) -> String {
     format!("{} {}/{}", t.2.comm, t.1, t.2.tgid)
 }
 

@@ -307,7 +307,7 @@ fn both_ends_clipped_to_the_trace() {
 #[test]
 fn thread_filters_are_the_shared_ones() {
     let t = trace();
-    let sel = |f: chainrec_chain::Filter| {
+    let sel = |f: ThreadSelector| {
         heatmap::compute(
             &t,
             &HeatmapOptions {
@@ -319,7 +319,7 @@ fn thread_filters_are_the_shared_ones() {
         .unwrap()
     };
     // --comm is a regex: "^a" is app, "g$" is bg, "^x" nothing.
-    let comm = |re: &str| chainrec_chain::Filter {
+    let comm = |re: &str| ThreadSelector {
         comm: Some(chainrec_chain::regex::Regex::new(re).unwrap()),
         ..Default::default()
     };
@@ -327,12 +327,12 @@ fn thread_filters_are_the_shared_ones() {
     assert_eq!(sel(comm("g$")).total(), 1200 * MS);
     assert_eq!(sel(comm("^x")).total(), 0);
     // -p (tgid) and -t; several conditions must all match.
-    let pid = chainrec_chain::Filter {
+    let pid = ThreadSelector {
         pids: vec![20],
         ..Default::default()
     };
     assert_eq!(sel(pid.clone()).total(), 1200 * MS);
-    let both = chainrec_chain::Filter {
+    let both = ThreadSelector {
         tids: vec![10],
         ..pid
     };

@@ -117,7 +117,10 @@ fn reports_on_a_real_recording() {
         max_depth: 16,
         dedup: false,
         filter: Filter {
-            tids: vec![timer, relay, sink],
+            threads: chainrec_format::ThreadSelector {
+                tids: vec![timer, relay, sink],
+                ..Default::default()
+            },
             ..Default::default()
         },
         runqueue: true,

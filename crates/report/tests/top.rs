@@ -125,7 +125,10 @@ fn top_n_and_filter() {
         &t,
         10,
         Filter {
-            tids: vec![sink_tid],
+            threads: chainrec_format::ThreadSelector {
+                tids: vec![sink_tid],
+                ..Default::default()
+            },
             ..Default::default()
         },
     );

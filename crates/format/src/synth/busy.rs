@@ -52,7 +52,7 @@
 //! that time; irq wakings use `SoftIrq`/`HardIrq` with a registered source and the
 //! interrupted task (possibly idle, 0) as `waker_tid`. Wakings only target blocked tasks.
 
-use super::{Scenario, SynthParams};
+use super::scenario::{Scenario, SynthParams};
 use crate::*;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};

@@ -7,7 +7,7 @@
 //! addresses in a fake kernel text, user addresses per process) so folded output shows
 //! real-looking frames. The trace starts at [`T0`].
 
-use super::{Scenario, SynthParams};
+use super::scenario::{Scenario, SynthParams};
 use crate::*;
 use std::collections::HashMap;
 

@@ -3,22 +3,22 @@
 //! (`walk`), subchain dedup (`dedup`), run-queue attribution (`runqueue`), emitting a
 //! record (`emit`).
 
-use crate::config::Config;
-use crate::dedup::{Slots, LAZY_SLOT, NO_SLOT};
-use crate::emit::emit_rec;
-use crate::explain::CpuCheck;
-use crate::hops::{Hop, Mark, CUT, NO_HOP};
-use crate::mode::{Mode, OnCpuMode};
-use crate::nodes::{IdentId, NodeTable, HOLDER_IDLE};
-use crate::record::WaitSink;
-use crate::runqueue::RunQueues;
-use crate::sampleidx::SampleIndex;
-use crate::stats::Stats;
-use crate::tasks::{Status, Task, TaskIndex};
-use crate::walk::Walker;
+use crate::engine::config::Config;
+use crate::engine::dedup::{Slots, LAZY_SLOT, NO_SLOT};
+use crate::engine::emit::emit_rec;
+use crate::engine::explain::CpuCheck;
+use crate::engine::hops::{Hop, Mark, CUT, NO_HOP};
+use crate::engine::mode::{Mode, OnCpuMode};
+use crate::engine::nodes::{IdentId, NodeTable, HOLDER_IDLE};
+use crate::engine::record::WaitSink;
+use crate::engine::runqueue::RunQueues;
+use crate::engine::sampleidx::SampleIndex;
+use crate::engine::stats::Stats;
+use crate::engine::tasks::{Status, Task, TaskIndex};
+use crate::engine::walk::Walker;
 use chainrec_format::{
-    state_is_dead, Comm, CommReason, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables,
-    Tid, WakeContext, Waking, STATE_INTERRUPTIBLE, STATE_RUNNABLE,
+    state_is_dead, CommReason, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables, Tid,
+    WakeContext, Waking, STATE_INTERRUPTIBLE, STATE_RUNNABLE,
 };
 
 /// The chain engine. Feed it events in time order with [`Engine::process`], then call
@@ -249,7 +249,7 @@ impl<'t> Engine<'t> {
     fn new_task(&mut self, tid: Tid) -> usize {
         let (comm, tgid, kthread) = match self.tables.tasks.get(&tid) {
             Some(e) => (e.comm, e.tgid, e.kernel_thread),
-            None => (Comm::new(&format!("tid-{tid}")), 0, false),
+            None => (chainrec_format::unknown_thread_comm(tid), 0, false),
         };
         let ident = self.nodes.ident(comm, tgid);
         let task = Task::new(tid, comm, tgid, ident, kthread);
@@ -417,10 +417,10 @@ impl<'t> Engine<'t> {
         let group = th.switch_out(tid, out)?;
         let refill = th.refill_in(group, out, switch_in);
         let ended_by = if refill.is_some() {
-            crate::nodes::UNTHROTTLED_BY_TIMER
+            crate::engine::nodes::UNTHROTTLED_BY_TIMER
         } else {
             self.stats.throttle_unknown_end += 1;
-            crate::nodes::UNTHROTTLE_UNKNOWN
+            crate::engine::nodes::UNTHROTTLE_UNKNOWN
         };
         let label = self.tables.throttle_group_name(group);
         let code = self.nodes.throttle_holder(&label, ended_by);

@@ -4,11 +4,11 @@
 //! its own (the prefix of its first line is rebuilt from the parent links), so ranges
 //! are rendered in parallel into per-task buffers and written in order.
 
-use crate::nodes::{NodeId, NodeTable};
-use crate::pathframes::FrameNamer;
-use crate::paths::COMM_BIT;
-use crate::trie::{PathTrie, NO_PARENT};
-use crate::views::Unit;
+use crate::engine::nodes::{NodeId, NodeTable};
+use crate::graph::pathframes::FrameNamer;
+use crate::graph::paths::COMM_BIT;
+use crate::graph::trie::{PathTrie, NO_PARENT};
+use crate::graph::views::Unit;
 use chainrec_format::{Comm, RecordingMeta, Tables};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -69,7 +69,7 @@ impl Pieces {
         }
         let mut r = FrameNamer::new(tables, meta.stack_threshold_ns);
         for e in trie.iter() {
-            let first = crate::pathframes::first_of_path(trie, nodes, e);
+            let first = crate::graph::pathframes::first_of_path(trie, nodes, e);
             let k = p.key(e.node, first);
             if p.spans[k] == UNSET {
                 let a = p.text.len();
@@ -104,9 +104,9 @@ impl Pieces {
         }
     }
 
-    /// [`crate::pathframes::first_of_path`] without the node table.
+    /// [`crate::graph::pathframes::first_of_path`] without the node table.
     #[inline]
-    fn first(&self, trie: &PathTrie, e: &crate::trie::Entry) -> bool {
+    fn first(&self, trie: &PathTrie, e: &crate::graph::trie::Entry) -> bool {
         if e.parent == NO_PARENT {
             return true;
         }
@@ -173,7 +173,7 @@ pub(crate) fn walk(
     const AHEAD: usize = 8;
     for k in range.clone() {
         if k + AHEAD < range.end {
-            crate::trie::prefetch(trie.get(order[k + AHEAD]));
+            crate::graph::trie::prefetch(trie.get(order[k + AHEAD]));
         }
         let id = order[k];
         let e = trie.get(id);

@@ -1,14 +1,14 @@
 //! The chain walk: from the hop that ended a wait, down its causes, each level's time
 //! (CHAINS.md), the run-queue split of each level, and the inner hops dedup marks.
 
-use crate::config::Config;
-use crate::hops::{Hop, CUT, NO_HOP};
-use crate::mode::Mode;
-use crate::nodes::NodeTable;
-use crate::record::WaitRecord;
-use crate::runqueue::{add_runq, RqView};
-use crate::sampleidx::{minus, SampleIndex};
-use crate::tasks::TaskIndex;
+use crate::engine::config::Config;
+use crate::engine::hops::{Hop, CUT, NO_HOP};
+use crate::engine::mode::Mode;
+use crate::engine::nodes::NodeTable;
+use crate::engine::record::WaitRecord;
+use crate::engine::runqueue::{add_runq, RqView};
+use crate::engine::sampleidx::{minus, SampleIndex};
+use crate::engine::tasks::TaskIndex;
 use chainrec_format::Tid;
 
 /// The chain walk, borrowing only what it reads from the engine (so that the record it

@@ -1,73 +1,8 @@
 //! Root filters (applied to the waiting thread; chains follow into any process).
 
+use crate::engine::record::WaitRecord;
 use crate::error::{ChainError, WindowProblem};
-use crate::record::WaitRecord;
-use chainrec_format::{Comm, FlightTrigger, RecordingMeta, Tables, Tid};
-use regex::Regex;
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
-
-/// `--cgroup REGEX`, bound to a trace: which of its cgroups match (by path), and each
-/// thread's cgroups over time. A wait matches when its thread was in a matching cgroup at
-/// the wait's switch-out; a thread (where no time applies) when it was in one at any time.
-#[derive(Clone, Debug)]
-pub struct CgroupFilter {
-    regex: Regex,
-    /// Ids of the matching cgroups.
-    ids: HashSet<u64>,
-    /// The cgroups over time of the threads that were ever in a matching one.
-    threads: HashMap<Tid, Vec<(u64, u64)>>,
-}
-
-impl CgroupFilter {
-    /// Bind `regex` (matched against each cgroup's path, or `[cgroup id N]` for an
-    /// unresolved one) to the cgroups of `tables`. An error when the trace has none.
-    pub fn new(regex: Regex, tables: &Tables) -> Result<CgroupFilter, ChainError> {
-        if !tables.has_cgroups() {
-            return Err(ChainError::NoCgroups { flag: "--cgroup" });
-        }
-        let all: HashSet<u64> = tables
-            .task_cgroups
-            .values()
-            .flatten()
-            .map(|&(_, c)| c)
-            .collect();
-        let ids: HashSet<u64> = all
-            .into_iter()
-            .filter(|&id| regex.is_match(&tables.cgroup_path(id)))
-            .collect();
-        let threads = tables
-            .task_cgroups
-            .iter()
-            .filter(|(_, l)| l.iter().any(|(_, c)| ids.contains(c)))
-            .map(|(&t, l)| (t, l.clone()))
-            .collect();
-        Ok(CgroupFilter {
-            regex,
-            ids,
-            threads,
-        })
-    }
-
-    /// The regex.
-    pub fn regex(&self) -> &Regex {
-        &self.regex
-    }
-
-    /// Was `tid` in a matching cgroup at `ts` (before its first known cgroup: that one)?
-    pub fn matches_at(&self, tid: Tid, ts: u64) -> bool {
-        let Some(l) = self.threads.get(&tid) else {
-            return false;
-        };
-        let at = l.partition_point(|&(t, _)| t <= ts);
-        self.ids.contains(&l[at.saturating_sub(1)].1)
-    }
-
-    /// Was `tid` ever in a matching cgroup?
-    pub fn matches_thread(&self, tid: Tid) -> bool {
-        self.threads.contains_key(&tid)
-    }
-}
+use chainrec_format::{FlightTrigger, RecordingMeta, ThreadIdentity, ThreadSelector};
 
 /// Which duration `min_ns`/`max_ns` and the window apply to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -205,14 +140,9 @@ impl Window {
 /// Which waits are roots. An empty filter (the default) keeps everything.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
-    /// Keep only these thread groups (`-p`); empty = all.
-    pub pids: Vec<Tid>,
-    /// Keep only these threads (`-t`); empty = all.
-    pub tids: Vec<Tid>,
-    /// Keep only threads whose name (at switch-out) matches.
-    pub comm: Option<Regex>,
-    /// Keep only threads in a cgroup whose path matches (`--cgroup`; at switch-out).
-    pub cgroup: Option<Arc<CgroupFilter>>,
+    /// Keep only the waits of these threads (`-p -t --comm --cgroup -u -k`; name and
+    /// cgroup at switch-out).
+    pub threads: ThreadSelector,
     /// `--state MASK`: keep waits with `prev_state & MASK != 0`; MASK 0 keeps only
     /// preemptions (state 0), as in bcc offcputime.
     pub state_mask: Option<u32>,
@@ -220,10 +150,6 @@ pub struct Filter {
     pub min_ns: Option<u64>,
     /// Maximum duration in ns (inclusive).
     pub max_ns: Option<u64>,
-    /// User threads only.
-    pub user_only: bool,
-    /// Kernel threads only.
-    pub kernel_only: bool,
     /// Trace-clock window `[start, end]` (resolve a [`Window`] first).
     pub window: Option<(u64, u64)>,
     /// What duration/window refer to.
@@ -245,7 +171,7 @@ impl Filter {
                 kind: t.kind.name(),
             });
         }
-        self.tids = vec![t.tid];
+        self.threads.tids = vec![t.tid];
         self.window = Some((t.start_ns, t.end_ns));
         Ok(())
     }
@@ -262,24 +188,19 @@ impl Filter {
     /// True when a thread filter (`-p`, `-t`, `--comm`, `-u`, `-k`) is set; dedup is
     /// off by default then.
     pub fn has_thread_filter(&self) -> bool {
-        !self.pids.is_empty()
-            || !self.tids.is_empty()
-            || self.comm.is_some()
-            || self.cgroup.is_some()
-            || self.user_only
-            || self.kernel_only
+        !self.threads.is_empty()
     }
 
     /// Does `w` pass? Missing end times fall back to what is known (blocked → off-CPU
     /// time and vice versa).
     pub fn matches(&self, w: &WaitRecord) -> bool {
-        if !self.matches_thread_only(w.tid, w.tgid, &w.comm, w.kernel_thread) {
+        let who = ThreadIdentity {
+            comm: w.comm,
+            tgid: w.tgid,
+            kernel_thread: w.kernel_thread,
+        };
+        if !self.threads.matches_at(w.tid, &who, w.switch_out_ns) {
             return false;
-        }
-        if let Some(c) = &self.cgroup {
-            if !c.matches_at(w.tid, w.switch_out_ns) {
-                return false;
-            }
         }
         if let Some(mask) = self.state_mask {
             if !chainrec_format::state_matches(mask, w.state) {
@@ -308,38 +229,6 @@ impl Filter {
         }
         true
     }
-
-    /// Does a thread pass the thread part of the filter (`-p -t --comm -u -k`, and
-    /// `--cgroup`: in a matching cgroup at any time)?
-    pub fn matches_thread(&self, tid: Tid, tgid: Tid, comm: &Comm, kernel_thread: bool) -> bool {
-        self.matches_thread_only(tid, tgid, comm, kernel_thread)
-            && self.cgroup.as_ref().is_none_or(|c| c.matches_thread(tid))
-    }
-
-    /// Does a thread at time `ts` pass the thread part of the filter (`--cgroup`: in a
-    /// matching cgroup at `ts`)?
-    pub fn matches_thread_at(
-        &self,
-        tid: Tid,
-        tgid: Tid,
-        comm: &Comm,
-        kernel_thread: bool,
-        ts: u64,
-    ) -> bool {
-        self.matches_thread_only(tid, tgid, comm, kernel_thread)
-            && self.cgroup.as_ref().is_none_or(|c| c.matches_at(tid, ts))
-    }
-
-    fn matches_thread_only(&self, tid: Tid, tgid: Tid, comm: &Comm, kernel_thread: bool) -> bool {
-        (self.tids.is_empty() || self.tids.contains(&tid))
-            && (self.pids.is_empty() || self.pids.contains(&tgid))
-            && (!self.user_only || !kernel_thread)
-            && (!self.kernel_only || kernel_thread)
-            && self
-                .comm
-                .as_ref()
-                .is_none_or(|re| re.is_match(&comm.as_str()))
-    }
 }
 
 #[cfg(test)]
@@ -365,7 +254,10 @@ mod tests {
         };
         let mut f = Filter::default();
         f.restrict_to_trigger(&meta(&t)).unwrap();
-        assert_eq!((f.tids.as_slice(), f.window), (&[7][..], Some((100, 200))));
+        assert_eq!(
+            (f.threads.tids.as_slice(), f.window),
+            (&[7][..], Some((100, 200)))
+        );
         let signal = FlightTrigger {
             kind: chainrec_format::TriggerKind::Signal,
             rule: "SIGUSR1".into(),

@@ -1,9 +1,9 @@
 //! Run-queue attribution (CHAINS.md "Run-queue time"): per-CPU histories of who held each
 //! CPU, per-thread runnable periods, and the split of runnable time by CPU holder.
 
-use crate::nodes::HOLDER_UNKNOWN;
-use crate::record::{RunqPart, WaitRecord};
-use crate::tasks::TaskIndex;
+use crate::engine::nodes::HOLDER_UNKNOWN;
+use crate::engine::record::{RunqPart, WaitRecord};
+use crate::engine::tasks::TaskIndex;
 use chainrec_format::Tid;
 use std::collections::VecDeque;
 
@@ -141,7 +141,7 @@ impl RunQueues {
     }
 
     /// Task `t` was held off by throttling over `[r0, end)` (its holder code `code`, from
-    /// [`crate::nodes::NodeTable::throttle_holder`]): a piece of its run-queue history
+    /// [`crate::engine::nodes::NodeTable::throttle_holder`]): a piece of its run-queue history
     /// and of `rec` (level 0), like a CPU holder's, so that inner levels see it too.
     #[inline]
     pub(crate) fn throttled(

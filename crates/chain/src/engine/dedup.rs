@@ -2,8 +2,8 @@
 //! root chain is not a root. Its record waits in a slot until every chain that used its
 //! ending hop is decided.
 
-use crate::hops::Hop;
-use crate::record::{Rec, WaitRecord};
+use crate::engine::hops::Hop;
+use crate::engine::record::{Rec, WaitRecord};
 
 /// No pending-decision slot.
 pub(crate) const NO_SLOT: u32 = u32::MAX;

@@ -4,10 +4,10 @@
 //! ([`crate::FoldedSink::write_folded`]) is these frames joined by `;`; the SVG, pprof and
 //! `top` read them directly ([`crate::FoldedSink::for_each_path`]).
 
-use crate::frames::{stack_frames, ONCPU_ESTIMATED, ONCPU_FRAME, ONCPU_NO_SAMPLE};
-use crate::nodes::{NodeId, NodeKind, NodeTable, MARK_LOST, RUNQ_FRAME};
-use crate::paths::COMM_BIT;
-use crate::trie::{PathTrie, NO_PARENT};
+use crate::engine::frames::{stack_frames, ONCPU_ESTIMATED, ONCPU_FRAME, ONCPU_NO_SAMPLE};
+use crate::engine::nodes::{NodeId, NodeKind, NodeTable, MARK_LOST, RUNQ_FRAME};
+use crate::graph::paths::COMM_BIT;
+use crate::graph::trie::{PathTrie, NO_PARENT};
 use chainrec_format::{Comm, StackId, Tables};
 use std::collections::HashMap;
 
@@ -227,7 +227,11 @@ impl<'a> FrameNamer<'a> {
 
 /// Whether trie entry `e` is the first node of its path's chain: the root of the trie, or
 /// the thread below a group node (`--cgroup-frames`). A first node prints root to leaf.
-pub(crate) fn first_of_path(trie: &PathTrie, nodes: &NodeTable, e: &crate::trie::Entry) -> bool {
+pub(crate) fn first_of_path(
+    trie: &PathTrie,
+    nodes: &NodeTable,
+    e: &crate::graph::trie::Entry,
+) -> bool {
     if e.parent == NO_PARENT {
         return true;
     }
@@ -306,7 +310,7 @@ pub(crate) fn walk_paths(
             below[p as usize] += below[i] + frames_of(i as u32);
         }
     }
-    let order = crate::trie::preorder(trie);
+    let order = crate::graph::trie::preorder(trie);
     // Subtree sizes in entries, to skip a subtree in preorder.
     let mut size = vec![1u32; n];
     for i in (0..n).rev() {

@@ -1,7 +1,7 @@
 //! Engine configuration.
 
-use crate::filter::Filter;
-use crate::mode::{Mode, OnCpuMode};
+use crate::engine::filter::Filter;
+use crate::engine::mode::{Mode, OnCpuMode};
 
 /// Default `--max-depth` (hops per chain, metal included).
 pub const DEFAULT_MAX_DEPTH: usize = 16;

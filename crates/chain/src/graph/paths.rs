@@ -3,11 +3,13 @@
 //! level) in reusable [`PathBatch`]es, which [`crate::FoldedSink::apply`] inserts. The two
 //! halves can run on two threads (engine + reduction on one, insertion on the other).
 
+use crate::engine::mode::Mode;
+use crate::engine::nodes::{
+    NodeId, NodeTable, MARK_CYCLE, MARK_LOST, MARK_NO_WAKER, MARK_TRUNCATED,
+};
+use crate::engine::record::{WaitRecord, WaitSink};
 use crate::fx::FxHashMap;
-use crate::mode::Mode;
-use crate::nodes::{NodeId, NodeTable, MARK_CYCLE, MARK_LOST, MARK_NO_WAKER, MARK_TRUNCATED};
-use crate::record::{WaitRecord, WaitSink};
-use crate::views::View;
+use crate::graph::views::View;
 use chainrec_format::Comm;
 use std::collections::VecDeque;
 

@@ -8,7 +8,7 @@
 //! slot and then the entry of each lookup prefetched a few lookups ahead, so that the
 //! cache misses of different paths overlap instead of following one another.
 
-use crate::paths::PathBatch;
+use crate::graph::paths::PathBatch;
 
 /// `parent` of a root entry.
 pub(crate) const NO_PARENT: u32 = u32::MAX;

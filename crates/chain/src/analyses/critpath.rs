@@ -8,15 +8,16 @@
 //! docs/REPORTS.md ("critical-path") says how a segment cut by the window is split.
 
 use crate::analysis::Setup;
-use crate::mode::Mode;
-use crate::nodes::{NodeId, NodeTable};
-use crate::oncpu::Names;
-use crate::pathframes::FrameNamer;
-use crate::record::WaitRecord;
-use crate::sampleidx::apportion;
-use crate::{frames, Analysis, ChainError, Dedup, Filter, DEFAULT_MAX_DEPTH};
+use crate::engine::frames;
+use crate::engine::mode::Mode;
+use crate::engine::nodes::{NodeId, NodeTable};
+use crate::engine::record::WaitRecord;
+use crate::engine::sampleidx::apportion;
+use crate::graph::pathframes::FrameNamer;
+use crate::{Analysis, ChainError, Dedup, Filter, DEFAULT_MAX_DEPTH};
 use chainrec_format::{
-    state_is_dead, Event, FormatError, RecordingMeta, StackId, Tables, Tid, STATE_RUNNABLE,
+    state_is_dead, Event, FormatError, RecordingMeta, StackId, Tables, ThreadIdentity,
+    ThreadSelector, Threads, Tid, STATE_RUNNABLE,
 };
 use std::collections::HashMap;
 
@@ -392,7 +393,7 @@ struct Scan {
     samples: Vec<(u64, StackId, StackId)>,
     samples_off_cpu: u64,
     inconsistent: u64,
-    names: Names,
+    names: Threads,
     trace_start: u64,
     window: Option<(u64, u64)>,
     /// The thread had its exit event (it may still run, block or be preempted until its
@@ -505,7 +506,7 @@ impl Scan {
                 self.st = St::On(s.ts);
             }
             Event::WakeupNew(n) if n.child_tid == t => {
-                self.names.update(e);
+                self.names.apply(e);
                 self.seen = true;
                 match self.st {
                     St::Unseen => {
@@ -527,7 +528,7 @@ impl Scan {
             }
             Event::Comm(c) if c.tid == t => {
                 self.seen = true;
-                self.names.update(e);
+                self.names.apply(e);
             }
             Event::Waking(w) if w.waker_tid == t && w.context.is_task() => {
                 self.seen = true;
@@ -619,7 +620,10 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
         max_depth: opts.max_depth,
         dedup: Dedup::Off,
         filter: Filter {
-            tids: vec![opts.tid],
+            threads: ThreadSelector {
+                tids: vec![opts.tid],
+                ..ThreadSelector::default()
+            },
             ..Filter::default()
         },
         parallel: opts.parallel,
@@ -637,7 +641,7 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
         samples: Vec::new(),
         samples_off_cpu: 0,
         inconsistent: 0,
-        names: Names::new(an.tables()),
+        names: Threads::new(an.tables()),
         trace_start,
         exiting: false,
         woken: false,
@@ -690,7 +694,7 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
     if w1 <= w0 {
         return Err(ChainError::NoTime(opts.tid));
     }
-    let (comm, tgid, _) = scan.names.get(opts.tid);
+    let ThreadIdentity { comm, tgid, .. } = scan.names.identity(opts.tid);
     stats.lost_events += summary.lost_in_recording;
     let mut b = Builder {
         tables: an.tables(),

@@ -1,14 +1,14 @@
 //! Folded aggregation of the record stream for the four views, and the interned chain
 //! graph.
 
+use crate::engine::nodes::{NodeId, NodeTable};
+use crate::engine::record::{WaitRecord, WaitSink};
 use crate::fx::FxHashMap;
-use crate::nodes::{NodeId, NodeTable};
-use crate::pathframes::{FrameNamer, PathVisit};
-use crate::paths::{Comms, PathBatch, PathReducer};
-use crate::record::{WaitRecord, WaitSink};
-use crate::render::{self, Pieces, WriteSummary};
-use crate::trie::{PathTrie, NO_PARENT};
-use crate::views::{Unit, View};
+use crate::graph::pathframes::{FrameNamer, PathVisit};
+use crate::graph::paths::{Comms, PathBatch, PathReducer};
+use crate::graph::render::{self, Pieces, WriteSummary};
+use crate::graph::trie::{PathTrie, NO_PARENT};
+use crate::graph::views::{Unit, View};
 use chainrec_format::{RecordingMeta, Tables};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::BTreeMap;
@@ -137,7 +137,7 @@ impl FoldedSink {
         f: impl FnMut(&PathVisit<'_>) -> bool,
     ) {
         let mut namer = FrameNamer::new(tables, meta.stack_threshold_ns);
-        crate::pathframes::walk_paths(&self.trie, &self.comms.list, nodes, &mut namer, f);
+        crate::graph::pathframes::walk_paths(&self.trie, &self.comms.list, nodes, &mut namer, f);
     }
 
     /// Write every line of [`Self::for_each_line`] (same order) as `{line} {weight}\n`
@@ -168,7 +168,7 @@ impl FoldedSink {
     ) -> (Pieces, Vec<u32>) {
         rayon::join(
             || Pieces::build(&self.trie, &self.comms.list, nodes, tables, meta),
-            || crate::trie::preorder(&self.trie),
+            || crate::graph::trie::preorder(&self.trie),
         )
     }
 
@@ -249,7 +249,7 @@ impl WaitSink for FoldedSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frames::same_rendering_stacks;
+    use crate::engine::frames::same_rendering_stacks;
     use chainrec_format::{StackEntry, StackId, StackKind, SymbolEntry};
 
     #[test]

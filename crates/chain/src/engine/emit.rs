@@ -1,10 +1,10 @@
 //! Emitting a finished wait record: filter, stack labels, root node, run-queue holders,
 //! counters, sink.
 
-use crate::filter::Filter;
-use crate::nodes::{is_throttled_holder, NodeTable, HOLDER_UNKNOWN};
-use crate::record::{WaitRecord, WaitSink};
-use crate::stats::Stats;
+use crate::engine::filter::Filter;
+use crate::engine::nodes::{is_throttled_holder, NodeTable, HOLDER_UNKNOWN};
+use crate::engine::record::{WaitRecord, WaitSink};
+use crate::engine::stats::Stats;
 use chainrec_format::{StackId, Tables};
 
 /// Filter, intern the root node, count, and pass to the sink. True when emitted.

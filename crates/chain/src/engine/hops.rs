@@ -1,7 +1,7 @@
 //! Hops: one per waking that ended a wait, linked to their causes, in an arena.
 
-use crate::nodes::{IdentId, NodeTable};
-use crate::record::HopRecord;
+use crate::engine::nodes::{IdentId, NodeTable};
+use crate::engine::record::HopRecord;
 use chainrec_format::{Comm, StackId, Tid, WakeContext};
 
 pub(crate) const NO_HOP: u32 = u32::MAX;

@@ -114,11 +114,11 @@ impl Node {
             NodeKind::Marker(m) => (*m).into(),
             NodeKind::Group { frames } => frames.last().map_or("", |f| f.as_str()).into(),
             NodeKind::RunQueue { holder } => holder.name(),
-            NodeKind::OnCpu { sampled: false, .. } => crate::frames::ONCPU_NO_SAMPLE.into(),
+            NodeKind::OnCpu { sampled: false, .. } => crate::engine::frames::ONCPU_NO_SAMPLE.into(),
             NodeKind::OnCpu {
                 estimated: true, ..
-            } => crate::frames::ONCPU_ESTIMATED.into(),
-            NodeKind::OnCpu { .. } => crate::frames::ONCPU_FRAME.into(),
+            } => crate::engine::frames::ONCPU_ESTIMATED.into(),
+            NodeKind::OnCpu { .. } => crate::engine::frames::ONCPU_FRAME.into(),
         }
     }
     /// True for run-queue nodes.
@@ -286,7 +286,7 @@ impl NodeTable {
     /// An empty table for the stacks of `tables` (stacks that render alike share nodes).
     pub(crate) fn for_tables(tables: &Tables) -> Self {
         NodeTable {
-            same_stacks: crate::frames::same_rendering_stacks(tables),
+            same_stacks: crate::engine::frames::same_rendering_stacks(tables),
             ..NodeTable::default()
         }
     }
@@ -588,7 +588,7 @@ fn is_interrupt_entry(name: &str) -> bool {
 /// innermost interrupt entry (`Some(count)`), or all when there is none (`None`), and
 /// their rendered names (the node's identity).
 fn interrupt_frames(tables: &Tables, id: StackId) -> (Option<u32>, Vec<String>) {
-    let frames = crate::frames::stack_frames(tables, id, 0);
+    let frames = crate::engine::frames::stack_frames(tables, id, 0);
     match frames.iter().position(|f| is_interrupt_entry(f)) {
         Some(i) if i + 1 < frames.len() => {
             let mut frames = frames;

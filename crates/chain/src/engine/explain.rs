@@ -2,7 +2,7 @@
 //! summary of every analysis command prints [`Stats::anomaly_notes`]. `docs/ENGINE.md`
 //! ("Anomaly counters") lists the same with their causes.
 
-use crate::stats::{Inconsistency, Stats, EXAMPLES};
+use crate::engine::stats::{Inconsistency, Stats, EXAMPLES};
 use chainrec_format::{fmt_ns, RecordingMeta, Switch, Tid};
 
 /// The task each CPU runs according to the last switch seen on it, to notice switches

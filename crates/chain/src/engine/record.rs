@@ -1,7 +1,7 @@
 //! The per-wait record stream: one [`WaitRecord`] per off-CPU interval, with its chain.
 
-use crate::mode::Mode;
-use crate::nodes::{NodeId, NodeTable};
+use crate::engine::mode::Mode;
+use crate::engine::nodes::{NodeId, NodeTable};
 use chainrec_format::{Comm, StackId, Tid, WakeContext, STATE_RUNNABLE};
 
 /// Run-queue time behind one CPU holder: while a thread was runnable, `holder` (a
@@ -117,10 +117,10 @@ pub struct WaitRecord {
     /// Attribution mode the hops' `ns` follow.
     pub mode: Mode,
     /// Interned (comm, tgid) of the waiting thread, for the engine's node interning.
-    pub(crate) ident: crate::nodes::IdentId,
+    pub(crate) ident: crate::engine::nodes::IdentId,
     /// On-CPU parts as the walk finds them (stacks, not yet interned nodes): turned into
     /// [`Self::oncpu`] when the record is emitted.
-    pub(crate) oncpu_raw: Vec<crate::sampleidx::RawOnCpu>,
+    pub(crate) oncpu_raw: Vec<crate::engine::sampleidx::RawOnCpu>,
     /// False when subchain dedup hides this wait as a root (its ending waking is an
     /// inner hop of another chain). Always true with dedup off.
     pub root: bool,

@@ -1,11 +1,11 @@
 //! Threads: their state in the walk (open and held waits, last cause) and the index by tid.
 
-use crate::dedup::NO_SLOT;
+use crate::engine::dedup::NO_SLOT;
+use crate::engine::hops::NO_HOP;
+use crate::engine::mode::Mode;
+use crate::engine::nodes::IdentId;
+use crate::engine::record::Rec;
 use crate::fx::FxHashMap;
-use crate::hops::NO_HOP;
-use crate::mode::Mode;
-use crate::nodes::IdentId;
-use crate::record::Rec;
 use chainrec_format::{Comm, StackId, Tid};
 
 /// Tids below this are indexed directly (Linux's PID_MAX_LIMIT is 2^22).

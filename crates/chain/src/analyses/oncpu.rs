@@ -3,53 +3,11 @@
 //! root→leaf`, weighted by the CPU time a sample stands for (the recording's sampling
 //! period). The samples are read straight from the trace: no engine run is needed.
 
-use crate::frames::{sample_frames, IDLE_COMM, ONCPU_FRAME};
+use crate::engine::frames::{sample_frames, ONCPU_FRAME};
 use crate::fx::FxHashMap;
 use crate::{Analysis, ChainError, Filter};
-use chainrec_format::{Comm, Event, RecordingMeta, StackId, Tables, Tid};
+use chainrec_format::{Comm, Event, RecordingMeta, StackId, ThreadIdentity, Threads};
 use std::collections::BTreeMap;
-
-/// Thread identities as of each event: the task table, then comm events.
-#[derive(Default)]
-pub(crate) struct Names {
-    map: FxHashMap<Tid, (Comm, Tid, bool)>,
-}
-
-impl Names {
-    pub(crate) fn new(tables: &Tables) -> Self {
-        let mut map = FxHashMap::default();
-        for t in tables.tasks.values() {
-            map.insert(t.tid, (t.comm, t.tgid, t.kernel_thread));
-        }
-        Names { map }
-    }
-    /// Follow a comm event (or a new task's tgid).
-    pub(crate) fn update(&mut self, e: &Event) {
-        match e {
-            Event::Comm(c) => {
-                let k = self.map.get(&c.tid).is_some_and(|v| v.2);
-                self.map.insert(c.tid, (c.comm, c.tgid, k));
-            }
-            Event::WakeupNew(w) => {
-                if let Some(v) = self.map.get_mut(&w.child_tid) {
-                    v.1 = w.child_tgid;
-                }
-            }
-            _ => {}
-        }
-    }
-    /// (comm, tgid, kernel thread) of `tid`; the idle task is `swapper`; an unknown
-    /// thread is `tid-N` of unknown process.
-    pub(crate) fn get(&self, tid: Tid) -> (Comm, Tid, bool) {
-        if tid == 0 {
-            return (Comm::new(IDLE_COMM), 0, true);
-        }
-        self.map
-            .get(&tid)
-            .copied()
-            .unwrap_or_else(|| (Comm::new(&format!("tid-{tid}")), 0, false))
-    }
-}
 
 /// What [`fold_oncpu`] saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -111,7 +69,7 @@ pub fn fold_oncpu(an: &Analysis, filter: &Filter, parallel: bool) -> Result<OnCp
         return Err(ChainError::SampleFilter);
     }
     let (tables, meta) = (an.tables(), an.meta());
-    let mut names = Names::new(tables);
+    let mut threads = Threads::new(tables);
     let mut counts: FxHashMap<(Comm, StackId, StackId), u64> = FxHashMap::default();
     let mut st = OnCpuStats {
         period_ns: meta.sampling().map_or(0, |s| s.period_ns),
@@ -120,21 +78,25 @@ pub fn fold_oncpu(an: &Analysis, filter: &Filter, parallel: bool) -> Result<OnCp
     an.reader()
         .for_each_chunk::<ChainError>(an.chunk_range(filter), parallel, |evs| {
             for e in evs {
-                names.update(e);
+                threads.apply(e);
                 let Event::Sample(x) = e else { continue };
                 st.samples += 1;
                 if filter.window.is_some_and(|(a, b)| x.ts < a || x.ts > b) {
                     continue;
                 }
-                let (comm, tgid, kthread) = names.get(x.tid);
-                if !filter.matches_thread_at(x.tid, tgid, &comm, kthread, x.ts) {
+                // The idle task's samples are always the `swapper` stack, whatever the table says.
+                let who = match x.tid {
+                    0 => ThreadIdentity::unknown(0),
+                    tid => threads.identity(tid),
+                };
+                if !filter.threads.matches_at(x.tid, &who, x.ts) {
                     continue;
                 }
                 st.shown += 1;
                 st.idle += u64::from(x.tid == 0);
                 let real = |s: StackId| s.is_real();
                 st.no_stack += u64::from(!real(x.kstack) && !real(x.ustack));
-                *counts.entry((comm, x.kstack, x.ustack)).or_default() += 1;
+                *counts.entry((who.comm, x.kstack, x.ustack)).or_default() += 1;
             }
             Ok(())
         })?;
