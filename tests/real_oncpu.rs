@@ -225,7 +225,7 @@ fn worker_on_cpu_in_client_chain() {
     );
 
     // The folded chain graph shows it as `cr-client;…;--;…;cr-worker;--;[on cpu];…cr_spin_compute`.
-    let (done, folded) = an
+    let (_, graph) = an
         .fold(
             Setup {
                 dedup: Dedup::Off,
@@ -242,7 +242,7 @@ fn worker_on_cpu_in_client_chain() {
             |_| {},
         )
         .expect("fold");
-    let lines = folded.folded_ns(done.nodes(), an.tables(), an.meta());
+    let lines = graph.folded_ns();
     let shown: u64 = lines
         .iter()
         .filter(|(l, _)| {

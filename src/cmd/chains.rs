@@ -192,7 +192,7 @@ fn analyse(
         oncpu,
         cgroup_frames: a.cgroup_frames,
     };
-    let (done, folded) = an
+    let (summary, graph) = an
         .fold(setup, view, |_| {})
         .with_context(|| format!("{}: reading events", a.file.display()))?;
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
@@ -205,8 +205,8 @@ fn analyse(
             let mut opts = svg_options(a, &title, unit.name(), view != View::OffCpu)?;
             opts.root_label = format!(
                 "all: {} waits{}",
-                folded.waits_in_view,
-                if view == View::Chains && done.summary.dedup {
+                graph.waits_in_view(),
+                if view == View::Chains && summary.dedup {
                     " (dedup)"
                 } else {
                     ""
@@ -214,16 +214,8 @@ fn analyse(
             );
             // Drawn straight from the path trie (no list of lines in memory).
             let mut buf = Vec::new();
-            let stats = chainrec_report::svg::render_paths(
-                &folded,
-                done.nodes(),
-                tables,
-                meta,
-                unit,
-                &opts,
-                &mut buf,
-            )
-            .with_context(|| format!("drawing {}", path.display()))?;
+            let stats = chainrec_report::svg::render_paths(&graph, unit, &opts, &mut buf)
+                .with_context(|| format!("drawing {}", path.display()))?;
             std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
             nlines = stats.stacks;
             say!(
@@ -238,14 +230,12 @@ fn analyse(
             // Streamed straight from the path trie: no list of lines in memory.
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-            let r = folded
-                .write_folded(done.nodes(), tables, meta, unit, &mut out)
-                .and_then(|sum| {
-                    nlines = sum.lines as usize;
-                    small_lines = sum.small_lines;
-                    small_ns = sum.small_ns;
-                    out.flush()
-                });
+            let r = graph.write_folded(unit, &mut out).and_then(|sum| {
+                nlines = sum.lines as usize;
+                small_lines = sum.small_lines;
+                small_ns = sum.small_ns;
+                out.flush()
+            });
             match r {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
                 r => r.context("writing folded output")?,
@@ -254,7 +244,7 @@ fn analyse(
     }
     let secs = t0.elapsed().as_secs_f64();
     memstat(name);
-    let s = &done.summary;
+    let s = &summary;
     say!("chainrec: {name}: {}", s.headline(secs, nlines));
     for l in s.stats.output_notes(meta, meta.start_ns) {
         say!("chainrec: {name}: {l}");

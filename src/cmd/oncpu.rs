@@ -120,16 +120,16 @@ pub fn run_hotcold(a: HotColdArgs) -> Result<()> {
         parallel: !a.serial,
         ..chainrec_chain::Setup::default()
     };
-    let (done, folded) = an
+    let (summary, graph) = an
         .fold(setup, chainrec_chain::View::Chains, |_| {})
         .with_context(|| format!("{}: reading events", a.file.display()))?;
-    let cold = folded.folded_ns(done.nodes(), an.tables(), an.meta());
+    let cold = graph.folded_ns();
     let hc = hot_cold(&hot, cold);
     say!(
         "chainrec: hotcold: on CPU {} (from samples), off CPU {} ({} waits with their chains)",
         fmt_ns(hc.hot_ns),
         fmt_ns(hc.cold_ns),
-        done.summary.stats.waits
+        summary.stats.waits
     );
     let title = format!("Hot/cold time: {}", a.file.display());
     output(&a, "hotcold", &title, hc.lines.into_iter(), true)

@@ -4,9 +4,9 @@
 //! `offcpu`, `wakeup`, `offwake`, `top`, the pprof export, the demo) sets up its engine here,
 //! through the engine's public API only.
 
-use crate::{
-    fold_trace, ChainError, Config, Engine, Filter, FoldedSink, Mode, NodeTable, OnCpuMode,
-};
+use crate::analyses::TraceInput;
+use crate::{fold_trace, ChainError, Config, Engine, Filter, Graph, Mode, NodeTable, OnCpuMode};
+use crate::{CritPathOptions, CriticalPath, OnCpuFold};
 use crate::{Stats, View, WaitSink, Window, DEFAULT_MAX_DEPTH};
 use chainrec_format::{FormatError, RecordingMeta, Recovery, Sampling, Tables, TraceReader};
 use std::ops::Range;
@@ -105,46 +105,18 @@ pub struct Summary {
     pub lost_in_recording: u64,
 }
 
-impl Summary {
-    /// The first line a command prints after the run (after its name): `N events in T s
-    /// (R M events/s); W waits (...), L lines`, and with dedup on how many waits it
-    /// showed inside other chains only. `secs`: the run's wall time; `lines`: lines (or
-    /// paths) written.
-    pub fn headline(&self, secs: f64, lines: usize) -> String {
-        let st = &self.stats;
-        format!(
-            "{} events in {:.3} s ({:.1} M events/s); {} waits ({} woken, {} runnable), {} lines{}",
-            st.events,
-            secs,
-            st.events as f64 / secs.max(1e-9) / 1e6,
-            st.waits,
-            st.woken_waits,
-            st.preemptions,
-            lines,
-            if self.dedup {
-                format!(
-                    ", {} waits shown inside other chains (dedup; --no-dedup shows them)",
-                    st.dedup_hidden
-                )
-            } else {
-                String::new()
-            }
-        )
-    }
-}
-
-/// A finished run: the engine (its node table names the records' frames) and the summary.
-pub struct Done<'a> {
-    /// The engine after [`Engine::finish`].
-    pub engine: Engine<'a>,
+/// A finished run: the summary, and the node table that names the records' frames (the
+/// engine itself is gone).
+pub struct Done {
     /// What the run did.
     pub summary: Summary,
+    nodes: NodeTable,
 }
 
-impl Done<'_> {
+impl Done {
     /// The interned nodes the sinks' records refer to.
     pub fn nodes(&self) -> &NodeTable {
-        self.engine.nodes()
+        &self.nodes
     }
 }
 
@@ -155,9 +127,8 @@ impl Done<'_> {
 /// use std::sync::Arc;
 /// # fn demo() -> Result<(), chainrec_chain::ChainError> {
 /// let an = Analysis::open("trace.zst".as_ref(), DamagePolicy::Refuse, Arc::new(|w: TraceWarning<'_>| eprintln!("{w:?}")))?;
-/// let (done, folded) = an.fold(Setup::default(), View::Chains, |_| {})?;
-/// let lines = folded.lines(done.nodes(), an.tables(), an.meta(), Unit::Us);
-/// let s = &done.summary;
+/// let (s, graph) = an.fold(Setup::default(), View::Chains, |_| {})?;
+/// let lines = graph.lines(Unit::Us);
 /// eprintln!("{} waits, {} lines; lost: {} (markers), {} (recorder)",
 ///     s.stats.waits, lines.len(), s.stats.lost_events, s.lost_in_recording);
 /// # Ok(()) }
@@ -284,9 +255,15 @@ impl Analysis {
     /// The chunks a run with `filter` decodes: with a window, from the first chunk (causes
     /// come from before the window) to the last one that starts inside it.
     pub fn chunk_range(&self, filter: &Filter) -> Range<usize> {
-        match filter.window {
-            Some((_, end)) => 0..self.reader.chunks_in_window(0, end).end,
-            None => 0..self.reader.chunks().len(),
+        self.input().chunk_range(filter)
+    }
+
+    /// What the analyses below read of this trace.
+    fn input(&self) -> TraceInput<'_> {
+        TraceInput {
+            reader: &self.reader,
+            start_ns: self.start_ns,
+            end_ns: self.end_ns(),
         }
     }
 
@@ -312,7 +289,7 @@ impl Analysis {
             oncpu: setup.oncpu,
             cgroup_frames: setup.cgroup_frames,
         };
-        (Engine::new(self.tables(), self.meta(), cfg), summary)
+        (self.input().engine(cfg), summary)
     }
 
     /// Run the engine into `sink`, calling `on_chunk(events)` after each decoded chunk
@@ -322,7 +299,7 @@ impl Analysis {
         setup: Setup,
         sink: &mut impl WaitSink,
         mut on_chunk: impl FnMut(usize),
-    ) -> Result<Done<'_>, ChainError> {
+    ) -> Result<Done, ChainError> {
         self.run_while(setup, sink, |_, n| {
             on_chunk(n);
             true
@@ -338,7 +315,7 @@ impl Analysis {
         setup: Setup,
         sink: &mut S,
         mut go_on: impl FnMut(&S, usize) -> bool,
-    ) -> Result<Done<'_>, ChainError> {
+    ) -> Result<Done, ChainError> {
         let parallel = setup.parallel;
         let (mut engine, mut summary) = self.engine(setup);
         let read = self
@@ -356,17 +333,20 @@ impl Analysis {
             Err(Halt::Stopped) => engine.stats().clone(),
             Err(Halt::Failed(e)) => return Err(e),
         };
-        Ok(Done { engine, summary })
+        Ok(Done {
+            summary,
+            nodes: engine.into_nodes(),
+        })
     }
 
     /// Fold the run's records for `view` on two threads ([`fold_trace`]), calling
-    /// `on_chunk(events)` after each decoded chunk.
+    /// `on_chunk(events)` after each decoded chunk: the summary and the finished graph.
     pub fn fold(
         &self,
         setup: Setup,
         view: View,
         on_chunk: impl FnMut(usize),
-    ) -> Result<(Done<'_>, FoldedSink), ChainError> {
+    ) -> Result<(Summary, Graph<'_>), ChainError> {
         let parallel = setup.parallel;
         let (mut engine, mut summary) = self.engine(setup);
         let (stats, folded) = fold_trace(
@@ -378,7 +358,8 @@ impl Analysis {
             on_chunk,
         )?;
         summary.stats = stats;
-        Ok((Done { engine, summary }, folded))
+        let graph = Graph::new(folded, engine.into_nodes(), self.tables(), self.meta());
+        Ok((summary, graph))
     }
 }
 
@@ -394,6 +375,17 @@ impl From<FormatError> for Halt {
     fn from(e: FormatError) -> Self {
         Halt::Failed(e.into())
     }
+}
+
+/// Build the critical path of `opts.tid` in the trace of `an`.
+pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPath, ChainError> {
+    crate::analyses::critpath::critical_path(&an.input(), opts)
+}
+
+/// Fold the samples of `an` that pass `filter`: its thread part, and its window (on the
+/// sample's time). Duration and state filters do not apply to samples and are refused.
+pub fn fold_oncpu(an: &Analysis, filter: &Filter, parallel: bool) -> Result<OnCpuFold, ChainError> {
+    crate::analyses::oncpu::fold_oncpu(&an.input(), filter, parallel)
 }
 
 /// The trace-start rule of [`Analysis::start_ns`], for a bare reader.

@@ -5,15 +5,21 @@
 //! `docs/ENGINE.md`. The engine is fed event batches in time order:
 //!
 //! ```no_run
-//! use chainrec_chain::{Config, Engine, FoldedSink, View};
+//! use chainrec_chain::{Config, Engine, FoldedSink, Graph, View};
 //! # fn demo(trace: &chainrec_format::MemTrace) {
 //! let mut engine = Engine::new(&trace.tables, &trace.meta, Config::default());
 //! let mut folded = FoldedSink::new(View::Chains);
 //! engine.process(&trace.events, &mut folded);
 //! let stats = engine.finish(&mut folded);
-//! let lines = folded.lines(engine.nodes(), &trace.tables, &trace.meta, chainrec_chain::Unit::Us);
+//! let graph = Graph::new(folded, engine.into_nodes(), &trace.tables, &trace.meta);
+//! let lines = graph.lines(chainrec_chain::Unit::Us);
 //! # let _ = (stats, lines); }
 //! ```
+//!
+//! Layers, each importing only those below it (`docs/ARCHITECTURE.md`): `engine` (events
+//! to [`WaitRecord`]s), `graph` (paths, trie, views, rendering, the finished [`Graph`]),
+//! `analyses` ([`critical_path`], on-CPU folding), the drivers ([`Analysis`],
+//! [`fold_trace`]) and the user-facing wording (summary headline and notes).
 //!
 //! * [`Engine`] walks the events (O(1) amortized per event, memory bounded by live state)
 //!   and produces one [`WaitRecord`] per off-CPU interval, passed to a [`WaitSink`].
@@ -31,14 +37,16 @@ mod error;
 mod fx;
 mod graph;
 mod pipeline;
+mod wording;
 
 pub use analyses::critpath::{
-    critical_path, Blocked, CritPathOptions, CritPathStats, CriticalPath, Level, Segment,
-    SegmentKind, Share, Unknown,
+    Blocked, CritPathOptions, CritPathStats, CriticalPath, Level, Segment, SegmentKind, Share,
+    Unknown,
 };
-pub use analyses::oncpu::{fold_oncpu, hot_cold, HotCold, OnCpuFold, OnCpuStats, OFFCPU_FRAME};
+pub use analyses::oncpu::{hot_cold, HotCold, OnCpuFold, OnCpuStats, OFFCPU_FRAME};
 pub use analysis::{
-    trace_start_ns, Analysis, DamagePolicy, Dedup, Done, Setup, Summary, TraceWarning, WarnFn,
+    critical_path, fold_oncpu, trace_start_ns, Analysis, DamagePolicy, Dedup, Done, Setup, Summary,
+    TraceWarning, WarnFn,
 };
 pub use engine::config::{Config, DEFAULT_MAX_DEPTH};
 pub use engine::filter::{Duration, Filter, Window, WindowBound};
@@ -53,6 +61,7 @@ pub use engine::record::{HopRecord, OnCpuPart, RunqPart, WaitRecord, WaitSink};
 pub use engine::sampleidx::{apportion, ESTIMATE_PERIODS};
 pub use engine::stats::{Inconsistency, Stats};
 pub use error::{ChainError, WindowProblem};
+pub use graph::finished::Graph;
 pub use graph::folded::{ChainGraph, FoldedSink};
 pub use graph::pathframes::{FrameKind, FrameNamer, NodeFrames, PathFrame, PathVisit};
 pub use graph::paths::{PathBatch, PathReducer};

@@ -38,15 +38,11 @@ fn fold_and_run_equal_a_hand_built_engine() {
             runqueue: cfg().runqueue,
             ..Setup::default()
         };
-        let (done, folded) = an.fold(setup(), view, |_| {}).unwrap();
-        assert_eq!(
-            folded.folded_ns(done.nodes(), an.tables(), an.meta()),
-            want.folded,
-            "{view:?}"
-        );
-        assert_eq!(done.summary.stats, want.stats, "{view:?}");
-        assert!(done.summary.dedup, "no filter: dedup on");
-        assert_eq!(done.summary.chunks, 0..an.reader().chunks().len());
+        let (summary, graph) = an.fold(setup(), view, |_| {}).unwrap();
+        assert_eq!(graph.folded_ns(), want.folded, "{view:?}");
+        assert_eq!(summary.stats, want.stats, "{view:?}");
+        assert!(summary.dedup, "no filter: dedup on");
+        assert_eq!(summary.chunks, 0..an.reader().chunks().len());
 
         let mut sink = FoldedSink::new(view);
         let mut events = 0;
@@ -85,8 +81,8 @@ fn dedup_is_automatic_only_without_a_thread_filter() {
             filter,
             ..Setup::default()
         };
-        let (done, _) = an.fold(setup, View::Chains, |_| {}).unwrap();
-        assert_eq!(done.summary.dedup, want, "{dedup:?}");
+        let (summary, _) = an.fold(setup, View::Chains, |_| {}).unwrap();
+        assert_eq!(summary.dedup, want, "{dedup:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -110,9 +106,9 @@ fn a_window_stops_decoding_after_it() {
         filter,
         ..Setup::default()
     };
-    let (done, _) = an.fold(setup, View::Chains, |_| {}).unwrap();
-    assert_eq!(done.summary.chunks, want);
-    assert_eq!(done.summary.window, Some((an.start_ns(), end)));
+    let (summary, _) = an.fold(setup, View::Chains, |_| {}).unwrap();
+    assert_eq!(summary.chunks, want);
+    assert_eq!(summary.window, Some((an.start_ns(), end)));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -145,11 +141,9 @@ fn a_damaged_chunk_is_refused_or_salvaged() {
     let w = warnings.clone();
     let warn = Arc::new(move |t: TraceWarning<'_>| w.lock().unwrap().push(format!("{t:?}")));
     let an = Analysis::open(&path, DamagePolicy::Salvage, warn).unwrap();
-    let (done, _) = an.fold(Setup::default(), View::Chains, |_| {}).unwrap();
-    assert!(done.summary.stats.events > 0);
-    assert!(
-        done.summary.stats.events < an.reader().event_count() || an.reader().recovery().is_some()
-    );
+    let (summary, _) = an.fold(Setup::default(), View::Chains, |_| {}).unwrap();
+    assert!(summary.stats.events > 0);
+    assert!(summary.stats.events < an.reader().event_count() || an.reader().recovery().is_some());
     assert!(
         !warnings.lock().unwrap().is_empty(),
         "salvaged without a warning"

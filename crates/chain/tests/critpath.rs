@@ -182,11 +182,11 @@ fn blocked_lines_are_the_chains_lines() {
         },
         ..Default::default()
     };
-    let (done, folded) = an
+    let (_, graph) = an
         .fold(setup, chainrec_chain::View::Chains, |_| {})
         .unwrap();
-    let chains: std::collections::BTreeMap<String, u64> = folded
-        .folded_ns(done.nodes(), an.tables(), an.meta())
+    let chains: std::collections::BTreeMap<String, u64> = graph
+        .folded_ns()
         .into_iter()
         .filter(|(l, _)| l.contains(";cr-worker"))
         .map(|(l, w)| (l.replacen("cr-client;", "cr-client;[blocked];", 1), w))

@@ -13,8 +13,7 @@
 //! byte-for-byte deterministic for a given input.
 
 use crate::ReportError;
-use chainrec_chain::{FoldedSink, FrameKind, NodeTable, PathFrame, Unit};
-use chainrec_format::{RecordingMeta, Tables};
+use chainrec_chain::{FrameKind, Graph, PathFrame, Unit};
 use inferno::flamegraph::{self, color::BasicPalette, Direction, Options, Palette};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -415,29 +414,26 @@ fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> Frame
     }
 }
 
-/// Draw a folded view straight from the engine's path trie ([`FoldedSink::for_each_path`]):
+/// Draw a folded view straight from the finished graph's path trie ([`Graph::for_each_path`]):
 /// frames classified by their kinds and levels. Weights stay in exact nanoseconds (inferno
 /// scales the tooltips to `unit`, so nothing rounds to 0 and totals are exact). Subtrees
 /// whose whole weight is below the drawing threshold are not expanded (their time stays on
 /// the path above them, as for any frame too narrow to draw), so memory stays near that of
 /// the trie however many tiny paths it holds.
 pub fn render_paths(
-    folded: &FoldedSink,
-    nodes: &NodeTable,
-    tables: &Tables,
-    meta: &RecordingMeta,
+    graph: &Graph<'_>,
     unit: Unit,
     opts: &SvgOptions,
     out: &mut dyn Write,
 ) -> Result<SvgStats, ReportError> {
-    let total_ns = folded.total_ns();
+    let total_ns = graph.total_ns();
     // Below this a subtree cannot give a drawn frame.
     let prune_ns = (opts.min_width_pct / 100.0 * total_ns as f64) as u64;
     let mut tree = FrameTree::default();
     // Per frame of the current path: its id, and the class state after it.
     let mut ids: Vec<(u32, ClassState)> = Vec::new();
     let mut err = None;
-    folded.for_each_path(nodes, tables, meta, |v| {
+    graph.for_each_path(|v| {
         ids.truncate(v.shared);
         let (mut parent, mut st) = ids
             .last()

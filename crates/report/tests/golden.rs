@@ -173,7 +173,7 @@ fn offcpu_golden_escaping_and_flat_layout() {
 /// before insertion, the drawn frames (titles and fills) are the same.
 #[test]
 fn structured_paths_draw_like_folded_text() {
-    use chainrec_chain::{Config, Engine, FoldedSink, Unit, View};
+    use chainrec_chain::{Config, Engine, FoldedSink, Graph, Unit, View};
     use chainrec_format::synth;
     let mut oncpu_drawn = 0;
     for sc in synth::scenarios() {
@@ -195,7 +195,8 @@ fn structured_paths_draw_like_folded_text() {
             let mut f = FoldedSink::new(view);
             engine.process(&t.events, &mut f);
             engine.finish(&mut f);
-            let lines = f.lines(engine.nodes(), &t.tables, &t.meta, Unit::Ns);
+            let graph = Graph::new(f, engine.into_nodes(), &t.tables, &t.meta);
+            let lines = graph.lines(Unit::Ns);
             if lines.is_empty() {
                 continue;
             }
@@ -204,16 +205,7 @@ fn structured_paths_draw_like_folded_text() {
             let mut want = Vec::new();
             svg::render(&lines, &opts, &mut want).unwrap();
             let mut got = Vec::new();
-            let st = svg::render_paths(
-                &f,
-                engine.nodes(),
-                &t.tables,
-                &t.meta,
-                Unit::Ns,
-                &opts,
-                &mut got,
-            )
-            .unwrap();
+            let st = svg::render_paths(&graph, Unit::Ns, &opts, &mut got).unwrap();
             let (want, got) = (
                 String::from_utf8(want).unwrap(),
                 String::from_utf8(got).unwrap(),

@@ -7,14 +7,15 @@
 //! between its waits come from the thread's own switches, read in the same pass.
 //! docs/REPORTS.md ("critical-path") says how a segment cut by the window is split.
 
-use crate::analysis::Setup;
+use crate::analyses::TraceInput;
+use crate::engine::config::Config;
 use crate::engine::frames;
 use crate::engine::mode::Mode;
 use crate::engine::nodes::{NodeId, NodeTable};
 use crate::engine::record::WaitRecord;
 use crate::engine::sampleidx::apportion;
 use crate::graph::pathframes::FrameNamer;
-use crate::{Analysis, ChainError, Dedup, Filter, DEFAULT_MAX_DEPTH};
+use crate::{ChainError, Filter, DEFAULT_MAX_DEPTH};
 use chainrec_format::{
     state_is_dead, Event, FormatError, RecordingMeta, StackId, Tables, ThreadIdentity,
     ThreadSelector, Threads, Tid, STATE_RUNNABLE,
@@ -600,7 +601,10 @@ impl From<FormatError> for Stop {
 }
 
 /// Build the critical path of `opts.tid` in the trace of `an`.
-pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPath, ChainError> {
+pub(crate) fn critical_path(
+    an: &TraceInput<'_>,
+    opts: &CritPathOptions,
+) -> Result<CriticalPath, ChainError> {
     let (trace_start, trace_end) = (an.start_ns(), an.end_ns().max(an.start_ns()));
     if let Some((a, b)) = opts.window {
         if a >= b {
@@ -615,10 +619,10 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
     let window = opts
         .window
         .map(|(a, b)| (a.max(trace_start), b.min(trace_end)));
-    let setup = Setup {
+    let cfg = Config {
         mode: Mode::Bounded,
         max_depth: opts.max_depth,
-        dedup: Dedup::Off,
+        dedup: false,
         filter: Filter {
             threads: ThreadSelector {
                 tids: vec![opts.tid],
@@ -626,12 +630,11 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
             },
             ..Filter::default()
         },
-        parallel: opts.parallel,
         runqueue: true,
         oncpu: crate::OnCpuMode::default(),
         cgroup_frames: false,
     };
-    let (mut engine, summary) = an.engine(setup);
+    let mut engine = an.engine(cfg);
     let mut scan = Scan {
         tid: opts.tid,
         st: St::Unseen,
@@ -695,7 +698,7 @@ pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPa
         return Err(ChainError::NoTime(opts.tid));
     }
     let ThreadIdentity { comm, tgid, .. } = scan.names.identity(opts.tid);
-    stats.lost_events += summary.lost_in_recording;
+    stats.lost_events += an.meta().lost.events();
     let mut b = Builder {
         tables: an.tables(),
         meta: an.meta(),

@@ -3,10 +3,11 @@
 //! root→leaf`, weighted by the CPU time a sample stands for (the recording's sampling
 //! period). The samples are read straight from the trace: no engine run is needed.
 
+use crate::analyses::TraceInput;
 use crate::engine::frames::{sample_frames, ONCPU_FRAME};
 use crate::fx::FxHashMap;
-use crate::{Analysis, ChainError, Filter};
-use chainrec_format::{Comm, Event, RecordingMeta, StackId, ThreadIdentity, Threads};
+use crate::{ChainError, Filter};
+use chainrec_format::{Comm, Event, StackId, ThreadIdentity, Threads};
 use std::collections::BTreeMap;
 
 /// What [`fold_oncpu`] saw.
@@ -22,27 +23,6 @@ pub struct OnCpuStats {
     pub no_stack: u64,
     /// CPU time one sample stands for (ns).
     pub period_ns: u64,
-}
-
-impl OnCpuStats {
-    /// The lines a command prints after folding the samples of the trace of `meta`
-    /// (after its name): how many samples were shown and what each weighs, and a note
-    /// on the samples the recording lost or took without a stack.
-    pub fn summary_lines(&self, meta: &RecordingMeta) -> Vec<String> {
-        let mut v = vec![format!(
-            "{} samples in the trace, {} shown ({} of the idle task, {} without any stack), {} ns of CPU time each",
-            self.samples, self.shown, self.idle, self.no_stack, self.period_ns
-        )];
-        if let Some(sm) = meta.sampling() {
-            if sm.lost + sm.no_kstack + sm.no_ustack > 0 {
-                v.push(format!(
-                    "note: recording lost {} samples (ring buffer full); {} without kernel stack, {} without user stack ([missing stack])",
-                    sm.lost, sm.no_kstack, sm.no_ustack
-                ));
-            }
-        }
-        v
-    }
 }
 
 /// The on-CPU flame graph of a trace: folded line → samples.
@@ -64,7 +44,11 @@ impl OnCpuFold {
 
 /// Fold the samples of `an` that pass `filter`: its thread part, and its window (on the
 /// sample's time). Duration and state filters do not apply to samples and are refused.
-pub fn fold_oncpu(an: &Analysis, filter: &Filter, parallel: bool) -> Result<OnCpuFold, ChainError> {
+pub(crate) fn fold_oncpu(
+    an: &TraceInput<'_>,
+    filter: &Filter,
+    parallel: bool,
+) -> Result<OnCpuFold, ChainError> {
     if filter.min_ns.is_some() || filter.max_ns.is_some() || filter.state_mask.is_some() {
         return Err(ChainError::SampleFilter);
     }

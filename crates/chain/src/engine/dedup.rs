@@ -7,8 +7,6 @@ use crate::engine::record::{Rec, WaitRecord};
 
 /// No pending-decision slot.
 pub(crate) const NO_SLOT: u32 = u32::MAX;
-/// Dedup applies to this wait but its chain marked nothing: no slot unless it must wait.
-pub(crate) const LAZY_SLOT: u32 = u32::MAX - 1;
 
 /// A wait whose chain marked inner hops (dedup on): its record, once ready, is emitted
 /// when every chain that used its own ending hop is decided.

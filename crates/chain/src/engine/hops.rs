@@ -3,8 +3,35 @@
 use crate::engine::nodes::{IdentId, NodeTable};
 use crate::engine::record::HopRecord;
 use chainrec_format::{Comm, StackId, Tid, WakeContext};
+use std::num::NonZeroU32;
 
 pub(crate) const NO_HOP: u32 = u32::MAX;
+
+/// Index of a hop in the engine's arena, as held by a task. Stored as its bitwise
+/// complement in a `NonZeroU32`, so that `Option<HopId>` is one u32 whose `None` is
+/// [`NO_HOP`]'s bit pattern (an arena of 2^32 - 1 hops of 64 bytes is out of reach).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HopId(NonZeroU32);
+
+impl HopId {
+    #[inline]
+    pub(crate) fn new(index: u32) -> HopId {
+        debug_assert!(index < CUT);
+        HopId(NonZeroU32::new(!index).unwrap_or(NonZeroU32::MIN))
+    }
+
+    /// The arena index.
+    #[inline]
+    pub(crate) fn get(self) -> u32 {
+        !self.0.get()
+    }
+
+    /// The arena index, or [`NO_HOP`], for the arena's own links.
+    #[inline]
+    pub(crate) fn raw(id: Option<HopId>) -> u32 {
+        id.map_or(NO_HOP, HopId::get)
+    }
+}
 /// The cause existed but was garbage-collected (only ever beyond the depth limit).
 pub(crate) const CUT: u32 = u32::MAX - 1;
 

@@ -4,17 +4,17 @@
 //! record (`emit`).
 
 use crate::engine::config::Config;
-use crate::engine::dedup::{Slots, LAZY_SLOT, NO_SLOT};
+use crate::engine::dedup::{Slots, NO_SLOT};
 use crate::engine::emit::emit_rec;
 use crate::engine::explain::CpuCheck;
-use crate::engine::hops::{Hop, Mark, CUT, NO_HOP};
+use crate::engine::hops::{Hop, HopId, Mark, CUT, NO_HOP};
 use crate::engine::mode::{Mode, OnCpuMode};
 use crate::engine::nodes::{IdentId, NodeTable, HOLDER_IDLE};
 use crate::engine::record::WaitSink;
 use crate::engine::runqueue::RunQueues;
 use crate::engine::sampleidx::SampleIndex;
 use crate::engine::stats::Stats;
-use crate::engine::tasks::{Status, Task, TaskIndex};
+use crate::engine::tasks::{Status, Task, TaskIndex, WaitRefs, WaitSlot};
 use crate::engine::walk::Walker;
 use chainrec_format::{
     state_is_dead, CommReason, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables, Tid,
@@ -110,6 +110,11 @@ impl<'t> Engine<'t> {
         &self.nodes
     }
 
+    /// The interned nodes, keeping nothing else of the engine (after [`Engine::finish`]).
+    pub fn into_nodes(self) -> NodeTable {
+        self.nodes
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> &Stats {
         &self.stats
@@ -149,7 +154,7 @@ impl<'t> Engine<'t> {
                         self.tasks[t].ident = self.nodes.ident(self.tasks[t].comm, n.child_tgid);
                     }
                     let task = &mut self.tasks[t];
-                    if task.status != Status::Off {
+                    if !task.status.is_off() {
                         // A new task is runnable from here: an off-CPU (run-queue) interval.
                         task.open_wait(
                             n.ts,
@@ -198,22 +203,15 @@ impl<'t> Engine<'t> {
     /// End of trace: emit held waits and waits woken but not yet switched in; count the rest.
     pub fn finish(&mut self, sink: &mut impl WaitSink) -> Stats {
         for t in 0..self.tasks.len() {
-            if self.tasks[t].held_valid {
+            if self.tasks[t].held_refs.is_some() {
                 self.emit_held(t, sink);
             }
             let task = &mut self.tasks[t];
-            if task.status == Status::Off {
+            if task.status.is_off() {
                 self.stats.waits_open_at_end += 1;
-                if task.open_hop != NO_HOP && !task.open_pretrace {
+                if task.status.is_traced_wait() && task.open_refs.hop.is_some() {
                     // Blocked part complete: emit with switch_in_ns = None.
-                    std::mem::swap(&mut task.open, &mut task.held);
-                    task.held.lost |= task.open_lost != self.lost_seq;
-                    task.held_valid = true;
-                    task.held_hop = task.open_hop;
-                    task.held_slot = task.open_slot;
-                    task.open_hop = NO_HOP;
-                    task.open_slot = NO_SLOT;
-                    task.status = Status::Unknown;
+                    task.hand_over(None, self.lost_seq);
                     self.emit_held(t, sink);
                 }
                 self.tasks[t].status = Status::Unknown;
@@ -272,14 +270,14 @@ impl<'t> Engine<'t> {
         if s.prev_tid != 0 {
             let t = self.task(s.prev_tid);
             self.samples.switch_out(t, s.ts);
-            if self.tasks[t].held_valid {
+            if self.tasks[t].held_refs.is_some() {
                 self.emit_held(t, sink);
             }
             if state_is_dead(s.prev_state) {
                 // The thread's final switch-out: its life ends here. No wait opens; a task
                 // switched in later under this tid is another thread.
-                if self.tasks[t].status == Status::Off {
-                    if self.tasks[t].open_pretrace {
+                if self.tasks[t].status.is_off() {
+                    if self.tasks[t].status.is_pretrace() {
                         // As below: assumed blocked since before the trace, but running.
                         self.stats.wakings_ignored += 1;
                     } else {
@@ -292,11 +290,11 @@ impl<'t> Engine<'t> {
                 self.stats.threads_exited += 1;
                 self.remove_task(s.prev_tid, t);
             } else {
-                if self.tasks[t].status == Status::Off && self.tasks[t].open_pretrace {
+                if self.tasks[t].status.is_pretrace() {
                     // First seen in a waking, assumed blocked since before the trace, but it
                     // was still running (woken before it switched out): not inconsistent.
                     self.stats.wakings_ignored += 1;
-                } else if self.tasks[t].status == Status::Off {
+                } else if self.tasks[t].status.is_off() {
                     let dropped = s.ts.saturating_sub(self.tasks[t].open.switch_out_ns);
                     self.stats
                         .note_inconsistent(s.ts, s.prev_tid, false, dropped);
@@ -319,15 +317,14 @@ impl<'t> Engine<'t> {
         } else {
             let mut t = self.task(s.next_tid);
             let mut fresh = false;
-            if self.tasks[t].racing_hop != NO_HOP {
+            if self.tasks[t].racing_hop.is_some() {
                 self.woken_before_block(t);
             }
             let task = &self.tasks[t];
             if task.exited
-                && task.status == Status::Off
-                && !task.open_pretrace
+                && task.status.is_traced_wait()
                 && task.open.state != STATE_RUNNABLE
-                && task.open_hop == NO_HOP
+                && task.open_refs.hop.is_none()
             {
                 // A thread that had exited, blocked, and is switched in with no waking:
                 // the trace cannot tell this from a new task that reuses the tid after the
@@ -344,7 +341,7 @@ impl<'t> Engine<'t> {
             self.samples.switch_in(t, s.ts);
             if self.runqueue {
                 let task = &self.tasks[t];
-                if task.status == Status::Off && !task.open_pretrace {
+                if task.status.is_traced_wait() {
                     // Runnable from the waking (or the whole of a preemption / a new task's
                     // first wait for a CPU) to now.
                     let preempted = task.open.state == STATE_RUNNABLE;
@@ -376,30 +373,23 @@ impl<'t> Engine<'t> {
             }
             let task = &mut self.tasks[t];
             match task.status {
-                Status::Off => {
+                Status::Off { pretrace: true } => {
                     self.stats.waits += 1;
-                    if task.open_pretrace {
-                        self.stats.waits_before_trace += 1;
-                        self.stats.waits_before_trace_ns +=
-                            s.ts.saturating_sub(task.open.switch_out_ns);
+                    self.stats.waits_before_trace += 1;
+                    self.stats.waits_before_trace_ns +=
+                        s.ts.saturating_sub(task.open.switch_out_ns);
+                    task.open_refs = WaitRefs::default();
+                }
+                Status::Off { pretrace: false } => {
+                    self.stats.waits += 1;
+                    if task.open.state == STATE_RUNNABLE {
+                        self.stats.preemptions += 1;
+                    } else if task.open_refs.hop.is_some() {
+                        self.stats.woken_waits += 1;
                     } else {
-                        if task.open.state == STATE_RUNNABLE {
-                            self.stats.preemptions += 1;
-                        } else if task.open_hop != NO_HOP {
-                            self.stats.woken_waits += 1;
-                        } else {
-                            self.stats.waits_without_waker += 1;
-                        }
-                        std::mem::swap(&mut task.open, &mut task.held);
-                        task.held.switch_in_ns = Some(s.ts);
-                        task.held.lost |= task.open_lost != self.lost_seq;
-                        task.held_valid = true;
-                        task.held_hop = task.open_hop;
-                        task.held_slot = task.open_slot;
-                        task.open_slot = NO_SLOT;
+                        self.stats.waits_without_waker += 1;
                     }
-                    task.open_hop = NO_HOP;
-                    task.open_pretrace = false;
+                    task.hand_over(Some(s.ts), self.lost_seq);
                 }
                 Status::Unknown => self.stats.waits_before_trace += 1,
                 Status::Running => self.stats.note_inconsistent(s.ts, s.next_tid, true, 0),
@@ -430,11 +420,8 @@ impl<'t> Engine<'t> {
     /// Drop task `t`'s open wait (never emitted): release its dedup decision, if one was
     /// pending. The task's status is left to the caller.
     fn drop_open_wait(&mut self, t: usize, sink: &mut impl WaitSink) {
-        let task = &mut self.tasks[t];
-        task.open_hop = NO_HOP;
-        task.open_pretrace = false;
-        let slot = std::mem::replace(&mut task.open_slot, NO_SLOT);
-        if slot != NO_SLOT && slot != LAZY_SLOT {
+        let refs = std::mem::take(&mut self.tasks[t].open_refs);
+        if let WaitSlot::At(slot) = refs.slot {
             self.slots.slots[slot as usize].ready = true;
             self.slots.slots[slot as usize].discard = true;
             self.decide(slot, sink);
@@ -451,15 +438,15 @@ impl<'t> Engine<'t> {
         };
         let task = &self.tasks[t];
         // A task created by the fork's own comm record a moment ago has no state yet.
-        if task.status == Status::Unknown && !task.held_valid && task.last_cause == NO_HOP {
+        if task.status == Status::Unknown && task.held_refs.is_none() && task.last_cause.is_none() {
             return;
         }
-        if task.held_valid {
+        if task.held_refs.is_some() {
             self.emit_held(t, sink);
         }
         let task = &self.tasks[t];
-        if task.status == Status::Off {
-            if !task.open_pretrace {
+        if let Status::Off { pretrace } = task.status {
+            if !pretrace {
                 self.stats.reused_waits_dropped += 1;
                 self.stats.reused_dropped_ns += ts.saturating_sub(task.open.switch_out_ns);
             }
@@ -475,11 +462,10 @@ impl<'t> Engine<'t> {
         self.rq.clear_task(t);
         self.samples.forget(tid);
         let task = &mut self.tasks[t];
-        task.last_cause = NO_HOP;
-        task.open_hop = NO_HOP;
-        task.held_hop = NO_HOP;
-        task.racing_hop = NO_HOP;
-        task.held_valid = false;
+        task.last_cause = None;
+        task.open_refs = WaitRefs::default();
+        task.held_refs = None;
+        task.racing_hop = None;
         task.status = Status::Unknown;
         self.free_tasks.push(t as u32);
     }
@@ -491,8 +477,8 @@ impl<'t> Engine<'t> {
         };
         let task = &mut self.tasks[t];
         let rec = match task.status {
-            Status::Off if !task.open_pretrace => &mut task.open,
-            Status::Running if task.held_valid => &mut task.held,
+            Status::Off { pretrace: false } => &mut task.open,
+            Status::Running if task.held_refs.is_some() => &mut task.held,
             _ => {
                 self.stats.stacks_unmatched += 1;
                 return;
@@ -529,7 +515,8 @@ impl<'t> Engine<'t> {
         {
             let task = &mut self.tasks[t];
             match task.status {
-                Status::Off if task.open.state != STATE_RUNNABLE && task.open_hop == NO_HOP => {}
+                Status::Off { .. }
+                    if task.open.state != STATE_RUNNABLE && task.open_refs.hop.is_none() => {}
                 Status::Unknown => {
                     // Blocked since before the trace: not a root, but a cause with s = trace start.
                     task.open_wait(
@@ -540,7 +527,7 @@ impl<'t> Engine<'t> {
                         self.lost_seq,
                         self.cfg.mode,
                     );
-                    task.open_pretrace = true;
+                    task.status = Status::Off { pretrace: true };
                 }
                 Status::Running => {
                     // The thread runs, but its state had already left TASK_RUNNING (the
@@ -549,7 +536,7 @@ impl<'t> Engine<'t> {
                     // this one did (see `woken_before_block`). Ignored until then.
                     self.stats.wakings_ignored += 1;
                     let h = self.make_hop(t, w);
-                    self.tasks[t].racing_hop = h;
+                    self.tasks[t].racing_hop = Some(HopId::new(h));
                     return;
                 }
                 _ => {
@@ -575,15 +562,16 @@ impl<'t> Engine<'t> {
         /// A waking further back than this before the switch-out is not taken for a race.
         const RACE_WINDOW_NS: u64 = 1_000_000;
         let task = &mut self.tasks[t];
-        let h = std::mem::replace(&mut task.racing_hop, NO_HOP);
-        if h == NO_HOP
-            || task.status != Status::Off
-            || task.open_pretrace
+        let Some(h) = task.racing_hop.take() else {
+            return;
+        };
+        if !task.status.is_traced_wait()
             || task.open.state == STATE_RUNNABLE
-            || task.open_hop != NO_HOP
+            || task.open_refs.hop.is_some()
         {
             return;
         }
+        let h = h.get();
         let out = task.open.switch_out_ns;
         let hop = &mut self.hops[h as usize];
         if hop.ts > out || out - hop.ts > RACE_WINDOW_NS {
@@ -626,10 +614,10 @@ impl<'t> Engine<'t> {
                 waker.status = Status::Running;
             }
             hop.waker_ident = waker.ident;
-            if waker.last_cause != NO_HOP {
-                hop.cause = waker.last_cause;
+            if let Some(cause) = waker.last_cause {
+                hop.cause = cause.get();
                 hop.cause_s = waker.last_cause_s;
-                hop.cause_ts = self.hops[waker.last_cause as usize].ts;
+                hop.cause_ts = self.hops[cause.get() as usize].ts;
             }
             hop.node = if w.context == WakeContext::SoftIrqTask {
                 self.nodes
@@ -645,10 +633,10 @@ impl<'t> Engine<'t> {
     fn attach_hop(&mut self, t: usize, h: u32, wake_ns: u64) {
         let task = &mut self.tasks[t];
         task.open.wake_ns = Some(wake_ns);
-        task.open_hop = h;
-        task.last_cause = h;
+        task.open_refs.hop = Some(HopId::new(h));
+        task.last_cause = Some(HopId::new(h));
         task.last_cause_s = task.open.switch_out_ns;
-        if !task.open_pretrace {
+        if !task.status.is_pretrace() {
             let mark = self.cfg.dedup && (self.filter_all || self.cfg.filter.matches(&task.open));
             self.inner_buf.clear();
             // Disjoint field borrows: the record is walked in place (no move of the
@@ -667,13 +655,13 @@ impl<'t> Engine<'t> {
             walker.walk(h, &mut self.tasks[t].open, mark);
             if mark && self.inner_buf.is_empty() {
                 // No inner hops to release later: decide lazily when the wait is ready.
-                self.tasks[t].open_slot = LAZY_SLOT;
+                self.tasks[t].open_refs.slot = WaitSlot::Lazy;
             } else if mark {
                 let slot = self.alloc_slot(h);
                 for &ih in &self.slots.slots[slot as usize].inner {
                     self.hops[ih as usize].pending_markers += 1;
                 }
-                self.tasks[t].open_slot = slot;
+                self.tasks[t].open_refs.slot = WaitSlot::At(slot);
                 self.hops[h as usize].wait_slot = slot;
             }
         }
@@ -689,10 +677,9 @@ impl<'t> Engine<'t> {
         let (mut k, mut u) = (w.waker_kstack, w.waker_ustack);
         let task = &self.tasks[t];
         // Only for a waking that will end the wait (see on_waking's status check).
-        if task.status == Status::Off
+        if task.status.is_traced_wait()
             && task.open.state != STATE_RUNNABLE
-            && task.open_hop == NO_HOP
-            && !task.open_pretrace
+            && task.open_refs.hop.is_none()
             && self.stack_threshold_ns > 0
             && w.ts.saturating_sub(task.open.switch_out_ns) > self.stack_threshold_ns
             && (k == StackId::SKIPPED || u == StackId::SKIPPED)
@@ -710,26 +697,30 @@ impl<'t> Engine<'t> {
     /// The held wait of task `t` is final (its task switched out again, exited, or the
     /// trace ended): emit it now, or park it until dedup can decide whether it is a root.
     fn emit_held(&mut self, t: usize, sink: &mut impl WaitSink) {
+        let refs = self.tasks[t].held_refs.take().unwrap_or_default();
+        let slot = match (refs.slot, refs.hop) {
+            (WaitSlot::At(s), _) => Some(s),
+            (WaitSlot::Lazy, Some(hop)) => {
+                let hop = hop.get();
+                let h = &self.hops[hop as usize];
+                if h.hidden || h.pending_markers > 0 {
+                    self.inner_buf.clear();
+                    let s = self.alloc_slot(hop);
+                    self.hops[hop as usize].wait_slot = s;
+                    Some(s)
+                } else {
+                    None
+                }
+            }
+            (WaitSlot::Lazy, None) | (WaitSlot::None, _) => None,
+        };
         let task = &mut self.tasks[t];
-        task.held_valid = false;
-        let hop = std::mem::replace(&mut task.held_hop, NO_HOP);
-        let mut slot = std::mem::replace(&mut task.held_slot, NO_SLOT);
-        if slot == LAZY_SLOT && hop == NO_HOP {
-            slot = NO_SLOT;
-        }
-        if slot == LAZY_SLOT {
-            let h = &self.hops[hop as usize];
-            slot = if h.hidden || h.pending_markers > 0 {
-                self.inner_buf.clear();
-                let s = self.alloc_slot(hop);
-                self.hops[hop as usize].wait_slot = s;
-                s
-            } else {
-                NO_SLOT
-            };
-        }
-        let task = &mut self.tasks[t];
-        if slot == NO_SLOT {
+        if let Some(slot) = slot {
+            let sl = &mut self.slots.slots[slot as usize];
+            std::mem::swap(&mut task.held, &mut sl.rec);
+            sl.ready = true;
+            self.decide(slot, sink);
+        } else {
             // Emitted in place (disjoint field borrows): no move of the record out and back.
             task.held.root = true;
             emit_rec(
@@ -742,11 +733,6 @@ impl<'t> Engine<'t> {
                 &mut task.held,
                 sink,
             );
-        } else {
-            let sl = &mut self.slots.slots[slot as usize];
-            std::mem::swap(&mut task.held, &mut sl.rec);
-            sl.ready = true;
-            self.decide(slot, sink);
         }
     }
 
@@ -814,12 +800,12 @@ impl<'t> Engine<'t> {
         };
         // Freed task slots hold no hops (remove_task clears them): no liveness check needed.
         for t in &self.tasks {
-            mark(t.last_cause, depth, &mut live);
-            mark(t.open_hop, 1, &mut live);
+            mark(HopId::raw(t.last_cause), depth, &mut live);
+            mark(HopId::raw(t.open_refs.hop), 1, &mut live);
             // It may still become an open hop, whose causes the walk then follows.
-            mark(t.racing_hop, depth, &mut live);
-            if t.held_valid {
-                mark(t.held_hop, 1, &mut live);
+            mark(HopId::raw(t.racing_hop), depth, &mut live);
+            if let Some(held) = t.held_refs {
+                mark(HopId::raw(held.hop), 1, &mut live);
             }
         }
         for sl in self.slots.slots.iter().filter(|s| s.occupied) {

@@ -1,7 +1,6 @@
 //! Threads: their state in the walk (open and held waits, last cause) and the index by tid.
 
-use crate::engine::dedup::NO_SLOT;
-use crate::engine::hops::NO_HOP;
+use crate::engine::hops::HopId;
 use crate::engine::mode::Mode;
 use crate::engine::nodes::IdentId;
 use crate::engine::record::Rec;
@@ -62,11 +61,57 @@ impl TaskIndex {
     }
 }
 
+/// Where a thread is, as far as the trace has shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Status {
+    /// Not seen switch in or out yet (or its state was reset).
     Unknown,
     Running,
-    Off,
+    /// Off-CPU with a wait open. `pretrace`: first seen in a waking, assumed blocked since
+    /// the trace start; such a wait is a cause for its wakees but never a record.
+    Off {
+        pretrace: bool,
+    },
+}
+
+impl Status {
+    /// Off-CPU with a wait open, whether traced or assumed from before the trace.
+    #[inline]
+    pub(crate) fn is_off(self) -> bool {
+        matches!(self, Status::Off { .. })
+    }
+
+    /// Off-CPU with a wait assumed from before the trace.
+    #[inline]
+    pub(crate) fn is_pretrace(self) -> bool {
+        self == Status::Off { pretrace: true }
+    }
+
+    /// Off-CPU with a wait whose switch-out was traced (a wait that becomes a record).
+    #[inline]
+    pub(crate) fn is_traced_wait(self) -> bool {
+        self == Status::Off { pretrace: false }
+    }
+}
+
+/// The dedup decision slot of a task's open or held wait.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum WaitSlot {
+    /// No decision pending (dedup off, not a selected wait, or not woken).
+    #[default]
+    None,
+    /// Dedup applies but its chain marked nothing: a slot only if the wait must wait.
+    Lazy,
+    /// Waiting in this slot of [`crate::engine::dedup::Slots`].
+    At(u32),
+}
+
+/// What a task's open or held wait refers to besides its record: the hop that ended it
+/// (none: not woken, or not yet) and its dedup slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WaitRefs {
+    pub(crate) hop: Option<HopId>,
+    pub(crate) slot: WaitSlot,
 }
 
 #[derive(Debug)]
@@ -81,21 +126,24 @@ pub(crate) struct Task {
     /// Boxed (as `held`): the switch-in hand-over open -> held and the parking of a held
     /// record in a dedup slot are pointer swaps, and the task itself stays small.
     pub(crate) open: Box<Rec>,
-    pub(crate) open_hop: u32,
-    pub(crate) open_slot: u32,
+    /// Meaningful while `status` is `Off`.
+    pub(crate) open_refs: WaitRefs,
     pub(crate) open_lost: u64,
-    pub(crate) open_pretrace: bool,
+    /// The wait switched in and not yet final (`None`: `held` is only a spare record).
     pub(crate) held: Box<Rec>,
-    pub(crate) held_valid: bool,
-    pub(crate) held_hop: u32,
-    pub(crate) held_slot: u32,
-    pub(crate) last_cause: u32,
+    pub(crate) held_refs: Option<WaitRefs>,
+    /// The hop that ended this thread's last blocked wait (the cause of its wakings).
+    pub(crate) last_cause: Option<HopId>,
     pub(crate) last_cause_s: u64,
     /// The hop of the last waking that targeted this thread while it ran (since its last
     /// switch-in): a waking racing its block. Used when the blocked wait that follows is
     /// switched in with no waking of its own (see `Engine::woken_before_block`).
-    pub(crate) racing_hop: u32,
+    pub(crate) racing_hop: Option<HopId>,
 }
+
+// The typed state costs no memory: `Option<HopId>` is a u32 and `WaitSlot`'s tag leaves a
+// niche for `Option<WaitRefs>`: 96 bytes, as with the raw u32s, sentinels and bools before.
+const _: () = assert!(std::mem::size_of::<Task>() == 96);
 
 impl Task {
     /// A thread first seen now, with no wait open.
@@ -110,17 +158,13 @@ impl Task {
             exited: false,
             status: Status::Unknown,
             open: Box::default(),
-            open_hop: NO_HOP,
-            open_slot: NO_SLOT,
+            open_refs: WaitRefs::default(),
             open_lost: 0,
-            open_pretrace: false,
             held: Box::default(),
-            held_valid: false,
-            held_hop: NO_HOP,
-            held_slot: NO_SLOT,
-            last_cause: NO_HOP,
+            held_refs: None,
+            last_cause: None,
             last_cause_s: 0,
-            racing_hop: NO_HOP,
+            racing_hop: None,
         }
     }
 
@@ -135,7 +179,7 @@ impl Task {
         lost_seq: u64,
         mode: Mode,
     ) {
-        self.status = Status::Off;
+        self.status = Status::Off { pretrace: false };
         let o = &mut self.open;
         o.tid = self.tid;
         o.comm = self.comm;
@@ -156,8 +200,20 @@ impl Task {
         o.lost = false;
         o.root = true;
         o.mode = mode;
-        self.open_hop = NO_HOP;
+        self.open_refs.hop = None;
         self.open_lost = lost_seq;
-        self.open_pretrace = false;
+    }
+
+    /// The open (traced) wait becomes the held one, switched in at `switch_in_ns` (`None`:
+    /// the trace ended with its blocked part complete): the records swap (a pointer swap),
+    /// its hop and slot move along, and no wait is open (the caller sets the status).
+    #[inline]
+    pub(crate) fn hand_over(&mut self, switch_in_ns: Option<u64>, lost_seq: u64) {
+        debug_assert!(self.status.is_traced_wait() && self.held_refs.is_none());
+        std::mem::swap(&mut self.open, &mut self.held);
+        self.held.switch_in_ns = switch_in_ns;
+        self.held.lost |= self.open_lost != lost_seq;
+        self.held_refs = Some(std::mem::take(&mut self.open_refs));
+        self.status = Status::Unknown;
     }
 }

@@ -1,6 +1,7 @@
 //! Layer 2, the chain graph: wait records folded into a path trie over the engine's
 //! nodes, views, frame naming and rendering to folded lines. Imports only the engine.
 
+pub(crate) mod finished;
 pub(crate) mod folded;
 pub(crate) mod pathframes;
 pub(crate) mod paths;
