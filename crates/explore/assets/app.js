@@ -211,11 +211,15 @@ async function selectRange(from, to) {
   S.range = { from, to };
   $('range').textContent = `${(from / 1e9).toFixed(3)} .. ${(to / 1e9).toFixed(3)} s`;
   try {
-    S.chains = await api(`/api/chains?from=${from}&to=${to}`);
+    const c = await api(`/api/chains?from=${from}&to=${to}`);
+    // The frames come flat, in preorder, each naming its parent: link them.
+    for (const n of c.nodes) n.children = [];
+    for (const n of c.nodes) if (n.parent !== null) c.nodes[n.parent].children.push(n);
+    c.tree = c.nodes[0];
+    S.chains = c;
     S.zoom = [];
     drawFlame();
-    const c = S.chains.counts;
-    setStatus(`${c.roots} waits in the range, ${S.chains.frames - 1} frames` +
+    setStatus(`${c.counts.roots} waits in the range, ${S.chains.frames - 1} frames` +
       (S.chains.pruned_frames ? `, ${S.chains.pruned_frames} tiny frames left out` : ''));
   } catch (e) {
     setStatus('chain graph: ' + e.message, true);

@@ -239,6 +239,10 @@ impl Explorer {
     fn range(&self, q: &mut Query) -> Result<(u64, u64, String, Filter), ApiError> {
         let from = q.u64("from")?.unwrap_or(0);
         let to = q.u64("to")?.unwrap_or(self.duration_ns);
+        self.range_of(from, to)
+    }
+
+    fn range_of(&self, from: u64, to: u64) -> Result<(u64, u64, String, Filter), ApiError> {
         if from > to {
             return Err(ApiError::bad(format!("from={from} is after to={to}")));
         }
@@ -281,21 +285,46 @@ impl Explorer {
         Ok((b.finish(), counts))
     }
 
-    /// `/api/chains?from=NS&to=NS`.
+    /// `/api/chains?from=NS&to=NS[&base_from=NS&base_to=NS]`: with a base range, each
+    /// frame's weight in it too (the differential view: same path, other range).
     fn chains(&self, mut q: Query) -> Result<Value, ApiError> {
         let (from, to, spec, filter) = self.range(&mut q)?;
+        let base = match (q.u64("base_from")?, q.u64("base_to")?) {
+            (None, None) => None,
+            (Some(f), Some(t)) => Some(self.range_of(f, t).map_err(|e| ApiError {
+                message: format!("base: {}", e.message),
+                ..e
+            })?),
+            _ => {
+                return Err(ApiError::bad(
+                    "base_from and base_to go together (the base range)".into(),
+                ))
+            }
+        };
         q.finish()?;
         let (tree, counts) = self.chains_tree(filter)?;
-        Ok(json!({
+        let mut v = json!({
             "from_ns": from,
             "to_ns": to,
             "window": spec,
             "counts": counts,
-            "frames": tree.frames,
+            "frames": tree.nodes.len(),
             "pruned_frames": tree.pruned_frames,
             "pruned_ns": tree.pruned_ns,
-            "tree": tree.root,
-        }))
+        });
+        if let Some((bfrom, bto, bspec, bfilter)) = base {
+            let (btree, bcounts) = self.chains_tree(bfilter)?;
+            v["base"] = json!({
+                "from_ns": bfrom,
+                "to_ns": bto,
+                "window": bspec,
+                "counts": bcounts,
+                "total_ns": btree.nodes[0].value,
+                "values": tree.values_in(&btree),
+            });
+        }
+        v["nodes"] = json!(tree.nodes);
+        Ok(v)
     }
 
     /// `/api/waits?frame=PATH&from=NS&to=NS&limit=N`: PATH is the frame's path from the

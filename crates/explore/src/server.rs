@@ -48,7 +48,9 @@ impl Listener {
             let resp = self.answer(explorer, req.method(), req.url(), host_of(&req));
             let head = *req.method() == Method::Head;
             let mut r = tiny_http::Response::from_data(if head { Vec::new() } else { resp.body })
-                .with_status_code(resp.status);
+                .with_status_code(resp.status)
+                // Always a Content-Length: simple clients (and curl users) read it whole.
+                .with_chunked_threshold(usize::MAX);
             for (k, v) in [
                 ("Content-Type", resp.content_type),
                 ("Cache-Control", "no-store"),

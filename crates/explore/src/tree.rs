@@ -13,11 +13,16 @@ pub const MAX_FRAMES: usize = 50_000;
 /// The share of the total below which a subtree is cut when the tree is too large.
 pub const PRUNE_FRACTION: f64 = 1e-4;
 
-/// One frame of the tree.
+/// One frame of the tree, in a flat list: preorder (a parent before its children,
+/// children in name order), each frame naming its parent's index. Flat rather than nested
+/// because chain graphs are deep (stack frames times chain levels: hundreds of levels),
+/// beyond the nesting many JSON readers accept.
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct Frame {
     /// The frame as folded text prints it (`all` for the root).
     pub name: String,
+    /// Index of its parent in [`Tree::nodes`] (None for the root, index 0).
+    pub parent: Option<u32>,
     /// Nanoseconds of every path through this frame.
     pub value: u64,
     /// Nanoseconds of the paths that end here (a folded line of exactly this path).
@@ -31,21 +36,17 @@ pub struct Frame {
     /// Its fill, as in the SVG (`rgb(...)`, or `url(#chainrec-marker)`/`url(#chainrec-lost)`
     /// for the hatched markers).
     pub fill: String,
-    /// The frames above it, by name.
-    pub children: Vec<Frame>,
 }
 
 /// A built tree and what building it cut.
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct Tree {
-    /// Frames in the tree (the root included).
-    pub frames: usize,
+    /// The frames, root first, in preorder.
+    pub nodes: Vec<Frame>,
     /// Frames cut because the tree was larger than [`MAX_FRAMES`] (0 when none).
     pub pruned_frames: usize,
     /// Nanoseconds of the cut subtrees (still in their parents' values).
     pub pruned_ns: u64,
-    /// The root (`all`).
-    pub root: Frame,
 }
 
 fn kind_of(class: FrameClass) -> &'static str {
@@ -131,7 +132,8 @@ impl TreeBuilder {
     }
 
     /// The tree, children sorted by name (flame-graph order); subtrees cut as
-    /// [`MAX_FRAMES`] says.
+    /// [`MAX_FRAMES`] says. Iterative: the tree may be deeper than a thread's stack allows
+    /// recursion.
     pub fn finish(self) -> Tree {
         let total = self.nodes[0].value;
         let cut_below = if self.nodes.len() > MAX_FRAMES {
@@ -140,76 +142,94 @@ impl TreeBuilder {
             0
         };
         let mut tree = Tree {
-            frames: 0,
+            nodes: Vec::new(),
             pruned_frames: 0,
             pruned_ns: 0,
-            root: Frame {
-                name: String::new(),
-                value: 0,
-                self_ns: 0,
-                level: 0,
-                kind: "root",
-                fill: String::new(),
-                children: Vec::new(),
-            },
         };
-        tree.root = self.emit(0, cut_below, &mut tree);
+        // (building index, parent index in the output)
+        let mut stack: Vec<(usize, Option<u32>)> = vec![(0, None)];
+        while let Some((i, parent)) = stack.pop() {
+            let n = &self.nodes[i];
+            let me = tree.nodes.len() as u32;
+            tree.nodes.push(Frame {
+                name: n.name.clone(),
+                parent,
+                value: n.value,
+                self_ns: n.self_ns,
+                level: n.level,
+                kind: n.class.map_or("root", kind_of),
+                fill: n.class.map_or_else(String::new, |c| fill_for(c, &n.name)),
+            });
+            let mut kids: Vec<(&String, usize)> = n.children.iter().map(|(k, &v)| (k, v)).collect();
+            // Reversed: the stack pops the first name first.
+            kids.sort_unstable_by(|a, b| b.cmp(a));
+            for (_, c) in kids {
+                if self.nodes[c].value < cut_below {
+                    tree.pruned_frames += self.subtree_size(c);
+                    tree.pruned_ns += self.nodes[c].value;
+                } else {
+                    stack.push((c, Some(me)));
+                }
+            }
+        }
         tree
     }
 
     fn subtree_size(&self, i: usize) -> usize {
-        1 + self.nodes[i]
-            .children
-            .values()
-            .map(|&c| self.subtree_size(c))
-            .sum::<usize>()
-    }
-
-    fn emit(&self, i: usize, cut_below: u64, tree: &mut Tree) -> Frame {
-        let n = &self.nodes[i];
-        tree.frames += 1;
-        let mut kids: Vec<(&String, usize)> = n.children.iter().map(|(k, &v)| (k, v)).collect();
-        kids.sort_unstable();
-        let mut children = Vec::with_capacity(kids.len());
-        for (_, c) in kids {
-            if self.nodes[c].value < cut_below {
-                tree.pruned_frames += self.subtree_size(c);
-                tree.pruned_ns += self.nodes[c].value;
-                continue;
-            }
-            children.push(self.emit(c, cut_below, tree));
+        let mut stack = vec![i];
+        let mut n = 0;
+        while let Some(j) = stack.pop() {
+            n += 1;
+            stack.extend(self.nodes[j].children.values());
         }
-        Frame {
-            name: n.name.clone(),
-            value: n.value,
-            self_ns: n.self_ns,
-            level: n.level,
-            kind: n.class.map_or("root", kind_of),
-            fill: n.class.map_or_else(String::new, |c| fill_for(c, &n.name)),
-            children,
-        }
+        n
     }
 }
 
-impl Frame {
-    /// Every path with its own weight (`self` > 0), joined by `;` (the root left out):
-    /// the folded lines the tree was built from, summed per text.
-    pub fn folded(&self) -> Vec<(String, u64)> {
-        fn walk(f: &Frame, prefix: &str, out: &mut Vec<(String, u64)>) {
-            for c in &f.children {
-                let p = if prefix.is_empty() {
-                    c.name.clone()
-                } else {
-                    format!("{prefix};{}", c.name)
-                };
-                if c.self_ns > 0 {
-                    out.push((p.clone(), c.self_ns));
-                }
-                walk(c, &p, out);
-            }
+impl Tree {
+    /// The paths of the frames (root: empty), by index.
+    fn paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = Vec::with_capacity(self.nodes.len());
+        for f in &self.nodes {
+            paths.push(match f.parent {
+                None => String::new(),
+                Some(0) => f.name.clone(),
+                Some(p) => format!("{};{}", paths[p as usize], f.name),
+            });
         }
+        paths
+    }
+
+    /// For each frame of this tree, the value of the frame of the same path in `other`
+    /// (0 where it has none): the differential view's base.
+    pub fn values_in(&self, other: &Tree) -> Vec<u64> {
+        let theirs: HashMap<String, u64> = other
+            .paths()
+            .into_iter()
+            .zip(other.nodes.iter().map(|f| f.value))
+            .collect();
+        self.paths()
+            .iter()
+            .map(|p| theirs.get(p).copied().unwrap_or(0))
+            .collect()
+    }
+
+    /// Every path with its own weight (`self` > 0), joined by `;` (the root left out):
+    /// the folded lines the tree was built from, summed per text, sorted.
+    pub fn folded(&self) -> Vec<(String, u64)> {
+        let mut paths: Vec<String> = Vec::with_capacity(self.nodes.len());
         let mut out = Vec::new();
-        walk(self, "", &mut out);
+        for f in &self.nodes {
+            let p = match f.parent {
+                None => String::new(),
+                Some(0) => f.name.clone(),
+                Some(p) => format!("{};{}", paths[p as usize], f.name),
+            };
+            if f.self_ns > 0 {
+                out.push((p.clone(), f.self_ns));
+            }
+            paths.push(p);
+        }
         out.sort();
         out
     }
@@ -227,23 +247,28 @@ mod tests {
         b.add("a;x", 1);
         b.add("c", 4);
         let t = b.finish();
-        assert_eq!(t.root.value, 12);
-        assert_eq!(t.frames, 13);
+        assert_eq!(t.nodes[0].value, 12);
+        assert_eq!(t.nodes.len(), 13);
         assert_eq!(
-            t.root.folded(),
+            t.folded(),
             vec![
                 ("a;x".to_string(), 3),
                 ("a;x;-;k;--;kw;-;w;b;--;[hardirq: timer]".to_string(), 5),
                 ("c".to_string(), 4)
             ]
         );
-        let a = &t.root.children[0];
-        assert_eq!((a.name.as_str(), a.kind, a.level), ("a", "user", 0));
-        let k = &a.children[0].children[0].children[0];
-        assert_eq!((k.name.as_str(), k.kind), ("k", "kernel"));
-        let sep = &k.children[0];
+        let get = |name: &str| t.nodes.iter().position(|f| f.name == name).unwrap();
+        let a = &t.nodes[get("a")];
+        assert_eq!((a.kind, a.level, a.parent), ("user", 0, Some(0)));
+        assert_eq!(t.nodes[get("x")].parent, Some(get("a") as u32));
+        assert_eq!(t.nodes[get("k")].kind, "kernel");
+        let sep = &t.nodes[get("--")];
         assert_eq!((sep.kind, sep.level), ("level-sep", 1));
-        let kw = &sep.children[0];
+        let kw = &t.nodes[get("kw")];
         assert_eq!((kw.kind, kw.level), ("kernel", 1));
+        let irq = &t.nodes[get("[hardirq: timer]")];
+        assert_eq!((irq.kind, irq.level), ("metal", 2));
+        // Preorder, children by name: c after a's whole subtree.
+        assert_eq!(get("c"), 12);
     }
 }

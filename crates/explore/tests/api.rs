@@ -41,22 +41,28 @@ fn check_golden(name: &str, v: &Value) {
     );
 }
 
-/// Every frame of a tree with its path.
-fn frames(v: &Value, prefix: &str, out: &mut Vec<(String, u64, u64)>) {
-    for c in v["children"].as_array().unwrap() {
-        let name = c["name"].as_str().unwrap();
-        let p = if prefix.is_empty() {
-            name.to_string()
-        } else {
-            format!("{prefix};{name}")
+/// Every frame of a flat tree (`nodes`, preorder, parent indices) with its path,
+/// value and own weight.
+fn frames(v: &Value) -> Vec<(String, u64, u64)> {
+    let mut paths: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for n in v["nodes"].as_array().unwrap() {
+        let name = n["name"].as_str().unwrap();
+        let p = match n["parent"].as_u64() {
+            None => String::new(),
+            Some(0) => name.to_string(),
+            Some(i) => format!("{};{name}", paths[i as usize]),
         };
-        out.push((
-            p.clone(),
-            c["value"].as_u64().unwrap(),
-            c["self"].as_u64().unwrap(),
-        ));
-        frames(c, &p, out);
+        if n["parent"].is_u64() {
+            out.push((
+                p.clone(),
+                n["value"].as_u64().unwrap(),
+                n["self"].as_u64().unwrap(),
+            ));
+        }
+        paths.push(p);
     }
+    out
 }
 
 #[test]
@@ -99,8 +105,7 @@ fn waits_through_a_frame_add_up_to_its_weight() {
         let (from, to) = (300_000_000u64, 900_000_000u64);
         let chains = get(&ex, &format!("/api/chains?from={from}&to={to}"));
         let roots = chains["counts"]["roots"].as_u64().unwrap();
-        let mut all = Vec::new();
-        frames(&chains["tree"], "", &mut all);
+        let all = frames(&chains);
         assert!(all.len() > 5, "{scenario}: {} frames", all.len());
         // The root's children (the waiting threads) and a few deep frames.
         let picks: Vec<_> = all
@@ -198,4 +203,58 @@ fn bad_requests_get_a_4xx_with_a_message() {
     assert!(page.text().contains("<script src=\"app.js\">"));
     assert!(ex.handle("/app.js").text().contains("window.explorer"));
     assert!(!ex.handle("/app.css").body.is_empty());
+}
+
+/// The differential view: each frame's value in the base range is that range's own
+/// graph's value of the same path (0 where the base has none).
+#[test]
+fn base_range_values_are_the_base_graphs_values() {
+    let (_d, ex) = explorer("tcp-loopback", 4000);
+    let (a, b) = (
+        (500_000_000u64, 1_500_000_000u64),
+        (2_000_000_000u64, 2_400_000_000u64),
+    );
+    let v = get(
+        &ex,
+        &format!(
+            "/api/chains?from={}&to={}&base_from={}&base_to={}",
+            a.0, a.1, b.0, b.1
+        ),
+    );
+    let base = get(&ex, &format!("/api/chains?from={}&to={}", b.0, b.1));
+    let theirs: std::collections::HashMap<String, u64> =
+        frames(&base).into_iter().map(|(p, v, _)| (p, v)).collect();
+    let values = v["base"]["values"].as_array().unwrap();
+    assert_eq!(values.len(), v["nodes"].as_array().unwrap().len());
+    assert_eq!(values[0], base["nodes"][0]["value"]);
+    assert_eq!(v["base"]["total_ns"], base["nodes"][0]["value"]);
+    let mine = frames(&v);
+    assert!(mine.len() > 5);
+    for (i, (path, ..)) in mine.iter().enumerate() {
+        let want = theirs.get(path).copied().unwrap_or(0);
+        assert_eq!(values[i + 1].as_u64().unwrap(), want, "{path}");
+    }
+    // The same range as its own base: every value equal.
+    let same = get(
+        &ex,
+        &format!(
+            "/api/chains?from={}&to={}&base_from={}&base_to={}",
+            a.0, a.1, a.0, a.1
+        ),
+    );
+    let own: Vec<Value> = same["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["value"].clone())
+        .collect();
+    assert_eq!(same["base"]["values"].as_array().unwrap(), &own);
+    for (url, phrase) in [
+        ("/api/chains?base_from=1", "go together"),
+        ("/api/chains?base_from=5&base_to=1", "base: from=5 is after"),
+    ] {
+        let r = ex.handle(url);
+        assert_eq!(r.status, 400, "{url}");
+        assert!(r.text().contains(phrase), "{url}: {}", r.text());
+    }
 }
