@@ -101,6 +101,8 @@ enum Command {
     Info(cmd::info::Args),
     /// Write a synthetic trace with exactly known chains.
     Synth(cmd::synth::Args),
+    /// A local web page on a trace: heat map -> time range -> chain graph -> the waits.
+    Serve(cmd::serve::Args),
 }
 
 fn main() {
@@ -124,6 +126,7 @@ fn main() {
             | Command::Export(_)
             | Command::Script(_)
             | Command::Waits(_)
+            | Command::Serve(_)
     );
     let result = match cli.command {
         #[cfg(feature = "record")]
@@ -146,6 +149,7 @@ fn main() {
         Command::Waits(a) => cmd::script::run_waits(a),
         Command::Info(a) => cmd::info::run(a),
         Command::Synth(a) => cmd::synth::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
     };
     if let Err(err) = result {
         // A command that printed its own messages and only chose the exit status.

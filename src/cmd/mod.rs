@@ -12,6 +12,7 @@ pub mod oncpu;
 pub mod record;
 pub mod report;
 pub mod script;
+pub mod serve;
 pub mod synth;
 
 use anyhow::Result;

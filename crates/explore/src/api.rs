@@ -1,0 +1,441 @@
+//! The requests the page makes, as functions of the URL: static assets built into the
+//! binary, and the JSON endpoints (`docs/REPORTS.md` "chainrec serve" has their schema).
+//! No path reaches the file system: a URL either names one of the fixed routes or is a
+//! 404.
+
+use crate::query::Query;
+use crate::tree::{Tree, TreeBuilder};
+use crate::ExploreError;
+use chainrec_chain::{
+    Analysis, Duration, Filter, FoldedSink, NodeTable, Setup, View, WaitRecord, WaitSink,
+};
+use chainrec_format::{RecordingMeta, Tables};
+use chainrec_report::heatmap::{self, Heatmap, HeatmapOptions, Metric, Select};
+use chainrec_report::progress::{Progress, Progressed};
+use chainrec_report::waits::{WaitContext, WaitJson};
+use serde_json::{json, Value};
+
+const INDEX_HTML: &str = include_str!("../assets/index.html");
+const APP_JS: &str = include_str!("../assets/app.js");
+const APP_CSS: &str = include_str!("../assets/app.css");
+
+/// Heat-map rows per second by default (20 ms buckets, as `chainrec heatmap`).
+pub const DEFAULT_ROWS: u32 = 50;
+/// Longest waits listed by default, and at most.
+pub const DEFAULT_WAITS: u64 = 10;
+const MAX_WAITS: u64 = 1000;
+
+/// An answer: status, content type and body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// HTTP status.
+    pub status: u16,
+    /// `Content-Type`.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    fn json(v: &Value) -> Response {
+        Response {
+            status: 200,
+            content_type: "application/json",
+            body: serde_json::to_vec(v).unwrap_or_default(),
+        }
+    }
+    fn asset(content_type: &'static str, s: &'static str) -> Response {
+        Response {
+            status: 200,
+            content_type,
+            body: s.as_bytes().to_vec(),
+        }
+    }
+    /// The body as text (JSON and assets are UTF-8).
+    pub fn text(&self) -> &str {
+        std::str::from_utf8(&self.body).unwrap_or("")
+    }
+}
+
+/// A request that cannot be answered: a 4xx (bad parameters, unknown route) or a 500 (the
+/// trace failed to read), with a message for the page to show.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: u16,
+    message: String,
+}
+
+impl ApiError {
+    pub(crate) fn bad(message: String) -> ApiError {
+        ApiError {
+            status: 400,
+            message,
+        }
+    }
+    fn failed(e: impl std::fmt::Display) -> ApiError {
+        ApiError {
+            status: 500,
+            message: e.to_string(),
+        }
+    }
+    fn response(&self) -> Response {
+        Response {
+            status: self.status,
+            ..Response::json(&json!({ "error": self.message }))
+        }
+    }
+}
+
+/// One trace, opened and indexed (its default heat map computed) once, answering
+/// requests.
+pub struct Explorer {
+    an: Analysis,
+    name: String,
+    heat: Heatmap,
+    duration_ns: u64,
+}
+
+/// `ns` as seconds with nine decimals, exactly (`1.500000000`): how a range becomes a
+/// `--window` spec that parses back to the same nanoseconds.
+pub fn window_secs(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+impl Explorer {
+    /// Open the explorer on `an` (named `name` on the page): computes the default heat
+    /// map, with progress on stderr unless `quiet`.
+    pub fn new(an: Analysis, name: String, quiet: bool) -> Result<Explorer, ExploreError> {
+        let reader = an.reader();
+        let src = Progressed::new(
+            reader,
+            Progress::new(reader.event_count(), "serve: indexing", quiet),
+        );
+        let heat = heatmap::compute(&src, &default_heat())?;
+        src.finish();
+        let duration_ns = an.end_ns().saturating_sub(an.start_ns());
+        Ok(Explorer {
+            an,
+            name,
+            heat,
+            duration_ns,
+        })
+    }
+
+    /// The trace.
+    pub fn analysis(&self) -> &Analysis {
+        &self.an
+    }
+
+    /// Answer a GET of `url` (path and query, as the request line has it).
+    pub fn handle(&self, url: &str) -> Response {
+        let (path, qs) = url.split_once('?').unwrap_or((url, ""));
+        let r = match path {
+            "/" | "/index.html" => return Response::asset("text/html; charset=utf-8", INDEX_HTML),
+            "/app.js" => return Response::asset("text/javascript; charset=utf-8", APP_JS),
+            "/app.css" => return Response::asset("text/css; charset=utf-8", APP_CSS),
+            "/api/info" => Query::parse(qs).and_then(|q| self.info(q)),
+            "/api/heatmap" => Query::parse(qs).and_then(|q| self.heatmap(q)),
+            "/api/chains" => Query::parse(qs).and_then(|q| self.chains(q)),
+            "/api/waits" => Query::parse(qs).and_then(|q| self.waits(q)),
+            _ => Err(ApiError {
+                status: 404,
+                message: format!("no such page: {path}"),
+            }),
+        };
+        match r {
+            Ok(v) => Response::json(&v),
+            Err(e) => e.response(),
+        }
+    }
+
+    fn info(&self, q: Query) -> Result<Value, ApiError> {
+        q.finish()?;
+        let meta = self.an.meta();
+        Ok(json!({
+            "trace": self.name,
+            "events": self.an.reader().event_count(),
+            "start_ns": self.an.start_ns(),
+            "duration_ns": self.duration_ns,
+            "clock_offset_ns": meta.clock_offset_ns as i64,
+            "lost_in_recording": meta.lost.events(),
+        }))
+    }
+
+    /// `/api/heatmap?metric=offcpu|wakeups&rows=N&comm=RE&tid=N&pid=N`.
+    fn heatmap(&self, mut q: Query) -> Result<Value, ApiError> {
+        let metric = match q.take("metric").as_deref() {
+            None | Some("offcpu") => Metric::OffCpu,
+            Some("wakeups") => Metric::Wakeups,
+            Some(m) => {
+                return Err(ApiError::bad(format!(
+                    "metric={m:?}: want offcpu (wait time) or wakeups (count)"
+                )))
+            }
+        };
+        let rows = match q.u64("rows")? {
+            None => DEFAULT_ROWS,
+            Some(r @ 1..=1000) => r as u32,
+            Some(r) => return Err(ApiError::bad(format!("rows={r}: want 1..=1000"))),
+        };
+        let mut filter = Filter::default();
+        if let Some(c) = q.take("comm") {
+            filter.comm = Some(
+                chainrec_chain::regex::Regex::new(&c)
+                    .map_err(|e| ApiError::bad(format!("comm={c:?}: bad regex: {e}")))?,
+            );
+        }
+        let int = |v: Option<u64>, key: &str| -> Result<Vec<u32>, ApiError> {
+            v.map(|t| u32::try_from(t).map_err(|_| ApiError::bad(format!("{key}={t}: too large"))))
+                .into_iter()
+                .collect()
+        };
+        filter.tids = int(q.u64("tid")?, "tid")?;
+        filter.pids = int(q.u64("pid")?, "pid")?;
+        q.finish()?;
+        let opts = HeatmapOptions {
+            metric,
+            rows,
+            select: Select::new(filter),
+            ..default_heat()
+        };
+        let computed;
+        let h = if opts.metric == Metric::OffCpu
+            && rows == DEFAULT_ROWS
+            && !opts.select.filter.has_thread_filter()
+        {
+            &self.heat
+        } else {
+            computed = heatmap::compute(self.an.reader(), &opts).map_err(ApiError::failed)?;
+            &computed
+        };
+        Ok(self.heat_json(h))
+    }
+
+    fn heat_json(&self, h: &Heatmap) -> Value {
+        let offset = self.an.meta().clock_offset_ns;
+        // Column 0's second starts here, in ns from the trace start (<= 0).
+        let col0_ns = h.first_second as i128 * 1_000_000_000 - offset - self.an.start_ns() as i128;
+        let cells: Vec<&[u64]> = h.cells.chunks(h.rows.max(1) as usize).collect();
+        json!({
+            "metric": match h.metric { Metric::Wakeups => "wakeups", _ => "offcpu" },
+            "unit": if h.metric == Metric::Wakeups { "wakeups" } else { "ns" },
+            "selection": h.selection,
+            "rows": h.rows,
+            "columns": h.columns,
+            "bucket_ns": 1_000_000_000 / h.rows as u64,
+            "first_second": h.first_second,
+            "wall_clock": offset != 0,
+            "col0_ns": col0_ns as i64,
+            "duration_ns": self.duration_ns,
+            "max": h.cells.iter().max().copied().unwrap_or(0),
+            "total": h.total(),
+            "note": h.note().trim_start_matches("; ").to_string(),
+            "cells": cells,
+        })
+    }
+
+    /// `from`/`to` (ns from the trace start; default: the whole trace) as the window
+    /// filter `chainrec chains --window FROM..TO` builds (through the same parser).
+    fn range(&self, q: &mut Query) -> Result<(u64, u64, String, Filter), ApiError> {
+        let from = q.u64("from")?.unwrap_or(0);
+        let to = q.u64("to")?.unwrap_or(self.duration_ns);
+        self.range_of(from, to)
+    }
+
+    fn range_of(&self, from: u64, to: u64) -> Result<(u64, u64, String, Filter), ApiError> {
+        if from > to {
+            return Err(ApiError::bad(format!("from={from} is after to={to}")));
+        }
+        let spec = format!("{}..{}", window_secs(from), window_secs(to));
+        let window = self
+            .an
+            .window(&spec)
+            .map_err(|e| ApiError::bad(format!("range {spec}: {e}")))?;
+        let filter = Filter {
+            window: Some(window),
+            duration: Duration::Blocked,
+            ..Filter::default()
+        };
+        Ok((from, to, spec, filter))
+    }
+
+    /// The chain graph of a range as a tree: the engine run of `chainrec chains --window`
+    /// (default setup), read through its folded lines.
+    fn chains_tree(&self, filter: Filter) -> Result<(Tree, Value), ApiError> {
+        let setup = Setup {
+            filter,
+            ..Setup::default()
+        };
+        let (done, folded) = self
+            .an
+            .fold(setup, View::Chains, |_| {})
+            .map_err(ApiError::failed)?;
+        let mut b = TreeBuilder::default();
+        folded.for_each_line(done.nodes(), self.an.tables(), self.an.meta(), |l, ns| {
+            b.add(l, ns)
+        });
+        let s = &done.summary.stats;
+        let counts = json!({
+            "waits": s.waits,
+            "roots": folded.waits_in_view,
+            "dedup": done.summary.dedup,
+            "dedup_hidden": s.dedup_hidden,
+            "lost_events": s.lost_events,
+        });
+        Ok((b.finish(), counts))
+    }
+
+    /// `/api/chains?from=NS&to=NS[&base_from=NS&base_to=NS]`: with a base range, each
+    /// frame's weight in it too (the differential view: same path, other range).
+    fn chains(&self, mut q: Query) -> Result<Value, ApiError> {
+        let (from, to, spec, filter) = self.range(&mut q)?;
+        let base = match (q.u64("base_from")?, q.u64("base_to")?) {
+            (None, None) => None,
+            (Some(f), Some(t)) => Some(self.range_of(f, t).map_err(|e| ApiError {
+                message: format!("base: {}", e.message),
+                ..e
+            })?),
+            _ => {
+                return Err(ApiError::bad(
+                    "base_from and base_to go together (the base range)".into(),
+                ))
+            }
+        };
+        q.finish()?;
+        let (tree, counts) = self.chains_tree(filter)?;
+        let mut v = json!({
+            "from_ns": from,
+            "to_ns": to,
+            "window": spec,
+            "counts": counts,
+            "frames": tree.nodes.len(),
+            "pruned_frames": tree.pruned_frames,
+            "pruned_ns": tree.pruned_ns,
+        });
+        if let Some((bfrom, bto, bspec, bfilter)) = base {
+            let (btree, bcounts) = self.chains_tree(bfilter)?;
+            v["base"] = json!({
+                "from_ns": bfrom,
+                "to_ns": bto,
+                "window": bspec,
+                "counts": bcounts,
+                "total_ns": btree.nodes[0].value,
+                "values": tree.values_in(&btree),
+            });
+        }
+        v["nodes"] = json!(tree.nodes);
+        Ok(v)
+    }
+
+    /// `/api/waits?frame=PATH&from=NS&to=NS&limit=N`: PATH is the frame's path from the
+    /// root, its frames joined by `;` (a folded line's prefix).
+    fn waits(&self, mut q: Query) -> Result<Value, ApiError> {
+        let frame = q.take("frame").ok_or_else(|| {
+            ApiError::bad("frame= is required: the frame's path, its frames joined by ';'".into())
+        })?;
+        let limit = match q.u64("limit")? {
+            None => DEFAULT_WAITS,
+            Some(n @ 1..=MAX_WAITS) => n,
+            Some(n) => return Err(ApiError::bad(format!("limit={n}: want 1..={MAX_WAITS}"))),
+        };
+        let (from, to, spec, filter) = self.range(&mut q)?;
+        q.finish()?;
+        let setup = Setup {
+            filter,
+            ..Setup::default()
+        };
+        let mut sink = Through {
+            prefix: &frame,
+            tables: self.an.tables(),
+            meta: self.an.meta(),
+            start_ns: self.an.start_ns(),
+            limit: limit as usize,
+            best: Vec::new(),
+            matched: 0,
+            matched_ns: 0,
+        };
+        self.an
+            .run(setup, &mut sink, |_| {})
+            .map_err(ApiError::failed)?;
+        let waits: Vec<Value> = sink
+            .best
+            .into_iter()
+            .map(|(ns, w)| json!({ "through_ns": ns, "wait": w }))
+            .collect();
+        Ok(json!({
+            "frame": frame,
+            "from_ns": from,
+            "to_ns": to,
+            "window": spec,
+            "matched_waits": sink.matched,
+            "matched_ns": sink.matched_ns,
+            "waits": waits,
+        }))
+    }
+}
+
+fn default_heat() -> HeatmapOptions {
+    HeatmapOptions {
+        metric: Metric::OffCpu,
+        rows: DEFAULT_ROWS,
+        ..HeatmapOptions::default()
+    }
+}
+
+/// Whether folded `line` passes through the frame whose path is `prefix`.
+fn through(line: &str, prefix: &str) -> bool {
+    line.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(';'))
+}
+
+/// The waits whose chain passes through one frame: each wait is folded on its own (as
+/// the range's graph folds it), and the nanoseconds of its lines through the frame are
+/// its weight there. Keeps the `limit` heaviest.
+struct Through<'a> {
+    prefix: &'a str,
+    tables: &'a Tables,
+    meta: &'a RecordingMeta,
+    start_ns: u64,
+    limit: usize,
+    /// Heaviest first; ties by switch-out time.
+    best: Vec<(u64, WaitJson)>,
+    matched: u64,
+    matched_ns: u64,
+}
+
+impl WaitSink for Through<'_> {
+    fn on_wait(&mut self, w: &WaitRecord, nodes: &NodeTable) {
+        let mut one = FoldedSink::new(View::Chains);
+        one.on_wait(w, nodes);
+        let mut ns = 0u64;
+        one.for_each_line(nodes, self.tables, self.meta, |l, n| {
+            if through(l, self.prefix) {
+                ns += n;
+            }
+        });
+        if ns == 0 {
+            return;
+        }
+        self.matched += 1;
+        self.matched_ns += ns;
+        let heavier =
+            |a: &(u64, WaitJson)| a.0 > ns || (a.0 == ns && a.1.switch_out_ns <= w.switch_out_ns);
+        let at = self.best.partition_point(heavier);
+        if at < self.limit {
+            let cx = WaitContext::new(nodes, self.tables, self.meta, self.start_ns, true);
+            self.best.insert(at, (ns, WaitJson::new(w, &cx)));
+            self.best.truncate(self.limit);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn through_is_by_whole_frames() {
+        assert!(super::through("a;b;c", "a;b"));
+        assert!(super::through("a;b", "a;b"));
+        assert!(!super::through("a;bc", "a;b"));
+        assert!(!super::through("x;a;b", "a;b"));
+    }
+}

@@ -1,0 +1,274 @@
+//! Folded lines (`frame;frame;... weight`) to the tree the page draws: one node per
+//! distinct path prefix, its total and own weight, and its chain level and fill as the
+//! SVG classifies them ([`chainrec_report::svg::classify_stack`], [`fill_for`]), so the
+//! page's hues are the SVG's.
+
+use chainrec_report::svg::{classify_stack, fill_for, FrameClass};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Above this many frames, subtrees under [`PRUNE_FRACTION`] of the total are cut (and
+/// counted): a browser draws tens of thousands of frames, not millions.
+pub const MAX_FRAMES: usize = 50_000;
+/// The share of the total below which a subtree is cut when the tree is too large.
+pub const PRUNE_FRACTION: f64 = 1e-4;
+
+/// One frame of the tree, in a flat list: preorder (a parent before its children,
+/// children in name order), each frame naming its parent's index. Flat rather than nested
+/// because chain graphs are deep (stack frames times chain levels: hundreds of levels),
+/// beyond the nesting many JSON readers accept.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Frame {
+    /// The frame as folded text prints it (`all` for the root).
+    pub name: String,
+    /// Index of its parent in [`Tree::nodes`] (None for the root, index 0).
+    pub parent: Option<u32>,
+    /// Nanoseconds of every path through this frame.
+    pub value: u64,
+    /// Nanoseconds of the paths that end here (a folded line of exactly this path).
+    #[serde(rename = "self")]
+    pub self_ns: u64,
+    /// Chain level: the number of `--` frames up to and including this one.
+    pub level: u32,
+    /// What the frame is: `user`, `kernel`, `level-sep`, `uk-sep`, `metal`, `marker`,
+    /// `lost`, `runq`, `oncpu`, `offcpu`, `hot`, `root`.
+    pub kind: &'static str,
+    /// Its fill, as in the SVG (`rgb(...)`, or `url(#chainrec-marker)`/`url(#chainrec-lost)`
+    /// for the hatched markers).
+    pub fill: String,
+}
+
+/// A built tree and what building it cut.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Tree {
+    /// The frames, root first, in preorder.
+    pub nodes: Vec<Frame>,
+    /// Frames cut because the tree was larger than [`MAX_FRAMES`] (0 when none).
+    pub pruned_frames: usize,
+    /// Nanoseconds of the cut subtrees (still in their parents' values).
+    pub pruned_ns: u64,
+}
+
+fn kind_of(class: FrameClass) -> &'static str {
+    match class {
+        FrameClass::Frame { kernel: true, .. } => "kernel",
+        FrameClass::Frame { kernel: false, .. } => "user",
+        FrameClass::UserKernelSeparator => "uk-sep",
+        FrameClass::LevelSeparator => "level-sep",
+        FrameClass::Metal => "metal",
+        FrameClass::Marker => "marker",
+        FrameClass::Lost => "lost",
+        FrameClass::RunQueue => "runq",
+        FrameClass::OnCpu => "oncpu",
+        FrameClass::OffCpu => "offcpu",
+        FrameClass::Hot { .. } => "hot",
+    }
+}
+
+struct Building {
+    name: String,
+    class: Option<FrameClass>,
+    level: u32,
+    value: u64,
+    self_ns: u64,
+    children: HashMap<String, usize>,
+}
+
+/// Accumulates folded lines (in any order; equal lines add up).
+pub struct TreeBuilder {
+    nodes: Vec<Building>,
+}
+
+impl Default for TreeBuilder {
+    fn default() -> Self {
+        TreeBuilder {
+            nodes: vec![Building {
+                name: "all".into(),
+                class: None,
+                level: 0,
+                value: 0,
+                self_ns: 0,
+                children: HashMap::new(),
+            }],
+        }
+    }
+}
+
+impl TreeBuilder {
+    /// Add one folded line with its weight.
+    pub fn add(&mut self, line: &str, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        let frames: Vec<&str> = line.split(';').collect();
+        let classes = classify_stack(&frames, true);
+        let mut at = 0usize;
+        let mut level = 0u32;
+        self.nodes[0].value += ns;
+        for (f, class) in frames.iter().zip(classes) {
+            if class == FrameClass::LevelSeparator {
+                level += 1;
+            }
+            let next = match self.nodes[at].children.get(*f) {
+                Some(&i) => i,
+                None => {
+                    let i = self.nodes.len();
+                    self.nodes.push(Building {
+                        name: f.to_string(),
+                        class: Some(class),
+                        level,
+                        value: 0,
+                        self_ns: 0,
+                        children: HashMap::new(),
+                    });
+                    self.nodes[at].children.insert(f.to_string(), i);
+                    i
+                }
+            };
+            at = next;
+            self.nodes[at].value += ns;
+        }
+        self.nodes[at].self_ns += ns;
+    }
+
+    /// The tree, children sorted by name (flame-graph order); subtrees cut as
+    /// [`MAX_FRAMES`] says. Iterative: the tree may be deeper than a thread's stack allows
+    /// recursion.
+    pub fn finish(self) -> Tree {
+        let total = self.nodes[0].value;
+        let cut_below = if self.nodes.len() > MAX_FRAMES {
+            (total as f64 * PRUNE_FRACTION) as u64
+        } else {
+            0
+        };
+        let mut tree = Tree {
+            nodes: Vec::new(),
+            pruned_frames: 0,
+            pruned_ns: 0,
+        };
+        // (building index, parent index in the output)
+        let mut stack: Vec<(usize, Option<u32>)> = vec![(0, None)];
+        while let Some((i, parent)) = stack.pop() {
+            let n = &self.nodes[i];
+            let me = tree.nodes.len() as u32;
+            tree.nodes.push(Frame {
+                name: n.name.clone(),
+                parent,
+                value: n.value,
+                self_ns: n.self_ns,
+                level: n.level,
+                kind: n.class.map_or("root", kind_of),
+                fill: n.class.map_or_else(String::new, |c| fill_for(c, &n.name)),
+            });
+            let mut kids: Vec<(&String, usize)> = n.children.iter().map(|(k, &v)| (k, v)).collect();
+            // Reversed: the stack pops the first name first.
+            kids.sort_unstable_by(|a, b| b.cmp(a));
+            for (_, c) in kids {
+                if self.nodes[c].value < cut_below {
+                    tree.pruned_frames += self.subtree_size(c);
+                    tree.pruned_ns += self.nodes[c].value;
+                } else {
+                    stack.push((c, Some(me)));
+                }
+            }
+        }
+        tree
+    }
+
+    fn subtree_size(&self, i: usize) -> usize {
+        let mut stack = vec![i];
+        let mut n = 0;
+        while let Some(j) = stack.pop() {
+            n += 1;
+            stack.extend(self.nodes[j].children.values());
+        }
+        n
+    }
+}
+
+impl Tree {
+    /// The paths of the frames (root: empty), by index.
+    fn paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = Vec::with_capacity(self.nodes.len());
+        for f in &self.nodes {
+            paths.push(match f.parent {
+                None => String::new(),
+                Some(0) => f.name.clone(),
+                Some(p) => format!("{};{}", paths[p as usize], f.name),
+            });
+        }
+        paths
+    }
+
+    /// For each frame of this tree, the value of the frame of the same path in `other`
+    /// (0 where it has none): the differential view's base.
+    pub fn values_in(&self, other: &Tree) -> Vec<u64> {
+        let theirs: HashMap<String, u64> = other
+            .paths()
+            .into_iter()
+            .zip(other.nodes.iter().map(|f| f.value))
+            .collect();
+        self.paths()
+            .iter()
+            .map(|p| theirs.get(p).copied().unwrap_or(0))
+            .collect()
+    }
+
+    /// Every path with its own weight (`self` > 0), joined by `;` (the root left out):
+    /// the folded lines the tree was built from, summed per text, sorted.
+    pub fn folded(&self) -> Vec<(String, u64)> {
+        let mut paths: Vec<String> = Vec::with_capacity(self.nodes.len());
+        let mut out = Vec::new();
+        for f in &self.nodes {
+            let p = match f.parent {
+                None => String::new(),
+                Some(0) => f.name.clone(),
+                Some(p) => format!("{};{}", paths[p as usize], f.name),
+            };
+            if f.self_ns > 0 {
+                out.push((p.clone(), f.self_ns));
+            }
+            paths.push(p);
+        }
+        out.sort();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip_and_levels() {
+        let mut b = TreeBuilder::default();
+        b.add("a;x;-;k;--;kw;-;w;b;--;[hardirq: timer]", 5);
+        b.add("a;x", 2);
+        b.add("a;x", 1);
+        b.add("c", 4);
+        let t = b.finish();
+        assert_eq!(t.nodes[0].value, 12);
+        assert_eq!(t.nodes.len(), 13);
+        assert_eq!(
+            t.folded(),
+            vec![
+                ("a;x".to_string(), 3),
+                ("a;x;-;k;--;kw;-;w;b;--;[hardirq: timer]".to_string(), 5),
+                ("c".to_string(), 4)
+            ]
+        );
+        let get = |name: &str| t.nodes.iter().position(|f| f.name == name).unwrap();
+        let a = &t.nodes[get("a")];
+        assert_eq!((a.kind, a.level, a.parent), ("user", 0, Some(0)));
+        assert_eq!(t.nodes[get("x")].parent, Some(get("a") as u32));
+        assert_eq!(t.nodes[get("k")].kind, "kernel");
+        let sep = &t.nodes[get("--")];
+        assert_eq!((sep.kind, sep.level), ("level-sep", 1));
+        let kw = &t.nodes[get("kw")];
+        assert_eq!((kw.kind, kw.level), ("kernel", 1));
+        let irq = &t.nodes[get("[hardirq: timer]")];
+        assert_eq!((irq.kind, irq.level), ("metal", 2));
+        // Preorder, children by name: c after a's whole subtree.
+        assert_eq!(get("c"), 12);
+    }
+}

@@ -1,0 +1,260 @@
+//! The explorer's endpoints as functions of the URL, on synthetic traces: exact JSON
+//! (golden files in testdata/golden/serve-*.json; CHAINREC_UPDATE_GOLDEN=1 rewrites
+//! them), the waits through a frame adding up to that frame's weight, and bad requests
+//! answered with a 4xx and a message.
+
+use chainrec_chain::Analysis;
+use chainrec_explore::Explorer;
+use chainrec_format::TraceReader;
+use chainrec_testkit::scratch::ScratchDir;
+use chainrec_testkit::{golden, scenario};
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn explorer(name: &str, events: u64) -> (ScratchDir, Explorer) {
+    let dir = ScratchDir::new("explore-api");
+    let path = dir.file("trace.zst");
+    let m = scenario::generate(name, events);
+    scenario::write(&path, name, events, 500, &m);
+    let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
+    let ex = Explorer::new(an, format!("{name}.zst"), true).unwrap();
+    (dir, ex)
+}
+
+fn get(ex: &Explorer, url: &str) -> Value {
+    let r = ex.handle(url);
+    assert_eq!(r.status, 200, "{url}: {}", r.text());
+    assert_eq!(r.content_type, "application/json");
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+fn check_golden(name: &str, v: &Value) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/golden")
+        .join(name);
+    let actual = serde_json::to_string_pretty(v).unwrap() + "\n";
+    let expected = golden::expected(&path, &actual);
+    assert!(
+        actual == expected,
+        "{} differs (CHAINREC_UPDATE_GOLDEN=1 rewrites it; look at the diff)",
+        path.display()
+    );
+}
+
+/// Every frame of a flat tree (`nodes`, preorder, parent indices) with its path,
+/// value and own weight.
+fn frames(v: &Value) -> Vec<(String, u64, u64)> {
+    let mut paths: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for n in v["nodes"].as_array().unwrap() {
+        let name = n["name"].as_str().unwrap();
+        let p = match n["parent"].as_u64() {
+            None => String::new(),
+            Some(0) => name.to_string(),
+            Some(i) => format!("{};{name}", paths[i as usize]),
+        };
+        if n["parent"].is_u64() {
+            out.push((
+                p.clone(),
+                n["value"].as_u64().unwrap(),
+                n["self"].as_u64().unwrap(),
+            ));
+        }
+        paths.push(p);
+    }
+    out
+}
+
+#[test]
+fn golden_heatmap_chains_and_waits() {
+    let (_d, ex) = explorer("pipe-relay", 4000);
+    let info = get(&ex, "/api/info");
+    assert_eq!(info["events"], 4011);
+    check_golden("serve-heatmap.json", &get(&ex, "/api/heatmap"));
+    check_golden(
+        "serve-heatmap-wakeups.json",
+        &get(
+            &ex,
+            "/api/heatmap?metric=wakeups&rows=10&comm=%5Ecr-sink%24",
+        ),
+    );
+    // 1.2 s .. 1.5 s from the trace start: 30 periods of the 10 ms timer.
+    let chains = get(&ex, "/api/chains?from=1200000000&to=1500000000");
+    check_golden("serve-chains.json", &chains);
+    let frame = "cr-sink;sink_loop;read;-;ksys_read;pipe_read;schedule;--;try_to_wake_up;pipe_write;ksys_write;-;write;relay_loop;cr-relay";
+    let waits = get(
+        &ex,
+        &format!(
+            "/api/waits?frame={}&from=1200000000&to=1500000000&limit=2",
+            frame.replace(';', "%3B")
+        ),
+    );
+    check_golden("serve-waits.json", &waits);
+}
+
+/// For every frame of a range's graph, the waits through it weigh what the frame does,
+/// and their number is at most the range's roots.
+#[test]
+fn waits_through_a_frame_add_up_to_its_weight() {
+    for (scenario, events) in [
+        ("pipe-relay", 3000),
+        ("net-softirq", 3000),
+        ("preemption", 3000),
+    ] {
+        let (_d, ex) = explorer(scenario, events);
+        let (from, to) = (300_000_000u64, 900_000_000u64);
+        let chains = get(&ex, &format!("/api/chains?from={from}&to={to}"));
+        let roots = chains["counts"]["roots"].as_u64().unwrap();
+        let all = frames(&chains);
+        assert!(all.len() > 5, "{scenario}: {} frames", all.len());
+        // The root's children (the waiting threads) and a few deep frames.
+        let picks: Vec<_> = all
+            .iter()
+            .filter(|(p, ..)| !p.contains(';'))
+            .chain(all.iter().step_by(7))
+            .collect();
+        for (path, value, _) in picks {
+            let q = path
+                .bytes()
+                .map(|b| match b {
+                    b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'-' | b'.' => {
+                        (b as char).to_string()
+                    }
+                    b => format!("%{b:02X}"),
+                })
+                .collect::<String>();
+            let w = get(
+                &ex,
+                &format!("/api/waits?frame={q}&from={from}&to={to}&limit=3"),
+            );
+            assert_eq!(
+                w["matched_ns"].as_u64().unwrap(),
+                *value,
+                "{scenario}: {path}"
+            );
+            let n = w["matched_waits"].as_u64().unwrap();
+            assert!(
+                n >= 1 && n <= roots,
+                "{scenario}: {path}: {n} waits of {roots}"
+            );
+            let listed: Vec<u64> = w["waits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x["through_ns"].as_u64().unwrap())
+                .collect();
+            assert_eq!(listed.len() as u64, n.min(3));
+            assert!(
+                listed.windows(2).all(|p| p[0] >= p[1]),
+                "heaviest first: {listed:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_requests_get_a_4xx_with_a_message() {
+    let (_d, ex) = explorer("pipe-relay", 2000);
+    let cases = [
+        ("/api/chains?from=x", 400, "non-negative integer"),
+        ("/api/chains?from=-5", 400, "non-negative integer"),
+        ("/api/chains?from=20&to=10", 400, "is after"),
+        ("/api/chains?from=99000000000000", 400, "is after"),
+        (
+            "/api/chains?from=99000000000000&to=99000000000001",
+            400,
+            "range",
+        ),
+        ("/api/chains?from=1&from=2", 400, "twice"),
+        ("/api/chains?bogus=1", 400, "unknown parameter"),
+        ("/api/chains?from=%zz", 400, "escape"),
+        ("/api/chains?from=%C3%28", 400, "UTF-8"),
+        (
+            "/api/chains?from=184467440737095516150",
+            400,
+            "non-negative integer",
+        ),
+        ("/api/heatmap?metric=cpu", 400, "metric"),
+        ("/api/heatmap?rows=0", 400, "rows"),
+        ("/api/heatmap?rows=100000", 400, "rows"),
+        ("/api/heatmap?comm=(", 400, "regex"),
+        ("/api/heatmap?tid=99999999999", 400, "too large"),
+        ("/api/waits", 400, "frame= is required"),
+        ("/api/waits?frame=a&limit=0", 400, "limit"),
+        ("/api/info?x=1", 400, "unknown parameter"),
+        ("/../../etc/passwd", 404, "no such page"),
+        ("/etc/passwd", 404, "no such page"),
+        ("/api/../Cargo.toml", 404, "no such page"),
+        ("/app.js/../../x", 404, "no such page"),
+        ("//app.js", 404, "no such page"),
+        ("/%2e%2e/trace.zst", 404, "no such page"),
+        ("", 404, "no such page"),
+    ];
+    for (url, status, phrase) in cases {
+        let r = ex.handle(url);
+        assert_eq!(r.status, status, "{url}: {}", r.text());
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        let msg = v["error"].as_str().unwrap();
+        assert!(msg.contains(phrase), "{url}: {msg}");
+    }
+    // The assets are built in and served as they are.
+    let page = ex.handle("/");
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("<script src=\"app.js\">"));
+    assert!(ex.handle("/app.js").text().contains("window.explorer"));
+    assert!(!ex.handle("/app.css").body.is_empty());
+}
+
+/// The differential view: each frame's value in the base range is that range's own
+/// graph's value of the same path (0 where the base has none).
+#[test]
+fn base_range_values_are_the_base_graphs_values() {
+    let (_d, ex) = explorer("tcp-loopback", 4000);
+    let (a, b) = (
+        (500_000_000u64, 1_500_000_000u64),
+        (2_000_000_000u64, 2_400_000_000u64),
+    );
+    let v = get(
+        &ex,
+        &format!(
+            "/api/chains?from={}&to={}&base_from={}&base_to={}",
+            a.0, a.1, b.0, b.1
+        ),
+    );
+    let base = get(&ex, &format!("/api/chains?from={}&to={}", b.0, b.1));
+    let theirs: std::collections::HashMap<String, u64> =
+        frames(&base).into_iter().map(|(p, v, _)| (p, v)).collect();
+    let values = v["base"]["values"].as_array().unwrap();
+    assert_eq!(values.len(), v["nodes"].as_array().unwrap().len());
+    assert_eq!(values[0], base["nodes"][0]["value"]);
+    assert_eq!(v["base"]["total_ns"], base["nodes"][0]["value"]);
+    let mine = frames(&v);
+    assert!(mine.len() > 5);
+    for (i, (path, ..)) in mine.iter().enumerate() {
+        let want = theirs.get(path).copied().unwrap_or(0);
+        assert_eq!(values[i + 1].as_u64().unwrap(), want, "{path}");
+    }
+    // The same range as its own base: every value equal.
+    let same = get(
+        &ex,
+        &format!(
+            "/api/chains?from={}&to={}&base_from={}&base_to={}",
+            a.0, a.1, a.0, a.1
+        ),
+    );
+    let own: Vec<Value> = same["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["value"].clone())
+        .collect();
+    assert_eq!(same["base"]["values"].as_array().unwrap(), &own);
+    for (url, phrase) in [
+        ("/api/chains?base_from=1", "go together"),
+        ("/api/chains?base_from=5&base_to=1", "base: from=5 is after"),
+    ] {
+        let r = ex.handle(url);
+        assert_eq!(r.status, 400, "{url}");
+        assert!(r.text().contains(phrase), "{url}: {}", r.text());
+    }
+}

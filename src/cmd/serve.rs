@@ -1,0 +1,57 @@
+//! `chainrec serve` (fronts chainrec-explore).
+use anyhow::{Context, Result};
+use chainrec_explore::server::Listener;
+use chainrec_explore::Explorer;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+const EXAMPLES: &str = "\
+The page: the subsecond-offset heat map of waits; drag across it (or click a
+column) for the chain graph of that time range, as `chains --window` computes
+it; click a frame to zoom and list the longest waits through it. Read-only;
+works offline (the page is built into the binary).
+
+Examples:
+  chainrec serve trace.zst                 open http://127.0.0.1:7460/
+  chainrec serve trace.zst --port 0        any free port (printed)
+  # from another machine: ssh -L 7460:127.0.0.1:7460 HOST, then the URL above
+  chainrec serve trace.zst --bind 0.0.0.0  every interface (warns: no auth)";
+
+/// Arguments of `chainrec serve`.
+#[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub struct Args {
+    /// Trace file (from `chainrec record` or `chainrec synth`).
+    pub file: PathBuf,
+    /// TCP port (0: any free one).
+    #[arg(long, default_value_t = 7460)]
+    pub port: u16,
+    /// Address to listen on. Default loopback only; another address is served only when
+    /// named here, with a warning (the page has no authentication).
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<IpAddr>,
+    /// No progress bar while the trace is indexed.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `chainrec serve`.
+pub fn run(a: Args) -> Result<()> {
+    let ip = a.bind.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    if !ip.is_loopback() {
+        say!("chainrec: serve: warning: listening on {ip}, beyond this machine: anyone who can reach it can read this trace (no authentication)");
+    }
+    let an = super::open_trace(&a.file, "serve")?;
+    let t0 = std::time::Instant::now();
+    let explorer = Explorer::new(an, a.file.display().to_string(), a.quiet)
+        .with_context(|| format!("{}: indexing", a.file.display()))?;
+    say!(
+        "chainrec: serve: indexed {} events in {:.2} s",
+        explorer.analysis().reader().event_count(),
+        t0.elapsed().as_secs_f64()
+    );
+    let listener = Listener::bind(SocketAddr::new(ip, a.port))?;
+    say!("chainrec: serve: {} (Ctrl-C stops)", listener.url());
+    listener.run(&explorer);
+    Ok(())
+}
