@@ -9,7 +9,7 @@ use crate::ExploreError;
 use chainrec_chain::{
     Analysis, Duration, Filter, FoldedSink, NodeTable, Setup, View, WaitRecord, WaitSink,
 };
-use chainrec_format::{RecordingMeta, Tables};
+use chainrec_format::{RecordingMeta, Tables, ThreadSelector};
 use chainrec_report::heatmap::{self, Heatmap, HeatmapOptions, Metric, Select};
 use chainrec_report::progress::{Progress, Progressed};
 use chainrec_report::waits::{WaitContext, WaitJson};
@@ -177,9 +177,9 @@ impl Explorer {
             Some(r @ 1..=1000) => r as u32,
             Some(r) => return Err(ApiError::bad(format!("rows={r}: want 1..=1000"))),
         };
-        let mut filter = Filter::default();
+        let mut threads = ThreadSelector::default();
         if let Some(c) = q.take("comm") {
-            filter.comm = Some(
+            threads.comm = Some(
                 chainrec_chain::regex::Regex::new(&c)
                     .map_err(|e| ApiError::bad(format!("comm={c:?}: bad regex: {e}")))?,
             );
@@ -189,19 +189,19 @@ impl Explorer {
                 .into_iter()
                 .collect()
         };
-        filter.tids = int(q.u64("tid")?, "tid")?;
-        filter.pids = int(q.u64("pid")?, "pid")?;
+        threads.tids = int(q.u64("tid")?, "tid")?;
+        threads.pids = int(q.u64("pid")?, "pid")?;
         q.finish()?;
         let opts = HeatmapOptions {
             metric,
             rows,
-            select: Select::new(filter),
+            select: Select::new(threads),
             ..default_heat()
         };
         let computed;
         let h = if opts.metric == Metric::OffCpu
             && rows == DEFAULT_ROWS
-            && !opts.select.filter.has_thread_filter()
+            && opts.select.threads.is_empty()
         {
             &self.heat
         } else {
@@ -266,19 +266,17 @@ impl Explorer {
             filter,
             ..Setup::default()
         };
-        let (done, folded) = self
+        let (summary, graph) = self
             .an
             .fold(setup, View::Chains, |_| {})
             .map_err(ApiError::failed)?;
         let mut b = TreeBuilder::default();
-        folded.for_each_line(done.nodes(), self.an.tables(), self.an.meta(), |l, ns| {
-            b.add(l, ns)
-        });
-        let s = &done.summary.stats;
+        graph.for_each_line(|l, ns| b.add(l, ns));
+        let s = &summary.stats;
         let counts = json!({
             "waits": s.waits,
-            "roots": folded.waits_in_view,
-            "dedup": done.summary.dedup,
+            "roots": graph.waits_in_view(),
+            "dedup": summary.dedup,
             "dedup_hidden": s.dedup_hidden,
             "lost_events": s.lost_events,
         });
