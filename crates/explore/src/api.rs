@@ -3,7 +3,7 @@
 //! No path reaches the file system: a URL either names one of the fixed routes or is a
 //! 404.
 
-use crate::query::Query;
+use crate::query::{BadQuery, Query};
 use crate::tree::{Tree, TreeBuilder};
 use crate::ExploreError;
 use chainrec_chain::{
@@ -63,6 +63,12 @@ impl Response {
 pub(crate) struct ApiError {
     status: u16,
     message: String,
+}
+
+impl From<BadQuery> for ApiError {
+    fn from(e: BadQuery) -> ApiError {
+        ApiError::bad(e.0)
+    }
 }
 
 impl ApiError {
@@ -133,10 +139,18 @@ impl Explorer {
             "/" | "/index.html" => return Response::asset("text/html; charset=utf-8", INDEX_HTML),
             "/app.js" => return Response::asset("text/javascript; charset=utf-8", APP_JS),
             "/app.css" => return Response::asset("text/css; charset=utf-8", APP_CSS),
-            "/api/info" => Query::parse(qs).and_then(|q| self.info(q)),
-            "/api/heatmap" => Query::parse(qs).and_then(|q| self.heatmap(q)),
-            "/api/chains" => Query::parse(qs).and_then(|q| self.chains(q)),
-            "/api/waits" => Query::parse(qs).and_then(|q| self.waits(q)),
+            "/api/info" => Query::parse(qs)
+                .map_err(ApiError::from)
+                .and_then(|q| self.info(q)),
+            "/api/heatmap" => Query::parse(qs)
+                .map_err(ApiError::from)
+                .and_then(|q| self.heatmap(q)),
+            "/api/chains" => Query::parse(qs)
+                .map_err(ApiError::from)
+                .and_then(|q| self.chains(q)),
+            "/api/waits" => Query::parse(qs)
+                .map_err(ApiError::from)
+                .and_then(|q| self.waits(q)),
             _ => Err(ApiError {
                 status: 404,
                 message: format!("no such page: {path}"),

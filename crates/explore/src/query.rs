@@ -1,8 +1,6 @@
 //! Query strings (`a=1&b=x%3By`): decoded strictly, so a malformed or unknown parameter
 //! is a 400 naming it rather than silently ignored.
 
-use crate::api::ApiError;
-
 /// The decoded parameters of one request, taken one by one; [`Query::finish`] rejects
 /// what no handler took.
 pub(crate) struct Query {
@@ -18,8 +16,12 @@ fn hex(b: u8) -> Option<u8> {
     }
 }
 
+/// A query string the API cannot take (a 400 with this message).
+#[derive(Debug)]
+pub(crate) struct BadQuery(pub(crate) String);
+
 /// Percent-decode `s` (`+` is a space, as forms send it).
-fn decode(s: &str) -> Result<String, ApiError> {
+fn decode(s: &str) -> Result<String, BadQuery> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -28,7 +30,7 @@ fn decode(s: &str) -> Result<String, ApiError> {
             b'%' => {
                 let digit = |j: usize| b.get(j).copied().and_then(hex);
                 let (Some(h), Some(l)) = (digit(i + 1), digit(i + 2)) else {
-                    return Err(ApiError::bad(format!("bad %-escape in {s:?}")));
+                    return Err(BadQuery(format!("bad %-escape in {s:?}")));
                 };
                 out.push(h << 4 | l);
                 i += 3;
@@ -43,18 +45,18 @@ fn decode(s: &str) -> Result<String, ApiError> {
             }
         }
     }
-    String::from_utf8(out).map_err(|_| ApiError::bad(format!("{s:?} is not UTF-8 once decoded")))
+    String::from_utf8(out).map_err(|_| BadQuery(format!("{s:?} is not UTF-8 once decoded")))
 }
 
 impl Query {
     /// Parse the part of a URL after `?` (empty: no parameters).
-    pub(crate) fn parse(qs: &str) -> Result<Query, ApiError> {
+    pub(crate) fn parse(qs: &str) -> Result<Query, BadQuery> {
         let mut pairs: Vec<(String, String)> = Vec::new();
         for part in qs.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').unwrap_or((part, ""));
             let (k, v) = (decode(k)?, decode(v)?);
             if pairs.iter().any(|(seen, _)| *seen == k) {
-                return Err(ApiError::bad(format!("parameter {k:?} given twice")));
+                return Err(BadQuery(format!("parameter {k:?} given twice")));
             }
             pairs.push((k, v));
         }
@@ -68,20 +70,20 @@ impl Query {
     }
 
     /// Take `key` as an unsigned integer.
-    pub(crate) fn u64(&mut self, key: &str) -> Result<Option<u64>, ApiError> {
+    pub(crate) fn u64(&mut self, key: &str) -> Result<Option<u64>, BadQuery> {
         self.take(key)
             .map(|v| {
                 v.parse::<u64>()
-                    .map_err(|_| ApiError::bad(format!("{key}={v:?}: want a non-negative integer")))
+                    .map_err(|_| BadQuery(format!("{key}={v:?}: want a non-negative integer")))
             })
             .transpose()
     }
 
     /// An error naming the parameters nobody took.
-    pub(crate) fn finish(self) -> Result<(), ApiError> {
+    pub(crate) fn finish(self) -> Result<(), BadQuery> {
         match self.pairs.first() {
             None => Ok(()),
-            Some((k, _)) => Err(ApiError::bad(format!("unknown parameter {k:?}"))),
+            Some((k, _)) => Err(BadQuery(format!("unknown parameter {k:?}"))),
         }
     }
 }
