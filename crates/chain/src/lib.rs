@@ -68,5 +68,5 @@ pub use graph::paths::{PathBatch, PathReducer};
 pub use graph::render::WriteSummary;
 pub use graph::views::{Rounded, Unit, View};
 pub use pipeline::fold_trace;
-/// Re-exported for [`Filter::comm`].
+/// Re-exported for `Filter`'s comm selector ([`chainrec_format::ThreadSelector::comm`]).
 pub use regex;

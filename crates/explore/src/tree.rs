@@ -43,7 +43,7 @@ pub struct Frame {
 pub struct Tree {
     /// The frames, root first, in preorder.
     pub nodes: Vec<Frame>,
-    /// Frames cut because the tree was larger than [`MAX_FRAMES`] (0 when none).
+    /// Frames cut because the tree was larger than `MAX_FRAMES` (50,000) (0 when none).
     pub pruned_frames: usize,
     /// Nanoseconds of the cut subtrees (still in their parents' values).
     pub pruned_ns: u64,

@@ -6,7 +6,7 @@ use crate::{
     SymbolEntry, Tables, TaskCgroup, TaskEntry, ThrottleDelta,
 };
 
-/// Where a trace is written: a file ([`TraceWriter`]) or memory ([`MemTrace`]).
+/// Where a trace is written: a file ([`TraceWriter`](crate::TraceWriter)) or memory ([`MemTrace`](crate::MemTrace)).
 /// Producers (recorder, synthetic scenarios) write through this trait.
 pub trait TraceSink {
     /// Append one event (non-decreasing `ts`).

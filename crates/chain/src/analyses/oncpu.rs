@@ -10,7 +10,7 @@ use crate::{ChainError, Filter};
 use chainrec_format::{Comm, Event, StackId, ThreadIdentity, Threads};
 use std::collections::BTreeMap;
 
-/// What [`fold_oncpu`] saw.
+/// What [`fold_oncpu`](crate::fold_oncpu) saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OnCpuStats {
     /// Samples in the chunks read.
