@@ -4,7 +4,9 @@
 //! The test lowers `kernel.pid_max` (machine-global: never below the live tasks + 4096, and
 //! restored by a guard, on panic too), records fork churn that wraps the PIDs several
 //! times, and checks that no wait starts at a dead task's final switch-out, none is longer
-//! than the trace, and `[waker unknown]` holds under 1 % of the chain graph.
+//! than the trace, under 1 % of the waits have no waker, and `[waker unknown]` on the
+//! test's own threads holds under 1 % of the chain graph (other tasks of the machine may
+//! have a few long genuine ones: the sandbox agent's 4 waits held 1.7 % in one CI run).
 //!
 //! Needs root (or CAP_BPF + CAP_PERFMON + write access to /proc/sys). Without them the test
 //! prints a loud SKIP and passes, unless `CHAINREC_REQUIRE_BPF=1`, in which case it fails.
@@ -219,7 +221,26 @@ fn pid_reuse_makes_no_phantom_waits() {
         st.threads_exited
     );
 
-    // The chain graph: `[waker unknown]` under 1 % of it.
+    // A phantom wait is a wait of a churned thread (or of a task reusing its tid) that no
+    // waking ends: the churn made thousands of them before tids were tracked by life.
+    // Other tasks of the machine may have a few genuine ones (a waking that raced a block
+    // beyond the engine's window), some of them long: count those, do not weigh them.
+    assert!(
+        st.waits_without_waker * 100 < st.waits,
+        "{} of {} waits have no waker (>= 1 %)",
+        st.waits_without_waker,
+        st.waits
+    );
+
+    // The chain graph: `[waker unknown]` under 1 % of it on the test's own threads (the
+    // churned ones and the forking test thread, whose comm the forked children keep).
+    let churn_comms = [
+        "cr-pidchurn".to_string(),
+        std::fs::read_to_string("/proc/thread-self/comm")
+            .expect("read own comm")
+            .trim()
+            .to_string(),
+    ];
     let out = bin()
         .args(["chains", "--unit", "ns"])
         .arg(&trace)
@@ -230,24 +251,37 @@ fn pid_reuse_makes_no_phantom_waits() {
         "chains: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (mut total, mut unknown) = (0u128, 0u128);
+    let (mut total, mut unknown, mut unknown_elsewhere) = (0u128, 0u128, 0u128);
+    let mut unknown_paths: Vec<(u128, String)> = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let Some((path, w)) = line.rsplit_once(' ') else {
             continue;
         };
         let w: u128 = w.parse().expect("weight");
         total += w;
-        if path.contains("[waker unknown]") {
+        if !path.contains("[waker unknown]") {
+            continue;
+        }
+        unknown_paths.push((w, path.to_string()));
+        let thread = path.split(';').next().unwrap_or_default();
+        if churn_comms.iter().any(|c| c == thread) {
             unknown += w;
+        } else {
+            unknown_elsewhere += w;
         }
     }
+    // The heaviest `[waker unknown]` paths, so a failure says which waits they are.
+    unknown_paths.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    for (w, path) in unknown_paths.iter().take(8) {
+        eprintln!("real_pid_reuse: unknown {w} ns: {path}");
+    }
     eprintln!(
-        "real_pid_reuse: [waker unknown] {unknown} of {total} ns ({:.3} %)",
+        "real_pid_reuse: [waker unknown] on {churn_comms:?}: {unknown} of {total} ns ({:.3} %); on other tasks {unknown_elsewhere} ns",
         unknown as f64 * 100.0 / total.max(1) as f64
     );
     assert!(total > 0, "empty chain graph");
     assert!(
         unknown * 100 < total,
-        "[waker unknown] holds {unknown} of {total} ns (>= 1 %)"
+        "[waker unknown] on the churned threads holds {unknown} of {total} ns (>= 1 %)"
     );
 }
