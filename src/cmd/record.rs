@@ -351,6 +351,12 @@ pub fn run(a: Args) -> Result<()> {
             Supervision::WaitFailed(e) => {
                 failed.get_or_insert((anyhow::anyhow!("waiting for `{cmd}`: {e}"), false));
             }
+            Supervision::StillStopping { waited, progress } => {
+                say!(
+                    "chainrec: still finishing the recording {:.0} s after the stop: the recording thread is {progress}",
+                    waited.as_secs_f64()
+                );
+            }
             Supervision::StillRunning { pid, signals_seen } => {
                 say!(
                     "chainrec: recording finished; waiting for `{cmd}` (pid {pid}) to exit{}",

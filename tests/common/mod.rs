@@ -67,6 +67,7 @@ pub fn record_with_summary<T>(
         ..opts
     };
     let cond = chainrec_record::StopCondition {
+        progress: None,
         duration: Some(Duration::from_secs(120)),
         flag: Some(stop.clone()),
         started: Some(started.clone()),

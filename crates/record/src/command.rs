@@ -37,7 +37,18 @@ pub enum Supervision {
         /// Whether a stop signal came already.
         signals_seen: bool,
     },
+    /// The recording was asked to stop [`STILL_STOPPING_EVERY`] (or a multiple of it) ago
+    /// and has not ended: where its thread is, so that a slow stop explains itself.
+    StillStopping {
+        /// Since the stop.
+        waited: Duration,
+        /// The recording thread's step.
+        progress: crate::progress::ProgressSnapshot,
+    },
 }
+
+/// How often [`Supervision::StillStopping`] reports a recording that does not end.
+pub const STILL_STOPPING_EVERY: Duration = Duration::from_secs(5);
 
 /// The stop signals (SIGINT/SIGTERM) a process received so far, as its signal handler
 /// counted them (the binary installs the handler; the library only reads these).
@@ -139,6 +150,7 @@ pub fn supervise(
     let mut recording = Some(recording);
     let mut status: Option<ExitStatus> = None;
     let mut waiting_since: Option<Instant> = None;
+    let mut stopping_since: Option<(Instant, u32)> = None;
     let mut child_gone = false;
     loop {
         let sigs = stop_signals();
@@ -179,6 +191,19 @@ pub fn supervise(
             }
             if running {
                 waiting_since = Some(Instant::now());
+            }
+        }
+        if let Some(r) = recording.as_ref() {
+            if stop.load(Ordering::SeqCst) {
+                let (since, told) = stopping_since.get_or_insert((Instant::now(), 0));
+                let waited = since.elapsed();
+                if waited >= STILL_STOPPING_EVERY * (*told + 1) {
+                    *told += 1;
+                    on(Supervision::StillStopping {
+                        waited,
+                        progress: r.progress(),
+                    });
+                }
             }
         }
         if (status.is_some() || child_gone) && recording.is_none() {

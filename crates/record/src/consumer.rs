@@ -8,6 +8,7 @@ use crate::options::{
     LazyUserCounts, RecordOptions, SoftirqCounts, StopCondition, UserStashCounts,
 };
 use crate::output::Output;
+use crate::progress::{ConsumerProgress, ConsumerStep};
 use crate::raw::{self, RawEv};
 use crate::skel::{ChainrecLinks, ChainrecSkel};
 use crate::usyms::UserSymbolizer;
@@ -130,13 +131,17 @@ impl Consumer {
     ) -> Result<()> {
         let mut last_flush = Instant::now();
         let mut stopping = false;
+        let fresh = ConsumerProgress::default();
+        let progress = stop.progress.as_deref().unwrap_or(&fresh);
         loop {
+            progress.next_loop();
             if !stopping {
                 let dur_over = stop.duration.is_some_and(|d| t_start.elapsed() >= d);
                 let flagged = stop.flag.as_ref().is_some_and(|f| f.load(Ordering::SeqCst));
                 if dur_over || flagged {
                     stopping = true;
                     // Detach first so that nothing new arrives, then drain everything.
+                    progress.enter(ConsumerStep::Detaching);
                     skel.links = ChainrecLinks::default();
                     drop(std::mem::take(&mut softirq_links));
                     drop(std::mem::take(&mut sample_links));
@@ -145,18 +150,24 @@ impl Consumer {
             let now = monotonic_ns();
             if !stopping {
                 // Sleeps until the period ends or BPF forces a wakeup past the fill mark.
+                progress.enter(ConsumerStep::Polling);
                 let _ = ring.poll(opts.poll_period);
             }
+            progress.enter(ConsumerStep::Consuming);
             ring.consume()
                 .map_err(|e| bpf_err("ring buffer consume", e))?;
             // Mapping records before the stacks: a process that mapped its objects and
             // exited within this poll is unwound from the history (its /proc is gone).
+            progress.enter(ConsumerStep::Mappings);
             self.usyms.poll(monotonic_ns());
+            progress.enter(ConsumerStep::Converting);
             self.convert_batch(batch, now);
             self.tell_stack_tops(skel);
+            progress.enter(ConsumerStep::Tables);
             self.write_tables(writer)?;
             let periodic = last_flush.elapsed() >= PERIOD;
             if periodic || stopping {
+                progress.enter(ConsumerStep::Counters);
                 self.read_counters(skel, now);
             }
             let bound = if stopping {
@@ -164,19 +175,24 @@ impl Consumer {
             } else {
                 now.saturating_sub(REORDER_WINDOW_NS)
             };
+            progress.enter(ConsumerStep::Draining);
             self.reorder.drain(bound, writer, &mut self.by_kind)?;
             // Flight recorder: triggers, SIGUSR1, dumps whose post time has passed.
             writer.after_drain(self.reorder.last_ts)?;
             if periodic && !stopping {
                 // Flush first: symbolization below may take a while on first sight of a big
                 // binary.
+                progress.enter(ConsumerStep::Flushing);
                 writer.flush()?;
             }
+            progress.enter(ConsumerStep::Symbolizing);
             self.symbolize_new(writer, monotonic_ns())?;
             if periodic || stopping {
+                progress.enter(ConsumerStep::Counters);
                 meta.lost = self.lost();
                 self.update_sampling(skel, meta, opts);
                 if periodic && !stopping {
+                    progress.enter(ConsumerStep::Flushing);
                     writer.update_meta(meta)?;
                     writer.flush()?;
                     last_flush = Instant::now();
@@ -184,6 +200,7 @@ impl Consumer {
                 self.draw_status(writer, meta, t_start);
             }
             if stopping {
+                progress.enter(ConsumerStep::Finishing);
                 break;
             }
         }

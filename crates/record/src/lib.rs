@@ -16,6 +16,7 @@ mod load;
 pub mod mappings;
 mod options;
 pub mod output;
+pub mod progress;
 mod raw;
 mod recorder;
 mod recording;

@@ -105,6 +105,8 @@ pub struct StopCondition {
     /// Set to true once the programs are attached and events flow (so a caller can
     /// start its workload).
     pub started: Option<Arc<AtomicBool>>,
+    /// Where the recording thread is in its loop (read by whoever waits for the stop).
+    pub progress: Option<Arc<crate::progress::ConsumerProgress>>,
 }
 
 /// What a recording produced.

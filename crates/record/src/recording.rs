@@ -1,6 +1,7 @@
 //! A recording on its own thread: start it, wait until events flow, stop it, join it.
 //! (`record` and `demo` both run their work beside a recording; this is that sequence once.)
 
+use crate::progress::{ConsumerProgress, ProgressSnapshot};
 use crate::{record, RecordError, RecordOptions, RecordSummary, Result, StopCondition};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,6 +13,7 @@ pub struct Recording {
     handle: JoinHandle<Result<RecordSummary>>,
     stop: Arc<AtomicBool>,
     started: Arc<AtomicBool>,
+    progress: Arc<ConsumerProgress>,
 }
 
 impl Recording {
@@ -23,10 +25,12 @@ impl Recording {
         stop: Arc<AtomicBool>,
     ) -> Result<Recording> {
         let started = Arc::new(AtomicBool::new(false));
+        let progress = Arc::new(ConsumerProgress::default());
         let cond = StopCondition {
             duration,
             flag: Some(stop.clone()),
             started: Some(started.clone()),
+            progress: Some(progress.clone()),
         };
         let handle = std::thread::Builder::new()
             .name("chainrec-consumer".into())
@@ -36,12 +40,18 @@ impl Recording {
             handle,
             stop,
             started,
+            progress,
         })
     }
 
     /// Whether the programs are attached and events flow.
     pub fn started(&self) -> bool {
         self.started.load(Ordering::SeqCst)
+    }
+
+    /// Where the recording thread is in its loop (for a stop that takes long).
+    pub fn progress(&self) -> ProgressSnapshot {
+        self.progress.snapshot()
     }
 
     /// Whether the recording thread has ended (join it for the result).

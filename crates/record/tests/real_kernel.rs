@@ -70,6 +70,7 @@ fn start_recording(opts: RecordOptions) -> Result<Recording, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicBool::new(false));
     let cond = StopCondition {
+        progress: None,
         duration: Some(Duration::from_secs(60)),
         flag: Some(stop.clone()),
         started: Some(started.clone()),
@@ -592,6 +593,7 @@ fn sigkill_child() {
     let _ = record(
         &opts,
         StopCondition {
+            progress: None,
             duration: Some(Duration::from_secs(60)),
             flag: None,
             started: Some(started),
