@@ -103,6 +103,8 @@ enum Command {
     Synth(cmd::synth::Args),
     /// A local web page on a trace: heat map -> time range -> chain graph -> the waits.
     Serve(cmd::serve::Args),
+    /// The `serve` page as one self-contained HTML file (no server, no network).
+    Report(cmd::serve::ReportArgs),
 }
 
 fn main() {
@@ -127,6 +129,7 @@ fn main() {
             | Command::Script(_)
             | Command::Waits(_)
             | Command::Serve(_)
+            | Command::Report(_)
     );
     let result = match cli.command {
         #[cfg(feature = "record")]
@@ -150,6 +153,7 @@ fn main() {
         Command::Info(a) => cmd::info::run(a),
         Command::Synth(a) => cmd::synth::run(a),
         Command::Serve(a) => cmd::serve::run(a),
+        Command::Report(a) => cmd::serve::run_report(a),
     };
     if let Err(err) = result {
         // A command that printed its own messages and only chose the exit status.

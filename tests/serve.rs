@@ -253,15 +253,61 @@ fn wait_for(b: &mut Browser, cond: &str) {
     }
 }
 
+#[allow(dead_code)]
 fn mouse(b: &mut Browser, kind: &str, xy: (f64, f64)) {
+    mouse_mod(b, kind, xy, 0);
+}
+
+/// A mouse event with modifier keys (`8`: shift).
+fn mouse_mod(b: &mut Browser, kind: &str, xy: (f64, f64), modifiers: u32) {
     b.call(
         "Input.dispatchMouseEvent",
-        json!({"type": kind, "x": xy.0, "y": xy.1, "button": "left", "buttons": 1, "clickCount": 1}),
+        json!({"type": kind, "x": xy.0, "y": xy.1, "button": "left", "buttons": 1, "clickCount": 1, "modifiers": modifiers}),
     );
+}
+
+/// A real mouse drag on the heat map from cell `a` to cell `z` (`(column, row)`), with
+/// shift held when `shift` (the baseline range); waits for the page to settle.
+fn drag(b: &mut Browser, a: (u32, u32), z: (u32, u32), shift: bool) {
+    let m = if shift { 8 } else { 0 };
+    let a = xy(&b.eval(&format!("explorer.cellClientXY({}, {})", a.0, a.1)));
+    let z = xy(&b.eval(&format!("explorer.cellClientXY({}, {})", z.0, z.1)));
+    b.call(
+        "Input.dispatchMouseEvent",
+        json!({"type": "mouseMoved", "x": a.0, "y": a.1, "modifiers": m}),
+    );
+    mouse_mod(b, "mousePressed", a, m);
+    mouse_mod(b, "mouseMoved", ((a.0 + z.0) / 2.0, (a.1 + z.1) / 2.0), m);
+    mouse_mod(b, "mouseMoved", z, m);
+    mouse_mod(b, "mouseReleased", z, m);
+    std::thread::sleep(Duration::from_millis(50));
+    wait_for(b, "explorer.busy === 0");
+}
+
+/// The frames the page draws that weigh something themselves: path -> own ns.
+fn drawn_lines(b: &mut Browser) -> BTreeMap<String, u64> {
+    let drawn = b.eval(
+        "[...document.querySelectorAll('#flame .f')].filter(d => +d.dataset.self > 0).map(d => [d.dataset.path, +d.dataset.self])",
+    );
+    let mut shown = BTreeMap::new();
+    for p in drawn.as_array().unwrap() {
+        *shown.entry(p[0].as_str().unwrap().to_string()).or_insert(0) += p[1].as_u64().unwrap();
+    }
+    shown
+}
+
+/// Whether folded `line` passes through the frame whose path is `prefix`.
+fn through(line: &str, prefix: &str) -> bool {
+    line.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(';'))
 }
 
 fn xy(v: &Value) -> (f64, f64) {
     (v[0].as_f64().unwrap(), v[1].as_f64().unwrap())
+}
+
+fn dur_of(s: &Served) -> u64 {
+    s.get("/api/info")["duration_ns"].as_u64().unwrap()
 }
 
 #[test]
@@ -293,28 +339,13 @@ fn serve_page_in_chromium() {
     );
     let want_from = (col0 + 1_000_000_000 + 10 * bucket) as u64;
     let want_to = (col0 + 2_000_000_000 + 26 * bucket) as u64;
-    let a = xy(&b.eval("explorer.cellClientXY(1, 10)"));
-    let z = xy(&b.eval("explorer.cellClientXY(2, 25)"));
-    b.call(
-        "Input.dispatchMouseEvent",
-        json!({"type": "mouseMoved", "x": a.0, "y": a.1}),
-    );
-    mouse(&mut b, "mousePressed", a);
-    mouse(&mut b, "mouseMoved", ((a.0 + z.0) / 2.0, (a.1 + z.1) / 2.0));
-    mouse(&mut b, "mouseMoved", z);
-    mouse(&mut b, "mouseReleased", z);
+    drag(&mut b, (1, 10), (2, 25), false);
     wait_for(&mut b, "explorer.chains && explorer.busy === 0");
     let range = b.eval("explorer.range");
     assert_eq!(range, json!({"from": want_from, "to": want_to}));
 
     // The frames drawn are chains --window of that range: every path, every weight.
-    let drawn = b.eval(
-        "[...document.querySelectorAll('#flame .f')].filter(d => +d.dataset.self > 0).map(d => [d.dataset.path, +d.dataset.self])",
-    );
-    let mut shown = BTreeMap::new();
-    for p in drawn.as_array().unwrap() {
-        *shown.entry(p[0].as_str().unwrap().to_string()).or_insert(0) += p[1].as_u64().unwrap();
-    }
+    let shown = drawn_lines(&mut b);
     let cli = chains_window(&trace, want_from, want_to);
     assert!(cli.len() >= 3, "{cli:?}");
     assert_eq!(shown, cli, "the page's frames differ from chains --window");
@@ -387,10 +418,343 @@ fn serve_page_in_chromium() {
     std::fs::write(&shot, b.screenshot_png()).unwrap();
     eprintln!("screenshot after the click and search: {}", shot.display());
 
+    // The first wait's critical path around it: /api/critpath of the thread from its
+    // switch-out minus the margin to its switch-in plus it, drawn as a bar of segments
+    // (the wait outlined) and listed.
+    let w0 = first["wait"].clone();
+    b.eval("(() => { const d = document.querySelector('#waitlist .wait'); d.scrollIntoView(); d.querySelector('.cpbtn').click(); })()");
+    wait_for(&mut b, "explorer.critpath && explorer.busy === 0");
+    let cp = b.eval("explorer.critpath");
+    let (out, inn) = (
+        w0["switch_out_ns"].as_u64().unwrap(),
+        w0["switch_in_ns"].as_u64().unwrap(),
+    );
+    let start = s.get("/api/info")["start_ns"].as_u64().unwrap();
+    let margin = ((inn - out) / 2).clamp(1_000_000, 1_000_000_000);
+    assert_eq!(cp["tid"], w0["tid"]);
+    assert_eq!(
+        cp["from"].as_u64().unwrap(),
+        (out - start).saturating_sub(margin)
+    );
+    assert_eq!(
+        cp["to"].as_u64().unwrap(),
+        (inn - start + margin).min(dur_of(&s))
+    );
+    let api_cp = s.get(&format!(
+        "/api/critpath?tid={}&from={}&to={}",
+        w0["tid"], cp["from"], cp["to"]
+    ));
+    assert_eq!(cp["data"], api_cp);
+    let segs = api_cp["segments"].as_array().unwrap();
+    let bar = b
+        .eval("[...document.querySelectorAll('#waitlist .wait .cpbar div')].map(d => d.className)");
+    let kinds: Vec<Value> = segs.iter().map(|s| s["kind"].clone()).collect();
+    let drawn_kinds: Vec<Value> = bar
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| json!(c.as_str().unwrap().split(' ').next().unwrap()))
+        .collect();
+    assert_eq!(drawn_kinds, kinds);
+    // The outlined segment is the wait: blocked from its switch-out, behind the same
+    // first waker as the wait's level 1.
+    let the_wait: Vec<&Value> = segs
+        .iter()
+        .filter(|s| s["start_ns"].as_u64() == Some(out))
+        .collect();
+    assert_eq!(the_wait.len(), 1, "{api_cp}");
+    assert_eq!(the_wait[0]["kind"], "blocked");
+    assert_eq!(
+        the_wait[0]["levels"][0]["tid"], w0["hops"][0]["waker_tid"],
+        "{api_cp}"
+    );
+    assert_eq!(
+        b.eval("document.querySelectorAll('#waitlist .wait .cpbar .thewait').length"),
+        json!(1)
+    );
+    let cp_text = b.eval("document.querySelector('#waitlist .wait .cp').innerText");
+    let cp_text = cp_text.as_str().unwrap();
+    assert!(cp_text.contains("critical path of "), "{cp_text}");
+    assert!(cp_text.contains(" blocked "), "{cp_text}");
+    let shot = dir.join("serve-critpath.png");
+    std::fs::write(&shot, b.screenshot_png()).unwrap();
+    eprintln!("screenshot of a wait's critical path: {}", shot.display());
+
+    // The differential view: shift-click a baseline (second 4, the last, cut by the
+    // trace's end: pipe-relay's 10 ms period makes every whole-bucket range's time per
+    // second the same, the cut one differs). Each drawn
+    // frame's baseline value is the baseline range's chains --window time through that
+    // path; red where its time per second grew, blue where it shrank.
+    b.eval("(() => { const s = document.getElementById('search'); s.value = ''; s.dispatchEvent(new Event('input')); window.scrollTo(0, 0); })()");
+    let base_from = (col0 + 4_000_000_000).max(0) as u64;
+    let base_to = ((col0 + 5_000_000_000) as u64).min(dur_of(&s));
+    assert!(
+        base_to < (col0 + 5_000_000_000) as u64,
+        "the trace ends in second 4"
+    );
+    drag(&mut b, (4, 10), (4, 10), true);
+    wait_for(&mut b, "explorer.chains.base && explorer.busy === 0");
+    assert_eq!(
+        b.eval("explorer.base"),
+        json!({"from": base_from, "to": base_to})
+    );
+    assert_eq!(
+        b.eval("explorer.range"),
+        json!({"from": want_from, "to": want_to})
+    );
+    let base_cli = chains_window(&trace, base_from, base_to);
+    let frames = b.eval(
+        "[...document.querySelectorAll('#flame .f')].filter(d => !d.dataset.root).map(d => [d.dataset.path, +d.dataset.value, +d.dataset.base, getComputedStyle(d).backgroundColor, +d.dataset.delta])",
+    );
+    let (span, bspan) = ((want_to - want_from) as f64, (base_to - base_from) as f64);
+    let (mut grew, mut shrank) = (0, 0);
+    for f in frames.as_array().unwrap() {
+        let path = f[0].as_str().unwrap();
+        let want: u64 = base_cli
+            .iter()
+            .filter(|(l, _)| through(l, path))
+            .map(|(_, w)| w)
+            .sum();
+        assert_eq!(f[2].as_u64().unwrap(), want, "baseline value of {path}");
+        // ns per second of range, as the page computes it (its sign picks the colour).
+        let delta = f[4].as_f64().unwrap();
+        let mine = (f[1].as_f64().unwrap() / span - want as f64 / bspan) * 1e9;
+        assert!(
+            (delta - mine).abs() <= 1e-6 * (1.0 + mine.abs()),
+            "{path}: delta {delta} vs {mine}"
+        );
+        let rgb: Vec<u32> = f[3]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("rgb(")
+            .trim_end_matches(')')
+            .split(", ")
+            .map(|x| x.parse().unwrap())
+            .collect();
+        if delta > 0.0 {
+            assert!(rgb[0] == 255 && rgb[2] < 255, "{path} grew: {rgb:?}");
+            grew += 1;
+        } else if delta < 0.0 {
+            assert!(rgb[2] == 255 && rgb[0] < 255, "{path} shrank: {rgb:?}");
+            shrank += 1;
+        }
+    }
+    assert!(grew + shrank > 0, "some frame changed");
+    let legend = b.eval("document.getElementById('baseinfo').innerText");
+    assert!(legend.as_str().unwrap().contains("red grew"), "{legend}");
+    let shot = dir.join("serve-diff.png");
+    std::fs::write(&shot, b.screenshot_png()).unwrap();
+    eprintln!(
+        "screenshot of the differential view ({grew} frames grew, {shrank} shrank): {}",
+        shot.display()
+    );
+    // Clearing the baseline gives back the plain graph.
+    b.eval("document.getElementById('nobase').click()");
+    wait_for(&mut b, "!explorer.chains.base && explorer.busy === 0");
+    assert_eq!(drawn_lines(&mut b), cli);
+
     assert_eq!(b.eval("window.__errs"), json!([]), "console errors");
     assert_eq!(
         b.eval("explorer.errors"),
         json!([]),
         "errors shown on the page"
     );
+}
+
+/// `chainrec report`'s file opened from disk (file://): nothing fetched (its CSP forbids
+/// it, and no resource is loaded), no console error; at load it shows the whole trace's
+/// graph, and picking a precomputed range from the list shows exactly `chains --window`
+/// of that range.
+#[test]
+fn static_report_opens_from_disk() {
+    if !browser_available() {
+        return;
+    }
+    let dir = tmpdir("serve-report");
+    let trace = synth(&dir, "pipe-relay", 4000);
+    let html = dir.join("report.html");
+    let o = bin()
+        .args(["report", "-q", "--ranges", "3", "-o"])
+        .arg(&html)
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(!text.contains("src=\"app.js\""), "the script is inlined");
+    assert!(!text.contains("href=\"app.css\""), "the style is inlined");
+    let mut b = Browser::launch("report");
+    b.call(
+        "Page.addScriptToEvaluateOnNewDocument",
+        json!({ "source": CAPTURE_ERRORS }),
+    );
+    b.call(
+        "Page.navigate",
+        json!({ "url": format!("file://{}", html.display()) }),
+    );
+    b.wait_event("Page.loadEventFired");
+    wait_for(
+        &mut b,
+        "window.explorer && explorer.heat && explorer.chains && explorer.busy === 0",
+    );
+    let dur = b.eval("explorer.info.duration_ns").as_u64().unwrap();
+    assert_eq!(b.eval("explorer.range"), json!({"from": 0, "to": dur}));
+    let whole = chains_window(&trace, 0, dur);
+    assert_eq!(drawn_lines(&mut b), whole, "the whole trace at load");
+    let ranges = b.eval("explorer.static.ranges.map(r => [r.from_ns, r.to_ns])");
+    let ranges = ranges.as_array().unwrap();
+    assert_eq!(
+        ranges.len(),
+        4,
+        "whole trace + 3 heaviest seconds: {ranges:?}"
+    );
+    let banner = b.eval("document.getElementById('static').innerText");
+    assert!(
+        banner
+            .as_str()
+            .unwrap()
+            .contains("It cannot compute other ranges"),
+        "{banner}"
+    );
+    let (from, to) = (
+        ranges[2][0].as_u64().unwrap(),
+        ranges[2][1].as_u64().unwrap(),
+    );
+    b.eval("(() => { const s = document.getElementById('ranges'); s.value = '2'; s.dispatchEvent(new Event('change')); })()");
+    wait_for(
+        &mut b,
+        &format!("explorer.range.from === {from} && explorer.busy === 0"),
+    );
+    let shown = drawn_lines(&mut b);
+    let cli = chains_window(&trace, from, to);
+    assert!(cli.len() >= 3, "{cli:?}");
+    assert_eq!(shown, cli, "the precomputed range's graph");
+    assert_ne!(shown, whole, "the graph changed");
+    // Nothing but the file itself was loaded.
+    assert_eq!(
+        b.eval("performance.getEntriesByType('resource').length"),
+        json!(0)
+    );
+    let shot = dir.join("report-range.png");
+    std::fs::write(&shot, b.screenshot_png()).unwrap();
+    eprintln!(
+        "screenshot of report.html with a precomputed range: {}",
+        shot.display()
+    );
+    assert_eq!(b.eval("window.__errs"), json!([]), "console errors");
+    assert_eq!(
+        b.eval("explorer.errors"),
+        json!([]),
+        "errors shown on the page"
+    );
+}
+
+/// On a real recording served: a real drag over the heaviest second of the heat map
+/// (offset rows 5 to 44) shows exactly `chains --window` of that range.
+fn browser_range_on_real_trace(trace: &Path, dir: &Path, tag: &str) {
+    let s = Served::start(trace);
+    let heat = s.get("/api/heatmap");
+    let cells = heat["cells"].as_array().unwrap();
+    let col = (0..cells.len())
+        .max_by_key(|&c| {
+            cells[c]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .sum::<u64>()
+        })
+        .unwrap() as u32;
+    let (col0, bucket) = (
+        heat["col0_ns"].as_i64().unwrap(),
+        heat["bucket_ns"].as_i64().unwrap(),
+    );
+    let dur = dur_of(&s) as i64;
+    let from = (col0 + col as i64 * 1_000_000_000 + 5 * bucket).clamp(0, dur) as u64;
+    let to = (col0 + col as i64 * 1_000_000_000 + 45 * bucket).clamp(0, dur) as u64;
+    let mut b = Browser::launch(tag);
+    b.call(
+        "Page.addScriptToEvaluateOnNewDocument",
+        json!({ "source": CAPTURE_ERRORS }),
+    );
+    b.call("Page.navigate", json!({ "url": s.url("/") }));
+    b.wait_event("Page.loadEventFired");
+    wait_for(
+        &mut b,
+        "window.explorer && explorer.heat && explorer.busy === 0",
+    );
+    drag(&mut b, (col, 5), (col, 44), false);
+    wait_for(&mut b, "explorer.chains && explorer.busy === 0");
+    assert_eq!(b.eval("explorer.range"), json!({"from": from, "to": to}));
+    let shown = drawn_lines(&mut b);
+    let cli = chains_window(trace, from, to);
+    assert!(cli.len() >= 3, "{tag}: {cli:?}");
+    let pruned = s.get(&format!("/api/chains?from={from}&to={to}"))["pruned_frames"].clone();
+    if pruned == 0 {
+        assert_eq!(
+            shown, cli,
+            "{tag}: the page's frames differ from chains --window"
+        );
+    } else {
+        for (l, w) in &shown {
+            assert_eq!(cli.get(l), Some(w), "{tag}: {l}");
+        }
+    }
+    let shot = dir.join(format!("{tag}.png"));
+    std::fs::write(&shot, b.screenshot_png()).unwrap();
+    eprintln!(
+        "{tag}: {} lines equal chains --window; screenshot {}",
+        shown.len(),
+        shot.display()
+    );
+    assert_eq!(b.eval("window.__errs"), json!([]), "console errors");
+    assert_eq!(
+        b.eval("explorer.errors"),
+        json!([]),
+        "errors shown on the page"
+    );
+}
+
+/// The done criteria of issue 26 on real recordings (root: BPF): `chainrec demo`'s trace,
+/// and a `tar c /usr/share/doc | gzip > /dev/null` pipeline recorded for 2 s.
+#[test]
+fn real_serve_demo_and_tar_gzip() {
+    use chainrec_testkit::bpf::can_record;
+    if !can_record("real_serve_demo_and_tar_gzip") || !browser_available() {
+        return;
+    }
+    let dir = tmpdir("serve-real");
+    let demo = dir.join("demo");
+    let o = bin()
+        .args(["demo", "--duration", "2", "-o"])
+        .arg(&demo)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    browser_range_on_real_trace(&demo.join("trace.zst"), &dir, "serve-real-demo");
+
+    let tar_dir = dir.join("tar");
+    std::fs::create_dir_all(&tar_dir).unwrap();
+    let (trace, status) =
+        common::record_while(&tar_dir, chainrec_record::RecordOptions::default(), || {
+            std::process::Command::new("timeout")
+                .args(["2", "sh", "-c", "tar c /usr/share/doc | gzip > /dev/null"])
+                .status()
+                .unwrap()
+        });
+    // 124: timeout stopped it (the pipeline still ran); 0: it finished within 2 s.
+    assert!(matches!(status.code(), Some(0 | 124)), "{status:?}");
+    let o = bin()
+        .args(["chains", "--unit", "ns"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .any(|l| l.starts_with("gzip;") || l.starts_with("tar;")),
+        "the pipeline's waits are in the trace"
+    );
+    browser_range_on_real_trace(&trace, &dir, "serve-real-tar-gzip");
 }

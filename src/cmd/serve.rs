@@ -1,4 +1,4 @@
-//! `chainrec serve` (fronts chainrec-explore).
+//! `chainrec serve` and `chainrec report` (front chainrec-explore).
 use anyhow::{Context, Result};
 use chainrec_explore::server::Listener;
 use chainrec_explore::Explorer;
@@ -8,8 +8,10 @@ use std::path::PathBuf;
 const EXAMPLES: &str = "\
 The page: the subsecond-offset heat map of waits; drag across it (or click a
 column) for the chain graph of that time range, as `chains --window` computes
-it; click a frame to zoom and list the longest waits through it. Read-only;
-works offline (the page is built into the binary).
+it; shift-drag a second range for the differential view against it (red: more
+time per second than in that baseline, blue: less); click a frame to zoom and
+list the longest waits through it, each with its thread's critical path around
+the wait. Read-only; works offline (the page is built into the binary).
 
 Examples:
   chainrec serve trace.zst                 open http://127.0.0.1:7460/
@@ -53,5 +55,56 @@ pub fn run(a: Args) -> Result<()> {
     let listener = Listener::bind(SocketAddr::new(ip, a.port))?;
     say!("chainrec: serve: {} (Ctrl-C stops)", listener.url());
     listener.run(&explorer);
+    Ok(())
+}
+
+const REPORT_EXAMPLES: &str = "\
+The `serve` page as one self-contained HTML file (style, script and data inlined;
+a Content-Security-Policy forbids every fetch): the heat map, the whole trace's
+chain graph and those of the heaviest seconds, to attach to a ticket and open
+from disk with no server and no network. It cannot compute other ranges, list
+the waits through a frame or draw critical paths: `chainrec serve` does.
+
+Examples:
+  chainrec report trace.zst -o report.html            whole trace + 8 heaviest seconds
+  chainrec report trace.zst -o report.html --ranges 20";
+
+/// Arguments of `chainrec report`.
+#[derive(clap::Args)]
+#[command(after_help = REPORT_EXAMPLES)]
+pub struct ReportArgs {
+    /// Trace file (from `chainrec record` or `chainrec synth`).
+    pub file: PathBuf,
+    /// Output HTML file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Precomputed ranges besides the whole trace: the heat map's heaviest seconds.
+    #[arg(long, default_value_t = chainrec_explore::DEFAULT_REPORT_RANGES)]
+    pub ranges: usize,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `chainrec report`.
+pub fn run_report(a: ReportArgs) -> Result<()> {
+    let an = super::open_trace(&a.file, "report")?;
+    let name = a.file.file_name().map_or_else(
+        || a.file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let explorer = Explorer::new(an, name, a.quiet)
+        .with_context(|| format!("{}: indexing", a.file.display()))?;
+    let page = explorer
+        .static_page(a.ranges)
+        .with_context(|| format!("{}: precomputing ranges", a.file.display()))?;
+    std::fs::write(&a.output, &page)
+        .with_context(|| format!("cannot write {}", a.output.display()))?;
+    say!(
+        "chainrec: report: {} ({:.1} MB): the whole trace and up to {} heaviest seconds precomputed",
+        a.output.display(),
+        page.len() as f64 / 1e6,
+        a.ranges
+    );
     Ok(())
 }

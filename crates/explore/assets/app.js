@@ -1,5 +1,6 @@
 // chainrec explorer: heat map -> time range -> chain graph -> the waits through a frame.
-// Everything comes from this server's /api/*; nothing from the network.
+// Everything comes from this server's /api/*, or (a static report, `chainrec report`)
+// from the data inlined in the page; nothing from the network.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -16,7 +17,15 @@ const S = {
   zoom: [], // path of the zoomed frame (names, root excluded)
   waits: null, // /api/waits
   errors: [], // messages shown to the user
+  info: null, // /api/info
+  base: null, // {from, to}: the baseline range of the differential view
+  baseSel: null, // {a, b}: cells of the baseline selection
+  critpath: null, // {tid, from, to, data}: the last critical path drawn
+  // The data of a static report (`chainrec report`): info, heatmap, precomputed ranges.
+  static: null,
 };
+const INLINED = document.getElementById('chainrec-data');
+if (INLINED) S.static = JSON.parse(INLINED.textContent);
 window.explorer = S;
 
 function fmtNs(ns) {
@@ -34,6 +43,7 @@ function setStatus(msg, isError) {
 }
 
 async function api(path) {
+  if (S.static) return staticApi(path);
   S.busy++;
   try {
     const r = await fetch(path);
@@ -43,6 +53,51 @@ async function api(path) {
   } finally {
     S.busy--;
   }
+}
+
+// A static report answers from its inlined data: the default heat map and the
+// precomputed ranges (a differential view between two of them computed here, by path).
+function staticApi(path) {
+  const [route, qs] = path.split('?');
+  const q = new URLSearchParams(qs || '');
+  const d = S.static;
+  if (route === '/api/info') return d.info;
+  if (route === '/api/heatmap') {
+    if ([...q.keys()].some((k) => k !== 'metric') || (q.get('metric') || 'offcpu') !== 'offcpu') {
+      throw new Error('this static report holds the off-CPU heat map of all threads only (chainrec serve filters it)');
+    }
+    return d.heatmap;
+  }
+  if (route === '/api/chains') {
+    const find = (f, t) => d.ranges.find((r) => r.from_ns === +f && r.to_ns === +t);
+    const r = find(q.get('from'), q.get('to'));
+    const b = q.has('base_from') ? find(q.get('base_from'), q.get('base_to')) : null;
+    if (!r || (q.has('base_from') && !b)) {
+      throw new Error('that range is not precomputed in this static report: pick one from the list ' +
+        '(chainrec serve computes any range)');
+    }
+    return b ? withBase(r.chains, b.chains) : r.chains;
+  }
+  throw new Error(route + ' is not in a static report (chainrec serve answers it)');
+}
+
+// Each node's path (names joined by ';'), for a flat preorder tree.
+function nodePaths(nodes) {
+  const paths = [];
+  for (const n of nodes) paths.push(n.parent === null ? '' : paths[n.parent] + ';' + n.name);
+  return paths;
+}
+
+// `c` with the `base` member /api/chains gives for base range `b` (values by path).
+function withBase(c, b) {
+  const theirs = new Map();
+  const bp = nodePaths(b.nodes);
+  b.nodes.forEach((n, i) => theirs.set(bp[i], n.value));
+  const values = nodePaths(c.nodes).map((p) => theirs.get(p) || 0);
+  return Object.assign({}, c, {
+    base: { from_ns: b.from_ns, to_ns: b.to_ns, window: b.window, counts: b.counts,
+      total_ns: b.nodes[0].value, values },
+  });
 }
 
 // ---- heat map ----
@@ -135,10 +190,10 @@ function drawHeat() {
       x.fillRect(r.x, r.y, Math.ceil(r.w), Math.ceil(r.h));
     }
   }
-  if (S.sel) {
-    const [p, q] = order(S.sel.a) <= order(S.sel.b) ? [S.sel.a, S.sel.b] : [S.sel.b, S.sel.a];
+  const shade = (sel, colour) => {
+    const [p, q] = order(sel.a) <= order(sel.b) ? [sel.a, sel.b] : [sel.b, sel.a];
     const single = p.col === q.col && p.row === q.row;
-    x.fillStyle = 'rgba(40,90,220,0.35)';
+    x.fillStyle = colour;
     for (let col = p.col; col <= q.col; col++) {
       const r0 = single || col > p.col ? 0 : p.row;
       const r1 = single || col < q.col ? h.rows - 1 : q.row;
@@ -146,7 +201,9 @@ function drawHeat() {
       const bot = cellRect(col, r0);
       x.fillRect(top.x, top.y, Math.ceil(top.w), bot.y + bot.h - top.y);
     }
-  }
+  };
+  if (S.baseSel) shade(S.baseSel, 'rgba(240,140,0,0.4)');
+  if (S.sel) shade(S.sel, 'rgba(40,90,220,0.35)');
   x.fillStyle = '#333';
   x.font = '10px Verdana';
   x.textAlign = 'center';
@@ -168,7 +225,7 @@ function drawHeat() {
 
 async function loadHeat() {
   const q = new URLSearchParams({ metric: $('metric').value });
-  if ($('comm').value) q.set('comm', $('comm').value);
+  for (const k of ['comm', 'tid', 'pid', 'cgroup']) if ($(k).value) q.set(k, $(k).value.trim());
   try {
     S.heat = await api('/api/heatmap?' + q);
     drawHeat();
@@ -177,53 +234,119 @@ async function loadHeat() {
   }
 }
 
+// A drag selects the range; a shift-drag the baseline of the differential view.
 function hookHeat() {
   const c = $('heatmap');
   let down = null;
+  let key = 'sel';
   c.addEventListener('mousedown', (ev) => {
     down = cellAt(ev);
+    key = ev.shiftKey ? 'baseSel' : 'sel';
     if (down) {
-      S.sel = { a: down, b: down };
+      S[key] = { a: down, b: down };
       drawHeat();
     }
   });
   c.addEventListener('mousemove', (ev) => {
     const at = down && cellAt(ev);
     if (at) {
-      S.sel = { a: down, b: at };
+      S[key] = { a: down, b: at };
       drawHeat();
     }
   });
   window.addEventListener('mouseup', (ev) => {
     if (!down) return;
-    const at = cellAt(ev) || S.sel.b;
-    S.sel = { a: down, b: at };
+    const at = cellAt(ev) || S[key].b;
+    S[key] = { a: down, b: at };
     down = null;
     drawHeat();
-    const r = S.rangeOf(S.sel.a, S.sel.b);
-    selectRange(r.from, r.to);
+    const r = S.rangeOf(S[key].a, S[key].b);
+    if (key === 'baseSel') selectBase(r.from, r.to);
+    else selectRange(r.from, r.to);
   });
 }
 
 // ---- chain graph ----
 
+const fmtRange = (r) => `${(r.from / 1e9).toFixed(3)} .. ${(r.to / 1e9).toFixed(3)} s`;
+
 async function selectRange(from, to) {
   S.range = { from, to };
-  $('range').textContent = `${(from / 1e9).toFixed(3)} .. ${(to / 1e9).toFixed(3)} s`;
+  $('range').textContent = fmtRange(S.range);
+  await loadChains();
+}
+
+// The baseline range (null: none): the graph is then coloured by how each frame's time
+// per second of range changed from the baseline to the selected range.
+async function selectBase(from, to) {
+  S.base = from === null ? null : { from, to };
+  if (!S.base) S.baseSel = null;
+  $('nobase').hidden = !S.base;
+  $('baseinfo').hidden = !S.base;
+  if (S.heat) drawHeat();
+  if (!S.range) {
+    $('baseinfo').textContent = S.base ? `baseline ${fmtRange(S.base)}: now drag the range to compare` : '';
+    return;
+  }
+  await loadChains();
+}
+
+async function loadChains() {
+  const { from, to } = S.range;
+  let url = `/api/chains?from=${from}&to=${to}`;
+  if (S.base) url += `&base_from=${S.base.from}&base_to=${S.base.to}`;
   try {
-    const c = await api(`/api/chains?from=${from}&to=${to}`);
+    const c = await api(url);
     // The frames come flat, in preorder, each naming its parent: link them.
-    for (const n of c.nodes) n.children = [];
+    c.nodes.forEach((n, i) => {
+      n.children = [];
+      n.index = i;
+    });
     for (const n of c.nodes) if (n.parent !== null) c.nodes[n.parent].children.push(n);
     c.tree = c.nodes[0];
     S.chains = c;
     S.zoom = [];
     drawFlame();
+    showBase();
     setStatus(`${c.counts.roots} waits in the range, ${S.chains.frames - 1} frames` +
       (S.chains.pruned_frames ? `, ${S.chains.pruned_frames} tiny frames left out` : ''));
   } catch (e) {
     setStatus('chain graph: ' + e.message, true);
   }
+}
+
+function showBase() {
+  const b = S.chains && S.chains.base;
+  const box = $('baseinfo');
+  box.textContent = '';
+  if (!b) return;
+  box.append(`vs baseline ${fmtRange({ from: b.from_ns, to: b.to_ns })} (${b.counts.roots} waits): per second of range, `);
+  box.appendChild(el('span', 'legend-grew', 'red grew'));
+  box.append(', ');
+  box.appendChild(el('span', 'legend-shrank', 'blue shrank'));
+  box.append(' (width: the selected range; frames only in the baseline are not drawn)');
+}
+
+// The differential colouring of node `n` (index `i`): its time per second of the
+// selected range minus that of the baseline, scaled by the largest such change.
+function diffOf(i) {
+  const c = S.chains;
+  const b = c.base;
+  if (!b) return null;
+  const span = Math.max(1, c.to_ns - c.from_ns) / 1e9;
+  const bspan = Math.max(1, b.to_ns - b.from_ns) / 1e9;
+  if (c.maxDelta === undefined) {
+    c.maxDelta = 0;
+    c.nodes.forEach((n, j) => {
+      if (j > 0) c.maxDelta = Math.max(c.maxDelta, Math.abs(n.value / span - b.values[j] / bspan));
+    });
+  }
+  const n = c.nodes[i];
+  const delta = n.value / span - b.values[i] / bspan;
+  const k = c.maxDelta > 0 ? Math.min(1, Math.abs(delta) / c.maxDelta) : 0;
+  const v = Math.round(235 * (1 - k));
+  const fill = delta > 0 ? `rgb(255,${v},${v})` : delta < 0 ? `rgb(${v},${v},255)` : 'rgb(235,235,235)';
+  return { delta, base: b.values[i], rate: n.value / span, baseRate: b.values[i] / bspan, fill, dark: k > 0.6 };
 }
 
 function findPath(path) {
@@ -247,8 +370,13 @@ function drawFlame() {
   const add = (node, path, x, w, d) => {
     const div = document.createElement('div');
     div.className = 'f';
-    const fill = node.fill || 'rgb(220,220,220)';
-    if (fill.startsWith('url(#chainrec-marker')) div.classList.add('marker');
+    const diff = diffOf(node.index);
+    const fill = diff ? diff.fill : node.fill || 'rgb(220,220,220)';
+    if (diff) {
+      div.style.background = fill;
+      if (diff.dark) div.style.color = '#fff';
+    }
+    else if (fill.startsWith('url(#chainrec-marker')) div.classList.add('marker');
     else if (fill.startsWith('url(#chainrec-lost')) div.classList.add('lost');
     else div.style.background = fill;
     if (re && node.kind !== 'root' && re.test(node.name)) div.classList.add('match');
@@ -259,7 +387,12 @@ function drawFlame() {
     if (w > 24) div.textContent = name;
     const total = S.chains.tree.value || 1;
     div.title = `${name}\n${fmtNs(node.value)} (${(100 * node.value / total).toFixed(2)}%)` +
-      (node.self ? `, ${fmtNs(node.self)} ending here` : '') + (node.level ? `\nlevel ${node.level}` : '');
+      (node.self ? `, ${fmtNs(node.self)} ending here` : '') + (node.level ? `\nlevel ${node.level}` : '') +
+      (diff ? `\n${fmtNs(diff.rate)} per s here, ${fmtNs(diff.baseRate)} per s in the baseline` : '');
+    if (diff) {
+      div.dataset.base = diff.base;
+      div.dataset.delta = diff.delta;
+    }
     div.dataset.path = path.join(';');
     div.dataset.value = node.value;
     div.dataset.self = node.self;
@@ -339,7 +472,11 @@ function hookFlame() {
     }
     S.zoom = f.dataset.path.split(';');
     drawFlame();
-    loadWaits(f.dataset.path);
+    if (S.static) {
+      $('waitstitle').textContent = 'The waits through a frame are not in a static report: chainrec serve lists them.';
+    } else {
+      loadWaits(f.dataset.path);
+    }
   });
   $('search').addEventListener('input', () => drawFlame());
   $('reset').addEventListener('click', () => {
@@ -393,17 +530,109 @@ async function loadWaits(path) {
       ol.appendChild(li);
     }
     d.appendChild(ol);
+    const btn = el('button', 'cpbtn', 'critical path around it');
+    btn.addEventListener('click', () => loadCritpath(wait, d));
+    d.firstChild.appendChild(btn);
     list.appendChild(d);
+  }
+}
+
+// The waiting thread's critical path from its switch-out minus a margin to its
+// switch-in plus the margin (half the wait, 1 ms .. 1 s), drawn under the wait.
+async function loadCritpath(wait, box) {
+  const start = S.info.start_ns;
+  const end = wait.switch_in_ns != null ? wait.switch_in_ns : start + S.info.duration_ns;
+  const margin = Math.min(1e9, Math.max(1e6, Math.round((end - wait.switch_out_ns) / 2)));
+  const from = Math.max(0, wait.switch_out_ns - start - margin);
+  const to = Math.min(S.info.duration_ns, end - start + margin);
+  let cp;
+  try {
+    cp = await api(`/api/critpath?tid=${wait.tid}&from=${from}&to=${to}`);
+  } catch (e) {
+    setStatus('critical path: ' + e.message, true);
+    return;
+  }
+  S.critpath = { tid: wait.tid, from, to, data: cp };
+  const old = box.querySelector('.cp');
+  if (old) old.remove();
+  const div = el('div', 'cp');
+  div.appendChild(el('div', '', `critical path of ${cp.comm} (tid ${cp.tid}) over ${fmtNs(cp.wall_ns)}: ` +
+    `running ${fmtNs(cp.running_ns)}, runnable ${fmtNs(cp.runnable_ns)}, blocked ${fmtNs(cp.blocked_ns)}` +
+    (cp.unknown_ns ? `, unknown ${fmtNs(cp.unknown_ns)}` : '') + ' (the wait outlined)'));
+  const bar = el('div', 'cpbar');
+  const wall = Math.max(1, cp.wall_ns);
+  const isWait = (s) => s.kind !== 'running' && s.start_ns <= wait.switch_out_ns && wait.switch_out_ns < s.end_ns;
+  for (const s of cp.segments) {
+    const seg = el('div', s.kind + (isWait(s) ? ' thewait' : ''));
+    seg.style.left = (100 * (s.start_ns - cp.start_ns) / wall) + '%';
+    seg.style.width = Math.max(0.1, 100 * s.ns / wall) + '%';
+    seg.title = `${s.kind} ${fmtNs(s.ns)}: ${segmentWhy(s)}`;
+    bar.appendChild(seg);
+  }
+  div.appendChild(bar);
+  const ol = el('ol');
+  const shown = cp.segments.slice(0, 40);
+  for (const s of shown) {
+    const li = el('li', '', `+${fmtNs(s.start_ns - cp.start_ns)} ${s.kind} ${fmtNs(s.ns)}: ${segmentWhy(s)}`);
+    if (isWait(s)) li.style.fontWeight = 'bold';
+    ol.appendChild(li);
+  }
+  if (cp.segments.length > shown.length) ol.appendChild(el('li', '', `... ${cp.segments.length - shown.length} more segments`));
+  div.appendChild(ol);
+  box.appendChild(div);
+}
+
+function segmentWhy(s) {
+  const top = (shares, key) => {
+    const best = [...shares].sort((a, b) => b.ns - a.ns)[0];
+    if (!best) return '';
+    return key === 'holder' ? best.holder : best.frames[best.frames.length - 1];
+  };
+  switch (s.kind) {
+    case 'running':
+      return s.stacks.length ? 'in ' + top(s.stacks, 'frames') : 'on CPU';
+    case 'runnable':
+      return (s.preempted ? 'preempted, ' : 'woken, ') + 'behind ' + (top(s.behind, 'holder') || '?');
+    case 'blocked': {
+      const chain = s.levels.map((l) => l.name).join(' <- ');
+      const where = s.stack.length ? ' in ' + s.stack[s.stack.length - 1] : '';
+      return `[${s.state}]${where}` + (chain ? ' <- ' + chain : s.note ? ' ' + s.note : '');
+    }
+    default:
+      return s.reason || '';
   }
 }
 
 // ---- start ----
 
+// A static report: say what it can and cannot do, list its precomputed ranges.
+function setupStatic() {
+  const d = S.static;
+  const banner = $('static');
+  banner.hidden = false;
+  banner.textContent = `Static report (chainrec report): opens from disk with no server and no network. ` +
+    `It can show the heat map, the chain graph of the whole trace and of the ${d.ranges.length - 1} heaviest ` +
+    'seconds (pick one from the list, or click its heat-map column), zoom, search, and compare two of them ' +
+    '(shift-click a precomputed column for the baseline). It cannot compute other ranges, filter the heat map, ' +
+    'list the waits through a frame or draw critical paths: chainrec serve TRACE does all of that.';
+  for (const k of ['metric', 'comm', 'tid', 'pid', 'cgroup']) $(k).disabled = true;
+  const sel = $('ranges');
+  sel.hidden = false;
+  d.ranges.forEach((r, i) => sel.appendChild(Object.assign(el('option', '', r.label), { value: i })));
+  sel.addEventListener('change', () => {
+    const r = d.ranges[+sel.value];
+    S.sel = null;
+    drawHeat();
+    selectRange(r.from_ns, r.to_ns);
+  });
+}
+
 async function start() {
   hookHeat();
   hookFlame();
   $('metric').addEventListener('change', loadHeat);
-  $('comm').addEventListener('change', loadHeat);
+  for (const k of ['comm', 'tid', 'pid', 'cgroup']) $(k).addEventListener('change', loadHeat);
+  $('nobase').addEventListener('click', () => selectBase(null, null));
   $('whole').addEventListener('click', () => {
     S.sel = null;
     drawHeat();
@@ -415,12 +644,16 @@ async function start() {
   });
   try {
     const info = await api('/api/info');
+    S.info = info;
+    $('cgroupbox').hidden = !info.cgroups;
     $('trace').textContent = `${info.trace}: ${info.events} events, ${fmtNs(info.duration_ns)}`;
     document.title = 'chainrec: ' + info.trace;
   } catch (e) {
     setStatus('info: ' + e.message, true);
   }
+  if (S.static) setupStatic();
   await loadHeat();
+  if (S.static) await selectRange(0, S.info.duration_ns);
 }
 
 start();

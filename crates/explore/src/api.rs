@@ -7,9 +7,10 @@ use crate::query::{BadQuery, Query};
 use crate::tree::{Tree, TreeBuilder};
 use crate::ExploreError;
 use chainrec_chain::{
-    Analysis, Duration, Filter, FoldedSink, NodeTable, Setup, View, WaitRecord, WaitSink,
+    critical_path, Analysis, ChainError, CritPathOptions, Duration, Filter, FoldedSink, NodeTable,
+    Setup, View, WaitRecord, WaitSink,
 };
-use chainrec_format::{RecordingMeta, Tables, ThreadSelector};
+use chainrec_format::{CgroupSelector, RecordingMeta, Tables, ThreadSelector};
 use chainrec_report::heatmap::{self, Heatmap, HeatmapOptions, Metric, Select};
 use chainrec_report::progress::{Progress, Progressed};
 use chainrec_report::waits::{WaitContext, WaitJson};
@@ -24,6 +25,8 @@ pub const DEFAULT_ROWS: u32 = 50;
 /// Longest waits listed by default, and at most.
 pub const DEFAULT_WAITS: u64 = 10;
 const MAX_WAITS: u64 = 1000;
+/// Precomputed ranges of a static report by default: the heaviest seconds of the heat map.
+pub const DEFAULT_REPORT_RANGES: usize = 8;
 
 /// An answer: status, content type and body.
 #[derive(Debug, Clone, PartialEq)]
@@ -151,6 +154,9 @@ impl Explorer {
             "/api/waits" => Query::parse(qs)
                 .map_err(ApiError::from)
                 .and_then(|q| self.waits(q)),
+            "/api/critpath" => Query::parse(qs)
+                .map_err(ApiError::from)
+                .and_then(|q| self.critpath(q)),
             _ => Err(ApiError {
                 status: 404,
                 message: format!("no such page: {path}"),
@@ -172,10 +178,11 @@ impl Explorer {
             "duration_ns": self.duration_ns,
             "clock_offset_ns": meta.clock_offset_ns as i64,
             "lost_in_recording": meta.lost.events(),
+            "cgroups": self.an.tables().has_cgroups(),
         }))
     }
 
-    /// `/api/heatmap?metric=offcpu|wakeups&rows=N&comm=RE&tid=N&pid=N`.
+    /// `/api/heatmap?metric=offcpu|wakeups&rows=N&comm=RE&tid=N&pid=N&cgroup=RE`.
     fn heatmap(&self, mut q: Query) -> Result<Value, ApiError> {
         let metric = match q.take("metric").as_deref() {
             None | Some("offcpu") => Metric::OffCpu,
@@ -205,6 +212,14 @@ impl Explorer {
         };
         threads.tids = int(q.u64("tid")?, "tid")?;
         threads.pids = int(q.u64("pid")?, "pid")?;
+        if let Some(c) = q.take("cgroup") {
+            let re = chainrec_chain::regex::Regex::new(&c)
+                .map_err(|e| ApiError::bad(format!("cgroup={c:?}: bad regex: {e}")))?;
+            let sel = CgroupSelector::new(re, self.an.tables()).ok_or_else(|| {
+                ApiError::bad(ChainError::NoCgroups { flag: "cgroup=" }.to_string())
+            })?;
+            threads.cgroup = Some(std::sync::Arc::new(sel));
+        }
         q.finish()?;
         let opts = HeatmapOptions {
             metric,
@@ -384,6 +399,139 @@ impl Explorer {
             "waits": waits,
         }))
     }
+
+    /// `/api/critpath?tid=N&from=NS&to=NS`: the thread's critical path over the range
+    /// (`chainrec critical-path -t N --window`, its JSON form). The page asks for a wait's
+    /// switch-out minus a margin to its switch-in plus the margin.
+    fn critpath(&self, mut q: Query) -> Result<Value, ApiError> {
+        let tid = q
+            .u64("tid")?
+            .ok_or_else(|| ApiError::bad("tid= is required: the thread".into()))?;
+        let tid = u32::try_from(tid).map_err(|_| ApiError::bad(format!("tid={tid}: too large")))?;
+        let from = q.u64("from")?.unwrap_or(0);
+        let to = q.u64("to")?.unwrap_or(self.duration_ns);
+        q.finish()?;
+        if from >= to {
+            return Err(ApiError::bad(format!(
+                "from={from} is not before to={to}: the range is empty"
+            )));
+        }
+        let start = self.an.start_ns();
+        let opts = CritPathOptions {
+            window: Some((start.saturating_add(from), start.saturating_add(to))),
+            ..CritPathOptions::new(tid)
+        };
+        let cp = critical_path(&self.an, &opts).map_err(|e| match e {
+            ChainError::NoSuchThread(_) | ChainError::WindowOutside { .. } => {
+                ApiError::bad(e.to_string())
+            }
+            e => ApiError::failed(e),
+        })?;
+        let mut v = chainrec_report::critpath::render_json(&cp);
+        v["from_ns"] = json!(from);
+        v["to_ns"] = json!(to);
+        Ok(v)
+    }
+
+    /// The data of a static report ([`Explorer::static_page`]): `info`, the default
+    /// `heatmap`, and `ranges`: the whole trace's chain graph, then those of the
+    /// `ranges` heaviest seconds of the heat map (in time order), each with `label`,
+    /// `from_ns`, `to_ns` and `chains` (the `/api/chains` answer of that range).
+    pub fn static_data(&self, ranges: usize) -> Result<Value, ExploreError> {
+        let to_err = |e: ApiError| ExploreError::Range(e.message);
+        let info = self
+            .info(Query::parse("").map_err(|e| ExploreError::Range(e.0))?)
+            .map_err(to_err)?;
+        let heat = self.heat_json(&self.heat);
+        let mut list = vec![json!({
+            "label": "whole trace",
+            "from_ns": 0,
+            "to_ns": self.duration_ns,
+        })];
+        for (from, to, ns) in self.heaviest_seconds(ranges) {
+            list.push(json!({
+                "label": format!(
+                    "{:.3} .. {:.3} s ({} off CPU)",
+                    from as f64 / 1e9,
+                    to as f64 / 1e9,
+                    fmt_ms(ns)
+                ),
+                "from_ns": from,
+                "to_ns": to,
+            }));
+        }
+        for r in &mut list {
+            let (from, to) = (
+                r["from_ns"].as_u64().unwrap_or(0),
+                r["to_ns"].as_u64().unwrap_or(0),
+            );
+            let q = Query::parse(&format!("from={from}&to={to}"))
+                .map_err(|e| ExploreError::Range(e.0))?;
+            r["chains"] = self.chains(q).map_err(to_err)?;
+        }
+        Ok(json!({ "info": info, "heatmap": heat, "ranges": list }))
+    }
+
+    /// The `n` heat-map columns (seconds) with the most off-CPU time, clipped to the
+    /// trace, in time order: (from, to, off-CPU ns) from the trace start.
+    fn heaviest_seconds(&self, n: usize) -> Vec<(u64, u64, u64)> {
+        let h = &self.heat;
+        let offset = self.an.meta().clock_offset_ns;
+        let col0 = h.first_second as i128 * 1_000_000_000 - offset - self.an.start_ns() as i128;
+        let mut cols: Vec<(u64, usize)> = h
+            .cells
+            .chunks(h.rows.max(1) as usize)
+            .map(|c| c.iter().sum::<u64>())
+            .enumerate()
+            .filter(|&(_, ns)| ns > 0)
+            .map(|(i, ns)| (ns, i))
+            .collect();
+        cols.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        cols.truncate(n);
+        cols.sort_by_key(|&(_, i)| i);
+        let dur = self.duration_ns as i128;
+        cols.into_iter()
+            .filter_map(|(ns, i)| {
+                let a = (col0 + i as i128 * 1_000_000_000).clamp(0, dur);
+                let b = (col0 + (i as i128 + 1) * 1_000_000_000).clamp(0, dur);
+                // A second that is the whole trace is already the first range.
+                (a < b && (a, b) != (0, dur)).then_some((a as u64, b as u64, ns))
+            })
+            .collect()
+    }
+
+    /// The page as one self-contained HTML file: style, script and the data of
+    /// [`Explorer::static_data`] inlined, a Content-Security-Policy that forbids every
+    /// fetch (so it provably works with no network and no server).
+    pub fn static_page(&self, ranges: usize) -> Result<String, ExploreError> {
+        let data = serde_json::to_string(&self.static_data(ranges)?)
+            .map_err(|e| ExploreError::Range(e.to_string()))?;
+        // Inside <script>, only `</` can end the element early; `<\/` is the same JSON.
+        let data = data.replace("</", "<\\/");
+        let csp = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+                   script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">";
+        let page = INDEX_HTML
+            .replacen("<meta charset=\"utf-8\">", &format!("<meta charset=\"utf-8\">\n{csp}"), 1)
+            .replacen(
+                "<link rel=\"stylesheet\" href=\"app.css\">",
+                &format!("<style>\n{APP_CSS}</style>"),
+                1,
+            )
+            .replacen(
+                "<script src=\"app.js\"></script>",
+                &format!(
+                    "<script type=\"application/json\" id=\"chainrec-data\">{data}</script>\n<script>\n{}</script>",
+                    APP_JS.replace("</script", "<\\/script")
+                ),
+                1,
+            );
+        Ok(page)
+    }
+}
+
+/// `ns` as milliseconds for a label (`123.4 ms`).
+fn fmt_ms(ns: u64) -> String {
+    format!("{:.1} ms", ns as f64 / 1e6)
 }
 
 fn default_heat() -> HeatmapOptions {

@@ -16,7 +16,7 @@ mod query;
 pub mod server;
 mod tree;
 
-pub use api::{Explorer, Response};
+pub use api::{Explorer, Response, DEFAULT_REPORT_RANGES};
 pub use tree::{Frame, Tree};
 
 /// Errors of the explorer outside a request (a request's errors are HTTP answers).
@@ -28,6 +28,9 @@ pub enum ExploreError {
     /// A report (the heat map) failed on the trace.
     #[error(transparent)]
     Report(#[from] chainrec_report::ReportError),
+    /// A precomputed range of a static report could not be computed.
+    #[error("static report: {0}")]
+    Range(String),
     /// The socket could not be opened.
     #[error("cannot listen on {addr}: {reason}")]
     Bind {

@@ -66,69 +66,134 @@ fn kind_of(class: FrameClass) -> &'static str {
 }
 
 struct Building {
-    name: String,
+    /// Index in [`TreeBuilder::names`].
+    name: u32,
     class: Option<FrameClass>,
     level: u32,
     value: u64,
     self_ns: u64,
-    children: HashMap<String, usize>,
 }
 
-/// Accumulates folded lines (in any order; equal lines add up).
+/// FxHash (rustc's): the tree's keys are short names and small integers, hashed millions of
+/// times per range; SipHash's flooding resistance buys nothing here and costs a third.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+        }
+        for &b in chunks.remainder() {
+            self.add(u64::from(b));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Fx {
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
+
+/// Accumulates folded lines (in any order; equal lines add up). Frame names are interned
+/// and the children of every node live in one map keyed by (parent, name): a range of a
+/// large trace has millions of frames, and a map and a string per frame were most of the
+/// time of a request.
 pub struct TreeBuilder {
     nodes: Vec<Building>,
+    names: Vec<Box<str>>,
+    name_ids: FxMap<Box<str>, u32>,
+    children: FxMap<(u32, u32), u32>,
 }
 
 impl Default for TreeBuilder {
     fn default() -> Self {
-        TreeBuilder {
-            nodes: vec![Building {
-                name: "all".into(),
-                class: None,
-                level: 0,
-                value: 0,
-                self_ns: 0,
-                children: HashMap::new(),
-            }],
-        }
+        let mut b = TreeBuilder {
+            nodes: Vec::new(),
+            names: Vec::new(),
+            name_ids: FxMap::default(),
+            children: FxMap::default(),
+        };
+        let all = b.intern("all");
+        b.nodes.push(Building {
+            name: all,
+            class: None,
+            level: 0,
+            value: 0,
+            self_ns: 0,
+        });
+        b
     }
 }
 
 impl TreeBuilder {
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.name_ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.into());
+        self.name_ids.insert(name.into(), id);
+        id
+    }
+
     /// Add one folded line with its weight.
     pub fn add(&mut self, line: &str, ns: u64) {
         if ns == 0 {
             return;
         }
-        let frames: Vec<&str> = line.split(';').collect();
-        let classes = classify_stack(&frames, true);
-        let mut at = 0usize;
-        let mut level = 0u32;
+        // The frames' classes (and so levels) are needed only for a frame seen first.
+        let mut classes: Option<Vec<FrameClass>> = None;
+        let mut at = 0u32;
         self.nodes[0].value += ns;
-        for (f, class) in frames.iter().zip(classes) {
-            if class == FrameClass::LevelSeparator {
-                level += 1;
-            }
-            let next = match self.nodes[at].children.get(*f) {
+        for (depth, f) in line.split(';').enumerate() {
+            let name = self.intern(f);
+            let next = match self.children.get(&(at, name)) {
                 Some(&i) => i,
                 None => {
-                    let i = self.nodes.len();
+                    let cl = classes.get_or_insert_with(|| {
+                        let frames: Vec<&str> = line.split(';').collect();
+                        classify_stack(&frames, true)
+                    });
+                    let level = cl[..=depth]
+                        .iter()
+                        .filter(|c| **c == FrameClass::LevelSeparator)
+                        .count() as u32;
+                    let i = self.nodes.len() as u32;
                     self.nodes.push(Building {
-                        name: f.to_string(),
-                        class: Some(class),
+                        name,
+                        class: Some(cl[depth]),
                         level,
                         value: 0,
                         self_ns: 0,
-                        children: HashMap::new(),
                     });
-                    self.nodes[at].children.insert(f.to_string(), i);
+                    self.children.insert((at, name), i);
                     i
                 }
             };
             at = next;
-            self.nodes[at].value += ns;
+            self.nodes[at as usize].value += ns;
         }
-        self.nodes[at].self_ns += ns;
+        self.nodes[at as usize].self_ns += ns;
     }
 
     /// The tree, children sorted by name (flame-graph order); subtrees cut as
@@ -141,6 +206,32 @@ impl TreeBuilder {
         } else {
             0
         };
+        // Children as one flat array, each node's slice sorted by name.
+        let n = self.nodes.len();
+        let mut first = vec![0u32; n + 1];
+        for &(parent, _) in self.children.keys() {
+            first[parent as usize + 1] += 1;
+        }
+        for i in 0..n {
+            first[i + 1] += first[i];
+        }
+        let mut fill_at = first.clone();
+        let mut kids = vec![0u32; self.children.len()];
+        for (&(parent, _), &child) in &self.children {
+            kids[fill_at[parent as usize] as usize] = child;
+            fill_at[parent as usize] += 1;
+        }
+        let names = &self.names;
+        let nodes = &self.nodes;
+        for i in 0..n {
+            let slice = &mut kids[first[i] as usize..first[i + 1] as usize];
+            // Reversed: the stack pops the first name first.
+            slice.sort_unstable_by(|a, b| {
+                names[nodes[*b as usize].name as usize]
+                    .cmp(&names[nodes[*a as usize].name as usize])
+            });
+        }
+        let children_of = |i: usize| &kids[first[i] as usize..first[i + 1] as usize];
         let mut tree = Tree {
             nodes: Vec::new(),
             pruned_frames: 0,
@@ -149,40 +240,34 @@ impl TreeBuilder {
         // (building index, parent index in the output)
         let mut stack: Vec<(usize, Option<u32>)> = vec![(0, None)];
         while let Some((i, parent)) = stack.pop() {
-            let n = &self.nodes[i];
+            let b = &nodes[i];
+            let name = &names[b.name as usize];
             let me = tree.nodes.len() as u32;
             tree.nodes.push(Frame {
-                name: n.name.clone(),
+                name: name.to_string(),
                 parent,
-                value: n.value,
-                self_ns: n.self_ns,
-                level: n.level,
-                kind: n.class.map_or("root", kind_of),
-                fill: n.class.map_or_else(String::new, |c| fill_for(c, &n.name)),
+                value: b.value,
+                self_ns: b.self_ns,
+                level: b.level,
+                kind: b.class.map_or("root", kind_of),
+                fill: b.class.map_or_else(String::new, |c| fill_for(c, name)),
             });
-            let mut kids: Vec<(&String, usize)> = n.children.iter().map(|(k, &v)| (k, v)).collect();
-            // Reversed: the stack pops the first name first.
-            kids.sort_unstable_by(|a, b| b.cmp(a));
-            for (_, c) in kids {
-                if self.nodes[c].value < cut_below {
-                    tree.pruned_frames += self.subtree_size(c);
-                    tree.pruned_ns += self.nodes[c].value;
+            for &c in children_of(i) {
+                let c = c as usize;
+                if nodes[c].value < cut_below {
+                    // The subtree's size.
+                    let mut below = vec![c];
+                    while let Some(j) = below.pop() {
+                        tree.pruned_frames += 1;
+                        below.extend(children_of(j).iter().map(|&k| k as usize));
+                    }
+                    tree.pruned_ns += nodes[c].value;
                 } else {
                     stack.push((c, Some(me)));
                 }
             }
         }
         tree
-    }
-
-    fn subtree_size(&self, i: usize) -> usize {
-        let mut stack = vec![i];
-        let mut n = 0;
-        while let Some(j) = stack.pop() {
-            n += 1;
-            stack.extend(self.nodes[j].children.values());
-        }
-        n
     }
 }
 

@@ -90,6 +90,97 @@ fn golden_heatmap_chains_and_waits() {
         ),
     );
     check_golden("serve-waits.json", &waits);
+    // The first of them, its thread's critical path from 5 ms before its switch-out to
+    // 5 ms after its switch-in (what the page asks for it, with its margin).
+    let w = &waits["waits"][0]["wait"];
+    let start = info["start_ns"].as_u64().unwrap();
+    let from = w["switch_out_ns"].as_u64().unwrap() - start - 5_000_000;
+    let to = w["switch_in_ns"].as_u64().unwrap() - start + 5_000_000;
+    let cp = get(
+        &ex,
+        &format!("/api/critpath?tid={}&from={from}&to={to}", w["tid"]),
+    );
+    check_golden("serve-critpath.json", &cp);
+    // Its blocked segment from the switch-out is the wait, behind the same chain.
+    let seg = cp["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["start_ns"] == w["switch_out_ns"])
+        .expect("a segment starts at the switch-out");
+    assert_eq!(seg["kind"], "blocked");
+    assert_eq!(seg["end_ns"], w["wake_ns"]);
+    let names: Vec<&Value> = seg["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| &l["tid"])
+        .collect();
+    let hops: Vec<&Value> = w["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| !h["metal"].as_bool().unwrap())
+        .map(|h| &h["waker_tid"])
+        .collect();
+    assert_eq!(names[..hops.len()], hops[..], "{seg}");
+}
+
+/// The heat map filtered by cgroup: only the threads in the matching cgroups count.
+#[test]
+fn heatmap_by_cgroup() {
+    let (_d, ex) = explorer("containers", 4000);
+    assert_eq!(get(&ex, "/api/info")["cgroups"], true);
+    let all = get(&ex, "/api/heatmap")["total"].as_u64().unwrap();
+    let docker = get(&ex, "/api/heatmap?cgroup=docker");
+    let by_comm = get(&ex, "/api/heatmap?comm=%5Ecr-web%24")["total"]
+        .as_u64()
+        .unwrap();
+    let t = docker["total"].as_u64().unwrap();
+    assert!(t > 0 && t < all, "{t} of {all}");
+    // cr-web is the docker container's one thread.
+    assert_eq!(t, by_comm);
+    let none = get(&ex, "/api/heatmap?cgroup=no-such-cgroup");
+    assert_eq!(none["total"], 0);
+    let (_d2, plain) = explorer("pipe-relay", 1000);
+    assert_eq!(get(&plain, "/api/info")["cgroups"], false);
+    let r = plain.handle("/api/heatmap?cgroup=x");
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("records no cgroups"), "{}", r.text());
+}
+
+/// `chainrec report`'s data: the whole trace, then the heaviest seconds in time order,
+/// each the `/api/chains` answer of its range; the page inlines it safely.
+#[test]
+fn static_report_data() {
+    let (_d, ex) = explorer("pipe-relay", 4000);
+    let d = ex.static_data(3).unwrap();
+    let ranges = d["ranges"].as_array().unwrap();
+    assert_eq!(ranges.len(), 4);
+    assert_eq!(ranges[0]["label"], "whole trace");
+    let mut last = 0;
+    for r in ranges {
+        let (f, t) = (r["from_ns"].as_u64().unwrap(), r["to_ns"].as_u64().unwrap());
+        assert_eq!(
+            r["chains"],
+            get(&ex, &format!("/api/chains?from={f}&to={t}"))
+        );
+        if r != &ranges[0] {
+            assert!(f >= last && t > f, "time order");
+            last = t;
+        }
+    }
+    assert_eq!(d["heatmap"], get(&ex, "/api/heatmap"));
+    let page = ex.static_page(3).unwrap();
+    assert!(!page.contains("src=\"app.js\"") && !page.contains("href=\"app.css\""));
+    assert!(page.contains("Content-Security-Policy"));
+    // One data element, and no `</` inside it to end it early.
+    let at = page.find("id=\"chainrec-data\">").unwrap();
+    let data = &page[at..];
+    let end = data.find("</script>").unwrap();
+    assert!(!data[..end].contains("</"));
+    let v: Value = serde_json::from_str(&data["id=\"chainrec-data\">".len()..end]).unwrap();
+    assert_eq!(v, d);
 }
 
 /// For every frame of a range's graph, the waits through it weigh what the frame does,
@@ -182,6 +273,18 @@ fn bad_requests_get_a_4xx_with_a_message() {
         ("/api/waits", 400, "frame= is required"),
         ("/api/waits?frame=a&limit=0", 400, "limit"),
         ("/api/info?x=1", 400, "unknown parameter"),
+        ("/api/critpath", 400, "tid= is required"),
+        ("/api/critpath?tid=x", 400, "non-negative integer"),
+        ("/api/critpath?tid=99999999999", 400, "too large"),
+        ("/api/critpath?tid=77777", 400, "does not appear"),
+        ("/api/critpath?tid=103&from=5&to=5", 400, "empty"),
+        (
+            "/api/critpath?tid=103&from=99000000000000&to=99000000000001",
+            400,
+            "outside",
+        ),
+        ("/api/critpath?tid=103&margin=1", 400, "unknown parameter"),
+        ("/api/heatmap?cgroup=x", 400, "records no cgroups"),
         ("/../../etc/passwd", 404, "no such page"),
         ("/etc/passwd", 404, "no such page"),
         ("/api/../Cargo.toml", 404, "no such page"),
