@@ -208,17 +208,23 @@ function drawHeat() {
   x.font = '10px Verdana';
   x.textAlign = 'center';
   const step = Math.max(1, Math.ceil(40 / g.cw));
+  // As the SVG heat map: columns are whole seconds (of the wall clock when the trace has
+  // one), labelled from the first; the trace starts inside column 0 (col0_ns <= 0).
   for (let col = 0; col < h.columns; col += step) {
     const r = cellRect(col, 0);
-    const t = (h.col0_ns + col * 1e9) / 1e9;
-    x.fillText(t.toFixed(0) + 's', r.x + r.w / 2, c.height - 5);
+    x.fillText('+' + col + 's', r.x + r.w / 2, c.height - 5);
   }
   x.textAlign = 'right';
   x.fillText('0 ms', PAD.left - 3, PAD.top + g.ph);
   x.fillText('500', PAD.left - 3, PAD.top + g.ph / 2 + 4);
   x.fillText('1000', PAD.left - 3, PAD.top + 9);
   const what = h.metric === 'wakeups' ? 'wakeups' : 'off-CPU time';
-  $('heatinfo').textContent = `${what} of ${h.selection}; ${h.columns} s x ${h.rows} rows ` +
+  const from = h.wall_clock
+    ? new Date(h.first_second * 1000).toISOString().replace('T', ' ').replace('.000Z', ' UTC')
+    : `second ${h.first_second}`;
+  const lead = (-h.col0_ns / 1e9).toFixed(3);
+  $('heatinfo').textContent = `x: seconds from ${from} (the trace starts ${lead} s into column +0s); ` +
+    `${what} of ${h.selection}; ${h.columns} s x ${h.rows} rows ` +
     `(${h.bucket_ns / 1e6} ms); darkest cell ${h.metric === 'wakeups' ? h.max : fmtNs(h.max)}` +
     (h.note ? `; ${h.note}` : '');
 }
