@@ -126,8 +126,6 @@ pub const ONCPU_NO_SAMPLE: &str = "[on cpu: no sample]";
 /// The frame that opens the frames of on-CPU time estimated from the thread's samples
 /// nearest in time, none of which fell inside it: `[on cpu: estimated];user;-;kernel`.
 pub const ONCPU_ESTIMATED: &str = "[on cpu: estimated]";
-/// The name of the idle task's samples (as `perf` names it).
-pub use chainrec_format::IDLE_COMM;
 
 /// The frames of one sample, root first: user frames root→leaf, then `-` and the kernel
 /// frames root→leaf when there are any (a sample in user mode has none, and its line does
