@@ -14,9 +14,8 @@
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
 
-use chainrec_chain::{
-    Config, Engine, FoldedSink, Mode, NodeTable, PathBatch, PathReducer, Unit, View,
-};
+use chainrec_chain::fold::{PathBatch, PathReducer};
+use chainrec_chain::{Config, Engine, FoldedSink, Mode, NodeTable, Unit, View};
 use chainrec_format::synth::{self, SynthParams};
 use chainrec_format::{Event, MemTrace, RecordingMeta, Tables, TraceReader};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

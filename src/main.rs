@@ -172,7 +172,7 @@ fn main() {
 #[cfg(test)]
 mod help_tests {
     use super::Cli;
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
 
     /// Every example and note after the options fits 80 columns as written, so clap never
     /// wraps it (it would break lines mid-command), and nothing is printed before a
@@ -194,6 +194,113 @@ mod help_tests {
                 }
             }
             assert!(c.get_before_help().is_none(), "{}", c.get_name());
+        }
+    }
+
+    /// The `chainrec ...` lines of an `Example(s)` paragraph, continuations after `\`
+    /// joined, each cut before its description (two spaces or more outside quotes), split
+    /// into shell words (quotes group), and cut before a `|` or `>`.
+    fn example_commands(after_help: &str) -> Vec<Vec<String>> {
+        let mut lines = after_help
+            .lines()
+            .skip_while(|l| !l.starts_with("Example"))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .map(str::trim);
+        let mut out = Vec::new();
+        while let Some(l) = lines.next() {
+            let mut line = l.to_string();
+            while line.ends_with('\\') {
+                line.pop();
+                line.push_str(lines.next().unwrap_or(""));
+            }
+            if !line.starts_with("chainrec ") {
+                continue;
+            }
+            let (mut words, mut cur, mut quote, mut started) = (vec![], String::new(), None, false);
+            let mut spaces = 0;
+            for c in line.chars() {
+                spaces = if quote.is_none() && c == ' ' {
+                    spaces + 1
+                } else {
+                    0
+                };
+                if spaces == 2 {
+                    break; // the description
+                }
+                match (quote, c) {
+                    (None, '\'' | '"') => (quote, started) = (Some(c), true),
+                    (Some(q), c) if c == q => quote = None,
+                    (None, ' ') if started => {
+                        words.push(std::mem::take(&mut cur));
+                        started = false;
+                    }
+                    (None, ' ') => {}
+                    (_, c) => (cur, started) = (cur + &c.to_string(), true),
+                }
+            }
+            if started {
+                words.push(cur);
+            }
+            if let Some(i) = words.iter().position(|w| w == "|" || w == ">") {
+                words.truncate(i);
+            }
+            out.push(words);
+        }
+        out
+    }
+
+    /// Every example of every help text parses as the command line it shows (the
+    /// integration test tests/help_examples.rs runs those that need no root).
+    #[test]
+    fn every_help_example_parses() {
+        let cli = Cli::command();
+        let mut all = vec![&cli];
+        all.extend(cli.get_subcommands());
+        let mut n = 0;
+        for c in all {
+            let Some(h) = c.get_after_help() else {
+                continue;
+            };
+            let found = example_commands(&h.to_string());
+            assert!(!found.is_empty(), "{}: no example", c.get_name());
+            for words in found {
+                let recorder = ["record", "demo", "workload"].contains(&words[1].as_str());
+                if recorder && !cfg!(feature = "record") {
+                    continue; // not in the analysis-only build
+                }
+                if let Err(e) = Cli::try_parse_from(&words) {
+                    panic!("{}: example {words:?} does not parse: {e}", c.get_name());
+                }
+                n += 1;
+            }
+        }
+        assert!(n >= 50, "only {n} examples");
+    }
+
+    /// `export` names every format it writes, in the command list and in its own help.
+    #[test]
+    fn export_help_names_every_format() {
+        let mut cli = Cli::command();
+        let about = cli
+            .find_subcommand("export")
+            .and_then(|c| c.get_about())
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let long = cli
+            .find_subcommand_mut("export")
+            .unwrap()
+            .render_help()
+            .to_string();
+        for format in ["Perfetto", "pprof", "Parquet"] {
+            assert!(
+                about.contains(format),
+                "export about lacks {format}: {about}"
+            );
+            assert!(
+                long.contains(&format!("--{}", format.to_lowercase())),
+                "{long}"
+            );
         }
     }
 

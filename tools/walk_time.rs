@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Needs about 40 bytes of memory per event (2 GB for 50 M events).
-use chainrec_chain::{Config, Engine, PathReducer, View};
+use chainrec_chain::fold::PathReducer;
+use chainrec_chain::{Config, Engine, View};
 use chainrec_format::{Event, TraceReader};
 use std::time::Instant;
 

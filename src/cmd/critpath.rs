@@ -2,7 +2,8 @@
 //! blocked (behind which chain) segments, with stacks (chainrec_chain::critical_path).
 use super::filter::FilterArgs;
 use anyhow::{bail, Context, Result};
-use chainrec_chain::{critical_path, CritPathOptions, Duration, Unit, DEFAULT_MAX_DEPTH};
+use chainrec_chain::critpath::CritPathOptions;
+use chainrec_chain::{critical_path, Duration, Unit, DEFAULT_MAX_DEPTH};
 use chainrec_report::critpath::{render_json, render_text, TextOptions};
 use std::path::PathBuf;
 

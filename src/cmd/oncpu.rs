@@ -1,7 +1,8 @@
 //! `chainrec oncpu` (and `hotcold`): flame graphs from the on-CPU samples of a trace.
 use super::chains::ViewArgs;
 use anyhow::{Context, Result};
-use chainrec_chain::{fold_oncpu, hot_cold, Analysis, Duration, OnCpuFold};
+use chainrec_chain::oncpu::{hot_cold, OnCpuFold};
+use chainrec_chain::{fold_oncpu, Analysis, Duration};
 use chainrec_format::fmt_ns;
 use std::io::Write;
 

@@ -183,7 +183,7 @@ pub fn run_waits(a: WaitsArgs) -> Result<()> {
         bail!("--max-depth must be at least 1");
     }
     let an = super::open_trace(&a.file, "waits")?;
-    let (meta, tables, start) = (an.meta(), an.tables(), an.start_ns());
+    let (meta, start) = (an.meta(), an.start_ns());
     let filter = a.filter.to_filter(&an, Duration::Blocked)?;
     let setup = Setup {
         mode: a.mode,
@@ -198,7 +198,7 @@ pub fn run_waits(a: WaitsArgs) -> Result<()> {
         frames: a.frames,
         hidden: a.hidden,
     };
-    let mut sink = WaitsWriter::new(stdout(), opts, tables, meta, start);
+    let mut sink = WaitsWriter::new(stdout(), opts, an.trace());
     // Stop reading once stdout is gone.
     let done = an
         .run_while(setup, &mut sink, |s, _| s.failed.is_none())

@@ -1,12 +1,15 @@
 //! One analysis of one trace file: opening it with a damage policy, the trace-start rule,
-//! the chunks a window needs, automatic dedup, and the run itself ([`fold_trace`] or any
-//! [`WaitSink`]), ending in one [`Summary`]. Every command that walks a trace (`chains`,
+//! the chunks a window needs, automatic dedup, and the run itself (folded on two threads,
+//! or into any [`WaitSink`]), ending in one [`Summary`]. Every command that walks a trace (`chains`,
 //! `offcpu`, `wakeup`, `offwake`, `top`, the pprof export, the demo) sets up its engine here,
 //! through the engine's public API only.
 
+use crate::analyses::critpath::{CritPathOptions, CriticalPath};
+use crate::analyses::oncpu::OnCpuFold;
 use crate::analyses::TraceInput;
-use crate::{fold_trace, ChainError, Config, Engine, Filter, Graph, Mode, NodeTable, OnCpuMode};
-use crate::{CritPathOptions, CriticalPath, OnCpuFold};
+use crate::graph::finished::{Collected, TraceRef};
+use crate::pipeline::fold_trace;
+use crate::{ChainError, Config, Engine, Filter, Graph, Mode, NodeTable, OnCpuMode};
 use crate::{Stats, View, WaitSink, Window, DEFAULT_MAX_DEPTH};
 use chainrec_format::{FormatError, RecordingMeta, Recovery, Sampling, Tables, TraceReader};
 use std::ops::Range;
@@ -207,6 +210,15 @@ impl Analysis {
         })
     }
 
+    /// The tables, metadata and start of the trace, as one value for what renders a run.
+    pub fn trace(&self) -> TraceRef<'_> {
+        TraceRef {
+            tables: self.tables(),
+            meta: self.meta(),
+            start_ns: self.start_ns,
+        }
+    }
+
     /// Where the trace ends: the recording's end time, or the last event's when the
     /// metadata has none (the start when there are no events).
     pub fn end_ns(&self) -> u64 {
@@ -339,7 +351,19 @@ impl Analysis {
         })
     }
 
-    /// Fold the run's records for `view` on two threads ([`fold_trace`]), calling
+    /// [`Analysis::run`] into `sink`, handed back with what its records refer to: the
+    /// summary and the [`Collected`] value its renderer takes.
+    pub fn collect<S: WaitSink>(
+        &self,
+        setup: Setup,
+        mut sink: S,
+        on_chunk: impl FnMut(usize),
+    ) -> Result<(Summary, Collected<'_, S>), ChainError> {
+        let Done { summary, nodes } = self.run(setup, &mut sink, on_chunk)?;
+        Ok((summary, Collected::new(sink, nodes, self.trace())))
+    }
+
+    /// Fold the run's records for `view` on two threads (`fold_trace`), calling
     /// `on_chunk(events)` after each decoded chunk: the summary and the finished graph.
     pub fn fold(
         &self,
@@ -389,7 +413,7 @@ pub fn fold_oncpu(an: &Analysis, filter: &Filter, parallel: bool) -> Result<OnCp
 }
 
 /// The trace-start rule of [`Analysis::start_ns`], for a bare reader.
-pub fn trace_start_ns(reader: &TraceReader) -> u64 {
+pub(crate) fn trace_start_ns(reader: &TraceReader) -> u64 {
     match reader.meta().start_ns {
         0 => reader.time_span().map_or(0, |s| s.0),
         s => s,

@@ -122,7 +122,7 @@ pub enum ChainError {
     /// and gone at the same instant).
     #[error("thread {0} has no time in the trace (created and gone at once)")]
     NoTime(chainrec_format::Tid),
-    /// The path-trie thread of [`fold_trace`](crate::fold_trace) failed (a bug).
+    /// The path-trie thread of a fold ([`crate::Analysis::fold`]) failed (a bug).
     #[error("the path-trie thread {0}")]
     FoldThread(&'static str),
 }

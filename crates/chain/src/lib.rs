@@ -18,8 +18,12 @@
 //!
 //! Layers, each importing only those below it (`docs/ARCHITECTURE.md`): `engine` (events
 //! to [`WaitRecord`]s), `graph` (paths, trie, views, rendering, the finished [`Graph`]),
-//! `analyses` ([`critical_path`], on-CPU folding), the drivers ([`Analysis`],
-//! [`fold_trace`]) and the user-facing wording (summary headline and notes).
+//! `analyses` ([`critical_path`], on-CPU folding), the drivers ([`Analysis`]: a run folded
+//! on two threads, or into any sink) and the user-facing wording (summary headline and
+//! notes).
+//!
+//! What a run leaves is one value its renderer takes alone: a fold's [`Graph`], or any
+//! other sink as [`Collected`] (the sink, the interned nodes, the trace as a [`TraceRef`]).
 //!
 //! * [`Engine`] walks the events (O(1) amortized per event, memory bounded by live state)
 //!   and produces one [`WaitRecord`] per off-CPU interval, passed to a [`WaitSink`].
@@ -39,34 +43,57 @@ mod graph;
 mod pipeline;
 mod wording;
 
-pub use analyses::critpath::{
-    Blocked, CritPathOptions, CritPathStats, CriticalPath, Level, Segment, SegmentKind, Share,
-    Unknown,
-};
-pub use analyses::oncpu::{hot_cold, HotCold, OnCpuFold, OnCpuStats, OFFCPU_FRAME};
+// Opening a trace and running the engine over it.
 pub use analysis::{
-    critical_path, fold_oncpu, trace_start_ns, Analysis, DamagePolicy, Dedup, Done, Setup, Summary,
-    TraceWarning, WarnFn,
+    critical_path, fold_oncpu, Analysis, DamagePolicy, Dedup, Done, Setup, Summary, TraceWarning,
+    WarnFn,
 };
+pub use error::{ChainError, WindowProblem};
+
+// How a run is set up: what it selects and how it attributes.
 pub use engine::config::{Config, DEFAULT_MAX_DEPTH};
 pub use engine::filter::{Duration, Filter, Window, WindowBound};
-pub use engine::frames::stack_frames;
-pub use engine::frames::{sample_frames, IDLE_COMM, ONCPU_ESTIMATED, ONCPU_FRAME, ONCPU_NO_SAMPLE};
-pub use engine::machine::Engine;
 pub use engine::mode::{Mode, OnCpuMode};
-pub use engine::nodes::{
-    Node, NodeId, NodeKind, NodeTable, RunqHolder, UNTHROTTLED_BY_TIMER, UNTHROTTLE_UNKNOWN,
-};
+
+// The engine and what it hands its sinks: one record per wait, over interned nodes.
+pub use engine::machine::Engine;
+pub use engine::nodes::{Node, NodeId, NodeKind, NodeTable, RunqHolder};
 pub use engine::record::{HopRecord, OnCpuPart, RunqPart, WaitRecord, WaitSink};
-pub use engine::sampleidx::{apportion, ESTIMATE_PERIODS};
 pub use engine::stats::{Inconsistency, Stats};
-pub use error::{ChainError, WindowProblem};
-pub use graph::finished::Graph;
-pub use graph::folded::{ChainGraph, FoldedSink};
-pub use graph::pathframes::{FrameKind, FrameNamer, NodeFrames, PathFrame, PathVisit};
-pub use graph::paths::{PathBatch, PathReducer};
-pub use graph::render::WriteSummary;
-pub use graph::views::{Rounded, Unit, View};
-pub use pipeline::fold_trace;
+
+// What a run leaves for the renderers, and how they name its frames.
+pub use engine::frames::{sample_frames, stack_frames};
+pub use graph::finished::{Collected, Graph, TraceRef};
+pub use graph::folded::FoldedSink;
+pub use graph::pathframes::{FrameKind, FrameNamer, PathFrame, PathVisit};
+pub use graph::views::{Unit, View};
+
+/// One thread's critical path ([`critical_path`]): its timeline in segments, and what
+/// each blocked or runnable one waited on.
+pub mod critpath {
+    pub use crate::analyses::critpath::{
+        Blocked, CritPathOptions, CritPathStats, CriticalPath, Level, Segment, SegmentKind, Share,
+        Unknown,
+    };
+}
+
+/// On-CPU samples ([`fold_oncpu`]): the CPU flame graph, hot/cold, and time split by
+/// sample counts.
+pub mod oncpu {
+    pub use crate::analyses::oncpu::{hot_cold, HotCold, OnCpuFold, OnCpuStats};
+    pub use crate::engine::sampleidx::apportion;
+}
+
+/// The parts of a fold, for callers that assemble their own (benchmarks, tests): waits
+/// reduced to path batches, what writing the folded text did, one node's frames, rounded
+/// lines, and the interned chain graph as a petgraph graph.
+pub mod fold {
+    pub use crate::graph::folded::ChainGraph;
+    pub use crate::graph::pathframes::NodeFrames;
+    pub use crate::graph::paths::{PathBatch, PathReducer};
+    pub use crate::graph::render::WriteSummary;
+    pub use crate::graph::views::Rounded;
+}
+
 /// Re-exported for `Filter`'s comm selector ([`chainrec_format::ThreadSelector::comm`]).
 pub use regex;

@@ -1,7 +1,8 @@
 //! Trace → folded paths on two threads: the engine walk (with view reduction) on the
 //! calling thread, path-trie insertion on a second one.
 
-use crate::{ChainError, Engine, FoldedSink, PathBatch, PathReducer, Stats, View};
+use crate::graph::paths::{PathBatch, PathReducer};
+use crate::{ChainError, Engine, FoldedSink, Stats, View};
 use chainrec_format::TraceReader;
 use std::ops::Range;
 use std::sync::mpsc;
@@ -17,7 +18,7 @@ const BATCH_WAITS: usize = 4096;
 /// second thread inserts the batches into the path trie. The result equals feeding a
 /// [`FoldedSink`] directly (tests/batch.rs); the trie's lookup index is already freed
 /// ([`FoldedSink::release_index`]), ready for rendering.
-pub fn fold_trace(
+pub(crate) fn fold_trace(
     reader: &TraceReader,
     range: Range<usize>,
     parallel: bool,

@@ -4,7 +4,8 @@
 //! so that a change of wording touches no layer below; `docs/ENGINE.md` ("Anomaly
 //! counters") lists the same anomalies with their causes.
 
-use crate::{OnCpuStats, Stats, Summary};
+use crate::analyses::oncpu::OnCpuStats;
+use crate::{Stats, Summary};
 use chainrec_format::{fmt_ns, RecordingMeta};
 
 impl Summary {

@@ -4,7 +4,8 @@
 
 mod common;
 
-use chainrec_chain::{Config, Engine, FoldedSink, Mode, PathReducer, Unit, View, WriteSummary};
+use chainrec_chain::fold::{PathReducer, WriteSummary};
+use chainrec_chain::{Config, Engine, FoldedSink, Mode, Unit, View};
 use chainrec_format::synth;
 use chainrec_format::MemTrace;
 use common::*;
@@ -110,7 +111,7 @@ fn batched_insertion_matches_record_by_record() {
 fn reducer_is_a_wait_sink_and_send() {
     fn is_send<T: Send>() {}
     is_send::<PathReducer>();
-    is_send::<chainrec_chain::PathBatch>();
+    is_send::<chainrec_chain::fold::PathBatch>();
     is_send::<FoldedSink>();
     let m = gen("pipe-relay", 2_000);
     let mut engine = Engine::new(&m.tables, &m.meta, cfg());

@@ -3,9 +3,8 @@
 //! a window, and the errors.
 mod common;
 
-use chainrec_chain::{
-    critical_path, Analysis, ChainError, CritPathOptions, CriticalPath, SegmentKind, Share, Unknown,
-};
+use chainrec_chain::critpath::{CritPathOptions, CriticalPath, SegmentKind, Share, Unknown};
+use chainrec_chain::{critical_path, Analysis, ChainError};
 use chainrec_format::WriterOptions;
 
 const T0: u64 = 1_000_000_000;

@@ -11,7 +11,7 @@ fn analysis(iters: u64) -> (Analysis, MemTrace) {
     common::synth_file("oncpu-worker", 17 * iters, WriterOptions::default())
 }
 
-fn lines(f: &chainrec_chain::OnCpuFold) -> BTreeMap<String, u64> {
+fn lines(f: &chainrec_chain::oncpu::OnCpuFold) -> BTreeMap<String, u64> {
     f.lines_ns().map(|(l, n)| (l.to_string(), n)).collect()
 }
 

@@ -5,11 +5,11 @@
 //! Its own crate so that `chainrec-report` does not depend on the recorder (and builds
 //! without clang, libelf and libbpf), while the report tests can still run the demo.
 
-use chainrec_chain::{Analysis, Dedup, FoldedSink, Setup, Unit, View};
+use chainrec_chain::{Analysis, Dedup, FoldedSink, Graph, Setup, Unit, View};
 use chainrec_format::TraceReader;
 use chainrec_record::Recording;
 use chainrec_report::svg::{self, SvgOptions, SvgStats};
-use chainrec_report::top::{TopEntry, TopSink};
+use chainrec_report::top::{TopEntry, TopReport, TopSink};
 use chainrec_report::ReportError;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -159,7 +159,6 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
     // 2. Chain graph of the workload's threads (dedup on: the sink's chain shows the
     //    relay's and timer's waits inside it), and the top chain.
     let an = Analysis::from_reader(TraceReader::open(&trace).map_err(ReportError::from)?);
-    let (meta, tables) = (an.meta(), an.tables());
     let setup = Setup {
         dedup: Dedup::On,
         filter: chainrec_chain::Filter {
@@ -171,10 +170,10 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
         },
         ..Setup::default()
     };
-    let mut sinks = (FoldedSink::new(View::Chains), TopSink::default());
-    let done = an.run(setup, &mut sinks, |_| {})?;
-    let (folded, topsink) = sinks;
-    let lines = folded.lines(done.nodes(), tables, meta, Unit::Us);
+    let sinks = (FoldedSink::new(View::Chains), TopSink::default());
+    let (run_summary, run) = an.collect(setup, sinks, |_| {})?;
+    let (graph, waits) = run.unzip();
+    let lines = Graph::from(graph).lines(Unit::Us);
     if lines.is_empty() {
         return Err(DemoError::NoWaits(tids));
     }
@@ -203,7 +202,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
         path: svg_path.clone(),
         source: e,
     })?;
-    let report = topsink.finish(usize::MAX, done.nodes(), tables, meta, an.start_ns());
+    let report = TopReport::new(&waits, usize::MAX);
     // The sink's chain with the most total blocked time: the whole relay of the workload.
     // (The timer's own waits, timer <- [hardirq: timer], are as long but say less.)
     let top = report
@@ -229,7 +228,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoOutcome> {
         top,
         lines: lines.len(),
         svg_stats,
-        lost_events: done.summary.lost_in_recording,
+        lost_events: run_summary.lost_in_recording,
         fallbacks: summary
             .fallbacks
             .iter()

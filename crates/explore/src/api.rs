@@ -582,7 +582,12 @@ impl WaitSink for Through<'_> {
             |a: &(u64, WaitJson)| a.0 > ns || (a.0 == ns && a.1.switch_out_ns <= w.switch_out_ns);
         let at = self.best.partition_point(heavier);
         if at < self.limit {
-            let cx = WaitContext::new(nodes, self.tables, self.meta, self.start_ns, true);
+            let trace = chainrec_chain::TraceRef {
+                tables: self.tables,
+                meta: self.meta,
+                start_ns: self.start_ns,
+            };
+            let cx = WaitContext::new(nodes, trace, true);
             self.best.insert(at, (ns, WaitJson::new(w, &cx)));
             self.best.truncate(self.limit);
         }

@@ -23,7 +23,7 @@ use arrow_array::{
 };
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
-use chainrec_chain::{stack_frames, ChainError, NodeTable, Setup, WaitRecord, WaitSink};
+use chainrec_chain::{stack_frames, ChainError, NodeTable, Setup, TraceRef, WaitRecord, WaitSink};
 use chainrec_format::{RecordingMeta, StackId, StackKind, Tables, UtcTime};
 use chainrec_report::export::{BoxError, WaitsInput, WaitsOutput};
 use chainrec_report::output::{same_file, OutputError, TempOutput};
@@ -183,9 +183,7 @@ pub struct WaitsSummary {
 pub struct WaitsWriter<'a, W: Write + Send> {
     writer: ArrowWriter<W>,
     schema: SchemaRef,
-    tables: &'a Tables,
-    meta: &'a RecordingMeta,
-    start_ns: u64,
+    trace: TraceRef<'a>,
     key: TraceKey,
     rows: Vec<Row>,
     layout: Layout,
@@ -211,25 +209,16 @@ fn properties(key: &TraceKey, table: &str, layout: Layout) -> WriterProperties {
 }
 
 impl<'a, W: Write + Send> WaitsWriter<'a, W> {
-    /// A writer of the waits table of the trace described by `meta` and `tables`
-    /// (`start_ns`: the trace start, for `time_s`).
-    pub fn new(
-        out: W,
-        tables: &'a Tables,
-        meta: &'a RecordingMeta,
-        start_ns: u64,
-        layout: Layout,
-    ) -> Result<Self> {
-        let key = TraceKey::new(meta);
+    /// A writer of the waits table of a run over `trace` (its start: for `time_s`).
+    pub fn new(out: W, trace: TraceRef<'a>, layout: Layout) -> Result<Self> {
+        let key = TraceKey::new(trace.meta);
         let schema = wait_batch(&key, &[])?.schema();
         let props = properties(&key, "waits", layout);
         let writer = ArrowWriter::try_new(out, schema.clone(), Some(props))?;
         Ok(WaitsWriter {
             writer,
             schema,
-            tables,
-            meta,
-            start_ns,
+            trace,
             key,
             rows: Vec::with_capacity(layout.batch_rows),
             layout,
@@ -277,7 +266,7 @@ impl<W: Write + Send> WaitSink for WaitsWriter<'_, W> {
         if self.failed.is_some() {
             return;
         }
-        let cx = WaitContext::new(nodes, self.tables, self.meta, self.start_ns, false);
+        let cx = WaitContext::new(nodes, self.trace, false);
         let j = WaitJson::new(w, &cx);
         let s = &mut self.summary.stacks;
         s.extend([StackId(j.node.kstack), StackId(j.node.ustack)]);
@@ -513,15 +502,15 @@ fn stack_kind(tables: &Tables, id: StackId) -> (&'static str, u32) {
     }
 }
 
-/// Write the stacks table: one row per id of `ids`, with its frames (leaf first) as
-/// `chainrec waits --frames` prints them, in batches and row groups of `layout`.
+/// Write the stacks table of `trace`: one row per id of `ids`, with its frames (leaf first)
+/// as `chainrec waits --frames` prints them, in batches and row groups of `layout`.
 pub fn write_stacks<W: Write + Send>(
     out: W,
-    tables: &Tables,
-    meta: &RecordingMeta,
+    trace: TraceRef<'_>,
     ids: &BTreeSet<StackId>,
     layout: Layout,
 ) -> Result<StacksSummary> {
+    let TraceRef { tables, meta, .. } = trace;
     let key = TraceKey::new(meta);
     let chunk = |ids: &[StackId]| -> Result<(RecordBatch, u64)> {
         let mut frames = ListBuilder::new(StringBuilder::new()).with_field(Field::new(
@@ -639,14 +628,8 @@ impl WaitsOutput for ParquetOutputs {
             }
         };
         let out = BufWriter::with_capacity(1 << 20, self.waits.file()?);
-        let mut w = WaitsWriter::new(
-            out,
-            an.tables(),
-            an.meta(),
-            an.start_ns(),
-            Layout::default(),
-        )
-        .map_err(writing(&waits_path))?;
+        let mut w =
+            WaitsWriter::new(out, an.trace(), Layout::default()).map_err(writing(&waits_path))?;
         let setup = Setup {
             filter,
             ..Setup::default()
@@ -668,14 +651,8 @@ impl WaitsOutput for ParquetOutputs {
         }
         let waits = w.finish().map_err(writing(&waits_path))?;
         let out = BufWriter::with_capacity(1 << 20, self.stacks.file()?);
-        let stacks = write_stacks(
-            out,
-            an.tables(),
-            an.meta(),
-            &waits.stacks,
-            Layout::default(),
-        )
-        .map_err(writing(&stacks_path))?;
+        let stacks = write_stacks(out, an.trace(), &waits.stacks, Layout::default())
+            .map_err(writing(&stacks_path))?;
         Ok(format!(
             "wrote {} ({} waits in {} row group(s), {} of them shown inside other chains: root = false) and {} ({} stacks, {} frames)",
             waits_path.display(),

@@ -5,7 +5,7 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use chainrec_chain::{Config, Engine, WaitRecord};
+use chainrec_chain::{Config, Engine, TraceRef, WaitRecord};
 use chainrec_format::synth::{find, SynthParams};
 use chainrec_format::{MemTrace, StackId};
 use chainrec_parquet::{write_stacks, Layout, WaitsWriter};
@@ -32,9 +32,13 @@ fn row_groups_are_written_as_waits_come() {
     let mut engine = Engine::new(&t.tables, &t.meta, Config::default());
     let mut file = Vec::new();
     let mut records: Vec<WaitRecord> = Vec::new();
+    let trace = TraceRef {
+        tables: &t.tables,
+        meta: &t.meta,
+        start_ns: t.meta.start_ns,
+    };
     let summary = {
-        let writer =
-            WaitsWriter::new(&mut file, &t.tables, &t.meta, t.meta.start_ns, layout).unwrap();
+        let writer = WaitsWriter::new(&mut file, trace, layout).unwrap();
         let mut sinks = (writer, |w: &WaitRecord, _: &_| records.push(w.clone()));
         engine.process(&t.events, &mut sinks);
         engine.finish(&mut sinks);
@@ -72,7 +76,7 @@ fn row_groups_are_written_as_waits_come() {
 
     // The stacks table: one row per id the waits use, in row groups too.
     let mut stacks = Vec::new();
-    let st = write_stacks(&mut stacks, &t.tables, &t.meta, &summary.stacks, layout).unwrap();
+    let st = write_stacks(&mut stacks, trace, &summary.stacks, layout).unwrap();
     assert_eq!(st.rows, summary.stacks.len() as u64);
     let used: std::collections::BTreeSet<StackId> = records
         .iter()

@@ -3,7 +3,7 @@
 
 use crate::script::state_str;
 use crate::top::fmt_ns;
-use chainrec_chain::{CriticalPath, Level, Segment, SegmentKind, Share};
+use chainrec_chain::critpath::{CriticalPath, Level, Segment, SegmentKind, Share};
 use serde_json::{json, Value};
 use std::fmt::Write;
 
@@ -147,7 +147,7 @@ pub fn who_and_what(cp: &CriticalPath) -> Vec<(String, String, u64)> {
         let w: Vec<u64> = sampled.iter().map(|x| x.1).collect();
         for ((what, _), ns) in sampled
             .into_iter()
-            .zip(chainrec_chain::apportion(total, &w))
+            .zip(chainrec_chain::oncpu::apportion(total, &w))
         {
             add(name.clone(), what, ns);
         }

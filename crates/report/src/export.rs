@@ -6,7 +6,8 @@
 use crate::output::{same_file, OutputError, TempOutput};
 use crate::progress::{Progress, Progressed};
 use crate::{critpath, perfetto, pprof, ReportError};
-use chainrec_chain::{Analysis, ChainError, CritPathOptions, Filter, Setup};
+use chainrec_chain::critpath::CritPathOptions;
+use chainrec_chain::{Analysis, ChainError, Filter, Setup};
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -224,18 +225,15 @@ impl Export<'_> {
                 ..Setup::default()
             };
             let mut progress = Progress::new(an.reader().event_count(), "pprof", quiet);
-            let mut sink = pprof::ProfileSink::new();
-            let done = an
-                .run(setup, &mut sink, |n| progress.inc(n as u64))
+            let (_, samples) = an
+                .collect(setup, pprof::ProfileSink::new(), |n| progress.inc(n as u64))
                 .map_err(|source| ExportError::Reading {
                     trace: trace.to_path_buf(),
                     source,
                 })?;
             progress.finish();
             let info = pprof::ProfileInfo::of_trace(an, trace);
-            let profile = sink
-                .finish(done.nodes(), an.tables(), an.meta(), &info)
-                .map_err(ExportError::Profile)?;
+            let profile = pprof::Profile::of(&samples, &info).map_err(ExportError::Profile)?;
             let mut w = BufWriter::new(out.file()?);
             pprof::write_gz(&profile, &mut w)
                 .map_err(BoxError::from)

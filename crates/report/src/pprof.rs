@@ -1,6 +1,7 @@
 //! The chain graph as a pprof profile (`perftools.profiles.Profile`, gzipped), for
 //! `go tool pprof` and fleet profilers that ingest pprof. Built from the engine's record
-//! stream ([`ProfileSink`], a [`WaitSink`]): each wait is reduced to the paths of the
+//! stream ([`ProfileSink`], a [`WaitSink`]; the finished run, one
+//! [`Collected`] value, is rendered by [`Profile::of`]): each wait is reduced to the paths of the
 //! `chains` view (same reduction, same dedup, so the values add up to `chains` to the
 //! nanosecond), and every (path, waiting thread) is one sample. Locations are the path's
 //! real frames, leaf first (the top of the chain is the leaf); the `--` and `-`
@@ -19,10 +20,11 @@
 //! Field numbers from the published proto/profile.proto of google/pprof.
 
 use crate::{ReportError, Result};
+use chainrec_chain::fold::PathReducer;
 use chainrec_chain::{
-    FrameKind, FrameNamer, NodeId, NodeTable, PathReducer, View, WaitRecord, WaitSink,
+    Collected, FrameKind, FrameNamer, NodeId, NodeTable, View, WaitRecord, WaitSink,
 };
-use chainrec_format::{Comm, RecordingMeta, Tables, Tid};
+use chainrec_format::{Comm, Tid};
 use prost::Message;
 use std::collections::HashMap;
 use std::io::Write;
@@ -258,8 +260,8 @@ impl Paths {
     }
 }
 
-/// A [`WaitSink`] that aggregates the `chains` view per (path, waiting thread) and turns
-/// it into a [`Profile`] at the end ([`Self::finish`]). Run it with the same setup as
+/// A [`WaitSink`] that aggregates the `chains` view per (path, waiting thread); the finished
+/// run is turned into a [`Profile`] by [`Profile::of`]. Run it with the same setup as
 /// `chains` (dedup as there) and its values add up to the `chains` folded weights.
 #[derive(Debug)]
 pub struct ProfileSink {
@@ -364,17 +366,14 @@ impl ProfileSink {
     pub fn new() -> Self {
         Self::default()
     }
+}
 
-    /// The profile: `nodes` is the engine's node table after the run. Samples are sorted
-    /// (by path, then thread) so that the output is deterministic. An error when no wait
-    /// had a weight.
-    pub fn finish(
-        self,
-        nodes: &NodeTable,
-        tables: &Tables,
-        meta: &RecordingMeta,
-        info: &ProfileInfo,
-    ) -> Result<Profile> {
+impl Profile {
+    /// The profile of a finished run into a [`ProfileSink`] ([`chainrec_chain::Analysis::collect`]).
+    /// Samples are sorted (by path, then thread) so that the output is deterministic. An
+    /// error when no wait had a weight.
+    pub fn of(run: &Collected<'_, ProfileSink>, info: &ProfileInfo) -> Result<Profile> {
+        let (sink, nodes) = (run.sink(), run.nodes());
         let mut b = Builder {
             p: Profile::default(),
             strings: HashMap::new(),
@@ -409,16 +408,16 @@ impl ProfileSink {
             build_id: 0,
             has_functions: true,
         });
-        let mut samples: Vec<_> = self.samples.into_iter().collect();
+        let mut samples: Vec<_> = sink.samples.iter().collect();
         samples.sort_unstable_by_key(|(k, _)| (k.0, k.1, k.2, k.3.as_str().into_owned()));
-        let mut namer = FrameNamer::new(tables, meta.stack_threshold_ns);
+        let mut namer = FrameNamer::new(run.tables(), run.meta().stack_threshold_ns);
         // Per path: location ids leaf first, the level the time goes to, and what that
         // level is (its thread, interrupt or marker).
         let mut done: HashMap<u32, (Vec<u64>, u32, String)> = HashMap::new();
         let mut path_nodes = Vec::new();
-        for ((path, tid, tgid, comm), v) in samples {
+        for (&(path, tid, tgid, comm), &v) in samples {
             if let std::collections::hash_map::Entry::Vacant(slot) = done.entry(path) {
-                self.paths.nodes(path, &mut path_nodes);
+                sink.paths.nodes(path, &mut path_nodes);
                 let (mut locs, mut level, mut what) = (Vec::new(), 0u32, String::new());
                 for (i, &n) in path_nodes.iter().enumerate() {
                     let first = i == 0 || (i == 1 && nodes.get(path_nodes[0]).is_group());

@@ -5,10 +5,10 @@
 
 use crate::source::format_wall;
 use chainrec_chain::{
-    Analysis, ChainError, Dedup, Filter, FoldedSink, FrameKind, FrameNamer, HopRecord, NodeId,
-    NodeTable, Setup, Summary, View, WaitRecord, WaitSink,
+    Analysis, ChainError, Collected, Dedup, Filter, FoldedSink, FrameKind, FrameNamer, HopRecord,
+    NodeId, NodeTable, Setup, Summary, View, WaitRecord, WaitSink,
 };
-use chainrec_format::{FlightTrigger, RecordingMeta, Tables};
+use chainrec_format::FlightTrigger;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -20,7 +20,8 @@ struct Group {
     longest: WaitRecord,
 }
 
-/// Collects waits by chain. Feed it the engine's record stream (dedup off).
+/// Collects waits by chain. Feed it the engine's record stream (dedup off); the finished
+/// run is ranked by [`TopReport::new`].
 #[derive(Clone, Debug, Default)]
 pub struct TopSink {
     groups: HashMap<(NodeId, Vec<NodeId>), Group>,
@@ -186,10 +187,8 @@ pub fn run(
         filter,
         ..Setup::default()
     };
-    let mut sink = TopSink::default();
-    let done = an.run(setup, &mut sink, on_chunk)?;
-    let report = sink.finish(count, done.nodes(), an.tables(), an.meta(), an.start_ns());
-    Ok((report, done.summary))
+    let (summary, waits) = an.collect(setup, TopSink::default(), on_chunk)?;
+    Ok((TopReport::new(&waits, count), summary))
 }
 
 impl TopReport {
@@ -274,18 +273,14 @@ fn who(h: &HopRecord, nodes: &NodeTable) -> String {
     }
 }
 
-impl TopSink {
-    /// Rank and render the `n` longest.
-    pub fn finish(
-        self,
-        n: usize,
-        nodes: &NodeTable,
-        tables: &Tables,
-        meta: &RecordingMeta,
-        trace_start_ns: u64,
-    ) -> TopReport {
-        let chains = self.groups.len();
-        let mut groups: Vec<Group> = self.groups.into_values().collect();
+impl TopReport {
+    /// The `n` longest waits of a finished run into a [`TopSink`]
+    /// ([`Analysis::collect`]), ranked and rendered.
+    pub fn new(run: &Collected<'_, TopSink>, n: usize) -> TopReport {
+        let (sink, nodes) = (run.sink(), run.nodes());
+        let (tables, meta, trace_start_ns) = (run.tables(), run.meta(), run.trace().start_ns);
+        let chains = sink.groups.len();
+        let mut groups: Vec<&Group> = sink.groups.values().collect();
         groups.sort_by(|a, b| {
             b.max_ns
                 .cmp(&a.max_ns)
@@ -406,9 +401,9 @@ impl TopSink {
         TopReport {
             entries,
             chains,
-            ranked_waits: self.ranked,
-            preempted: self.preempted,
-            without_waker: self.without_waker,
+            ranked_waits: sink.ranked,
+            preempted: sink.preempted,
+            without_waker: sink.without_waker,
         }
     }
 }

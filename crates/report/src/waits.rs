@@ -7,8 +7,8 @@
 
 use crate::script::{rel_secs, rel_time, stack_label, state_str};
 use crate::top::fmt_ns;
-use chainrec_chain::{stack_frames, HopRecord, Mode, NodeTable, RunqPart, WaitRecord};
-use chainrec_format::{RecordingMeta, StackId, Tables};
+use chainrec_chain::{stack_frames, HopRecord, Mode, NodeTable, RunqPart, TraceRef, WaitRecord};
+use chainrec_format::{StackId, Tables};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -28,19 +28,13 @@ pub struct WaitContext<'a> {
 }
 
 impl<'a> WaitContext<'a> {
-    /// Context for a trace.
-    pub fn new(
-        nodes: &'a NodeTable,
-        tables: &'a Tables,
-        meta: &RecordingMeta,
-        start_ns: u64,
-        frames: bool,
-    ) -> Self {
+    /// Context for the records of a run over `trace` (`nodes`: the engine's).
+    pub fn new(nodes: &'a NodeTable, trace: TraceRef<'a>, frames: bool) -> Self {
         WaitContext {
             nodes,
-            tables,
-            start_ns,
-            threshold_ns: meta.stack_threshold_ns,
+            tables: trace.tables,
+            start_ns: trace.start_ns,
+            threshold_ns: trace.meta.stack_threshold_ns,
             frames,
         }
     }
@@ -357,9 +351,7 @@ pub struct WaitsWriter<'a, W: std::io::Write> {
     /// Where the waits go.
     pub out: W,
     opts: WaitsWriterOptions,
-    tables: &'a Tables,
-    meta: &'a RecordingMeta,
-    start_ns: u64,
+    trace: TraceRef<'a>,
     /// Waits printed.
     pub printed: u64,
     /// Waits dedup hid and that were not printed (without `hidden`).
@@ -369,20 +361,13 @@ pub struct WaitsWriter<'a, W: std::io::Write> {
 }
 
 impl<'a, W: std::io::Write> WaitsWriter<'a, W> {
-    /// A sink writing to `out`; times are printed relative to `start_ns`.
-    pub fn new(
-        out: W,
-        opts: WaitsWriterOptions,
-        tables: &'a Tables,
-        meta: &'a RecordingMeta,
-        start_ns: u64,
-    ) -> Self {
+    /// A sink writing the waits of a run over `trace` to `out`; times are printed
+    /// relative to the trace's start.
+    pub fn new(out: W, opts: WaitsWriterOptions, trace: TraceRef<'a>) -> Self {
         WaitsWriter {
             out,
             opts,
-            tables,
-            meta,
-            start_ns,
+            trace,
             printed: 0,
             left_out: 0,
             failed: None,
@@ -412,13 +397,7 @@ impl<W: std::io::Write> chainrec_chain::WaitSink for WaitsWriter<'_, W> {
             self.left_out += 1;
             return;
         }
-        let cx = WaitContext::new(
-            nodes,
-            self.tables,
-            self.meta,
-            self.start_ns,
-            self.opts.frames,
-        );
+        let cx = WaitContext::new(nodes, self.trace, self.opts.frames);
         let j = WaitJson::new(w, &cx);
         let r = if self.opts.json {
             serde_json::to_writer(&mut self.out, &j)
@@ -426,7 +405,7 @@ impl<W: std::io::Write> chainrec_chain::WaitSink for WaitsWriter<'_, W> {
                 .and_then(|()| self.out.write_all(b"\n"))
         } else {
             self.out
-                .write_all(render_text(&j, self.start_ns).as_bytes())
+                .write_all(render_text(&j, self.trace.start_ns).as_bytes())
         };
         self.printed += 1;
         if let Err(e) = r {

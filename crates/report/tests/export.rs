@@ -375,16 +375,20 @@ fn pprof_export_contents() {
     );
     engine.process(&t.events, &mut sinks);
     engine.finish(&mut sinks);
-    let folded = sinks.0.folded_ns(engine.nodes(), &t.tables, &t.meta);
+    let trace = chainrec_chain::TraceRef {
+        tables: &t.tables,
+        meta: &t.meta,
+        start_ns: t.meta.start_ns,
+    };
+    let (graph, samples) =
+        chainrec_chain::Collected::new(sinks, engine.into_nodes(), trace).unzip();
+    let folded = chainrec_chain::Graph::from(graph).folded_ns();
     let info = pprof::ProfileInfo {
         time_nanos: 1_795_000_000_000_000_000,
         duration_nanos: 5 * S as i64,
         comments: vec!["chainrec test".into()],
     };
-    let profile = sinks
-        .1
-        .finish(engine.nodes(), &t.tables, &t.meta, &info)
-        .unwrap();
+    let profile = pprof::Profile::of(&samples, &info).unwrap();
     let mut gz = Vec::new();
     pprof::write_gz(&profile, &mut gz).unwrap();
     assert_eq!(&gz[..2], &[0x1f, 0x8b], "gzip magic");

@@ -5,7 +5,7 @@
 //! are skipped loudly, unless CHAINREC_REQUIRE_TOOLS=1 (CI), which makes that a failure;
 //! the in-process checks always run.
 
-use chainrec_chain::{Config, Engine, FoldedSink, Mode, View};
+use chainrec_chain::{Collected, Config, Engine, FoldedSink, Graph, Mode, TraceRef, View};
 use chainrec_format::synth::{find, SynthParams};
 use chainrec_format::*;
 use chainrec_report::pprof::{self, Profile, ProfileInfo, ProfileSink};
@@ -36,16 +36,19 @@ fn export(t: &MemTrace) -> (Profile, BTreeMap<String, u64>) {
     let mut sinks = (FoldedSink::new(View::Chains), ProfileSink::new());
     engine.process(&t.events, &mut sinks);
     engine.finish(&mut sinks);
-    let folded = sinks.0.folded_ns(engine.nodes(), &t.tables, &t.meta);
+    let trace = TraceRef {
+        tables: &t.tables,
+        meta: &t.meta,
+        start_ns: t.meta.start_ns,
+    };
+    let (graph, samples) = Collected::new(sinks, engine.into_nodes(), trace).unzip();
+    let folded = Graph::from(graph).folded_ns();
     let info = ProfileInfo {
         time_nanos: 1_795_000_000_000_000_000,
         duration_nanos: 3_000_000_000,
         comments: vec!["chainrec test".into()],
     };
-    let p = sinks
-        .1
-        .finish(engine.nodes(), &t.tables, &t.meta, &info)
-        .unwrap();
+    let p = Profile::of(&samples, &info).unwrap();
     (p, folded)
 }
 

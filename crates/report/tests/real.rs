@@ -2,11 +2,12 @@
 //! loudly otherwise unless CHAINREC_REQUIRE_BPF=1): heat map, Perfetto and pprof exports
 //! and top, each checked against the recorded events.
 
-use chainrec_chain::{Config, Engine, Filter, FoldedSink, Mode, View};
+use chainrec_chain::{Collected, Config, Engine, Filter, FoldedSink, Graph, Mode, TraceRef, View};
 use chainrec_demo as demo;
 use chainrec_format::{Event, TraceReader};
 use chainrec_report::heatmap::{self, HeatmapOptions, Metric, Select};
-use chainrec_report::{perfetto, pprof, top::TopSink};
+use chainrec_report::top::{TopReport, TopSink};
+use chainrec_report::{perfetto, pprof};
 use prost::Message;
 use std::time::Duration;
 
@@ -139,32 +140,21 @@ fn reports_on_a_real_recording() {
         })
         .unwrap();
     engine.finish(&mut sinks);
-    let folded: Vec<(String, u64)> = sinks
-        .0
-        .folded_ns(engine.nodes(), reader.tables(), reader.meta())
-        .into_iter()
-        .collect();
+    let trace = TraceRef {
+        tables: reader.tables(),
+        meta: reader.meta(),
+        start_ns: reader.meta().start_ns,
+    };
+    let (graph, waits) = Collected::new(sinks, engine.into_nodes(), trace).unzip();
+    let (top_waits, samples) = waits.unzip();
+    let folded: Vec<(String, u64)> = Graph::from(graph).folded_ns().into_iter().collect();
     let total: u64 = folded.iter().map(|l| l.1).sum();
-    let (top_sink, profile_sink) = sinks.1;
-    let p = profile_sink
-        .finish(
-            engine.nodes(),
-            reader.tables(),
-            reader.meta(),
-            &pprof::ProfileInfo::default(),
-        )
-        .unwrap();
+    let p = pprof::Profile::of(&samples, &pprof::ProfileInfo::default()).unwrap();
     assert_eq!(
         p.sample.iter().map(|s| s.value[0] as u64).sum::<u64>(),
         total
     );
-    let report = top_sink.finish(
-        5,
-        engine.nodes(),
-        reader.tables(),
-        reader.meta(),
-        reader.meta().start_ns,
-    );
+    let report = TopReport::new(&top_waits, 5);
     assert!(!report.entries.is_empty());
     let sink_entry = report.entries.iter().find(|e| e.tid == sink);
     if let Some(e) = sink_entry {

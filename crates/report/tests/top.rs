@@ -1,9 +1,9 @@
 //! `top` on synthetic traces: counts, totals and maxima recomputed independently from
 //! the events, and the exact chain of the pipe-relay scenario.
 
-use chainrec_chain::{Config, Engine, Filter, Mode};
+use chainrec_chain::{Collected, Config, Engine, Filter, Mode, TraceRef};
 use chainrec_format::*;
-use chainrec_report::top::{render_text, TopSink};
+use chainrec_report::top::{render_text, TopReport, TopSink};
 use std::collections::HashMap;
 
 use chainrec_testkit::scenario::generate as scenario;
@@ -45,8 +45,12 @@ fn run(t: &MemTrace, n: usize, filter: Filter) -> chainrec_report::top::TopRepor
     let mut sink = TopSink::default();
     engine.process(&t.events, &mut sink);
     engine.finish(&mut sink);
-    let start = t.events.first().map(|e| e.ts()).unwrap_or(0);
-    sink.finish(n, engine.nodes(), &t.tables, &t.meta, start)
+    let trace = TraceRef {
+        tables: &t.tables,
+        meta: &t.meta,
+        start_ns: t.events.first().map(|e| e.ts()).unwrap_or(0),
+    };
+    TopReport::new(&Collected::new(sink, engine.into_nodes(), trace), n)
 }
 
 #[test]

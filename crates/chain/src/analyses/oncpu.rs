@@ -94,7 +94,7 @@ pub(crate) fn fold_oncpu(
 }
 
 /// Frame after the comm of the off-CPU lines of [`hot_cold`].
-pub const OFFCPU_FRAME: &str = "[off cpu]";
+pub(crate) const OFFCPU_FRAME: &str = "[off cpu]";
 
 /// `hotcold`'s lines: per thread, its on-CPU samples (`comm;[on cpu];frames`, weighted
 /// in ns) and its off-CPU waits with their chains (`comm;[off cpu];...`, from `cold`

@@ -120,14 +120,12 @@ impl std::fmt::Display for FrameName<'_> {
 
 /// The frame that opens the sampled frames of a thread inside a chain or a hot/cold
 /// graph: `[on cpu];user frames root→leaf;-;kernel frames root→leaf`.
-pub const ONCPU_FRAME: &str = "[on cpu]";
+pub(crate) const ONCPU_FRAME: &str = "[on cpu]";
 /// The frame of on-CPU time without a sample in it (`[on cpu: no sample]`).
-pub const ONCPU_NO_SAMPLE: &str = "[on cpu: no sample]";
+pub(crate) const ONCPU_NO_SAMPLE: &str = "[on cpu: no sample]";
 /// The frame that opens the frames of on-CPU time estimated from the thread's samples
 /// nearest in time, none of which fell inside it: `[on cpu: estimated];user;-;kernel`.
-pub const ONCPU_ESTIMATED: &str = "[on cpu: estimated]";
-/// The name of the idle task's samples (as `perf` names it).
-pub use chainrec_format::IDLE_COMM;
+pub(crate) const ONCPU_ESTIMATED: &str = "[on cpu: estimated]";
 
 /// The frames of one sample, root first: user frames root→leaf, then `-` and the kernel
 /// frames root→leaf when there are any (a sample in user mode has none, and its line does

@@ -16,7 +16,7 @@ pub enum Mode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnCpuMode {
     /// Estimated from the waker's samples nearest in time (within
-    /// [`crate::ESTIMATE_PERIODS`] sample periods), shown as `[on cpu: estimated]`; time
+    /// four sample periods, `ESTIMATE_PERIODS`), shown as `[on cpu: estimated]`; time
     /// with no sample near enough stays `[on cpu: no sample]`.
     #[default]
     Estimate,

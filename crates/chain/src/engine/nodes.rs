@@ -189,9 +189,9 @@ pub(crate) const HOLDER_UNKNOWN: u32 = u32::MAX - 1;
 /// (group, ender) ([`NodeTable::throttle_holder`]); identities never come near it.
 pub(crate) const HOLDER_THROTTLED: u32 = 0xC000_0000;
 /// Ender of a throttled level whose group's quota timer was recorded.
-pub const UNTHROTTLED_BY_TIMER: &str = "[hardirq: timer]";
+pub(crate) const UNTHROTTLED_BY_TIMER: &str = "[hardirq: timer]";
 /// Ender of a throttled level without a refill record (older recorder, lost record).
-pub const UNTHROTTLE_UNKNOWN: &str = "[unthrottle unknown]";
+pub(crate) const UNTHROTTLE_UNKNOWN: &str = "[unthrottle unknown]";
 
 /// True for a holder code of throttled time.
 #[inline]

@@ -13,7 +13,7 @@ const PER_THREAD: usize = 4096;
 
 /// How far, in sample periods, a sample may lie from on-CPU time that holds none for that
 /// time to be estimated from it (docs/ENGINE.md, "What a running waker did").
-pub const ESTIMATE_PERIODS: u64 = 4;
+pub(crate) const ESTIMATE_PERIODS: u64 = 4;
 
 #[derive(Clone, Copy, Debug)]
 struct Smp {

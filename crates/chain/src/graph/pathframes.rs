@@ -128,7 +128,7 @@ impl<'a> FrameNamer<'a> {
                 }
                 if let crate::RunqHolder::Throttled { ended_by, .. } = holder {
                     f.push((holder.name().into_owned(), K::Throttled));
-                    let kind = if *ended_by == crate::UNTHROTTLED_BY_TIMER {
+                    let kind = if *ended_by == crate::engine::nodes::UNTHROTTLED_BY_TIMER {
                         K::Metal
                     } else {
                         K::Marker

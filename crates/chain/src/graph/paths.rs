@@ -140,7 +140,8 @@ fn push_root(w: &WaitRecord, b: &mut PathBatch) {
 /// to [`crate::FoldedSink::absorb`] (applies what is left and adopts the comm table).
 ///
 /// ```no_run
-/// use chainrec_chain::{Config, Engine, FoldedSink, PathReducer, View};
+/// use chainrec_chain::fold::PathReducer;
+/// use chainrec_chain::{Config, Engine, FoldedSink, View};
 /// # fn demo(trace: &chainrec_format::MemTrace) {
 /// let mut engine = Engine::new(&trace.tables, &trace.meta, Config::default());
 /// let mut reducer = PathReducer::new(View::Chains, 4096);
