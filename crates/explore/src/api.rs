@@ -6,9 +6,10 @@
 use crate::query::{BadQuery, Query};
 use crate::tree::{Tree, TreeBuilder};
 use crate::ExploreError;
+use chainrec_chain::critpath::CritPathOptions;
 use chainrec_chain::{
-    critical_path, Analysis, ChainError, CritPathOptions, Duration, Filter, FoldedSink, NodeTable,
-    Setup, View, WaitRecord, WaitSink,
+    critical_path, Analysis, ChainError, Duration, Filter, FoldedSink, NodeTable, Setup, View,
+    WaitRecord, WaitSink,
 };
 use chainrec_format::{CgroupSelector, RecordingMeta, Tables, ThreadSelector};
 use chainrec_report::heatmap::{self, Heatmap, HeatmapOptions, Metric, Select};
