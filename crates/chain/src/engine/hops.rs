@@ -60,12 +60,12 @@ pub(crate) struct Hop {
     pub(crate) cause: CauseLink,
     pub(crate) node: u32,
     pub(crate) waker_tid: Tid,
-    /// Waker identity (comm, tgid); `IdentId::MAX` for metal hops.
+    /// Waker identity (comm, tgid); [`Hop::METAL`] for a metal hop (an interrupt, or the
+    /// idle task), which is what makes it one.
     pub(crate) waker_ident: IdentId,
     pub(crate) kstack: StackId,
     pub(crate) ustack: StackId,
     pub(crate) context: WakeContext,
-    pub(crate) metal: bool,
     /// Some emitted root chain used this hop as an inner hop (dedup: hide its wait).
     pub(crate) hidden: bool,
     /// Chains that used this hop as an inner hop and are not yet decided.
@@ -86,10 +86,20 @@ pub(crate) struct Mark {
 }
 
 impl Hop {
+    /// The waker identity of a metal hop: no interned identity (one per distinct comm and
+    /// tgid) reaches it. It replaces a `metal` flag, which let a metal hop have an identity.
+    pub(crate) const METAL: IdentId = IdentId::MAX;
+
+    /// Woken by hardware (or the idle task), not by a thread: the chain ends here.
+    #[inline]
+    pub(crate) fn metal(&self) -> bool {
+        self.waker_ident == Hop::METAL
+    }
+
     /// The hop as a record (`ns` and `windows` left empty for the walk to fill in).
     #[inline]
     pub(crate) fn record(&self, nodes: &NodeTable) -> HopRecord {
-        let (waker_comm, waker_tgid) = if self.waker_ident == IdentId::MAX {
+        let (waker_comm, waker_tgid) = if self.metal() {
             (Comm::default(), 0)
         } else {
             nodes.ident_of(self.waker_ident)
@@ -100,7 +110,7 @@ impl Hop {
             waker_tgid,
             waker_comm,
             context: self.context,
-            metal: self.metal,
+            metal: self.metal(),
             kstack: self.kstack,
             ustack: self.ustack,
             node: self.node,

@@ -10,7 +10,7 @@ use crate::engine::explain::CpuCheck;
 use crate::engine::hops::{Cause, CauseLink, Hop, Mark};
 use crate::engine::ids::{HopId, SlotId};
 use crate::engine::mode::{Mode, OnCpuMode};
-use crate::engine::nodes::{IdentId, NodeTable, HOLDER_IDLE};
+use crate::engine::nodes::{NodeTable, HOLDER_IDLE};
 use crate::engine::record::WaitSink;
 use crate::engine::runqueue::RunQueues;
 use crate::engine::sampleidx::SampleIndex;
@@ -599,11 +599,10 @@ impl<'t> Engine<'t> {
             cause: CauseLink::NONE,
             node: 0,
             waker_tid: w.waker_tid,
-            waker_ident: IdentId::MAX,
+            waker_ident: Hop::METAL,
             kstack: wk,
             ustack: if metal { StackId::NONE } else { wu },
             context: w.context,
-            metal,
             hidden: false,
             pending_markers: 0,
             wait_slot: None,

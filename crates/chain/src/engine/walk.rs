@@ -113,8 +113,8 @@ impl Walker<'_> {
                     let h = &self.hops[cur.index()];
                     let mut r = h.record(self.nodes);
                     let cause = match h.cause.get() {
-                        Cause::Hop(cause) if !h.metal && h.cause_ts > l && depth < max => cause,
-                        Cause::Hop(_) | Cause::Cut if !h.metal && h.cause_ts > l => {
+                        Cause::Hop(cause) if !h.metal() && h.cause_ts > l && depth < max => cause,
+                        Cause::Hop(_) | Cause::Cut if !h.metal() && h.cause_ts > l => {
                             // Depth limit, or the cause was collected (beyond it).
                             r.ns = t.saturating_sub(l);
                             r.windows[0] = (l, t.max(l));
@@ -128,7 +128,7 @@ impl Walker<'_> {
                             r.ns = t.saturating_sub(l);
                             r.windows[0] = (l, t.max(l));
                             rec.hops.push(r);
-                            if !h.metal {
+                            if !h.metal() {
                                 self.split_level(depth as u32, h.waker_tid, [(l, t), (0, 0)], rec);
                             }
                             break;
@@ -165,7 +165,7 @@ impl Walker<'_> {
                     r.windows[0] = (a, t1.max(a));
                     rec.hops.push(r);
                     let cause = match h.cause.get() {
-                        _ if h.metal => break,
+                        _ if h.metal() => break,
                         Cause::None => break,
                         Cause::Hop(cause) if depth < max => cause,
                         Cause::Hop(_) | Cause::Cut => {
@@ -175,7 +175,7 @@ impl Walker<'_> {
                     };
                     self.seen.push(h.waker_tid);
                     let next = &self.hops[cause.index()];
-                    if !next.metal && self.seen.contains(&next.waker_tid) {
+                    if !next.metal() && self.seen.contains(&next.waker_tid) {
                         rec.cycle = true;
                         break;
                     }
