@@ -408,17 +408,21 @@ fn varint_column(col: &[u8], mut f: impl FnMut(u64) -> bool) -> Result<(), &'sta
     Ok(())
 }
 
-/// Decode one chunk payload, appending to `out`. On error `out` may hold a partial,
-/// meaningless tail: the caller truncates it.
-///
-/// `samples`: whether kind 7 ([`Event::Sample`]) is valid (format 2 and later); in a
-/// format 1 file it is an unknown kind, as a 1.x reader would find it.
-pub(crate) fn decode(
-    raw: &[u8],
-    out: &mut Vec<Event>,
-    sc: &mut DecodeScratch,
-    samples: bool,
-) -> Result<ChunkSummary, String> {
+/// A chunk's header: its event count, first timestamp and six columns.
+struct ChunkColumns<'a> {
+    n: u64,
+    first_ts: u64,
+    kinds: &'a [u8],
+    ts: &'a [u8],
+    flags: &'a [u8],
+    tids: &'a [u8],
+    stacks: &'a [u8],
+    misc: &'a [u8],
+}
+
+/// Read a chunk's header, its tid dictionary into `dict`, and split its columns.
+#[inline]
+fn read_header<'a>(raw: &'a [u8], dict: &mut Vec<u32>) -> Result<ChunkColumns<'a>, String> {
     let mut hdr = Cur::new(raw);
     let n = hdr.varint();
     let first_ts = hdr.varint();
@@ -426,9 +430,9 @@ pub(crate) fn decode(
     if hdr.bad || n > raw.len() as u64 || ndict > raw.len() as u64 {
         return Err("bad chunk header".into());
     }
-    sc.dict.clear();
+    dict.clear();
     for _ in 0..ndict {
-        sc.dict.push(hdr.u32v());
+        dict.push(hdr.u32v());
     }
     let mut cols: [&[u8]; 6] = [&[]; 6];
     for c in cols.iter_mut() {
@@ -441,271 +445,375 @@ pub(crate) fn decode(
     if !hdr.done() {
         return Err("trailing bytes after columns".into());
     }
-    let [kinds, ts_col, flags_col, tid_col, stack_col, misc_col] = cols;
+    let [kinds, ts, flags, tids, stacks, misc] = cols;
     if kinds.len() as u64 != n {
         return Err(format!(
             "kind column has {} entries for {n} events",
             kinds.len()
         ));
     }
+    Ok(ChunkColumns {
+        n,
+        first_ts,
+        kinds,
+        ts,
+        flags,
+        tids,
+        stacks,
+        misc,
+    })
+}
 
-    // Pass 1: timestamps (prefix sums of the deltas) and tids (dictionary lookups), in
-    // tight loops; the per-event loop then just indexes these arrays.
-    sc.ts.clear();
-    sc.ts.reserve(kinds.len());
+/// Pass 1, timestamps: the prefix sums of the deltas in `col` from `first_ts`, one per
+/// event, into `out`.
+#[inline]
+fn decode_timestamps(
+    col: &[u8],
+    first_ts: u64,
+    events: usize,
+    out: &mut Vec<u64>,
+) -> Result<(), String> {
+    out.clear();
+    out.reserve(events);
     let mut ts = first_ts;
     let mut overflow = false;
-    varint_column(ts_col, |d| {
+    varint_column(col, |d| {
         match ts.checked_add(d) {
             Some(t) => ts = t,
             None => overflow = true,
         }
-        sc.ts.push(ts);
+        out.push(ts);
         true
     })
     .map_err(|e| format!("ts column: {e}"))?;
     if overflow {
         return Err("timestamp overflow".into());
     }
-    if sc.ts.len() != kinds.len() {
+    if out.len() != events {
         return Err(format!(
-            "ts column has {} entries for {n} events",
-            sc.ts.len()
+            "ts column has {} entries for {events} events",
+            out.len()
         ));
     }
-    sc.tids.clear();
-    sc.tids
-        .reserve(kinds.len().saturating_mul(2).min(tid_col.len()));
-    let dict = &sc.dict;
-    let tids = &mut sc.tids;
-    varint_column(tid_col, |i| match dict.get(i as usize) {
+    Ok(())
+}
+
+/// Pass 1, tids: the dictionary entries the tid column refers to, into `out`.
+#[inline]
+fn decode_tids(col: &[u8], dict: &[u32], events: usize, out: &mut Vec<u32>) -> Result<(), String> {
+    out.clear();
+    out.reserve(events.saturating_mul(2).min(col.len()));
+    varint_column(col, |i| match dict.get(i as usize) {
         Some(&t) => {
-            tids.push(t);
+            out.push(t);
             true
         }
         None => false,
     })
-    .map_err(|e| format!("tid column: {e}"))?;
+    .map_err(|e| format!("tid column: {e}"))
+}
+
+/// Pass 2: the columns an event reads besides its kind and timestamp, each consumed in
+/// step with the kind column. A read past a column's end yields 0 and sets `bad` (or
+/// poisons the cursor), checked once per chunk in [`EventColumns::finish`].
+struct EventColumns<'a> {
+    tids: &'a [u32],
+    /// Next entry of `tids`.
+    ti: usize,
+    flags: &'a [u8],
+    /// Next byte of `flags`.
+    fi: usize,
+    stacks: Cur<'a>,
+    misc: Cur<'a>,
+    /// The task each CPU runs, as the switches so far say (the predicted prev/waker tid).
+    running: [u32; PRED_CPUS],
+    bad: bool,
+}
+
+impl<'a> EventColumns<'a> {
+    #[inline(always)]
+    fn new(tids: &'a [u32], flags: &'a [u8], stacks: &'a [u8], misc: &'a [u8]) -> Self {
+        EventColumns {
+            tids,
+            ti: 0,
+            flags,
+            fi: 0,
+            stacks: Cur::new(stacks),
+            misc: Cur::new(misc),
+            running: [NO_TID; PRED_CPUS],
+            bad: false,
+        }
+    }
+
+    /// The event's CPU: inline in the kind byte, or escaped to the misc column.
+    #[inline(always)]
+    fn cpu(&mut self, kind_byte: u8) -> u32 {
+        let cpu = (kind_byte >> 3) as u32;
+        if cpu == CPU_ESCAPE && matches!(kind_byte & 7, 0 | 1 | 2 | 6 | 7) {
+            self.misc.u32v()
+        } else {
+            cpu
+        }
+    }
+
+    #[inline(always)]
+    fn tid(&mut self) -> u32 {
+        match self.tids.get(self.ti) {
+            Some(&t) => {
+                self.ti += 1;
+                t
+            }
+            None => {
+                self.bad = true;
+                0
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn flags(&mut self) -> u8 {
+        match self.flags.get(self.fi) {
+            Some(&f) => {
+                self.fi += 1;
+                f
+            }
+            None => {
+                self.bad = true;
+                0
+            }
+        }
+    }
+
+    /// The stack whose 2-bit code is the low bits of `code` (see [`stack_code`]).
+    #[inline(always)]
+    fn stack(&mut self, code: u8) -> StackId {
+        let c = code & 3;
+        if c == 3 {
+            StackId(self.stacks.u32v())
+        } else {
+            StackId(c as u32)
+        }
+    }
+
+    /// The task running on `cpu` when the flags say it was predicted, else the next tid.
+    #[inline(always)]
+    fn predicted_or_tid(&mut self, f: u8, cpu: u32) -> u32 {
+        if f & F_PRED != 0 {
+            match self.running.get(cpu as usize) {
+                Some(&t) => t,
+                None => {
+                    self.bad = true;
+                    0
+                }
+            }
+        } else {
+            self.tid()
+        }
+    }
+
+    #[inline(always)]
+    fn switch(&mut self, ts: u64, cpu: u32) -> Event {
+        let f = self.flags();
+        let prev_tid = self.predicted_or_tid(f, cpu);
+        let next_tid = self.tid();
+        let prev_state = match (f >> 1) & 3 {
+            3 => self.misc.u32v(),
+            s => s as u32,
+        };
+        let prev_kstack = self.stack(f >> 3);
+        let prev_ustack = self.stack(f >> 5);
+        if let Some(c) = self.running.get_mut(cpu as usize) {
+            *c = next_tid;
+        }
+        Event::Switch(Switch {
+            ts,
+            cpu,
+            prev_tid,
+            prev_state,
+            next_tid,
+            prev_kstack,
+            prev_ustack,
+        })
+    }
+
+    #[inline(always)]
+    fn waking(&mut self, ts: u64, cpu: u32) -> Event {
+        let f = self.flags();
+        let waker_tid = self.predicted_or_tid(f, cpu);
+        let target_tid = self.tid();
+        let waker_kstack = self.stack(f >> 3);
+        let waker_ustack = self.stack(f >> 5);
+        let source = if f & F_SOURCE != 0 {
+            self.misc.u32v()
+        } else {
+            0
+        };
+        // Two bits cover four contexts; task context with a source is a softirq
+        // the task ran itself (format 1.1).
+        let context = match (f >> 1) & 3 {
+            0 if f & F_SOURCE != 0 => WakeContext::SoftIrqTask,
+            0 => WakeContext::Task,
+            1 => WakeContext::SoftIrq,
+            2 => WakeContext::HardIrq,
+            _ => WakeContext::Nmi,
+        };
+        Event::Waking(Waking {
+            ts,
+            cpu,
+            waker_tid,
+            target_tid,
+            context,
+            source,
+            waker_kstack,
+            waker_ustack,
+        })
+    }
+
+    #[inline(always)]
+    fn wakeup_new(&mut self, ts: u64, cpu: u32) -> Event {
+        let f = self.flags();
+        let parent_tid = self.predicted_or_tid(f, cpu);
+        let child_tid = self.tid();
+        let child_tgid = self.misc.u32v();
+        Event::WakeupNew(WakeupNew {
+            ts,
+            cpu,
+            parent_tid,
+            child_tid,
+            child_tgid,
+        })
+    }
+
+    #[inline(always)]
+    fn comm(&mut self, ts: u64) -> Event {
+        let tid = self.tid();
+        let tgid = self.misc.u32v();
+        let reason = CommReason::from_u8(self.misc.u8()).unwrap_or_else(|| {
+            self.bad = true;
+            CommReason::Seen
+        });
+        let len = self.misc.u8() as usize;
+        let mut comm = [0u8; 16];
+        if len <= 16 {
+            // Short input yields fewer bytes (and poisons the cursor).
+            let b = self.misc.bytes(len);
+            comm[..b.len()].copy_from_slice(b);
+        } else {
+            self.bad = true;
+        }
+        Event::Comm(TaskComm {
+            ts,
+            tid,
+            tgid,
+            comm: Comm(comm),
+            reason,
+        })
+    }
+
+    #[inline(always)]
+    fn exit(&mut self, ts: u64) -> Event {
+        let tid = self.tid();
+        let tgid = self.misc.u32v();
+        Event::Exit(Exit { ts, tid, tgid })
+    }
+
+    #[inline(always)]
+    fn off_cpu_stacks(&mut self, ts: u64) -> Event {
+        let f = self.flags();
+        let tid = self.tid();
+        Event::OffCpuStacks(OffCpuStacks {
+            ts,
+            tid,
+            kstack: self.stack(f >> 3),
+            ustack: self.stack(f >> 5),
+        })
+    }
+
+    #[inline(always)]
+    fn lost(&mut self, ts: u64, cpu: u32) -> Event {
+        let count = self.misc.varint();
+        let cause = LostCause::from_u8(self.misc.u8()).unwrap_or_else(|| {
+            self.bad = true;
+            LostCause::RingBufferFull
+        });
+        Event::Lost(Lost {
+            ts,
+            cpu,
+            count,
+            cause,
+        })
+    }
+
+    #[inline(always)]
+    fn sample(&mut self, ts: u64, cpu: u32) -> Event {
+        let f = self.flags();
+        let tid = self.predicted_or_tid(f, cpu);
+        Event::Sample(Sample {
+            ts,
+            cpu,
+            tid,
+            kstack: self.stack(f >> 3),
+            ustack: self.stack(f >> 5),
+        })
+    }
+
+    /// Every column was read exactly to its end, with no read past it.
+    #[inline]
+    fn finish(&self) -> Result<(), String> {
+        if self.bad {
+            return Err("flags, tid or enum value inconsistent with the kind column".into());
+        }
+        if self.fi != self.flags.len() || self.ti != self.tids.len() {
+            return Err("flags or tid column inconsistent with kind column".into());
+        }
+        for (name, c) in [("stack", &self.stacks), ("misc", &self.misc)] {
+            if !c.done() {
+                return Err(format!("{name} column inconsistent with kind column"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decode one chunk payload, appending to `out`. On error `out` may hold a partial,
+/// meaningless tail: the caller truncates it.
+///
+/// `samples`: whether kind 7 ([`Event::Sample`]) is valid (format 2 and later); in a
+/// format 1 file it is an unknown kind, as a 1.x reader would find it.
+pub(crate) fn decode(
+    raw: &[u8],
+    out: &mut Vec<Event>,
+    sc: &mut DecodeScratch,
+    samples: bool,
+) -> Result<ChunkSummary, String> {
+    let cols = read_header(raw, &mut sc.dict)?;
+    // Pass 1: timestamps and tids in tight loops; the per-event loop then just indexes
+    // these arrays.
+    let events = cols.kinds.len();
+    decode_timestamps(cols.ts, cols.first_ts, events, &mut sc.ts)?;
+    decode_tids(cols.tids, &sc.dict, events, &mut sc.tids)?;
 
     // Pass 2: assemble events.
-    let tsv = &sc.ts[..];
-    let tidv = &sc.tids[..];
-    let mut ti = 0usize; // next tid
-    let mut fi = 0usize; // next flags byte
-    let (mut stk, mut misc) = (Cur::new(stack_col), Cur::new(misc_col));
-    let mut cur = [NO_TID; PRED_CPUS];
-    let mut bad = false;
-    out.reserve(kinds.len());
-
-    macro_rules! tidref {
-        () => {{
-            match tidv.get(ti) {
-                Some(&t) => {
-                    ti += 1;
-                    t
-                }
-                None => {
-                    bad = true;
-                    0
-                }
-            }
-        }};
+    let mut ev = EventColumns::new(&sc.tids, cols.flags, cols.stacks, cols.misc);
+    out.reserve(events);
+    for (&kb, &ts) in cols.kinds.iter().zip(&sc.ts) {
+        let cpu = ev.cpu(kb);
+        out.push(match kb & 7 {
+            0 => ev.switch(ts, cpu),
+            1 => ev.waking(ts, cpu),
+            2 => ev.wakeup_new(ts, cpu),
+            3 => ev.comm(ts),
+            4 => ev.exit(ts),
+            5 => ev.off_cpu_stacks(ts),
+            6 => ev.lost(ts, cpu),
+            7 if samples => ev.sample(ts, cpu),
+            kind => return Err(format!("unknown event kind {kind}")),
+        });
     }
-    macro_rules! flags {
-        () => {{
-            match flags_col.get(fi) {
-                Some(&f) => {
-                    fi += 1;
-                    f
-                }
-                None => {
-                    bad = true;
-                    0
-                }
-            }
-        }};
-    }
-    macro_rules! stack {
-        ($code:expr) => {{
-            let c = $code & 3;
-            if c == 3 {
-                StackId(stk.u32v())
-            } else {
-                StackId(c as u32)
-            }
-        }};
-    }
-    macro_rules! pred_or_ref {
-        ($f:expr, $cpu:expr) => {{
-            if $f & F_PRED != 0 {
-                match cur.get($cpu as usize) {
-                    Some(&t) => t,
-                    None => {
-                        bad = true;
-                        0
-                    }
-                }
-            } else {
-                tidref!()
-            }
-        }};
-    }
-
-    for (&kb, &ts) in kinds.iter().zip(tsv) {
-        let mut cpu = (kb >> 3) as u32;
-        let kind = kb & 7;
-        if cpu == CPU_ESCAPE && matches!(kind, 0 | 1 | 2 | 6 | 7) {
-            cpu = misc.u32v();
-        }
-        let ev = match kind {
-            0 => {
-                let f = flags!();
-                let prev_tid = pred_or_ref!(f, cpu);
-                let next_tid = tidref!();
-                let prev_state = match (f >> 1) & 3 {
-                    3 => misc.u32v(),
-                    s => s as u32,
-                };
-                let prev_kstack = stack!(f >> 3);
-                let prev_ustack = stack!(f >> 5);
-                if let Some(c) = cur.get_mut(cpu as usize) {
-                    *c = next_tid;
-                }
-                Event::Switch(Switch {
-                    ts,
-                    cpu,
-                    prev_tid,
-                    prev_state,
-                    next_tid,
-                    prev_kstack,
-                    prev_ustack,
-                })
-            }
-            1 => {
-                let f = flags!();
-                let waker_tid = pred_or_ref!(f, cpu);
-                let target_tid = tidref!();
-                let waker_kstack = stack!(f >> 3);
-                let waker_ustack = stack!(f >> 5);
-                let source = if f & F_SOURCE != 0 { misc.u32v() } else { 0 };
-                // Two bits cover four contexts; task context with a source is a softirq
-                // the task ran itself (format 1.1).
-                let context = match (f >> 1) & 3 {
-                    0 if f & F_SOURCE != 0 => WakeContext::SoftIrqTask,
-                    0 => WakeContext::Task,
-                    1 => WakeContext::SoftIrq,
-                    2 => WakeContext::HardIrq,
-                    _ => WakeContext::Nmi,
-                };
-                Event::Waking(Waking {
-                    ts,
-                    cpu,
-                    waker_tid,
-                    target_tid,
-                    context,
-                    source,
-                    waker_kstack,
-                    waker_ustack,
-                })
-            }
-            2 => {
-                let f = flags!();
-                let parent_tid = pred_or_ref!(f, cpu);
-                let child_tid = tidref!();
-                let child_tgid = misc.u32v();
-                Event::WakeupNew(WakeupNew {
-                    ts,
-                    cpu,
-                    parent_tid,
-                    child_tid,
-                    child_tgid,
-                })
-            }
-            3 => {
-                let tid_ = tidref!();
-                let tgid = misc.u32v();
-                let reason = CommReason::from_u8(misc.u8()).unwrap_or_else(|| {
-                    bad = true;
-                    CommReason::Seen
-                });
-                let len = misc.u8() as usize;
-                let mut comm = [0u8; 16];
-                if len <= 16 {
-                    // Short input yields fewer bytes (and poisons the cursor).
-                    let b = misc.bytes(len);
-                    comm[..b.len()].copy_from_slice(b);
-                } else {
-                    bad = true;
-                }
-                Event::Comm(TaskComm {
-                    ts,
-                    tid: tid_,
-                    tgid,
-                    comm: Comm(comm),
-                    reason,
-                })
-            }
-            4 => {
-                let tid_ = tidref!();
-                let tgid = misc.u32v();
-                Event::Exit(Exit {
-                    ts,
-                    tid: tid_,
-                    tgid,
-                })
-            }
-            5 => {
-                let f = flags!();
-                let tid_ = tidref!();
-                Event::OffCpuStacks(OffCpuStacks {
-                    ts,
-                    tid: tid_,
-                    kstack: stack!(f >> 3),
-                    ustack: stack!(f >> 5),
-                })
-            }
-            6 => {
-                let count = misc.varint();
-                let cause = LostCause::from_u8(misc.u8()).unwrap_or_else(|| {
-                    bad = true;
-                    LostCause::RingBufferFull
-                });
-                Event::Lost(Lost {
-                    ts,
-                    cpu,
-                    count,
-                    cause,
-                })
-            }
-            7 if samples => {
-                let f = flags!();
-                let tid = pred_or_ref!(f, cpu);
-                Event::Sample(Sample {
-                    ts,
-                    cpu,
-                    tid,
-                    kstack: stack!(f >> 3),
-                    ustack: stack!(f >> 5),
-                })
-            }
-            _ => return Err(format!("unknown event kind {kind}")),
-        };
-        out.push(ev);
-    }
-    if bad {
-        return Err("flags, tid or enum value inconsistent with the kind column".into());
-    }
-    if fi != flags_col.len() || ti != tidv.len() {
-        return Err("flags or tid column inconsistent with kind column".into());
-    }
-    for (name, c) in [("stack", &stk), ("misc", &misc)] {
-        if !c.done() {
-            return Err(format!("{name} column inconsistent with kind column"));
-        }
-    }
+    ev.finish()?;
     Ok(ChunkSummary {
-        events: n,
-        first_ts: tsv.first().copied().unwrap_or(first_ts),
-        last_ts: ts,
+        events: cols.n,
+        first_ts: sc.ts.first().copied().unwrap_or(cols.first_ts),
+        last_ts: sc.ts.last().copied().unwrap_or(cols.first_ts),
     })
 }

@@ -9,7 +9,7 @@
 use crate::source::format_wall;
 use crate::{ReportError, Result};
 use chainrec_chain::regex::Regex;
-use chainrec_format::{state_is_dead, Event, EventSource, ThreadSelector, Threads, Tid};
+use chainrec_format::{state_is_dead, Event, EventSource, Switch, ThreadSelector, Threads, Tid};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -255,6 +255,145 @@ impl Acc {
     }
 }
 
+/// The intervals of one pass over the events: each thread's current interval (off- or
+/// on-CPU, by the metric) from its start, added to the cells when it ends if its thread
+/// is selected; wakeups added as points.
+struct Intervals<'o> {
+    opts: &'o HeatmapOptions,
+    /// Trace clock to wall clock.
+    offset: i128,
+    /// tid -> start of its current (off- or on-CPU) interval, trace clock.
+    since: HashMap<Tid, u64>,
+    /// tids seen at all, to tell "begun before the trace" from "start lost".
+    seen: HashSet<Tid>,
+    acc: Acc,
+    clipped_at_start: u64,
+    unmatched: u64,
+    lost_markers: u64,
+}
+
+impl Intervals<'_> {
+    fn selected(&self, tid: Tid, names: &Threads) -> bool {
+        self.opts.select.matches(tid, names)
+    }
+
+    fn highlighted(&self, tid: Tid, names: &Threads) -> bool {
+        self.opts
+            .highlight
+            .as_ref()
+            .is_some_and(|h| h.matches(tid, names))
+    }
+
+    fn off_metric(&self) -> bool {
+        self.opts.metric == Metric::OffCpu
+    }
+
+    /// Add `tid`'s interval [a, b) (trace clock) if the thread is selected.
+    fn add(&mut self, tid: Tid, a: u64, b: u64, names: &Threads) {
+        if self.selected(tid, names) {
+            let hl = self.highlighted(tid, names);
+            self.acc
+                .add_interval(a as i128 + self.offset, b as i128 + self.offset, hl);
+        }
+    }
+
+    /// Event `e`, in a trace that starts at `start`.
+    fn event(&mut self, e: &Event, start: u64, names: &Threads) {
+        match e {
+            Event::Switch(s) if self.opts.metric != Metric::Wakeups => self.switch(s, start, names),
+            // Off-CPU since before the trace and woken: its interval runs from the
+            // start (it may end after the trace, with no switch-in).
+            Event::Waking(w) if self.off_metric() && self.seen.insert(w.target_tid) => {
+                self.clipped_at_start += self.selected(w.target_tid, names) as u64;
+                self.since.insert(w.target_tid, start);
+            }
+            Event::Waking(w)
+                if self.opts.metric == Metric::Wakeups && self.selected(w.target_tid, names) =>
+            {
+                let hl = self.highlighted(w.target_tid, names);
+                self.acc.add_point(w.ts as i128 + self.offset, hl);
+            }
+            // A new task did not exist before: runnable (off-CPU) from its creation.
+            Event::WakeupNew(n) => {
+                self.seen.insert(n.child_tid);
+                if self.off_metric() {
+                    self.since.insert(n.child_tid, n.ts);
+                }
+            }
+            Event::Lost(_) => self.lost_markers += 1,
+            _ => {}
+        }
+    }
+
+    /// A switch ends one thread's interval and starts the other's.
+    fn switch(&mut self, s: &Switch, start: u64, names: &Threads) {
+        // The interval ending here: off-CPU for next, on-CPU for prev.
+        let (ending, starting) = if self.off_metric() {
+            (s.next_tid, s.prev_tid)
+        } else {
+            (s.prev_tid, s.next_tid)
+        };
+        if ending != 0 {
+            let a = match self.since.remove(&ending) {
+                Some(a) => Some(a),
+                // First sighting: in this state since before the trace.
+                None if self.seen.insert(ending) => {
+                    self.clipped_at_start += self.selected(ending, names) as u64;
+                    Some(start)
+                }
+                None => {
+                    self.unmatched += self.selected(ending, names) as u64;
+                    None
+                }
+            };
+            if let Some(a) = a {
+                self.add(ending, a, s.ts, names);
+            }
+        }
+        // A final switch-out (state dead) starts no off-CPU interval: the thread is gone,
+        // and a task run later under its tid is another one.
+        let gone = self.off_metric() && state_is_dead(s.prev_state);
+        if starting != 0 && !gone {
+            self.seen.insert(starting);
+            self.since.insert(starting, s.ts);
+        }
+    }
+
+    /// Close the intervals still open at the trace end `end`; how many of them count.
+    fn close_open(&mut self, end: u64, names: &Threads) -> u64 {
+        let mut open: Vec<(Tid, u64)> = std::mem::take(&mut self.since).into_iter().collect();
+        open.sort_unstable();
+        let mut counted = 0;
+        for (tid, a) in open {
+            if self.selected(tid, names) {
+                counted += 1;
+                self.add(tid, a, end, names);
+            }
+        }
+        counted
+    }
+}
+
+/// The accumulated cells laid out column by column (`rows` cells each) from
+/// `acc.first_second`, and the highlighted parts alike when `highlight` (else empty).
+fn layout(acc: &Acc, columns: u32, rows: u32, highlight: bool) -> (Vec<u64>, Vec<u64>) {
+    let n = (columns * rows) as usize;
+    let mut cells = vec![0u64; n];
+    let mut highlighted = if highlight { vec![0u64; n] } else { Vec::new() };
+    for (&(sec, row), &(v, h)) in &acc.cells {
+        let col = sec - acc.first_second;
+        if col < 0 || col >= columns as i64 {
+            continue; // cannot happen: every interval lies inside [start, end]
+        }
+        let i = col as usize * rows as usize + row as usize;
+        cells[i] += v;
+        if highlight {
+            highlighted[i] += h;
+        }
+    }
+    (cells, highlighted)
+}
+
 /// Compute a heat map over the whole trace. Both ends are clipped alike: an interval
 /// begun before the trace counts from the trace start, one still open at the end counts
 /// up to the trace end.
@@ -263,21 +402,24 @@ pub fn compute(src: &dyn EventSource<ReportError>, opts: &HeatmapOptions) -> Res
         return Err(ReportError::BadRows(opts.rows));
     }
     let offset = src.meta().clock_offset_ns;
-    let tables = src.tables();
-    let mut names = Threads::new(tables);
-    // tid -> start of its current (off- or on-CPU) interval, trace clock.
-    let mut since: HashMap<Tid, u64> = HashMap::new();
-    // tids seen at all, to tell "begun before the trace" from "start lost".
-    let mut seen: HashSet<Tid> = HashSet::new();
-    let mut acc = Acc {
-        first_second: 0,
-        rows: opts.rows,
-        bucket_ns: 1_000_000_000 / opts.rows as u64,
-        cells: HashMap::new(),
+    let mut names = Threads::new(src.tables());
+    let mut iv = Intervals {
+        opts,
+        offset,
+        since: HashMap::new(),
+        seen: HashSet::new(),
+        acc: Acc {
+            first_second: 0,
+            rows: opts.rows,
+            bucket_ns: 1_000_000_000 / opts.rows as u64,
+            cells: HashMap::new(),
+        },
+        clipped_at_start: 0,
+        unmatched: 0,
+        lost_markers: 0,
     };
     let mut first_ts: Option<u64> = None;
     let mut last_ts = 0u64;
-    let (mut clipped_at_start, mut unmatched, mut lost_markers) = (0u64, 0u64, 0u64);
     let meta_start = src.meta().start_ns;
     // The trace start: the recording's start, or its first event if earlier (or unknown).
     let window_start = |first: u64| {
@@ -287,78 +429,12 @@ pub fn compute(src: &dyn EventSource<ReportError>, opts: &HeatmapOptions) -> Res
             first
         }
     };
-    let selected = |tid: Tid, names: &Threads| opts.select.matches(tid, names);
-    let hl = |tid: Tid, names: &Threads| {
-        opts.highlight
-            .as_ref()
-            .is_some_and(|h| h.matches(tid, names))
-    };
-    let off_metric = opts.metric == Metric::OffCpu;
     src.for_each_batch(&mut |events| {
         for e in events {
             let start = window_start(*first_ts.get_or_insert(e.ts()));
             last_ts = e.ts();
             names.apply(e);
-            match e {
-                Event::Switch(s) if opts.metric != Metric::Wakeups => {
-                    // The interval ending here: off-CPU for next, on-CPU for prev.
-                    let (ending, starting) = if off_metric {
-                        (s.next_tid, s.prev_tid)
-                    } else {
-                        (s.prev_tid, s.next_tid)
-                    };
-                    if ending != 0 {
-                        let a = match since.remove(&ending) {
-                            Some(a) => Some(a),
-                            // First sighting: in this state since before the trace.
-                            None if seen.insert(ending) => {
-                                clipped_at_start += selected(ending, &names) as u64;
-                                Some(start)
-                            }
-                            None => {
-                                unmatched += selected(ending, &names) as u64;
-                                None
-                            }
-                        };
-                        if let Some(a) = a {
-                            if selected(ending, &names) {
-                                acc.add_interval(
-                                    a as i128 + offset,
-                                    s.ts as i128 + offset,
-                                    hl(ending, &names),
-                                );
-                            }
-                        }
-                    }
-                    // A final switch-out (state dead) starts no off-CPU interval: the
-                    // thread is gone, and a task run later under its tid is another one.
-                    let gone = off_metric && state_is_dead(s.prev_state);
-                    if starting != 0 && !gone {
-                        seen.insert(starting);
-                        since.insert(starting, s.ts);
-                    }
-                }
-                // Off-CPU since before the trace and woken: its interval runs from the
-                // start (it may end after the trace, with no switch-in).
-                Event::Waking(w) if off_metric && seen.insert(w.target_tid) => {
-                    clipped_at_start += selected(w.target_tid, &names) as u64;
-                    since.insert(w.target_tid, start);
-                }
-                Event::Waking(w)
-                    if opts.metric == Metric::Wakeups && selected(w.target_tid, &names) =>
-                {
-                    acc.add_point(w.ts as i128 + offset, hl(w.target_tid, &names));
-                }
-                // A new task did not exist before: runnable (off-CPU) from its creation.
-                Event::WakeupNew(n) => {
-                    seen.insert(n.child_tid);
-                    if off_metric {
-                        since.insert(n.child_tid, n.ts);
-                    }
-                }
-                Event::Lost(_) => lost_markers += 1,
-                _ => {}
-            }
+            iv.event(e, start, &names);
         }
         Ok(())
     })?;
@@ -366,21 +442,15 @@ pub fn compute(src: &dyn EventSource<ReportError>, opts: &HeatmapOptions) -> Res
         return Err(ReportError::NoEvents);
     };
     let end = src.meta().end_ns.max(last_ts);
-    let mut open_at_end = 0;
-    if opts.metric != Metric::Wakeups {
-        let mut open: Vec<(Tid, u64)> = since.into_iter().collect();
-        open.sort_unstable();
-        for (tid, a) in open {
-            if selected(tid, &names) {
-                open_at_end += 1;
-                acc.add_interval(a as i128 + offset, end as i128 + offset, hl(tid, &names));
-            }
-        }
-    }
+    let open_at_end = if opts.metric != Metric::Wakeups {
+        iv.close_open(end, &names)
+    } else {
+        0
+    };
     let start_wall = window_start(first_ts);
     let first_second = (start_wall as i128 + offset).div_euclid(1_000_000_000) as i64;
     let last_second = (end as i128 + offset).div_euclid(1_000_000_000) as i64;
-    acc.first_second = first_second;
+    iv.acc.first_second = first_second;
     let span = last_second - first_second + 1;
     if span > 1_000_000 || span as u64 * opts.rows as u64 > 50_000_000 {
         return Err(ReportError::TooManyColumns {
@@ -389,24 +459,7 @@ pub fn compute(src: &dyn EventSource<ReportError>, opts: &HeatmapOptions) -> Res
         });
     }
     let columns = span as u32;
-    let n = (columns * opts.rows) as usize;
-    let mut cells = vec![0u64; n];
-    let mut highlight = if opts.highlight.is_some() {
-        vec![0u64; n]
-    } else {
-        Vec::new()
-    };
-    for (&(sec, row), &(v, h)) in &acc.cells {
-        let col = sec - acc.first_second;
-        if col < 0 || col >= columns as i64 {
-            continue; // cannot happen: every interval lies inside [start, end]
-        }
-        let i = col as usize * opts.rows as usize + row as usize;
-        cells[i] += v;
-        if !highlight.is_empty() {
-            highlight[i] += h;
-        }
-    }
+    let (cells, highlight) = layout(&iv.acc, columns, opts.rows, opts.highlight.is_some());
     Ok(Heatmap {
         metric: opts.metric,
         first_second,
@@ -414,10 +467,10 @@ pub fn compute(src: &dyn EventSource<ReportError>, opts: &HeatmapOptions) -> Res
         rows: opts.rows,
         cells,
         highlight,
-        clipped_at_start,
+        clipped_at_start: iv.clipped_at_start,
         open_at_end,
-        unmatched,
-        lost_markers,
+        unmatched: iv.unmatched,
+        lost_markers: iv.lost_markers,
         start_ns: start_wall as i128 + offset,
         end_ns: end as i128 + offset,
         selection: opts.select.describe(),

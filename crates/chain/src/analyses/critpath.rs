@@ -410,6 +410,41 @@ struct Scan {
 }
 
 impl Scan {
+    fn new(tid: Tid, tables: &Tables, trace_start: u64, window: Option<(u64, u64)>) -> Scan {
+        Scan {
+            tid,
+            st: St::Unseen,
+            created: None,
+            seen: tables.tasks.contains_key(&tid),
+            pieces: Vec::new(),
+            samples: Vec::new(),
+            samples_off_cpu: 0,
+            inconsistent: 0,
+            names: Threads::new(tables),
+            trace_start,
+            exiting: false,
+            woken: false,
+            slept: false,
+            ended: false,
+            window,
+        }
+    }
+
+    /// The thread's life in the trace (the window when none is given): from its creation
+    /// (or the trace start) to its exit (or the trace end).
+    fn lifetime(&self, trace_end: u64) -> (u64, u64) {
+        let end = self
+            .pieces
+            .iter()
+            .rev()
+            .find_map(|p| match p {
+                Piece::Unknown(a, _, Unknown::Exited) => Some(*a),
+                _ => None,
+            })
+            .unwrap_or(trace_end);
+        (self.created.unwrap_or(self.trace_start), end)
+    }
+
     /// A new thread takes the tid at `ts` (a fork seen, or a switch-in after the old
     /// thread's end). When the old thread lived into the window (its final switch-out, or
     /// its last switch when its end is not in the trace, after the window's start), the
@@ -600,13 +635,13 @@ impl From<FormatError> for Stop {
     }
 }
 
-/// Build the critical path of `opts.tid` in the trace of `an`.
-pub(crate) fn critical_path(
-    an: &TraceInput<'_>,
-    opts: &CritPathOptions,
-) -> Result<CriticalPath, ChainError> {
-    let (trace_start, trace_end) = (an.start_ns(), an.end_ns().max(an.start_ns()));
-    if let Some((a, b)) = opts.window {
+/// The analysis window `window` checked against the trace's span and clipped to it.
+fn clip_window(
+    window: Option<(u64, u64)>,
+    trace_start: u64,
+    trace_end: u64,
+) -> Result<Option<(u64, u64)>, ChainError> {
+    if let Some((a, b)) = window {
         if a >= b {
             return Err(ChainError::EmptyWindow);
         }
@@ -616,10 +651,13 @@ pub(crate) fn critical_path(
             });
         }
     }
-    let window = opts
-        .window
-        .map(|(a, b)| (a.max(trace_start), b.min(trace_end)));
-    let cfg = Config {
+    Ok(window.map(|(a, b)| (a.max(trace_start), b.min(trace_end))))
+}
+
+/// The engine run a critical path reads: time-bounded chains of the one thread, with
+/// run-queue attribution and no dedup (every wait of the thread is a record).
+fn engine_config(opts: &CritPathOptions) -> Config {
+    Config {
         mode: Mode::Bounded,
         max_depth: opts.max_depth,
         dedup: false,
@@ -633,25 +671,18 @@ pub(crate) fn critical_path(
         runqueue: true,
         oncpu: crate::OnCpuMode::default(),
         cgroup_frames: false,
-    };
-    let mut engine = an.engine(cfg);
-    let mut scan = Scan {
-        tid: opts.tid,
-        st: St::Unseen,
-        created: None,
-        seen: an.tables().tasks.contains_key(&opts.tid),
-        pieces: Vec::new(),
-        samples: Vec::new(),
-        samples_off_cpu: 0,
-        inconsistent: 0,
-        names: Threads::new(an.tables()),
-        trace_start,
-        exiting: false,
-        woken: false,
-        slept: false,
-        ended: false,
-        window,
-    };
+    }
+}
+
+/// Build the critical path of `opts.tid` in the trace of `an`.
+pub(crate) fn critical_path(
+    an: &TraceInput<'_>,
+    opts: &CritPathOptions,
+) -> Result<CriticalPath, ChainError> {
+    let (trace_start, trace_end) = (an.start_ns(), an.end_ns().max(an.start_ns()));
+    let window = clip_window(opts.window, trace_start, trace_end)?;
+    let mut engine = an.engine(engine_config(opts));
+    let mut scan = Scan::new(opts.tid, an.tables(), trace_start, window);
     let mut records: HashMap<u64, WaitRecord> = HashMap::new();
     let mut sink = |w: &WaitRecord, _: &NodeTable| {
         if window
@@ -682,18 +713,7 @@ pub(crate) fn critical_path(
         return Err(ChainError::NoSuchThread(opts.tid));
     }
     scan.close(trace_end);
-    let (w0, w1) = window.unwrap_or_else(|| {
-        let end = scan
-            .pieces
-            .iter()
-            .rev()
-            .find_map(|p| match p {
-                Piece::Unknown(a, _, Unknown::Exited) => Some(*a),
-                _ => None,
-            })
-            .unwrap_or(trace_end);
-        (scan.created.unwrap_or(trace_start), end)
-    });
+    let (w0, w1) = window.unwrap_or_else(|| scan.lifetime(trace_end));
     if w1 <= w0 {
         return Err(ChainError::NoTime(opts.tid));
     }
@@ -721,23 +741,7 @@ pub(crate) fn critical_path(
             Piece::Unknown(a, e, why) => b.push(a, Some(e), SegmentKind::Unknown(why), None),
             Piece::Off(a, e) => match records.get(&a) {
                 Some(rec) => b.off(rec, e),
-                None => {
-                    b.st.unmatched_waits += u64::from(e.is_some());
-                    let note = if e.is_none() {
-                        "[still blocked at trace end]"
-                    } else {
-                        "[waker unknown]"
-                    };
-                    let kind = SegmentKind::Blocked(Blocked {
-                        state: 0,
-                        stack: Vec::new(),
-                        levels: Vec::new(),
-                        truncated: false,
-                        lost: false,
-                        note: Some(note),
-                    });
-                    b.push(a, e, kind, None);
-                }
+                None => b.off_without_record(a, e),
             },
         }
     }
@@ -776,6 +780,26 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
+    /// A blocked piece from `a` to `e` with no wait record: its waker is unknown, or it is
+    /// still blocked at the trace end.
+    fn off_without_record(&mut self, a: u64, e: Option<u64>) {
+        self.st.unmatched_waits += u64::from(e.is_some());
+        let note = if e.is_none() {
+            "[still blocked at trace end]"
+        } else {
+            "[waker unknown]"
+        };
+        let kind = SegmentKind::Blocked(Blocked {
+            state: 0,
+            stack: Vec::new(),
+            levels: Vec::new(),
+            truncated: false,
+            lost: false,
+            note: Some(note),
+        });
+        self.push(a, e, kind, None);
+    }
+
     /// Clip `[a, e)` (`e` None: to the end) to the window: the part inside, if any.
     fn clip(&self, a: u64, e: Option<u64>) -> Option<(u64, u64)> {
         let (x, y) = (a.max(self.w.0), e.unwrap_or(u64::MAX).min(self.w.1));

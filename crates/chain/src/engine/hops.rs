@@ -1,39 +1,51 @@
 //! Hops: one per waking that ended a wait, linked to their causes, in an arena.
 
+use crate::engine::ids::{HopId, SlotId};
 use crate::engine::nodes::{IdentId, NodeTable};
 use crate::engine::record::HopRecord;
 use chainrec_format::{Comm, StackId, Tid, WakeContext};
-use std::num::NonZeroU32;
 
-pub(crate) const NO_HOP: u32 = u32::MAX;
-
-/// Index of a hop in the engine's arena, as held by a task. Stored as its bitwise
-/// complement in a `NonZeroU32`, so that `Option<HopId>` is one u32 whose `None` is
-/// [`NO_HOP`]'s bit pattern (an arena of 2^32 - 1 hops of 64 bytes is out of reach).
+/// Where the chain goes on below a hop: what ended its waker's last blocked interval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct HopId(NonZeroU32);
+pub(crate) enum Cause {
+    /// None known: a metal hop, or a waker not seen woken in the trace. The chain ends.
+    None,
+    /// The cause existed but was garbage-collected (only ever beyond the depth limit):
+    /// the chain is truncated here.
+    Cut,
+    /// That hop.
+    Hop(HopId),
+}
 
-impl HopId {
+/// A [`Cause`] packed in one u32 (the hop is one cache line; a tagged enum would take 8
+/// bytes): a hop id's bits, or 0 (none) or 1 (cut), which no id uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CauseLink(u32);
+
+impl CauseLink {
+    pub(crate) const NONE: CauseLink = CauseLink(0);
+    pub(crate) const CUT: CauseLink = CauseLink(1);
+
     #[inline]
-    pub(crate) fn new(index: u32) -> HopId {
-        debug_assert!(index < CUT);
-        HopId(NonZeroU32::new(!index).unwrap_or(NonZeroU32::MIN))
+    pub(crate) fn hop(id: HopId) -> CauseLink {
+        CauseLink(id.bits())
     }
 
-    /// The arena index.
     #[inline]
-    pub(crate) fn get(self) -> u32 {
-        !self.0.get()
+    pub(crate) fn get(self) -> Cause {
+        match self.0 {
+            0 => Cause::None,
+            1 => Cause::Cut,
+            bits => HopId::from_bits(bits).map_or(Cause::None, Cause::Hop),
+        }
     }
 
-    /// The arena index, or [`NO_HOP`], for the arena's own links.
+    /// The cause hop, if it is still in the arena.
     #[inline]
-    pub(crate) fn raw(id: Option<HopId>) -> u32 {
-        id.map_or(NO_HOP, HopId::get)
+    pub(crate) fn hop_id(self) -> Option<HopId> {
+        HopId::from_bits(self.0)
     }
 }
-/// The cause existed but was garbage-collected (only ever beyond the depth limit).
-pub(crate) const CUT: u32 = u32::MAX - 1;
 
 /// One cache line per hop (the arena is larger than L2; a hop straddling two lines
 /// cost two misses on write and walk). GC marks live apart, in the engine's `marks`.
@@ -45,22 +57,25 @@ pub(crate) struct Hop {
     pub(crate) cause_ts: u64,
     /// Start of the waker's blocked interval that the cause ended.
     pub(crate) cause_s: u64,
-    pub(crate) cause: u32,
+    pub(crate) cause: CauseLink,
     pub(crate) node: u32,
     pub(crate) waker_tid: Tid,
-    /// Waker identity (comm, tgid); `IdentId::MAX` for metal hops.
+    /// Waker identity (comm, tgid); [`Hop::METAL`] for a metal hop (an interrupt, or the
+    /// idle task), which is what makes it one.
     pub(crate) waker_ident: IdentId,
     pub(crate) kstack: StackId,
     pub(crate) ustack: StackId,
     pub(crate) context: WakeContext,
-    pub(crate) metal: bool,
     /// Some emitted root chain used this hop as an inner hop (dedup: hide its wait).
     pub(crate) hidden: bool,
     /// Chains that used this hop as an inner hop and are not yet decided.
     pub(crate) pending_markers: u32,
-    /// Pending-decision slot of the wait this hop ended (NO_SLOT if none).
-    pub(crate) wait_slot: u32,
+    /// Pending-decision slot of the wait this hop ended, if any.
+    pub(crate) wait_slot: Option<SlotId>,
 }
+
+// Typed links cost nothing: one cache line, as with the raw u32 links and sentinels.
+const _: () = assert!(std::mem::size_of::<Hop>() == 64 && std::mem::align_of::<Hop>() == 64);
 
 /// GC mark of a hop: the epoch it was last marked in, and the depth left at that mark.
 /// Kept apart from the hops so that the sweep reads 8 bytes per hop, not a cache line.
@@ -71,10 +86,20 @@ pub(crate) struct Mark {
 }
 
 impl Hop {
+    /// The waker identity of a metal hop: no interned identity (one per distinct comm and
+    /// tgid) reaches it. It replaces a `metal` flag, which let a metal hop have an identity.
+    pub(crate) const METAL: IdentId = IdentId::MAX;
+
+    /// Woken by hardware (or the idle task), not by a thread: the chain ends here.
+    #[inline]
+    pub(crate) fn metal(&self) -> bool {
+        self.waker_ident == Hop::METAL
+    }
+
     /// The hop as a record (`ns` and `windows` left empty for the walk to fill in).
     #[inline]
     pub(crate) fn record(&self, nodes: &NodeTable) -> HopRecord {
-        let (waker_comm, waker_tgid) = if self.waker_ident == IdentId::MAX {
+        let (waker_comm, waker_tgid) = if self.metal() {
             (Comm::default(), 0)
         } else {
             nodes.ident_of(self.waker_ident)
@@ -85,7 +110,7 @@ impl Hop {
             waker_tgid,
             waker_comm,
             context: self.context,
-            metal: self.metal,
+            metal: self.metal(),
             kstack: self.kstack,
             ustack: self.ustack,
             node: self.node,

@@ -4,12 +4,13 @@
 //! record (`emit`).
 
 use crate::engine::config::Config;
-use crate::engine::dedup::{Slots, NO_SLOT};
+use crate::engine::dedup::{SlotState, Slots};
 use crate::engine::emit::emit_rec;
 use crate::engine::explain::CpuCheck;
-use crate::engine::hops::{Hop, HopId, Mark, CUT, NO_HOP};
+use crate::engine::hops::{Cause, CauseLink, Hop, Mark};
+use crate::engine::ids::{HopId, SlotId};
 use crate::engine::mode::{Mode, OnCpuMode};
-use crate::engine::nodes::{IdentId, NodeTable, HOLDER_IDLE};
+use crate::engine::nodes::{NodeTable, HOLDER_IDLE};
 use crate::engine::record::WaitSink;
 use crate::engine::runqueue::RunQueues;
 use crate::engine::sampleidx::SampleIndex;
@@ -36,14 +37,14 @@ pub struct Engine<'t> {
     hops: Vec<Hop>,
     /// GC marks, parallel to `hops`.
     marks: Vec<Mark>,
-    free_hops: Vec<u32>,
+    free_hops: Vec<HopId>,
     live_hops: usize,
     gc_threshold: usize,
     epoch: u32,
     lost_seq: u64,
     stack_threshold_ns: u64,
     seen: Vec<Tid>,
-    inner_buf: Vec<u32>,
+    inner_buf: Vec<HopId>,
     slots: Slots,
     /// The filter keeps every wait (no per-wait check needed).
     filter_all: bool,
@@ -219,12 +220,16 @@ impl<'t> Engine<'t> {
         }
         // Every wait is ready now, so every decision resolves (markers are strictly later
         // chains); anything left would be a bug, but emit it rather than lose it.
-        for s in 0..self.slots.slots.len() {
-            if self.slots.slots[s].occupied {
-                self.slots.slots[s].ready = true;
-                self.hops[self.slots.slots[s].hop as usize].pending_markers = 0;
-                self.decide(s as u32, sink);
+        for s in self.slots.ids().collect::<Vec<_>>() {
+            let sl = self.slots.get_mut(s);
+            if sl.state == SlotState::Free {
+                continue;
             }
+            if sl.state == SlotState::Waiting {
+                sl.state = SlotState::Ready;
+            }
+            self.hops[sl.hop.index()].pending_markers = 0;
+            self.decide(s, sink);
         }
         self.stats.peak_live_hops = self.stats.peak_live_hops.max(self.live_hops as u64);
         self.stats.oncpu_short_history_ns = self.samples.short_history_ns.get();
@@ -422,8 +427,7 @@ impl<'t> Engine<'t> {
     fn drop_open_wait(&mut self, t: usize, sink: &mut impl WaitSink) {
         let refs = std::mem::take(&mut self.tasks[t].open_refs);
         if let WaitSlot::At(slot) = refs.slot {
-            self.slots.slots[slot as usize].ready = true;
-            self.slots.slots[slot as usize].discard = true;
+            self.slots.get_mut(slot).state = SlotState::Discarded;
             self.decide(slot, sink);
         }
     }
@@ -492,16 +496,16 @@ impl<'t> Engine<'t> {
         }
     }
 
-    fn alloc_hop(&mut self, hop: Hop) -> u32 {
+    fn alloc_hop(&mut self, hop: Hop) -> HopId {
         self.live_hops += 1;
         self.stats.hops += 1;
         if let Some(i) = self.free_hops.pop() {
-            self.hops[i as usize] = hop;
+            self.hops[i.index()] = hop;
             i
         } else {
             self.hops.push(hop);
             self.marks.push(Mark::default());
-            (self.hops.len() - 1) as u32
+            HopId::at(self.hops.len() - 1)
         }
     }
 
@@ -536,7 +540,7 @@ impl<'t> Engine<'t> {
                     // this one did (see `woken_before_block`). Ignored until then.
                     self.stats.wakings_ignored += 1;
                     let h = self.make_hop(t, w);
-                    self.tasks[t].racing_hop = Some(HopId::new(h));
+                    self.tasks[t].racing_hop = Some(h);
                     return;
                 }
                 _ => {
@@ -571,9 +575,8 @@ impl<'t> Engine<'t> {
         {
             return;
         }
-        let h = h.get();
         let out = task.open.switch_out_ns;
-        let hop = &mut self.hops[h as usize];
+        let hop = &mut self.hops[h.index()];
         if hop.ts > out || out - hop.ts > RACE_WINDOW_NS {
             return;
         }
@@ -584,7 +587,7 @@ impl<'t> Engine<'t> {
     }
 
     /// The hop of waking `w` (target task `t`), its node and cause resolved now.
-    fn make_hop(&mut self, t: usize, w: &Waking) -> u32 {
+    fn make_hop(&mut self, t: usize, w: &Waking) -> HopId {
         let (wk, wu) = self.waker_stacks(t, w);
         // Build the hop.
         // A softirq the waker ran itself (SoftIrqTask) is a task hop: CHAINS.md.
@@ -593,17 +596,16 @@ impl<'t> Engine<'t> {
             ts: w.ts,
             cause_ts: 0,
             cause_s: 0,
-            cause: NO_HOP,
+            cause: CauseLink::NONE,
             node: 0,
             waker_tid: w.waker_tid,
-            waker_ident: IdentId::MAX,
+            waker_ident: Hop::METAL,
             kstack: wk,
             ustack: if metal { StackId::NONE } else { wu },
             context: w.context,
-            metal,
             hidden: false,
             pending_markers: 0,
-            wait_slot: NO_SLOT,
+            wait_slot: None,
         };
         if metal {
             hop.node = self.nodes.metal(w.context, w.source, wk, self.tables);
@@ -615,9 +617,9 @@ impl<'t> Engine<'t> {
             }
             hop.waker_ident = waker.ident;
             if let Some(cause) = waker.last_cause {
-                hop.cause = cause.get();
+                hop.cause = CauseLink::hop(cause);
                 hop.cause_s = waker.last_cause_s;
-                hop.cause_ts = self.hops[cause.get() as usize].ts;
+                hop.cause_ts = self.hops[cause.index()].ts;
             }
             hop.node = if w.context == WakeContext::SoftIrqTask {
                 self.nodes
@@ -630,11 +632,11 @@ impl<'t> Engine<'t> {
     }
 
     /// Hop `h` ends task `t`'s open wait at `wake_ns`: walk its chain.
-    fn attach_hop(&mut self, t: usize, h: u32, wake_ns: u64) {
+    fn attach_hop(&mut self, t: usize, h: HopId, wake_ns: u64) {
         let task = &mut self.tasks[t];
         task.open.wake_ns = Some(wake_ns);
-        task.open_refs.hop = Some(HopId::new(h));
-        task.last_cause = Some(HopId::new(h));
+        task.open_refs.hop = Some(h);
+        task.last_cause = Some(h);
         task.last_cause_s = task.open.switch_out_ns;
         if !task.status.is_pretrace() {
             let mark = self.cfg.dedup && (self.filter_all || self.cfg.filter.matches(&task.open));
@@ -658,11 +660,11 @@ impl<'t> Engine<'t> {
                 self.tasks[t].open_refs.slot = WaitSlot::Lazy;
             } else if mark {
                 let slot = self.alloc_slot(h);
-                for &ih in &self.slots.slots[slot as usize].inner {
-                    self.hops[ih as usize].pending_markers += 1;
+                for &ih in &self.slots.get(slot).inner {
+                    self.hops[ih.index()].pending_markers += 1;
                 }
                 self.tasks[t].open_refs.slot = WaitSlot::At(slot);
-                self.hops[h as usize].wait_slot = slot;
+                self.hops[h.index()].wait_slot = Some(slot);
             }
         }
         if self.live_hops >= self.gc_threshold {
@@ -701,12 +703,11 @@ impl<'t> Engine<'t> {
         let slot = match (refs.slot, refs.hop) {
             (WaitSlot::At(s), _) => Some(s),
             (WaitSlot::Lazy, Some(hop)) => {
-                let hop = hop.get();
-                let h = &self.hops[hop as usize];
+                let h = &self.hops[hop.index()];
                 if h.hidden || h.pending_markers > 0 {
                     self.inner_buf.clear();
                     let s = self.alloc_slot(hop);
-                    self.hops[hop as usize].wait_slot = s;
+                    self.hops[hop.index()].wait_slot = Some(s);
                     Some(s)
                 } else {
                     None
@@ -716,9 +717,9 @@ impl<'t> Engine<'t> {
         };
         let task = &mut self.tasks[t];
         if let Some(slot) = slot {
-            let sl = &mut self.slots.slots[slot as usize];
+            let sl = self.slots.get_mut(slot);
             std::mem::swap(&mut task.held, &mut sl.rec);
-            sl.ready = true;
+            sl.state = SlotState::Ready;
             self.decide(slot, sink);
         } else {
             // Emitted in place (disjoint field borrows): no move of the record out and back.
@@ -738,7 +739,7 @@ impl<'t> Engine<'t> {
 
     /// A dedup slot for the wait ended by `hop`, whose chain marked the hops in
     /// `inner_buf`.
-    fn alloc_slot(&mut self, hop: u32) -> u32 {
+    fn alloc_slot(&mut self, hop: HopId) -> SlotId {
         let s = self.slots.alloc(hop, &mut self.inner_buf);
         self.stats.peak_pending_waits =
             self.stats.peak_pending_waits.max(self.slots.pending as u64);
@@ -746,7 +747,7 @@ impl<'t> Engine<'t> {
     }
 
     /// Decide ready slots, starting at `first` ([`Slots::decide`]), emitting to `sink`.
-    fn decide(&mut self, first: u32, sink: &mut impl WaitSink) {
+    fn decide(&mut self, first: SlotId, sink: &mut impl WaitSink) {
         let (nodes, stats) = (&mut self.nodes, &mut self.stats);
         let (filter, filter_all) = (&self.cfg.filter, self.filter_all);
         let threshold_ns = self.stack_threshold_ns;
@@ -782,9 +783,9 @@ impl<'t> Engine<'t> {
         let mut live = 0usize;
         let hops = &self.hops;
         let marks = &mut self.marks;
-        let mut mark = |mut h: u32, mut rem: u8, live: &mut usize| {
-            while h < CUT && rem > 0 {
-                let m = &mut marks[h as usize];
+        let mut mark = |mut next: Option<HopId>, mut rem: u8, live: &mut usize| {
+            while let Some(h) = next.filter(|_| rem > 0) {
+                let m = &mut marks[h.index()];
                 if m.epoch == epoch {
                     if m.rem >= rem {
                         return;
@@ -795,34 +796,35 @@ impl<'t> Engine<'t> {
                 }
                 m.rem = rem;
                 rem -= 1;
-                h = hops[h as usize].cause;
+                next = hops[h.index()].cause.hop_id();
             }
         };
         // Freed task slots hold no hops (remove_task clears them): no liveness check needed.
         for t in &self.tasks {
-            mark(HopId::raw(t.last_cause), depth, &mut live);
-            mark(HopId::raw(t.open_refs.hop), 1, &mut live);
+            mark(t.last_cause, depth, &mut live);
+            mark(t.open_refs.hop, 1, &mut live);
             // It may still become an open hop, whose causes the walk then follows.
-            mark(HopId::raw(t.racing_hop), depth, &mut live);
+            mark(t.racing_hop, depth, &mut live);
             if let Some(held) = t.held_refs {
-                mark(HopId::raw(held.hop), 1, &mut live);
+                mark(held.hop, 1, &mut live);
             }
         }
-        for sl in self.slots.slots.iter().filter(|s| s.occupied) {
-            mark(sl.hop, 1, &mut live);
+        for sl in self.slots.occupied() {
+            mark(Some(sl.hop), 1, &mut live);
             for &h in &sl.inner {
-                mark(h, 1, &mut live);
+                mark(Some(h), 1, &mut live);
             }
         }
         self.free_hops.clear();
         for i in 0..self.hops.len() {
             if self.marks[i].epoch != epoch {
-                self.free_hops.push(i as u32);
+                self.free_hops.push(HopId::at(i));
                 continue;
             }
-            let c = self.hops[i].cause;
-            if c < CUT && self.marks[c as usize].epoch != epoch {
-                self.hops[i].cause = CUT;
+            if let Cause::Hop(c) = self.hops[i].cause.get() {
+                if self.marks[c.index()].epoch != epoch {
+                    self.hops[i].cause = CauseLink::CUT;
+                }
             }
         }
         // Reuse low indices first (keeps the arena dense).

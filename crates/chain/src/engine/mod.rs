@@ -8,6 +8,7 @@ pub(crate) mod explain;
 pub(crate) mod filter;
 pub(crate) mod frames;
 pub(crate) mod hops;
+pub(crate) mod ids;
 pub(crate) mod machine;
 pub(crate) mod mode;
 pub(crate) mod nodes;

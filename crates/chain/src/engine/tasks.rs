@@ -1,6 +1,6 @@
 //! Threads: their state in the walk (open and held waits, last cause) and the index by tid.
 
-use crate::engine::hops::HopId;
+use crate::engine::ids::{HopId, SlotId};
 use crate::engine::mode::Mode;
 use crate::engine::nodes::IdentId;
 use crate::engine::record::Rec;
@@ -103,7 +103,7 @@ pub(crate) enum WaitSlot {
     /// Dedup applies but its chain marked nothing: a slot only if the wait must wait.
     Lazy,
     /// Waiting in this slot of [`crate::engine::dedup::Slots`].
-    At(u32),
+    At(SlotId),
 }
 
 /// What a task's open or held wait refers to besides its record: the hop that ended it

@@ -2,7 +2,8 @@
 //! (CHAINS.md), the run-queue split of each level, and the inner hops dedup marks.
 
 use crate::engine::config::Config;
-use crate::engine::hops::{Hop, CUT, NO_HOP};
+use crate::engine::hops::{Cause, Hop};
+use crate::engine::ids::HopId;
 use crate::engine::mode::Mode;
 use crate::engine::nodes::NodeTable;
 use crate::engine::record::WaitRecord;
@@ -17,7 +18,7 @@ pub(crate) struct Walker<'a> {
     pub(crate) hops: &'a [Hop],
     pub(crate) nodes: &'a NodeTable,
     pub(crate) cfg: &'a Config,
-    pub(crate) inner: &'a mut Vec<u32>,
+    pub(crate) inner: &'a mut Vec<HopId>,
     pub(crate) seen: &'a mut Vec<Tid>,
     /// Run-queue histories, when run-queue attribution is on.
     pub(crate) rq: Option<RqView<'a>>,
@@ -93,7 +94,7 @@ impl Walker<'_> {
     /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when
     /// `mark` (the root passes the filter).
     #[inline]
-    pub(crate) fn walk(&mut self, first: u32, rec: &mut WaitRecord, mark: bool) {
+    pub(crate) fn walk(&mut self, first: HopId, rec: &mut WaitRecord, mark: bool) {
         rec.hops.clear();
         rec.runq.clear();
         rec.oncpu_raw.clear();
@@ -109,24 +110,30 @@ impl Walker<'_> {
                 let mut l = a;
                 let mut t = t1;
                 loop {
-                    let h = &self.hops[cur as usize];
+                    let h = &self.hops[cur.index()];
                     let mut r = h.record(self.nodes);
-                    if h.metal || h.cause == NO_HOP || h.cause_ts <= l {
-                        r.ns = t.saturating_sub(l);
-                        r.windows[0] = (l, t.max(l));
-                        rec.hops.push(r);
-                        if !h.metal {
-                            self.split_level(depth as u32, h.waker_tid, [(l, t), (0, 0)], rec);
+                    let cause = match h.cause.get() {
+                        Cause::Hop(cause) if !h.metal() && h.cause_ts > l && depth < max => cause,
+                        Cause::Hop(_) | Cause::Cut if !h.metal() && h.cause_ts > l => {
+                            // Depth limit, or the cause was collected (beyond it).
+                            r.ns = t.saturating_sub(l);
+                            r.windows[0] = (l, t.max(l));
+                            rec.hops.push(r);
+                            rec.truncated = true;
+                            break;
                         }
-                        break;
-                    }
-                    if depth >= max || h.cause == CUT {
-                        r.ns = t.saturating_sub(l);
-                        r.windows[0] = (l, t.max(l));
-                        rec.hops.push(r);
-                        rec.truncated = true;
-                        break;
-                    }
+                        _ => {
+                            // Metal, no known cause, or a cause before the window: the
+                            // chain ends here.
+                            r.ns = t.saturating_sub(l);
+                            r.windows[0] = (l, t.max(l));
+                            rec.hops.push(r);
+                            if !h.metal() {
+                                self.split_level(depth as u32, h.waker_tid, [(l, t), (0, 0)], rec);
+                            }
+                            break;
+                        }
+                    };
                     let l2 = l.max(h.cause_s);
                     r.ns = t.saturating_sub(l) - h.cause_ts.min(t).saturating_sub(l2);
                     r.windows = [(l, l2), (h.cause_ts.min(t), t)];
@@ -139,11 +146,11 @@ impl Walker<'_> {
                         rec,
                     );
                     if mark {
-                        self.inner.push(h.cause);
+                        self.inner.push(cause);
                     }
                     l = l2;
                     t = h.cause_ts.min(t);
-                    cur = h.cause;
+                    cur = cause;
                     depth += 1;
                 }
             }
@@ -152,28 +159,30 @@ impl Walker<'_> {
                 self.seen.clear();
                 self.seen.push(rec.tid);
                 loop {
-                    let h = &self.hops[cur as usize];
+                    let h = &self.hops[cur.index()];
                     let mut r = h.record(self.nodes);
                     r.ns = weight;
                     r.windows[0] = (a, t1.max(a));
                     rec.hops.push(r);
-                    if h.metal || h.cause == NO_HOP {
-                        break;
-                    }
-                    if depth >= max || h.cause == CUT {
-                        rec.truncated = true;
-                        break;
-                    }
+                    let cause = match h.cause.get() {
+                        _ if h.metal() => break,
+                        Cause::None => break,
+                        Cause::Hop(cause) if depth < max => cause,
+                        Cause::Hop(_) | Cause::Cut => {
+                            rec.truncated = true;
+                            break;
+                        }
+                    };
                     self.seen.push(h.waker_tid);
-                    let next = &self.hops[h.cause as usize];
-                    if !next.metal && self.seen.contains(&next.waker_tid) {
+                    let next = &self.hops[cause.index()];
+                    if !next.metal() && self.seen.contains(&next.waker_tid) {
                         rec.cycle = true;
                         break;
                     }
                     if mark {
-                        self.inner.push(h.cause);
+                        self.inner.push(cause);
                     }
-                    cur = h.cause;
+                    cur = cause;
                     depth += 1;
                 }
             }

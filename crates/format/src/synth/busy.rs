@@ -264,6 +264,27 @@ struct Sim {
     child_names: Vec<&'static str>,
 }
 
+/// The interrupt sources: the timer, network receive, one disk queue per CPU.
+fn add_irq_sources(out: &mut dyn TraceSink) -> Result<()> {
+    let mut irqs = vec![
+        IrqSource {
+            id: SRC_TIMER,
+            name: "timer".into(),
+        },
+        IrqSource {
+            id: SRC_NET_RX,
+            name: "NET_RX".into(),
+        },
+    ];
+    for q in 0..CPUS {
+        irqs.push(IrqSource {
+            id: SRC_DISK0 + q,
+            name: format!("nvme0q{q}"),
+        });
+    }
+    out.add_irq_sources(&irqs)
+}
+
 impl Sim {
     fn new(seed: u64, events: u64) -> Sim {
         Sim {
@@ -384,27 +405,33 @@ impl Sim {
     }
 
     /// Build the process population, register tables, emit first sightings and arm the
-    /// initial actions.
+    /// initial actions. (The order of the calls is the order of the random draws: the
+    /// trace of a seed must not change.)
     fn setup(&mut self, out: &mut dyn TraceSink) -> Result<()> {
-        let mut irqs = vec![
-            IrqSource {
-                id: SRC_TIMER,
-                name: "timer".into(),
-            },
-            IrqSource {
-                id: SRC_NET_RX,
-                name: "NET_RX".into(),
-            },
-        ];
-        for q in 0..CPUS {
-            irqs.push(IrqSource {
-                id: SRC_DISK0 + q,
-                name: format!("nvme0q{q}"),
-            });
+        add_irq_sources(out)?;
+        self.spawn_kernel_threads();
+        self.next_tid = 1000;
+        self.spawn_service_pools();
+        self.spawn_daemons();
+        for name in ["ffmpeg", "cc1plus"] {
+            let mut tgid = None;
+            for _ in 0..3 {
+                let tid = self.new_thread(tgid, name, false, Role::Hog, None, 10_000_000);
+                tgid.get_or_insert(tid);
+            }
         }
-        out.add_irq_sources(&irqs)?;
+        self.new_thread(None, "bash", false, Role::Shell, None, 5_000_000);
+        let tids = self.first_sightings(out)?;
+        for &tid in &tids {
+            self.start_blocked(tid);
+        }
+        let first = T0 + self.rng.exp(NET_MEAN_NS, 1);
+        self.at(first, Act::Net);
+        Ok(())
+    }
 
-        // Kernel threads: small tids, their own tgid.
+    /// Kernel threads: small tids, their own tgid, three per CPU.
+    fn spawn_kernel_threads(&mut self) {
         self.next_tid = 10;
         for cpu in 0..CPUS {
             for (name, period) in [
@@ -416,7 +443,11 @@ impl Sim {
                 self.th(tid).last_cpu = cpu;
             }
         }
-        self.next_tid = 1000;
+    }
+
+    /// The request path's worker pools: databases, the apps that call them, and the web
+    /// front ends that call the apps.
+    fn spawn_service_pools(&mut self) {
         let app_names = [
             "java", "java", "python3", "node", "gunicorn", "java", "dotnet", "ruby",
         ];
@@ -477,6 +508,10 @@ impl Sim {
             });
             self.web_pools.push(pid);
         }
+    }
+
+    /// Housekeeping daemons, 25 threads each: mostly idle, a few tick fast.
+    fn spawn_daemons(&mut self) {
         let daemons = [
             "systemd-journal",
             "containerd",
@@ -534,16 +569,10 @@ impl Sim {
             }
             self.members.insert(tgid.unwrap_or(0), tids);
         }
-        for name in ["ffmpeg", "cc1plus"] {
-            let mut tgid = None;
-            for _ in 0..3 {
-                let tid = self.new_thread(tgid, name, false, Role::Hog, None, 10_000_000);
-                tgid.get_or_insert(tid);
-            }
-        }
-        self.new_thread(None, "bash", false, Role::Shell, None, 5_000_000);
+    }
 
-        // Tables and first sightings.
+    /// Register the tasks and emit a first sighting of each; their tids, in order.
+    fn first_sightings(&mut self, out: &mut dyn TraceSink) -> Result<Vec<u32>> {
         let mut tasks = Vec::with_capacity(self.threads.len());
         let tids: Vec<u32> = self.threads.iter().map(|t| t.tid).collect();
         for &tid in &tids {
@@ -561,41 +590,41 @@ impl Sim {
             });
             self.emit(out, e)?;
         }
-        // Everyone starts blocked (since before the trace) in its natural wait.
-        for &tid in &tids {
-            let since = T0 - self.rng.range(1_000, 2_000_000_000).min(T0 - 1);
-            let cpu = self.rng.below(CPUS as u64) as u32;
-            let t = self.th(tid);
-            t.blocked_since = since;
-            if t.role != Role::Kworker {
-                t.last_cpu = cpu;
+        Ok(tids)
+    }
+
+    /// Thread `tid` starts blocked (since before the trace) in its natural wait: a pool
+    /// worker idle in its pool, anything else on its first timer.
+    fn start_blocked(&mut self, tid: u32) {
+        let since = T0 - self.rng.range(1_000, 2_000_000_000).min(T0 - 1);
+        let cpu = self.rng.below(CPUS as u64) as u32;
+        let t = self.th(tid);
+        t.blocked_since = since;
+        if t.role != Role::Kworker {
+            t.last_cpu = cpu;
+        }
+        match t.role {
+            Role::Web | Role::App | Role::Db => {
+                let pool = t.pool.unwrap_or(0) as usize;
+                t.wait = match t.role {
+                    Role::Web => WaitKind::Epoll,
+                    Role::App => WaitKind::FutexWork,
+                    _ => WaitKind::SockRecv,
+                };
+                self.pools[pool].idle.push_back(tid);
             }
-            match t.role {
-                Role::Web | Role::App | Role::Db => {
-                    let pool = t.pool.unwrap_or(0) as usize;
-                    t.wait = match t.role {
-                        Role::Web => WaitKind::Epoll,
-                        Role::App => WaitKind::FutexWork,
-                        _ => WaitKind::SockRecv,
-                    };
-                    self.pools[pool].idle.push_back(tid);
-                }
-                _ => {
-                    let period = t.period;
-                    t.wait = if t.role == Role::Kworker {
-                        WaitKind::KthreadIdle
-                    } else {
-                        WaitKind::Nanosleep
-                    };
-                    let wid = t.wait_id;
-                    let first = T0 + self.rng.below(period);
-                    self.at(first, Act::Timer { tid, wait_id: wid });
-                }
+            _ => {
+                let period = t.period;
+                t.wait = if t.role == Role::Kworker {
+                    WaitKind::KthreadIdle
+                } else {
+                    WaitKind::Nanosleep
+                };
+                let wid = t.wait_id;
+                let first = T0 + self.rng.below(period);
+                self.at(first, Act::Timer { tid, wait_id: wid });
             }
         }
-        let first = T0 + self.rng.exp(NET_MEAN_NS, 1);
-        self.at(first, Act::Net);
-        Ok(())
     }
 
     fn spawn_pool(
@@ -880,188 +909,250 @@ impl Sim {
             let St::Running(cpu) = self.get(tid).map_or(St::Dead, |t| t.st) else {
                 return Ok(());
             };
-            match step {
+            // Whether the task stopped running its steps (a burst, a block or its exit).
+            let stopped = match step {
                 Step::Run(d) => {
                     self.start_burst(tid, d);
-                    return Ok(());
+                    true
                 }
-                Step::Call(pool) => {
-                    let site = self.get(tid).map_or(0, |t| t.site);
-                    self.deliver(out, pool, Req { caller: tid, site }, None)?;
-                    let kind = if self.get(tid).map(|t| t.role) == Some(Role::Web) {
-                        WaitKind::UpstreamRecv
-                    } else {
-                        WaitKind::SockRecv
-                    };
-                    if self.block(out, tid, cpu, kind, STATE_INTERRUPTIBLE, true)? {
-                        return Ok(());
-                    }
-                }
+                Step::Call(pool) => self.step_call(out, tid, cpu, pool)?,
                 Step::Disk(d) => {
-                    self.block(out, tid, cpu, WaitKind::Disk, STATE_UNINTERRUPTIBLE, false)?;
-                    let wid = self.get(tid).map_or(0, |t| t.wait_id);
-                    self.at(
-                        self.now + d,
-                        Act::Disk {
-                            tid,
-                            wait_id: wid,
-                            cpu,
-                        },
-                    );
-                    return Ok(());
+                    self.step_disk(out, tid, cpu, d)?;
+                    true
                 }
                 Step::Reply => {
-                    if let Some(req) = self.th(tid).req.take() {
-                        if req.caller != 0 {
-                            let how = if self.get(req.caller).map(|t| t.role) == Some(Role::Web) {
-                                WakeHow::SockSend
-                            } else {
-                                WakeHow::PipeWrite
-                            };
-                            self.pending_or_wake(out, req.caller, cpu, how)?;
-                        }
-                    }
+                    self.step_reply(out, tid, cpu)?;
+                    false
                 }
-                Step::Finish => {
-                    // Next request: queued work without blocking, else wait for work.
-                    let pool = self.get(tid).and_then(|t| t.pool);
-                    let Some(pool) = pool else {
-                        self.plan_periodic(tid);
-                        continue;
-                    };
-                    if let Some(req) = self.pools[pool as usize].pending.pop_front() {
-                        let t = self.th(tid);
-                        t.req = Some(req);
-                        t.site = req.site;
-                        self.plan_request(tid);
-                        continue;
-                    }
-                    let kind = match self.get(tid).map(|t| t.role) {
-                        Some(Role::Web) => WaitKind::Epoll,
-                        Some(Role::App) => WaitKind::FutexWork,
-                        _ => WaitKind::SockRecv,
-                    };
-                    self.th(tid).req = None;
-                    self.th(tid).pending_wake = false;
-                    self.pools[pool as usize].idle.push_back(tid);
-                    self.block(out, tid, cpu, kind, STATE_INTERRUPTIBLE, false)?;
-                    return Ok(());
-                }
-                Step::Sleep(d) => {
-                    let kind = match self.get(tid).map(|t| t.role) {
-                        Some(Role::Kworker) => WaitKind::KthreadIdle,
-                        Some(Role::Daemon) if tid % 3 == 0 => WaitKind::FutexTimed,
-                        _ => WaitKind::Nanosleep,
-                    };
-                    if self.block(out, tid, cpu, kind, STATE_INTERRUPTIBLE, false)? {
-                        let wid = self.get(tid).map_or(0, |t| t.wait_id);
-                        self.at(self.now + d, Act::Timer { tid, wait_id: wid });
-                        return Ok(());
-                    }
-                }
+                Step::Finish => self.step_finish(out, tid, cpu)?,
+                Step::Sleep(d) => self.step_sleep(out, tid, cpu, d)?,
                 Step::WakePeer => {
-                    let tgid = self.get(tid).map_or(0, |t| t.tgid);
-                    if let Some(m) = self.members.get(&tgid) {
-                        let peer = m[self.rng.below(m.len() as u64) as usize];
-                        let sleeping = self.get(peer).is_some_and(|t| {
-                            t.st == St::Blocked
-                                && matches!(t.wait, WaitKind::Nanosleep | WaitKind::FutexTimed)
-                        });
-                        if peer != tid && sleeping {
-                            self.wake(out, peer, cpu, WakeContext::Task, 0, WakeHow::FutexWake)?;
-                        }
-                    }
+                    self.step_wake_peer(out, tid, cpu)?;
+                    false
                 }
                 Step::Rename => {
-                    let t = self.th(tid);
-                    let mut name = t.comm.as_str().into_owned();
-                    name.truncate(11);
-                    let new = Comm::new(&format!("{name}-r{}", t.gen % 10));
-                    t.comm = new;
-                    let (tgid, comm) = (t.tgid, t.comm);
-                    self.emit(
-                        out,
-                        Event::Comm(TaskComm {
-                            ts: self.now,
-                            tid,
-                            tgid,
-                            comm,
-                            reason: CommReason::Rename,
-                        }),
-                    )?;
+                    self.step_rename(out, tid)?;
+                    false
                 }
                 Step::Spawn => {
-                    let child = self.new_thread(None, "bash", false, Role::Child, None, 0);
-                    {
-                        let c = self.th(child);
-                        c.parent = tid;
-                        c.last_cpu = cpu;
-                        c.st = St::Queued;
-                        c.woken = true;
-                    }
-                    out.add_tasks(&[self.task_entry(child)])?;
-                    let comm = Comm::new("bash");
-                    self.emit(
-                        out,
-                        Event::Comm(TaskComm {
-                            ts: self.now,
-                            tid: child,
-                            tgid: child,
-                            comm,
-                            reason: CommReason::Fork,
-                        }),
-                    )?;
-                    self.emit(
-                        out,
-                        Event::WakeupNew(WakeupNew {
-                            ts: self.now,
-                            cpu,
-                            parent_tid: tid,
-                            child_tid: child,
-                            child_tgid: child,
-                        }),
-                    )?;
-                    self.plan_periodic(child);
-                    self.enqueue(child);
+                    self.step_spawn(out, tid, cpu)?;
+                    false
                 }
                 Step::Exec => {
-                    let name =
-                        self.child_names[self.rng.below(self.child_names.len() as u64) as usize];
-                    let t = self.th(tid);
-                    t.comm = Comm::new(name);
-                    let (tgid, comm) = (t.tgid, t.comm);
-                    self.emit(
-                        out,
-                        Event::Comm(TaskComm {
-                            ts: self.now,
-                            tid,
-                            tgid,
-                            comm,
-                            reason: CommReason::Exec,
-                        }),
-                    )?;
+                    self.step_exec(out, tid)?;
+                    false
                 }
                 Step::Exit => {
-                    let (tgid, parent) = self.get(tid).map_or((0, 0), |t| (t.tgid, t.parent));
-                    self.emit(
-                        out,
-                        Event::Exit(Exit {
-                            ts: self.now,
-                            tid,
-                            tgid,
-                        }),
-                    )?;
-                    // The parent shell is not waiting for children in this model (it
-                    // sleeps on its own timer); `parent` is kept for a future variant.
-                    let _ = parent;
-                    self.th(tid).st = St::Dead;
-                    self.switch_out(out, cpu, tid, STATE_EXIT_DEAD)?;
-                    let i = self.ix.remove(&tid).expect("task");
-                    self.free.push(i);
-                    return Ok(());
+                    self.step_exit(out, tid, cpu)?;
+                    true
                 }
+            };
+            if stopped {
+                return Ok(());
             }
         }
+    }
+
+    /// Send a request to `pool` and wait for the answer; true when it blocked (no
+    /// pending answer).
+    fn step_call(
+        &mut self,
+        out: &mut dyn TraceSink,
+        tid: u32,
+        cpu: u32,
+        pool: u16,
+    ) -> Result<bool> {
+        let site = self.get(tid).map_or(0, |t| t.site);
+        self.deliver(out, pool, Req { caller: tid, site }, None)?;
+        let kind = if self.get(tid).map(|t| t.role) == Some(Role::Web) {
+            WaitKind::UpstreamRecv
+        } else {
+            WaitKind::SockRecv
+        };
+        self.block(out, tid, cpu, kind, STATE_INTERRUPTIBLE, true)
+    }
+
+    /// Block on a disk read of `d` ns; its interrupt is armed.
+    fn step_disk(&mut self, out: &mut dyn TraceSink, tid: u32, cpu: u32, d: u64) -> Result<()> {
+        self.block(out, tid, cpu, WaitKind::Disk, STATE_UNINTERRUPTIBLE, false)?;
+        let wid = self.get(tid).map_or(0, |t| t.wait_id);
+        self.at(
+            self.now + d,
+            Act::Disk {
+                tid,
+                wait_id: wid,
+                cpu,
+            },
+        );
+        Ok(())
+    }
+
+    /// Answer the request being served: wake its caller (or leave it a pending wake).
+    fn step_reply(&mut self, out: &mut dyn TraceSink, tid: u32, cpu: u32) -> Result<()> {
+        if let Some(req) = self.th(tid).req.take() {
+            if req.caller != 0 {
+                let how = if self.get(req.caller).map(|t| t.role) == Some(Role::Web) {
+                    WakeHow::SockSend
+                } else {
+                    WakeHow::PipeWrite
+                };
+                self.pending_or_wake(out, req.caller, cpu, how)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A request is done: take queued work without blocking, else wait for work (true:
+    /// blocked).
+    fn step_finish(&mut self, out: &mut dyn TraceSink, tid: u32, cpu: u32) -> Result<bool> {
+        let pool = self.get(tid).and_then(|t| t.pool);
+        let Some(pool) = pool else {
+            self.plan_periodic(tid);
+            return Ok(false);
+        };
+        if let Some(req) = self.pools[pool as usize].pending.pop_front() {
+            let t = self.th(tid);
+            t.req = Some(req);
+            t.site = req.site;
+            self.plan_request(tid);
+            return Ok(false);
+        }
+        let kind = match self.get(tid).map(|t| t.role) {
+            Some(Role::Web) => WaitKind::Epoll,
+            Some(Role::App) => WaitKind::FutexWork,
+            _ => WaitKind::SockRecv,
+        };
+        self.th(tid).req = None;
+        self.th(tid).pending_wake = false;
+        self.pools[pool as usize].idle.push_back(tid);
+        self.block(out, tid, cpu, kind, STATE_INTERRUPTIBLE, false)?;
+        Ok(true)
+    }
+
+    /// Sleep `d` ns on a timer (true: blocked, the timer armed).
+    fn step_sleep(&mut self, out: &mut dyn TraceSink, tid: u32, cpu: u32, d: u64) -> Result<bool> {
+        let kind = match self.get(tid).map(|t| t.role) {
+            Some(Role::Kworker) => WaitKind::KthreadIdle,
+            Some(Role::Daemon) if tid % 3 == 0 => WaitKind::FutexTimed,
+            _ => WaitKind::Nanosleep,
+        };
+        if self.block(out, tid, cpu, kind, STATE_INTERRUPTIBLE, false)? {
+            let wid = self.get(tid).map_or(0, |t| t.wait_id);
+            self.at(self.now + d, Act::Timer { tid, wait_id: wid });
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Wake a sleeping thread of the same process.
+    fn step_wake_peer(&mut self, out: &mut dyn TraceSink, tid: u32, cpu: u32) -> Result<()> {
+        let tgid = self.get(tid).map_or(0, |t| t.tgid);
+        if let Some(m) = self.members.get(&tgid) {
+            let peer = m[self.rng.below(m.len() as u64) as usize];
+            let sleeping = self.get(peer).is_some_and(|t| {
+                t.st == St::Blocked && matches!(t.wait, WaitKind::Nanosleep | WaitKind::FutexTimed)
+            });
+            if peer != tid && sleeping {
+                self.wake(out, peer, cpu, WakeContext::Task, 0, WakeHow::FutexWake)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The thread renames itself (prctl).
+    fn step_rename(&mut self, out: &mut dyn TraceSink, tid: u32) -> Result<()> {
+        let t = self.th(tid);
+        let mut name = t.comm.as_str().into_owned();
+        name.truncate(11);
+        let new = Comm::new(&format!("{name}-r{}", t.gen % 10));
+        t.comm = new;
+        let (tgid, comm) = (t.tgid, t.comm);
+        self.emit(
+            out,
+            Event::Comm(TaskComm {
+                ts: self.now,
+                tid,
+                tgid,
+                comm,
+                reason: CommReason::Rename,
+            }),
+        )
+    }
+
+    /// The shell forks a child process, queued to run on `cpu`.
+    fn step_spawn(&mut self, out: &mut dyn TraceSink, tid: u32, cpu: u32) -> Result<()> {
+        let child = self.new_thread(None, "bash", false, Role::Child, None, 0);
+        {
+            let c = self.th(child);
+            c.parent = tid;
+            c.last_cpu = cpu;
+            c.st = St::Queued;
+            c.woken = true;
+        }
+        out.add_tasks(&[self.task_entry(child)])?;
+        let comm = Comm::new("bash");
+        self.emit(
+            out,
+            Event::Comm(TaskComm {
+                ts: self.now,
+                tid: child,
+                tgid: child,
+                comm,
+                reason: CommReason::Fork,
+            }),
+        )?;
+        self.emit(
+            out,
+            Event::WakeupNew(WakeupNew {
+                ts: self.now,
+                cpu,
+                parent_tid: tid,
+                child_tid: child,
+                child_tgid: child,
+            }),
+        )?;
+        self.plan_periodic(child);
+        self.enqueue(child);
+        Ok(())
+    }
+
+    /// The child execs one of the usual programs.
+    fn step_exec(&mut self, out: &mut dyn TraceSink, tid: u32) -> Result<()> {
+        let name = self.child_names[self.rng.below(self.child_names.len() as u64) as usize];
+        let t = self.th(tid);
+        t.comm = Comm::new(name);
+        let (tgid, comm) = (t.tgid, t.comm);
+        self.emit(
+            out,
+            Event::Comm(TaskComm {
+                ts: self.now,
+                tid,
+                tgid,
+                comm,
+                reason: CommReason::Exec,
+            }),
+        )
+    }
+
+    /// The thread exits: its last switch-out, and its slot freed.
+    fn step_exit(&mut self, out: &mut dyn TraceSink, tid: u32, cpu: u32) -> Result<()> {
+        let (tgid, parent) = self.get(tid).map_or((0, 0), |t| (t.tgid, t.parent));
+        self.emit(
+            out,
+            Event::Exit(Exit {
+                ts: self.now,
+                tid,
+                tgid,
+            }),
+        )?;
+        // The parent shell is not waiting for children in this model (it sleeps on its
+        // own timer); `parent` is kept for a future variant.
+        let _ = parent;
+        self.th(tid).st = St::Dead;
+        self.switch_out(out, cpu, tid, STATE_EXIT_DEAD)?;
+        let i = self.ix.remove(&tid).expect("task");
+        self.free.push(i);
+        Ok(())
     }
 
     fn start_burst(&mut self, tid: u32, d: u64) {
