@@ -25,8 +25,8 @@ Examples:
 #[derive(clap::Args, Clone, Debug)]
 #[command(after_help = VIEW_EXAMPLES)]
 pub struct ViewArgs {
-    /// Trace file (from `chainrec record` or `chainrec synth`).
-    pub file: PathBuf,
+    #[arg(required = true, num_args = 1.., value_name = "TRACE", help = super::TRACES_HELP)]
+    pub file: Vec<PathBuf>,
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Weight unit of the folded lines.
@@ -179,7 +179,7 @@ fn analyse(
             return Err(chainrec_chain::ChainError::NoCgroups {
                 flag: "--cgroup-frames",
             })
-            .with_context(|| a.file.display().to_string());
+            .with_context(|| super::label(&a.file));
         }
     }
     let setup = Setup {
@@ -194,14 +194,14 @@ fn analyse(
     };
     let (summary, graph) = an
         .fold(setup, view, |_| {})
-        .with_context(|| format!("{}: reading events", a.file.display()))?;
+        .with_context(|| format!("{}: reading events", super::label(&a.file)))?;
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
     match &a.svg {
         Some(path) => {
             let title = a
                 .title
                 .clone()
-                .unwrap_or_else(|| format!("{}: {}", view.title(), a.file.display()));
+                .unwrap_or_else(|| format!("{}: {}", view.title(), super::label(&a.file)));
             let mut opts = svg_options(a, &title, unit.name(), view != View::OffCpu)?;
             opts.root_label = format!(
                 "all: {} waits{}",
