@@ -271,7 +271,7 @@ fn pid_reuse_makes_no_phantom_waits() {
         }
     }
     // The heaviest `[waker unknown]` paths, so a failure says which waits they are.
-    unknown_paths.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    unknown_paths.sort_unstable_by_key(|p| std::cmp::Reverse(p.0));
     for (w, path) in unknown_paths.iter().take(8) {
         eprintln!("real_pid_reuse: unknown {w} ns: {path}");
     }

@@ -100,7 +100,7 @@ pub fn run(a: Args) -> Result<()> {
         max_depth: a.max_depth,
         parallel: !a.serial,
     };
-    let cp = critical_path(&an, &opts).with_context(|| format!("{}", super::label(&a.file)))?;
+    let cp = critical_path(&an, &opts).with_context(|| super::label(&a.file))?;
     if a.json {
         let s = serde_json::to_string_pretty(&render_json(&cp))?;
         return super::write_stdout(&(s + "\n"));

@@ -13,7 +13,9 @@ Examples:
   chainrec info trace.zst --verify
   chainrec info trace.zst --json | jq .bytes_per_event
   # machine-readable summary of a checked file
-  chainrec info trace.zst --json --verify";
+  chainrec info trace.zst --json --verify
+  # the files of one `record --rotate`: whole duration, events of all files
+  chainrec info r.*.zst";
 
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]

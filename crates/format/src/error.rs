@@ -88,7 +88,7 @@ pub enum FormatError {
     },
     /// Several files cannot be read as one recording.
     #[error(transparent)]
-    Set(#[from] crate::SetError),
+    Set(Box<crate::SetError>),
     /// An error in one file of a set read as one recording
     /// ([`TraceReader::open_files`](crate::TraceReader::open_files)), naming that file.
     #[error("{path}: {source}")]
@@ -98,6 +98,12 @@ pub enum FormatError {
         /// What is wrong in it.
         source: Box<FormatError>,
     },
+}
+
+impl From<crate::SetError> for FormatError {
+    fn from(e: crate::SetError) -> Self {
+        FormatError::Set(Box::new(e))
+    }
 }
 
 /// The `what` of errors about an event chunk (one constant, so that

@@ -28,7 +28,7 @@ pub enum SetError {
     #[error("{0}: no trace files (*.zst) in this directory")]
     EmptyDirectory(PathBuf),
     /// The files come from different hosts.
-    #[error("{first} is from host `{first_host}` but {other} is from host `{other_host}`: traces of several hosts are not one recording; analyse each host's files separately")]
+    #[error("{first} is from host `{first_host}` but {other} is from host `{other_host}`: traces of several hosts are not one recording; `chains`, `offcpu`, `wakeup` and `offwake` show each host as the root frame of its lines; other commands analyse one host's files at a time")]
     SeveralHosts {
         /// A file of the first host.
         first: PathBuf,
@@ -437,4 +437,25 @@ impl crate::MemTrace {
             events: Vec::new(),
         }
     }
+}
+
+/// The trace files named by `args` (as [`trace_files`]) grouped by the host that recorded
+/// them, in host-name order (each group in the order given): traces of several hosts are
+/// analysed host by host. Reads each file's index and tables once.
+pub fn files_by_host(args: &[PathBuf]) -> Result<Vec<(String, Vec<PathBuf>)>> {
+    let paths = trace_files(args)?;
+    let mut groups: std::collections::BTreeMap<String, Vec<PathBuf>> = Default::default();
+    if paths.len() == 1 {
+        let host = TraceReader::open(&paths[0])?.meta().host.clone();
+        return Ok(vec![(host, paths)]);
+    }
+    for p in paths {
+        let host = TraceReader::open(&p)
+            .map_err(|e| name_error(&p, e))?
+            .meta()
+            .host
+            .clone();
+        groups.entry(host).or_default().push(p);
+    }
+    Ok(groups.into_iter().collect())
 }
