@@ -322,9 +322,15 @@ impl TraceReader {
     /// the last file (a superset of the earlier ones'), and metadata spanning the set
     /// (lost counts summed).
     pub fn open_files(paths: &[PathBuf]) -> Result<TraceReader> {
+        let given = paths;
         let paths = trace_files(paths)?;
         if paths.len() == 1 {
-            return TraceReader::open(&paths[0]);
+            let r = TraceReader::open(&paths[0]);
+            // A file found in a directory: its errors name it.
+            return match given == paths.as_slice() {
+                true => r,
+                false => r.map_err(|e| name_error(&paths[0], e)),
+            };
         }
         if paths.is_empty() {
             return Err(SetError::EmptyDirectory(PathBuf::from(".")).into());
@@ -445,7 +451,7 @@ impl crate::MemTrace {
 pub fn files_by_host(args: &[PathBuf]) -> Result<Vec<(String, Vec<PathBuf>)>> {
     let paths = trace_files(args)?;
     let mut groups: std::collections::BTreeMap<String, Vec<PathBuf>> = Default::default();
-    if paths.len() == 1 {
+    if paths.len() == 1 && args == paths.as_slice() {
         let host = TraceReader::open(&paths[0])?.meta().host.clone();
         return Ok(vec![(host, paths)]);
     }
