@@ -56,7 +56,11 @@ Examples:
   chainrec script trace.zst -t 1234 --window 2..2.1
   chainrec waits trace.zst -t 1234 --json
   # summarize and check a trace
-  chainrec info trace.zst --verify";
+  chainrec info trace.zst --verify
+  # the numbered files of `record -o r.zst --rotate 1G`, read as one recording (any
+  # analysis command)
+  chainrec chains r.*.zst
+  chainrec info r.*.zst";
 
 #[derive(Subcommand)]
 enum Command {

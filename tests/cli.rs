@@ -123,9 +123,19 @@ fn bad_trace_files_are_rejected() {
     let missing = d.join("missing.zst");
     let empty = d.join("empty.zst");
     std::fs::write(&empty, b"").unwrap();
+    let nothing = d.join("nothing");
+    std::fs::create_dir(&nothing).unwrap();
     for cmd in ["chains", "top", "info"] {
         fails(&[cmd, missing.to_str().unwrap()], "No such file");
-        fails(&[cmd, d.to_str().unwrap()], "is a directory");
+        // A directory is the trace files in it (the files of one `record --rotate`).
+        fails(
+            &[cmd, d.to_str().unwrap()],
+            "empty.zst: empty file (0 bytes)",
+        );
+        fails(
+            &[cmd, nothing.to_str().unwrap()],
+            "no trace files (*.zst) in this directory",
+        );
         fails(&[cmd, empty.to_str().unwrap()], "empty file (0 bytes)");
     }
     // Analysis commands name the trace in format errors, once.

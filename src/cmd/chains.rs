@@ -25,8 +25,8 @@ Examples:
 #[derive(clap::Args, Clone, Debug)]
 #[command(after_help = VIEW_EXAMPLES)]
 pub struct ViewArgs {
-    /// Trace file (from `chainrec record` or `chainrec synth`).
-    pub file: PathBuf,
+    #[arg(required = true, num_args = 1.., value_name = "TRACE", help = super::TRACES_HELP)]
+    pub file: Vec<PathBuf>,
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Weight unit of the folded lines.
@@ -74,6 +74,8 @@ Examples:
   chainrec chains trace.zst --comm '^nginx' --window 2..3
   chainrec chains trace.zst --mode last        every level weighs the whole wait
   chainrec chains trace.zst --max-depth 4 --unit ms
+  chainrec chains r.*.zst                      the files of `record --rotate`, as one
+  chainrec chains rotated/                     ... or the directory holding them
 
 Line layout (flamegraph.pl --color=chain / bcc compatible):
   comm;user frames;-;kernel frames            the waiting thread (root->leaf)
@@ -161,10 +163,99 @@ fn analyse(
     runqueue: bool,
     oncpu: OnCpuMode,
 ) -> Result<()> {
-    let name = view.name();
+    let several = a.file.len() > 1 || a.file[0].is_dir();
+    let hosts = match several {
+        true => {
+            chainrec_format::files_by_host(&a.file).map_err(|e| super::with_paths(&a.file, e))?
+        }
+        false => Vec::new(),
+    };
+    if hosts.len() < 2 {
+        return analyse_files(
+            a, &a.file, None, view, mode, max_depth, dedup, runqueue, oncpu,
+        );
+    }
+    // Traces of several hosts: one engine run per host (each host's files are one
+    // recording), the host as the root frame of its lines.
+    if a.svg.is_some() {
+        bail!(
+            "--svg with traces of {} hosts is not supported yet: write the folded lines (each starting with its host) and draw them with flamegraph.pl",
+            hosts.len()
+        );
+    }
+    for (host, files) in &hosts {
+        analyse_files(
+            a,
+            files,
+            Some(host),
+            view,
+            mode,
+            max_depth,
+            dedup,
+            runqueue,
+            oncpu,
+        )?;
+    }
+    Ok(())
+}
+
+/// A writer that starts every line with `prefix` (the host frame of a line).
+struct LinePrefix<W: Write> {
+    inner: W,
+    prefix: Vec<u8>,
+    at_line_start: bool,
+}
+
+impl<W: Write> Write for LinePrefix<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if self.at_line_start {
+            self.inner.write_all(&self.prefix)?;
+            self.at_line_start = false;
+        }
+        let n = buf
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(buf.len(), |i| i + 1);
+        self.inner.write_all(&buf[..n])?;
+        self.at_line_start = buf[n - 1] == b'\n';
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The root frame naming `host` (`;` would split it into two frames).
+fn host_frame(host: &str) -> String {
+    match host {
+        "" => "[unknown host]".to_string(),
+        h => h.replace(';', "_"),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn analyse_files(
+    a: &ViewArgs,
+    files: &[PathBuf],
+    host: Option<&str>,
+    view: View,
+    mode: Mode,
+    max_depth: usize,
+    dedup: Dedup,
+    runqueue: bool,
+    oncpu: OnCpuMode,
+) -> Result<()> {
+    let name = match host {
+        Some(h) => format!("{}: host {}", view.name(), host_frame(h)),
+        None => view.name().to_string(),
+    };
+    let name = name.as_str();
     let unit = a.unit;
     let t0 = std::time::Instant::now();
-    let an = super::open_trace(&a.file, name)?;
+    let an = super::open_trace(files, name)?;
     let (meta, tables) = (an.meta(), an.tables());
     let duration = if view == View::OffCpu {
         Duration::OffCpu
@@ -179,7 +270,7 @@ fn analyse(
             return Err(chainrec_chain::ChainError::NoCgroups {
                 flag: "--cgroup-frames",
             })
-            .with_context(|| a.file.display().to_string());
+            .with_context(|| super::label(files));
         }
     }
     let setup = Setup {
@@ -194,14 +285,14 @@ fn analyse(
     };
     let (summary, graph) = an
         .fold(setup, view, |_| {})
-        .with_context(|| format!("{}: reading events", a.file.display()))?;
+        .with_context(|| format!("{}: reading events", super::label(files)))?;
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
     match &a.svg {
         Some(path) => {
             let title = a
                 .title
                 .clone()
-                .unwrap_or_else(|| format!("{}: {}", view.title(), a.file.display()));
+                .unwrap_or_else(|| format!("{}: {}", view.title(), super::label(files)));
             let mut opts = svg_options(a, &title, unit.name(), view != View::OffCpu)?;
             opts.root_label = format!(
                 "all: {} waits{}",
@@ -229,7 +320,15 @@ fn analyse(
         None => {
             // Streamed straight from the path trie: no list of lines in memory.
             let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+            let mut out = std::io::BufWriter::with_capacity(
+                1 << 16,
+                LinePrefix {
+                    inner: stdout.lock(),
+                    prefix: host
+                        .map_or_else(Vec::new, |h| format!("{};", host_frame(h)).into_bytes()),
+                    at_line_start: true,
+                },
+            );
             let r = graph.write_folded(unit, &mut out).and_then(|sum| {
                 nlines = sum.lines as usize;
                 small_lines = sum.small_lines;

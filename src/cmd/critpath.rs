@@ -39,8 +39,8 @@ exit or trace end).";
 #[derive(clap::Args, Clone, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct Args {
-    /// Trace file (from `chainrec record` or `chainrec synth`).
-    pub file: PathBuf,
+    #[arg(required = true, num_args = 1.., value_name = "TRACE", help = super::TRACES_HELP)]
+    pub file: Vec<PathBuf>,
     /// The thread (-t TID, exactly one) and the window (--window); the other filters do
     /// not apply.
     #[command(flatten)]
@@ -101,7 +101,7 @@ pub fn run(a: Args) -> Result<()> {
         max_depth: a.max_depth,
         parallel: !a.serial,
     };
-    let cp = critical_path(&an, &opts).with_context(|| format!("{}", a.file.display()))?;
+    let cp = critical_path(&an, &opts).with_context(|| super::label(&a.file))?;
     if a.json {
         let s = serde_json::to_string_pretty(&render_json(&cp))?;
         return super::write_stdout(&(s + "\n"));

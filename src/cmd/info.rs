@@ -13,13 +13,15 @@ Examples:
   chainrec info trace.zst --verify
   chainrec info trace.zst --json | jq .bytes_per_event
   # machine-readable summary of a checked file
-  chainrec info trace.zst --json --verify";
+  chainrec info trace.zst --json --verify
+  # the files of one `record --rotate`: whole duration, events of all files
+  chainrec info r.*.zst";
 
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct Args {
-    /// Trace file written by `chainrec record` or `chainrec synth`.
-    pub file: PathBuf,
+    #[arg(required = true, num_args = 1.., value_name = "TRACE", help = super::TRACES_HELP)]
+    pub file: Vec<PathBuf>,
     /// Print one JSON object instead of the human summary.
     #[arg(long)]
     pub json: bool,
@@ -30,16 +32,16 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let mut r = TraceReader::open(&a.file).map_err(|e| super::with_path(&a.file, e))?;
+    let mut r = TraceReader::open_files(&a.file).map_err(|e| super::with_paths(&a.file, e))?;
     super::resymbolize(r.tables_mut(), "info");
     let stats: VerifyReport = if a.verify {
         let rep = r
             .verify()
-            .with_context(|| format!("{}: verify failed", a.file.display()))?;
+            .with_context(|| format!("{}: verify failed", super::label(&a.file)))?;
         if let Some(rec) = r.recovery() {
             bail!(
                 "{}: damaged: {} ({} bytes after the last good section); {} events readable",
-                a.file.display(),
+                super::label(&a.file),
                 rec.reason,
                 rec.trailing_bytes,
                 rep.events
@@ -50,7 +52,8 @@ pub fn run(a: Args) -> Result<()> {
         s.clone()
     } else {
         // Recovered file: count by decoding (references are not checked here).
-        r.count_events().map_err(|e| super::with_path(&a.file, e))?
+        r.count_events()
+            .map_err(|e| super::with_paths(&a.file, e))?
     };
     let s = TraceInfo::new(&r, &stats, a.verify);
     // A flight-recorder dump made by a wait: that wait and its chain.

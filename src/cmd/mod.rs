@@ -19,7 +19,7 @@ use anyhow::Result;
 use chainrec_chain::{Analysis, ChainError, DamagePolicy, TraceWarning};
 use chainrec_format::FormatError;
 use chainrec_report::ReportError;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A trace error naming the trace once (I/O errors name their path already).
@@ -44,6 +44,29 @@ impl std::fmt::Display for Exit {
 
 impl std::error::Error for Exit {}
 
+/// [`with_path`] for the files of one analysis (errors of a set name their files).
+pub(crate) fn with_paths(paths: &[PathBuf], e: FormatError) -> anyhow::Error {
+    match e {
+        FormatError::Io { .. } | FormatError::Set(_) | FormatError::InFile { .. } => e.into(),
+        e => anyhow::Error::new(e).context(label(paths)),
+    }
+}
+
+/// Help of the TRACE arguments of the analysis commands.
+pub const TRACES_HELP: &str =
+    "Trace file(s) written by `chainrec record` or `chainrec synth`. Several files \
+(`r.*.zst`) or a directory are the numbered files of one `record --rotate`, read as one recording";
+
+/// How an analysis names its traces in messages and titles: the file, or the first one
+/// and how many more.
+pub fn label(paths: &[PathBuf]) -> String {
+    match paths {
+        [one] => one.display().to_string(),
+        [first, rest @ ..] => format!("{} (+{} more files)", first.display(), rest.len()),
+        [] => String::from("(no trace)"),
+    }
+}
+
 /// Environment variable that lets analyses run on the readable part of a damaged trace.
 pub const SALVAGE_ENV: &str = "CHAINREC_SALVAGE";
 
@@ -58,7 +81,7 @@ fn salvage_requested() -> bool {
 /// would silently miss data. That holds for damage found while reading the events too (a
 /// bad chunk in a file whose index is intact): with CHAINREC_SALVAGE=1 the analysis stops
 /// there with a warning, else it fails and [`damage_hint`] says what to do.
-pub fn open_trace(path: &Path, what: &str) -> Result<Analysis> {
+pub fn open_trace(paths: &[PathBuf], what: &str) -> Result<Analysis> {
     let policy = if salvage_requested() {
         DamagePolicy::Salvage
     } else {
@@ -79,7 +102,7 @@ pub fn open_trace(path: &Path, what: &str) -> Result<Analysis> {
         ),
     }
     });
-    let mut an = Analysis::open(path, policy, warn)?;
+    let mut an = Analysis::open_files(paths, policy, warn)?;
     resymbolize(an.tables_mut(), &label);
     Ok(an)
 }

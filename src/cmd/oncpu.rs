@@ -34,11 +34,10 @@ pub(crate) fn fold(an: &Analysis, a: &ViewArgs, name: &str) -> Result<OnCpuFold>
     if a.cgroup_frames {
         anyhow::bail!("--cgroup-frames: not available in {name} (its lines are samples, not waits); use --cgroup to select a cgroup");
     }
-    an.sampling()
-        .with_context(|| a.file.display().to_string())?;
+    an.sampling().with_context(|| super::label(&a.file))?;
     let filter = a.filter.to_filter(an, Duration::OffCpu)?;
     let f = fold_oncpu(an, &filter, !a.serial)
-        .with_context(|| format!("{}: reading events", a.file.display()))?;
+        .with_context(|| format!("{}: reading events", super::label(&a.file)))?;
     for l in f.stats.summary_lines(an.meta()) {
         say!("chainrec: {name}: {l}");
     }
@@ -123,7 +122,7 @@ pub fn run_hotcold(a: HotColdArgs) -> Result<()> {
     };
     let (summary, graph) = an
         .fold(setup, chainrec_chain::View::Chains, |_| {})
-        .with_context(|| format!("{}: reading events", a.file.display()))?;
+        .with_context(|| format!("{}: reading events", super::label(&a.file)))?;
     let cold = graph.folded_ns();
     let hc = hot_cold(&hot, cold);
     say!(
@@ -132,7 +131,7 @@ pub fn run_hotcold(a: HotColdArgs) -> Result<()> {
         fmt_ns(hc.cold_ns),
         summary.stats.waits
     );
-    let title = format!("Hot/cold time: {}", a.file.display());
+    let title = format!("Hot/cold time: {}", super::label(&a.file));
     output(&a, "hotcold", &title, hc.lines.into_iter(), true)
 }
 
@@ -141,7 +140,7 @@ pub fn run(a: OnCpuArgs) -> Result<()> {
     let a = a.view;
     let an = super::open_trace(&a.file, "oncpu")?;
     let f = fold(&an, &a, "oncpu")?;
-    let title = format!("On-CPU time: {}", a.file.display());
+    let title = format!("On-CPU time: {}", super::label(&a.file));
     output(
         &a,
         "oncpu",

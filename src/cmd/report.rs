@@ -7,7 +7,7 @@ use chainrec_report::export::{self, WaitsOutput};
 use chainrec_report::heatmap::{self, ColorMap, HeatmapOptions, Metric, Select};
 use chainrec_report::progress::{Progress, Progressed};
 use chainrec_report::top::{self, TriggerReport};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 const TOP_EXAMPLES: &str = "\
 Examples:
@@ -19,8 +19,8 @@ Examples:
 #[derive(clap::Args)]
 #[command(after_help = TOP_EXAMPLES)]
 pub struct TopArgs {
-    /// Trace file.
-    pub file: PathBuf,
+    #[arg(required = true, num_args = 1.., value_name = "TRACE", help = super::TRACES_HELP)]
+    pub file: Vec<PathBuf>,
     /// How many chains to show.
     #[arg(short = 'n', long = "count", default_value_t = 10)]
     pub count: usize,
@@ -78,8 +78,8 @@ pub enum ColorMapArg {
 #[derive(clap::Args)]
 #[command(after_help = HEATMAP_EXAMPLES)]
 pub struct HeatmapArgs {
-    /// Trace file.
-    pub file: PathBuf,
+    #[arg(required = true, num_args = 1.., value_name = "TRACE", help = super::TRACES_HELP)]
+    pub file: Vec<PathBuf>,
     /// Output SVG.
     #[arg(short, long, value_name = "SVG")]
     pub output: PathBuf,
@@ -128,8 +128,8 @@ Examples:
 #[derive(clap::Args)]
 #[command(after_help = EXPORT_EXAMPLES)]
 pub struct ExportArgs {
-    /// Trace file.
-    pub file: PathBuf,
+    #[arg(required = true, num_args = 1.., value_name = "TRACE", help = super::TRACES_HELP)]
+    pub file: Vec<PathBuf>,
     /// Write a native Perfetto trace of the whole recording (open in ui.perfetto.dev).
     #[arg(long, value_name = "OUT.pftrace")]
     pub perfetto: Option<PathBuf>,
@@ -153,9 +153,9 @@ pub struct ExportArgs {
     pub quiet: bool,
 }
 
-/// Context of a failure while decoding `file`'s events (the same as `chains` gives).
-fn reading(file: &Path) -> String {
-    format!("{}: reading events", file.display())
+/// Context of a failure while decoding the events of `files` (the same as `chains` gives).
+fn reading(files: &[PathBuf]) -> String {
+    format!("{}: reading events", super::label(files))
 }
 
 /// The warning of events the recording lost, if it lost any.
@@ -209,7 +209,7 @@ pub fn run_top(a: TopArgs) -> Result<()> {
 /// filters apply too).
 pub(crate) fn trigger_top(
     an: &chainrec_chain::Analysis,
-    file: &Path,
+    files: &[PathBuf],
     max_depth: usize,
     filter: &crate::cmd::filter::FilterArgs,
 ) -> Result<Option<TriggerReport>> {
@@ -221,7 +221,7 @@ pub(crate) fn trigger_top(
         ..filter.clone()
     };
     let filter = only.to_filter(an, ChainDuration::Blocked)?;
-    let r = TriggerReport::run(an, t, max_depth, filter).with_context(|| reading(file))?;
+    let r = TriggerReport::run(an, t, max_depth, filter).with_context(|| reading(files))?;
     Ok(Some(r))
 }
 
@@ -264,7 +264,7 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
     let title = a
         .title
         .clone()
-        .unwrap_or_else(|| format!("Subsecond-offset heat map: {}", a.file.display()));
+        .unwrap_or_else(|| format!("Subsecond-offset heat map: {}", super::label(&a.file)));
     let svg = heatmap::render_svg(
         &h,
         opts.colormap,
@@ -280,7 +280,8 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
 /// `chainrec export`.
 pub fn run_export(a: ExportArgs) -> Result<()> {
     let req = export::Request {
-        trace: &a.file,
+        // Named in messages: a set's first file.
+        trace: &a.file[0],
         perfetto: a.perfetto.as_deref(),
         critical_path: &a.critical_path,
         pprof: a.pprof.as_deref(),

@@ -49,8 +49,8 @@ pub struct EventFilterArgs {
 #[derive(clap::Args, Clone, Debug)]
 #[command(after_help = SCRIPT_EXAMPLES)]
 pub struct ScriptArgs {
-    /// Trace file (from `chainrec record` or `chainrec synth`).
-    pub file: PathBuf,
+    #[arg(required = true, num_args = 1.., value_name = "TRACE", help = super::TRACES_HELP)]
+    pub file: Vec<PathBuf>,
     #[command(flatten)]
     pub filter: EventFilterArgs,
     /// Print the symbolized frames of every stack (leaf first).
@@ -89,8 +89,8 @@ docs/REPORTS.md.";
 #[derive(clap::Args, Clone, Debug)]
 #[command(after_help = WAITS_EXAMPLES)]
 pub struct WaitsArgs {
-    /// Trace file (from `chainrec record` or `chainrec synth`).
-    pub file: PathBuf,
+    #[arg(required = true, num_args = 1.., value_name = "TRACE", help = super::TRACES_HELP)]
+    pub file: Vec<PathBuf>,
     #[command(flatten)]
     pub filter: FilterArgs,
     /// One JSON object per wait (NDJSON) instead of text.
@@ -171,7 +171,7 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
         }
         Ok(())
     });
-    let r = r.with_context(|| format!("{}: reading events", a.file.display()));
+    let r = r.with_context(|| format!("{}: reading events", super::label(&a.file)));
     finish_output(r, &mut out)?;
     super::report::warn_lost("script", meta);
     Ok(())
@@ -202,7 +202,7 @@ pub fn run_waits(a: WaitsArgs) -> Result<()> {
     // Stop reading once stdout is gone.
     let done = an
         .run_while(setup, &mut sink, |s, _| s.failed.is_none())
-        .with_context(|| format!("{}: reading events", a.file.display()))?;
+        .with_context(|| format!("{}: reading events", super::label(&a.file)))?;
     let r = sink.failed.take().map_or(Ok(()), |e| Err(e.into()));
     finish_output(r, &mut sink.out)?;
     let st = &done.summary.stats;

@@ -23,8 +23,8 @@ Examples:
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct Args {
-    /// Trace file (from `chainrec record` or `chainrec synth`).
-    pub file: PathBuf,
+    #[arg(required = true, num_args = 1.., value_name = "TRACE", help = super::TRACES_HELP)]
+    pub file: Vec<PathBuf>,
     /// TCP port (0: any free one).
     #[arg(long, default_value_t = 7460)]
     pub port: u16,
@@ -45,8 +45,8 @@ pub fn run(a: Args) -> Result<()> {
     }
     let an = super::open_trace(&a.file, "serve")?;
     let t0 = std::time::Instant::now();
-    let explorer = Explorer::new(an, a.file.display().to_string(), a.quiet)
-        .with_context(|| format!("{}: indexing", a.file.display()))?;
+    let explorer = Explorer::new(an, super::label(&a.file), a.quiet)
+        .with_context(|| format!("{}: indexing", super::label(&a.file)))?;
     say!(
         "chainrec: serve: indexed {} events in {:.2} s",
         explorer.analysis().reader().event_count(),

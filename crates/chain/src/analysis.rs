@@ -13,7 +13,7 @@ use crate::{ChainError, Config, Engine, Filter, Graph, Mode, NodeTable, OnCpuMod
 use crate::{Stats, View, WaitSink, Window, DEFAULT_MAX_DEPTH};
 use chainrec_format::{FormatError, RecordingMeta, Recovery, Sampling, Tables, TraceReader};
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What to do with a damaged trace: corruption in the middle of the file (a bad index
@@ -145,11 +145,24 @@ impl Analysis {
     /// Open `path` under `policy`. Warnings (an index recovered by scanning; with
     /// [`DamagePolicy::Salvage`], the damaged chunk a run stops at) go to `warn`.
     pub fn open(path: &Path, policy: DamagePolicy, warn: WarnFn) -> Result<Analysis, ChainError> {
-        let mut reader = TraceReader::open(path).map_err(|e| match e {
-            // An I/O error names its path already.
-            FormatError::Io { .. } => ChainError::Trace(e),
+        Analysis::open_files(&[path.to_path_buf()], policy, warn)
+    }
+
+    /// Open several trace files as one recording (the numbered files of one
+    /// `record --rotate`, or directories holding them: see
+    /// [`TraceReader::open_files`]), under `policy`, as [`Analysis::open`] does one.
+    pub fn open_files(
+        paths: &[PathBuf],
+        policy: DamagePolicy,
+        warn: WarnFn,
+    ) -> Result<Analysis, ChainError> {
+        let mut reader = TraceReader::open_files(paths).map_err(|e| match e {
+            // These name their files already.
+            FormatError::Io { .. } | FormatError::Set(_) | FormatError::InFile { .. } => {
+                ChainError::Trace(e)
+            }
             e => ChainError::Open {
-                path: path.to_path_buf(),
+                path: paths.first().cloned().unwrap_or_default(),
                 source: e,
             },
         })?;
@@ -160,7 +173,7 @@ impl Analysis {
         if let Some(r) = reader.recovery() {
             if r.damaged && policy == DamagePolicy::Refuse {
                 return Err(ChainError::Damaged {
-                    path: path.to_path_buf(),
+                    path: reader.path().to_path_buf(),
                     reason: r.reason.clone(),
                     readable_events: reader.event_count(),
                 });

@@ -86,6 +86,24 @@ pub enum FormatError {
         /// Previous timestamp.
         prev: u64,
     },
+    /// Several files cannot be read as one recording.
+    #[error(transparent)]
+    Set(Box<crate::SetError>),
+    /// An error in one file of a set read as one recording
+    /// ([`TraceReader::open_files`](crate::TraceReader::open_files)), naming that file.
+    #[error("{path}: {source}")]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        source: Box<FormatError>,
+    },
+}
+
+impl From<crate::SetError> for FormatError {
+    fn from(e: crate::SetError) -> Self {
+        FormatError::Set(Box::new(e))
+    }
 }
 
 /// The `what` of errors about an event chunk (one constant, so that
@@ -96,6 +114,9 @@ impl FormatError {
     /// Whether this is damage inside an event chunk (checksum or decoding), found while
     /// reading: the events after it are unreadable, those before it are fine.
     pub fn is_chunk_damage(&self) -> bool {
+        if let FormatError::InFile { source, .. } = self {
+            return source.is_chunk_damage();
+        }
         matches!(
             self,
             FormatError::Checksum { what, .. } | FormatError::Corrupt { what, .. }

@@ -378,6 +378,9 @@ pub struct RotatingWriter {
     file_start_ts: u64,
     last_ts: u64,
     seq: u32,
+    /// The recording's lost counts when the current file started: each file counts its
+    /// own losses, so that a set's counts are the sum of its files'.
+    lost_at_file_start: LostCounts,
     finished: Vec<(PathBuf, WriteSummary)>,
 }
 
@@ -402,6 +405,7 @@ impl RotatingWriter {
             file_start_ts: meta.start_ns,
             last_ts: meta.start_ns,
             seq: 0,
+            lost_at_file_start: meta.lost.clone(),
             finished: Vec::new(),
         };
         r.open_next()?;
@@ -435,10 +439,28 @@ impl RotatingWriter {
         &self.finished
     }
 
-    fn open_next(&mut self) -> Result<()> {
-        let mut meta = self.meta.clone();
+    /// The metadata of the current file: the recording's, with the file's start and end,
+    /// its own lost counts, and what makes the files one set ([`ROTATE_SEQ_KEY`] and the
+    /// other `rotate.*` keys, read by [`TraceReader::open_files`]).
+    fn file_meta(&self, recording: &RecordingMeta, end_ns: u64) -> RecordingMeta {
+        let mut meta = recording.clone();
         meta.start_ns = self.file_start_ts;
-        meta.end_ns = 0;
+        meta.end_ns = end_ns;
+        meta.lost = recording.lost.since(&self.lost_at_file_start);
+        meta.extra.retain(|(k, _)| !k.starts_with("rotate."));
+        meta.extra.extend([
+            (ROTATE_SEQ_KEY.to_string(), self.seq.to_string()),
+            (
+                ROTATE_RECORDING_KEY.to_string(),
+                recording.start_ns.to_string(),
+            ),
+            (ROTATE_LOST_SCOPE_KEY.to_string(), "file".to_string()),
+        ]);
+        meta
+    }
+
+    fn open_next(&mut self) -> Result<()> {
+        let meta = self.file_meta(&self.meta, 0);
         let mut w = TraceWriter::create(&self.current_path(), &meta, self.options.clone())?;
         self.tables.replay_into(&mut w)?;
         w.add_mappings(&self.mappings)?;
@@ -466,8 +488,7 @@ impl RotatingWriter {
             self.file_start_ts = meta.start_ns;
             self.last_ts = self.last_ts.max(meta.start_ns);
         }
-        let mut file_meta = meta.clone();
-        file_meta.start_ns = self.file_start_ts;
+        let file_meta = self.file_meta(meta, 0);
         self.writer().update_meta(&file_meta)
     }
 
@@ -485,15 +506,14 @@ impl RotatingWriter {
         let done = self.finish_current()?;
         self.seq += 1;
         self.file_start_ts = self.last_ts;
+        self.lost_at_file_start = self.meta.lost.clone();
         self.open_next()?;
         Ok(Some(done))
     }
 
     fn finish_current(&mut self) -> Result<PathBuf> {
         let w = self.writer.take().expect("a file is open between calls");
-        let mut meta = self.meta.clone();
-        meta.start_ns = self.file_start_ts;
-        meta.end_ns = self.last_ts;
+        let meta = self.file_meta(&self.meta, self.last_ts);
         let summary = w.finish(&meta)?;
         let path = self.current_path();
         self.finished.push((path.clone(), summary));
@@ -504,8 +524,7 @@ impl RotatingWriter {
     /// file written, in order.
     pub fn finish(mut self, meta: &RecordingMeta) -> Result<Vec<(PathBuf, WriteSummary)>> {
         let w = self.writer.take().expect("a file is open between calls");
-        let mut last = meta.clone();
-        last.start_ns = self.file_start_ts;
+        let last = self.file_meta(meta, meta.end_ns);
         let summary = w.finish(&last)?;
         let path = self.current_path();
         self.finished.push((path, summary));

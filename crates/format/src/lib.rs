@@ -4,6 +4,7 @@
 //! * [`TraceWriter`] streams events to a file with bounded memory (for the recorder).
 //! * [`TraceReader`] mmaps a file, checks it, and decodes chunks (in parallel if asked).
 //! * [`MemTrace`] keeps a whole trace in memory (tests, synthetic scenarios).
+//! * [`TraceReader::open_files`] reads the numbered files of one rotated recording as one.
 //! * [`EventSource`] streams either of them in time order.
 //! * [`Threads`] and [`ThreadSelector`]: who a thread is over time, and whether it is selected.
 //! * [`synth`] generates synthetic traces with exactly known chains.
@@ -16,6 +17,7 @@ mod flight;
 mod mappings;
 mod reader;
 mod section;
+mod set;
 mod sink;
 mod source;
 mod summary;
@@ -32,6 +34,7 @@ pub use flight::*;
 pub use mappings::{MappingEntry, MappingHistory};
 pub use reader::*;
 pub use section::{FORMAT_MAJOR, FORMAT_MINOR, FORMAT_MIN_MAJOR};
+pub use set::*;
 pub use sink::{ChunkInfo, MemTrace, TraceSink};
 pub use source::EventSource;
 pub use summary::TraceFacts;

@@ -88,6 +88,19 @@ pub struct TraceReader {
     bytes: SectionBytes,
     stats: Option<VerifyReport>,
     on_damage: Option<DamageHook>,
+    /// The files after the first of a set read as one recording
+    /// ([`TraceReader::open_files`]); their chunks follow the first file's in `chunks`.
+    parts: Vec<Part>,
+}
+
+/// One more file of a set read as one recording: where its chunks start in
+/// [`TraceReader::chunks`], and its bytes.
+pub(crate) struct Part {
+    pub(crate) path: PathBuf,
+    data: Data,
+    version: (u16, u16),
+    pub(crate) first_chunk: usize,
+    pub(crate) file_len: u64,
 }
 
 /// Everything `open` learns about the sections.
@@ -166,6 +179,7 @@ impl TraceReader {
             bytes: SectionBytes::default(),
             stats: None,
             on_damage: None,
+            parts: Vec::new(),
         };
         r.version = parse_file_header(r.bytes())?;
         let loaded = match r.load_indexed() {
@@ -187,8 +201,8 @@ impl TraceReader {
 
     /// Tell the kernel that the mapped pages wholly inside `range` (a subslice of the
     /// mapping) will not be needed soon. Only a hint: errors are ignored.
-    fn release(&self, range: &[u8]) {
-        let Data::Map(m) = &self.data else { return };
+    fn release(data: &Data, range: &[u8]) {
+        let Data::Map(m) = data else { return };
         let page = 4096usize;
         let base = m.as_ptr() as usize;
         let start = (range.as_ptr() as usize - base).div_ceil(page) * page;
@@ -540,13 +554,90 @@ impl TraceReader {
     pub fn event_count(&self) -> u64 {
         self.events
     }
-    /// File size in bytes.
+    /// File size in bytes (of all files, for a set).
     pub fn file_len(&self) -> u64 {
-        self.bytes().len() as u64
+        self.bytes().len() as u64 + self.parts.iter().map(|p| p.file_len).sum::<u64>()
     }
-    /// Path the trace was opened from.
+    /// Path the trace was opened from (the first file of a set).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+    /// Every file read, in time order (one for a plain trace).
+    pub fn paths(&self) -> Vec<&Path> {
+        std::iter::once(self.path.as_path())
+            .chain(self.parts.iter().map(|p| p.path.as_path()))
+            .collect()
+    }
+
+    /// The bytes and format version of the file holding chunk `index`.
+    fn file_of_chunk(&self, index: usize) -> (&Data, (u16, u16)) {
+        match self.parts.iter().rev().find(|p| p.first_chunk <= index) {
+            Some(p) => (&p.data, p.version),
+            None => (&self.data, self.version),
+        }
+    }
+
+    /// Append `next` (a later file of the same recording, checked by the caller) to this
+    /// reader: its chunks after ours, its bytes kept alive here.
+    pub(crate) fn append_file(&mut self, next: TraceReader) {
+        let first_chunk = self.chunks.len();
+        let file_len = next.bytes().len() as u64;
+        if self.parts.is_empty() {
+            if let Some(r) = self.recovery.as_mut() {
+                r.reason = format!("{}: {}", self.path.display(), r.reason);
+            }
+        }
+        self.chunks.extend_from_slice(&next.chunks);
+        self.events += next.events;
+        let b = &mut self.bytes;
+        let n = &next.bytes;
+        b.framing += n.framing;
+        b.meta += n.meta;
+        b.tables += n.tables;
+        b.chunks += n.chunks;
+        b.index += n.index;
+        b.mappings += n.mappings;
+        b.throttles += n.throttles;
+        b.cgroups += n.cgroups;
+        b.other += n.other;
+        b.table_sections += n.table_sections;
+        b.meta_sections += n.meta_sections;
+        self.stats = match (self.stats.take(), &next.stats) {
+            (Some(mut a), Some(b)) => {
+                a.events += b.events;
+                for (x, y) in a.events_by_kind.iter_mut().zip(b.events_by_kind) {
+                    *x += y;
+                }
+                for (x, y) in a.reserved_stack_refs.iter_mut().zip(b.reserved_stack_refs) {
+                    *x += y;
+                }
+                Some(a)
+            }
+            _ => None,
+        };
+        if self.recovery.is_none() {
+            self.recovery = next.recovery.map(|mut r| {
+                r.reason = format!("{}: {}", next.path.display(), r.reason);
+                r
+            });
+        } else if let (Some(r), Some(n)) = (self.recovery.as_mut(), next.recovery) {
+            r.damaged |= n.damaged;
+            r.trailing_bytes += n.trailing_bytes;
+            r.reason = format!("{}; {}: {}", r.reason, next.path.display(), n.reason);
+        }
+        self.parts.push(Part {
+            path: next.path,
+            data: next.data,
+            version: next.version,
+            first_chunk,
+            file_len,
+        });
+    }
+
+    /// Replace the metadata and tables (those of a whole set, merged by the caller).
+    pub(crate) fn set_meta_tables(&mut self, meta: RecordingMeta, tables: Tables) {
+        self.meta = meta;
+        self.tables = tables;
     }
     /// Format version of the file (major, minor).
     pub fn version(&self) -> (u16, u16) {
@@ -575,6 +666,18 @@ impl TraceReader {
 
     /// Decode chunk `index`, appending its events to `out`.
     pub fn decode_chunk(&self, index: usize, out: &mut Vec<Event>) -> Result<()> {
+        let res = self.decode_chunk_in_file(index, out);
+        // In a set, an error of a later file names that file (offsets are per file).
+        match self.parts.iter().rev().find(|p| p.first_chunk <= index) {
+            Some(p) => res.map_err(|e| FormatError::InFile {
+                path: p.path.clone(),
+                source: Box::new(e),
+            }),
+            None => res,
+        }
+    }
+
+    fn decode_chunk_in_file(&self, index: usize, out: &mut Vec<Event>) -> Result<()> {
         let Some(info) = self.chunks.get(index).copied() else {
             return Err(FormatError::Corrupt {
                 what: crate::error::EVENT_CHUNK,
@@ -591,7 +694,12 @@ impl TraceReader {
             offset: off,
             detail,
         };
-        let (h, payload) = section_of(self.bytes(), off, KIND_CHUNK)?;
+        let (data, version) = self.file_of_chunk(index);
+        let bytes: &[u8] = match data {
+            Data::Map(m) => m,
+            Data::Owned(v) => v,
+        };
+        let (h, payload) = section_of(bytes, off, KIND_CHUNK)?;
         check_payload(&h, payload, off)?;
         if h.raw_len > MAX_CHUNK_RAW {
             return Err(corrupt(format!("payload size {} exceeds limit", h.raw_len)));
@@ -620,8 +728,8 @@ impl TraceReader {
             }
             // The compressed bytes are no longer needed: drop them from this process's
             // resident set, so that streaming a trace larger than RAM stays bounded.
-            self.release(payload);
-            let r = chunk::decode(buf, out, scratch, self.version.0 >= 2).map_err(corrupt);
+            Self::release(data, payload);
+            let r = chunk::decode(buf, out, scratch, version.0 >= 2).map_err(corrupt);
             if buf.capacity() > (8 << 20) {
                 *buf = Vec::new();
             }

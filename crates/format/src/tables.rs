@@ -141,6 +141,31 @@ pub struct LostCounts {
 }
 
 impl LostCounts {
+    /// Each count of `self` plus that of `other` (the lost counts of several files of one
+    /// recording).
+    pub fn plus(&self, other: &LostCounts) -> LostCounts {
+        self.zip(other, u64::saturating_add)
+    }
+
+    /// Each count of `self` minus that of `other`, at least 0 (what was lost since the
+    /// counts were `other`).
+    pub fn since(&self, other: &LostCounts) -> LostCounts {
+        self.zip(other, u64::saturating_sub)
+    }
+
+    fn zip(&self, o: &LostCounts, f: fn(u64, u64) -> u64) -> LostCounts {
+        LostCounts {
+            ringbuf_full: f(self.ringbuf_full, o.ringbuf_full),
+            malformed: f(self.malformed, o.malformed),
+            out_of_order: f(self.out_of_order, o.out_of_order),
+            kernel_stack_failed: f(self.kernel_stack_failed, o.kernel_stack_failed),
+            user_stack_failed: f(self.user_stack_failed, o.user_stack_failed),
+            stacks_skipped: f(self.stacks_skipped, o.stacks_skipped),
+            user_stacks_preempted: f(self.user_stacks_preempted, o.user_stacks_preempted),
+            unresolved_symbols: f(self.unresolved_symbols, o.unresolved_symbols),
+        }
+    }
+
     /// Events lost while recording: ring buffer full, malformed and out of order (stacks
     /// and symbols are counted apart; the events carrying them were kept).
     pub fn events(&self) -> u64 {

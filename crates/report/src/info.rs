@@ -51,6 +51,7 @@ impl<'a> TraceInfo<'a> {
         let sb = r.section_bytes();
         let mut j = serde_json::json!({
             "file": r.path().display().to_string(),
+            "files": r.paths().iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "format_version": format!("{}.{}", r.version().0, r.version().1),
             "bytes": r.file_len(),
             "events": r.event_count(),
@@ -170,6 +171,16 @@ impl<'a> TraceInfo<'a> {
             r.path().display(),
             human_bytes(r.file_len())
         );
+        let paths = r.paths();
+        if let [_, .., last] = paths.as_slice() {
+            w!(
+                o,
+                "  files       {} files of one rotated recording, read as one: {} .. {}",
+                paths.len(),
+                paths[0].display(),
+                last.display()
+            );
+        }
         let host = if m.host.is_empty() {
             "?".to_string()
         } else {

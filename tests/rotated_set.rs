@@ -1,0 +1,263 @@
+//! The analyses of a rotated set (the numbered files of one `record --rotate`) equal those
+//! of the same recording made as one file, byte for byte: a synthetic busy-server trace is
+//! split by the recorder's own RotatingWriter (`MemTrace::write_rotated`), waits that span
+//! a file boundary included. Sets that are not one recording are refused with an error
+//! naming the files.
+
+mod common;
+use chainrec_format::{MemTrace, RotateLimit, TraceReader, WriterOptions};
+use common::{bin, fails_with, stderr, tmpdir};
+use std::path::{Path, PathBuf};
+
+/// `chainrec ARGS`: stdout, asserting success.
+fn run(args: &[&str], traces: &[PathBuf]) -> Vec<u8> {
+    let out = bin()
+        .args(args)
+        .args(traces)
+        .output()
+        .expect("run chainrec");
+    assert!(
+        out.status.success(),
+        "chainrec {args:?} {traces:?}: {}",
+        stderr(&out)
+    );
+    out.stdout
+}
+
+/// A busy-server trace as one file, and the same recording as a rotated set of ≥ 5 files.
+fn single_and_set(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
+    let single = dir.join("single.zst");
+    let s = single.to_str().unwrap();
+    run(
+        &[
+            "synth",
+            "--scenario",
+            "busy-server",
+            "--events",
+            "120000",
+            "-o",
+            s,
+        ],
+        &[],
+    );
+    let mem: MemTrace = TraceReader::open(&single).unwrap().to_mem().unwrap();
+    let (first, last) = (mem.events[0].ts(), mem.events.last().unwrap().ts());
+    let limit = RotateLimit {
+        bytes: 0,
+        ns: (last - first) / 6,
+    };
+    let files = mem
+        .write_rotated(&dir.join("r.zst"), limit, 4_000, WriterOptions::default())
+        .unwrap();
+    assert!(files.len() >= 5, "{} files", files.len());
+    (single, files.into_iter().map(|f| f.0).collect())
+}
+
+#[test]
+fn every_analysis_of_a_rotated_set_equals_that_of_the_single_file() {
+    let dir = tmpdir("rotated-set");
+    let (single, set) = single_and_set(&dir);
+    let one = std::slice::from_ref(&single);
+    // Each view, byte for byte (folded lines and weights; JSON of every wait).
+    let views: &[&[&str]] = &[
+        &["chains"],
+        &["chains", "--mode", "last", "--unit", "ns"],
+        &["chains", "--no-dedup", "--max-depth", "3"],
+        &["offcpu"],
+        &["wakeup"],
+        &["offwake"],
+        &["waits", "--json", "--no-dedup"],
+        &["top", "-n", "30"],
+        &["script"],
+    ];
+    for args in views {
+        let want = run(args, one);
+        assert!(!want.is_empty(), "{args:?}: empty output");
+        assert!(
+            run(args, &set) == want,
+            "{args:?}: the rotated set differs from the single file"
+        );
+    }
+    // A directory holding the set reads as the set.
+    let by_dir = dir.join("set");
+    std::fs::create_dir(&by_dir).unwrap();
+    for f in &set {
+        std::fs::rename(f, by_dir.join(f.file_name().unwrap())).unwrap();
+    }
+    let set: Vec<PathBuf> = set
+        .iter()
+        .map(|f| by_dir.join(f.file_name().unwrap()))
+        .collect();
+    assert!(run(&["chains"], std::slice::from_ref(&by_dir)) == run(&["chains"], one));
+
+    // Waits that span a file boundary: off CPU in one file, woken and back in a later
+    // one. They are whole in the set's output (equal to the single file's, above); check
+    // that there are such waits, with chains.
+    let boundaries: Vec<u64> = set[..set.len() - 1]
+        .iter()
+        .map(|f| TraceReader::open(f).unwrap().meta().end_ns)
+        .collect();
+    let waits = String::from_utf8(run(&["waits", "--json", "--no-dedup"], &set)).unwrap();
+    let spanning: Vec<serde_json::Value> = waits
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|w| {
+            let (out, back) = (w["switch_out_ns"].as_u64(), w["switch_in_ns"].as_u64());
+            let (Some(out), Some(back)) = (out, back) else {
+                return false;
+            };
+            boundaries.iter().any(|&b| out < b && b < back)
+        })
+        .collect();
+    let with_chain = spanning
+        .iter()
+        .filter(|w| w["hops"].as_array().is_some_and(|h| !h.is_empty()))
+        .count();
+    assert!(
+        with_chain >= 10,
+        "{} waits span a boundary, {with_chain} with a waker",
+        spanning.len()
+    );
+
+    // critical-path of a thread with a spanning wait.
+    let tid = spanning[0]["tid"].as_u64().unwrap().to_string();
+    let cp = ["critical-path", "-t", &tid, "--json"];
+    assert!(run(&cp, &set) == run(&cp, one), "critical-path differs");
+
+    // info: the whole duration and every event, equal to the sum over the files.
+    let info = |t: &[PathBuf]| -> serde_json::Value {
+        serde_json::from_slice(&run(&["info", "--json", "--verify"], t)).unwrap()
+    };
+    let (whole, joined) = (info(one), info(&set));
+    for key in [
+        "events",
+        "duration_ns",
+        "first_ts",
+        "last_ts",
+        "events_by_kind",
+        "stacks",
+        "tasks",
+    ] {
+        assert_eq!(joined[key], whole[key], "info {key}");
+    }
+    let per_file: u64 = set
+        .iter()
+        .map(|f| info(std::slice::from_ref(f))["events"].as_u64().unwrap())
+        .sum();
+    assert_eq!(joined["events"].as_u64(), Some(per_file));
+    assert_eq!(joined["files"].as_array().map(Vec::len), Some(set.len()));
+}
+
+#[test]
+fn sets_that_are_not_one_recording_are_refused_naming_the_files() {
+    let dir = tmpdir("rotated-set-refused");
+    let (single, set) = single_and_set(&dir);
+    let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+    let out = bin()
+        .arg("chains")
+        .args([&set[0], &set[2]])
+        .output()
+        .unwrap();
+    fails_with(&out, "file number 1 is missing");
+    fails_with(&out, &name(&set[0]));
+    fails_with(&out, &name(&set[2]));
+    let out = bin()
+        .arg("waits")
+        .args([&set[1], &set[1]])
+        .output()
+        .unwrap();
+    fails_with(&out, "overlap");
+    let out = bin().arg("info").args([&single, &set[1]]).output().unwrap();
+    fails_with(&out, "not files of one recording");
+    let empty = dir.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = bin().arg("top").arg(&empty).output().unwrap();
+    fails_with(&out, "no trace files");
+}
+
+/// `trace` as recorded on `host` (a copy with another host name).
+fn on_host(trace: &Path, host: &str, out: &Path) -> PathBuf {
+    let mut mem = TraceReader::open(trace).unwrap().to_mem().unwrap();
+    mem.meta.host = host.into();
+    mem.write_to(out, WriterOptions::default()).unwrap();
+    out.to_path_buf()
+}
+
+#[test]
+fn chains_of_several_hosts_put_the_host_as_root_frame_of_each_line() {
+    let dir = tmpdir("several-hosts");
+    let relay = dir.join("relay.zst");
+    let disk = dir.join("disk.zst");
+    let r = relay.to_str().unwrap();
+    let d = disk.to_str().unwrap();
+    run(
+        &[
+            "synth",
+            "--scenario",
+            "pipe-relay",
+            "--events",
+            "3000",
+            "-o",
+            r,
+        ],
+        &[],
+    );
+    run(
+        &[
+            "synth",
+            "--scenario",
+            "disk-irq",
+            "--events",
+            "3000",
+            "-o",
+            d,
+        ],
+        &[],
+    );
+    let web = on_host(&relay, "web;1", &dir.join("web.zst"));
+    // The second host's recording as a rotated set: read as one within its host.
+    let db_one = on_host(&disk, "db", &dir.join("db-one.zst"));
+    let mem = TraceReader::open(&db_one).unwrap().to_mem().unwrap();
+    let (first, last) = (mem.events[0].ts(), mem.events.last().unwrap().ts());
+    let limit = RotateLimit {
+        bytes: 0,
+        ns: (last - first) / 3,
+    };
+    let db_set: Vec<PathBuf> = mem
+        .write_rotated(&dir.join("db.zst"), limit, 200, WriterOptions::default())
+        .unwrap()
+        .into_iter()
+        .map(|f| f.0)
+        .collect();
+    assert!(db_set.len() >= 3, "{db_set:?}");
+    for view in ["chains", "offcpu", "wakeup", "offwake"] {
+        let lines = |t: &[PathBuf]| String::from_utf8(run(&[view], t)).unwrap();
+        let (web_lines, db_lines) = (
+            lines(std::slice::from_ref(&web)),
+            lines(std::slice::from_ref(&db_one)),
+        );
+        assert!(!web_lines.is_empty() && !db_lines.is_empty());
+        // Hosts in name order, each line under its host (`;` in a name would split it).
+        let mut want = String::new();
+        for l in db_lines.lines() {
+            want += &format!("db;{l}\n");
+        }
+        for l in web_lines.lines() {
+            want += &format!("web_1;{l}\n");
+        }
+        let mut all: Vec<PathBuf> = vec![web.clone()];
+        all.extend(db_set.iter().cloned());
+        assert_eq!(lines(&all), want, "{view}");
+    }
+    // Commands that need one recording say so; an SVG of several hosts is not drawn yet.
+    let out = bin().arg("waits").args([&web, &db_one]).output().unwrap();
+    fails_with(&out, "several hosts");
+    let out = bin()
+        .arg("chains")
+        .args([&web, &db_one])
+        .arg("--svg")
+        .arg(dir.join("x.svg"))
+        .output()
+        .unwrap();
+    fails_with(&out, "--svg with traces of 2 hosts");
+}
