@@ -73,8 +73,8 @@ Examples:
 #[derive(clap::Args)]
 #[command(after_help = REPORT_EXAMPLES)]
 pub struct ReportArgs {
-    /// Trace file (from `chainrec record` or `chainrec synth`).
-    pub file: PathBuf,
+    #[arg(required = true, num_args = 1.., value_name = "TRACE", help = super::TRACES_HELP)]
+    pub file: Vec<PathBuf>,
     /// Output HTML file.
     #[arg(short, long)]
     pub output: PathBuf,
@@ -89,15 +89,19 @@ pub struct ReportArgs {
 /// `chainrec report`.
 pub fn run_report(a: ReportArgs) -> Result<()> {
     let an = super::open_trace(&a.file, "report")?;
-    let name = a.file.file_name().map_or_else(
-        || a.file.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let explorer = Explorer::new(an, name, a.quiet)
-        .with_context(|| format!("{}: indexing", a.file.display()))?;
+    let label = super::label(&a.file);
+    let name = match a.file.as_slice() {
+        [one] => one.file_name().map_or_else(
+            || one.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
+        _ => label.clone(),
+    };
+    let explorer =
+        Explorer::new(an, name, a.quiet).with_context(|| format!("{label}: indexing"))?;
     let page = explorer
         .static_page(a.ranges)
-        .with_context(|| format!("{}: precomputing ranges", a.file.display()))?;
+        .with_context(|| format!("{label}: precomputing ranges"))?;
     std::fs::write(&a.output, &page)
         .with_context(|| format!("cannot write {}", a.output.display()))?;
     say!(
