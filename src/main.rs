@@ -57,8 +57,8 @@ Examples:
   chainrec waits trace.zst -t 1234 --json
   # summarize and check a trace
   chainrec info trace.zst --verify
-  # the numbered files of `record -o r.zst --rotate 1G`, read as one recording (any
-  # analysis command)
+  # the numbered files of `record -o r.zst --rotate 1G` read as one
+  # recording (by any analysis command)
   chainrec chains r.*.zst
   chainrec info r.*.zst";
 

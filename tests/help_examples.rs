@@ -122,6 +122,12 @@ fn not_run(args: &[String]) -> Option<&'static str> {
     match args.first().map(String::as_str) {
         Some("record" | "demo" | "workload") => Some("records with BPF or runs the workload"),
         Some("serve") => Some("serves until stopped"),
+        _ if args
+            .iter()
+            .any(|a| a.starts_with("r.*") || a.starts_with("host") || a.ends_with('/')) =>
+        {
+            Some("reads a rotated set or several hosts' traces (tests/rotated_set.rs runs those)")
+        }
         Some("synth") if args.iter().any(|a| a.len() > 7 && a.parse::<u64>().is_ok()) => {
             Some("a synthetic trace of tens of millions of events")
         }

@@ -74,7 +74,7 @@ Examples:
   chainrec chains trace.zst --comm '^nginx' --window 2..3
   chainrec chains trace.zst --mode last        every level weighs the whole wait
   chainrec chains trace.zst --max-depth 4 --unit ms
-  chainrec chains r.*.zst                      the files of `record --rotate`, as one
+  chainrec chains r.*.zst                      a `record --rotate` set, as one
   chainrec chains rotated/                     ... or the directory holding them
 
 Line layout (flamegraph.pl --color=chain / bcc compatible):

@@ -59,14 +59,15 @@ pub fn run(a: Args) -> Result<()> {
 }
 
 const REPORT_EXAMPLES: &str = "\
-The `serve` page as one self-contained HTML file (style, script and data inlined;
-a Content-Security-Policy forbids every fetch): the heat map, the whole trace's
-chain graph and those of the heaviest seconds, to attach to a ticket and open
-from disk with no server and no network. It cannot compute other ranges, list
-the waits through a frame or draw critical paths: `chainrec serve` does.
+The `serve` page as one self-contained HTML file (style, script and data
+inlined; a Content-Security-Policy forbids every fetch): the heat map, the
+whole trace's chain graph and those of the heaviest seconds, to attach to a
+ticket and open from disk with no server and no network. It cannot compute
+other ranges, list the waits through a frame or draw critical paths:
+`chainrec serve` does.
 
 Examples:
-  chainrec report trace.zst -o report.html            whole trace + 8 heaviest seconds
+  chainrec report trace.zst -o report.html   whole trace + 8 heaviest seconds
   chainrec report trace.zst -o report.html --ranges 20";
 
 /// Arguments of `chainrec report`.
