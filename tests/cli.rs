@@ -449,8 +449,15 @@ fn export_keeps_symlinks_and_pipes() {
         .write(true)
         .open(&fifo)
         .unwrap();
-    let fifo_r = fifo.clone();
-    let reader = std::thread::spawn(move || std::fs::read(fifo_r).unwrap());
+    // The read end is opened here, while `held` is a writer (so the open does not block),
+    // not in the thread: a thread that started only after `held` was dropped would wait
+    // for a writer forever (seen once under load, in `wait_for_partner`).
+    let mut read_end = std::fs::File::open(&fifo).unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut read_end, &mut bytes).unwrap();
+        bytes
+    });
     let o = bin()
         .args(["export", t(), "-q", "--perfetto"])
         .arg(&fifo)
