@@ -15,17 +15,7 @@ use common::{bin, stderr, tmpdir};
 use std::path::PathBuf;
 
 fn run(args: &[&str], traces: &[PathBuf]) -> String {
-    let out = bin()
-        .args(args)
-        .args(traces)
-        .output()
-        .expect("run chainrec");
-    assert!(
-        out.status.success(),
-        "chainrec {args:?} {traces:?}: {}",
-        stderr(&out)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
+    String::from_utf8(common::run_on(args, traces)).expect("utf-8 output")
 }
 
 #[test]

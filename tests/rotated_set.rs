@@ -6,23 +6,9 @@
 
 mod common;
 use chainrec_format::{MemTrace, RotateLimit, TraceReader, WriterOptions};
-use common::{bin, fails_with, stderr, tmpdir};
+use common::run_on as run;
+use common::{bin, fails_with, tmpdir};
 use std::path::{Path, PathBuf};
-
-/// `chainrec ARGS`: stdout, asserting success.
-fn run(args: &[&str], traces: &[PathBuf]) -> Vec<u8> {
-    let out = bin()
-        .args(args)
-        .args(traces)
-        .output()
-        .expect("run chainrec");
-    assert!(
-        out.status.success(),
-        "chainrec {args:?} {traces:?}: {}",
-        stderr(&out)
-    );
-    out.stdout
-}
 
 /// A busy-server trace as one file, and the same recording as a rotated set of ≥ 5 files.
 fn single_and_set(dir: &Path) -> (PathBuf, Vec<PathBuf>) {

@@ -14,6 +14,23 @@ pub fn tmpdir(name: &str) -> PathBuf {
     chainrec_testkit::scratch::dir(name)
 }
 
+/// `chainrec ARGS TRACES...`: its stdout, asserting success (the traces last: one file,
+/// or the files of a rotated set).
+#[track_caller]
+pub fn run_on(args: &[&str], traces: &[PathBuf]) -> Vec<u8> {
+    let out = bin()
+        .args(args)
+        .args(traces)
+        .output()
+        .expect("run chainrec");
+    assert!(
+        out.status.success(),
+        "chainrec {args:?} {traces:?}: {}",
+        stderr(&out)
+    );
+    out.stdout
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
