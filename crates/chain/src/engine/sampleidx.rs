@@ -365,7 +365,12 @@ mod tests {
     use super::*;
 
     fn idx(ts: &[(u64, u32)]) -> SampleIndex {
-        let mut i = SampleIndex::new(true, None);
+        index(ts, None)
+    }
+
+    /// Samples of tid 7 at `(ts, kernel stack)`; `period`: estimate levels without one.
+    fn index(ts: &[(u64, u32)], period: Option<u64>) -> SampleIndex {
+        let mut i = SampleIndex::new(true, period);
         for &(t, k) in ts {
             i.push(
                 &Sample {
@@ -417,20 +422,7 @@ mod tests {
     /// An index estimating levels without a sample, sample period `period` (so within
     /// 4 × `period` of a sample).
     fn est(ts: &[(u64, u32)], period: u64) -> SampleIndex {
-        let mut i = SampleIndex::new(true, Some(period));
-        for &(t, k) in ts {
-            i.push(
-                &Sample {
-                    ts: t,
-                    cpu: 0,
-                    tid: 7,
-                    kstack: StackId(k),
-                    ustack: StackId::NONE,
-                },
-                None,
-            );
-        }
-        i
+        index(ts, Some(period))
     }
 
     fn part(level: u32, k: Option<u32>, ns: u64, estimated: bool) -> RawOnCpu {
