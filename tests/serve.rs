@@ -126,20 +126,11 @@ fn chains_window(trace: &Path, from: u64, to: u64) -> BTreeMap<String, u64> {
 /// The paths of a served tree (`nodes`: preorder, parent indices) that weigh something
 /// themselves, as folded lines summed per text.
 fn tree_lines(v: &Value) -> BTreeMap<String, u64> {
-    let mut paths: Vec<String> = Vec::new();
     let mut out = BTreeMap::new();
-    for n in v["nodes"].as_array().unwrap() {
-        let name = n["name"].as_str().unwrap();
-        let p = match n["parent"].as_u64() {
-            None => String::new(),
-            Some(0) => name.to_string(),
-            Some(i) => format!("{};{name}", paths[i as usize]),
-        };
-        let own = n["self"].as_u64().unwrap();
+    for (path, _, own) in chainrec_testkit::flat_tree::frames(v) {
         if own > 0 {
-            *out.entry(p.clone()).or_insert(0) += own;
+            *out.entry(path).or_insert(0) += own;
         }
-        paths.push(p);
     }
     out
 }

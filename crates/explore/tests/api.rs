@@ -41,29 +41,7 @@ fn check_golden(name: &str, v: &Value) {
     );
 }
 
-/// Every frame of a flat tree (`nodes`, preorder, parent indices) with its path,
-/// value and own weight.
-fn frames(v: &Value) -> Vec<(String, u64, u64)> {
-    let mut paths: Vec<String> = Vec::new();
-    let mut out = Vec::new();
-    for n in v["nodes"].as_array().unwrap() {
-        let name = n["name"].as_str().unwrap();
-        let p = match n["parent"].as_u64() {
-            None => String::new(),
-            Some(0) => name.to_string(),
-            Some(i) => format!("{};{name}", paths[i as usize]),
-        };
-        if n["parent"].is_u64() {
-            out.push((
-                p.clone(),
-                n["value"].as_u64().unwrap(),
-                n["self"].as_u64().unwrap(),
-            ));
-        }
-        paths.push(p);
-    }
-    out
-}
+use chainrec_testkit::flat_tree::frames;
 
 #[test]
 fn golden_heatmap_chains_and_waits() {

@@ -11,6 +11,7 @@ pub mod bpf;
 pub mod bpftrace;
 pub mod devtools;
 pub mod events;
+pub mod flat_tree;
 pub mod golden;
 pub mod scenario;
 pub mod scratch;
