@@ -11,9 +11,10 @@ use crate::graph::finished::{Collected, TraceRef};
 use crate::pipeline::fold_trace;
 use crate::{ChainError, Config, Engine, Filter, Graph, Mode, NodeTable, OnCpuMode};
 use crate::{Stats, View, WaitSink, Window, DEFAULT_MAX_DEPTH};
-use chainrec_format::{FormatError, RecordingMeta, Recovery, Sampling, Tables, TraceReader};
+use chainrec_format::{FormatError, RecordingMeta, Recovery, Sampling, Tables, Tid, TraceReader};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// What to do with a damaged trace: corruption in the middle of the file (a bad index
@@ -121,6 +122,11 @@ impl Done {
     pub fn nodes(&self) -> &NodeTable {
         &self.nodes
     }
+
+    /// The summary and the node table, for a caller that keeps the nodes past the run.
+    pub fn into_parts(self) -> (Summary, NodeTable) {
+        (self.summary, self.nodes)
+    }
 }
 
 /// A trace opened for analysis.
@@ -139,6 +145,8 @@ impl Done {
 pub struct Analysis {
     reader: TraceReader,
     start_ns: u64,
+    /// Engine runs started on this trace ([`Analysis::engine_runs`]).
+    engine_runs: AtomicUsize,
 }
 
 impl Analysis {
@@ -186,7 +194,17 @@ impl Analysis {
     /// Analyse an already opened trace (no damage policy: a damaged chunk is an error).
     pub fn from_reader(reader: TraceReader) -> Analysis {
         let start_ns = trace_start_ns(&reader);
-        Analysis { reader, start_ns }
+        Analysis {
+            reader,
+            start_ns,
+            engine_runs: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many engine runs were started on this trace (each decodes and walks it): what
+    /// tests of commands that write several outputs from one run check.
+    pub fn engine_runs(&self) -> usize {
+        self.engine_runs.load(Ordering::Relaxed)
     }
 
     /// The trace.
@@ -293,6 +311,7 @@ impl Analysis {
     }
 
     pub(crate) fn engine(&self, setup: Setup) -> (Engine<'_>, Summary) {
+        self.engine_runs.fetch_add(1, Ordering::Relaxed);
         let dedup = match setup.dedup {
             Dedup::Auto => !setup.filter.has_thread_filter(),
             Dedup::On => true,
@@ -416,7 +435,20 @@ impl From<FormatError> for Halt {
 
 /// Build the critical path of `opts.tid` in the trace of `an`.
 pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPath, ChainError> {
+    an.engine_runs.fetch_add(1, Ordering::Relaxed);
     crate::analyses::critpath::critical_path(&an.input(), opts)
+}
+
+/// Build the critical paths of the threads `tids` (in that order) in the trace of `an`, in
+/// one engine run, with `opts`'s window, depth and decoding (`opts.tid` is not used): each
+/// equals [`critical_path`] of that thread. The first thread that fails is the error.
+pub fn critical_paths(
+    an: &Analysis,
+    tids: &[Tid],
+    opts: &CritPathOptions,
+) -> Result<Vec<CriticalPath>, ChainError> {
+    an.engine_runs.fetch_add(1, Ordering::Relaxed);
+    crate::analyses::critpath::critical_paths(&an.input(), tids, opts)
 }
 
 /// Fold the samples of `an` that pass `filter`: its thread part, and its window (on the

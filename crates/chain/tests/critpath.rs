@@ -396,3 +396,59 @@ fn pid_reuse_keeps_threads_apart() {
         ]
     );
 }
+
+/// Several threads in one run (`critical-path -t A,B`, `export --critical-path A,B`): one
+/// engine run, and each path equal to its thread's own run, with and without a window (the
+/// early stop at the window end comes once every thread is past it), a thread asked twice,
+/// and the first failing thread as the error.
+#[test]
+fn several_threads_in_one_run_equal_separate_runs() {
+    use chainrec_chain::critical_paths;
+    let an = worker3();
+    for window in [None, Some((T0 + 3 * MS, T0 + 12 * MS))] {
+        let o = CritPathOptions {
+            window,
+            parallel: false,
+            ..CritPathOptions::new(0)
+        };
+        let tids = [1302, 1301, 1302];
+        let before = an.engine_runs();
+        let together = critical_paths(&an, &tids, &o).unwrap();
+        assert_eq!(
+            an.engine_runs(),
+            before + 1,
+            "one engine run for all threads"
+        );
+        let alone: Vec<CriticalPath> = tids.iter().map(|&t| cp(&an, t, window)).collect();
+        assert_eq!(an.engine_runs(), before + 1 + tids.len());
+        assert_eq!(together, alone, "window {window:?}");
+        assert_ne!(together[0], together[1]);
+    }
+    let o = CritPathOptions {
+        parallel: false,
+        ..CritPathOptions::new(0)
+    };
+    // pid-reuse, chunks of 8 events: tid 901 ends (its window stops reading) long before
+    // its parent does, and each keeps exactly what its own run reads.
+    let opts = WriterOptions {
+        chunk_events: 8,
+        ..WriterOptions::default()
+    };
+    let (reuse, _) = common::synth_file("pid-reuse", 13 * 6, opts);
+    for window in [
+        Some((T0, T0 + 15 * MS)),
+        Some((T0 + 25 * MS, T0 + 35 * MS)),
+        None,
+    ] {
+        let o = CritPathOptions {
+            window,
+            parallel: false,
+            ..CritPathOptions::new(0)
+        };
+        let together = critical_paths(&reuse, &[901, 900], &o).unwrap();
+        let alone = [cp(&reuse, 901, window), cp(&reuse, 900, window)];
+        assert_eq!(together, alone, "pid-reuse, window {window:?}");
+    }
+    let err = critical_paths(&an, &[1301, 4242, 4343], &o).unwrap_err();
+    assert!(matches!(err, ChainError::NoSuchThread(4242)), "{err}");
+}

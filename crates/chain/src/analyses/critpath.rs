@@ -20,6 +20,7 @@ use chainrec_format::{
     state_is_dead, Event, FormatError, RecordingMeta, StackId, Tables, ThreadIdentity,
     ThreadSelector, Threads, Tid, STATE_RUNNABLE,
 };
+use std::cell::Cell;
 use std::collections::HashMap;
 
 /// What to build.
@@ -654,16 +655,17 @@ fn clip_window(
     Ok(window.map(|(a, b)| (a.max(trace_start), b.min(trace_end))))
 }
 
-/// The engine run a critical path reads: time-bounded chains of the one thread, with
-/// run-queue attribution and no dedup (every wait of the thread is a record).
-fn engine_config(opts: &CritPathOptions) -> Config {
+/// The engine run critical paths read: time-bounded chains of the threads `tids`, with
+/// run-queue attribution and no dedup (every wait of each thread is a record, the same
+/// whichever other threads the run selects).
+fn engine_config(tids: &[Tid], max_depth: usize) -> Config {
     Config {
         mode: Mode::Bounded,
-        max_depth: opts.max_depth,
+        max_depth,
         dedup: false,
         filter: Filter {
             threads: ThreadSelector {
-                tids: vec![opts.tid],
+                tids: tids.to_vec(),
                 ..ThreadSelector::default()
             },
             ..Filter::default()
@@ -679,50 +681,127 @@ pub(crate) fn critical_path(
     an: &TraceInput<'_>,
     opts: &CritPathOptions,
 ) -> Result<CriticalPath, ChainError> {
+    let mut paths = critical_paths(an, &[opts.tid], opts)?;
+    Ok(paths.remove(0))
+}
+
+/// Build the critical paths of the threads `tids` (in that order; `opts.tid` is not used)
+/// with `opts`'s window, depth and decoding, in one engine run: each equals what
+/// [`critical_path`] gives for that thread alone. The first thread that fails is the
+/// error.
+pub(crate) fn critical_paths(
+    an: &TraceInput<'_>,
+    tids: &[Tid],
+    opts: &CritPathOptions,
+) -> Result<Vec<CriticalPath>, ChainError> {
     let (trace_start, trace_end) = (an.start_ns(), an.end_ns().max(an.start_ns()));
     let window = clip_window(opts.window, trace_start, trace_end)?;
-    let mut engine = an.engine(engine_config(opts));
-    let mut scan = Scan::new(opts.tid, an.tables(), trace_start, window);
-    let mut records: HashMap<u64, WaitRecord> = HashMap::new();
+    let mut engine = an.engine(engine_config(tids, opts.max_depth));
+    // The same thread asked twice is read once; its copies are made at the end.
+    let slot: HashMap<Tid, usize> = tids
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, &t)| (t, i))
+        .collect();
+    let mut scans: Vec<Scan> = tids
+        .iter()
+        .map(|&tid| Scan::new(tid, an.tables(), trace_start, window))
+        .collect();
+    // Each thread's wait records inside the window, by switch-out time.
+    let mut records: Vec<HashMap<u64, WaitRecord>> = vec![HashMap::new(); tids.len()];
+    // Lost events the engine had counted when a thread's reading ended (with a window: its
+    // scan past the end for good), so that each path reads as its run alone would.
+    let ended: Vec<Cell<Option<u64>>> = vec![Cell::new(None); tids.len()];
     let mut sink = |w: &WaitRecord, _: &NodeTable| {
         if window
             .is_some_and(|(a, b)| w.switch_out_ns >= b || w.switch_in_ns.is_some_and(|i| i <= a))
         {
             return;
         }
-        records.insert(w.switch_out_ns, w.clone());
+        if let Some(&i) = slot.get(&w.tid) {
+            if ended[i].get().is_none() {
+                records[i].insert(w.switch_out_ns, w.clone());
+            }
+        }
     };
+    let mut open = slot.len();
     let read =
         an.reader()
             .for_each_chunk::<Stop>(0..an.reader().chunks().len(), opts.parallel, |evs| {
                 engine.process(evs, &mut sink);
-                for e in evs {
-                    scan.event(e);
+                for &i in slot.values() {
+                    if ended[i].get().is_some() {
+                        continue;
+                    }
+                    let scan = &mut scans[i];
+                    for e in evs {
+                        scan.event(e);
+                    }
+                    if window.is_some_and(|(_, w1)| scan.done_by(w1)) {
+                        ended[i].set(Some(engine.stats().lost_events));
+                        open -= 1;
+                    }
                 }
-                match window {
-                    Some((_, w1)) if scan.done_by(w1) => Err(Stop::Done),
+                match open {
+                    0 => Err(Stop::Done),
                     _ => Ok(()),
                 }
             });
-    let mut stats = match read {
-        Ok(()) => engine.finish(&mut sink),
-        Err(Stop::Done) => engine.stats().clone(),
+    let lost_at_finish = match read {
+        Ok(()) => engine.finish(&mut sink).lost_events,
+        Err(Stop::Done) => engine.stats().lost_events,
         Err(Stop::Failed(e)) => return Err(e),
     };
+    let mut paths: Vec<CriticalPath> = Vec::with_capacity(tids.len());
+    for (i, (scan, recs)) in scans.iter_mut().zip(&records).enumerate() {
+        let first = slot[&tids[i]];
+        if first != i {
+            let copy = paths[first].clone();
+            paths.push(copy);
+            continue;
+        }
+        let lost = ended[i].get().unwrap_or(lost_at_finish);
+        paths.push(build(
+            an,
+            engine.nodes(),
+            scan,
+            recs,
+            window,
+            trace_end,
+            lost,
+        )?);
+    }
+    Ok(paths)
+}
+
+/// The critical path of one thread from its scan and records (`lost`: the engine's count
+/// of lost events when its reading ended).
+fn build(
+    an: &TraceInput<'_>,
+    nodes: &NodeTable,
+    scan: &mut Scan,
+    records: &HashMap<u64, WaitRecord>,
+    window: Option<(u64, u64)>,
+    trace_end: u64,
+    lost: u64,
+) -> Result<CriticalPath, ChainError> {
+    let trace_start = an.start_ns();
+    let tid = scan.tid;
     if !scan.seen {
-        return Err(ChainError::NoSuchThread(opts.tid));
+        return Err(ChainError::NoSuchThread(tid));
     }
     scan.close(trace_end);
     let (w0, w1) = window.unwrap_or_else(|| scan.lifetime(trace_end));
     if w1 <= w0 {
-        return Err(ChainError::NoTime(opts.tid));
+        return Err(ChainError::NoTime(tid));
     }
-    let ThreadIdentity { comm, tgid, .. } = scan.names.identity(opts.tid);
-    stats.lost_events += an.meta().lost.events();
+    let ThreadIdentity { comm, tgid, .. } = scan.names.identity(tid);
+    let lost_events = lost + an.meta().lost.events();
     let mut b = Builder {
         tables: an.tables(),
         meta: an.meta(),
-        nodes: engine.nodes(),
+        nodes,
         r: FrameNamer::new(an.tables(), an.meta().stack_threshold_ns),
         w: (w0, w1),
         sampled: an.meta().sampling().is_some(),
@@ -730,7 +809,7 @@ pub(crate) fn critical_path(
         st: CritPathStats {
             samples_off_cpu: scan.samples_off_cpu,
             inconsistent_switches: scan.inconsistent,
-            lost_events: stats.lost_events,
+            lost_events,
             ..CritPathStats::default()
         },
     };
@@ -755,7 +834,7 @@ pub(crate) fn critical_path(
         .count() as u64;
     b.st.samples_off_cpu += inside - b.st.samples;
     Ok(CriticalPath {
-        tid: opts.tid,
+        tid,
         tgid,
         comm: comm.as_str().into_owned(),
         start_ns: w0,
