@@ -618,6 +618,7 @@ impl WaitsOutput for ParquetOutputs {
             trace,
             filter,
             quiet,
+            shared,
         } = input;
         let [waits_path, stacks_path] = self.dests().map(Path::to_path_buf);
         let writing = |path: &PathBuf| {
@@ -636,8 +637,9 @@ impl WaitsOutput for ParquetOutputs {
         };
         let mut progress = Progress::new(an.reader().event_count(), "parquet", quiet);
         // Stop reading once the output failed (a full disk); finish() returns the error.
-        let done = an
-            .run_while(setup, &mut w, |w, n| {
+        // The other outputs' sinks (the pprof profile) are fed by the same run.
+        let summary = shared
+            .run_while(an, setup, &mut w, |w, n| {
                 progress.inc(n as u64);
                 !w.failed()
             })
@@ -646,7 +648,7 @@ impl WaitsOutput for ParquetOutputs {
                 source,
             })?;
         progress.finish();
-        for n in done.summary.stats.anomaly_notes(an.start_ns()) {
+        for n in summary.stats.anomaly_notes(an.start_ns()) {
             note(&format!("note: {n}"));
         }
         let waits = w.finish().map_err(writing(&waits_path))?;

@@ -7,7 +7,9 @@ use crate::output::{same_file, OutputError, TempOutput};
 use crate::progress::{Progress, Progressed};
 use crate::{critpath, perfetto, pprof, ReportError};
 use chainrec_chain::critpath::CritPathOptions;
-use chainrec_chain::{Analysis, ChainError, Filter, Setup};
+use chainrec_chain::{
+    Analysis, ChainError, Collected, Filter, NodeTable, Setup, Summary, WaitRecord, WaitSink,
+};
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -91,6 +93,54 @@ pub struct WaitsInput<'a> {
     pub filter: Filter,
     /// No progress bar.
     pub quiet: bool,
+    /// Runs the engine, feeding the other outputs' sinks from the same run.
+    pub shared: &'a mut SharedRun,
+}
+
+/// The sinks of the other outputs (the pprof profile) that a [`WaitsOutput`]'s engine run
+/// feeds too, so that the trace is decoded and walked once for all of them.
+#[derive(Default)]
+pub struct SharedRun {
+    profile: Option<pprof::ProfileSink>,
+    /// The run's nodes, which the riders' records refer to (after the run).
+    nodes: Option<NodeTable>,
+}
+
+impl SharedRun {
+    /// Run the engine over `an` into `sink` and every other output's sink, as
+    /// [`Analysis::run_while`] (`go_on` sees `sink` alone).
+    pub fn run_while<S: WaitSink>(
+        &mut self,
+        an: &Analysis,
+        setup: Setup,
+        sink: &mut S,
+        mut go_on: impl FnMut(&S, usize) -> bool,
+    ) -> Result<Summary, ChainError> {
+        let Some(profile) = &mut self.profile else {
+            return Ok(an.run_while(setup, sink, go_on)?.summary);
+        };
+        let mut tee = Tee {
+            first: sink,
+            profile,
+        };
+        let done = an.run_while(setup, &mut tee, |t, n| go_on(t.first, n))?;
+        let (summary, nodes) = done.into_parts();
+        self.nodes = Some(nodes);
+        Ok(summary)
+    }
+}
+
+/// A [`WaitsOutput`]'s sink and the profile's, fed the same records.
+struct Tee<'x, S> {
+    first: &'x mut S,
+    profile: &'x mut pprof::ProfileSink,
+}
+
+impl<S: WaitSink> WaitSink for Tee<'_, S> {
+    fn on_wait(&mut self, wait: &WaitRecord, nodes: &NodeTable) {
+        self.first.on_wait(wait, nodes);
+        self.profile.on_wait(wait, nodes);
+    }
 }
 
 /// An output of every wait that another crate writes (chainrec-parquet's tables, which are
@@ -217,21 +267,44 @@ impl Export<'_> {
             src.finish();
             perfetto_note = st.summary(&path);
         }
+        // The profile rides on the waits output's engine run when there is one: the trace
+        // is walked once for both.
+        let mut shared = SharedRun {
+            profile: (self.pprof.is_some() && waits.is_some()).then(pprof::ProfileSink::new),
+            nodes: None,
+        };
+        let mut waits_note = String::new();
+        if let Some(w) = &mut waits {
+            let input = WaitsInput {
+                an,
+                trace,
+                filter: filter.clone(),
+                quiet,
+                shared: &mut shared,
+            };
+            waits_note = w.write(input, note).map_err(ExportError::Waits)?;
+        }
         let mut pprof_note = String::new();
         if let Some(out) = &mut self.pprof {
             let path = out.dest().to_path_buf();
-            let setup = Setup {
-                filter: filter.clone(),
-                ..Setup::default()
+            let samples = match (shared.profile, shared.nodes) {
+                (Some(sink), Some(nodes)) => Collected::new(sink, nodes, an.trace()),
+                _ => {
+                    let setup = Setup {
+                        filter,
+                        ..Setup::default()
+                    };
+                    let mut progress = Progress::new(an.reader().event_count(), "pprof", quiet);
+                    let (_, samples) = an
+                        .collect(setup, pprof::ProfileSink::new(), |n| progress.inc(n as u64))
+                        .map_err(|source| ExportError::Reading {
+                            trace: trace.to_path_buf(),
+                            source,
+                        })?;
+                    progress.finish();
+                    samples
+                }
             };
-            let mut progress = Progress::new(an.reader().event_count(), "pprof", quiet);
-            let (_, samples) = an
-                .collect(setup, pprof::ProfileSink::new(), |n| progress.inc(n as u64))
-                .map_err(|source| ExportError::Reading {
-                    trace: trace.to_path_buf(),
-                    source,
-                })?;
-            progress.finish();
             let info = pprof::ProfileInfo::of_trace(an, trace);
             let profile = pprof::Profile::of(&samples, &info).map_err(ExportError::Profile)?;
             let mut w = BufWriter::new(out.file()?);
@@ -244,16 +317,6 @@ impl Export<'_> {
                 })?;
             drop(w);
             pprof_note = pprof::summary(&profile, &path);
-        }
-        let mut waits_note = String::new();
-        if let Some(w) = &mut waits {
-            let input = WaitsInput {
-                an,
-                trace,
-                filter,
-                quiet,
-            };
-            waits_note = w.write(input, note).map_err(ExportError::Waits)?;
         }
         // All outputs complete: only now move them into place.
         for (out, line) in [(self.perfetto, perfetto_note), (self.pprof, pprof_note)] {
@@ -279,16 +342,29 @@ pub fn critical_path_tracks(
     if tids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut slices = BTreeMap::new();
-    for &tid in tids {
-        let cp = chainrec_chain::critical_path(an, &CritPathOptions::new(tid))
-            .map_err(|source| ExportError::CriticalPath { tid, source })?;
-        slices.insert(tid, critpath::perfetto_slices(&cp));
-    }
+    let paths = chainrec_chain::critical_paths(an, tids, &CritPathOptions::new(tids[0])).map_err(
+        |source| ExportError::CriticalPath {
+            tid: failed_tid(&source, tids),
+            source,
+        },
+    )?;
+    let slices: BTreeMap<u32, _> = paths
+        .iter()
+        .map(|cp| (cp.tid, critpath::perfetto_slices(cp)))
+        .collect();
     Ok(vec![perfetto::SliceTrack {
         name: "critical path".into(),
         slices,
     }])
+}
+
+/// The thread a critical-path error is about (the first asked when it is about none: a
+/// failure to read the trace, which a run for that thread alone would have met first).
+fn failed_tid(e: &ChainError, tids: &[u32]) -> u32 {
+    match e {
+        ChainError::NoSuchThread(t) | ChainError::NoTime(t) => *t,
+        _ => tids[0],
+    }
 }
 
 #[cfg(test)]
