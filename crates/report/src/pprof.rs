@@ -409,7 +409,13 @@ impl Profile {
             has_functions: true,
         });
         let mut samples: Vec<_> = sink.samples.iter().collect();
-        samples.sort_unstable_by_key(|(k, _)| (k.0, k.1, k.2, k.3.as_str().into_owned()));
+        // The order of (path, tid, tgid, comm as text), compared without an allocation per
+        // comparison (a comm is valid UTF-8 but for a rare lossy one).
+        samples.sort_unstable_by(|(a, _), (b, _)| {
+            (a.0, a.1, a.2)
+                .cmp(&(b.0, b.1, b.2))
+                .then_with(|| a.3.as_str().cmp(&b.3.as_str()))
+        });
         let mut namer = FrameNamer::new(run.tables(), run.meta().stack_threshold_ns);
         // Per path: location ids leaf first, the level the time goes to, and what that
         // level is (its thread, interrupt or marker).
