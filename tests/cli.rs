@@ -475,3 +475,35 @@ fn trigger_on_a_trace_that_is_not_a_dump_is_refused() {
     fails(&["chains", "--trigger", t()], "not a flight-recorder dump");
     fails(&["top", "--trigger", t()], "not a flight-recorder dump");
 }
+
+/// `chains --svg A --folded B`: one fold gives both, each byte for byte what `--svg A` and
+/// the folded lines on stdout give alone.
+#[test]
+fn svg_and_folded_from_one_fold() {
+    let d = tmpdir("svg-and-folded");
+    let (svg, folded) = (d.join("both.svg"), d.join("both.folded"));
+    let out = bin()
+        .args(["chains", t(), "--svg"])
+        .arg(&svg)
+        .arg("--folded")
+        .arg(&folded)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "the folded lines went to the file");
+    let alone = d.join("alone.svg");
+    let o = bin()
+        .args(["chains", t(), "--svg"])
+        .arg(&alone)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read(&svg).unwrap() == std::fs::read(&alone).unwrap());
+    let stdout = run(&["chains", t()]).stdout;
+    assert!(!stdout.is_empty());
+    assert_eq!(std::fs::read(&folded).unwrap(), stdout);
+    fails(
+        &["chains", t(), "--folded", "/nonexistent-dir/x.folded"],
+        "creating /nonexistent-dir/x.folded",
+    );
+}

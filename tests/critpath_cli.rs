@@ -225,6 +225,25 @@ const JSON: &str = r#"{
 }
 "#;
 
+/// `-t A,B`: every thread's report from one engine run, each the same as its own run's
+/// (text one after the other, a blank line between; JSON an array; folded lines together).
+#[test]
+fn several_threads_equal_their_own_runs() {
+    for extra in [&[][..], &["--window", "0.007..0.012", "--timeline"]] {
+        let with = |t: &str| [&["-t", t][..], extra].concat();
+        let (a, b) = (stdout(&with("1302")), stdout(&with("1301")));
+        assert_eq!(stdout(&with("1302,1301")), format!("{a}\n{b}"), "{extra:?}");
+    }
+    let both = stdout(&["-t", "1302,1301", "--folded"]);
+    let alone = stdout(&["-t", "1302", "--folded"]) + &stdout(&["-t", "1301", "--folded"]);
+    assert_eq!(both, alone);
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&["-t", "1302,1301", "--json"])).unwrap();
+    let one: serde_json::Value = serde_json::from_str(&stdout(&["-t", "1301", "--json"])).unwrap();
+    assert_eq!(json.as_array().map(|a| a.len()), Some(2));
+    assert_eq!(json[1], one);
+}
+
 /// JSON of a window cutting a running and a blocked segment.
 #[test]
 fn json_of_a_window() {
@@ -256,8 +275,11 @@ fn bad_input_is_refused() {
         &run(&["-t", "1301", "--window", "0.01..0.01"]),
         "window is empty",
     );
-    fails_with(&run(&[]), "needs exactly one thread: -t TID");
-    fails_with(&run(&["-t", "1301,1302"]), "needs exactly one thread");
+    fails_with(&run(&[]), "needs a thread: -t TID (or several: -t A,B)");
+    fails_with(
+        &run(&["-t", "1301,4242"]),
+        "thread 4242 does not appear in this trace",
+    );
     fails_with(&run(&["-t", "1301", "-p", "1300"]), "-p, --comm");
     fails_with(&run(&["-t", "1301", "--max-depth", "0"]), "at least 1");
 }

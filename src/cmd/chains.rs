@@ -35,6 +35,9 @@ pub struct ViewArgs {
     /// Write an interactive flame-graph SVG to FILE instead of folded lines on stdout.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Write the folded lines to FILE instead of stdout (with --svg: both, from one run).
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
     /// Title of the SVG.
     #[arg(long, requires = "svg")]
     pub title: Option<String>,
@@ -183,6 +186,12 @@ fn analyse(
             hosts.len()
         );
     }
+    if a.folded.is_some() {
+        bail!(
+            "--folded FILE with traces of {} hosts is not supported yet: write the folded lines (each starting with its host) to stdout",
+            hosts.len()
+        );
+    }
     for (host, files) in &hosts {
         analyse_files(
             a,
@@ -287,58 +296,68 @@ fn analyse_files(
         .fold(setup, view, |_| {})
         .with_context(|| format!("{}: reading events", super::label(files)))?;
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
-    match &a.svg {
-        Some(path) => {
-            let title = a
-                .title
-                .clone()
-                .unwrap_or_else(|| format!("{}: {}", view.title(), super::label(files)));
-            let mut opts = svg_options(a, &title, unit.name(), view != View::OffCpu)?;
-            opts.root_label = format!(
-                "all: {} waits{}",
-                graph.waits_in_view(),
-                if view == View::Chains && summary.dedup {
-                    " (dedup)"
-                } else {
-                    ""
-                }
-            );
-            // Drawn straight from the path trie (no list of lines in memory).
-            let mut buf = Vec::new();
-            let stats = chainrec_report::svg::render_paths(&graph, unit, &opts, &mut buf)
-                .with_context(|| format!("drawing {}", path.display()))?;
-            std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
-            nlines = stats.stacks;
-            say!(
-                "chainrec: {name}: wrote {} ({} paths, {} frames drawn, {} too narrow)",
-                path.display(),
-                stats.stacks,
-                stats.frames - stats.frames_too_narrow,
-                stats.frames_too_narrow
-            );
-        }
-        None => {
-            // Streamed straight from the path trie: no list of lines in memory.
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::with_capacity(
-                1 << 16,
-                LinePrefix {
-                    inner: stdout.lock(),
-                    prefix: host
-                        .map_or_else(Vec::new, |h| format!("{};", host_frame(h)).into_bytes()),
-                    at_line_start: true,
-                },
-            );
-            let r = graph.write_folded(unit, &mut out).and_then(|sum| {
-                nlines = sum.lines as usize;
-                small_lines = sum.small_lines;
-                small_ns = sum.small_ns;
-                out.flush()
-            });
-            match r {
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-                r => r.context("writing folded output")?,
+    // One fold for every output asked: the SVG and the folded lines.
+    if let Some(path) = &a.svg {
+        let title = a
+            .title
+            .clone()
+            .unwrap_or_else(|| format!("{}: {}", view.title(), super::label(files)));
+        let mut opts = svg_options(a, &title, unit.name(), view != View::OffCpu)?;
+        opts.root_label = format!(
+            "all: {} waits{}",
+            graph.waits_in_view(),
+            if view == View::Chains && summary.dedup {
+                " (dedup)"
+            } else {
+                ""
             }
+        );
+        // Drawn straight from the path trie (no list of lines in memory).
+        let mut buf = Vec::new();
+        let stats = chainrec_report::svg::render_paths(&graph, unit, &opts, &mut buf)
+            .with_context(|| format!("drawing {}", path.display()))?;
+        std::fs::write(path, &buf).with_context(|| format!("writing {}", path.display()))?;
+        nlines = stats.stacks;
+        say!(
+            "chainrec: {name}: wrote {} ({} paths, {} frames drawn, {} too narrow)",
+            path.display(),
+            stats.stacks,
+            stats.frames - stats.frames_too_narrow,
+            stats.frames_too_narrow
+        );
+    }
+    if a.svg.is_none() || a.folded.is_some() {
+        // Streamed straight from the path trie: no list of lines in memory.
+        let (inner, dest): (Box<dyn Write>, _) = match &a.folded {
+            Some(p) => (
+                Box::new(
+                    std::fs::File::create(p)
+                        .with_context(|| format!("creating {}", p.display()))?,
+                ),
+                format!("writing {}", p.display()),
+            ),
+            None => (
+                Box::new(std::io::stdout().lock()),
+                "writing folded output".to_string(),
+            ),
+        };
+        let mut out = std::io::BufWriter::with_capacity(
+            1 << 16,
+            LinePrefix {
+                inner,
+                prefix: host.map_or_else(Vec::new, |h| format!("{};", host_frame(h)).into_bytes()),
+                at_line_start: true,
+            },
+        );
+        let r = graph.write_folded(unit, &mut out).and_then(|sum| {
+            nlines = sum.lines as usize;
+            small_lines = sum.small_lines;
+            small_ns = sum.small_ns;
+            out.flush()
+        });
+        match r {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            r => r.context(dest)?,
         }
     }
     let secs = t0.elapsed().as_secs_f64();

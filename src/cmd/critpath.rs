@@ -3,7 +3,7 @@
 use super::filter::FilterArgs;
 use anyhow::{bail, Context, Result};
 use chainrec_chain::critpath::CritPathOptions;
-use chainrec_chain::{critical_path, Duration, Unit, DEFAULT_MAX_DEPTH};
+use chainrec_chain::{critical_paths, Duration, Unit, DEFAULT_MAX_DEPTH};
 use chainrec_report::critpath::{render_json, render_text, TextOptions};
 use std::path::PathBuf;
 
@@ -41,11 +41,12 @@ exit or trace end).";
 pub struct Args {
     #[arg(required = true, num_args = 1.., value_name = "TRACE", help = super::TRACES_HELP)]
     pub file: Vec<PathBuf>,
-    /// The thread (-t TID, exactly one) and the window (--window); the other filters do
-    /// not apply.
+    /// The threads (-t TID, or -t A,B,...: one report each, in that order, from one pass
+    /// over the trace) and the window (--window); the other filters do not apply.
     #[command(flatten)]
     pub filter: FilterArgs,
-    /// JSON: every segment with start/end (trace clock ns), kind and explanation.
+    /// JSON: every segment with start/end (trace clock ns), kind and explanation (with
+    /// several threads: an array, one object per thread).
     #[arg(long, conflicts_with_all = ["folded", "svg"])]
     pub json: bool,
     /// Folded lines for flamegraph.pl: the thread's wall time by segment kind and stack.
@@ -84,10 +85,10 @@ pub fn run(a: Args) -> Result<()> {
     others.threads.tid.clear();
     others.window = None;
     if others.selects_waits() {
-        bail!("critical-path takes one thread (-t TID) and --window; -p, --comm, --state, -m, -M, -u and -k do not apply");
+        bail!("critical-path takes threads (-t TID,...) and --window; -p, --comm, --state, -m, -M, -u and -k do not apply");
     }
-    if f.threads.tid.len() != 1 && !f.trigger {
-        bail!("critical-path needs exactly one thread: -t TID");
+    if f.threads.tid.is_empty() && !f.trigger {
+        bail!("critical-path needs a thread: -t TID (or several: -t A,B)");
     }
     if a.max_depth == 0 {
         bail!("--max-depth must be at least 1");
@@ -95,28 +96,43 @@ pub fn run(a: Args) -> Result<()> {
     let unit = a.unit;
     let an = super::open_trace(&a.file, "critical-path")?;
     let filter = f.to_filter(&an, Duration::OffCpu)?;
+    let tids = &filter.threads.tids;
     let opts = CritPathOptions {
-        tid: filter.threads.tids[0],
+        tid: tids[0],
         window: filter.window,
         max_depth: a.max_depth,
         parallel: !a.serial,
     };
-    let cp = critical_path(&an, &opts).with_context(|| super::label(&a.file))?;
+    let paths = critical_paths(&an, tids, &opts).with_context(|| super::label(&a.file))?;
     if a.json {
-        let s = serde_json::to_string_pretty(&render_json(&cp))?;
+        let s = match paths.as_slice() {
+            [cp] => serde_json::to_string_pretty(&render_json(cp))?,
+            _ => serde_json::to_string_pretty(&paths.iter().map(render_json).collect::<Vec<_>>())?,
+        };
         return super::write_stdout(&(s + "\n"));
     }
     if a.folded || a.svg.is_some() {
-        let r = unit.round_lines(cp.folded_ns());
-        if let Some(l) = r.left_out_note() {
-            say!("chainrec: critical-path: {l}");
+        let mut kept = Vec::new();
+        for cp in &paths {
+            let r = unit.round_lines(cp.folded_ns());
+            if let Some(l) = r.left_out_note() {
+                say!("chainrec: critical-path: {l}");
+            }
+            kept.extend(r.kept);
         }
         if let Some(path) = &a.svg {
-            let title = format!("Critical path of {} ({})", cp.comm, cp.tid);
+            let names: Vec<String> = paths
+                .iter()
+                .map(|cp| format!("{} ({})", cp.comm, cp.tid))
+                .collect();
+            let title = match names.len() {
+                1 => format!("Critical path of {}", names[0]),
+                _ => format!("Critical paths of {}", names.join(", ")),
+            };
             let opts = chainrec_report::svg::SvgOptions::new(&title, unit.name(), true);
-            return super::chains::render_svg(&r.kept, &opts, path);
+            return super::chains::render_svg(&kept, &opts, path);
         }
-        return super::write_stdout(&super::oncpu::folded_text(&r.kept));
+        return super::write_stdout(&super::oncpu::folded_text(&kept));
     }
     let o = TextOptions {
         width: a.width,
@@ -124,5 +140,6 @@ pub fn run(a: Args) -> Result<()> {
         biggest: a.biggest,
         timeline: a.timeline,
     };
-    super::write_stdout(&render_text(&cp, &o))
+    let texts: Vec<String> = paths.iter().map(|cp| render_text(cp, &o)).collect();
+    super::write_stdout(&texts.join("\n"))
 }
