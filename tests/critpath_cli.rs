@@ -230,7 +230,7 @@ const JSON: &str = r#"{
 #[test]
 fn several_threads_equal_their_own_runs() {
     for extra in [&[][..], &["--window", "0.007..0.012", "--timeline"]] {
-        let with = |t: &str| [&["-t", t][..], extra].concat();
+        let with = |t: &'static str| [&["-t", t][..], extra].concat();
         let (a, b) = (stdout(&with("1302")), stdout(&with("1301")));
         assert_eq!(stdout(&with("1302,1301")), format!("{a}\n{b}"), "{extra:?}");
     }
