@@ -8,7 +8,7 @@ use chainrec_format::{MemTrace, TraceReader, WriterOptions};
 use chainrec_parquet::{stacks_path, ParquetOutputs};
 use chainrec_report::export::{Request, WaitsOutput};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The `oncpu-worker` scenario (client 1301, worker 1302, samples) as an opened trace.
 fn analysis(dir: &Path) -> Analysis {
@@ -71,11 +71,7 @@ fn export(dir: &Path, out: &str, ask: Ask, tids: &[u32]) -> (usize, BTreeMap<Str
     ex.write(&an, Filter::default(), w, &mut |_| {}).unwrap();
     let mut files = BTreeMap::new();
     let stacks = parquet.as_deref().map(stacks_path);
-    for p in [perfetto, pprof, parquet, stacks]
-        .into_iter()
-        .flatten()
-        .map(PathBuf::from)
-    {
+    for p in [perfetto, pprof, parquet, stacks].into_iter().flatten() {
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
         files.insert(name, std::fs::read(&p).unwrap());
     }
