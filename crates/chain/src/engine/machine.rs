@@ -233,6 +233,8 @@ impl<'t> Engine<'t> {
         }
         self.stats.peak_live_hops = self.stats.peak_live_hops.max(self.live_hops as u64);
         self.stats.oncpu_short_history_ns = self.samples.short_history_ns.get();
+        self.stats.peak_runq_history = self.rq.peak_kept() as u64;
+        self.stats.runq_capped = self.rq.capped;
         self.stats.clone()
     }
 
@@ -372,6 +374,9 @@ impl<'t> Engine<'t> {
                 }
                 let holder = self.tasks[t].ident;
                 self.rq.push_cpu(s.cpu, s.ts, holder);
+                if self.rq.needs_trim() {
+                    self.trim_runqueues(s.ts);
+                }
             }
             if fresh {
                 return;
@@ -401,6 +406,33 @@ impl<'t> Engine<'t> {
             }
             task.status = Status::Running;
         }
+    }
+
+    /// Trim the run-queue histories to what the waits open at `now` can still ask for
+    /// ([`RunQueues::trim`]; docs/ENGINE.md, "How far back the histories reach").
+    fn trim_runqueues(&mut self, now: u64) {
+        let (mut waits_from, mut runnable_from) = (now, now);
+        // Freed task slots have status Unknown: skipped like any thread not off-CPU.
+        for task in &self.tasks {
+            if !task.status.is_traced_wait() {
+                continue;
+            }
+            let out = task.open.switch_out_ns;
+            let runnable = task.open.state == STATE_RUNNABLE;
+            if !runnable && task.open_refs.hop.is_none() {
+                // Blocked, not yet woken: its chain, walked at its waking, reaches back to
+                // its switch-out. A waking that raced the block ends it at the switch-out.
+                waits_from = waits_from.min(out);
+                if task.racing_hop.is_some() {
+                    runnable_from = runnable_from.min(out);
+                }
+            } else if runnable {
+                runnable_from = runnable_from.min(out);
+            } else if let Some(w) = task.open.wake_ns {
+                runnable_from = runnable_from.min(w);
+            }
+        }
+        self.rq.trim(waits_from, runnable_from);
     }
 
     /// When `tid`'s runnable switch-out at `out` was forced by CPU-quota throttling: the
