@@ -478,3 +478,28 @@ fn histories_are_trimmed_to_what_open_waits_can_ask_for() {
 fn m_of(b: Tb) -> MemTrace {
     b.0
 }
+
+/// A runnable period longer than 2^32 ns (kept as several entries) splits whole.
+///
+/// ```text
+/// cpu0: 0 idle->T | 100 T(S)->idle | 6e9+50 idle->T
+/// cpu1: 0 idle->W | 1000 W(R)->H | 5e9+1000 H(R)->W | 6e9 W wakes T
+/// ```
+#[test]
+fn a_runnable_period_longer_than_four_seconds_splits_whole() {
+    let mut b = Tb::new(&[(T, "victim"), (H, "hog"), (W, "waker")]);
+    b.sw(0, 0, 0, R, T)
+        .sw(0, 1, 0, R, W)
+        .sw(100, 0, T, S, 0)
+        .sw(1000, 1, W, R, H)
+        .sw(5_000_001_000, 1, H, R, W)
+        .wake(6_000_000_000, 1, W, T, WakeContext::Task)
+        .sw(6_000_000_050, 0, 0, R, T);
+    let r = run(&b.0, rq(), View::Chains);
+    let want = map(&[
+        ("victim;--;waker", 6_000_000_000 - 100 - 5_000_000_000),
+        ("victim;--;waker;--;[run queue];hog", 5_000_000_000),
+        ("victim;--;[run queue];[idle]", 50),
+    ]);
+    assert_eq!(lines_of(&r, "victim"), want, "\n{}", show(&r));
+}

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 /// cap only bounds memory when a wait stays open for very long, and every entry it drops
 /// while still askable is counted ([`crate::Stats::runq_capped`]).
 pub(crate) const CPU_HISTORY_CAP: usize = 1 << 22;
-/// Safety cap on the runnable periods kept per thread (24 B each), as above.
+/// Safety cap on the runnable periods kept per thread (16 B each), as above.
 pub(crate) const TASK_RQ_CAP: usize = 1 << 20;
 /// Entries kept in all histories before the first trim (then twice what the last kept).
 const FIRST_TRIM: usize = 1 << 16;
@@ -28,35 +28,64 @@ pub(crate) struct RqSeg {
     pub(crate) holder: u32,
 }
 
-/// A thread's recent runnable periods (run-queue attribution of inner levels).
+/// A kept runnable period: 16 B, not 24 (a thread's periods since the oldest open wait can
+/// be millions): its start, its length (a longer period is kept as several), its holder.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeptSeg {
+    pub(crate) start: u64,
+    len: u32,
+    /// As [`RqSeg::holder`].
+    pub(crate) holder: u32,
+}
+
+impl KeptSeg {
+    #[inline]
+    pub(crate) fn end(&self) -> u64 {
+        self.start + u64::from(self.len)
+    }
+}
+
+/// A thread's runnable periods, as far back as an open wait can ask for them.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TaskRq {
-    pub(crate) segs: VecDeque<RqSeg>,
+    pub(crate) segs: VecDeque<KeptSeg>,
     /// Periods ending before this were dropped by [`TASK_RQ_CAP`] (never by a trim, which
     /// drops only what no open wait can ask for): earlier time cannot be split.
     pub(crate) floor: u64,
 }
 
 impl TaskRq {
-    /// Append `seg`; true when it took a new entry (not merged into the last one).
+    /// Append `seg`; returns how many new entries it took (0 when merged into the last).
     #[inline]
-    fn push(&mut self, seg: RqSeg, capped: &mut u64) -> bool {
+    fn push(&mut self, seg: RqSeg, capped: &mut u64) -> usize {
+        let mut start = seg.start;
         if let Some(last) = self.segs.back_mut() {
-            if last.holder == seg.holder && last.end == seg.start {
-                last.end = seg.end;
-                return false;
+            if last.holder == seg.holder && last.end() == start {
+                let room = u64::from(u32::MAX - last.len);
+                let add = room.min(seg.end - start);
+                last.len += add as u32;
+                start += add;
             }
         }
-        if self.segs.len() == TASK_RQ_CAP {
-            if let Some(old) = self.segs.pop_front() {
-                self.floor = old.end;
-                *capped += 1;
+        let mut added = 0;
+        while start < seg.end {
+            let len = (seg.end - start).min(u64::from(u32::MAX)) as u32;
+            if self.segs.len() == TASK_RQ_CAP {
+                if let Some(old) = self.segs.pop_front() {
+                    self.floor = old.end();
+                    *capped += 1;
+                }
+            } else {
+                added += 1;
             }
-            self.segs.push_back(seg);
-            return false;
+            self.segs.push_back(KeptSeg {
+                start,
+                len,
+                holder: seg.holder,
+            });
+            start += u64::from(len);
         }
-        self.segs.push_back(seg);
-        true
+        added
     }
 }
 
@@ -132,7 +161,7 @@ impl RunQueues {
         self.peak_kept = self.peak_kept.max(self.kept);
         let mut kept = 0;
         for rq in &mut self.task_rq {
-            let n = rq.segs.partition_point(|seg| seg.end <= waits_from);
+            let n = rq.segs.partition_point(|seg| seg.end() <= waits_from);
             rq.segs.drain(..n);
             shrink(&mut rq.segs);
             kept += rq.segs.len();
@@ -210,9 +239,7 @@ impl RunQueues {
         }
         let rq = &mut self.task_rq[t];
         for &p in pieces.iter().rev() {
-            if rq.push(p, &mut self.capped) {
-                self.kept += 1;
-            }
+            self.kept += rq.push(p, &mut self.capped);
             add_runq(&mut rec.runq, 0, p.holder, p.end - p.start);
         }
     }
@@ -237,9 +264,7 @@ impl RunQueues {
             end,
             holder: code,
         };
-        if self.task_rq[t].push(seg, &mut self.capped) {
-            self.kept += 1;
-        }
+        self.kept += self.task_rq[t].push(seg, &mut self.capped);
         add_runq(&mut rec.runq, 0, code, end - r0);
     }
 
