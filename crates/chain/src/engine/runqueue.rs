@@ -89,6 +89,40 @@ impl TaskRq {
     }
 }
 
+impl TaskRq {
+    /// Index of the first kept period ending after `x` (periods are disjoint and in time
+    /// order). Searched from the newest back, doubling the step: a walk asks mostly about
+    /// recent time, and the histories reach back to the oldest open wait (millions of
+    /// periods on a busy host), where a plain binary search missed the cache at every step
+    /// (14 % of busy-server's `chains`).
+    #[inline]
+    pub(crate) fn first_ending_after(&self, x: u64) -> usize {
+        let segs = &self.segs;
+        // Every period at or after `hi` ends after x.
+        let mut hi = segs.len();
+        let mut step = 1;
+        while hi > 0 {
+            let j = hi.saturating_sub(step);
+            if segs[j].end() <= x {
+                // The answer is in (j, hi]: binary search there.
+                let mut lo = j + 1;
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if segs[mid].end() <= x {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                return lo;
+            }
+            hi = j;
+            step *= 2;
+        }
+        0
+    }
+}
+
 /// A CPU's switch-ins (time, holder code), oldest first.
 #[derive(Clone, Debug, Default)]
 struct CpuHist {
@@ -305,4 +339,34 @@ pub(crate) fn add_runq(parts: &mut Vec<RunqPart>, level: u32, holder: u32, ns: u
         }
     }
     parts.push(RunqPart { level, holder, ns });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The galloping search finds what a plain binary search finds, wherever `x` falls.
+    #[test]
+    fn first_ending_after_agrees_with_binary_search() {
+        for n in [0usize, 1, 2, 3, 7, 64, 1000] {
+            let mut rq = TaskRq::default();
+            let mut capped = 0;
+            for i in 0..n as u64 {
+                // Disjoint periods [10 i, 10 i + 5), holders alternating (no merging).
+                rq.push(
+                    RqSeg {
+                        start: 10 * i,
+                        end: 10 * i + 5,
+                        holder: (i % 2) as u32,
+                    },
+                    &mut capped,
+                );
+            }
+            assert_eq!(rq.segs.len(), n);
+            for x in 0..10 * n as u64 + 20 {
+                let want = rq.segs.partition_point(|seg| seg.end() <= x);
+                assert_eq!(rq.first_ending_after(x), want, "n {n} x {x}");
+            }
+        }
+    }
 }
