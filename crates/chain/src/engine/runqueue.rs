@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 pub(crate) const CPU_HISTORY_CAP: usize = 1 << 22;
 /// Safety cap on the runnable periods kept per thread (16 B each), as above.
 pub(crate) const TASK_RQ_CAP: usize = 1 << 20;
-/// Entries kept in all histories before the first trim (then twice what the last kept).
+/// Entries kept in all histories before the first trim (then a quarter more than the last kept).
 const FIRST_TRIM: usize = 1 << 16;
 /// CPUs beyond this number get no run-queue history (a trace is untrusted input).
 const MAX_CPUS: u32 = 1 << 13;
@@ -208,7 +208,9 @@ impl RunQueues {
             kept += c.q.len();
         }
         self.kept = kept;
-        self.trim_at = 2 * kept;
+        // A quarter more before the next trim: memory stays near what is askable, and a
+        // trim (one pass over threads and CPUs) still comes only every kept/4 entries.
+        self.trim_at = kept + kept / 4;
     }
 
     /// Record that `holder` went on `cpu` at `ts` (run-queue attribution).
