@@ -290,7 +290,7 @@ impl Explorer {
     }
 
     /// The chain graph of a range as a tree: the engine run of `chainrec chains --window`
-    /// (default setup), read through its folded lines.
+    /// (default setup), read through its structured paths (no folded text).
     fn chains_tree(&self, filter: Filter) -> Result<(Tree, Value), ApiError> {
         let setup = Setup {
             filter,
@@ -301,7 +301,7 @@ impl Explorer {
             .fold(setup, View::Chains, |_| {})
             .map_err(ApiError::failed)?;
         let mut b = TreeBuilder::default();
-        graph.for_each_line(|l, ns| b.add(l, ns));
+        graph.for_each_path(|v| b.add_path(v));
         let s = &summary.stats;
         let counts = json!({
             "waits": s.waits,
