@@ -51,7 +51,7 @@ impl TaskRq {
 }
 
 /// The run-queue histories of an engine.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct RunQueues {
     /// Per CPU: recent switch-ins (time, holder code), oldest first.
     cpus: Vec<VecDeque<(u64, u32)>>,
