@@ -199,6 +199,7 @@ impl Explorer {
             "clock_offset_ns": meta.clock_offset_ns as i64,
             "lost_in_recording": meta.lost.events(),
             "cgroups": self.an.tables().has_cgroups(),
+            "checkpoints": self.checkpoints.len(),
         }))
     }
 
