@@ -22,6 +22,25 @@ use chainrec_format::{
     WakeContext, Waking, STATE_INTERRUPTIBLE, STATE_RUNNABLE,
 };
 
+/// The tables of an engine state kept apart from its trace ([`Engine::snapshot`]); empty,
+/// and replaced before the state processes an event ([`Engine::resume`]).
+fn no_tables() -> &'static Tables {
+    static NONE: std::sync::OnceLock<Tables> = std::sync::OnceLock::new();
+    NONE.get_or_init(Tables::default)
+}
+
+impl Engine<'static> {
+    /// A copy of this checkpoint ([`Engine::snapshot`]) that goes on over `tables` (the
+    /// trace's it was taken on) with root filter `filter`.
+    pub(crate) fn resume<'t>(&self, tables: &'t Tables, filter: crate::Filter) -> Engine<'t> {
+        let mut e: Engine<'t> = self.snapshot();
+        e.tables = tables;
+        e.filter_all = filter.is_empty();
+        e.cfg.filter = filter;
+        e
+    }
+}
+
 /// The chain engine. Feed it events in time order with [`Engine::process`], then call
 /// [`Engine::finish`].
 pub struct Engine<'t> {
@@ -103,6 +122,38 @@ impl<'t> Engine<'t> {
             rq: RunQueues::default(),
             samples: SampleIndex::new(sampling.is_some() && bounded, estimate_period),
             stats: Stats::default(),
+        }
+    }
+
+    /// A copy of the whole state apart from the trace's tables: a checkpoint
+    /// ([`crate::checkpoint`]) to resume from with [`Engine::resume`].
+    pub(crate) fn snapshot(&self) -> Engine<'static> {
+        Engine {
+            tables: no_tables(),
+            cfg: self.cfg.clone(),
+            trace_start: self.trace_start,
+            nodes: self.nodes.clone(),
+            tasks: self.tasks.clone(),
+            free_tasks: self.free_tasks.clone(),
+            task_index: self.task_index.clone(),
+            live_tasks: self.live_tasks,
+            hops: self.hops.clone(),
+            marks: self.marks.clone(),
+            free_hops: self.free_hops.clone(),
+            live_hops: self.live_hops,
+            gc_threshold: self.gc_threshold,
+            epoch: self.epoch,
+            lost_seq: self.lost_seq,
+            stack_threshold_ns: self.stack_threshold_ns,
+            seen: self.seen.clone(),
+            inner_buf: self.inner_buf.clone(),
+            slots: self.slots.clone(),
+            filter_all: self.filter_all,
+            cpu_check: self.cpu_check.clone(),
+            runqueue: self.runqueue,
+            rq: self.rq.clone(),
+            samples: self.samples.clone(),
+            stats: self.stats.clone(),
         }
     }
 

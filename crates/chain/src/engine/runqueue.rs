@@ -138,7 +138,7 @@ fn shrink<T>(q: &mut VecDeque<T>) {
 }
 
 /// The run-queue histories of an engine.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct RunQueues {
     /// Per CPU: its switch-ins back to the oldest runnable start still open.
     cpus: Vec<CpuHist>,
