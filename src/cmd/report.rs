@@ -123,8 +123,9 @@ Examples:
   # every wait with its chain, for SQL (also writes waits.stacks.parquet)
   chainrec export trace.zst --parquet waits.parquet
   duckdb -c \"SELECT comm, count(*) FROM 'waits.parquet' GROUP BY comm\"
-  # a fleet: one part per host and day (DIR/waits/host=H/date=D/...), for Spark/DuckDB
-  chainrec export web1.zst db1.zst --parquet-dir fleet/
+  # a fleet: the traces of any hosts, one part per recording in a Hive layout
+  # (fleet/waits/host=H/date=D/..., fleet/stacks/...) for Spark and DuckDB
+  chainrec export trace.zst --parquet-dir fleet
   duckdb -c \"SELECT host, count(*) FROM read_parquet('fleet/waits/**/*.parquet', hive_partitioning=true) GROUP BY host\"";
 
 /// Arguments of `chainrec export`.
