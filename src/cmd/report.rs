@@ -126,7 +126,8 @@ Examples:
   # a fleet: the traces of any hosts, one part per recording in a Hive layout
   # (fleet/waits/host=H/date=D/..., fleet/stacks/...) for Spark and DuckDB
   chainrec export trace.zst --parquet-dir fleet
-  duckdb -c \"SELECT host, count(*) FROM read_parquet('fleet/waits/**/*.parquet', hive_partitioning=true) GROUP BY host\"";
+  duckdb -c \"SELECT host, date, count(*) FROM read_parquet(
+      'fleet/waits/**/*.parquet', hive_partitioning=true) GROUP BY ALL\"";
 
 /// Arguments of `chainrec export`.
 #[derive(clap::Args)]

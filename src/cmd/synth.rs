@@ -9,8 +9,9 @@ Examples:
   chainrec synth --scenario pipe-relay --events 1000 -o relay.zst
   chainrec chains relay.zst
   chainrec synth --scenario busy-server --events 50000000 -o busy.zst
-  # the trace of another host (fleet tests: chains or export --parquet-dir of several)
-  chainrec synth --scenario pipe-relay --host web1 --wall-clock 1795000000 -o web1.zst";
+  # another host's trace, with a wall clock (try export --parquet-dir)
+  chainrec synth --scenario pipe-relay --host web1 \\
+      --wall-clock 1795000000 -o web1.zst";
 
 /// Arguments of `chainrec synth`.
 #[derive(clap::Args)]
