@@ -57,6 +57,8 @@ ensure_packages() {
         command -v bpftrace >/dev/null || want+=(bpftrace)
         # io_uring, sqpoll and io-wq workloads of tests/real_iouring.rs.
         command -v fio >/dev/null || want+=(fio)
+        # Spark's JVM: PySpark in local mode reads the Parquet fleet layout (tests/parquet.rs).
+        command -v java >/dev/null || want+=(default-jre-headless)
         # The venv of the Python readers (ensure_python_packages below).
         /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
     fi
@@ -84,8 +86,9 @@ ensure_packages() {
 # through CHAINREC_PYTHON; without it they skip loudly (CHAINREC_REQUIRE_TOOLS=1: fail).
 #   duckdb, pyarrow: crates/parquet/tests + tests/parquet.rs read `export --parquet`;
 #   perfetto (pinned: a new schema is a deliberate update): its generated protos decode the
-#   Perfetto export (crates/report/tests/perfetto_schema.rs).
-PY_PACKAGES=(duckdb pyarrow perfetto==0.59.1)
+#   Perfetto export (crates/report/tests/perfetto_schema.rs);
+#   pyspark: Spark in local mode reads `export --parquet-dir` as a fleet does (tests/parquet.rs).
+PY_PACKAGES=(duckdb pyarrow perfetto==0.59.1 pyspark)
 ensure_python_packages() {
     local venv=target/pyvenv
     if [ ! -x "$venv/bin/python" ]; then

@@ -231,3 +231,245 @@ fn parquet_outputs_must_not_collide() {
         );
     }
 }
+
+/// A synthetic trace of `host` (with a wall clock from `wall_clock`, Unix seconds).
+fn synth_host(dir: &Path, scenario: &str, host: &str, wall_clock: Option<u32>) -> PathBuf {
+    let p = dir.join(format!("{}-{scenario}.zst", host.replace('/', "_")));
+    let mut args = vec![
+        "synth".to_string(),
+        "--scenario".into(),
+        scenario.into(),
+        "--events".into(),
+        "3000".into(),
+        "--host".into(),
+        host.into(),
+        "-o".into(),
+        p.to_str().unwrap().into(),
+    ];
+    if let Some(s) = wall_clock {
+        args.extend(["--wall-clock".into(), s.to_string()]);
+    }
+    run_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    p
+}
+
+fn export_dir(dir: &Path, traces: &[&PathBuf]) -> String {
+    let mut args = vec!["export".to_string()];
+    args.extend(traces.iter().map(|t| t.to_str().unwrap().to_string()));
+    args.extend([
+        "--parquet-dir".into(),
+        dir.to_str().unwrap().into(),
+        "-q".into(),
+    ]);
+    stderr(&run_ok(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    ))
+}
+
+/// The `*.parquet` files under `dir`, relative, sorted.
+fn parquet_files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_str().unwrap().to_string();
+                out.push(rel);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `chains --unit ns` of one trace summed by root frame (the waiting thread): what the
+/// fleet's "top chains" query must give for that trace.
+fn chain_roots(trace: &Path) -> BTreeMap<String, u64> {
+    let out = run_ok(&["chains", trace.to_str().unwrap(), "--unit", "ns"]);
+    let mut by_root = BTreeMap::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let (stack, w) = line.rsplit_once(' ').unwrap();
+        let root = stack.split(';').next().unwrap().to_string();
+        *by_root.entry(root).or_insert(0) += w.parse::<u64>().unwrap();
+    }
+    by_root
+}
+
+/// Unix second 1_795_000_000 is 2026-11-18 11:06:40 UTC; a synthetic trace starts 1 s
+/// after its clock's zero.
+const DAY1: u32 = 1_795_000_000;
+
+#[test]
+fn parquet_dir_adds_one_part_per_recording_and_never_overwrites() {
+    let dir = tmpdir("parquet-dir");
+    let fleet = dir.join("fleet");
+    let web_a = synth_host(&dir, "pipe-relay", "web1", Some(DAY1));
+    let db = synth_host(&dir, "disk-irq", "db/7", None);
+    let web_b = synth_host(&dir, "deep-chain", "web1", Some(DAY1 + 86_400));
+    let note = export_dir(&fleet, &[&web_a, &db]);
+    assert!(note.contains("2 recording(s) written, 0 skipped"), "{note}");
+    // Host names are escaped as Hive does (`/` is %2F, never a directory); a trace
+    // without a wall clock has the NULL date.
+    let first = vec![
+        "stacks/host=db%2F7/date=__HIVE_DEFAULT_PARTITION__/boot+1000000000ns.parquet",
+        "stacks/host=web1/date=2026-11-18/20261118T110641.000000000Z.parquet",
+        "waits/host=db%2F7/date=__HIVE_DEFAULT_PARTITION__/boot+1000000000ns.parquet",
+        "waits/host=web1/date=2026-11-18/20261118T110641.000000000Z.parquet",
+    ];
+    assert_eq!(parquet_files(&fleet), first);
+    let before: Vec<_> = first
+        .iter()
+        .map(|f| {
+            std::fs::metadata(fleet.join(f))
+                .unwrap()
+                .modified()
+                .unwrap()
+        })
+        .collect();
+    // Again with another recording of web1: its part is added, the others skipped.
+    let note = export_dir(&fleet, &[&web_a, &db, &web_b]);
+    assert!(note.contains("1 recording(s) written, 2 skipped"), "{note}");
+    assert_eq!(
+        note.matches("skipped, its part is already there").count(),
+        2
+    );
+    let files = parquet_files(&fleet);
+    assert_eq!(files.len(), 6, "{files:?}");
+    assert!(files.contains(
+        &"waits/host=web1/date=2026-11-19/20261119T110641.000000000Z.parquet".to_string()
+    ));
+    for (f, t) in first.iter().zip(before) {
+        let now = std::fs::metadata(fleet.join(f))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(now, t, "{f} was rewritten");
+    }
+    // Half a part (an interrupted export): refused, named.
+    std::fs::remove_file(fleet.join(first[1])).unwrap();
+    let o = bin()
+        .args(["export", web_a.to_str().unwrap(), "--parquet-dir"])
+        .arg(&fleet)
+        .output()
+        .unwrap();
+    fails_with(&o, "exists but");
+    // Two synthetic recordings of one host start at the same time: one part, refused.
+    let db2 = dir.join("db2.zst");
+    std::fs::copy(&db, &db2).unwrap();
+    let o = bin()
+        .args([
+            "export",
+            db.to_str().unwrap(),
+            db2.to_str().unwrap(),
+            "--parquet-dir",
+        ])
+        .arg(dir.join("other"))
+        .output()
+        .unwrap();
+    fails_with(&o, "started at the same time");
+    assert!(
+        !dir.join("other").exists(),
+        "nothing written on a refused export"
+    );
+    // The single-file outputs take one host; they say what takes several.
+    let o = bin()
+        .args([
+            "export",
+            web_a.to_str().unwrap(),
+            db.to_str().unwrap(),
+            "--pprof",
+        ])
+        .arg(dir.join("x.pb.gz"))
+        .output()
+        .unwrap();
+    fails_with(&o, "--parquet-dir DIR writes the tables of every host");
+    let o = bin()
+        .args([
+            "export",
+            db.to_str().unwrap(),
+            "--pprof",
+            "x.pb.gz",
+            "--parquet-dir",
+        ])
+        .arg(&fleet)
+        .output()
+        .unwrap();
+    fails_with(&o, "cannot be used with");
+}
+
+#[test]
+fn parquet_dir_reads_as_one_table_in_duckdb_and_spark() {
+    let test = "parquet_dir_reads_as_one_table_in_duckdb_and_spark";
+    let Some(py) = chainrec_testkit::tools::python_with(test, &["duckdb", "pyspark"]) else {
+        return;
+    };
+    let java = std::process::Command::new("java").arg("-version").output();
+    if !java.is_ok_and(|o| o.status.success()) {
+        chainrec_testkit::tools::skip(
+            test,
+            "no Java runtime for Spark (apt-get install default-jre-headless)",
+        );
+        return;
+    }
+    let dir = tmpdir("parquet-fleet");
+    let fleet = dir.join("fleet");
+    let web_a = synth_host(&dir, "pipe-relay", "web1", Some(DAY1));
+    let web_b = synth_host(&dir, "deep-chain", "web1", Some(DAY1 + 86_400));
+    let db = synth_host(&dir, "disk-irq", "db/7", None);
+    export_dir(&fleet, &[&web_a, &web_b, &db]);
+    let got = chainrec_testkit::tools::run_python_json(
+        &py,
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/parquet/fleet.py"),
+        &[fleet],
+    );
+    // The readers agree with each other on every query...
+    for q in ["top", "parts", "join"] {
+        assert_eq!(got["duckdb"][q], got["spark"][q], "{q}: DuckDB vs Spark");
+    }
+    // ... the partition columns are typed (the date a DATE: Spark's `date`)...
+    assert_eq!(got["duckdb"]["types"]["date"], "DATE");
+    assert_eq!(got["spark"]["types"]["date"], "date");
+    assert_eq!(got["spark"]["types"]["host"], "string");
+    let parts: Vec<(String, Value)> = got["duckdb"]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_str().unwrap().to_string(), r[1].clone()))
+        .collect();
+    assert_eq!(
+        parts,
+        [
+            ("db/7".to_string(), Value::Null),
+            ("web1".to_string(), "2026-11-18".into()),
+            ("web1".to_string(), "2026-11-19".into()),
+        ]
+    );
+    // ... and the top chains are those `chains` gives for each trace, summed per host.
+    let mut want: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (host, trace) in [("web1", &web_a), ("web1", &web_b), ("db/7", &db)] {
+        for (root, ns) in chain_roots(trace) {
+            *want.entry((host.to_string(), root)).or_default() += ns;
+        }
+    }
+    let mut want: Vec<(String, String, u64)> =
+        want.into_iter().map(|((h, c), ns)| (h, c, ns)).collect();
+    want.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (&a.0, &a.1).cmp(&(&b.0, &b.1))));
+    want.truncate(10);
+    let top: Vec<(String, String, u64)> = got["spark"]["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_str().unwrap().to_string(),
+                r[1].as_str().unwrap().to_string(),
+                r[2].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(want.len() >= 3, "{want:?}");
+    assert_eq!(top, want);
+}

@@ -235,15 +235,65 @@ fn chains_of_several_hosts_put_the_host_as_root_frame_of_each_line() {
         all.extend(db_set.iter().cloned());
         assert_eq!(lines(&all), want, "{view}");
     }
-    // Commands that need one recording say so; an SVG of several hosts is not drawn yet.
+    // Commands that need one recording say so.
     let out = bin().arg("waits").args([&web, &db_one]).output().unwrap();
     fails_with(&out, "several hosts");
-    let out = bin()
-        .arg("chains")
-        .args([&web, &db_one])
-        .arg("--svg")
-        .arg(dir.join("x.svg"))
-        .output()
-        .unwrap();
-    fails_with(&out, "--svg with traces of 2 hosts");
+    // An SVG of several hosts: one graph, each host a frame on the root holding exactly
+    // its own lines' weight, the hosts named in the title.
+    for (view, title) in [("chains", "Chain graph"), ("offwake", "Off-wake time")] {
+        let svg = dir.join(format!("{view}.svg"));
+        let total = |t: &PathBuf| -> u64 {
+            let out = String::from_utf8(run(&[view], std::slice::from_ref(t))).unwrap();
+            let w = out.lines().map(|l| l.rsplit_once(' ').unwrap().1);
+            w.map(|w| w.parse::<u64>().unwrap()).sum()
+        };
+        let mut args = vec![view.to_string(), "--svg".into()];
+        args.push(svg.to_str().unwrap().into());
+        run(
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            &[web.clone(), db_one.clone()],
+        );
+        let text = std::fs::read_to_string(&svg).unwrap();
+        let frames = svg_frames(&text);
+        let root = frames
+            .iter()
+            .find(|f| f.0.starts_with("all: "))
+            .unwrap_or_else(|| panic!("{view}: no root frame"));
+        assert!(root.0.contains(" waits on 2 hosts"), "{view}: {}", root.0);
+        let on_root: Vec<(&str, u64)> = frames
+            .iter()
+            .filter(|f| f.1 + 16 == root.1)
+            .map(|f| (f.0.as_str(), f.2))
+            .collect();
+        assert_eq!(
+            on_root,
+            [("db", total(&db_one)), ("web_1", total(&web))],
+            "{view}"
+        );
+        assert_eq!(root.2, total(&db_one) + total(&web), "{view}");
+        assert!(
+            text.contains(&format!(">{title}: 2 hosts: db, web_1</text>")),
+            "{view}: title"
+        );
+    }
+}
+
+/// The frames of an SVG as (name, y, weight), in document order.
+fn svg_frames(svg: &str) -> Vec<(String, u64, u64)> {
+    let attr = |g: &str, name: &str| -> String {
+        let at = g.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        g[at..].split('"').next().unwrap().to_string()
+    };
+    svg.split("<g><title>")
+        .skip(1)
+        .map(|g| {
+            let title = g.split("</title>").next().unwrap();
+            let name = title.rsplit_once(" (").unwrap().0.to_string();
+            (
+                name,
+                attr(g, "y").parse().unwrap(),
+                attr(g, "fg:w").parse().unwrap(),
+            )
+        })
+        .collect()
 }

@@ -59,7 +59,8 @@ fn main() {
         let dt = t0.elapsed();
         eprintln!(
             "round {round}: {n} events in {:.3} s = {:.1} ns/event ({:.1} M events/s); \
-             {} waits emitted, {} trie steps, {} nodes, {} GC runs, peak {} tasks / {} hops",
+             {} waits emitted, {} trie steps, {} nodes, {} GC runs, peak {} tasks / {} hops / \
+             {} run-queue history entries",
             dt.as_secs_f64(),
             dt.as_nanos() as f64 / n.max(1) as f64,
             n as f64 / dt.as_secs_f64() / 1e6,
@@ -69,6 +70,7 @@ fn main() {
             st.gc_runs,
             st.peak_tasks,
             st.peak_live_hops,
+            st.peak_runq_history,
         );
     }
 }

@@ -175,23 +175,19 @@ fn analyse(
     };
     if hosts.len() < 2 {
         return analyse_files(
-            a, &a.file, None, view, mode, max_depth, dedup, runqueue, oncpu,
+            a, &a.file, None, view, mode, max_depth, dedup, runqueue, oncpu, None,
         );
     }
     // Traces of several hosts: one engine run per host (each host's files are one
-    // recording), the host as the root frame of its lines.
-    if a.svg.is_some() {
-        bail!(
-            "--svg with traces of {} hosts is not supported yet: write the folded lines (each starting with its host) and draw them with flamegraph.pl",
-            hosts.len()
-        );
-    }
+    // recording), the host as the root frame of its lines; with --svg, the lines of every
+    // host drawn as one graph.
     if a.folded.is_some() {
         bail!(
             "--folded FILE with traces of {} hosts is not supported yet: write the folded lines (each starting with its host) to stdout",
             hosts.len()
         );
     }
+    let mut hosts_svg = a.svg.as_ref().map(|_| HostsSvg::default());
     for (host, files) in &hosts {
         analyse_files(
             a,
@@ -203,9 +199,47 @@ fn analyse(
             dedup,
             runqueue,
             oncpu,
+            hosts_svg.as_mut(),
         )?;
     }
+    if let (Some(path), Some(h)) = (&a.svg, hosts_svg) {
+        let names: Vec<String> = hosts.iter().map(|(h, _)| host_frame(h)).collect();
+        let title = a.title.clone().unwrap_or_else(|| {
+            format!(
+                "{}: {} hosts: {}",
+                view.title(),
+                names.len(),
+                names.join(", ")
+            )
+        });
+        let mut opts = svg_options(a, &title, a.unit.name(), view != View::OffCpu)?;
+        opts.root_label = format!(
+            "all: {} waits on {} hosts{}",
+            h.waits,
+            names.len(),
+            if h.dedup { " (dedup)" } else { "" }
+        );
+        render_svg(&h.lines, &opts, path)?;
+        say!(
+            "chainrec: {}: wrote {} ({} hosts, {} lines)",
+            view.name(),
+            path.display(),
+            names.len(),
+            h.lines.len()
+        );
+    }
     Ok(())
+}
+
+/// The folded lines of several hosts collected for one SVG (each line led by its host).
+#[derive(Default)]
+struct HostsSvg {
+    /// `host;...` lines with their weights in the output unit.
+    lines: Vec<(String, u64)>,
+    /// Waits drawn, over all hosts.
+    waits: u64,
+    /// Whether dedup hid waits inside other chains.
+    dedup: bool,
 }
 
 /// A writer that starts every line with `prefix` (the host frame of a line).
@@ -256,6 +290,7 @@ fn analyse_files(
     dedup: Dedup,
     runqueue: bool,
     oncpu: OnCpuMode,
+    hosts_svg: Option<&mut HostsSvg>,
 ) -> Result<()> {
     let name = match host {
         Some(h) => format!("{}: host {}", view.name(), host_frame(h)),
@@ -296,8 +331,33 @@ fn analyse_files(
         .fold(setup, view, |_| {})
         .with_context(|| format!("{}: reading events", super::label(files)))?;
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
+    // Several hosts' lines for one SVG: collected here, drawn by the caller.
+    let collecting = hosts_svg.is_some();
+    if let Some(collect) = hosts_svg {
+        let mut buf = LinePrefix {
+            inner: Vec::new(),
+            prefix: format!("{};", host_frame(host.unwrap_or_default())).into_bytes(),
+            at_line_start: true,
+        };
+        let sum = graph
+            .write_folded(unit, &mut buf)
+            .context("collecting folded lines")?;
+        (small_lines, small_ns) = (sum.small_lines, sum.small_ns);
+        for line in String::from_utf8_lossy(&buf.inner).lines() {
+            let parsed = line
+                .rsplit_once(' ')
+                .and_then(|(stack, w)| Some((stack.to_string(), w.parse().ok()?)));
+            let Some(l) = parsed else {
+                bail!("a folded line without a weight: {line:?}");
+            };
+            collect.lines.push(l);
+            nlines += 1;
+        }
+        collect.waits += graph.waits_in_view();
+        collect.dedup |= view == View::Chains && summary.dedup;
+    }
     // One fold for every output asked: the SVG and the folded lines.
-    if let Some(path) = &a.svg {
+    if let (false, Some(path)) = (collecting, &a.svg) {
         let title = a
             .title
             .clone()
@@ -326,7 +386,7 @@ fn analyse_files(
             stats.frames_too_narrow
         );
     }
-    if a.svg.is_none() || a.folded.is_some() {
+    if !collecting && (a.svg.is_none() || a.folded.is_some()) {
         // Streamed straight from the path trie: no list of lines in memory.
         let (inner, dest): (Box<dyn Write>, _) = match &a.folded {
             Some(p) => (

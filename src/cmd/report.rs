@@ -122,7 +122,12 @@ Examples:
   chainrec export trace.zst --perfetto t.pftrace --pprof c.pb.gz -q
   # every wait with its chain, for SQL (also writes waits.stacks.parquet)
   chainrec export trace.zst --parquet waits.parquet
-  duckdb -c \"SELECT comm, count(*) FROM 'waits.parquet' GROUP BY comm\"";
+  duckdb -c \"SELECT comm, count(*) FROM 'waits.parquet' GROUP BY comm\"
+  # a fleet: the traces of any hosts, one part per recording in a Hive layout
+  # (fleet/waits/host=H/date=D/..., fleet/stacks/...) for Spark and DuckDB
+  chainrec export trace.zst --parquet-dir fleet
+  duckdb -c \"SELECT host, date, count(*) FROM read_parquet(
+      'fleet/waits/**/*.parquet', hive_partitioning=true) GROUP BY ALL\"";
 
 /// Arguments of `chainrec export`.
 #[derive(clap::Args)]
@@ -146,6 +151,13 @@ pub struct ExportArgs {
     /// apply to it).
     #[arg(long, value_name = "OUT.parquet")]
     pub parquet: Option<PathBuf>,
+    /// Write the Parquet tables of traces of any number of hosts and recordings into a
+    /// Hive-partitioned directory that Spark, DuckDB, Trino read as two tables:
+    /// DIR/waits/host=H/date=YYYY-MM-DD/START.parquet and DIR/stacks/... (date: the UTC
+    /// day the recording started). A part already there is skipped, never overwritten.
+    #[arg(long, value_name = "DIR",
+          conflicts_with_all = ["perfetto", "pprof", "parquet", "critical_path"])]
+    pub parquet_dir: Option<PathBuf>,
     #[command(flatten)]
     pub filter: crate::cmd::filter::FilterArgs,
     /// No progress bar.
@@ -279,6 +291,22 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
 
 /// `chainrec export`.
 pub fn run_export(a: ExportArgs) -> Result<()> {
+    if let Some(dir) = &a.parquet_dir {
+        return export_parquet_dir(&a, dir);
+    }
+    // Traces of several hosts: say what can take them (rather than the set's error).
+    if a.file.len() > 1 || a.file[0].is_dir() {
+        let hosts =
+            chainrec_format::files_by_host(&a.file).map_err(|e| super::with_paths(&a.file, e))?;
+        if hosts.len() > 1 {
+            let names: Vec<&str> = hosts.iter().map(|(h, _)| h.as_str()).collect();
+            bail!(
+                "export: the traces are of {} hosts ({}): --parquet-dir DIR writes the tables of every host (a Hive layout for Spark and DuckDB); --pprof, --parquet and --perfetto take one host's trace at a time",
+                hosts.len(),
+                names.join(", ")
+            );
+        }
+    }
     let req = export::Request {
         // Named in messages: a set's first file.
         trace: &a.file[0],
@@ -303,5 +331,103 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     let waits = parquet.as_mut().map(|p| p as &mut dyn WaitsOutput);
     ex.write(&an, filter, waits, &mut |n| say!("chainrec: export: {n}"))?;
     warn_lost("export", an.meta());
+    Ok(())
+}
+
+/// The traces of `files` as recordings: each a host and its files (the numbered files of
+/// one `record --rotate`, or one file), in host order, then in the order given.
+fn recordings(files: &[PathBuf]) -> Result<Vec<(String, Vec<PathBuf>)>> {
+    let mut out: std::collections::BTreeMap<(String, String), Vec<PathBuf>> = Default::default();
+    for p in chainrec_format::trace_files(files).map_err(|e| super::with_paths(files, e))? {
+        let r = chainrec_format::TraceReader::open(&p).map_err(|e| super::with_path(&p, e))?;
+        let meta = r.meta();
+        // Files of one rotated recording share its start; any other file is a recording.
+        let recording = match meta.extra(chainrec_format::ROTATE_RECORDING_KEY) {
+            Some(start) => format!("rotated {start}"),
+            None => format!("file {}", p.display()),
+        };
+        out.entry((meta.host.clone(), recording))
+            .or_default()
+            .push(p);
+    }
+    Ok(out.into_iter().map(|((host, _), f)| (host, f)).collect())
+}
+
+/// `chainrec export --parquet-dir DIR`: one part of both tables per recording, in the Hive
+/// layout of chainrec_parquet::hive. Every recording is checked (opened, filters, its part
+/// free) before any is written; each part appears whole (written under a temporary name
+/// and renamed), and one already there is skipped, so re-running over a growing set of
+/// traces adds only the new ones.
+fn export_parquet_dir(a: &ExportArgs, dir: &std::path::Path) -> Result<()> {
+    use chainrec_parquet::hive::Part;
+    use chainrec_parquet::TraceKey;
+    let recs = recordings(&a.file)?;
+    let mut parts: Vec<(Vec<PathBuf>, Part)> = Vec::new();
+    for (_, files) in recs {
+        let r = chainrec_format::TraceReader::open(&files[0])
+            .map_err(|e| super::with_path(&files[0], e))?;
+        // The key of the set: the first file's start is the recording's.
+        let key = TraceKey::new(r.meta());
+        let part = Part::new(dir, &key).with_context(|| super::label(&files))?;
+        if let Some((other, _)) = parts.iter().find(|(_, p)| p == &part) {
+            bail!(
+                "export: {} and {} are recordings of host {:?} that started at the same time ({}): their parts would be one file {}",
+                super::label(other),
+                super::label(&files),
+                key.host,
+                key.start,
+                part.waits.display()
+            );
+        }
+        parts.push((files, part));
+    }
+    let (mut written, mut skipped) = (0usize, 0usize);
+    for (files, part) in &parts {
+        let there = part.files().map(|f| f.exists());
+        match there {
+            [true, true] => {
+                say!(
+                    "chainrec: export: {}: skipped, its part is already there ({}; delete both tables' files to write it again)",
+                    super::label(files),
+                    part.waits.display()
+                );
+                skipped += 1;
+                continue;
+            }
+            [false, false] => {}
+            _ => bail!(
+                "export: {}: {} exists but {} does not (an interrupted export?): delete the one there to write this recording again",
+                super::label(files),
+                part.files()[usize::from(!there[0])].display(),
+                part.files()[usize::from(there[0])].display()
+            ),
+        }
+        let an = super::open_trace(files, "export")?;
+        let filter = a.filter.to_filter(&an, ChainDuration::Blocked)?;
+        for f in part.files() {
+            let d = f.parent().expect("a part is DIR/table/host/date/file");
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+        let mut out = ParquetOutputs::create_at(&part.waits, &part.stacks)?;
+        let input = export::WaitsInput {
+            an: &an,
+            trace: &files[0],
+            filter,
+            quiet: a.quiet,
+            // Nothing rides on this run: the tables are the only output.
+            shared: &mut export::SharedRun::default(),
+        };
+        let line = out
+            .write(input, &mut |n| say!("chainrec: export: {n}"))
+            .map_err(|e| anyhow::anyhow!(e))?;
+        out.commit()?;
+        say!("chainrec: export: {line}");
+        warn_lost("export", an.meta());
+        written += 1;
+    }
+    say!(
+        "chainrec: export: {}: {written} recording(s) written, {skipped} skipped (already there)",
+        dir.display()
+    );
     Ok(())
 }

@@ -8,7 +8,10 @@ Examples:
   chainrec synth --list
   chainrec synth --scenario pipe-relay --events 1000 -o relay.zst
   chainrec chains relay.zst
-  chainrec synth --scenario busy-server --events 50000000 -o busy.zst";
+  chainrec synth --scenario busy-server --events 50000000 -o busy.zst
+  # another host's trace, with a wall clock (try export --parquet-dir)
+  chainrec synth --scenario pipe-relay --host web1 \\
+      --wall-clock 1795000000 -o web1.zst";
 
 /// Arguments of `chainrec synth`.
 #[derive(clap::Args)]
@@ -29,6 +32,13 @@ pub struct Args {
     /// Output trace file.
     #[arg(short = 'o', long, required_unless_present = "list")]
     output: Option<PathBuf>,
+    /// Host name written in the trace (default `synthetic`): traces of several "hosts".
+    #[arg(long, value_name = "NAME")]
+    host: Option<String>,
+    /// Give the trace a wall clock: trace time 0 (the trace starts 1 s later) is this Unix
+    /// time, in seconds (default: none, as a synthetic clock).
+    #[arg(long, value_name = "UNIX_S")]
+    wall_clock: Option<u32>,
 }
 
 /// `chainrec synth`.
@@ -48,12 +58,20 @@ pub fn run(a: Args) -> Result<()> {
         seed: a.seed,
     };
     let t0 = std::time::Instant::now();
-    let sum = synth::write_trace(&out, &name, &params, std::env::args().collect()).map_err(
-        |e| match e {
+    let (host, wall_clock) = (a.host, a.wall_clock);
+    let edit_meta = |m: &mut chainrec_format::RecordingMeta| {
+        if let Some(h) = host {
+            m.host = h;
+        }
+        if let Some(s) = wall_clock {
+            m.clock_offset_ns = i128::from(s) * 1_000_000_000;
+        }
+    };
+    let sum = synth::write_trace_as(&out, &name, &params, std::env::args().collect(), edit_meta)
+        .map_err(|e| match e {
             SynthError::Write(e) => super::with_path(&out, e),
             e => e.into(),
-        },
-    )?;
+        })?;
     say!(
         "chainrec: synth: {name}: {} events, {} chunks, {} bytes -> {} in {:.2} s",
         sum.events,

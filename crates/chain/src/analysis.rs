@@ -7,6 +7,7 @@
 use crate::analyses::critpath::{CritPathOptions, CriticalPath};
 use crate::analyses::oncpu::OnCpuFold;
 use crate::analyses::TraceInput;
+use crate::checkpoint::{checkpoint_filter, Checkpoints, Point, SetupKey};
 use crate::graph::finished::{Collected, TraceRef};
 use crate::pipeline::fold_trace;
 use crate::{ChainError, Config, Engine, Filter, Graph, Mode, NodeTable, OnCpuMode};
@@ -310,13 +311,17 @@ impl Analysis {
         }
     }
 
-    pub(crate) fn engine(&self, setup: Setup) -> (Engine<'_>, Summary) {
-        self.engine_runs.fetch_add(1, Ordering::Relaxed);
-        let dedup = match setup.dedup {
+    fn dedup_of(&self, setup: &Setup) -> bool {
+        match setup.dedup {
             Dedup::Auto => !setup.filter.has_thread_filter(),
             Dedup::On => true,
             Dedup::Off => false,
-        };
+        }
+    }
+
+    /// The summary a run with `setup` starts with, and its dedup decision.
+    fn engine_summary(&self, setup: &Setup) -> (bool, Summary) {
+        let dedup = self.dedup_of(setup);
         let summary = Summary {
             stats: Stats::default(),
             dedup,
@@ -324,6 +329,12 @@ impl Analysis {
             chunks: self.chunk_range(&setup.filter),
             lost_in_recording: self.meta().lost.events(),
         };
+        (dedup, summary)
+    }
+
+    pub(crate) fn engine(&self, setup: Setup) -> (Engine<'_>, Summary) {
+        self.engine_runs.fetch_add(1, Ordering::Relaxed);
+        let (dedup, summary) = self.engine_summary(&setup);
         let cfg = Config {
             mode: setup.mode,
             max_depth: setup.max_depth,
@@ -403,8 +414,77 @@ impl Analysis {
         view: View,
         on_chunk: impl FnMut(usize),
     ) -> Result<(Summary, Graph<'_>), ChainError> {
+        self.fold_from(setup, view, None, on_chunk)
+    }
+
+    /// Checkpoints of this trace for runs set up as `setup` (its filter aside: see
+    /// [`Checkpoints`]): one engine pass over the whole trace, keeping a copy of the
+    /// engine's state after the first chunk that ends `every_ns` or more after the trace
+    /// start or the previous checkpoint. `on_chunk(events)` after each chunk (progress).
+    pub fn checkpoints(
+        &self,
+        setup: &Setup,
+        every_ns: u64,
+        mut on_chunk: impl FnMut(usize),
+    ) -> Result<Checkpoints, ChainError> {
+        let probe = Setup {
+            filter: checkpoint_filter(),
+            ..setup.clone()
+        };
+        let (mut engine, summary) = self.engine(probe.clone());
+        let key = SetupKey::of(&probe, summary.dedup);
+        let mut points = Vec::new();
+        let (mut chunk, mut last_ns) = (0, 0u64);
+        let mut due = self.start_ns.saturating_add(every_ns);
+        // The filter matches nothing: no record reaches the sink.
+        let mut nothing = |_: &crate::WaitRecord, _: &NodeTable| {};
+        self.reader.for_each_chunk::<ChainError>(
+            0..self.reader.chunks().len(),
+            setup.parallel,
+            |evs| {
+                engine.process(evs, &mut nothing);
+                chunk += 1;
+                on_chunk(evs.len());
+                last_ns = evs.iter().map(|e| e.ts()).fold(last_ns, u64::max);
+                if last_ns >= due {
+                    points.push(Point {
+                        chunk,
+                        last_ns,
+                        engine: engine.snapshot(),
+                    });
+                    due = last_ns.saturating_add(every_ns);
+                }
+                Ok(())
+            },
+        )?;
+        Ok(Checkpoints::new(key, points))
+    }
+
+    /// [`Analysis::fold`], resumed from the latest of `checkpoints` before the window
+    /// when there is one for this setup (the result is the same: [`Checkpoints`]);
+    /// otherwise decoded from the first chunk. The summary's `chunks` says which.
+    pub fn fold_from(
+        &self,
+        setup: Setup,
+        view: View,
+        checkpoints: Option<&Checkpoints>,
+        on_chunk: impl FnMut(usize),
+    ) -> Result<(Summary, Graph<'_>), ChainError> {
         let parallel = setup.parallel;
-        let (mut engine, mut summary) = self.engine(setup);
+        let point = checkpoints.and_then(|c| {
+            let dedup = self.dedup_of(&setup);
+            c.pick(&setup, dedup, self.chunk_range(&setup.filter).end)
+        });
+        let (mut engine, mut summary) = match point {
+            Some(p) => {
+                self.engine_runs.fetch_add(1, Ordering::Relaxed);
+                let filter = setup.filter.clone();
+                let (_, mut summary) = self.engine_summary(&setup);
+                summary.chunks.start = p.chunk;
+                (p.engine.resume(self.tables(), filter), summary)
+            }
+            None => self.engine(setup),
+        };
         let (stats, folded) = fold_trace(
             &self.reader,
             summary.chunks.clone(),

@@ -36,6 +36,7 @@
 
 mod analyses;
 mod analysis;
+mod checkpoint;
 mod engine;
 mod error;
 mod fx;
@@ -48,6 +49,7 @@ pub use analysis::{
     critical_path, critical_paths, fold_oncpu, Analysis, DamagePolicy, Dedup, Done, Setup, Summary,
     TraceWarning, WarnFn,
 };
+pub use checkpoint::Checkpoints;
 pub use error::{ChainError, WindowProblem};
 
 // How a run is set up: what it selects and how it attributes.

@@ -224,8 +224,16 @@ impl Stats {
         }
         if self.runq_unsplit_ns > 0 {
             v.push(format!(
-                "inner levels not checked for run-queue time: {} (older than the waker's last 1024 runnable periods; left with the waker, as with --no-runqueue)",
+                "inner levels not checked for run-queue time: {} (older than the waker's run-queue history, whose safety cap dropped them; left with the waker, as with --no-runqueue)",
                 secs(self.runq_unsplit_ns)
+            ));
+        }
+        if self.runq_capped > 0 {
+            v.push(format!(
+                "run-queue history capped: {} entries dropped while a wait was still open (at most {} switch-ins per CPU, {} runnable periods per thread are kept; the time they covered is shown as [run queue];[unknown] or left with the waker)",
+                self.runq_capped,
+                crate::engine::runqueue::CPU_HISTORY_CAP,
+                crate::engine::runqueue::TASK_RQ_CAP
             ));
         }
         v

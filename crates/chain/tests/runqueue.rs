@@ -342,3 +342,164 @@ fn a_waking_of_its_own_wins_over_the_race() {
     assert_eq!(r.stats.woken_before_block, 0);
     assert_eq!(r.stats.wakings_ignored, 1);
 }
+
+/// Folded lines of one root comm.
+fn lines_of(r: &Run, root: &str) -> std::collections::BTreeMap<String, u64> {
+    r.folded
+        .iter()
+        .filter(|(l, _)| l.split(';').next() == Some(root))
+        .map(|(l, &w)| (l.clone(), w))
+        .collect()
+}
+
+/// A waker preempted 2000 times inside one long wait (the histories once kept a thread's
+/// last 1024 runnable periods, so most of its level went unsplit): every preemption is
+/// split, exactly, while unrelated churn on CPU 2 makes the engine trim its histories.
+///
+/// ```text
+/// cpu0: 0 idle->T | 100 T(S)->idle | 300050 idle->T
+/// cpu1: 0 idle->W | from 1000, every 100 ns: W(R)->H, 10 ns later H(R)->W (2000 times)
+///       | 300000 W wakes T
+/// cpu2: A and B preempt each other every 10 ns, 60000 times, from 1000
+/// ```
+#[test]
+fn a_waker_preempted_thousands_of_times_in_one_wait_is_split_exactly() {
+    const A: Tid = 50;
+    const B: Tid = 51;
+    let mut b = Tb::new(&[(T, "victim"), (H, "hog"), (W, "waker"), (A, "a"), (B, "b")]);
+    b.sw(0, 0, 0, R, T).sw(0, 1, 0, R, W).sw(0, 2, 0, R, A);
+    b.sw(100, 0, T, S, 0);
+    let mut churn = (0..60_000u64)
+        .map(|i| (1000 + 10 * i, i % 2 == 0))
+        .peekable();
+    for i in 0..2000u64 {
+        let t = 1000 + 100 * i;
+        for (ts, a_out) in churn.by_ref().take_while(|&(ts, _)| ts < t + 100) {
+            if a_out {
+                b.sw(ts, 2, A, R, B);
+            } else {
+                b.sw(ts, 2, B, R, A);
+            }
+        }
+        b.sw(t, 1, W, R, H).sw(t + 10, 1, H, R, W);
+    }
+    b.0.events.sort_by_key(|e| e.ts());
+    b.wake(300_000, 1, W, T, WakeContext::Task)
+        .sw(300_050, 0, 0, R, T);
+    let m = b.0;
+    let r = run(&m, rq(), View::Chains);
+    let want = map(&[
+        // Level 1 owns [100, 300000): runnable 2000 × 10 ns behind hog, the rest it ran.
+        ("victim;--;waker", 299_900 - 20_000),
+        ("victim;--;waker;--;[run queue];hog", 20_000),
+        ("victim;--;[run queue];[idle]", 50),
+    ]);
+    assert_eq!(lines_of(&r, "victim"), want, "\n{}", show(&r));
+    assert_eq!(r.stats.runq_unsplit_ns, 0);
+    assert_eq!(r.stats.runq_capped, 0);
+    // The same in small batches (a trim may fall between any two events).
+    let small = common::run_batched(&m, rq(), View::Chains, 997);
+    assert_eq!(small.folded, r.folded);
+    assert_eq!(small.stats, r.stats);
+}
+
+/// A CPU switched 70000 times while one thread waited for it (the histories once kept a
+/// CPU's last 65536 switch-ins, so the oldest part went to `[unknown]`): every holder gets
+/// exactly its time.
+///
+/// ```text
+/// cpu0: 0 idle->T | 100 T(S)->H | from 200, every 10 ns: H(R)->H2, H2(R)->H (70000
+///       switches) | 700200 H(R)->T
+/// cpu1: 0 idle->W | 150 W wakes T
+/// ```
+#[test]
+fn a_cpu_switched_70000_times_in_one_runnable_period_is_split_exactly() {
+    let mut b = Tb::new(&[(T, "victim"), (H, "hog"), (H2, "hog2"), (W, "waker")]);
+    b.sw(0, 0, 0, R, T)
+        .sw(0, 1, 0, R, W)
+        .sw(100, 0, T, S, H)
+        .wake(150, 1, W, T, WakeContext::Task);
+    for i in 0..70_000u64 {
+        if i % 2 == 0 {
+            b.sw(200 + 10 * i, 0, H, R, H2);
+        } else {
+            b.sw(200 + 10 * i, 0, H2, R, H);
+        }
+    }
+    b.sw(700_200, 0, H, R, T);
+    let m = b.0;
+    let r = run(&m, rq(), View::Chains);
+    // T runnable [150, 700200): hog [150, 200) and 35000 × 10 ns, hog2 35000 × 10 ns.
+    let want = map(&[
+        ("victim;--;waker", 50),
+        ("victim;--;[run queue];hog", 350_050),
+        ("victim;--;[run queue];hog2", 350_000),
+    ]);
+    assert_eq!(lines_of(&r, "victim"), want, "\n{}", show(&r));
+    assert_eq!(r.stats.runq_unknown_ns, 0);
+    assert_eq!(r.stats.runq_capped, 0);
+}
+
+/// With no wait open for long, the histories stay small however long the trace: they are
+/// trimmed to what an open wait can still ask for.
+#[test]
+fn histories_are_trimmed_to_what_open_waits_can_ask_for() {
+    let mut b = Tb::new(&[(H, "hog"), (H2, "hog2"), (T, "victim"), (W, "waker")]);
+    b.sw(0, 0, 0, R, H).sw(0, 1, 0, R, W);
+    // 400000 preemptions on CPU 0; every 1000 ns T blocks briefly and W wakes it.
+    for i in 0..400_000u64 {
+        let ts = 10 + 10 * i;
+        if i % 2 == 0 {
+            b.sw(ts, 0, H, R, H2);
+        } else {
+            b.sw(ts, 0, H2, R, H);
+        }
+    }
+    for j in 0..4000u64 {
+        let ts = 5 + 1000 * j;
+        b.sw(ts, 1, W, S, T)
+            .wake(ts + 500, 1, T, W, WakeContext::Task)
+            .sw(ts + 600, 1, T, S, W)
+            .wake(ts + 900, 1, W, T, WakeContext::Task);
+    }
+    b.0.events.sort_by_key(|e| e.ts());
+    let r = run(&m_of(b), rq(), View::Chains);
+    assert!(
+        r.stats.peak_runq_history < 1 << 18,
+        "{} entries kept at most for {} events",
+        r.stats.peak_runq_history,
+        r.stats.events
+    );
+    assert_eq!(r.stats.runq_unknown_ns, 0);
+    assert_eq!(r.stats.runq_unsplit_ns, 0);
+    assert_eq!(r.stats.runq_capped, 0);
+}
+
+fn m_of(b: Tb) -> MemTrace {
+    b.0
+}
+
+/// A runnable period longer than 2^32 ns (kept as several entries) splits whole.
+///
+/// ```text
+/// cpu0: 0 idle->T | 100 T(S)->idle | 6e9+50 idle->T
+/// cpu1: 0 idle->W | 1000 W(R)->H | 5e9+1000 H(R)->W | 6e9 W wakes T
+/// ```
+#[test]
+fn a_runnable_period_longer_than_four_seconds_splits_whole() {
+    let mut b = Tb::new(&[(T, "victim"), (H, "hog"), (W, "waker")]);
+    b.sw(0, 0, 0, R, T)
+        .sw(0, 1, 0, R, W)
+        .sw(100, 0, T, S, 0)
+        .sw(1000, 1, W, R, H)
+        .sw(5_000_001_000, 1, H, R, W)
+        .wake(6_000_000_000, 1, W, T, WakeContext::Task)
+        .sw(6_000_000_050, 0, 0, R, T);
+    let r = run(&b.0, rq(), View::Chains);
+    let want = map(&[
+        ("victim;--;waker", 6_000_000_000 - 100 - 5_000_000_000),
+        ("victim;--;waker;--;[run queue];hog", 5_000_000_000),
+        ("victim;--;[run queue];[idle]", 50),
+    ]);
+    assert_eq!(lines_of(&r, "victim"), want, "\n{}", show(&r));
+}

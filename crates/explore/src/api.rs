@@ -8,8 +8,8 @@ use crate::tree::{Tree, TreeBuilder};
 use crate::ExploreError;
 use chainrec_chain::critpath::CritPathOptions;
 use chainrec_chain::{
-    critical_path, Analysis, ChainError, Duration, Filter, FoldedSink, NodeTable, Setup, View,
-    WaitRecord, WaitSink,
+    critical_path, Analysis, ChainError, Checkpoints, Duration, Filter, FoldedSink, NodeTable,
+    Setup, View, WaitRecord, WaitSink,
 };
 use chainrec_format::{CgroupSelector, RecordingMeta, Tables, ThreadSelector};
 use chainrec_report::heatmap::{self, Heatmap, HeatmapOptions, Metric, Select};
@@ -103,7 +103,19 @@ pub struct Explorer {
     name: String,
     heat: Heatmap,
     duration_ns: u64,
+    /// The engine's state every [`CHECKPOINT_EVERY_NS`] of trace: a range's chain graph
+    /// resumes from the latest one before it instead of decoding from the trace start
+    /// (same result: `chainrec_chain::Checkpoints`).
+    checkpoints: Checkpoints,
 }
+
+/// Spacing of the explorer's checkpoints: a range decodes at most this much trace before
+/// its start (on a 20 M-event busy-server trace, ~0.6 M events)...
+pub const CHECKPOINT_EVERY_NS: u64 = 500_000_000;
+/// ... or the trace's duration over this, when larger: a checkpoint is a copy of the
+/// engine's state (~25 MB on that trace, growing with the threads, stacks and live
+/// chains it holds), so a long trace gets fewer, farther apart.
+pub const MAX_CHECKPOINTS: u64 = 32;
 
 /// `ns` as seconds with nine decimals, exactly (`1.500000000`): how a range becomes a
 /// `--window` spec that parses back to the same nanoseconds.
@@ -122,12 +134,19 @@ impl Explorer {
         );
         let heat = heatmap::compute(&src, &default_heat())?;
         src.finish();
+        let mut progress = Progress::new(reader.event_count(), "serve: checkpoints", quiet);
         let duration_ns = an.end_ns().saturating_sub(an.start_ns());
+        let every = (duration_ns / MAX_CHECKPOINTS).max(CHECKPOINT_EVERY_NS);
+        let checkpoints = an.checkpoints(&range_setup(Filter::default()), every, |n| {
+            progress.inc(n as u64)
+        })?;
+        progress.finish();
         Ok(Explorer {
             an,
             name,
             heat,
             duration_ns,
+            checkpoints,
         })
     }
 
@@ -180,6 +199,7 @@ impl Explorer {
             "clock_offset_ns": meta.clock_offset_ns as i64,
             "lost_in_recording": meta.lost.events(),
             "cgroups": self.an.tables().has_cgroups(),
+            "checkpoints": self.checkpoints.len(),
         }))
     }
 
@@ -290,18 +310,19 @@ impl Explorer {
     }
 
     /// The chain graph of a range as a tree: the engine run of `chainrec chains --window`
-    /// (default setup), read through its folded lines.
+    /// (default setup), read through its structured paths (no folded text).
     fn chains_tree(&self, filter: Filter) -> Result<(Tree, Value), ApiError> {
-        let setup = Setup {
-            filter,
-            ..Setup::default()
-        };
         let (summary, graph) = self
             .an
-            .fold(setup, View::Chains, |_| {})
+            .fold_from(
+                range_setup(filter),
+                View::Chains,
+                Some(&self.checkpoints),
+                |_| {},
+            )
             .map_err(ApiError::failed)?;
         let mut b = TreeBuilder::default();
-        graph.for_each_line(|l, ns| b.add(l, ns));
+        graph.for_each_path(|v| b.add_path(v));
         let s = &summary.stats;
         let counts = json!({
             "waits": s.waits,
@@ -531,6 +552,14 @@ impl Explorer {
 }
 
 /// `ns` as milliseconds for a label (`123.4 ms`).
+/// The engine setup of a range's chain graph (`chainrec chains --window`'s default).
+fn range_setup(filter: Filter) -> Setup {
+    Setup {
+        filter,
+        ..Setup::default()
+    }
+}
+
 fn fmt_ms(ns: u64) -> String {
     format!("{:.1} ms", ns as f64 / 1e6)
 }

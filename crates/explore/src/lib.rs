@@ -9,7 +9,8 @@
 //! The page and its script are built into the binary (`include_str!`): nothing is read
 //! from the file system but the trace, and nothing is fetched from the network. The
 //! range's chain graph is the engine run that `chainrec chains --window` makes, read
-//! through its folded lines, so the two agree exactly.
+//! through the graph's structured paths (the frames its folded lines join), so the two
+//! agree exactly.
 
 mod api;
 mod query;

@@ -3,7 +3,10 @@
 //! SVG classifies them ([`chainrec_report::svg::classify_stack`], [`fill_for`]), so the
 //! page's hues are the SVG's.
 
-use chainrec_report::svg::{classify_stack, fill_for, FrameClass};
+use chainrec_chain::PathVisit;
+#[cfg(test)]
+use chainrec_report::svg::classify_stack;
+use chainrec_report::svg::{fill_for, FrameClass, StackClassifier};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -123,6 +126,9 @@ pub struct TreeBuilder {
     names: Vec<Box<str>>,
     name_ids: FxMap<Box<str>, u32>,
     children: FxMap<(u32, u32), u32>,
+    /// [`TreeBuilder::add_path`]'s walk: the tree node of each frame of the path last
+    /// added, and the classifier's state after it.
+    path_nodes: Vec<(u32, StackClassifier)>,
 }
 
 impl Default for TreeBuilder {
@@ -132,6 +138,7 @@ impl Default for TreeBuilder {
             names: Vec::new(),
             name_ids: FxMap::default(),
             children: FxMap::default(),
+            path_nodes: Vec::new(),
         };
         let all = b.intern("all");
         b.nodes.push(Building {
@@ -156,7 +163,9 @@ impl TreeBuilder {
         id
     }
 
-    /// Add one folded line with its weight.
+    /// Add one folded line with its weight (the reference [`Self::add_path`] is tested
+    /// against).
+    #[cfg(test)]
     pub fn add(&mut self, line: &str, ns: u64) {
         if ns == 0 {
             return;
@@ -194,6 +203,57 @@ impl TreeBuilder {
             self.nodes[at as usize].value += ns;
         }
         self.nodes[at as usize].self_ns += ns;
+    }
+
+    /// Add one path of a depth-first walk of a graph ([`chainrec_chain::Graph::for_each_path`]):
+    /// the same tree as [`Self::add`] of the walk's folded lines (each path is those
+    /// frames joined by `;`), without rendering or re-splitting text. Only the frames past
+    /// the parent's path are looked up and classified (from the parent's state), and they
+    /// get the whole subtree's weight at once. Returns whether to descend (not into a
+    /// subtree of weight 0: it has no line).
+    pub fn add_path(&mut self, v: &PathVisit<'_>) -> bool {
+        if v.subtree_ns == 0 {
+            return false;
+        }
+        // The walk visits a path right after its parent's (or a sibling's subtree), so
+        // the first `shared` frames are on the stack; a frame name holding `;` is several
+        // frames in the text, and so here (the stack is kept per text frame).
+        let shared_text: usize = v.frames[..v.shared]
+            .iter()
+            .map(|f| 1 + f.name.bytes().filter(|&b| b == b';').count())
+            .sum();
+        self.path_nodes.truncate(shared_text);
+        if v.shared == 0 {
+            self.nodes[0].value += v.subtree_ns;
+        }
+        let (mut at, mut state) = self
+            .path_nodes
+            .last()
+            .copied()
+            .unwrap_or((0, StackClassifier::new(true)));
+        for f in v.frames[v.shared..].iter().flat_map(|f| f.name.split(';')) {
+            let name = self.intern(f);
+            let class = state.next(f);
+            at = match self.children.get(&(at, name)) {
+                Some(&i) => i,
+                None => {
+                    let i = self.nodes.len() as u32;
+                    self.nodes.push(Building {
+                        name,
+                        class: Some(class),
+                        level: state.level(),
+                        value: 0,
+                        self_ns: 0,
+                    });
+                    self.children.insert((at, name), i);
+                    i
+                }
+            };
+            self.nodes[at as usize].value += v.subtree_ns;
+            self.path_nodes.push((at, state));
+        }
+        self.nodes[at as usize].self_ns += v.ns;
+        true
     }
 
     /// The tree, children sorted by name (flame-graph order); subtrees cut as
@@ -355,5 +415,36 @@ mod tests {
         assert_eq!((irq.kind, irq.level), ("metal", 2));
         // Preorder, children by name: c after a's whole subtree.
         assert_eq!(get("c"), 12);
+    }
+
+    /// The tree from the graph's structured paths equals the tree from its folded lines
+    /// (the text the explorer read before), on every synthetic scenario: same frames,
+    /// weights, classes, levels and fills.
+    #[test]
+    fn paths_build_the_tree_of_the_folded_lines() {
+        use chainrec_chain::{Analysis, Setup, View};
+        use chainrec_format::{synth, TraceReader};
+        use chainrec_testkit::scenario;
+        use chainrec_testkit::scratch::ScratchDir;
+        let dir = ScratchDir::new("explore-tree");
+        let mut nonempty = 0;
+        let scenarios = synth::scenarios();
+        for sc in &scenarios {
+            let path = dir.file(&format!("{}.zst", sc.name));
+            let m = scenario::generate(sc.name, 20_000);
+            scenario::write(&path, sc.name, 20_000, 500, &m);
+            let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
+            for view in [View::Chains, View::OffWake, View::Wakeup] {
+                let (_, graph) = an.fold(Setup::default(), view, |_| {}).unwrap();
+                let mut by_text = TreeBuilder::default();
+                graph.for_each_line(|l, ns| by_text.add(l, ns));
+                let mut by_path = TreeBuilder::default();
+                graph.for_each_path(|v| by_path.add_path(v));
+                let (t, p) = (by_text.finish(), by_path.finish());
+                nonempty += usize::from(t.nodes.len() > 1);
+                assert_eq!(t, p, "{} {view:?}", sc.name);
+            }
+        }
+        assert!(nonempty >= scenarios.len(), "{nonempty} non-empty graphs");
     }
 }

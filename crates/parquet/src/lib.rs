@@ -89,6 +89,14 @@ pub enum ParquetError {
         /// The other output.
         other: PathBuf,
     },
+    /// A host name too long for a directory name of the Hive layout, once escaped.
+    #[error("host name {host:?} is {bytes} bytes as a Hive directory name (host=…, escaped); file systems take 255")]
+    HostTooLong {
+        /// The host name.
+        host: String,
+        /// The directory name's length.
+        bytes: usize,
+    },
     /// An output could not be created or moved into place.
     #[error(transparent)]
     Output(#[from] OutputError),
@@ -127,15 +135,19 @@ pub struct TraceKey {
     pub trace: String,
     /// Trace clock to Unix-epoch ns, when known.
     pub clock_offset_ns: Option<i128>,
+    /// START of [`Self::trace`] (the part after `@`).
+    pub start: String,
+    /// The recording's start in Unix-epoch ns, when the trace has a wall clock.
+    pub start_unix_ns: Option<i128>,
 }
 
 impl TraceKey {
     /// The key of a trace, from its metadata.
     pub fn new(meta: &RecordingMeta) -> Self {
         let offset = (meta.clock_offset_ns != 0).then_some(meta.clock_offset_ns);
-        let start = match offset {
-            Some(o) => {
-                let wall = meta.start_ns as i128 + o;
+        let start_unix_ns = offset.map(|o| meta.start_ns as i128 + o);
+        let start = match start_unix_ns {
+            Some(wall) => {
                 let t = UtcTime::from_unix_ns(wall);
                 // compact() has whole seconds; the nanoseconds keep two recordings of one
                 // host apart.
@@ -152,9 +164,19 @@ impl TraceKey {
             host: meta.host.clone(),
             trace: format!("{}@{start}", meta.host),
             clock_offset_ns: offset,
+            start,
+            start_unix_ns,
         }
     }
+
+    /// The UTC date the recording started (`2026-11-24`), None without a wall clock.
+    pub fn utc_date(&self) -> Option<String> {
+        let t = UtcTime::from_unix_ns(self.start_unix_ns?);
+        Some(format!("{:04}-{:02}-{:02}", t.year, t.month, t.day))
+    }
 }
+
+pub mod hive;
 
 /// One row of the waits table: the JSON form of the record plus what the table adds.
 struct Row {
@@ -594,6 +616,15 @@ impl ParquetOutputs {
         Ok(ParquetOutputs {
             waits: TempOutput::create(waits)?,
             stacks: TempOutput::create(&stacks)?,
+        })
+    }
+
+    /// The outputs for the two tables at the given paths (a part of a Hive layout:
+    /// [`hive::Part`]).
+    pub fn create_at(waits: &Path, stacks: &Path) -> Result<Self> {
+        Ok(ParquetOutputs {
+            waits: TempOutput::create(waits)?,
+            stacks: TempOutput::create(stacks)?,
         })
     }
 

@@ -150,46 +150,72 @@ pub fn classify_name(name: &str) -> Option<FrameClass> {
 
 /// Classify every frame of one stack (root first), given the layout.
 pub fn classify_stack(frames: &[&str], chain_layout: bool) -> Vec<FrameClass> {
-    let mut level = 0u32;
-    let mut segment = 0u32;
-    // After `[on cpu]`: sampled frames, "user;-;kernel" root first, until the next `--`.
-    let mut hot = false;
-    frames
-        .iter()
-        .map(|f| {
-            let class = classify_name(f).unwrap_or(if hot {
-                FrameClass::Hot {
-                    kernel: segment > 0,
-                }
-            } else {
-                FrameClass::Frame {
-                    level,
-                    // Level 0 is "comm;user;-;kernel"; wakers are "kernel;-;user;comm".
-                    kernel: if level == 0 {
-                        segment > 0
-                    } else {
-                        segment == 0
-                    },
-                }
-            });
-            match class {
-                FrameClass::LevelSeparator => {
-                    hot = false;
-                    if chain_layout {
-                        level += 1;
-                        segment = 0;
-                    }
-                }
-                FrameClass::OnCpu => {
-                    hot = true;
-                    segment = 0;
-                }
-                FrameClass::UserKernelSeparator => segment += 1,
-                _ => {}
+    let mut c = StackClassifier::new(chain_layout);
+    frames.iter().map(|f| c.next(f)).collect()
+}
+
+/// [`classify_stack`] one frame at a time: the state after a prefix of a stack, so a
+/// walk of a tree of paths (the explorer's) classifies each frame once, from its parent's
+/// state, instead of whole stacks.
+#[derive(Clone, Copy, Debug)]
+pub struct StackClassifier {
+    chain_layout: bool,
+    level: u32,
+    segment: u32,
+    /// After `[on cpu]`: sampled frames, "user;-;kernel" root first, until the next `--`.
+    hot: bool,
+}
+
+impl StackClassifier {
+    /// The state before a stack's first frame.
+    pub fn new(chain_layout: bool) -> Self {
+        StackClassifier {
+            chain_layout,
+            level: 0,
+            segment: 0,
+            hot: false,
+        }
+    }
+
+    /// The number of `--` frames so far (in the chain layout).
+    pub fn level(&self) -> u32 {
+        self.level
+    }
+
+    /// The class of the next frame, `f`.
+    pub fn next(&mut self, f: &str) -> FrameClass {
+        let class = classify_name(f).unwrap_or(if self.hot {
+            FrameClass::Hot {
+                kernel: self.segment > 0,
             }
-            class
-        })
-        .collect()
+        } else {
+            FrameClass::Frame {
+                level: self.level,
+                // Level 0 is "comm;user;-;kernel"; wakers are "kernel;-;user;comm".
+                kernel: if self.level == 0 {
+                    self.segment > 0
+                } else {
+                    self.segment == 0
+                },
+            }
+        });
+        match class {
+            FrameClass::LevelSeparator => {
+                self.hot = false;
+                if self.chain_layout {
+                    self.level += 1;
+                    self.segment = 0;
+                }
+            }
+            FrameClass::OnCpu => {
+                self.hot = true;
+                self.segment = 0;
+            }
+            FrameClass::UserKernelSeparator => self.segment += 1,
+            _ => {}
+        }
+        class
+    }
 }
 
 /// FNV-1a: a stable hash (std's hasher is not guaranteed stable across releases).

@@ -22,7 +22,7 @@ pub(crate) enum SlotState {
 
 /// A wait whose chain marked inner hops (dedup on): its record, once ready, is emitted
 /// when every chain that used its own ending hop is decided.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Slot {
     pub(crate) state: SlotState,
     pub(crate) hop: HopId,
@@ -35,7 +35,7 @@ pub(crate) struct Slot {
 const _: () = assert!(std::mem::size_of::<Slot>() == 40);
 
 /// The pending-decision slots.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Slots {
     slots: Vec<Slot>,
     free_slots: Vec<SlotId>,

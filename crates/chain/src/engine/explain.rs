@@ -6,7 +6,7 @@ use chainrec_format::{Switch, Tid};
 
 /// The task each CPU runs according to the last switch seen on it, to notice switches
 /// that were not traced: a switch whose prev is another task.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct CpuCheck {
     /// next_tid of the last switch per CPU (`Tid::MAX`: none seen yet).
     next: Vec<Tid>,

@@ -22,6 +22,25 @@ use chainrec_format::{
     WakeContext, Waking, STATE_INTERRUPTIBLE, STATE_RUNNABLE,
 };
 
+/// The tables of an engine state kept apart from its trace ([`Engine::snapshot`]); empty,
+/// and replaced before the state processes an event ([`Engine::resume`]).
+fn no_tables() -> &'static Tables {
+    static NONE: std::sync::OnceLock<Tables> = std::sync::OnceLock::new();
+    NONE.get_or_init(Tables::default)
+}
+
+impl Engine<'static> {
+    /// A copy of this checkpoint ([`Engine::snapshot`]) that goes on over `tables` (the
+    /// trace's it was taken on) with root filter `filter`.
+    pub(crate) fn resume<'t>(&self, tables: &'t Tables, filter: crate::Filter) -> Engine<'t> {
+        let mut e: Engine<'t> = self.snapshot();
+        e.tables = tables;
+        e.filter_all = filter.is_empty();
+        e.cfg.filter = filter;
+        e
+    }
+}
+
 /// The chain engine. Feed it events in time order with [`Engine::process`], then call
 /// [`Engine::finish`].
 pub struct Engine<'t> {
@@ -103,6 +122,38 @@ impl<'t> Engine<'t> {
             rq: RunQueues::default(),
             samples: SampleIndex::new(sampling.is_some() && bounded, estimate_period),
             stats: Stats::default(),
+        }
+    }
+
+    /// A copy of the whole state apart from the trace's tables: a checkpoint
+    /// ([`crate::checkpoint`]) to resume from with [`Engine::resume`].
+    pub(crate) fn snapshot(&self) -> Engine<'static> {
+        Engine {
+            tables: no_tables(),
+            cfg: self.cfg.clone(),
+            trace_start: self.trace_start,
+            nodes: self.nodes.clone(),
+            tasks: self.tasks.clone(),
+            free_tasks: self.free_tasks.clone(),
+            task_index: self.task_index.clone(),
+            live_tasks: self.live_tasks,
+            hops: self.hops.clone(),
+            marks: self.marks.clone(),
+            free_hops: self.free_hops.clone(),
+            live_hops: self.live_hops,
+            gc_threshold: self.gc_threshold,
+            epoch: self.epoch,
+            lost_seq: self.lost_seq,
+            stack_threshold_ns: self.stack_threshold_ns,
+            seen: self.seen.clone(),
+            inner_buf: self.inner_buf.clone(),
+            slots: self.slots.clone(),
+            filter_all: self.filter_all,
+            cpu_check: self.cpu_check.clone(),
+            runqueue: self.runqueue,
+            rq: self.rq.clone(),
+            samples: self.samples.clone(),
+            stats: self.stats.clone(),
         }
     }
 
@@ -233,6 +284,8 @@ impl<'t> Engine<'t> {
         }
         self.stats.peak_live_hops = self.stats.peak_live_hops.max(self.live_hops as u64);
         self.stats.oncpu_short_history_ns = self.samples.short_history_ns.get();
+        self.stats.peak_runq_history = self.rq.peak_kept() as u64;
+        self.stats.runq_capped = self.rq.capped;
         self.stats.clone()
     }
 
@@ -372,6 +425,9 @@ impl<'t> Engine<'t> {
                 }
                 let holder = self.tasks[t].ident;
                 self.rq.push_cpu(s.cpu, s.ts, holder);
+                if self.rq.needs_trim() {
+                    self.trim_runqueues(s.ts);
+                }
             }
             if fresh {
                 return;
@@ -401,6 +457,33 @@ impl<'t> Engine<'t> {
             }
             task.status = Status::Running;
         }
+    }
+
+    /// Trim the run-queue histories to what the waits open at `now` can still ask for
+    /// ([`RunQueues::trim`]; docs/ENGINE.md, "How far back the histories reach").
+    fn trim_runqueues(&mut self, now: u64) {
+        let (mut waits_from, mut runnable_from) = (now, now);
+        // Freed task slots have status Unknown: skipped like any thread not off-CPU.
+        for task in &self.tasks {
+            if !task.status.is_traced_wait() {
+                continue;
+            }
+            let out = task.open.switch_out_ns;
+            let runnable = task.open.state == STATE_RUNNABLE;
+            if !runnable && task.open_refs.hop.is_none() {
+                // Blocked, not yet woken: its chain, walked at its waking, reaches back to
+                // its switch-out. A waking that raced the block ends it at the switch-out.
+                waits_from = waits_from.min(out);
+                if task.racing_hop.is_some() {
+                    runnable_from = runnable_from.min(out);
+                }
+            } else if runnable {
+                runnable_from = runnable_from.min(out);
+            } else if let Some(w) = task.open.wake_ns {
+                runnable_from = runnable_from.min(w);
+            }
+        }
+        self.rq.trim(waits_from, runnable_from);
     }
 
     /// When `tid`'s runnable switch-out at `out` was forced by CPU-quota throttling: the

@@ -193,7 +193,7 @@ impl<A: WaitSink, B: WaitSink> WaitSink for (A, B) {
 
 /// A wait record on its own cache lines (two, not three: it is rewritten at every
 /// switch-out).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 #[repr(align(64))]
 pub(crate) struct Rec(WaitRecord);
 

@@ -50,7 +50,7 @@ impl CpuClock {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct History {
     smp: VecDeque<Smp>,
     /// Samples before this were dropped (older than the kept history).
@@ -68,7 +68,7 @@ pub(crate) struct RawOnCpu {
 }
 
 /// The sample histories.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct SampleIndex {
     by_tid: FxHashMap<Tid, History>,
     /// False for traces without samples: nothing is kept and no level is split, so their

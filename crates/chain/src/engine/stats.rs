@@ -134,10 +134,18 @@ pub struct Stats {
     /// `[run queue];[unknown]`).
     pub runq_unknown_ns: u64,
     /// Nanoseconds of inner levels that could not be split into the waker running and
-    /// runnable, because the waker's run-queue history (its last 1024 runnable periods) no
-    /// longer reached back that far; they stay with the waker, as without run-queue
-    /// attribution.
+    /// runnable, because the waker's run-queue history no longer reached back that far
+    /// (its safety cap dropped them: see `runq_capped`); they stay with the waker, as
+    /// without run-queue attribution.
     pub runq_unsplit_ns: u64,
+    /// Run-queue history entries (a CPU's switch-ins, a thread's runnable periods) dropped
+    /// by the safety caps (2^22 per CPU, 2^20 per thread) rather than trimmed because no
+    /// open wait could ask for them any more: only a wait open across that many switches
+    /// makes the caps bite. Their time shows in `runq_unknown_ns` / `runq_unsplit_ns`.
+    pub runq_capped: u64,
+    /// Most run-queue history entries kept at once (all CPUs and threads; 16 B per
+    /// switch-in, 16 B per runnable period): what the waits open at the time could ask for.
+    pub peak_runq_history: u64,
     /// On-CPU nanoseconds of inner levels split by samples while part of the level lay
     /// before the waker's kept samples (its last 4096): split by the samples kept.
     pub oncpu_short_history_ns: u64,

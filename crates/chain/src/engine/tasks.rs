@@ -12,7 +12,7 @@ const DIRECT_TIDS: usize = 1 << 22;
 
 /// Thread index by tid: direct for tids below [`DIRECT_TIDS`] (index + 1, 0 = none),
 /// hashed above (tids on Linux stay below 2^22, but a trace is untrusted input).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct TaskIndex {
     direct: Vec<u32>,
     hashed: FxHashMap<Tid, u32>,
@@ -114,7 +114,7 @@ pub(crate) struct WaitRefs {
     pub(crate) slot: WaitSlot,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Task {
     pub(crate) tid: Tid,
     pub(crate) comm: Comm,

@@ -54,12 +54,12 @@ impl Walker<'_> {
                 }
                 // Periods are in time order and disjoint: the first that ends after x, then
                 // on until one starts at or after y.
-                let first = h.segs.partition_point(|seg| seg.end <= x);
+                let first = h.first_ending_after(x);
                 for seg in h.segs.range(first..) {
                     if seg.start >= y {
                         break;
                     }
-                    let ns = seg.end.min(y) - seg.start.max(x);
+                    let ns = seg.end().min(y) - seg.start.max(x);
                     add_runq(&mut rec.runq, level, seg.holder, ns);
                 }
             }
@@ -71,12 +71,12 @@ impl Walker<'_> {
         // (docs/ENGINE.md, "What a running waker did").
         let busy = |x: u64, y: u64, f: &mut dyn FnMut(u64, u64)| {
             if let Some(h) = h {
-                let first = h.segs.partition_point(|seg| seg.end <= x);
+                let first = h.first_ending_after(x);
                 for seg in h.segs.range(first..) {
                     if seg.start >= y {
                         break;
                     }
-                    f(seg.start, seg.end);
+                    f(seg.start, seg.end());
                 }
             }
         };

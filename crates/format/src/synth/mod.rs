@@ -63,10 +63,23 @@ pub fn write_trace(
     params: &SynthParams,
     command_line: Vec<String>,
 ) -> Result<WriteSummary, SynthError> {
+    write_trace_as(path, name, params, command_line, |_| {})
+}
+
+/// [`write_trace`] with the metadata changed by `edit` before anything is written (e.g. the
+/// host name, so that traces of a "fleet" can be made for tests of several hosts).
+pub fn write_trace_as(
+    path: &Path,
+    name: &str,
+    params: &SynthParams,
+    command_line: Vec<String>,
+    edit: impl FnOnce(&mut RecordingMeta),
+) -> Result<WriteSummary, SynthError> {
     let sc = find(name).ok_or_else(|| SynthError::UnknownScenario {
         name: name.to_string(),
     })?;
     let mut meta = meta(name, params, command_line);
+    edit(&mut meta);
     let mut w =
         TraceWriter::create(path, &meta, WriterOptions::default()).map_err(SynthError::Write)?;
     let mut track = Tracker::new(&mut w);

@@ -1,0 +1,125 @@
+//! Checkpoints (`Analysis::checkpoints`, `Analysis::fold_from`): a run resumed from the
+//! engine's state at a chunk boundary gives, byte for byte, the folded output and the
+//! counters of the whole decode of the same window, for random windows and windows at
+//! chunk and checkpoint edges, on every synthetic scenario (busy-server with run-queue
+//! levels, fork churn and PID reuse, samples, cgroups, lost events...).
+
+use chainrec_chain::{Analysis, Duration, Filter, Setup, Unit, View};
+use chainrec_format::synth::{self, SynthParams, Tracker};
+use chainrec_format::{TraceReader, TraceWriter, WriterOptions};
+use chainrec_testkit::scratch::dir as scratch;
+use std::path::Path;
+
+/// Scenario `name` with its own metadata, in chunks of 97 events (many boundaries).
+fn write(path: &Path, name: &str, events: u64) {
+    let params = SynthParams { events, seed: 7 };
+    let mut meta = synth::meta(name, &params, vec![]);
+    let opts = WriterOptions {
+        chunk_events: 97,
+        ..WriterOptions::default()
+    };
+    let mut w = TraceWriter::create(path, &meta, opts).unwrap();
+    let mut track = Tracker::new(&mut w);
+    (synth::find(name).unwrap().generate)(&params, &mut track).unwrap();
+    track.complete(&mut meta);
+    w.finish(&meta).unwrap();
+}
+
+fn setup(window: (u64, u64)) -> Setup {
+    Setup {
+        filter: Filter {
+            window: Some(window),
+            duration: Duration::Blocked,
+            ..Filter::default()
+        },
+        ..Setup::default()
+    }
+}
+
+/// Folded text (ns) and counters of a run.
+fn fold(
+    an: &Analysis,
+    w: (u64, u64),
+    cps: Option<&chainrec_chain::Checkpoints>,
+) -> (Vec<u8>, String, usize) {
+    let (summary, graph) = an.fold_from(setup(w), View::Chains, cps, |_| {}).unwrap();
+    let mut out = Vec::new();
+    graph.write_folded(Unit::Ns, &mut out).unwrap();
+    (out, format!("{:?}", summary.stats), summary.chunks.start)
+}
+
+/// A small deterministic generator (xorshift): windows to try.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
+}
+
+#[test]
+fn resumed_runs_equal_whole_decodes() {
+    let dir = scratch("checkpoint");
+    let mut resumed_total = 0;
+    for sc in synth::scenarios() {
+        let events = if sc.name == "busy-server" {
+            60_000
+        } else {
+            6_000
+        };
+        let path = dir.join(format!("{}.zst", sc.name));
+        write(&path, sc.name, events);
+        let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
+        let (first, last) = an.reader().time_span().unwrap();
+        let span = last - first;
+        let cps = an
+            .checkpoints(&setup((0, 0)), (span / 12).max(1), |_| {})
+            .unwrap();
+        assert!(cps.len() >= 4, "{}: {} checkpoints", sc.name, cps.len());
+        let mut windows = Vec::new();
+        // At checkpoint edges: the first time a checkpoint may serve, the time it may not.
+        for (_, t) in cps.chunks() {
+            windows.push((t + 1, (t + span / 10).min(last)));
+            windows.push((t, (t + span / 20).min(last)));
+        }
+        // At chunk edges: a window starting at a chunk's first event, or just before it.
+        let starts: Vec<u64> = an.reader().chunks().iter().map(|c| c.first_ts).collect();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ events);
+        for _ in 0..6 {
+            let s = starts[rng.below(starts.len() as u64) as usize];
+            windows.push((s, s + rng.below(span / 5)));
+            windows.push((s.saturating_sub(1), s + rng.below(span / 5)));
+        }
+        // Random.
+        for _ in 0..10 {
+            let a = first + rng.below(span);
+            windows.push((a, a + rng.below(span / 4)));
+        }
+        let mut resumed = 0;
+        for &w in &windows {
+            let (want, want_stats, start) = fold(&an, w, None);
+            assert_eq!(start, 0);
+            let (got, got_stats, from) = fold(&an, w, Some(&cps));
+            assert!(
+                want == got,
+                "{} window {w:?} resumed at chunk {from}: folded output differs",
+                sc.name
+            );
+            assert_eq!(want_stats, got_stats, "{} window {w:?}", sc.name);
+            resumed += usize::from(from > 0);
+        }
+        let (used, not) = cps.uses();
+        assert_eq!((used + not) as usize, windows.len());
+        assert_eq!(used as usize, resumed);
+        resumed_total += resumed;
+        // Most windows start after the first checkpoint.
+        assert!(
+            resumed * 2 >= windows.len(),
+            "{}: {resumed} resumed",
+            sc.name
+        );
+    }
+    assert!(resumed_total > 100, "{resumed_total}");
+}
