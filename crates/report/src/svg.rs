@@ -554,7 +554,16 @@ fn draw(
             .map(|&id| tree.names[tree.nodes[id as usize].1 as usize].as_str())
             .collect::<Vec<_>>()
             .join(";");
-        let classes = path.iter().map(|&id| tree.nodes[id as usize].2).collect();
+        // A name holding ';' (a comm may) reads as several frames in the joined line, as
+        // in the folded text: one class per piece keeps the two in step.
+        let classes = path
+            .iter()
+            .flat_map(|&id| {
+                let (_, name, class, _) = tree.nodes[id as usize];
+                let pieces = tree.names[name as usize].split(';').count();
+                std::iter::repeat_n(class, pieces)
+            })
+            .collect();
         merged.entry(line).or_insert((0, classes)).0 += w;
     }
     drop(tree);

@@ -231,6 +231,54 @@ fn structured_paths_draw_like_folded_text() {
     assert!(oncpu_drawn > 0, "no [on cpu] frame drawn");
 }
 
+/// A frame name holding `;` (demangled Rust symbols with `[T; N]` do) reads as
+/// several frames in the folded text; the SVG drawn from the structured paths splits it the
+/// same way (it panicked on a real recording before: one class per node, more pieces).
+#[test]
+fn names_with_semicolons_draw_like_folded_text() {
+    use chainrec_chain::{Config, Engine, FoldedSink, Graph, Unit, View};
+    use chainrec_format::synth;
+    let sc = synth::scenarios()
+        .into_iter()
+        .find(|s| s.name == "pipe-relay")
+        .expect("the pipe-relay scenario");
+    let mut t = chainrec_format::MemTrace::default();
+    (sc.generate)(
+        &synth::SynthParams {
+            events: 3_000,
+            seed: 1,
+        },
+        &mut t,
+    )
+    .unwrap();
+    for sym in t.tables.symbols.values_mut() {
+        if let Some(name) = &mut sym.name {
+            if name.ends_with("_loop") {
+                name.push_str("<[u8; 4]>");
+            }
+        }
+    }
+    let mut engine = Engine::new(&t.tables, &t.meta, Config::default());
+    let mut f = FoldedSink::new(View::Chains);
+    engine.process(&t.events, &mut f);
+    engine.finish(&mut f);
+    let graph = Graph::new(f, engine.into_nodes(), &t.tables, &t.meta);
+    let lines = graph.lines(Unit::Ns);
+    assert!(
+        lines.iter().any(|(l, _)| l.contains("_loop<[u8; 4]>")),
+        "{lines:?}"
+    );
+    let opts = SvgOptions::new("t", "ns", true);
+    let mut want = Vec::new();
+    svg::render(&lines, &opts, &mut want).unwrap();
+    let mut got = Vec::new();
+    svg::render_paths(&graph, Unit::Ns, &opts, &mut got).unwrap();
+    assert_eq!(
+        frames(&String::from_utf8(got).unwrap()),
+        frames(&String::from_utf8(want).unwrap())
+    );
+}
+
 /// The icicle layout with the options flamegraph.pl users reach for: narrower image,
 /// higher minimum width, count name, a root label; colours by depth as in the upright graph.
 #[test]
