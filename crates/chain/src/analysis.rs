@@ -77,6 +77,21 @@ pub struct Setup {
     pub cgroup_frames: bool,
 }
 
+impl Setup {
+    /// What of this setup shapes the engine's state (all but the window), with dedup
+    /// resolved to `dedup`: a checkpoint serves only runs of the same key.
+    pub(crate) fn checkpoint_key(&self, dedup: bool) -> SetupKey {
+        SetupKey {
+            mode: self.mode,
+            max_depth: self.max_depth,
+            dedup,
+            runqueue: self.runqueue,
+            oncpu: self.oncpu,
+            cgroup_frames: self.cgroup_frames,
+        }
+    }
+}
+
 impl Default for Setup {
     fn default() -> Self {
         Setup {
@@ -432,7 +447,7 @@ impl Analysis {
             ..setup.clone()
         };
         let (mut engine, summary) = self.engine(probe.clone());
-        let key = SetupKey::of(&probe, summary.dedup);
+        let key = probe.checkpoint_key(summary.dedup);
         let mut points = Vec::new();
         let (mut chunk, mut last_ns) = (0, 0u64);
         let mut due = self.start_ns.saturating_add(every_ns);
@@ -473,7 +488,11 @@ impl Analysis {
         let parallel = setup.parallel;
         let point = checkpoints.and_then(|c| {
             let dedup = self.dedup_of(&setup);
-            c.pick(&setup, dedup, self.chunk_range(&setup.filter).end)
+            c.pick(
+                setup.checkpoint_key(dedup),
+                &setup.filter,
+                self.chunk_range(&setup.filter).end,
+            )
         });
         let (mut engine, mut summary) = match point {
             Some(p) => {

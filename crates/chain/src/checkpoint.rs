@@ -11,7 +11,6 @@
 //! the checkpoint ended before the window), so the engine's state at the checkpoint is
 //! the same whatever window the run has, provided the rest of its setup is the same.
 
-use crate::analysis::Setup;
 use crate::{Engine, Filter, Mode, OnCpuMode};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,25 +18,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// selects nothing before a checkpoint it is used after).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SetupKey {
-    mode: Mode,
-    max_depth: usize,
-    dedup: bool,
-    runqueue: bool,
-    oncpu: OnCpuMode,
-    cgroup_frames: bool,
-}
-
-impl SetupKey {
-    pub(crate) fn of(setup: &Setup, dedup: bool) -> SetupKey {
-        SetupKey {
-            mode: setup.mode,
-            max_depth: setup.max_depth,
-            dedup,
-            runqueue: setup.runqueue,
-            oncpu: setup.oncpu,
-            cgroup_frames: setup.cgroup_frames,
-        }
-    }
+    pub(crate) mode: Mode,
+    pub(crate) max_depth: usize,
+    pub(crate) dedup: bool,
+    pub(crate) runqueue: bool,
+    pub(crate) oncpu: OnCpuMode,
+    pub(crate) cgroup_frames: bool,
 }
 
 /// The filter of the run that takes checkpoints: a window no event reaches, so nothing
@@ -116,11 +102,11 @@ impl Checkpoints {
         )
     }
 
-    /// The latest checkpoint a run with `setup` (dedup resolved to `dedup`) decoding
-    /// chunks up to `end` may resume from, counted either way.
-    pub(crate) fn pick(&self, setup: &Setup, dedup: bool, end: usize) -> Option<&Point> {
-        let found = window_start(&setup.filter).and_then(|a| {
-            if SetupKey::of(setup, dedup) != self.key {
+    /// The latest checkpoint a run with the setup `key` and `filter` decoding chunks up
+    /// to `end` may resume from, counted either way.
+    pub(crate) fn pick(&self, key: SetupKey, filter: &Filter, end: usize) -> Option<&Point> {
+        let found = window_start(filter).and_then(|a| {
+            if key != self.key {
                 return None;
             }
             self.points
