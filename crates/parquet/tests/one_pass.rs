@@ -109,40 +109,29 @@ fn several_outputs_of_one_run_equal_separate_runs() {
         ["c.pb.gz", "t.pftrace", "w.parquet", "w.stacks.parquet"]
     );
     let mut alone = BTreeMap::new();
-    let (runs, f) = export(
-        &dir,
-        "pprof",
-        Ask {
-            pprof: true,
-            ..none
-        },
-        &[],
-    );
-    assert_eq!(runs, 1);
-    alone.extend(f);
-    let (runs, f) = export(
-        &dir,
-        "parquet",
-        Ask {
-            parquet: true,
-            ..none
-        },
-        &[],
-    );
-    assert_eq!(runs, 1);
-    alone.extend(f);
-    // (crates/chain/tests/critpath.rs: the paths of one run equal those of separate runs.)
-    let (runs, f) = export(
-        &dir,
-        "perfetto",
-        Ask {
-            perfetto: true,
-            ..none
-        },
-        &tids,
-    );
-    assert_eq!(runs, 1);
-    alone.extend(f);
+    // Each output alone: one engine run each. (crates/chain/tests/critpath.rs: the paths of
+    // one run equal those of separate runs.)
+    let pprof = Ask {
+        pprof: true,
+        ..none
+    };
+    let parquet = Ask {
+        parquet: true,
+        ..none
+    };
+    let perfetto = Ask {
+        perfetto: true,
+        ..none
+    };
+    for (out, ask, with_tids) in [
+        ("pprof", pprof, false),
+        ("parquet", parquet, false),
+        ("perfetto", perfetto, true),
+    ] {
+        let (runs, f) = export(&dir, out, ask, if with_tids { &tids } else { &[] });
+        assert_eq!(runs, 1, "{out} alone");
+        alone.extend(f);
+    }
     for (name, bytes) in &together {
         assert!(
             alone[name] == *bytes,
