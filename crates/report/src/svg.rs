@@ -122,6 +122,27 @@ const DEFS: &str = concat!(
     "</defs>"
 );
 
+/// The class of a plain stack frame (its name explains nothing by itself): hot above an
+/// `[on cpu]` marker, else the level's colour, kernel or user by which side of the `-`
+/// separator (`segment`) it is on. Level 0 is "comm;user;-;kernel"; wakers are
+/// "kernel;-;user;comm".
+fn stack_frame_class(hot: bool, level: u32, segment: u32) -> FrameClass {
+    if hot {
+        FrameClass::Hot {
+            kernel: segment > 0,
+        }
+    } else {
+        FrameClass::Frame {
+            level,
+            kernel: if level == 0 {
+                segment > 0
+            } else {
+                segment == 0
+            },
+        }
+    }
+}
+
 /// Classify a frame name alone (separators, metal, markers); `None` for ordinary frames.
 pub fn classify_name(name: &str) -> Option<FrameClass> {
     match name {
@@ -184,21 +205,8 @@ impl StackClassifier {
 
     /// The class of the next frame, `f`.
     pub fn next(&mut self, f: &str) -> FrameClass {
-        let class = classify_name(f).unwrap_or(if self.hot {
-            FrameClass::Hot {
-                kernel: self.segment > 0,
-            }
-        } else {
-            FrameClass::Frame {
-                level: self.level,
-                // Level 0 is "comm;user;-;kernel"; wakers are "kernel;-;user;comm".
-                kernel: if self.level == 0 {
-                    self.segment > 0
-                } else {
-                    self.segment == 0
-                },
-            }
-        });
+        let class = classify_name(f)
+            .unwrap_or_else(|| stack_frame_class(self.hot, self.level, self.segment));
         match class {
             FrameClass::LevelSeparator => {
                 self.hot = false;
@@ -424,18 +432,7 @@ fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> Frame
         // Stack frames that are themselves explanations (`[no stack: …]`, `[unknown]`,
         // `[softirq: …]`) keep the colours their names give them.
         FrameKind::Thread | FrameKind::User | FrameKind::Kernel | FrameKind::RunQueueHolder => {
-            classify_name(f.name).unwrap_or(if st.hot {
-                FrameClass::Hot { kernel: st.seg > 0 }
-            } else {
-                FrameClass::Frame {
-                    level: st.level,
-                    kernel: if st.level == 0 {
-                        st.seg > 0
-                    } else {
-                        st.seg == 0
-                    },
-                }
-            })
+            classify_name(f.name).unwrap_or_else(|| stack_frame_class(st.hot, st.level, st.seg))
         }
     }
 }
