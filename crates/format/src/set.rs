@@ -28,7 +28,7 @@ pub enum SetError {
     #[error("{0}: no trace files (*.zst) in this directory")]
     EmptyDirectory(PathBuf),
     /// The files come from different hosts.
-    #[error("{first} is from host `{first_host}` but {other} is from host `{other_host}`: traces of several hosts are not one recording; `chains`, `offcpu`, `wakeup` and `offwake` show each host as the root frame of its lines; other commands analyse one host's files at a time")]
+    #[error("{first} is from host `{first_host}` but {other} is from host `{other_host}`: traces of several hosts are not one recording; `chains`, `offcpu`, `wakeup` and `offwake` show each host as the root frame of its lines; `export --parquet-dir DIR` writes every host's tables (a Hive layout for Spark and DuckDB); other commands analyse one host's files at a time")]
     SeveralHosts {
         /// A file of the first host.
         first: PathBuf,
