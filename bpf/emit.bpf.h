@@ -93,6 +93,25 @@ static __always_inline bool emit_ev(__u64 ts, __u8 kind, __u8 aux, __u32 kst, __
 	return true;
 }
 
+/* The header of a record about task t that carries no stack frames (comm records, user
+ * halves): the caller fills the stack statuses it has and the kind's own fields. */
+static __always_inline void fill_task_header(struct ev *h, __u64 ts, __u8 kind, __u8 aux,
+					     struct task_struct *t, __u32 task_flags)
+{
+	h->ts = ts;
+	h->kind = kind;
+	h->aux = aux;
+	h->kst = ST_NONE;
+	h->ust = ST_NONE;
+	h->cpu = bpf_get_smp_processor_id();
+	h->nk = 0;
+	h->nu = 0;
+	h->task.tid = t->pid;
+	h->task.tgid = t->tgid;
+	h->task.flags = task_flags;
+	h->task.unused = 0;
+}
+
 static __always_inline struct ev_stk *scratch_ev(void)
 {
 	__u32 zero = 0;

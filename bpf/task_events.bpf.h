@@ -6,8 +6,7 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 {
 	__u64 ts = bpf_ktime_get_ns();
 	struct task_st *s = tst(p, true);
-	if (s)
-		s->flags |= TS_SEEN;
+	__u64 cgid;
 	if (s && stack_mode == MODE_LAZY && user_stacks && user_half_due(s)) {
 		/* The wait was inside execve (or before it, in the same syscall): the user stack
 		 * it waited with belonged to the old program, which is gone now. */
@@ -15,12 +14,17 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		count_atomic(C_USER_AT_EXEC);
 		emit_ev(ts, EV_OFFCPU, 1, ST_NONE, ST_EXEC, p->pid, p->tgid, 0, 0);
 	}
-	if (!interesting(p, s))
+	if (!interesting(p, s)) {
+		if (s)
+			s->flags |= TS_SEEN;
 		return 0;
+	}
+	cgid = task_cgid(p);
+	/* Seen only once its new name is out: else its next event names it. */
+	if (emit_comm(p, p->comm, CR_EXEC, ts, cgid) && s)
+		s->flags |= TS_SEEN;
 	if (s)
-		s->cgid = emit_comm(p, CR_EXEC, ts);
-	else
-		emit_comm(p, CR_EXEC, ts);
+		s->cgid = cgid;
 	return 0;
 }
 
@@ -31,31 +35,11 @@ int BPF_PROG(on_rename, struct task_struct *t, const char *comm)
 	 * (sched_process_exec reports that one, after the name changed). */
 	__u64 ts = bpf_ktime_get_ns();
 	struct task_st *s = tst(t, false);
-	struct ev_comm *e;
 	if (BPF_CORE_READ_BITFIELD_PROBED(t, in_execve))
 		return 0;
 	if (!interesting(t, s))
 		return 0;
-	e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
-	if (!e) {
-		count(C_RB_FULL);
-		return 0;
-	}
-	e->h.ts = ts;
-	e->h.kind = EV_COMM;
-	e->h.aux = CR_RENAME;
-	e->h.kst = 0;
-	e->h.ust = 0;
-	e->h.cpu = bpf_get_smp_processor_id();
-	e->h.nk = 0;
-	e->h.nu = 0;
-	e->h.task.tid = t->pid;
-	e->h.task.tgid = t->tgid;
-	e->h.task.flags = is_kthread(t) ? COMM_KTHREAD : 0;
-	e->h.task.unused = 0;
-	e->cgid = task_cgid(t);
-	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
-	bpf_ringbuf_submit(e, rb_flags());
+	emit_comm(t, comm, CR_RENAME, ts, task_cgid(t));
 	return 0;
 }
 

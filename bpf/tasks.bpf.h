@@ -25,31 +25,23 @@ static __always_inline __u64 task_cgid(struct task_struct *t)
 	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
 }
 
-/* Comm record of t; returns the cgroup id it carries (to remember in task storage). */
-static __always_inline __u64 emit_comm(struct task_struct *t, __u8 reason, __u64 ts)
+/* Comm record of t, named `name` (t->comm, or the new name at a rename) and carrying its
+ * cgroup id. Returns false when the ring buffer is full (counted): a first sighting is then
+ * not marked seen, so the next event of the task tries again and it does not stay
+ * unnamed. */
+static __always_inline bool emit_comm(struct task_struct *t, const char *name, __u8 reason,
+				      __u64 ts, __u64 cgid)
 {
-	__u64 cgid = task_cgid(t);
 	struct ev_comm *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
 	if (!e) {
 		count(C_RB_FULL);
-		return 0;
+		return false;
 	}
-	e->h.ts = ts;
-	e->h.kind = EV_COMM;
-	e->h.aux = reason;
-	e->h.kst = 0;
-	e->h.ust = 0;
-	e->h.cpu = bpf_get_smp_processor_id();
-	e->h.nk = 0;
-	e->h.nu = 0;
-	e->h.task.tid = t->pid;
-	e->h.task.tgid = t->tgid;
-	e->h.task.flags = is_kthread(t) ? COMM_KTHREAD : 0;
-	e->h.task.unused = 0;
+	fill_task_header(&e->h, ts, EV_COMM, reason, t, is_kthread(t) ? COMM_KTHREAD : 0);
 	e->cgid = cgid;
-	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), t->comm);
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), name);
 	bpf_ringbuf_submit(e, rb_flags());
-	return cgid;
+	return true;
 }
 
 static __always_inline struct task_st *tst(struct task_struct *t, bool create)
@@ -65,8 +57,9 @@ static __always_inline struct task_st *seen(struct task_struct *t, __u64 ts, __u
 		return 0;
 	s = tst(t, true);
 	if (s && !(s->flags & TS_SEEN)) {
-		s->flags |= TS_SEEN;
-		s->cgid = emit_comm(t, reason, ts);
+		s->cgid = task_cgid(t);
+		if (emit_comm(t, t->comm, reason, ts, s->cgid))
+			s->flags |= TS_SEEN;
 	}
 	return s;
 }

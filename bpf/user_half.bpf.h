@@ -13,17 +13,7 @@ static __always_inline void fill_user_half(struct ev_ustk *e, struct task_struct
 {
 	struct pt_regs *ur;
 
-	e->h.ts = bpf_ktime_get_ns();
-	e->h.kind = EV_OFFCPU;
-	e->h.aux = 1; /* user-stack half */
-	e->h.kst = ST_NONE;
-	e->h.cpu = bpf_get_smp_processor_id();
-	e->h.nk = 0;
-	e->h.nu = 0;
-	e->h.task.tid = cur->pid;
-	e->h.task.tgid = cur->tgid;
-	e->h.task.flags = 0;
-	e->h.task.unused = 0;
+	fill_task_header(&e->h, bpf_ktime_get_ns(), EV_OFFCPU, 1 /* user-stack half */, cur, 0);
 	ur = (struct pt_regs *)bpf_task_pt_regs(cur);
 	if (cur->flags & PF_EXITING) {
 		e->h.ust = ST_EXITING;
@@ -227,17 +217,7 @@ static __always_inline void user_half_at_switch(void *ctx, struct task_struct *p
 	s = scratch_ev();
 	if (!s)
 		return;
-	s->h.ts = ts;
-	s->h.kind = EV_OFFCPU;
-	s->h.aux = 1; /* user-stack half */
-	s->h.kst = ST_NONE;
-	s->h.cpu = bpf_get_smp_processor_id();
-	s->h.nk = 0;
-	s->h.nu = 0;
-	s->h.task.tid = prev->pid;
-	s->h.task.tgid = prev->tgid;
-	s->h.task.flags = 0;
-	s->h.task.unused = 0;
+	fill_task_header(&s->h, ts, EV_OFFCPU, 1 /* user-stack half */, prev, 0);
 	ur = (struct pt_regs *)bpf_task_pt_regs(prev);
 	if (prev->flags & PF_EXITING)
 		s->h.ust = ST_EXITING;
