@@ -365,6 +365,14 @@ fn command_output_stays_out_of_a_trace_on_stdout() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Once, on a helper's machine, /dev/stdout had become a regular file holding a trace;
+    // every build then failed here for a reason outside chainrec. Say so plainly.
+    let dev_stdout = std::fs::symlink_metadata("/dev/stdout").unwrap();
+    assert!(
+        dev_stdout.file_type().is_symlink(),
+        "/dev/stdout is not a symlink on this machine (it should point to /proc/self/fd/1): \
+         fix the machine (`ln -sf /proc/self/fd/1 /dev/stdout`), not chainrec"
+    );
     let d = tmpdir("stdout");
     let trace = d.join("t.zst");
     let o = bin()
