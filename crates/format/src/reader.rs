@@ -227,6 +227,27 @@ impl TraceReader {
     /// Read via trailer and index. Err(reason) means "fall back to scanning".
     fn load_indexed(&self) -> std::result::Result<Loaded, String> {
         let data = self.bytes();
+        let (index, index_at, index_len) = self.read_index(data)?;
+        let mut l = Loaded::default();
+        l.bytes.framing = (FILE_HEADER_LEN + TRAILER_LEN) as u64;
+        l.bytes.index = index_len;
+        load_tables_and_meta(&mut l, data, &index)?;
+        load_optional_sections(&mut l, data, &index, (index_at, index_len))?;
+        load_chunk_list(&mut l, data, &index)?;
+        let known = l.bytes.framing
+            + l.bytes.meta
+            + l.bytes.tables
+            + l.bytes.chunks
+            + l.bytes.index
+            + l.bytes.mappings
+            + l.bytes.throttles
+            + l.bytes.cgroups;
+        l.bytes.other = (data.len() as u64).saturating_sub(known);
+        Ok(l)
+    }
+
+    /// The index section the trailer points to: the index, its offset and its length.
+    fn read_index(&self, data: &[u8]) -> std::result::Result<(IndexPayload, u64, u64), String> {
         let flen = data.len() as u64;
         let (index_offset, index_len) = match parse_trailer(data)? {
             Some(t) => t,
@@ -239,153 +260,21 @@ impl TraceReader {
                 "trailer points outside the file (index at {index_offset}, {index_len} bytes)"
             ));
         }
-        let s = |e: FormatError| e.to_string();
-        let (h, payload) = match read_frame(data, index_offset).map_err(s)? {
+        let (h, payload) = match read_frame(data, index_offset).map_err(msg)? {
             Frame::Section(h, p) if h.kind == KIND_INDEX => (h, p),
             _ => return Err(format!("no index section at offset {index_offset}")),
         };
-        check_payload(&h, payload, index_offset).map_err(s)?;
-        let raw = decompress_section(&h, payload, index_offset).map_err(s)?;
+        check_payload(&h, payload, index_offset).map_err(msg)?;
+        let raw = decompress_section(&h, payload, index_offset).map_err(msg)?;
         let index: IndexPayload = if self.version.0 == 1 {
             decode_bincode::<IndexPayloadV1>(&raw, "index section", index_offset)
-                .map_err(s)?
+                .map_err(msg)?
                 .into()
         } else {
-            decode_bincode(&raw, "index section", index_offset).map_err(s)?
+            decode_bincode(&raw, "index section", index_offset).map_err(msg)?
         };
-
-        let mut l = Loaded::default();
-        l.bytes.framing = (FILE_HEADER_LEN + TRAILER_LEN) as u64;
-        l.bytes.index = h.section_len();
-        for &off in &index.tables {
-            let (h, p) = section_of(data, off, KIND_TABLES).map_err(s)?;
-            check_payload(&h, p, off).map_err(s)?;
-            let raw = decompress_section(&h, p, off).map_err(s)?;
-            let delta: TableDelta = decode_bincode(&raw, "table section", off).map_err(s)?;
-            merge_tables(&mut l.tables, delta, off).map_err(s)?;
-            l.bytes.tables += h.section_len();
-            l.bytes.table_sections += 1;
-        }
-        for (i, &off) in index.metas.iter().enumerate() {
-            let (h, p) = section_of(data, off, KIND_META).map_err(s)?;
-            l.bytes.meta += h.section_len();
-            l.bytes.meta_sections += 1;
-            if i + 1 == index.metas.len() {
-                check_payload(&h, p, off).map_err(s)?;
-                let raw = decompress_section(&h, p, off).map_err(s)?;
-                l.meta = Some(decode_bincode(&raw, "metadata section", off).map_err(s)?);
-            }
-        }
-        if l.meta.is_none() {
-            return Err("index lists no metadata section".into());
-        }
-        // Optional sections (cgroups, throttling records, mappings) are not in the index: they sit
-        // in the gaps between the indexed sections, which a file without them does not have.
-        let mut known: Vec<(u64, u64)> =
-            Vec::with_capacity(index.tables.len() + index.metas.len() + index.chunks.len() + 1);
-        for &off in index.tables.iter().chain(&index.metas) {
-            let (h, _) = read_section_header(data, off).map_err(s)?;
-            known.push((off, h.section_len()));
-        }
-        known.extend(index.chunks.iter().map(|c| (c.offset, c.len)));
-        known.push((index_offset, index_len));
-        known.sort_unstable();
-        let mut cursor = FILE_HEADER_LEN as u64;
-        for &(off, len) in &known {
-            while cursor < off {
-                let (h, p) = match read_frame(data, cursor).map_err(s)? {
-                    Frame::Section(h, p) => (h, p),
-                    Frame::Foreign(n) => {
-                        cursor += n;
-                        continue;
-                    }
-                    Frame::Trailer => return Err(format!("trailer inside the file at {cursor}")),
-                };
-                if h.kind < KIND_OPTIONAL_MIN {
-                    return Err(format!(
-                        "section of kind {} at offset {cursor} is not in the index",
-                        h.kind
-                    ));
-                }
-                if h.kind == KIND_THROTTLES {
-                    load_throttles(&mut l.tables, &h, p, cursor).map_err(s)?;
-                    l.bytes.throttles += h.section_len();
-                }
-                if h.kind == KIND_CGROUPS {
-                    load_cgroups(&mut l.tables, &h, p, cursor).map_err(s)?;
-                    l.bytes.cgroups += h.section_len();
-                }
-                if h.kind == KIND_MAPPINGS {
-                    read_mappings(&mut l, &h, p, cursor).map_err(s)?;
-                }
-                cursor += h.section_len();
-            }
-            cursor = cursor.max(off + len);
-        }
-        let mut last_ts = 0u64;
-        let mut last_off = 0u64;
-        let mut total = 0u64;
-        l.chunks
-            .reserve(index.chunks.len().min(data.len() / SECTION_HEADER_LEN));
-        for c in &index.chunks {
-            let (h, _) = section_of(data, c.offset, KIND_CHUNK).map_err(s)?;
-            if h.section_len() != c.len
-                || h.events != c.events
-                || h.first_ts != c.first_ts
-                || h.last_ts != c.last_ts
-            {
-                return Err(format!(
-                    "index entry for chunk at offset {} disagrees with its header",
-                    c.offset
-                ));
-            }
-            if c.offset < last_off
-                || c.first_ts < last_ts
-                || c.last_ts < c.first_ts
-                || c.events == 0
-            {
-                return Err(format!(
-                    "index entries out of order at chunk offset {}",
-                    c.offset
-                ));
-            }
-            last_off = c.offset + c.len;
-            last_ts = c.last_ts;
-            total += c.events as u64;
-            l.bytes.chunks += c.len;
-            l.chunks.push(ChunkInfo {
-                offset: c.offset,
-                len: c.len,
-                events: c.events,
-                first_ts: c.first_ts,
-                last_ts: c.last_ts,
-            });
-        }
-        if total != index.events {
-            return Err(format!(
-                "index says {} events, its chunks hold {total}",
-                index.events
-            ));
-        }
-        if index.events_by_kind.iter().sum::<u64>() == total {
-            l.stats = Some(VerifyReport {
-                events: total,
-                events_by_kind: index.events_by_kind,
-                reserved_stack_refs: index.reserved_stack_refs,
-            });
-        }
-        let known = l.bytes.framing
-            + l.bytes.meta
-            + l.bytes.tables
-            + l.bytes.chunks
-            + l.bytes.index
-            + l.bytes.mappings
-            + l.bytes.throttles
-            + l.bytes.cgroups;
-        l.bytes.other = flen.saturating_sub(known);
-        Ok(l)
+        Ok((index, index_offset, h.section_len()))
     }
-
     /// Scan sections from the start, stopping at the first incomplete or damaged one.
     fn load_scan(&self, index_problem: String) -> Result<(Loaded, Recovery)> {
         let data = self.bytes();
@@ -1078,4 +967,151 @@ pub(crate) fn decode_tables_for_fuzz(raw: &[u8]) -> Result<Tables> {
     let mut t = Tables::default();
     merge_tables(&mut t, delta, 0)?;
     Ok(t)
+}
+
+/// A format error as the text of an index problem (the caller falls back to a scan).
+fn msg(e: FormatError) -> String {
+    e.to_string()
+}
+
+/// The table sections the index lists, merged in order, and the last metadata section.
+fn load_tables_and_meta(
+    l: &mut Loaded,
+    data: &[u8],
+    index: &IndexPayload,
+) -> std::result::Result<(), String> {
+    for &off in &index.tables {
+        let (h, p) = section_of(data, off, KIND_TABLES).map_err(msg)?;
+        check_payload(&h, p, off).map_err(msg)?;
+        let raw = decompress_section(&h, p, off).map_err(msg)?;
+        let delta: TableDelta = decode_bincode(&raw, "table section", off).map_err(msg)?;
+        merge_tables(&mut l.tables, delta, off).map_err(msg)?;
+        l.bytes.tables += h.section_len();
+        l.bytes.table_sections += 1;
+    }
+    for (i, &off) in index.metas.iter().enumerate() {
+        let (h, p) = section_of(data, off, KIND_META).map_err(msg)?;
+        l.bytes.meta += h.section_len();
+        l.bytes.meta_sections += 1;
+        if i + 1 == index.metas.len() {
+            check_payload(&h, p, off).map_err(msg)?;
+            let raw = decompress_section(&h, p, off).map_err(msg)?;
+            l.meta = Some(decode_bincode(&raw, "metadata section", off).map_err(msg)?);
+        }
+    }
+    if l.meta.is_none() {
+        return Err("index lists no metadata section".into());
+    }
+    Ok(())
+}
+
+/// Optional sections (cgroups, throttling records, mappings) are not in the index: they sit
+/// in the gaps between the indexed sections (`index` is the index section's own place),
+/// which a file without them does not have.
+fn load_optional_sections(
+    l: &mut Loaded,
+    data: &[u8],
+    index: &IndexPayload,
+    (index_offset, index_len): (u64, u64),
+) -> std::result::Result<(), String> {
+    let mut known: Vec<(u64, u64)> =
+        Vec::with_capacity(index.tables.len() + index.metas.len() + index.chunks.len() + 1);
+    for &off in index.tables.iter().chain(&index.metas) {
+        let (h, _) = read_section_header(data, off).map_err(msg)?;
+        known.push((off, h.section_len()));
+    }
+    known.extend(index.chunks.iter().map(|c| (c.offset, c.len)));
+    known.push((index_offset, index_len));
+    known.sort_unstable();
+    let mut cursor = FILE_HEADER_LEN as u64;
+    for &(off, len) in &known {
+        while cursor < off {
+            let (h, p) = match read_frame(data, cursor).map_err(msg)? {
+                Frame::Section(h, p) => (h, p),
+                Frame::Foreign(n) => {
+                    cursor += n;
+                    continue;
+                }
+                Frame::Trailer => return Err(format!("trailer inside the file at {cursor}")),
+            };
+            if h.kind < KIND_OPTIONAL_MIN {
+                return Err(format!(
+                    "section of kind {} at offset {cursor} is not in the index",
+                    h.kind
+                ));
+            }
+            if h.kind == KIND_THROTTLES {
+                load_throttles(&mut l.tables, &h, p, cursor).map_err(msg)?;
+                l.bytes.throttles += h.section_len();
+            }
+            if h.kind == KIND_CGROUPS {
+                load_cgroups(&mut l.tables, &h, p, cursor).map_err(msg)?;
+                l.bytes.cgroups += h.section_len();
+            }
+            if h.kind == KIND_MAPPINGS {
+                read_mappings(l, &h, p, cursor).map_err(msg)?;
+            }
+            cursor += h.section_len();
+        }
+        cursor = cursor.max(off + len);
+    }
+    Ok(())
+}
+
+/// The chunk list, each entry checked against its chunk's header and the order of the
+/// file; the event counts when the index has them.
+fn load_chunk_list(
+    l: &mut Loaded,
+    data: &[u8],
+    index: &IndexPayload,
+) -> std::result::Result<(), String> {
+    let mut last_ts = 0u64;
+    let mut last_off = 0u64;
+    let mut total = 0u64;
+    l.chunks
+        .reserve(index.chunks.len().min(data.len() / SECTION_HEADER_LEN));
+    for c in &index.chunks {
+        let (h, _) = section_of(data, c.offset, KIND_CHUNK).map_err(msg)?;
+        if h.section_len() != c.len
+            || h.events != c.events
+            || h.first_ts != c.first_ts
+            || h.last_ts != c.last_ts
+        {
+            return Err(format!(
+                "index entry for chunk at offset {} disagrees with its header",
+                c.offset
+            ));
+        }
+        if c.offset < last_off || c.first_ts < last_ts || c.last_ts < c.first_ts || c.events == 0 {
+            return Err(format!(
+                "index entries out of order at chunk offset {}",
+                c.offset
+            ));
+        }
+        last_off = c.offset + c.len;
+        last_ts = c.last_ts;
+        total += c.events as u64;
+        l.bytes.chunks += c.len;
+        l.chunks.push(ChunkInfo {
+            offset: c.offset,
+            len: c.len,
+            events: c.events,
+            first_ts: c.first_ts,
+            last_ts: c.last_ts,
+        });
+    }
+    if total != index.events {
+        return Err(format!(
+            "index says {} events, its chunks hold {total}",
+            index.events
+        ));
+    }
+    if index.events_by_kind.iter().sum::<u64>() == total {
+        l.stats = Some(VerifyReport {
+            events: total,
+            events_by_kind: index.events_by_kind,
+            reserved_stack_refs: index.reserved_stack_refs,
+        });
+    }
+    Ok(())
 }
