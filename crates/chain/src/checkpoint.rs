@@ -93,6 +93,17 @@ impl Checkpoints {
         self.points.iter().map(|p| (p.chunk, p.last_ns)).collect()
     }
 
+    /// Bytes of each part of checkpoint `index`'s engine state, measured with `heap()`
+    /// (allocated bytes; see the `checkpoint_memory` example); None past the last.
+    #[doc(hidden)]
+    pub fn part_bytes(
+        &self,
+        index: usize,
+        heap: &dyn Fn() -> usize,
+    ) -> Option<Vec<(&'static str, usize)>> {
+        self.points.get(index).map(|p| p.engine.part_bytes(heap))
+    }
+
     /// Runs resumed from a checkpoint, and runs that decoded from the first chunk (no
     /// checkpoint before their window, another setup, or a filter other than a window).
     pub fn uses(&self) -> (u64, u64) {

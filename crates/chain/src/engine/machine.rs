@@ -157,6 +157,48 @@ impl<'t> Engine<'t> {
         }
     }
 
+    /// Bytes each part of a checkpoint holds: each part is cloned alone and `heap()` (the
+    /// process's allocated bytes, from a counting allocator) read around the clone
+    /// (docs/BENCHMARKS.md "Explorer": what to share between checkpoints).
+    pub(crate) fn part_bytes(&self, heap: &dyn Fn() -> usize) -> Vec<(&'static str, usize)> {
+        fn cost<T: Clone>(heap: &dyn Fn() -> usize, part: &T) -> usize {
+            let before = heap();
+            let copy = part.clone();
+            let after = heap();
+            drop(copy);
+            after.saturating_sub(before)
+        }
+        let mut v = self.nodes.part_bytes(heap);
+        v.extend([
+            ("nodes", cost(heap, &self.nodes)),
+            ("tasks", cost(heap, &self.tasks)),
+            ("task_index", cost(heap, &self.task_index)),
+            ("hops", cost(heap, &self.hops)),
+            ("marks", cost(heap, &self.marks)),
+            ("free_hops", cost(heap, &self.free_hops)),
+            ("slots (dedup)", cost(heap, &self.slots)),
+            ("run queues", cost(heap, &self.rq)),
+            ("samples", cost(heap, &self.samples)),
+            ("cpu_check", cost(heap, &self.cpu_check)),
+            (
+                "seen+inner_buf+free_tasks",
+                cost(
+                    heap,
+                    &(
+                        self.seen.clone(),
+                        self.inner_buf.clone(),
+                        self.free_tasks.clone(),
+                    ),
+                ),
+            ),
+            (
+                "config+stats",
+                cost(heap, &(self.cfg.clone(), self.stats.clone())),
+            ),
+        ]);
+        v
+    }
+
     /// Interned nodes (to render records and folded paths).
     pub fn nodes(&self) -> &NodeTable {
         &self.nodes

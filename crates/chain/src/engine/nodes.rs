@@ -291,6 +291,38 @@ impl NodeTable {
         }
     }
 
+    /// Bytes each part of the table holds ([`crate::Engine`]'s `part_bytes`).
+    pub(crate) fn part_bytes(&self, heap: &dyn Fn() -> usize) -> Vec<(&'static str, usize)> {
+        fn cost<T: Clone>(heap: &dyn Fn() -> usize, part: &T) -> usize {
+            let before = heap();
+            let copy = part.clone();
+            let after = heap();
+            drop(copy);
+            after.saturating_sub(before)
+        }
+        vec![
+            ("n.nodes", cost(heap, &self.nodes)),
+            ("n.idents", cost(heap, &self.idents)),
+            ("n.ident_ix", cost(heap, &self.ident_ix)),
+            ("n.cache", cost(heap, &self.cache)),
+            ("n.tasks", cost(heap, &self.tasks)),
+            ("n.metal", cost(heap, &self.metal)),
+            ("n.metal_cut", cost(heap, &self.metal_cut)),
+            ("n.softirq", cost(heap, &self.softirq_tasks)),
+            ("n.metal_cache", cost(heap, &self.metal_cache)),
+            ("n.same_stacks", cost(heap, &self.same_stacks)),
+            (
+                "n.runq",
+                cost(heap, &(self.runq.clone(), self.runq_by_ident.clone())),
+            ),
+            ("n.oncpu", cost(heap, &self.oncpu)),
+            (
+                "n.groups",
+                cost(heap, &(self.group_by_cgroup.clone(), self.groups.clone())),
+            ),
+        ]
+    }
+
     /// The lowest stack id rendering like `s`.
     #[inline]
     fn canonical(&self, s: StackId) -> StackId {
