@@ -34,6 +34,7 @@ impl Engine<'static> {
     /// trace's it was taken on) with root filter `filter`.
     pub(crate) fn resume<'t>(&self, tables: &'t Tables, filter: crate::Filter) -> Engine<'t> {
         let mut e: Engine<'t> = self.snapshot();
+        e.nodes = e.nodes.with_caches();
         e.tables = tables;
         e.filter_all = filter.is_empty();
         e.cfg.filter = filter;
@@ -132,7 +133,7 @@ impl<'t> Engine<'t> {
             tables: no_tables(),
             cfg: self.cfg.clone(),
             trace_start: self.trace_start,
-            nodes: self.nodes.clone(),
+            nodes: self.nodes.snapshot(),
             tasks: self.tasks.clone(),
             free_tasks: self.free_tasks.clone(),
             task_index: self.task_index.clone(),
@@ -170,7 +171,7 @@ impl<'t> Engine<'t> {
         }
         let mut v = self.nodes.part_bytes(heap);
         v.extend([
-            ("nodes", cost(heap, &self.nodes)),
+            ("nodes", cost(heap, &self.nodes.snapshot())),
             ("tasks", cost(heap, &self.tasks)),
             ("task_index", cost(heap, &self.task_index)),
             ("hops", cost(heap, &self.hops)),
