@@ -50,7 +50,8 @@ async function showIndexing(info) {
   while (cur && cur.indexing && !cur.indexing.done) {
     const pct = cur.events ? Math.floor((100 * cur.indexing.events) / cur.events) : 0;
     el.hidden = false;
-    el.textContent = `indexing: ${pct} % (${cur.checkpoints} checkpoints; ranges late in the trace are slower until done)`;
+    el.textContent = `indexing ${pct} %`;
+    el.title = `${cur.checkpoints} checkpoints taken: ranges are answered meanwhile, those late in the trace slower until indexing is done`;
     await new Promise((r) => setTimeout(r, 500));
     try {
       cur = await api('/api/info');
