@@ -23,8 +23,13 @@ struct Served {
 
 impl Served {
     fn start(trace: &Path) -> Served {
+        Served::start_with(trace, &[])
+    }
+
+    fn start_with(trace: &Path, options: &[&str]) -> Served {
         let mut child = bin()
             .args(["serve", "--port", "0", "-q"])
+            .args(options)
             .arg(trace)
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
@@ -183,6 +188,88 @@ fn served_ranges_equal_chains_window() {
             );
         }
     }
+}
+
+/// A range in the middle of a trace of many small chunks resumes from a checkpoint (the
+/// server says so in `/api/info`), and still equals `chains --window` of that range; so
+/// does a range before the first checkpoint, decoded from the start.
+#[test]
+fn a_served_range_resumes_from_a_checkpoint() {
+    use chainrec_format::synth::{self, SynthParams, Tracker};
+    use chainrec_format::{TraceWriter, WriterOptions};
+    let dir = tmpdir("serve-resume");
+    let trace = dir.join("busy-small-chunks.zst");
+    let params = SynthParams {
+        events: 120_000,
+        seed: 3,
+    };
+    let mut meta = synth::meta("busy-server", &params, vec![]);
+    let opts = WriterOptions {
+        chunk_events: 1500,
+        ..WriterOptions::default()
+    };
+    let mut w = TraceWriter::create(&trace, &meta, opts).unwrap();
+    let mut track = Tracker::new(&mut w);
+    (synth::find("busy-server").unwrap().generate)(&params, &mut track).unwrap();
+    track.complete(&mut meta);
+    w.finish(&meta).unwrap();
+
+    let s = Served::start_with(&trace, &["--checkpoint-every", "0.01"]);
+    // Checkpoints are taken in the background: wait for them (seconds at most).
+    let t0 = Instant::now();
+    let info = loop {
+        let info = s.get("/api/info");
+        if info["indexing"]["done"] == true {
+            break info;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "{info}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(info["indexing"]["error"], Value::Null, "{info}");
+    assert_eq!(info["indexing"]["events"], info["events"], "{info}");
+    let dur = info["duration_ns"].as_u64().unwrap();
+    let points = info["checkpoints"].as_u64().unwrap();
+    assert!(points >= 4, "{points} checkpoints over {dur} ns: {info}");
+    let uses = |s: &Served| {
+        let r = &s.get("/api/info")["ranges"];
+        (
+            r["resumed"].as_u64().unwrap(),
+            r["from_start"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(uses(&s), (0, 0));
+    // (range, resumes): the middle resumes; a range from the trace start cannot.
+    for ((from, to), resumes) in [
+        ((dur / 2, dur / 2 + dur / 40), true),
+        ((0, dur / 40), false),
+    ] {
+        let before = uses(&s);
+        let v = s.get(&format!("/api/chains?from={from}&to={to}"));
+        let after = uses(&s);
+        let want = if resumes { (1, 0) } else { (0, 1) };
+        assert_eq!(
+            (after.0 - before.0, after.1 - before.1),
+            want,
+            "{from}..{to}: (resumed, from start)"
+        );
+        assert_eq!(v["pruned_frames"], 0, "{from}..{to}");
+        let served = tree_lines(&v);
+        let cli = chains_window(&trace, from, to);
+        assert!(cli.len() > 10, "{from}..{to}: {} lines", cli.len());
+        assert!(
+            served == cli,
+            "{from}..{to}: the resumed graph differs from chains --window: {} vs {} lines",
+            served.len(),
+            cli.len()
+        );
+    }
+    // A bad spacing is refused.
+    let o = bin()
+        .args(["serve", "--checkpoint-every", "0"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "clap rejects it");
 }
 
 #[test]

@@ -35,6 +35,19 @@ pub struct Args {
     /// No progress bar while the trace is indexed.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Seconds of trace between the engine checkpoints a range resumes from (at most 32
+    /// are kept: the trace's duration / 32 when larger). Smaller: faster ranges, more
+    /// memory (each checkpoint is a copy of the engine's state).
+    #[arg(long, value_name = "SECONDS", default_value = "0.5", value_parser = parse_every)]
+    pub checkpoint_every: u64,
+}
+
+/// `--checkpoint-every`: positive seconds, as nanoseconds.
+fn parse_every(s: &str) -> Result<u64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (1e-6..=1e6).contains(&v) => Ok((v * 1e9).round() as u64),
+        _ => Err(format!("{s:?}: want seconds between 0.000001 and 1000000")),
+    }
 }
 
 /// `chainrec serve`.
@@ -45,16 +58,25 @@ pub fn run(a: Args) -> Result<()> {
     }
     let an = super::open_trace(&a.file, "serve")?;
     let t0 = std::time::Instant::now();
-    let explorer = Explorer::new(an, super::label(&a.file), a.quiet)
+    let explorer = Explorer::start(an, super::label(&a.file), a.quiet, a.checkpoint_every)
         .with_context(|| format!("{}: indexing", super::label(&a.file)))?;
     say!(
-        "chainrec: serve: indexed {} events in {:.2} s",
+        "chainrec: serve: heat map of {} events in {:.2} s; checkpoints go on in the background (ranges answer meanwhile, slower)",
         explorer.analysis().reader().event_count(),
         t0.elapsed().as_secs_f64()
     );
     let listener = Listener::bind(SocketAddr::new(ip, a.port))?;
     say!("chainrec: serve: {} (Ctrl-C stops)", listener.url());
-    listener.run(&explorer);
+    std::thread::scope(|scope| {
+        scope.spawn(|| match explorer.wait_indexed() {
+            Ok(()) => say!(
+                "chainrec: serve: checkpoints taken in {:.2} s",
+                t0.elapsed().as_secs_f64()
+            ),
+            Err(e) => say!("chainrec: serve: warning: checkpoints: {e}; ranges after it decode from an earlier point (slower, same result)"),
+        });
+        listener.run(&explorer);
+    });
     Ok(())
 }
 

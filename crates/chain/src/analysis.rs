@@ -440,39 +440,68 @@ impl Analysis {
         &self,
         setup: &Setup,
         every_ns: u64,
-        mut on_chunk: impl FnMut(usize),
+        on_chunk: impl FnMut(usize),
     ) -> Result<Checkpoints, ChainError> {
+        let checkpoints = self.no_checkpoints(setup);
+        self.take_checkpoints(&checkpoints, every_ns, setup.parallel, on_chunk)?;
+        Ok(checkpoints)
+    }
+
+    /// An empty set of checkpoints for runs set up as `setup`, for
+    /// [`Analysis::take_checkpoints`] to fill (on another thread, say, while runs resume
+    /// from those taken so far).
+    pub fn no_checkpoints(&self, setup: &Setup) -> Checkpoints {
         let probe = Setup {
             filter: checkpoint_filter(),
             ..setup.clone()
         };
-        let (mut engine, summary) = self.engine(probe.clone());
-        let key = probe.checkpoint_key(summary.dedup);
-        let mut points = Vec::new();
+        Checkpoints::new(probe.checkpoint_key(self.dedup_of(&probe)))
+    }
+
+    /// Take the checkpoints of [`Analysis::checkpoints`] into `checkpoints` (made by
+    /// [`Analysis::no_checkpoints`]: their setup), decoding in parallel or not, each
+    /// published as soon as it is taken; `checkpoints` is complete when this returns,
+    /// failed or not.
+    pub fn take_checkpoints(
+        &self,
+        checkpoints: &Checkpoints,
+        every_ns: u64,
+        parallel: bool,
+        mut on_chunk: impl FnMut(usize),
+    ) -> Result<(), ChainError> {
+        let key = checkpoints.key;
+        let probe = Setup {
+            mode: key.mode,
+            max_depth: key.max_depth,
+            dedup: if key.dedup { Dedup::On } else { Dedup::Off },
+            filter: checkpoint_filter(),
+            parallel,
+            runqueue: key.runqueue,
+            oncpu: key.oncpu,
+            cgroup_frames: key.cgroup_frames,
+        };
+        let (mut engine, _) = self.engine(probe);
         let (mut chunk, mut last_ns) = (0, 0u64);
         let mut due = self.start_ns.saturating_add(every_ns);
         // The filter matches nothing: no record reaches the sink.
         let mut nothing = |_: &crate::WaitRecord, _: &NodeTable| {};
-        self.reader.for_each_chunk::<ChainError>(
+        let read = self.reader.for_each_chunk::<ChainError>(
             0..self.reader.chunks().len(),
-            setup.parallel,
+            parallel,
             |evs| {
                 engine.process(evs, &mut nothing);
                 chunk += 1;
                 on_chunk(evs.len());
                 last_ns = evs.iter().map(|e| e.ts()).fold(last_ns, u64::max);
                 if last_ns >= due {
-                    points.push(Point {
-                        chunk,
-                        last_ns,
-                        engine: engine.snapshot(),
-                    });
+                    checkpoints.push(Point::new(chunk, last_ns, engine.snapshot()));
                     due = last_ns.saturating_add(every_ns);
                 }
                 Ok(())
             },
-        )?;
-        Ok(Checkpoints::new(key, points))
+        );
+        checkpoints.set_complete();
+        read
     }
 
     /// [`Analysis::fold`], resumed from the latest of `checkpoints` before the window
@@ -500,7 +529,7 @@ impl Analysis {
                 let filter = setup.filter.clone();
                 let (_, mut summary) = self.engine_summary(&setup);
                 summary.chunks.start = p.chunk;
-                (p.engine.resume(self.tables(), filter), summary)
+                (p.engine().resume(self.tables(), filter), summary)
             }
             None => self.engine(setup),
         };

@@ -12,7 +12,8 @@
 //! the same whatever window the run has, provided the rest of its setup is the same.
 
 use crate::{Engine, Filter, Mode, OnCpuMode};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// What of a run's setup shapes the engine's state (all of it but the window, which
 /// selects nothing before a checkpoint it is used after).
@@ -56,41 +57,95 @@ pub(crate) struct Point {
     pub(crate) chunk: usize,
     /// The latest event time processed (a window starting after it may resume here).
     pub(crate) last_ns: u64,
-    pub(crate) engine: Engine<'static>,
+    /// Behind a lock only because the engine is not `Sync` (caches in `Cell`s): runs
+    /// clone it under the lock, checkpoints being taken on another thread meanwhile.
+    engine: Mutex<Engine<'static>>,
+}
+
+impl Point {
+    pub(crate) fn new(chunk: usize, last_ns: u64, engine: Engine<'static>) -> Point {
+        Point {
+            chunk,
+            last_ns,
+            engine: Mutex::new(engine),
+        }
+    }
+
+    /// The checkpoint's engine, locked.
+    pub(crate) fn engine(&self) -> std::sync::MutexGuard<'_, Engine<'static>> {
+        // A panic while cloning left the engine as it was: it is only read.
+        self.engine.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Checkpoints of one trace for one setup ([`crate::Analysis::checkpoints`]), used by
-/// [`crate::Analysis::fold_from`].
+/// [`crate::Analysis::fold_from`]. They may be taken on one thread while runs on others
+/// resume from those taken so far ([`crate::Analysis::take_checkpoints`]): each point is
+/// exact on its own, so a run that finds fewer only decodes more.
 pub struct Checkpoints {
     pub(crate) key: SetupKey,
-    pub(crate) points: Vec<Point>,
+    points: RwLock<Vec<Arc<Point>>>,
+    /// The pass that takes them has ended (all taken, or it failed).
+    complete: AtomicBool,
     resumed: AtomicU64,
     from_start: AtomicU64,
 }
 
 impl Checkpoints {
-    pub(crate) fn new(key: SetupKey, points: Vec<Point>) -> Checkpoints {
+    pub(crate) fn new(key: SetupKey) -> Checkpoints {
         Checkpoints {
             key,
-            points,
+            points: RwLock::default(),
+            complete: AtomicBool::new(false),
             resumed: AtomicU64::new(0),
             from_start: AtomicU64::new(0),
         }
     }
 
-    /// Number of checkpoints.
+    /// The points so far (a panic elsewhere while holding the lock left the list whole:
+    /// points are only pushed).
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Point>>> {
+        self.points.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn push(&self, point: Point) {
+        let mut points = self.points.write().unwrap_or_else(|e| e.into_inner());
+        points.push(Arc::new(point));
+    }
+
+    pub(crate) fn set_complete(&self) {
+        self.complete.store(true, Ordering::Release);
+    }
+
+    /// True once the pass taking them has ended (always for [`crate::Analysis::checkpoints`]).
+    pub fn is_complete(&self) -> bool {
+        self.complete.load(Ordering::Acquire)
+    }
+
+    /// Number of checkpoints (so far).
     pub fn len(&self) -> usize {
-        self.points.len()
+        self.read().len()
     }
 
     /// True when there is none (a trace shorter than the spacing).
     pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
+        self.read().is_empty()
     }
 
     /// The first chunk of each checkpoint and the latest event time before it.
     pub fn chunks(&self) -> Vec<(usize, u64)> {
-        self.points.iter().map(|p| (p.chunk, p.last_ns)).collect()
+        self.read().iter().map(|p| (p.chunk, p.last_ns)).collect()
+    }
+
+    /// Bytes of each part of checkpoint `index`'s engine state, measured with `heap()`
+    /// (allocated bytes; see the `checkpoint_memory` example); None past the last.
+    #[doc(hidden)]
+    pub fn part_bytes(
+        &self,
+        index: usize,
+        heap: &dyn Fn() -> usize,
+    ) -> Option<Vec<(&'static str, usize)>> {
+        self.read().get(index).map(|p| p.engine().part_bytes(heap))
     }
 
     /// Runs resumed from a checkpoint, and runs that decoded from the first chunk (no
@@ -104,15 +159,16 @@ impl Checkpoints {
 
     /// The latest checkpoint a run with the setup `key` and `filter` decoding chunks up
     /// to `end` may resume from, counted either way.
-    pub(crate) fn pick(&self, key: SetupKey, filter: &Filter, end: usize) -> Option<&Point> {
+    pub(crate) fn pick(&self, key: SetupKey, filter: &Filter, end: usize) -> Option<Arc<Point>> {
         let found = window_start(filter).and_then(|a| {
             if key != self.key {
                 return None;
             }
-            self.points
+            self.read()
                 .iter()
                 .rev()
                 .find(|p| p.last_ns < a && p.chunk <= end)
+                .cloned()
         });
         let counter = if found.is_some() {
             &self.resumed

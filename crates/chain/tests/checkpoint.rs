@@ -123,3 +123,63 @@ fn resumed_runs_equal_whole_decodes() {
     }
     assert!(resumed_total > 100, "{resumed_total}");
 }
+
+/// Checkpoints taken on one thread while runs on another resume from those taken so far
+/// (`chainrec serve` answers while it indexes): every run equals the whole decode, and
+/// once the pass is complete the set is the one `Analysis::checkpoints` takes.
+#[test]
+fn runs_during_the_checkpoint_pass_equal_whole_decodes() {
+    let dir = scratch("checkpoint-concurrent");
+    let path = dir.join("busy-server.zst");
+    write(&path, "busy-server", 60_000);
+    let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
+    let (first, last) = an.reader().time_span().unwrap();
+    let span = last - first;
+    let every = (span / 12).max(1);
+    let whole_set = an.checkpoints(&setup((0, 0)), every, |_| {}).unwrap();
+    let windows: Vec<(u64, u64)> = (1..=8)
+        .map(|i| {
+            let a = first + span * i / 9;
+            (a, a + span / 15)
+        })
+        .collect();
+    let wants: Vec<_> = windows.iter().map(|&w| fold(&an, w, None)).collect();
+    let growing = an.no_checkpoints(&setup((0, 0)));
+    assert!(growing.is_empty() && !growing.is_complete());
+    let check = |taken: usize| {
+        for (w, want) in windows.iter().zip(&wants) {
+            let got = fold(&an, *w, Some(&growing));
+            assert!(got.0 == want.0, "window {w:?} with {taken} checkpoints");
+            assert_eq!(got.1, want.1, "window {w:?} with {taken} checkpoints");
+        }
+    };
+    // The pass holds after its first checkpoint until the runs have used it alone.
+    let released = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            an.take_checkpoints(&growing, every, false, |_| {
+                while growing.len() == 1 && !released.load(std::sync::atomic::Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            })
+            .unwrap()
+        });
+        // A pass that died would leave these loops waiting: bounded.
+        let t0 = std::time::Instant::now();
+        let alive = || assert!(t0.elapsed().as_secs() < 120, "checkpoint pass stalled");
+        while growing.is_empty() {
+            alive();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        check(1);
+        let (resumed, _) = growing.uses();
+        assert!(resumed > 0, "no run resumed from the first checkpoint");
+        released.store(true, std::sync::atomic::Ordering::Release);
+        while !growing.is_complete() {
+            alive();
+            check(growing.len());
+        }
+        check(growing.len());
+    });
+    assert_eq!(growing.chunks(), whole_set.chunks());
+}

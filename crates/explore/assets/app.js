@@ -42,6 +42,29 @@ function setStatus(msg, isError) {
   if (isError) S.errors.push(msg);
 }
 
+// While the server takes its checkpoints (after the heat map, in the background), say
+// how far it is: ranges answer meanwhile, those late in the trace slower.
+async function showIndexing(info) {
+  const el = $('indexing');
+  let cur = info;
+  while (cur && cur.indexing && !cur.indexing.done) {
+    const pct = cur.events ? Math.floor((100 * cur.indexing.events) / cur.events) : 0;
+    el.hidden = false;
+    el.textContent = `indexing ${pct} %`;
+    el.title = `${cur.checkpoints} checkpoints taken: ranges are answered meanwhile, those late in the trace slower until indexing is done`;
+    await new Promise((r) => setTimeout(r, 500));
+    try {
+      cur = await api('/api/info');
+    } catch (e) {
+      break;
+    }
+  }
+  const err = cur && cur.indexing && cur.indexing.error;
+  el.hidden = !err;
+  el.className = err ? 'error' : '';
+  el.textContent = err ? 'indexing failed: ' + err : '';
+}
+
 async function api(path) {
   if (S.static) return staticApi(path);
   S.busy++;
@@ -654,6 +677,7 @@ async function start() {
     $('cgroupbox').hidden = !info.cgroups;
     $('trace').textContent = `${info.trace}: ${info.events} events, ${fmtNs(info.duration_ns)}`;
     document.title = 'chainrec: ' + info.trace;
+    if (!S.static) showIndexing(info);
   } catch (e) {
     setStatus('info: ' + e.message, true);
   }

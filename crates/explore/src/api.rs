@@ -16,6 +16,9 @@ use chainrec_report::heatmap::{self, Heatmap, HeatmapOptions, Metric, Select};
 use chainrec_report::progress::{Progress, Progressed};
 use chainrec_report::waits::{WaitContext, WaitJson};
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");
@@ -99,14 +102,21 @@ impl ApiError {
 /// One trace, opened and indexed (its default heat map computed) once, answering
 /// requests.
 pub struct Explorer {
-    an: Analysis,
+    an: Arc<Analysis>,
     name: String,
     heat: Heatmap,
     duration_ns: u64,
     /// The engine's state every [`CHECKPOINT_EVERY_NS`] of trace: a range's chain graph
     /// resumes from the latest one before it instead of decoding from the trace start
-    /// (same result: `chainrec_chain::Checkpoints`).
-    checkpoints: Checkpoints,
+    /// (same result: `chainrec_chain::Checkpoints`). Taken on a thread of their own
+    /// ([`Explorer::start`]); a range asked for meanwhile uses those taken so far.
+    checkpoints: Arc<Checkpoints>,
+    /// Events the checkpoint pass has decoded so far (the page shows it as progress).
+    indexed_events: Arc<AtomicU64>,
+    /// Why the checkpoint pass failed, if it did (shown by `/api/info`).
+    index_error: Arc<Mutex<Option<String>>>,
+    /// The checkpoint pass, until [`Explorer::wait_indexed`] joins it.
+    indexing: Mutex<Option<JoinHandle<Result<(), ChainError>>>>,
 }
 
 /// Spacing of the explorer's checkpoints: a range decodes at most this much trace before
@@ -125,8 +135,26 @@ pub fn window_secs(ns: u64) -> String {
 
 impl Explorer {
     /// Open the explorer on `an` (named `name` on the page): computes the default heat
-    /// map, with progress on stderr unless `quiet`.
+    /// map and the checkpoints every [`CHECKPOINT_EVERY_NS`], with progress on stderr
+    /// unless `quiet`, and returns when both are done.
     pub fn new(an: Analysis, name: String, quiet: bool) -> Result<Explorer, ExploreError> {
+        let ex = Explorer::start(an, name, quiet, CHECKPOINT_EVERY_NS)?;
+        ex.wait_indexed()?;
+        Ok(ex)
+    }
+
+    /// Open the explorer on `an` (named `name` on the page): computes the default heat
+    /// map (the page's first view), then returns, taking checkpoints every
+    /// `checkpoint_every_ns` of trace (or the trace's duration over [`MAX_CHECKPOINTS`],
+    /// when larger) on a thread of its own, with progress on stderr unless `quiet` and in
+    /// `/api/info`. Requests are answered meanwhile: a range resumes from the checkpoints
+    /// taken so far.
+    pub fn start(
+        an: Analysis,
+        name: String,
+        quiet: bool,
+        checkpoint_every_ns: u64,
+    ) -> Result<Explorer, ExploreError> {
         let reader = an.reader();
         let src = Progressed::new(
             reader,
@@ -134,20 +162,62 @@ impl Explorer {
         );
         let heat = heatmap::compute(&src, &default_heat())?;
         src.finish();
-        let mut progress = Progress::new(reader.event_count(), "serve: checkpoints", quiet);
         let duration_ns = an.end_ns().saturating_sub(an.start_ns());
-        let every = (duration_ns / MAX_CHECKPOINTS).max(CHECKPOINT_EVERY_NS);
-        let checkpoints = an.checkpoints(&range_setup(Filter::default()), every, |n| {
-            progress.inc(n as u64)
-        })?;
-        progress.finish();
+        let every = (duration_ns / MAX_CHECKPOINTS).max(checkpoint_every_ns.max(1));
+        let an = Arc::new(an);
+        let checkpoints = Arc::new(an.no_checkpoints(&range_setup(Filter::default())));
+        let indexed_events = Arc::new(AtomicU64::new(0));
+        let index_error = Arc::new(Mutex::new(None));
+        let indexing = {
+            let (an, checkpoints, done) = (an.clone(), checkpoints.clone(), indexed_events.clone());
+            let failed = index_error.clone();
+            std::thread::Builder::new()
+                .name("checkpoints".into())
+                .spawn(move || {
+                    let mut progress =
+                        Progress::new(an.reader().event_count(), "serve: checkpoints", quiet);
+                    let r = an.take_checkpoints(&checkpoints, every, true, |n| {
+                        progress.inc(n as u64);
+                        done.fetch_add(n as u64, Ordering::Relaxed);
+                    });
+                    progress.finish();
+                    if let Err(e) = &r {
+                        *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                    }
+                    r
+                })
+                .map_err(|e| {
+                    ExploreError::Range(format!("cannot start the checkpoint thread: {e}"))
+                })?
+        };
         Ok(Explorer {
             an,
             name,
             heat,
             duration_ns,
             checkpoints,
+            indexed_events,
+            index_error,
+            indexing: Mutex::new(Some(indexing)),
         })
+    }
+
+    /// Wait until the checkpoints are all taken ([`Explorer::start`]); their pass's error
+    /// if it failed (reported once; ranges then decode from the trace start, or from the
+    /// checkpoints taken before the failure).
+    pub fn wait_indexed(&self) -> Result<(), ExploreError> {
+        let handle = self
+            .indexing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        match handle.map(JoinHandle::join) {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(e.into()),
+            Some(Err(_)) => Err(ExploreError::Range(
+                "the checkpoint thread panicked".to_string(),
+            )),
+        }
     }
 
     /// The trace.
@@ -200,6 +270,15 @@ impl Explorer {
             "lost_in_recording": meta.lost.events(),
             "cgroups": self.an.tables().has_cgroups(),
             "checkpoints": self.checkpoints.len(),
+            "indexing": {
+                "done": self.checkpoints.is_complete(),
+                "events": self.indexed_events.load(Ordering::Relaxed),
+                "error": self.index_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            },
+            "ranges": {
+                "resumed": self.checkpoints.uses().0,
+                "from_start": self.checkpoints.uses().1,
+            },
         }))
     }
 
@@ -317,7 +396,7 @@ impl Explorer {
             .fold_from(
                 range_setup(filter),
                 View::Chains,
-                Some(&self.checkpoints),
+                Some(&*self.checkpoints),
                 |_| {},
             )
             .map_err(ApiError::failed)?;
@@ -461,9 +540,13 @@ impl Explorer {
     /// `from_ns`, `to_ns` and `chains` (the `/api/chains` answer of that range).
     pub fn static_data(&self, ranges: usize) -> Result<Value, ExploreError> {
         let to_err = |e: ApiError| ExploreError::Range(e.message);
-        let info = self
+        let mut info = self
             .info(Query::parse("").map_err(|e| ExploreError::Range(e.0))?)
             .map_err(to_err)?;
+        // This server's request counters: nothing a file on disk can show.
+        if let Some(fields) = info.as_object_mut() {
+            fields.remove("ranges");
+        }
         let heat = self.heat_json(&self.heat);
         let mut list = vec![json!({
             "label": "whole trace",

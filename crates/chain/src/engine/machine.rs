@@ -34,6 +34,7 @@ impl Engine<'static> {
     /// trace's it was taken on) with root filter `filter`.
     pub(crate) fn resume<'t>(&self, tables: &'t Tables, filter: crate::Filter) -> Engine<'t> {
         let mut e: Engine<'t> = self.snapshot();
+        e.nodes = e.nodes.with_caches();
         e.tables = tables;
         e.filter_all = filter.is_empty();
         e.cfg.filter = filter;
@@ -132,7 +133,7 @@ impl<'t> Engine<'t> {
             tables: no_tables(),
             cfg: self.cfg.clone(),
             trace_start: self.trace_start,
-            nodes: self.nodes.clone(),
+            nodes: self.nodes.snapshot(),
             tasks: self.tasks.clone(),
             free_tasks: self.free_tasks.clone(),
             task_index: self.task_index.clone(),
@@ -155,6 +156,48 @@ impl<'t> Engine<'t> {
             samples: self.samples.clone(),
             stats: self.stats.clone(),
         }
+    }
+
+    /// Bytes each part of a checkpoint holds: each part is cloned alone and `heap()` (the
+    /// process's allocated bytes, from a counting allocator) read around the clone
+    /// (docs/BENCHMARKS.md "Explorer": what to share between checkpoints).
+    pub(crate) fn part_bytes(&self, heap: &dyn Fn() -> usize) -> Vec<(&'static str, usize)> {
+        fn cost<T: Clone>(heap: &dyn Fn() -> usize, part: &T) -> usize {
+            let before = heap();
+            let copy = part.clone();
+            let after = heap();
+            drop(copy);
+            after.saturating_sub(before)
+        }
+        let mut v = self.nodes.part_bytes(heap);
+        v.extend([
+            ("nodes", cost(heap, &self.nodes.snapshot())),
+            ("tasks", cost(heap, &self.tasks)),
+            ("task_index", cost(heap, &self.task_index)),
+            ("hops", cost(heap, &self.hops)),
+            ("marks", cost(heap, &self.marks)),
+            ("free_hops", cost(heap, &self.free_hops)),
+            ("slots (dedup)", cost(heap, &self.slots)),
+            ("run queues", cost(heap, &self.rq)),
+            ("samples", cost(heap, &self.samples)),
+            ("cpu_check", cost(heap, &self.cpu_check)),
+            (
+                "seen+inner_buf+free_tasks",
+                cost(
+                    heap,
+                    &(
+                        self.seen.clone(),
+                        self.inner_buf.clone(),
+                        self.free_tasks.clone(),
+                    ),
+                ),
+            ),
+            (
+                "config+stats",
+                cost(heap, &(self.cfg.clone(), self.stats.clone())),
+            ),
+        ]);
+        v
     }
 
     /// Interned nodes (to render records and folded paths).

@@ -5,6 +5,7 @@
 
 use crate::fx::FxHashMap;
 use chainrec_format::{Comm, StackId, StackKind, Tables, Tid, WakeContext};
+use std::sync::Arc;
 
 /// Index of a node in a [`NodeTable`].
 pub type NodeId = u32;
@@ -207,12 +208,61 @@ pub(crate) type IdentId = u32;
 /// Interned comm: what a task node keeps of its identity (the tgid does not print).
 type CommId = u32;
 
+/// Entries per shared chunk of a [`SharedVec`].
+const SHARED_CHUNK: usize = 1024;
+
+/// An append-only vector whose full chunks are shared by its copies: the explorer keeps
+/// up to 32 checkpoints of one engine pass, and each copies only the last, partial chunk
+/// of the nodes interned so far (docs/ENGINE.md "Checkpoints").
+#[derive(Clone, Debug)]
+struct SharedVec<T> {
+    full: Vec<Arc<[T]>>,
+    tail: Vec<T>,
+}
+
+impl<T> Default for SharedVec<T> {
+    fn default() -> Self {
+        SharedVec {
+            full: Vec::new(),
+            tail: Vec::new(),
+        }
+    }
+}
+
+impl<T> SharedVec<T> {
+    #[inline]
+    fn len(&self) -> usize {
+        self.full.len() * SHARED_CHUNK + self.tail.len()
+    }
+
+    fn push(&mut self, value: T) {
+        if self.tail.is_empty() {
+            self.tail.reserve_exact(SHARED_CHUNK);
+        }
+        self.tail.push(value);
+        if self.tail.len() == SHARED_CHUNK {
+            self.full.push(Arc::from(std::mem::take(&mut self.tail)));
+        }
+    }
+}
+
+impl<T> std::ops::Index<usize> for SharedVec<T> {
+    type Output = T;
+    #[inline]
+    fn index(&self, i: usize) -> &T {
+        match self.full.get(i / SHARED_CHUNK) {
+            Some(chunk) => &chunk[i % SHARED_CHUNK],
+            None => &self.tail[i - self.full.len() * SHARED_CHUNK],
+        }
+    }
+}
+
 /// The interner.
 #[derive(Clone, Debug)]
 pub struct NodeTable {
-    nodes: Vec<Node>,
+    nodes: SharedVec<Node>,
     /// Per identity: (comm, tgid) and the comm's [`CommId`].
-    idents: Vec<(Comm, Tid, CommId)>,
+    idents: SharedVec<(Comm, Tid, CommId)>,
     ident_ix: FxHashMap<(Comm, Tid), IdentId>,
     comm_ix: FxHashMap<Comm, CommId>,
     /// Direct-mapped cache in front of `tasks`: (ident, kstack, ustack, node).
@@ -230,7 +280,7 @@ pub struct NodeTable {
     metal_cache: Vec<(WakeContext, u32, StackId, NodeId)>,
     /// Stacks that render like a lower id, and that id: nodes are interned by rendering,
     /// so that equal folded lines are one line.
-    same_stacks: FxHashMap<StackId, StackId>,
+    same_stacks: Arc<FxHashMap<StackId, StackId>>,
     /// Run-queue nodes by holder: comm id, or [`HOLDER_IDLE`] / [`HOLDER_UNKNOWN`].
     runq: FxHashMap<u32, NodeId>,
     /// Run-queue node by holder identity (`NodeId::MAX` = not yet interned).
@@ -248,8 +298,8 @@ pub struct NodeTable {
 impl Default for NodeTable {
     fn default() -> Self {
         let mut t = NodeTable {
-            nodes: Vec::new(),
-            idents: Vec::new(),
+            nodes: SharedVec::default(),
+            idents: SharedVec::default(),
             ident_ix: FxHashMap::default(),
             comm_ix: FxHashMap::default(),
             cache: vec![(IdentId::MAX, StackId::NONE, StackId::NONE, NodeId::MAX); 1 << CACHE_BITS],
@@ -261,7 +311,7 @@ impl Default for NodeTable {
                 (WakeContext::Task, 0, StackId::NONE, NodeId::MAX);
                 1 << METAL_CACHE_BITS
             ],
-            same_stacks: FxHashMap::default(),
+            same_stacks: Arc::default(),
             runq: FxHashMap::default(),
             runq_by_ident: Vec::new(),
             oncpu: FxHashMap::default(),
@@ -286,9 +336,60 @@ impl NodeTable {
     /// An empty table for the stacks of `tables` (stacks that render alike share nodes).
     pub(crate) fn for_tables(tables: &Tables) -> Self {
         NodeTable {
-            same_stacks: crate::engine::frames::same_rendering_stacks(tables),
+            same_stacks: Arc::new(crate::engine::frames::same_rendering_stacks(tables)),
             ..NodeTable::default()
         }
+    }
+
+    /// Bytes each part of the table holds ([`crate::Engine`]'s `part_bytes`).
+    pub(crate) fn part_bytes(&self, heap: &dyn Fn() -> usize) -> Vec<(&'static str, usize)> {
+        fn cost<T: Clone>(heap: &dyn Fn() -> usize, part: &T) -> usize {
+            let before = heap();
+            let copy = part.clone();
+            let after = heap();
+            drop(copy);
+            after.saturating_sub(before)
+        }
+        vec![
+            ("n.nodes", cost(heap, &self.nodes)),
+            ("n.idents", cost(heap, &self.idents)),
+            ("n.ident_ix", cost(heap, &self.ident_ix)),
+            ("n.cache", cost(heap, &self.cache)),
+            ("n.tasks", cost(heap, &self.tasks)),
+            ("n.metal", cost(heap, &self.metal)),
+            ("n.metal_cut", cost(heap, &self.metal_cut)),
+            ("n.softirq", cost(heap, &self.softirq_tasks)),
+            ("n.metal_cache", cost(heap, &self.metal_cache)),
+            ("n.same_stacks", cost(heap, &self.same_stacks)),
+            (
+                "n.runq",
+                cost(heap, &(self.runq.clone(), self.runq_by_ident.clone())),
+            ),
+            ("n.oncpu", cost(heap, &self.oncpu)),
+            (
+                "n.groups",
+                cost(heap, &(self.group_by_cgroup.clone(), self.groups.clone())),
+            ),
+        ]
+    }
+
+    /// A copy to keep in a checkpoint: without the lookup caches (320 KiB, refilled by
+    /// the run that resumes: [`Self::with_caches`]); the node and identity vectors share
+    /// their full chunks with this table.
+    pub(crate) fn snapshot(&self) -> NodeTable {
+        NodeTable {
+            cache: Vec::new(),
+            metal_cache: Vec::new(),
+            ..self.clone()
+        }
+    }
+
+    /// This checkpoint copy ([`Self::snapshot`]) with empty lookup caches, to intern with.
+    pub(crate) fn with_caches(mut self) -> NodeTable {
+        let fresh = NodeTable::default();
+        self.cache = fresh.cache;
+        self.metal_cache = fresh.metal_cache;
+        self
     }
 
     /// The lowest stack id rendering like `s`.
@@ -663,4 +764,41 @@ pub(crate) fn metal_label(
         }
     }
     format!("[{kind}]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint copy shares the full chunks and goes on apart: nodes interned after it
+    /// (past a chunk boundary, in another order) get the ids a copy of the whole table
+    /// would give, and the original is untouched.
+    #[test]
+    fn snapshot_shares_chunks_and_goes_on_apart() {
+        let mut table = NodeTable::default();
+        let ident = table.ident(Comm::new("worker"), 7);
+        let intern = |t: &mut NodeTable, s: u32| t.task(ident, StackId(s), StackId::NONE);
+        for s in 1..=2500 {
+            intern(&mut table, s);
+        }
+        let mut copy = table.snapshot().with_caches();
+        assert_eq!(copy.len(), table.len());
+        // Shared: the copy holds the same chunks, not copies of them.
+        assert!(Arc::ptr_eq(&copy.nodes.full[1], &table.nodes.full[1]));
+        for s in (2400..=3200).rev() {
+            let got = intern(&mut copy, s);
+            assert_eq!(copy.get(got).kstack, StackId(s));
+            assert_eq!(got < 2504, s <= 2500, "stack {s}: node {got}");
+        }
+        // Ids below the copy point are the original's; new ones continue from it.
+        assert_eq!(copy.len(), 3204);
+        assert_eq!(intern(&mut copy, 1), intern(&mut table, 1));
+        assert_eq!(copy.get(3203).kstack, StackId(2501));
+        assert_eq!(table.len(), 2504);
+        for s in 2501..=2600 {
+            intern(&mut table, s);
+        }
+        assert_eq!(table.get(2504).kstack, StackId(2501));
+        assert_eq!(copy.get(2504).kstack, StackId(3200));
+    }
 }
