@@ -55,7 +55,7 @@ impl Walker<'_> {
                 // Periods are in time order and disjoint: the first that ends after x, then
                 // on until one starts at or after y.
                 let first = h.first_ending_after(x);
-                for seg in h.segs.range(first..) {
+                for seg in h.iter_from(first) {
                     if seg.start >= y {
                         break;
                     }
@@ -72,7 +72,7 @@ impl Walker<'_> {
         let busy = |x: u64, y: u64, f: &mut dyn FnMut(u64, u64)| {
             if let Some(h) = h {
                 let first = h.first_ending_after(x);
-                for seg in h.segs.range(first..) {
+                for seg in h.iter_from(first) {
                     if seg.start >= y {
                         break;
                     }
