@@ -1,7 +1,7 @@
 //! Run-queue attribution (CHAINS.md "Run-queue time"): per-CPU histories of who held each
 //! CPU, per-thread runnable periods, and the split of runnable time by CPU holder.
 
-use crate::engine::nodes::HOLDER_UNKNOWN;
+use crate::engine::nodes::{HOLDER_IDLE, HOLDER_UNKNOWN};
 use crate::engine::record::{RunqPart, WaitRecord};
 use crate::engine::tasks::TaskIndex;
 use chainrec_format::Tid;
@@ -300,6 +300,10 @@ pub(crate) struct RunQueues {
     peak_kept: usize,
     /// [`crate::Stats::runq_capped`].
     pub(crate) capped: u64,
+    /// Parts by holder for [`Self::split_runnable`].
+    parts: PartIndex,
+    /// Parts by holder for the chain walk ([`RqView::parts`]).
+    walk_parts: PartIndex,
 }
 
 impl RunQueues {
@@ -419,9 +423,10 @@ impl RunQueues {
             });
         }
         let rq = &mut self.task_rq[t];
+        self.parts.begin(&rec.runq, 0);
         for &p in pieces.iter().rev() {
             self.kept += rq.push(p, &mut self.capped, &mut self.pool);
-            add_runq(&mut rec.runq, 0, p.holder, p.end - p.start);
+            self.parts.add(&mut rec.runq, p.holder, p.end - p.start);
         }
     }
 
@@ -451,10 +456,11 @@ impl RunQueues {
 
     /// The histories, found by tid through `index`.
     #[inline]
-    pub(crate) fn view<'a>(&'a self, index: &'a TaskIndex) -> RqView<'a> {
+    pub(crate) fn view<'a>(&'a mut self, index: &'a TaskIndex) -> RqView<'a> {
         RqView {
             task_rq: &self.task_rq,
             index,
+            parts: &mut self.walk_parts,
         }
     }
 }
@@ -463,12 +469,95 @@ impl RunQueues {
 pub(crate) struct RqView<'a> {
     task_rq: &'a [TaskRq],
     index: &'a TaskIndex,
+    /// Scratch of the walk: a record's parts of one level by holder.
+    pub(crate) parts: &'a mut PartIndex,
 }
 
-impl RqView<'_> {
+impl<'a> RqView<'a> {
+    /// The history of thread `tid` (borrowing only the histories, not the scratch).
     #[inline]
-    pub(crate) fn of(&self, tid: Tid) -> Option<&TaskRq> {
-        self.task_rq.get(self.index.find(tid)?)
+    pub(crate) fn of(&self, tid: Tid) -> Option<&'a TaskRq> {
+        let task_rq: &'a [TaskRq] = self.task_rq;
+        task_rq.get(self.index.find(tid)?)
+    }
+}
+
+/// Holder codes below this are identities, indexed directly by [`PartIndex`] (others, the
+/// throttled codes, are searched).
+const DENSE_HOLDERS: u32 = 1 << 22;
+
+/// Finds a record's run-queue part of one level by holder without a search of all its
+/// parts: a waker runnable for long on a busy CPU has hundreds of holders in its level, and
+/// the linear search of [`add_runq`] took about half of the level splits (a real
+/// recording's `chains`, session 15). Valid from [`Self::begin`] until the parts change
+/// other than through [`Self::add`].
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PartIndex {
+    /// Per holder key: (stamp, index into the parts); stale unless the stamp is current.
+    slots: Vec<(u32, u32)>,
+    stamp: u32,
+    level: u32,
+}
+
+impl PartIndex {
+    /// Slot of `holder`: idle, unknown, then identities; none for throttled codes.
+    #[inline]
+    fn key(holder: u32) -> Option<usize> {
+        match holder {
+            HOLDER_IDLE => Some(0),
+            HOLDER_UNKNOWN => Some(1),
+            h if h < DENSE_HOLDERS => Some(h as usize + 2),
+            _ => None,
+        }
+    }
+
+    /// Start adding parts of `level` to `parts`, indexing those of that level already there.
+    #[inline]
+    pub(crate) fn begin(&mut self, parts: &[RunqPart], level: u32) {
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.slots.fill((0, 0));
+            self.stamp = 1;
+        }
+        self.level = level;
+        for (i, p) in parts.iter().enumerate() {
+            if p.level == level {
+                self.remember(p.holder, i);
+            }
+        }
+    }
+
+    #[inline]
+    fn remember(&mut self, holder: u32, i: usize) {
+        if let Some(k) = Self::key(holder) {
+            if self.slots.len() <= k {
+                self.slots.resize(k + 1, (0, 0));
+            }
+            self.slots[k] = (self.stamp, i as u32);
+        }
+    }
+
+    /// [`add_runq`] at the level of [`Self::begin`]: the same parts in the same order.
+    #[inline]
+    pub(crate) fn add(&mut self, parts: &mut Vec<RunqPart>, holder: u32, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        let Some(k) = Self::key(holder) else {
+            add_runq(parts, self.level, holder, ns);
+            return;
+        };
+        match self.slots.get(k) {
+            Some(&(stamp, i)) if stamp == self.stamp => parts[i as usize].ns += ns,
+            _ => {
+                self.remember(holder, parts.len());
+                parts.push(RunqPart {
+                    level: self.level,
+                    holder,
+                    ns,
+                });
+            }
+        }
     }
 }
 
@@ -570,5 +659,60 @@ mod tests {
         }
         assert_eq!(capped, 0);
         assert!(rq.blocks.len() <= rq.len() / BLOCK + 2);
+    }
+
+    /// The holder index adds exactly what the linear search adds, in the same order:
+    /// parts of other levels and of the same level already there, idle, unknown and
+    /// throttled holders, zero lengths, and many calls (stamps reused).
+    #[test]
+    fn part_index_adds_what_add_runq_adds() {
+        let holders = [
+            3,
+            9,
+            HOLDER_IDLE,
+            3,
+            HOLDER_UNKNOWN,
+            0xC000_0005,
+            70,
+            9,
+            0xC000_0005,
+        ];
+        let mut index = PartIndex::default();
+        for round in 0..300u32 {
+            let level = round % 4;
+            let mut want = vec![
+                RunqPart {
+                    level: 0,
+                    holder: 9,
+                    ns: 1,
+                },
+                RunqPart {
+                    level: level + 1,
+                    holder: 3,
+                    ns: 2,
+                },
+            ];
+            if round % 3 == 0 {
+                want.push(RunqPart {
+                    level,
+                    holder: 70,
+                    ns: 5,
+                });
+            }
+            let mut got = want.clone();
+            index.begin(&got, level);
+            for i in 0..(round % 23) as usize {
+                let holder = holders[(i * 7 + round as usize) % holders.len()];
+                let ns = (i as u64 * 13 + u64::from(round)) % 5;
+                add_runq(&mut want, level, holder, ns);
+                index.add(&mut got, holder, ns);
+            }
+            let key = |p: &RunqPart| (p.level, p.holder, p.ns);
+            assert_eq!(
+                got.iter().map(key).collect::<Vec<_>>(),
+                want.iter().map(key).collect::<Vec<_>>(),
+                "round {round}"
+            );
+        }
     }
 }
