@@ -250,21 +250,25 @@ struct LinePrefix<W: Write> {
 }
 
 impl<W: Write> Write for LinePrefix<W> {
+    /// Writes all of `buf` in one write to `inner` (the BufWriter in front hands over 64 KiB
+    /// at a time): one write per line made stdout's line buffering flush, i.e. make a
+    /// syscall, at every line, and the byte-by-byte newline search cost 11 % of busy-server's
+    /// `chains` (docs/BENCHMARKS.md, session 15).
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
+        if self.prefix.is_empty() {
+            self.inner.write_all(buf)?;
+            return Ok(buf.len());
         }
-        if self.at_line_start {
-            self.inner.write_all(&self.prefix)?;
-            self.at_line_start = false;
+        let mut out = Vec::with_capacity(buf.len() + buf.len() / 16);
+        for line in buf.split_inclusive(|&b| b == b'\n') {
+            if self.at_line_start {
+                out.extend_from_slice(&self.prefix);
+            }
+            out.extend_from_slice(line);
+            self.at_line_start = line.ends_with(b"\n");
         }
-        let n = buf
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(buf.len(), |i| i + 1);
-        self.inner.write_all(&buf[..n])?;
-        self.at_line_start = buf[n - 1] == b'\n';
-        Ok(n)
+        self.inner.write_all(&out)?;
+        Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()

@@ -1,7 +1,7 @@
 //! Run-queue attribution (CHAINS.md "Run-queue time"): per-CPU histories of who held each
 //! CPU, per-thread runnable periods, and the split of runnable time by CPU holder.
 
-use crate::engine::nodes::HOLDER_UNKNOWN;
+use crate::engine::nodes::{HOLDER_IDLE, HOLDER_UNKNOWN};
 use crate::engine::record::{RunqPart, WaitRecord};
 use crate::engine::tasks::TaskIndex;
 use chainrec_format::Tid;
@@ -45,21 +45,150 @@ impl KeptSeg {
     }
 }
 
-/// A thread's runnable periods, as far back as an open wait can ask for them.
+/// Runnable periods per block of a thread's history. Histories grow in blocks drawn from a
+/// pool shared by all threads ([`BlockPool`]), not in per-thread deques that double: on
+/// busy-server a few thousand threads each keep thousands of periods, and doubling deques
+/// left up to half of their room unused (and the heap fragmented as they grew one after
+/// another); blocks leave at most two partly used per thread and are reused as soon as a
+/// trim frees them.
+const BLOCK: usize = 128;
+
+/// A block of kept periods.
+type Block = Box<[KeptSeg; BLOCK]>;
+
+/// Blocks freed by trims and ended threads, handed out again before any new allocation.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct BlockPool {
+    free: Vec<Block>,
+}
+
+impl BlockPool {
+    #[inline]
+    fn take(&mut self) -> Block {
+        self.free.pop().unwrap_or_else(|| {
+            Box::new(
+                [KeptSeg {
+                    start: 0,
+                    len: 0,
+                    holder: 0,
+                }; BLOCK],
+            )
+        })
+    }
+
+    #[inline]
+    fn give(&mut self, b: Block) {
+        self.free.push(b);
+    }
+
+    /// Give most free blocks back to the allocator once far more are free than in use.
+    fn shrink(&mut self, in_use: usize) {
+        let keep = in_use / 4 + 64;
+        if self.free.len() > 2 * keep {
+            self.free.truncate(keep);
+            self.free.shrink_to_fit();
+        }
+    }
+}
+
+/// A thread's runnable periods, as far back as an open wait can ask for them: period `i`
+/// (0 = the oldest kept) is entry `head + i` of the concatenated blocks.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TaskRq {
-    pub(crate) segs: VecDeque<KeptSeg>,
+    blocks: VecDeque<Block>,
+    /// Offset of the oldest kept period in `blocks[0]`.
+    head: usize,
+    len: usize,
     /// Periods ending before this were dropped by [`TASK_RQ_CAP`] (never by a trim, which
     /// drops only what no open wait can ask for): earlier time cannot be split.
     pub(crate) floor: u64,
 }
 
 impl TaskRq {
+    /// Number of kept periods.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Kept period `i` (0 = the oldest).
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> &KeptSeg {
+        let j = self.head + i;
+        &self.blocks[j / BLOCK][j % BLOCK]
+    }
+
+    /// The newest kept period.
+    #[inline]
+    fn last_mut(&mut self) -> Option<&mut KeptSeg> {
+        if self.len == 0 {
+            return None;
+        }
+        let j = self.head + self.len - 1;
+        Some(&mut self.blocks[j / BLOCK][j % BLOCK])
+    }
+
+    /// Kept periods from `i` on, oldest first.
+    #[inline]
+    pub(crate) fn iter_from(&self, i: usize) -> impl Iterator<Item = &KeptSeg> + '_ {
+        let j = self.head + i.min(self.len);
+        let end = self.head + self.len;
+        let (first_block, first_off) = (j / BLOCK, j % BLOCK);
+        self.blocks
+            .range(first_block.min(self.blocks.len())..)
+            .enumerate()
+            .flat_map(move |(k, b)| {
+                let base = (first_block + k) * BLOCK;
+                let lo = if k == 0 { first_off } else { 0 };
+                let hi = (end - base).min(BLOCK);
+                b[lo..hi.max(lo)].iter()
+            })
+    }
+
+    /// Drop the `n` oldest kept periods, their emptied blocks back to `pool`.
+    fn drop_front(&mut self, n: usize, pool: &mut BlockPool) {
+        let n = n.min(self.len);
+        self.head += n;
+        self.len -= n;
+        while self.head >= BLOCK || (self.len == 0 && !self.blocks.is_empty()) {
+            let Some(b) = self.blocks.pop_front() else {
+                break;
+            };
+            pool.give(b);
+            self.head = self.head.saturating_sub(BLOCK);
+        }
+        if self.len == 0 {
+            self.head = 0;
+        }
+    }
+
+    /// Drop every kept period, blocks back to `pool`.
+    fn clear(&mut self, pool: &mut BlockPool) {
+        for b in self.blocks.drain(..) {
+            pool.give(b);
+        }
+        self.blocks.shrink_to(4);
+        self.head = 0;
+        self.len = 0;
+        self.floor = 0;
+    }
+
+    /// Append one period.
+    #[inline]
+    fn push_back(&mut self, seg: KeptSeg, pool: &mut BlockPool) {
+        let j = self.head + self.len;
+        if j == self.blocks.len() * BLOCK {
+            self.blocks.push_back(pool.take());
+        }
+        self.blocks[j / BLOCK][j % BLOCK] = seg;
+        self.len += 1;
+    }
+
     /// Append `seg`; returns how many new entries it took (0 when merged into the last).
     #[inline]
-    fn push(&mut self, seg: RqSeg, capped: &mut u64) -> usize {
+    fn push(&mut self, seg: RqSeg, capped: &mut u64, pool: &mut BlockPool) -> usize {
         let mut start = seg.start;
-        if let Some(last) = self.segs.back_mut() {
+        if let Some(last) = self.last_mut() {
             if last.holder == seg.holder && last.end() == start {
                 let room = u64::from(u32::MAX - last.len);
                 let add = room.min(seg.end - start);
@@ -70,26 +199,26 @@ impl TaskRq {
         let mut added = 0;
         while start < seg.end {
             let len = (seg.end - start).min(u64::from(u32::MAX)) as u32;
-            if self.segs.len() == TASK_RQ_CAP {
-                if let Some(old) = self.segs.pop_front() {
-                    self.floor = old.end();
-                    *capped += 1;
-                }
+            if self.len == TASK_RQ_CAP {
+                self.floor = self.get(0).end();
+                self.drop_front(1, pool);
+                *capped += 1;
             } else {
                 added += 1;
             }
-            self.segs.push_back(KeptSeg {
-                start,
-                len,
-                holder: seg.holder,
-            });
+            self.push_back(
+                KeptSeg {
+                    start,
+                    len,
+                    holder: seg.holder,
+                },
+                pool,
+            );
             start += u64::from(len);
         }
         added
     }
-}
 
-impl TaskRq {
     /// Index of the first kept period ending after `x` (periods are disjoint and in time
     /// order). Searched from the newest back, doubling the step: a walk asks mostly about
     /// recent time, and the histories reach back to the oldest open wait (millions of
@@ -97,18 +226,17 @@ impl TaskRq {
     /// (14 % of busy-server's `chains`).
     #[inline]
     pub(crate) fn first_ending_after(&self, x: u64) -> usize {
-        let segs = &self.segs;
         // Every period at or after `hi` ends after x.
-        let mut hi = segs.len();
+        let mut hi = self.len;
         let mut step = 1;
         while hi > 0 {
             let j = hi.saturating_sub(step);
-            if segs[j].end() <= x {
+            if self.get(j).end() <= x {
                 // The answer is in (j, hi]: binary search there.
                 let mut lo = j + 1;
                 while lo < hi {
                     let mid = lo + (hi - lo) / 2;
-                    if segs[mid].end() <= x {
+                    if self.get(mid).end() <= x {
                         lo = mid + 1;
                     } else {
                         hi = mid;
@@ -120,6 +248,21 @@ impl TaskRq {
             step *= 2;
         }
         0
+    }
+
+    /// Index of the first kept period ending after `x`, by binary search from the front
+    /// (for trims, which cut far back).
+    fn first_ending_after_from_front(&self, x: u64) -> usize {
+        let (mut lo, mut hi) = (0, self.len);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.get(mid).end() <= x {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 }
 
@@ -145,6 +288,8 @@ pub(crate) struct RunQueues {
     /// Per task slot (parallel to the engine's tasks): runnable periods back to the
     /// oldest blocked wait still open.
     task_rq: Vec<TaskRq>,
+    /// Free blocks of the task histories.
+    pool: BlockPool,
     /// Scratch: pieces of one runnable period, newest first.
     rq_pieces: Vec<RqSeg>,
     /// Entries in all histories now.
@@ -155,6 +300,10 @@ pub(crate) struct RunQueues {
     peak_kept: usize,
     /// [`crate::Stats::runq_capped`].
     pub(crate) capped: u64,
+    /// Parts by holder for [`Self::split_runnable`].
+    parts: PartIndex,
+    /// Parts by holder for the chain walk ([`RqView::parts`]).
+    walk_parts: PartIndex,
 }
 
 impl RunQueues {
@@ -168,10 +317,8 @@ impl RunQueues {
     #[inline]
     pub(crate) fn clear_task(&mut self, t: usize) {
         let rq = &mut self.task_rq[t];
-        self.kept -= rq.segs.len();
-        rq.segs.clear();
-        shrink(&mut rq.segs);
-        rq.floor = 0;
+        self.kept -= rq.len();
+        rq.clear(&mut self.pool);
     }
 
     /// Most entries the histories held at once ([`crate::Stats::peak_runq_history`]).
@@ -194,12 +341,14 @@ impl RunQueues {
     pub(crate) fn trim(&mut self, waits_from: u64, runnable_from: u64) {
         self.peak_kept = self.peak_kept.max(self.kept);
         let mut kept = 0;
+        let mut task_kept = 0;
         for rq in &mut self.task_rq {
-            let n = rq.segs.partition_point(|seg| seg.end() <= waits_from);
-            rq.segs.drain(..n);
-            shrink(&mut rq.segs);
-            kept += rq.segs.len();
+            let n = rq.first_ending_after_from_front(waits_from);
+            rq.drop_front(n, &mut self.pool);
+            task_kept += rq.len();
         }
+        self.pool.shrink(task_kept / BLOCK);
+        kept += task_kept;
         for c in &mut self.cpus {
             // Keep the last switch-in at or before `runnable_from`.
             let n = c.q.partition_point(|&(ts, _)| ts <= runnable_from);
@@ -274,9 +423,10 @@ impl RunQueues {
             });
         }
         let rq = &mut self.task_rq[t];
+        self.parts.begin(&rec.runq, 0);
         for &p in pieces.iter().rev() {
-            self.kept += rq.push(p, &mut self.capped);
-            add_runq(&mut rec.runq, 0, p.holder, p.end - p.start);
+            self.kept += rq.push(p, &mut self.capped, &mut self.pool);
+            self.parts.add(&mut rec.runq, p.holder, p.end - p.start);
         }
     }
 
@@ -300,16 +450,17 @@ impl RunQueues {
             end,
             holder: code,
         };
-        self.kept += self.task_rq[t].push(seg, &mut self.capped);
+        self.kept += self.task_rq[t].push(seg, &mut self.capped, &mut self.pool);
         add_runq(&mut rec.runq, 0, code, end - r0);
     }
 
     /// The histories, found by tid through `index`.
     #[inline]
-    pub(crate) fn view<'a>(&'a self, index: &'a TaskIndex) -> RqView<'a> {
+    pub(crate) fn view<'a>(&'a mut self, index: &'a TaskIndex) -> RqView<'a> {
         RqView {
             task_rq: &self.task_rq,
             index,
+            parts: &mut self.walk_parts,
         }
     }
 }
@@ -318,12 +469,95 @@ impl RunQueues {
 pub(crate) struct RqView<'a> {
     task_rq: &'a [TaskRq],
     index: &'a TaskIndex,
+    /// Scratch of the walk: a record's parts of one level by holder.
+    pub(crate) parts: &'a mut PartIndex,
 }
 
-impl RqView<'_> {
+impl<'a> RqView<'a> {
+    /// The history of thread `tid` (borrowing only the histories, not the scratch).
     #[inline]
-    pub(crate) fn of(&self, tid: Tid) -> Option<&TaskRq> {
-        self.task_rq.get(self.index.find(tid)?)
+    pub(crate) fn of(&self, tid: Tid) -> Option<&'a TaskRq> {
+        let task_rq: &'a [TaskRq] = self.task_rq;
+        task_rq.get(self.index.find(tid)?)
+    }
+}
+
+/// Holder codes below this are identities, indexed directly by [`PartIndex`] (others, the
+/// throttled codes, are searched).
+const DENSE_HOLDERS: u32 = 1 << 22;
+
+/// Finds a record's run-queue part of one level by holder without a search of all its
+/// parts: a waker runnable for long on a busy CPU has hundreds of holders in its level, and
+/// the linear search of [`add_runq`] took about half of the level splits (a real
+/// recording's `chains`, session 15). Valid from [`Self::begin`] until the parts change
+/// other than through [`Self::add`].
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PartIndex {
+    /// Per holder key: (stamp, index into the parts); stale unless the stamp is current.
+    slots: Vec<(u32, u32)>,
+    stamp: u32,
+    level: u32,
+}
+
+impl PartIndex {
+    /// Slot of `holder`: idle, unknown, then identities; none for throttled codes.
+    #[inline]
+    fn key(holder: u32) -> Option<usize> {
+        match holder {
+            HOLDER_IDLE => Some(0),
+            HOLDER_UNKNOWN => Some(1),
+            h if h < DENSE_HOLDERS => Some(h as usize + 2),
+            _ => None,
+        }
+    }
+
+    /// Start adding parts of `level` to `parts`, indexing those of that level already there.
+    #[inline]
+    pub(crate) fn begin(&mut self, parts: &[RunqPart], level: u32) {
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.slots.fill((0, 0));
+            self.stamp = 1;
+        }
+        self.level = level;
+        for (i, p) in parts.iter().enumerate() {
+            if p.level == level {
+                self.remember(p.holder, i);
+            }
+        }
+    }
+
+    #[inline]
+    fn remember(&mut self, holder: u32, i: usize) {
+        if let Some(k) = Self::key(holder) {
+            if self.slots.len() <= k {
+                self.slots.resize(k + 1, (0, 0));
+            }
+            self.slots[k] = (self.stamp, i as u32);
+        }
+    }
+
+    /// [`add_runq`] at the level of [`Self::begin`]: the same parts in the same order.
+    #[inline]
+    pub(crate) fn add(&mut self, parts: &mut Vec<RunqPart>, holder: u32, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        let Some(k) = Self::key(holder) else {
+            add_runq(parts, self.level, holder, ns);
+            return;
+        };
+        match self.slots.get(k) {
+            Some(&(stamp, i)) if stamp == self.stamp => parts[i as usize].ns += ns,
+            _ => {
+                self.remember(holder, parts.len());
+                parts.push(RunqPart {
+                    level: self.level,
+                    holder,
+                    ns,
+                });
+            }
+        }
     }
 }
 
@@ -353,6 +587,7 @@ mod tests {
         for n in [0usize, 1, 2, 3, 7, 64, 1000] {
             let mut rq = TaskRq::default();
             let mut capped = 0;
+            let mut pool = BlockPool::default();
             for i in 0..n as u64 {
                 // Disjoint periods [10 i, 10 i + 5), holders alternating (no merging).
                 rq.push(
@@ -362,13 +597,122 @@ mod tests {
                         holder: (i % 2) as u32,
                     },
                     &mut capped,
+                    &mut pool,
                 );
             }
-            assert_eq!(rq.segs.len(), n);
+            assert_eq!(rq.len(), n);
+            let all: Vec<KeptSeg> = rq.iter_from(0).copied().collect();
+            assert_eq!(all.len(), n);
             for x in 0..10 * n as u64 + 20 {
-                let want = rq.segs.partition_point(|seg| seg.end() <= x);
+                let want = all.partition_point(|seg| seg.end() <= x);
                 assert_eq!(rq.first_ending_after(x), want, "n {n} x {x}");
+                assert_eq!(rq.first_ending_after_from_front(x), want, "n {n} x {x}");
             }
+        }
+    }
+
+    /// The block storage keeps exactly what a plain deque would, through appends (merged
+    /// and not), front drops across block boundaries, and clears; emptied blocks go back
+    /// to the pool and come out of it again.
+    #[test]
+    fn blocks_keep_what_a_deque_keeps() {
+        let mut rq = TaskRq::default();
+        let mut pool = BlockPool::default();
+        let mut capped = 0;
+        let mut want: VecDeque<(u64, u64, u32)> = VecDeque::new();
+        let mut t = 0u64;
+        for round in 0..2000u64 {
+            // Every third period continues the last one behind the same holder (merged).
+            let holder = (round / 3 % 5) as u32;
+            let gap = if round % 3 == 0 { 7 } else { 0 };
+            let start = t + gap;
+            let end = start + 1 + round % 11;
+            t = end;
+            rq.push(RqSeg { start, end, holder }, &mut capped, &mut pool);
+            match want.back_mut() {
+                Some(last) if last.2 == holder && last.1 == start => last.1 = end,
+                _ => want.push_back((start, end, holder)),
+            }
+            if round % 97 == 96 {
+                let n = (round as usize * 7) % (want.len() + 1);
+                rq.drop_front(n, &mut pool);
+                want.drain(..n);
+            }
+            if round == 1500 {
+                rq.clear(&mut pool);
+                want.clear();
+                assert!(!pool.free.is_empty());
+            }
+            let got: Vec<(u64, u64, u32)> = rq
+                .iter_from(0)
+                .map(|s| (s.start, s.end(), s.holder))
+                .collect();
+            assert_eq!(got, Vec::from(want.clone()), "round {round}");
+            assert_eq!(rq.len(), want.len());
+            if want.len() > 3 {
+                let i = want.len() / 3;
+                let tail: Vec<u64> = rq.iter_from(i).map(|s| s.start).collect();
+                let want_tail: Vec<u64> = want.range(i..).map(|w| w.0).collect();
+                assert_eq!(tail, want_tail);
+                assert_eq!(rq.first_ending_after(want[i].0), i);
+            }
+        }
+        assert_eq!(capped, 0);
+        assert!(rq.blocks.len() <= rq.len() / BLOCK + 2);
+    }
+
+    /// The holder index adds exactly what the linear search adds, in the same order:
+    /// parts of other levels and of the same level already there, idle, unknown and
+    /// throttled holders, zero lengths, and many calls (stamps reused).
+    #[test]
+    fn part_index_adds_what_add_runq_adds() {
+        let holders = [
+            3,
+            9,
+            HOLDER_IDLE,
+            3,
+            HOLDER_UNKNOWN,
+            0xC000_0005,
+            70,
+            9,
+            0xC000_0005,
+        ];
+        let mut index = PartIndex::default();
+        for round in 0..300u32 {
+            let level = round % 4;
+            let mut want = vec![
+                RunqPart {
+                    level: 0,
+                    holder: 9,
+                    ns: 1,
+                },
+                RunqPart {
+                    level: level + 1,
+                    holder: 3,
+                    ns: 2,
+                },
+            ];
+            if round % 3 == 0 {
+                want.push(RunqPart {
+                    level,
+                    holder: 70,
+                    ns: 5,
+                });
+            }
+            let mut got = want.clone();
+            index.begin(&got, level);
+            for i in 0..(round % 23) as usize {
+                let holder = holders[(i * 7 + round as usize) % holders.len()];
+                let ns = (i as u64 * 13 + u64::from(round)) % 5;
+                add_runq(&mut want, level, holder, ns);
+                index.add(&mut got, holder, ns);
+            }
+            let key = |p: &RunqPart| (p.level, p.holder, p.ns);
+            assert_eq!(
+                got.iter().map(key).collect::<Vec<_>>(),
+                want.iter().map(key).collect::<Vec<_>>(),
+                "round {round}"
+            );
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::engine::ids::HopId;
 use crate::engine::mode::Mode;
 use crate::engine::nodes::NodeTable;
 use crate::engine::record::WaitRecord;
-use crate::engine::runqueue::{add_runq, RqView};
+use crate::engine::runqueue::RqView;
 use crate::engine::sampleidx::{minus, SampleIndex};
 use crate::engine::tasks::TaskIndex;
 use chainrec_format::Tid;
@@ -44,7 +44,9 @@ impl Walker<'_> {
         // Now: the waking that ends the root's wait, when the chain is built.
         let now = rec.wake_ns.unwrap_or(rec.switch_out_ns);
         let h = self.rq.as_ref().and_then(|rq| rq.of(waker));
-        if let Some(h) = h {
+        if let (Some(h), Some(rq)) = (h, self.rq.as_mut()) {
+            let parts = &mut *rq.parts;
+            parts.begin(&rec.runq, level);
             for (x, y) in windows {
                 if y <= x {
                     continue;
@@ -55,12 +57,12 @@ impl Walker<'_> {
                 // Periods are in time order and disjoint: the first that ends after x, then
                 // on until one starts at or after y.
                 let first = h.first_ending_after(x);
-                for seg in h.segs.range(first..) {
+                for seg in h.iter_from(first) {
                     if seg.start >= y {
                         break;
                     }
                     let ns = seg.end().min(y) - seg.start.max(x);
-                    add_runq(&mut rec.runq, level, seg.holder, ns);
+                    parts.add(&mut rec.runq, seg.holder, ns);
                 }
             }
         }
@@ -72,7 +74,7 @@ impl Walker<'_> {
         let busy = |x: u64, y: u64, f: &mut dyn FnMut(u64, u64)| {
             if let Some(h) = h {
                 let first = h.first_ending_after(x);
-                for seg in h.segs.range(first..) {
+                for seg in h.iter_from(first) {
                     if seg.start >= y {
                         break;
                     }

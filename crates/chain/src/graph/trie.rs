@@ -44,6 +44,9 @@ pub(crate) struct PathTrie {
     hashes: Vec<u64>,
     cands: Vec<u32>,
     parents: Vec<u32>,
+    ids: Vec<u32>,
+    waiting: Vec<Waiting>,
+    next: Vec<(u32, u32, u32)>,
 }
 
 #[inline]
@@ -230,6 +233,13 @@ impl PathTrie {
     /// within a level the lookups are independent, so each one's index slot is
     /// prefetched `DIST` lookups ahead and its candidate entry `DIST` lookups ahead of
     /// the key check (a three-stage software pipeline).
+    ///
+    /// A path's leading levels equal to the previous path's (a wait's run-queue and on-CPU
+    /// paths repeat its root and the levels above them) are not looked up again: the ids
+    /// of a node sequence are a function of the sequence, so they are copied from the
+    /// previous path once it has them. The entries inserted, their ids (the first path
+    /// in batch order that reaches a new prefix inserts it, in the same round) and the
+    /// weights are those of looking every level up.
     pub(crate) fn apply(&mut self, b: &PathBatch) {
         let np = b.len();
         if np < 2 * DIST {
@@ -254,21 +264,47 @@ impl PathTrie {
         let mut hashes = std::mem::take(&mut self.hashes);
         let mut cands = std::mem::take(&mut self.cands);
         let mut parents = std::mem::take(&mut self.parents);
+        let mut ids = std::mem::take(&mut self.ids);
+        let mut waiting = std::mem::take(&mut self.waiting);
+        let mut next = std::mem::take(&mut self.next);
         // Per active path k: `active[k]` its end offset in `b.nodes`, `cursor[k]` the
-        // offset of its next level, `parents[k]` the id of the level before.
+        // offset of its next level, `parents[k]` the id of the level before. `ids[o]` is
+        // the entry id of the level at offset `o` of `b.nodes`, once known.
         active.clear();
         cursor.clear();
         parents.clear();
+        waiting.clear();
+        ids.clear();
+        ids.resize(b.nodes.len(), NONE);
         let mut start = 0u32;
+        let mut prev: Option<(u32, u32)> = None;
         for &end in &b.ends {
             if end > start {
-                active.push(end);
-                cursor.push(start);
-                parents.push(NO_PARENT);
+                let shared = prev.map_or(0, |(ps, pe)| {
+                    let (this, before) = (
+                        &b.nodes[start as usize..end as usize],
+                        &b.nodes[ps as usize..pe as usize],
+                    );
+                    this.iter().zip(before).take_while(|(x, y)| x == y).count() as u32
+                });
+                if shared == 0 {
+                    active.push(end);
+                    cursor.push(start);
+                    parents.push(NO_PARENT);
+                } else {
+                    waiting.push(Waiting {
+                        start,
+                        end,
+                        shared,
+                        prev_start: prev.map_or(0, |p| p.0),
+                    });
+                }
+                prev = Some((start, end));
             }
             start = end;
         }
-        while !active.is_empty() {
+        let mut round = 0u32;
+        while !active.is_empty() || !waiting.is_empty() {
             let n = active.len();
             hashes.clear();
             hashes.resize(n, 0);
@@ -305,29 +341,75 @@ impl PathTrie {
                         self.get_mut(id).weight += w;
                     }
                     parents[k] = id;
+                    ids[cursor[k] as usize] = id;
                 }
             }
-            // Next level: paths that go on.
+            // Shared levels of this round, in batch order (the previous path's id at
+            // this level is known: looked up above, or copied just before).
+            next.clear();
             let mut m = 0;
-            for k in 0..n {
-                let c = cursor[k] + 1;
-                if c < active[k] {
-                    active[m] = active[k];
-                    cursor[m] = c;
-                    parents[m] = parents[k];
+            let mut k = 0;
+            for wi in 0..waiting.len() {
+                let wt = waiting[wi];
+                let at = (wt.start + round) as usize;
+                let id = ids[(wt.prev_start + round) as usize];
+                ids[at] = id;
+                let w = b.weights[at];
+                if w != 0 {
+                    self.get_mut(id).weight += w;
+                }
+                if wt.shared > round + 1 {
+                    waiting[m] = wt;
                     m += 1;
+                } else if wt.start + wt.shared < wt.end {
+                    // Looked up from the next round on, in batch order among the
+                    // active paths: the survivors of this round before it go first.
+                    while k < n && active[k] <= wt.start {
+                        if cursor[k] + 1 < active[k] {
+                            next.push((active[k], cursor[k] + 1, parents[k]));
+                        }
+                        k += 1;
+                    }
+                    next.push((wt.end, wt.start + wt.shared, id));
                 }
             }
-            active.truncate(m);
-            cursor.truncate(m);
-            parents.truncate(m);
+            waiting.truncate(m);
+            // Next level: paths that go on.
+            while k < n {
+                if cursor[k] + 1 < active[k] {
+                    next.push((active[k], cursor[k] + 1, parents[k]));
+                }
+                k += 1;
+            }
+            active.clear();
+            cursor.clear();
+            parents.clear();
+            for &(e, c, p) in &next {
+                active.push(e);
+                cursor.push(c);
+                parents.push(p);
+            }
+            round += 1;
         }
         self.active = active;
         self.cursor = cursor;
         self.hashes = hashes;
         self.cands = cands;
         self.parents = parents;
+        self.ids = ids;
+        self.waiting = waiting;
+        self.next = next;
     }
+}
+
+/// A path of a batch whose first `shared` levels are the previous path's (see
+/// [`PathTrie::apply`]): offsets into the batch's nodes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Waiting {
+    start: u32,
+    end: u32,
+    shared: u32,
+    prev_start: u32,
 }
 
 /// Entry ids in depth-first preorder: roots in id order, each followed by its
@@ -395,5 +477,74 @@ mod tests {
         assert_eq!(a.step(3, 4), s);
         assert_eq!(a.len(), b.len());
         assert!(a.iter().eq(b.iter()));
+    }
+
+    /// Every entry as its node path from the root, with its weight.
+    fn contents(t: &PathTrie) -> std::collections::BTreeMap<Vec<u32>, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        for (id, e) in t.iter().enumerate() {
+            let mut path = vec![e.node];
+            let mut p = e.parent;
+            while p != NO_PARENT {
+                path.push(t.get(p).node);
+                p = t.get(p).parent;
+            }
+            path.reverse();
+            assert!(out.insert(path, e.weight).is_none(), "entry {id} twice");
+        }
+        out
+    }
+
+    /// Paths sharing leading levels with the one before them (as a wait's main path and
+    /// its run-queue paths do), identical paths, paths that are prefixes of the one before,
+    /// and weights on shared levels: the batched insertion (which copies the shared
+    /// levels' ids) builds the same entries with the same weights as inserting each path
+    /// level by level, and the same ids whether the index was released or not.
+    #[test]
+    fn shared_prefixes_are_inserted_as_looked_up() {
+        let mut b = PathBatch::new();
+        for i in 0..3000u32 {
+            let x = i.wrapping_mul(2_654_435_761);
+            let root = x % 13;
+            let hops = [x % 7 + 100, (x >> 5) % 5 + 200, (x >> 9) % 3 + 300];
+            let depth = (x >> 3) as usize % 4;
+            let mut main = vec![root];
+            main.extend_from_slice(&hops[..depth]);
+            let mut w = vec![0; main.len()];
+            *w.last_mut().unwrap() = u64::from(i);
+            b.push_path(&main, &w);
+            for level in 0..=depth {
+                let mut p = vec![root];
+                p.extend_from_slice(&hops[..level]);
+                p.push(1000 + (x >> level) % 4);
+                let mut w = vec![0; p.len()];
+                // Now and then a weight on a shared level too.
+                w[0] = u64::from(i % 5 == 0);
+                *w.last_mut().unwrap() = 7;
+                b.push_path(&p, &w);
+            }
+            if i % 11 == 0 {
+                b.push_path(&main, &w);
+                b.push_path(&main[..1], &[3]);
+            }
+        }
+        let mut batched = PathTrie::default();
+        batched.apply(&b);
+        batched.apply(&b);
+        let mut stepped = PathTrie::default();
+        for _ in 0..2 {
+            for i in 0..b.len() {
+                let (nodes, weights) = b.path(i);
+                let mut one = PathBatch::new();
+                one.push_path(nodes, weights);
+                stepped.apply(&one);
+            }
+        }
+        assert_eq!(contents(&batched), contents(&stepped));
+        let mut again = PathTrie::default();
+        again.apply(&b);
+        again.release_index();
+        again.apply(&b);
+        assert!(again.iter().eq(batched.iter()));
     }
 }
