@@ -6,6 +6,7 @@ use crate::engine::record::{RunqPart, WaitRecord};
 use crate::engine::tasks::TaskIndex;
 use chainrec_format::Tid;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Safety cap on the switch-ins kept per CPU (16 B each). Histories are trimmed to what
 /// an open wait can still ask for (docs/ENGINE.md, "How far back the histories reach"); the
@@ -53,20 +54,30 @@ impl KeptSeg {
 /// trim frees them.
 const BLOCK: usize = 128;
 
-/// A block of kept periods.
-type Block = Box<[KeptSeg; BLOCK]>;
+/// A block of kept periods, shared between an engine and its checkpoints (copied on write:
+/// a thread writes only into its newest block, so the older blocks of a long history are one
+/// copy however many checkpoints hold it).
+type Block = Arc<[KeptSeg; BLOCK]>;
 
 /// Blocks freed by trims and ended threads, handed out again before any new allocation.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct BlockPool {
     free: Vec<Block>,
+}
+
+/// A copy of an engine (a checkpoint) starts with no free blocks: the pool is only a cache,
+/// and blocks shared with it would be copied at their first write anyway.
+impl Clone for BlockPool {
+    fn clone(&self) -> Self {
+        BlockPool::default()
+    }
 }
 
 impl BlockPool {
     #[inline]
     fn take(&mut self) -> Block {
         self.free.pop().unwrap_or_else(|| {
-            Box::new(
+            Arc::new(
                 [KeptSeg {
                     start: 0,
                     len: 0,
@@ -78,7 +89,10 @@ impl BlockPool {
 
     #[inline]
     fn give(&mut self, b: Block) {
-        self.free.push(b);
+        // A block a checkpoint still holds is not ours to reuse.
+        if Arc::strong_count(&b) == 1 {
+            self.free.push(b);
+        }
     }
 
     /// Give most free blocks back to the allocator once far more are free than in use.
@@ -125,7 +139,7 @@ impl TaskRq {
             return None;
         }
         let j = self.head + self.len - 1;
-        Some(&mut self.blocks[j / BLOCK][j % BLOCK])
+        Some(&mut Arc::make_mut(&mut self.blocks[j / BLOCK])[j % BLOCK])
     }
 
     /// Kept periods from `i` on, oldest first.
@@ -180,7 +194,7 @@ impl TaskRq {
         if j == self.blocks.len() * BLOCK {
             self.blocks.push_back(pool.take());
         }
-        self.blocks[j / BLOCK][j % BLOCK] = seg;
+        Arc::make_mut(&mut self.blocks[j / BLOCK])[j % BLOCK] = seg;
         self.len += 1;
     }
 
@@ -188,8 +202,13 @@ impl TaskRq {
     #[inline]
     fn push(&mut self, seg: RqSeg, capped: &mut u64, pool: &mut BlockPool) -> usize {
         let mut start = seg.start;
-        if let Some(last) = self.last_mut() {
-            if last.holder == seg.holder && last.end() == start {
+        // Read before writing: a write may copy a block a checkpoint shares.
+        let merges = self.len > 0 && {
+            let last = self.get(self.len - 1);
+            last.holder == seg.holder && last.end() == start
+        };
+        if merges {
+            if let Some(last) = self.last_mut() {
                 let room = u64::from(u32::MAX - last.len);
                 let add = room.min(seg.end - start);
                 last.len += add as u32;
@@ -609,6 +628,62 @@ mod tests {
                 assert_eq!(rq.first_ending_after_from_front(x), want, "n {n} x {x}");
             }
         }
+    }
+
+    /// A copy (a checkpoint) shares the full blocks and is not changed by what the original
+    /// writes after it, nor the original by the copy: merges into the last period and new
+    /// periods copy only the block they write.
+    #[test]
+    fn copies_share_blocks_and_stay_apart() {
+        let mut rq = TaskRq::default();
+        let mut pool = BlockPool::default();
+        let mut capped = 0;
+        let seg = |i: u64, holder: u32| RqSeg {
+            start: 10 * i,
+            end: 10 * i + 5,
+            holder,
+        };
+        for i in 0..300 {
+            rq.push(seg(i, 1), &mut capped, &mut pool);
+        }
+        let copy = rq.clone();
+        let periods = |q: &TaskRq| -> Vec<(u64, u64, u32)> {
+            q.iter_from(0)
+                .map(|s| (s.start, s.end(), s.holder))
+                .collect()
+        };
+        let before = periods(&copy);
+        // Merges into the last period (same holder, contiguous), then new blocks.
+        rq.push(
+            RqSeg {
+                start: 2995,
+                end: 2999,
+                holder: 1,
+            },
+            &mut capped,
+            &mut pool,
+        );
+        for i in 300..600 {
+            rq.push(seg(i, 2), &mut capped, &mut pool);
+        }
+        assert_eq!(periods(&copy), before);
+        assert_eq!(rq.get(299).end(), 2999);
+        assert_eq!(copy.get(299).end(), 2995);
+        // The two full blocks are still one copy; the third (written) is not.
+        assert!(Arc::ptr_eq(&rq.blocks[0], &copy.blocks[0]));
+        assert!(Arc::ptr_eq(&rq.blocks[1], &copy.blocks[1]));
+        assert!(!Arc::ptr_eq(&rq.blocks[2], &copy.blocks[2]));
+        // A trim of the original hands its shared blocks to no pool.
+        let mut rq2 = rq.clone();
+        drop(rq);
+        rq2.clear(&mut pool);
+        let free = pool.free.len();
+        let mut copy = copy;
+        copy.clear(&mut pool);
+        assert!(
+            pool.free.len() > free,
+            "the last holder's blocks are reused"
+        );
     }
 
     /// The block storage keeps exactly what a plain deque would, through appends (merged
