@@ -32,6 +32,7 @@ use chainrec_report::waits::{HopJson, RunqJson, WaitContext, WaitJson};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use rustc_hash::FxHashSet;
 use std::collections::BTreeSet;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -210,6 +211,8 @@ pub struct WaitsWriter<'a, W: Write + Send> {
     rows: Vec<Row>,
     layout: Layout,
     summary: WaitsSummary,
+    /// The stack ids the rows use, collected in a hash set (sorted once, at the end).
+    stacks: FxHashSet<u32>,
     failed: Option<ParquetError>,
 }
 
@@ -272,6 +275,7 @@ impl<'a, W: Write + Send> WaitsWriter<'a, W> {
             rows: Vec::with_capacity(layout.batch_rows),
             layout,
             summary: WaitsSummary::default(),
+            stacks: FxHashSet::default(),
             failed: None,
         })
     }
@@ -306,6 +310,7 @@ impl<'a, W: Write + Send> WaitsWriter<'a, W> {
         let meta = self.writer.finish()?;
         self.writer.sync()?;
         self.summary.row_groups = meta.num_row_groups();
+        self.summary.stacks = self.stacks.iter().map(|&id| StackId(id)).collect();
         Ok(self.summary)
     }
 }
@@ -317,10 +322,10 @@ impl<W: Write + Send> WaitSink for WaitsWriter<'_, W> {
         }
         let cx = WaitContext::new(nodes, self.trace, false);
         let j = WaitJson::new(w, &cx);
-        let s = &mut self.summary.stacks;
-        s.extend([StackId(j.node.kstack), StackId(j.node.ustack)]);
+        let s = &mut self.stacks;
+        s.extend([j.node.kstack, j.node.ustack]);
         for h in &j.hops {
-            s.extend([StackId(h.node.kstack), StackId(h.node.ustack)]);
+            s.extend([h.node.kstack, h.node.ustack]);
         }
         self.summary.rows += 1;
         self.summary.not_root += u64::from(!j.root);
