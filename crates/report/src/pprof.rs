@@ -646,7 +646,9 @@ fn write_bytes_gz(bytes: &[u8], w: &mut dyn Write) -> Result<()> {
         path: "<pprof output>".into(),
         source: e,
     };
-    let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+    // Fastest level, as Go's runtime/pprof writes its profiles: a third of the profile's
+    // CPU at the default level, for a file about 1.5x the size.
+    let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::fast());
     gz.write_all(bytes).map_err(io)?;
     gz.finish().map_err(io)?.flush().map_err(io)?;
     Ok(())
