@@ -32,6 +32,7 @@ use chainrec_report::waits::{HopJson, RunqJson, WaitContext, WaitJson};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use rustc_hash::FxHashSet;
 use std::collections::BTreeSet;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -210,15 +211,44 @@ pub struct WaitsWriter<'a, W: Write + Send> {
     rows: Vec<Row>,
     layout: Layout,
     summary: WaitsSummary,
+    /// The stack ids the rows use, collected in a hash set (sorted once, at the end).
+    stacks: FxHashSet<u32>,
     failed: Option<ParquetError>,
 }
+
+/// Columns of the waits table whose values are nearly all distinct (timestamps and
+/// durations in ns), by their Parquet path (`hops.list.item.ns`: a field of a list's
+/// structs): written without a dictionary.
+const DISTINCT_VALUED: &[&str] = &[
+    "switch_out_ns",
+    "switch_out_time",
+    "time_s",
+    "wake_ns",
+    "switch_in_ns",
+    "blocked_ns",
+    "runq_ns",
+    "offcpu_ns",
+    "attributed_ns",
+    "hops.list.item.ts_ns",
+    "hops.list.item.ns",
+    "runq.list.item.ns",
+];
 
 /// The writer properties both tables use: zstd pages, bounded row groups, and the trace's
 /// key as file metadata.
 fn properties(key: &TraceKey, table: &str, layout: Layout) -> WriterProperties {
     let kv = |k: &str, v: &str| parquet::file::metadata::KeyValue::new(k.into(), v.to_string());
-    WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+    let mut b = WriterProperties::builder();
+    // Times and durations are nearly all distinct: a dictionary saves nothing there (the
+    // writer falls back to plain pages once it is full, about a row group of int64s),
+    // and interning every value was the Parquet export's largest cost. zstd still
+    // compresses the plain pages.
+    for path in DISTINCT_VALUED {
+        let path =
+            parquet::schema::types::ColumnPath::new(path.split('.').map(String::from).collect());
+        b = b.set_column_dictionary_enabled(path, false);
+    }
+    b.set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_max_row_group_row_count(Some(layout.row_group_rows.max(1)))
         .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
         .set_created_by(format!("chainrec {}", env!("CARGO_PKG_VERSION")))
@@ -245,6 +275,7 @@ impl<'a, W: Write + Send> WaitsWriter<'a, W> {
             rows: Vec::with_capacity(layout.batch_rows),
             layout,
             summary: WaitsSummary::default(),
+            stacks: FxHashSet::default(),
             failed: None,
         })
     }
@@ -279,6 +310,7 @@ impl<'a, W: Write + Send> WaitsWriter<'a, W> {
         let meta = self.writer.finish()?;
         self.writer.sync()?;
         self.summary.row_groups = meta.num_row_groups();
+        self.summary.stacks = self.stacks.iter().map(|&id| StackId(id)).collect();
         Ok(self.summary)
     }
 }
@@ -290,10 +322,10 @@ impl<W: Write + Send> WaitSink for WaitsWriter<'_, W> {
         }
         let cx = WaitContext::new(nodes, self.trace, false);
         let j = WaitJson::new(w, &cx);
-        let s = &mut self.summary.stacks;
-        s.extend([StackId(j.node.kstack), StackId(j.node.ustack)]);
+        let s = &mut self.stacks;
+        s.extend([j.node.kstack, j.node.ustack]);
         for h in &j.hops {
-            s.extend([StackId(h.node.kstack), StackId(h.node.ustack)]);
+            s.extend([h.node.kstack, h.node.ustack]);
         }
         self.summary.rows += 1;
         self.summary.not_root += u64::from(!j.root);

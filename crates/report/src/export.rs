@@ -306,9 +306,12 @@ impl Export<'_> {
                 }
             };
             let info = pprof::ProfileInfo::of_trace(an, trace);
-            let profile = pprof::Profile::of(&samples, &info).map_err(ExportError::Profile)?;
+            let profile =
+                pprof::EncodedProfile::of(&samples, &info).map_err(ExportError::Profile)?;
+            drop(samples);
             let mut w = BufWriter::new(out.file()?);
-            pprof::write_gz(&profile, &mut w)
+            profile
+                .write_gz(&mut w)
                 .map_err(BoxError::from)
                 .and_then(|_| Ok(w.flush()?))
                 .map_err(|source| ExportError::Write {
@@ -316,7 +319,7 @@ impl Export<'_> {
                     source,
                 })?;
             drop(w);
-            pprof_note = pprof::summary(&profile, &path);
+            pprof_note = profile.summary(&path);
         }
         // All outputs complete: only now move them into place.
         for (out, line) in [(self.perfetto, perfetto_note), (self.pprof, pprof_note)] {

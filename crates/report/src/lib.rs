@@ -94,6 +94,9 @@ pub enum ReportError {
     /// Encoding a protobuf message failed.
     #[error("rendering failed")]
     Encode(#[source] prost::EncodeError),
+    /// A profile this crate encoded did not decode (a bug).
+    #[error("decoding the encoded profile failed")]
+    Decode(#[source] prost::DecodeError),
 }
 
 impl ReportError {

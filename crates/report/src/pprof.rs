@@ -26,7 +26,7 @@ use chainrec_chain::{
 };
 use chainrec_format::{Comm, Tid};
 use prost::Message;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::io::Write;
 
 /// `perftools.profiles.Profile` (the fields we use).
@@ -232,7 +232,7 @@ pub fn kind_file(kind: FrameKind) -> &'static str {
 /// paths, built from the records.
 #[derive(Debug, Default)]
 struct Paths {
-    ix: HashMap<(u32, NodeId), u32>,
+    ix: FxHashMap<(u32, NodeId), u32>,
     /// (parent, node) by path id.
     list: Vec<(u32, NodeId)>,
 }
@@ -260,15 +260,24 @@ impl Paths {
     }
 }
 
+/// A waiting thread as the profile's labels name it: (tid, tgid, comm at switch-out).
+type ThreadKey = (Tid, Tid, Comm);
+
 /// A [`WaitSink`] that aggregates the `chains` view per (path, waiting thread); the finished
-/// run is turned into a [`Profile`] by [`Profile::of`]. Run it with the same setup as
-/// `chains` (dedup as there) and its values add up to the `chains` folded weights.
+/// run is turned into a [`Profile`] by [`Profile::of`] (or encoded directly by
+/// [`EncodedProfile::of`]). Run it with the same setup as `chains` (dedup as there) and its
+/// values add up to the `chains` folded weights.
 #[derive(Debug)]
 pub struct ProfileSink {
     reducer: PathReducer,
     paths: Paths,
-    /// (path, tid, tgid, comm at switch-out) -> ns.
-    samples: HashMap<(u32, Tid, Tid, Comm), u64>,
+    /// Waiting threads, interned: a sample's key is two small integers.
+    threads: FxHashMap<ThreadKey, u32>,
+    thread_list: Vec<ThreadKey>,
+    /// (path, thread index) -> ns.
+    samples: FxHashMap<(u32, u32), u64>,
+    /// Path ids of the current wait's paths, reused (no allocation per wait).
+    prefix: Vec<u32>,
 }
 
 impl Default for ProfileSink {
@@ -277,36 +286,63 @@ impl Default for ProfileSink {
             // One wait per batch: each batch taken after a wait holds that wait's paths.
             reducer: PathReducer::new(View::Chains, 1),
             paths: Paths::default(),
-            samples: HashMap::new(),
+            threads: FxHashMap::default(),
+            thread_list: Vec::new(),
+            samples: FxHashMap::default(),
+            prefix: Vec::new(),
         }
+    }
+}
+
+impl ProfileSink {
+    fn thread(&mut self, key: ThreadKey) -> u32 {
+        let next = self.thread_list.len() as u32;
+        let id = *self.threads.entry(key).or_insert(next);
+        if id == next {
+            self.thread_list.push(key);
+        }
+        id
     }
 }
 
 impl WaitSink for ProfileSink {
     fn on_wait(&mut self, w: &WaitRecord, nodes: &NodeTable) {
         self.reducer.on_wait(w, nodes);
+        let mut thread = None;
         while let Some(b) = self.reducer.take_full() {
+            let thread = *thread.get_or_insert_with(|| self.thread((w.tid, w.tgid, w.comm)));
             for i in 0..b.len() {
                 let (ns, ws) = b.path(i);
+                // A wait's paths share their first nodes (its thread, its level-0 stack):
+                // steps already taken by the previous path of this wait are not hashed again.
                 let mut p = ROOT;
-                for (&n, &weight) in ns.iter().zip(ws) {
-                    p = self.paths.step(p, n);
+                for (depth, (&n, &weight)) in ns.iter().zip(ws).enumerate() {
+                    p = match self.prefix.get(depth) {
+                        Some(&known) if self.paths.list[known as usize] == (p, n) => known,
+                        _ => {
+                            let id = self.paths.step(p, n);
+                            self.prefix.truncate(depth);
+                            self.prefix.push(id);
+                            id
+                        }
+                    };
                     if weight > 0 {
-                        *self.samples.entry((p, w.tid, w.tgid, w.comm)).or_default() += weight;
+                        *self.samples.entry((p, thread)).or_default() += weight;
                     }
                 }
             }
             self.reducer.recycle(b);
         }
+        self.prefix.clear();
     }
 }
 
 /// Builds the profile's tables.
 struct Builder {
     p: Profile,
-    strings: HashMap<String, i64>,
+    strings: FxHashMap<String, i64>,
     /// (name, kind file) -> location id (= function id).
-    locs: HashMap<(i64, i64), u64>,
+    locs: FxHashMap<(i64, i64), u64>,
 }
 
 impl Builder {
@@ -341,23 +377,23 @@ impl Builder {
         self.locs.insert(key, id);
         id
     }
+}
 
-    fn label_num(&mut self, key: &str, num: i64) -> Label {
-        Label {
-            key: self.intern(key),
-            str: 0,
-            num,
-            num_unit: 0,
-        }
+fn label_num(key: i64, num: i64) -> Label {
+    Label {
+        key,
+        str: 0,
+        num,
+        num_unit: 0,
     }
+}
 
-    fn label_str(&mut self, key: &str, s: &str) -> Label {
-        Label {
-            key: self.intern(key),
-            str: self.intern(s),
-            num: 0,
-            num_unit: 0,
-        }
+fn label_str(key: i64, str: i64) -> Label {
+    Label {
+        key,
+        str,
+        num: 0,
+        num_unit: 0,
     }
 }
 
@@ -368,16 +404,29 @@ impl ProfileSink {
     }
 }
 
-impl Profile {
+/// A profile encoded (the protobuf bytes, not yet gzipped), built without holding every
+/// sample as a [`Sample`] value: samples are encoded one by one as they are made.
+#[derive(Clone, Debug)]
+pub struct EncodedProfile {
+    /// The `perftools.profiles.Profile` message.
+    pub bytes: Vec<u8>,
+    /// Samples in it.
+    pub samples: usize,
+    /// Locations (= functions) in it.
+    pub locations: usize,
+}
+
+impl EncodedProfile {
     /// The profile of a finished run into a [`ProfileSink`] ([`chainrec_chain::Analysis::collect`]).
-    /// Samples are sorted (by path, then thread) so that the output is deterministic. An
-    /// error when no wait had a weight.
-    pub fn of(run: &Collected<'_, ProfileSink>, info: &ProfileInfo) -> Result<Profile> {
+    /// Samples are sorted (by path, then thread: tid, tgid, comm) so that the output is
+    /// deterministic. An error when no wait had a weight. The bytes are those of
+    /// [`Profile::of`]'s value encoded by prost (tests decode them).
+    pub fn of(run: &Collected<'_, ProfileSink>, info: &ProfileInfo) -> Result<EncodedProfile> {
         let (sink, nodes) = (run.sink(), run.nodes());
         let mut b = Builder {
             p: Profile::default(),
-            strings: HashMap::new(),
-            locs: HashMap::new(),
+            strings: FxHashMap::default(),
+            locs: FxHashMap::default(),
         };
         b.intern("");
         let chain = b.intern("chain");
@@ -408,80 +457,199 @@ impl Profile {
             build_id: 0,
             has_functions: true,
         });
-        let mut samples: Vec<_> = sink.samples.iter().collect();
-        // The order of (path, tid, tgid, comm as text), compared without an allocation per
-        // comparison (a comm is valid UTF-8 but for a rare lossy one).
-        samples.sort_unstable_by(|(a, _), (b, _)| {
-            (a.0, a.1, a.2)
-                .cmp(&(b.0, b.1, b.2))
-                .then_with(|| a.3.as_str().cmp(&b.3.as_str()))
+        // Threads in the order (tid, tgid, comm as text): a rank per interned thread, so
+        // that samples sort by two integers.
+        let mut order: Vec<u32> = (0..sink.thread_list.len() as u32).collect();
+        order.sort_unstable_by(|&x, &y| {
+            let (a, b) = (&sink.thread_list[x as usize], &sink.thread_list[y as usize]);
+            (a.0, a.1)
+                .cmp(&(b.0, b.1))
+                .then_with(|| a.2.as_str().cmp(&b.2.as_str()))
         });
+        let mut rank = vec![0u32; order.len()];
+        for (r, &t) in order.iter().enumerate() {
+            rank[t as usize] = r as u32;
+        }
+        let mut samples: Vec<(u64, u64)> = sink
+            .samples
+            .iter()
+            .map(|(&(path, thread), &v)| ((path as u64) << 32 | rank[thread as usize] as u64, v))
+            .collect();
+        samples.sort_unstable_by_key(|&(k, _)| k);
+        // Label keys are interned in the order the first sample's labels name them (as the
+        // profile has always numbered its strings), each thread's comm when first used.
+        let mut keys = [0i64; 5];
+        let mut comm_ix: Vec<Option<i64>> = vec![None; order.len()];
         let mut namer = FrameNamer::new(run.tables(), run.meta().stack_threshold_ns);
-        // Per path: location ids leaf first, the level the time goes to, and what that
-        // level is (its thread, interrupt or marker).
-        let mut done: HashMap<u32, (Vec<u64>, u32, String)> = HashMap::new();
         let mut path_nodes = Vec::new();
-        for (&(path, tid, tgid, comm), &v) in samples {
-            if let std::collections::hash_map::Entry::Vacant(slot) = done.entry(path) {
+        let mut node_locs: FxHashMap<(NodeId, bool), (u32, u32, bool)> = FxHashMap::default();
+        let mut loc_store: Vec<u64> = Vec::new();
+        let mut node_names: FxHashMap<NodeId, i64> = FxHashMap::default();
+        let mut body = Vec::new();
+        let mut sample = Sample::default();
+        let mut cur_path = None;
+        let (mut locs, mut level, mut what) = (Vec::new(), 0u32, 0i64);
+        for (i, &(k, v)) in samples.iter().enumerate() {
+            let (path, thread) = ((k >> 32) as u32, order[(k & 0xffff_ffff) as usize]);
+            if cur_path != Some(path) {
+                cur_path = Some(path);
                 sink.paths.nodes(path, &mut path_nodes);
-                let (mut locs, mut level, mut what) = (Vec::new(), 0u32, String::new());
-                for (i, &n) in path_nodes.iter().enumerate() {
-                    let first = i == 0 || (i == 1 && nodes.get(path_nodes[0]).is_group());
-                    let f = namer.node(nodes, n, first);
-                    if i > 0 && f.new_level {
+                locs.clear();
+                level = 0;
+                for (j, &n) in path_nodes.iter().enumerate() {
+                    let first = j == 0 || (j == 1 && nodes.get(path_nodes[0]).is_group());
+                    // A node's frames are named and located once (paths share nodes).
+                    let (start, len, new_level) = match node_locs.get(&(n, first)) {
+                        Some(&known) => known,
+                        None => {
+                            let f = namer.node(nodes, n, first);
+                            let start = loc_store.len() as u32;
+                            for (name, kind) in &f.frames {
+                                if !kind.is_separator() {
+                                    loc_store.push(b.location(name, *kind));
+                                }
+                            }
+                            let known = (start, loc_store.len() as u32 - start, f.new_level);
+                            node_locs.insert((n, first), known);
+                            known
+                        }
+                    };
+                    if j > 0 && new_level {
                         level += 1;
                     }
-                    for (name, kind) in &f.frames {
-                        if kind.is_separator() {
-                            continue;
-                        }
-                        locs.push(b.location(name, *kind));
-                    }
-                    what = nodes.get(n).name().into_owned();
+                    locs.extend_from_slice(&loc_store[start as usize..(start + len) as usize]);
                 }
                 locs.reverse();
-                slot.insert((locs, level, what));
+                if i == 0 {
+                    for (slot, key) in keys.iter_mut().zip(["pid", "tid", "comm"]) {
+                        *slot = b.intern(key);
+                    }
+                }
+                let comm = sink.thread_list[thread as usize].2;
+                if comm_ix[thread as usize].is_none() {
+                    comm_ix[thread as usize] = Some(b.intern(&comm.as_str()));
+                }
+                if i == 0 {
+                    keys[3] = b.intern("level");
+                    keys[4] = b.intern("attributed_to");
+                }
+                // What the time is attributed to: the path's last node, named once.
+                what = match path_nodes.last() {
+                    Some(&n) => match node_names.get(&n) {
+                        Some(&known) => known,
+                        None => {
+                            let name = b.intern(&nodes.get(n).name());
+                            node_names.insert(n, name);
+                            name
+                        }
+                    },
+                    None => b.intern(""),
+                };
             }
-            let (locs, level, what) = &done[&path];
-            let value = i64::try_from(v).map_err(|_| ReportError::WeightOverflow(v))?;
-            let label = vec![
-                b.label_num("pid", tgid as i64),
-                b.label_num("tid", tid as i64),
-                b.label_str("comm", &comm.as_str()),
-                b.label_num("level", *level as i64),
-                b.label_str("attributed_to", what),
-            ];
-            b.p.sample.push(Sample {
-                location_id: locs.clone(),
-                value: vec![value],
-                label,
-            });
+            let (tid, tgid, comm) = sink.thread_list[thread as usize];
+            let comm = match comm_ix[thread as usize] {
+                Some(c) => c,
+                None => {
+                    let c = b.intern(&comm.as_str());
+                    comm_ix[thread as usize] = Some(c);
+                    c
+                }
+            };
+            sample.location_id.clear();
+            sample.location_id.extend_from_slice(&locs);
+            sample.value.clear();
+            sample
+                .value
+                .push(i64::try_from(v).map_err(|_| ReportError::WeightOverflow(v))?);
+            sample.label.clear();
+            sample.label.extend([
+                label_num(keys[0], tgid as i64),
+                label_num(keys[1], tid as i64),
+                label_str(keys[2], comm),
+                label_num(keys[3], level as i64),
+                label_str(keys[4], what),
+            ]);
+            // Field 2 (sample), length-delimited: what prost writes for each element of
+            // the repeated field.
+            prost::encoding::encode_key(2, prost::encoding::WireType::LengthDelimited, &mut body);
+            sample
+                .encode_length_delimited(&mut body)
+                .map_err(ReportError::Encode)?;
         }
-        if b.p.sample.is_empty() {
+        if samples.is_empty() {
             return Err(ReportError::NothingToExport);
         }
-        Ok(b.p)
+        // prost writes the fields in tag order: sample_type (1), then the samples (2),
+        // then the rest; splice the samples between.
+        let head = Profile {
+            sample_type: b.p.sample_type.clone(),
+            ..Profile::default()
+        }
+        .encode_to_vec();
+        let rest = b.p.encode_to_vec();
+        debug_assert!(rest.starts_with(&head));
+        let mut bytes = Vec::with_capacity(rest.len() + body.len());
+        bytes.extend_from_slice(&head);
+        bytes.extend_from_slice(&body);
+        bytes.extend_from_slice(&rest[head.len()..]);
+        Ok(EncodedProfile {
+            bytes,
+            samples: samples.len(),
+            locations: b.p.location.len(),
+        })
+    }
+}
+
+impl Profile {
+    /// The profile of a finished run into a [`ProfileSink`] ([`chainrec_chain::Analysis::collect`]),
+    /// as a value ([`EncodedProfile::of`] decoded). Samples are sorted (by path, then
+    /// thread) so that the output is deterministic. An error when no wait had a weight.
+    pub fn of(run: &Collected<'_, ProfileSink>, info: &ProfileInfo) -> Result<Profile> {
+        let e = EncodedProfile::of(run, info)?;
+        Profile::decode(e.bytes.as_slice()).map_err(ReportError::Decode)
     }
 }
 
 /// What was written to `path`, for the line `chainrec export` prints.
 pub fn summary(profile: &Profile, path: &std::path::Path) -> String {
+    summary_of(profile.sample.len(), profile.location.len(), path)
+}
+
+fn summary_of(samples: usize, locations: usize, path: &std::path::Path) -> String {
     format!(
         "wrote {} ({} samples, {} locations; value = attributed off-CPU time in ns: blocked, and runnable in [run queue] levels; labels pid, tid, comm, level, attributed_to)",
         path.display(),
-        profile.sample.len(),
-        profile.location.len()
+        samples,
+        locations
     )
+}
+
+impl EncodedProfile {
+    /// What was written to `path`, for the line `chainrec export` prints.
+    pub fn summary(&self, path: &std::path::Path) -> String {
+        summary_of(self.samples, self.locations, path)
+    }
+
+    /// Write the profile gzipped (the on-disk pprof format).
+    pub fn write_gz(&self, w: &mut dyn Write) -> Result<()> {
+        write_bytes_gz(&self.bytes, w)
+    }
 }
 
 /// Write `profile` gzipped (the on-disk pprof format).
 pub fn write_gz(profile: &Profile, w: &mut dyn Write) -> Result<()> {
+    write_bytes_gz(&profile.encode_to_vec(), w)
+}
+
+fn write_bytes_gz(bytes: &[u8], w: &mut dyn Write) -> Result<()> {
     let io = |e| ReportError::Io {
         path: "<pprof output>".into(),
         source: e,
     };
-    let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
-    gz.write_all(&profile.encode_to_vec()).map_err(io)?;
+    // Fastest level, as Go's runtime/pprof writes its profiles: a third of the profile's
+    // CPU at the default level, for a file about 1.5x the size.
+    let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::fast());
+    gz.write_all(bytes).map_err(io)?;
     gz.finish().map_err(io)?.flush().map_err(io)?;
     Ok(())
 }

@@ -49,6 +49,14 @@ fn export(t: &MemTrace) -> (Profile, BTreeMap<String, u64>) {
         comments: vec!["chainrec test".into()],
     };
     let p = Profile::of(&samples, &info).unwrap();
+    // The samples are spliced into prost's encoding of the other fields: the bytes must be
+    // exactly prost's encoding of the whole profile (field order, lengths).
+    let encoded = pprof::EncodedProfile::of(&samples, &info).unwrap();
+    assert_eq!(encoded.bytes, prost::Message::encode_to_vec(&p));
+    assert_eq!(
+        (encoded.samples, encoded.locations),
+        (p.sample.len(), p.location.len())
+    );
     (p, folded)
 }
 
