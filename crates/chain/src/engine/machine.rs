@@ -162,13 +162,7 @@ impl<'t> Engine<'t> {
     /// process's allocated bytes, from a counting allocator) read around the clone
     /// (docs/BENCHMARKS.md "Explorer": what to share between checkpoints).
     pub(crate) fn part_bytes(&self, heap: &dyn Fn() -> usize) -> Vec<(&'static str, usize)> {
-        fn cost<T: Clone>(heap: &dyn Fn() -> usize, part: &T) -> usize {
-            let before = heap();
-            let copy = part.clone();
-            let after = heap();
-            drop(copy);
-            after.saturating_sub(before)
-        }
+        use crate::engine::nodes::clone_cost as cost;
         let mut v = self.nodes.part_bytes(heap);
         v.extend([
             ("nodes", cost(heap, &self.nodes.snapshot())),

@@ -332,6 +332,16 @@ impl Default for NodeTable {
     }
 }
 
+/// Heap bytes a clone of `part` allocates: `heap()` (the process's allocated bytes, from a
+/// counting allocator) read around the clone. For measuring what a checkpoint holds.
+pub(crate) fn clone_cost<T: Clone>(heap: &dyn Fn() -> usize, part: &T) -> usize {
+    let before = heap();
+    let copy = part.clone();
+    let after = heap();
+    drop(copy);
+    after.saturating_sub(before)
+}
+
 impl NodeTable {
     /// An empty table for the stacks of `tables` (stacks that render alike share nodes).
     pub(crate) fn for_tables(tables: &Tables) -> Self {
@@ -343,13 +353,7 @@ impl NodeTable {
 
     /// Bytes each part of the table holds ([`crate::Engine`]'s `part_bytes`).
     pub(crate) fn part_bytes(&self, heap: &dyn Fn() -> usize) -> Vec<(&'static str, usize)> {
-        fn cost<T: Clone>(heap: &dyn Fn() -> usize, part: &T) -> usize {
-            let before = heap();
-            let copy = part.clone();
-            let after = heap();
-            drop(copy);
-            after.saturating_sub(before)
-        }
+        use clone_cost as cost;
         vec![
             ("n.nodes", cost(heap, &self.nodes)),
             ("n.idents", cost(heap, &self.idents)),

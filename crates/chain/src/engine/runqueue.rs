@@ -252,16 +252,7 @@ impl TaskRq {
             let j = hi.saturating_sub(step);
             if self.get(j).end() <= x {
                 // The answer is in (j, hi]: binary search there.
-                let mut lo = j + 1;
-                while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
-                    if self.get(mid).end() <= x {
-                        lo = mid + 1;
-                    } else {
-                        hi = mid;
-                    }
-                }
-                return lo;
+                return self.first_ending_after_between(x, j + 1, hi);
             }
             hi = j;
             step *= 2;
@@ -272,7 +263,13 @@ impl TaskRq {
     /// Index of the first kept period ending after `x`, by binary search from the front
     /// (for trims, which cut far back).
     fn first_ending_after_from_front(&self, x: u64) -> usize {
-        let (mut lo, mut hi) = (0, self.len);
+        self.first_ending_after_between(x, 0, self.len)
+    }
+
+    /// Index of the first kept period ending after `x`, by binary search in `lo..hi` (the
+    /// answer is known to be in `lo..=hi`).
+    #[inline]
+    fn first_ending_after_between(&self, x: u64, mut lo: usize, mut hi: usize) -> usize {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if self.get(mid).end() <= x {
