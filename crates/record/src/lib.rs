@@ -16,6 +16,7 @@ mod load;
 pub mod mappings;
 mod options;
 pub mod output;
+mod perf_event;
 pub mod progress;
 mod raw;
 mod recorder;

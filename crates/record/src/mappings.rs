@@ -7,7 +7,7 @@
 
 use chainrec_format::{MappingEntry, MappingHistory, Tid};
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 /// "Which object held `addr` in process `tgid` at trace time `ts`": the mapping (path,
@@ -132,23 +132,7 @@ fn open_event(cpu: u32) -> std::io::Result<OwnedFd> {
     attr.set_use_clockid(1);
     // The kernel reads the build id at mmap time (the file may be replaced later).
     attr.set_build_id(1);
-    // SAFETY: perf_event_open(2) with a fully initialised attr of the size it declares;
-    // pid -1 with a CPU = every task on that CPU; no group; the fd is owned below.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const sys::perf_event_attr,
-            -1 as libc::pid_t,
-            cpu as libc::c_int,
-            -1 as libc::c_int,
-            sys::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor returned by the kernel, owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    crate::perf_event::open_on_cpu(&attr, cpu)
 }
 
 fn open_ring(cpu: u32) -> std::io::Result<Ring> {

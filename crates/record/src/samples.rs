@@ -9,7 +9,7 @@
 
 use crate::SampleError;
 use chainrec_format::{Event, Sample, Sampling, StackId, StackKind};
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 
 // Sample counter indexes: `SC_*` of bpf/chainrec_abi.h (`SC_FILTERED`, samples of tasks
 // outside the `-p` filter, is not read).
@@ -90,23 +90,7 @@ fn open_event(cfg: &SampleConfig, cpu: u32) -> std::io::Result<OwnedFd> {
     };
     attr.__bindgen_anon_1.sample_freq = cfg.freq_hz;
     attr.set_freq(1);
-    // SAFETY: perf_event_open(2) with a fully initialised attr of the size it declares;
-    // pid -1 with a CPU = every task on that CPU; no group; the fd is owned below.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const sys::perf_event_attr,
-            -1 as libc::pid_t,
-            cpu as libc::c_int,
-            -1 as libc::c_int,
-            sys::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor returned by the kernel, owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    crate::perf_event::open_on_cpu(&attr, cpu)
 }
 
 /// The attached sampling events (detached and closed on drop).
