@@ -29,6 +29,10 @@ echo "FACT kernel=$(uname -r)"
 echo "FACT version=$(uname -v)"
 case "$(uname -v)" in *PREEMPT_RT*) echo "FACT preempt_rt=1" ;; *) echo "FACT preempt_rt=0" ;; esac
 echo "FACT cpus=$(grep -c ^processor /proc/cpuinfo)"
+# Under TCG a stalled vCPU thread can make the kernel distrust the TSC and fall back to a
+# slow emulated clock (HPET, acpi_pm): say which clock the checks start and end on.
+clocksource() { cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null; }
+echo "FACT clocksource=$(clocksource)"
 
 # The thread names of the heaviest chain of the folded lines on stdin whose first level
 # starts with $1, "a ← b ← c", then its weight and the total weight of such lines.
@@ -201,4 +205,5 @@ else
     dump "$W/tcp.out"
 fi
 
+echo "FACT clocksource_at_end=$(clocksource)"
 exit $failed

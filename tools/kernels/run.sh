@@ -141,7 +141,7 @@ boot() {
     qemu-system-x86_64 -nodefaults -no-user-config -machine q35 -accel "$accel" -cpu "$cpu" \
         -smp 2 -m 1536 -display none -no-reboot -bios /usr/share/qemu/qboot.rom \
         -kernel "$image" -initrd "$INITRD" \
-        -append "console=ttyS0 panic=-1 quiet loglevel=5 softlockup_all_cpu_backtrace=1 no_timer_check chainrec.watchdog=$((TIMEOUT / 2))" \
+        -append "console=ttyS0 panic=-1 quiet loglevel=5 tsc=reliable unknown_nmi_panic softlockup_all_cpu_backtrace=1 no_timer_check chainrec.watchdog=$((TIMEOUT / 2))" \
         -serial "file:$out/console.log" -serial "file:$out/data.b64" -monitor "pipe:$out/monitor" \
         </dev/null >"$out/qemu.log" 2>&1 &
     pid=$!
@@ -156,6 +156,17 @@ boot() {
         if [ "$t" -ge "$TIMEOUT" ]; then
             vcpus_of "$out" >"$out/vcpus.log"
             log "timeout after $TIMEOUT s; vCPUs (CPL 0: kernel, 3: user; HLT=1: idle): $(awk '{n[$1 " " $3 " " $4]++} END {for (k in n) printf "%s x%d; ", k, n[k]}' "$out/vcpus.log")"
+            # An NMI makes the kernel (booted with unknown_nmi_panic) panic and print where the
+            # CPU that took it was, symbolized, even when both CPUs spin in the kernel with
+            # interrupts off and the watchdog task cannot run. TCG prints slowly: give it 30 s.
+            echo nmi >"$out/monitor.in"
+            for _ in $(seq 30); do
+                kill -0 "$pid" 2>/dev/null || break
+                grep -q 'Kernel Offset\|end Kernel panic' "$out/console.log" && break
+                sleep 1
+            done
+            sed -n '/NMI received for unknown reason/,$p' "$out/console.log" | grep -v '\] \(Code: \|R[A-Z0-9]*: [0-9a-f]\{16\}\)' |
+                head -40 | sed 's/^/    nmi| /' >&2
             kill "$pid" 2>/dev/null
             wait "$pid" 2>/dev/null || true
             return 1
