@@ -2,7 +2,8 @@
 //! worker thread (`cr-worker`), which computes for about 5 ms of CPU time in
 //! `cr_spin_compute` before replying, 150 times, recorded with samples at 997 Hz. The
 //! client's chain must show the worker `[on cpu]` with `cr_spin_compute` holding about 5 ms
-//! per wait (within 20 %), and `hotcold` of the worker must show it mostly hot.
+//! per wait (within 20 %), and `hotcold` of the worker must show it hot for most of the time
+//! it does not wait for a CPU.
 //!
 //! Loaded-machine safe: the spin is a fixed amount of CPU work (calibrated as the fastest of
 //! several runs), so preemption makes it longer in wall time but moves that time to the
@@ -272,24 +273,36 @@ fn worker_on_cpu_in_client_chain() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (mut hot, mut cold) = (0u64, 0u64);
+    // Cold time splits in two: waits for a CPU (the worker preempted in its spin or at a
+    // system call's exit: its next level is `[run queue]`) and waits for the next request.
+    // Only the latter says whether the worker computes most of the time; the former grows
+    // with whatever else runs (a release build beside this test makes it larger than the
+    // spin itself), and shows it is drawn as run-queue time, not as computing.
+    let (mut hot, mut preempted, mut blocked) = (0u64, 0u64, 0u64);
     let mut best: (u64, String) = (0, String::new());
     for l in String::from_utf8_lossy(&out.stdout).lines() {
         let (line, w) = l.rsplit_once(' ').unwrap();
         let w: u64 = w.parse().unwrap();
         if line.starts_with("cr-worker;[on cpu]") {
             hot += w;
+        } else if line
+            .split_once(";--;")
+            .is_some_and(|(_, waker)| waker.starts_with("[run queue]"))
+        {
+            preempted += w;
         } else {
-            cold += w;
+            blocked += w;
         }
         if w > best.0 {
             best = (w, line.to_string());
         }
     }
-    eprintln!("real_oncpu: worker hot {hot} ns, cold {cold} ns; largest line {best:?}");
+    eprintln!(
+        "real_oncpu: worker hot {hot} ns, waiting for a CPU {preempted} ns, blocked {blocked} ns; largest line {best:?}"
+    );
     assert!(
-        hot > cold,
-        "the worker computes most of the time: hot {hot}, cold {cold}"
+        hot > blocked,
+        "the worker computes most of the time it does not wait for a CPU: hot {hot}, blocked {blocked}"
     );
     assert!(
         best.1.contains("cr_spin_compute"),
