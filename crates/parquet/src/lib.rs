@@ -106,10 +106,10 @@ pub enum ParquetError {
     #[error(transparent)]
     Output(#[from] OutputError),
     /// Reading the trace's events failed.
-    #[error("{}: reading events", .trace.display())]
+    #[error("{trace}: reading events")]
     Reading {
-        /// The trace.
-        trace: PathBuf,
+        /// The trace, as named in messages (a set: its first and last file).
+        trace: String,
         /// Why.
         #[source]
         source: ChainError,
@@ -884,7 +884,7 @@ impl WaitsOutput for ParquetOutputs {
                 !w.failed()
             })
             .map_err(|source| ParquetError::Reading {
-                trace: trace.to_path_buf(),
+                trace: trace.to_string(),
                 source,
             })?;
         progress.finish();
