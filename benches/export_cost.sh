@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 15 export cost: before (main copy) and after (this branch), interleaved per command;
+# Export cost (sessions 15, 16): before (main copy) and after (a branch), interleaved per command;
 # CPU seconds = user + sys from /usr/bin/time.
 # Usage: BEFORE=old-chainrec AFTER=new-chainrec TRACES=/dir benches/export_cost.sh ROUNDS
 # TRACES holds busy5m.zst (chainrec synth --scenario busy-server --events 5000000) and

@@ -5,7 +5,7 @@
 //! the Python packages the readback is skipped loudly (CHAINREC_REQUIRE_TOOLS=1: a failure).
 
 mod common;
-use common::{bin, fails_with, stderr, tmpdir};
+use common::{bin, fails_with, split_rotated, stderr, tmpdir};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -398,6 +398,45 @@ fn parquet_dir_adds_one_part_per_recording_and_never_overwrites() {
         .output()
         .unwrap();
     fails_with(&o, "cannot be used with");
+}
+
+/// `export --parquet-dir` of a rotated set (the numbered files of one `record --rotate`,
+/// split here by the recorder's own RotatingWriter): one part, the recording's, whose
+/// tables are those of the same recording made as one file, byte for byte. Messages name
+/// the set by its first and last file.
+#[test]
+fn parquet_dir_of_a_rotated_set_is_one_recording() {
+    let dir = tmpdir("parquet-dir-rotated");
+    let single = synth_host(&dir, "busy-server", "web1", Some(DAY1));
+    let set = split_rotated(&single, &dir.join("r.zst"), 6, 200);
+    assert!(set.len() >= 4, "{set:?}");
+    let (one_dir, set_dir) = (dir.join("one"), dir.join("set"));
+    export_dir(&one_dir, &[&single]);
+    let refs: Vec<&PathBuf> = set.iter().collect();
+    let note = export_dir(&set_dir, &refs);
+    assert!(note.contains("1 recording(s) written, 0 skipped"), "{note}");
+    let files = parquet_files(&set_dir);
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files, parquet_files(&one_dir));
+    for f in &files {
+        let (a, b) = (set_dir.join(f), one_dir.join(f));
+        assert!(
+            std::fs::read(a).unwrap() == std::fs::read(b).unwrap(),
+            "{f}: the set's table differs from the single file's"
+        );
+    }
+    // Again: skipped, and the message names the whole set.
+    let name = format!(
+        "{} … {} ({} files)",
+        set[0].display(),
+        set.last().unwrap().file_name().unwrap().to_str().unwrap(),
+        set.len()
+    );
+    let note = export_dir(&set_dir, &refs);
+    assert!(
+        note.contains(&format!("{name}: skipped, its part is already there")),
+        "{note}"
+    );
 }
 
 #[test]

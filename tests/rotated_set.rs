@@ -5,9 +5,9 @@
 //! naming the files.
 
 mod common;
-use chainrec_format::{MemTrace, RotateLimit, TraceReader, WriterOptions};
+use chainrec_format::{TraceReader, WriterOptions};
 use common::run_on as run;
-use common::{bin, fails_with, tmpdir};
+use common::{bin, fails_with, split_rotated, tmpdir};
 use std::path::{Path, PathBuf};
 
 /// A busy-server trace as one file, and the same recording as a rotated set of ≥ 5 files.
@@ -26,17 +26,9 @@ fn single_and_set(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
         ],
         &[],
     );
-    let mem: MemTrace = TraceReader::open(&single).unwrap().to_mem().unwrap();
-    let (first, last) = (mem.events[0].ts(), mem.events.last().unwrap().ts());
-    let limit = RotateLimit {
-        bytes: 0,
-        ns: (last - first) / 6,
-    };
-    let files = mem
-        .write_rotated(&dir.join("r.zst"), limit, 4_000, WriterOptions::default())
-        .unwrap();
+    let files = split_rotated(&single, &dir.join("r.zst"), 6, 4_000);
     assert!(files.len() >= 5, "{} files", files.len());
-    (single, files.into_iter().map(|f| f.0).collect())
+    (single, files)
 }
 
 #[test]
@@ -203,18 +195,7 @@ fn chains_of_several_hosts_put_the_host_as_root_frame_of_each_line() {
     let web = on_host(&relay, "web;1", &dir.join("web.zst"));
     // The second host's recording as a rotated set: read as one within its host.
     let db_one = on_host(&disk, "db", &dir.join("db-one.zst"));
-    let mem = TraceReader::open(&db_one).unwrap().to_mem().unwrap();
-    let (first, last) = (mem.events[0].ts(), mem.events.last().unwrap().ts());
-    let limit = RotateLimit {
-        bytes: 0,
-        ns: (last - first) / 3,
-    };
-    let db_set: Vec<PathBuf> = mem
-        .write_rotated(&dir.join("db.zst"), limit, 200, WriterOptions::default())
-        .unwrap()
-        .into_iter()
-        .map(|f| f.0)
-        .collect();
+    let db_set = split_rotated(&db_one, &dir.join("db.zst"), 3, 200);
     assert!(db_set.len() >= 3, "{db_set:?}");
     for view in ["chains", "offcpu", "wakeup", "offwake"] {
         let lines = |t: &[PathBuf]| String::from_utf8(run(&[view], t)).unwrap();

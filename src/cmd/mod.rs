@@ -57,12 +57,24 @@ pub const TRACES_HELP: &str =
     "Trace file(s) written by `chainrec record` or `chainrec synth`. Several files \
 (`r.*.zst`) or a directory are the numbered files of one `record --rotate`, read as one recording";
 
-/// How an analysis names its traces in messages and titles: the file, or the first one
-/// and how many more.
+/// How an analysis names its traces in messages and titles: the file, or a set as its
+/// first and last file and how many (`r.0000.zst … r.0003.zst (4 files)`; the last by its
+/// name alone when it sits beside the first).
 pub fn label(paths: &[PathBuf]) -> String {
     match paths {
         [one] => one.display().to_string(),
-        [first, rest @ ..] => format!("{} (+{} more files)", first.display(), rest.len()),
+        [first, .., last] => {
+            let last = match last.file_name() {
+                Some(name) if last.parent() == first.parent() => Path::new(name),
+                _ => last.as_path(),
+            };
+            format!(
+                "{} … {} ({} files)",
+                first.display(),
+                last.display(),
+                paths.len()
+            )
+        }
         [] => String::from("(no trace)"),
     }
 }
@@ -165,5 +177,25 @@ pub(crate) fn write_stdout(s: &str) -> Result<()> {
     match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => r.context("writing to stdout"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_is_named_by_its_first_and_last_file() {
+        let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(label(&p(&["t.zst"])), "t.zst");
+        assert_eq!(
+            label(&p(&["d/r.0000.zst", "d/r.0001.zst", "d/r.0002.zst"])),
+            "d/r.0000.zst … r.0002.zst (3 files)"
+        );
+        assert_eq!(
+            label(&p(&["a/r.0000.zst", "b/r.0001.zst"])),
+            "a/r.0000.zst … b/r.0001.zst (2 files)"
+        );
+        assert_eq!(label(&[]), "(no trace)");
     }
 }

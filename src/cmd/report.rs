@@ -307,9 +307,9 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
             );
         }
     }
+    let name = super::label(&a.file);
     let req = export::Request {
-        // Named in messages: a set's first file.
-        trace: &a.file[0],
+        trace: &name,
         perfetto: a.perfetto.as_deref(),
         critical_path: &a.critical_path,
         pprof: a.pprof.as_deref(),
@@ -409,9 +409,10 @@ fn export_parquet_dir(a: &ExportArgs, dir: &std::path::Path) -> Result<()> {
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         }
         let mut out = ParquetOutputs::create_at(&part.waits, &part.stacks)?;
+        let name = super::label(files);
         let input = export::WaitsInput {
             an: &an,
-            trace: &files[0],
+            trace: &name,
             filter,
             quiet: a.quiet,
             // Nothing rides on this run: the tables are the only output.

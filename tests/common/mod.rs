@@ -114,3 +114,27 @@ pub fn waits_json(trace: &std::path::Path, extra: &[&str]) -> Vec<serde_json::Va
         .map(|l| serde_json::from_str(l).expect("NDJSON line"))
         .collect()
 }
+
+/// `trace` written again as the numbered files of one rotated recording (`base` →
+/// `stem.0000.zst`, …) by the recorder's own RotatingWriter, each file about 1/`parts` of
+/// the trace's time, flushed every `flush_events` events as the recorder does. Returns the
+/// files in order.
+pub fn split_rotated(
+    trace: &std::path::Path,
+    base: &std::path::Path,
+    parts: u64,
+    flush_events: usize,
+) -> Vec<PathBuf> {
+    use chainrec_format::{RotateLimit, TraceReader, WriterOptions};
+    let mem = TraceReader::open(trace).unwrap().to_mem().unwrap();
+    let (first, last) = (mem.events[0].ts(), mem.events.last().unwrap().ts());
+    let limit = RotateLimit {
+        bytes: 0,
+        ns: (last - first) / parts,
+    };
+    mem.write_rotated(base, limit, flush_events, WriterOptions::default())
+        .unwrap()
+        .into_iter()
+        .map(|f| f.0)
+        .collect()
+}

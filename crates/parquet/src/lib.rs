@@ -7,10 +7,12 @@
 //!   parts (`runq`) as lists of structs and its stacks as ids;
 //! * stacks ([`write_stacks`]): one row per stack id the waits use, with symbolized frames.
 //!
-//! A row is the engine's [`WaitRecord`] mapped by [`WaitJson::new`], the one mapping
-//! `chainrec waits --json` uses too, so both give the same values. Rows are written in
-//! row groups as the engine emits waits: memory holds one batch of rows and the row group
-//! being encoded, never the whole trace.
+//! A row holds the fields of `chainrec waits --json` (`WaitJson`): the engine's
+//! [`WaitRecord`] appended straight to Arrow columns, its derived fields computed by the
+//! functions that mapping uses (`WaitContext`'s), so both give the same values; no row
+//! value is built, and names are computed once per node, state and cgroup. Rows are
+//! written in row groups as the engine emits waits: memory holds one batch of rows and
+//! the row group being encoded, never the whole trace.
 //!
 //! Every integer column is a signed 64-bit `INT64` (32-bit `INT32` for `level`): Spark,
 //! Trino and BigQuery have no unsigned 64-bit type, and every value here (ids, ns since
@@ -19,20 +21,22 @@
 use arrow_array::builder::{ListBuilder, StringBuilder};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch,
-    StringArray, StructArray, TimestampMicrosecondArray,
+    StructArray, TimestampMicrosecondArray,
 };
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use chainrec_chain::{stack_frames, ChainError, NodeTable, Setup, TraceRef, WaitRecord, WaitSink};
 use chainrec_format::{RecordingMeta, StackId, StackKind, Tables, UtcTime};
+use chainrec_report::cgroup::CgroupLabel;
 use chainrec_report::export::{BoxError, WaitsInput, WaitsOutput};
 use chainrec_report::output::{same_file, OutputError, TempOutput};
 use chainrec_report::progress::Progress;
-use chainrec_report::waits::{HopJson, RunqJson, WaitContext, WaitJson};
+use chainrec_report::script::state_str;
+use chainrec_report::waits::{mode_label, WaitContext};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeSet;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -102,10 +106,10 @@ pub enum ParquetError {
     #[error(transparent)]
     Output(#[from] OutputError),
     /// Reading the trace's events failed.
-    #[error("{}: reading events", .trace.display())]
+    #[error("{trace}: reading events")]
     Reading {
-        /// The trace.
-        trace: PathBuf,
+        /// The trace, as named in messages (a set: its first and last file).
+        trace: String,
         /// Why.
         #[source]
         source: ChainError,
@@ -179,14 +183,6 @@ impl TraceKey {
 
 pub mod hive;
 
-/// One row of the waits table: the JSON form of the record plus what the table adds.
-struct Row {
-    w: WaitJson,
-    /// Switch-out in Unix-epoch µs (None without a wall clock): microseconds, the
-    /// timestamp every Parquet reader takes (Spark and BigQuery do not read ns ones).
-    wall: Option<i64>,
-}
-
 /// What [`WaitsWriter::finish`] reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WaitsSummary {
@@ -208,7 +204,10 @@ pub struct WaitsWriter<'a, W: Write + Send> {
     schema: SchemaRef,
     trace: TraceRef<'a>,
     key: TraceKey,
-    rows: Vec<Row>,
+    /// The rows not yet handed to the Parquet writer, as columns.
+    columns: WaitColumns,
+    /// Strings that repeat, computed once (by the `waits --json` mapping's functions).
+    names: Names,
     layout: Layout,
     summary: WaitsSummary,
     /// The stack ids the rows use, collected in a hash set (sorted once, at the end).
@@ -264,7 +263,7 @@ impl<'a, W: Write + Send> WaitsWriter<'a, W> {
     /// A writer of the waits table of a run over `trace` (its start: for `time_s`).
     pub fn new(out: W, trace: TraceRef<'a>, layout: Layout) -> Result<Self> {
         let key = TraceKey::new(trace.meta);
-        let schema = wait_batch(&key, &[])?.schema();
+        let schema = WaitColumns::default().batch(&key)?.schema();
         let props = properties(&key, "waits", layout);
         let writer = ArrowWriter::try_new(out, schema.clone(), Some(props))?;
         Ok(WaitsWriter {
@@ -272,7 +271,8 @@ impl<'a, W: Write + Send> WaitsWriter<'a, W> {
             schema,
             trace,
             key,
-            rows: Vec::with_capacity(layout.batch_rows),
+            columns: WaitColumns::default(),
+            names: Names::default(),
             layout,
             summary: WaitsSummary::default(),
             stacks: FxHashSet::default(),
@@ -292,11 +292,10 @@ impl<'a, W: Write + Send> WaitsWriter<'a, W> {
     }
 
     fn write_rows(&mut self) -> Result<()> {
-        if self.rows.is_empty() {
+        if self.columns.rows == 0 {
             return Ok(());
         }
-        let batch = wait_batch(&self.key, &self.rows)?;
-        self.rows.clear();
+        let batch = self.columns.batch(&self.key)?;
         self.writer.write(&batch)?;
         Ok(())
     }
@@ -321,29 +320,32 @@ impl<W: Write + Send> WaitSink for WaitsWriter<'_, W> {
             return;
         }
         let cx = WaitContext::new(nodes, self.trace, false);
-        let j = WaitJson::new(w, &cx);
         let s = &mut self.stacks;
-        s.extend([j.node.kstack, j.node.ustack]);
-        for h in &j.hops {
-            s.extend([h.node.kstack, h.node.ustack]);
+        s.extend([w.kstack.0, w.ustack.0]);
+        for h in &w.hops {
+            s.extend([h.kstack.0, h.ustack.0]);
         }
         self.summary.rows += 1;
-        self.summary.not_root += u64::from(!j.root);
+        self.summary.not_root += u64::from(!w.root);
         let wall = match self.key.clock_offset_ns {
             None => None,
-            Some(o) => match i64::try_from((j.switch_out_ns as i128 + o).div_euclid(1000)) {
+            Some(o) => match i64::try_from((w.switch_out_ns as i128 + o).div_euclid(1000)) {
                 Ok(t) => Some(t),
                 Err(_) => {
                     self.failed = Some(ParquetError::Overflow {
                         field: "switch_out_time",
-                        value: j.switch_out_ns,
+                        value: w.switch_out_ns,
                     });
                     return;
                 }
             },
         };
-        self.rows.push(Row { w: j, wall });
-        if self.rows.len() >= self.layout.batch_rows {
+        // A failed row leaves the columns uneven; nothing more is written then.
+        if let Err(e) = self.columns.push(w, wall, &cx, &mut self.names) {
+            self.failed = Some(e);
+            return;
+        }
+        if self.columns.rows >= self.layout.batch_rows {
             if let Err(e) = self.write_rows() {
                 self.failed = Some(e);
             }
@@ -354,8 +356,8 @@ impl<W: Write + Send> WaitSink for WaitsWriter<'_, W> {
 /// The kind of a chain level: `thread` (a thread woke the level below) or, where the chain
 /// ends (metal), `hardirq`, `softirq`, `nmi` or `idle`, as its metal label says
 /// (`[softirq: NET_RX]`, `[idle]`, ...; a softirq the idle task ran itself is `softirq`).
-pub fn level_kind(h: &HopJson) -> &'static str {
-    match (h.metal, h.context) {
+pub fn level_kind(metal: bool, context: &'static str) -> &'static str {
+    match (metal, context) {
         (false, _) => "thread",
         (true, "task") => "idle",
         (true, "softirq-task") => "softirq",
@@ -363,65 +365,65 @@ pub fn level_kind(h: &HopJson) -> &'static str {
     }
 }
 
-/// Column builders: each takes the column's name and values and returns the field and
-/// the array, so that the schema and the data come from one list.
+/// A column: its field and its array, so that the schema and the data come from one list.
 type Column = (Field, ArrayRef);
 
 fn i64_of(field: &'static str, v: u64) -> Result<i64> {
     i64::try_from(v).map_err(|_| ParquetError::Overflow { field, value: v })
 }
 
-fn int(name: &'static str, v: impl Iterator<Item = u64>) -> Result<Column> {
-    let a: Int64Array = v
-        .map(|x| i64_of(name, x))
-        .collect::<Result<Vec<_>>>()?
-        .into();
-    Ok((Field::new(name, DataType::Int64, false), Arc::new(a)))
+fn opt_i64_of(field: &'static str, v: Option<u64>) -> Result<Option<i64>> {
+    v.map(|v| i64_of(field, v)).transpose()
 }
 
-fn opt_int(name: &'static str, v: impl Iterator<Item = Option<u64>>) -> Result<Column> {
-    let a: Int64Array = v
-        .map(|x| x.map(|x| i64_of(name, x)).transpose())
-        .collect::<Result<Vec<_>>>()?
-        .into();
-    Ok((Field::new(name, DataType::Int64, true), Arc::new(a)))
+fn i32_of(field: &'static str, v: u64) -> Result<i32> {
+    i32::try_from(v).map_err(|_| ParquetError::Overflow { field, value: v })
 }
 
-fn text<'s>(name: &'static str, v: impl Iterator<Item = &'s str>) -> Column {
-    let a: StringArray = v.map(Some).collect();
-    (Field::new(name, DataType::Utf8, false), Arc::new(a))
+fn take<T>(v: &mut Vec<T>) -> Vec<T> {
+    std::mem::take(v)
 }
 
-fn opt_text<'s>(name: &'static str, v: impl Iterator<Item = Option<&'s str>>) -> Column {
-    let a: StringArray = v.collect();
-    (Field::new(name, DataType::Utf8, true), Arc::new(a))
+fn int(name: &'static str, v: Vec<i64>) -> Column {
+    let a = Int64Array::from(v);
+    (Field::new(name, DataType::Int64, false), Arc::new(a))
 }
 
-fn flag(name: &'static str, v: impl Iterator<Item = bool>) -> Column {
-    let a: BooleanArray = v.map(Some).collect();
+fn opt_int(name: &'static str, v: Vec<Option<i64>>) -> Column {
+    let a = Int64Array::from(v);
+    (Field::new(name, DataType::Int64, true), Arc::new(a))
+}
+
+fn level(name: &'static str, v: Vec<i32>) -> Column {
+    let a = Int32Array::from(v);
+    (Field::new(name, DataType::Int32, false), Arc::new(a))
+}
+
+fn flag(name: &'static str, v: Vec<bool>) -> Column {
+    let a = BooleanArray::from(v);
     (Field::new(name, DataType::Boolean, false), Arc::new(a))
 }
 
-fn level(name: &'static str, v: impl Iterator<Item = usize>) -> Result<Column> {
-    let a: Int32Array = v
-        .map(|x| {
-            i32::try_from(x).map_err(|_| ParquetError::Overflow {
-                field: name,
-                value: x as u64,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?
-        .into();
-    Ok((Field::new(name, DataType::Int32, false), Arc::new(a)))
+/// A string column from its builder (emptied for the next batch).
+fn text(name: &'static str, b: &mut StringBuilder, nullable: bool) -> Column {
+    (
+        Field::new(name, DataType::Utf8, nullable),
+        Arc::new(b.finish()),
+    )
+}
+
+/// A string column of `rows` copies of one value.
+fn same_text(name: &'static str, value: &str, rows: usize) -> Column {
+    let mut b = StringBuilder::with_capacity(rows, rows * value.len());
+    for _ in 0..rows {
+        b.append_value(value);
+    }
+    text(name, &mut b, false)
 }
 
 /// A list-of-structs column: `items` are the structs' columns over all rows' items
 /// concatenated, `lengths` the number of items of each row.
-fn list_of(
-    name: &'static str,
-    items: Vec<Column>,
-    lengths: impl Iterator<Item = usize>,
-) -> Result<Column> {
+fn list_of(name: &'static str, items: Vec<Column>, lengths: Vec<usize>) -> Result<Column> {
     let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = items.into_iter().unzip();
     let fields = Fields::from(fields);
     let structs = StructArray::try_new(fields.clone(), arrays, None)?;
@@ -438,96 +440,265 @@ fn list_of(
     ))
 }
 
-/// The columns of a chain level (`hops[]`).
-fn hop_columns(h: &[&HopJson]) -> Result<Vec<Column>> {
-    Ok(vec![
-        level("level", h.iter().map(|h| h.level))?,
-        text("kind", h.iter().map(|h| level_kind(h))),
-        text("context", h.iter().map(|h| h.context)),
-        flag("metal", h.iter().map(|h| h.metal)),
-        int("ts_ns", h.iter().map(|h| h.ts_ns))?,
-        int("waker_tid", h.iter().map(|h| h.waker_tid.into()))?,
-        int("waker_tgid", h.iter().map(|h| h.waker_tgid.into()))?,
-        text("waker_comm", h.iter().map(|h| h.waker_comm.as_str())),
-        opt_text("waker_cgroup", h.iter().map(|h| h.waker_cgroup.as_deref())),
-        text("node", h.iter().map(|h| h.node.node.as_str())),
-        int("node_id", h.iter().map(|h| h.node.node_id.into()))?,
-        int("kstack", h.iter().map(|h| h.node.kstack.into()))?,
-        int("ustack", h.iter().map(|h| h.node.ustack.into()))?,
-        int("ns", h.iter().map(|h| h.ns))?,
-    ])
+/// The strings of the waits table that repeat, each computed once by the functions of the
+/// `waits --json` mapping: node names per node id, state letters per state, cgroup labels
+/// per cgroup id.
+#[derive(Default)]
+struct Names {
+    nodes: Vec<Option<Box<str>>>,
+    states: FxHashMap<u32, Box<str>>,
+    cgroups: FxHashMap<u64, CgroupLabel>,
 }
 
-/// The columns of a run-queue part (`runq[]`).
-fn runq_columns(p: &[&RunqJson]) -> Result<Vec<Column>> {
-    Ok(vec![
-        level("level", p.iter().map(|p| p.level as usize))?,
-        text("holder", p.iter().map(|p| p.holder.as_str())),
-        int("holder_id", p.iter().map(|p| p.holder_id.into()))?,
-        int("ns", p.iter().map(|p| p.ns))?,
-    ])
+impl Names {
+    fn node(&mut self, id: u32, cx: &WaitContext<'_>) -> &str {
+        let i = id as usize;
+        if self.nodes.len() <= i {
+            self.nodes.resize(i + 1, None);
+        }
+        self.nodes[i].get_or_insert_with(|| cx.node_name(id).into())
+    }
+
+    fn state(&mut self, state: u32) -> &str {
+        self.states
+            .entry(state)
+            .or_insert_with(|| state_str(state).into())
+    }
+
+    fn cgroup(&mut self, id: u64, cx: &WaitContext<'_>) -> &CgroupLabel {
+        self.cgroups
+            .entry(id)
+            .or_insert_with(|| CgroupLabel::of(cx.tables, id))
+    }
 }
 
-/// One batch of the waits table; with no rows, its schema. The one place that lists the
-/// table's columns (docs/REPORTS.md follows it).
-fn wait_batch(key: &TraceKey, rows: &[Row]) -> Result<RecordBatch> {
-    let w = || rows.iter().map(|r| &r.w);
-    let hops: Vec<&HopJson> = w().flat_map(|w| &w.hops).collect();
-    let runq: Vec<&RunqJson> = w().flat_map(|w| &w.runq).collect();
-    let wall: TimestampMicrosecondArray = rows.iter().map(|r| r.wall).collect();
-    let columns = vec![
-        text("host", rows.iter().map(|_| key.host.as_str())),
-        text("trace", rows.iter().map(|_| key.trace.as_str())),
-        int("tid", w().map(|w| w.tid.into()))?,
-        int("tgid", w().map(|w| w.tgid.into()))?,
-        text("comm", w().map(|w| w.comm.as_str())),
-        opt_text(
-            "cgroup",
-            w().map(|w| w.cgroup.as_ref().map(|c| c.cgroup.as_str())),
-        ),
-        opt_text(
-            "container_id",
-            w().map(|w| w.cgroup.as_ref().and_then(|c| c.container_id.as_deref())),
-        ),
-        opt_text(
-            "pod_uid",
-            w().map(|w| w.cgroup.as_ref().and_then(|c| c.pod_uid.as_deref())),
-        ),
-        flag("kernel_thread", w().map(|w| w.kernel_thread)),
-        int("state", w().map(|w| w.state.into()))?,
-        text("state_str", w().map(|w| w.state_str.as_str())),
-        int("switch_out_ns", w().map(|w| w.switch_out_ns))?,
-        (
-            Field::new(
-                "switch_out_time",
-                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-                true,
+/// The columns of a chain level (`hops[]`), over the batch's rows' levels.
+#[derive(Default)]
+struct HopColumns {
+    level: Vec<i32>,
+    kind: StringBuilder,
+    context: StringBuilder,
+    metal: Vec<bool>,
+    ts_ns: Vec<i64>,
+    waker_tid: Vec<i64>,
+    waker_tgid: Vec<i64>,
+    waker_comm: StringBuilder,
+    waker_cgroup: StringBuilder,
+    node: StringBuilder,
+    node_id: Vec<i64>,
+    kstack: Vec<i64>,
+    ustack: Vec<i64>,
+    ns: Vec<i64>,
+}
+
+/// The columns of a run-queue part (`runq[]`), over the batch's rows' parts.
+#[derive(Default)]
+struct RunqColumns {
+    level: Vec<i32>,
+    holder: StringBuilder,
+    holder_id: Vec<i64>,
+    ns: Vec<i64>,
+}
+
+/// The waits table's rows not yet written, as columns: a record is appended straight to
+/// them (no row value, no string per row).
+#[derive(Default)]
+struct WaitColumns {
+    rows: usize,
+    tid: Vec<i64>,
+    tgid: Vec<i64>,
+    comm: StringBuilder,
+    cgroup: StringBuilder,
+    container_id: StringBuilder,
+    pod_uid: StringBuilder,
+    kernel_thread: Vec<bool>,
+    state: Vec<i64>,
+    state_str: StringBuilder,
+    switch_out_ns: Vec<i64>,
+    /// Switch-out in Unix-epoch µs (None without a wall clock): microseconds, the
+    /// timestamp every Parquet reader takes (Spark and BigQuery do not read ns ones).
+    switch_out_time: Vec<Option<i64>>,
+    time_s: Vec<f64>,
+    wake_ns: Vec<Option<i64>>,
+    switch_in_ns: Vec<Option<i64>>,
+    blocked_ns: Vec<Option<i64>>,
+    runq_ns: Vec<Option<i64>>,
+    offcpu_ns: Vec<Option<i64>>,
+    attributed_ns: Vec<i64>,
+    node: StringBuilder,
+    node_id: Vec<i64>,
+    kstack: Vec<i64>,
+    ustack: Vec<i64>,
+    hops: HopColumns,
+    hop_lengths: Vec<usize>,
+    runq: RunqColumns,
+    runq_lengths: Vec<usize>,
+    truncated: Vec<bool>,
+    cycle: Vec<bool>,
+    lost: Vec<bool>,
+    root: Vec<bool>,
+    mode: StringBuilder,
+}
+
+impl WaitColumns {
+    /// Append one wait (`wall`: its `switch_out_time`). On an error the columns are left
+    /// uneven: the caller writes no more.
+    fn push(
+        &mut self,
+        w: &WaitRecord,
+        wall: Option<i64>,
+        cx: &WaitContext<'_>,
+        names: &mut Names,
+    ) -> Result<()> {
+        self.tid.push(w.tid.into());
+        self.tgid.push(w.tgid.into());
+        self.comm.append_value(w.comm.as_str());
+        match cx.wait_cgroup(w).map(|id| names.cgroup(id, cx)) {
+            Some(c) => {
+                self.cgroup.append_value(&c.cgroup);
+                self.container_id.append_option(c.container_id.as_deref());
+                self.pod_uid.append_option(c.pod_uid.as_deref());
+            }
+            None => {
+                self.cgroup.append_null();
+                self.container_id.append_null();
+                self.pod_uid.append_null();
+            }
+        }
+        self.kernel_thread.push(w.kernel_thread);
+        self.state.push(w.state.into());
+        self.state_str.append_value(names.state(w.state));
+        self.switch_out_ns
+            .push(i64_of("switch_out_ns", w.switch_out_ns)?);
+        self.switch_out_time.push(wall);
+        self.time_s.push(cx.time_s(w));
+        self.wake_ns.push(opt_i64_of("wake_ns", w.wake_ns)?);
+        self.switch_in_ns
+            .push(opt_i64_of("switch_in_ns", w.switch_in_ns)?);
+        self.blocked_ns
+            .push(opt_i64_of("blocked_ns", w.blocked_ns())?);
+        self.runq_ns.push(opt_i64_of("runq_ns", w.runq_ns())?);
+        self.offcpu_ns.push(opt_i64_of("offcpu_ns", w.offcpu_ns())?);
+        self.attributed_ns
+            .push(i64_of("attributed_ns", w.attributed_ns())?);
+        self.node.append_value(names.node(w.node, cx));
+        self.node_id.push(w.node.into());
+        self.kstack.push(w.kstack.0.into());
+        self.ustack.push(w.ustack.0.into());
+        let h = &mut self.hops;
+        for (i, hop) in w.hops.iter().enumerate() {
+            let context = hop.context.label();
+            h.level.push(i32_of("level", i as u64 + 1)?);
+            h.kind.append_value(level_kind(hop.metal, context));
+            h.context.append_value(context);
+            h.metal.push(hop.metal);
+            h.ts_ns.push(i64_of("ts_ns", hop.ts)?);
+            h.waker_tid.push(hop.waker_tid.into());
+            h.waker_tgid.push(hop.waker_tgid.into());
+            h.waker_comm.append_value(hop.waker_comm.as_str());
+            match cx.waker_cgroup(hop) {
+                Some(id) => h.waker_cgroup.append_value(&names.cgroup(id, cx).cgroup),
+                None => h.waker_cgroup.append_null(),
+            }
+            h.node.append_value(names.node(hop.node, cx));
+            h.node_id.push(hop.node.into());
+            h.kstack.push(hop.kstack.0.into());
+            h.ustack.push(hop.ustack.0.into());
+            h.ns.push(i64_of("ns", hop.ns)?);
+        }
+        self.hop_lengths.push(w.hops.len());
+        let r = &mut self.runq;
+        for p in &w.runq {
+            r.level.push(i32_of("level", p.level.into())?);
+            r.holder.append_value(names.node(p.holder, cx));
+            r.holder_id.push(p.holder.into());
+            r.ns.push(i64_of("ns", p.ns)?);
+        }
+        self.runq_lengths.push(w.runq.len());
+        self.truncated.push(w.truncated);
+        self.cycle.push(w.cycle);
+        self.lost.push(w.lost);
+        self.root.push(w.root);
+        self.mode.append_value(mode_label(w.mode));
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// The rows appended so far as one batch (the columns are emptied); with no rows, the
+    /// table's schema. The one place that lists the table's columns (docs/REPORTS.md
+    /// follows it).
+    fn batch(&mut self, key: &TraceKey) -> Result<RecordBatch> {
+        let rows = std::mem::take(&mut self.rows);
+        let h = &mut self.hops;
+        let hops = vec![
+            level("level", take(&mut h.level)),
+            text("kind", &mut h.kind, false),
+            text("context", &mut h.context, false),
+            flag("metal", take(&mut h.metal)),
+            int("ts_ns", take(&mut h.ts_ns)),
+            int("waker_tid", take(&mut h.waker_tid)),
+            int("waker_tgid", take(&mut h.waker_tgid)),
+            text("waker_comm", &mut h.waker_comm, false),
+            text("waker_cgroup", &mut h.waker_cgroup, true),
+            text("node", &mut h.node, false),
+            int("node_id", take(&mut h.node_id)),
+            int("kstack", take(&mut h.kstack)),
+            int("ustack", take(&mut h.ustack)),
+            int("ns", take(&mut h.ns)),
+        ];
+        let r = &mut self.runq;
+        let runq = vec![
+            level("level", take(&mut r.level)),
+            text("holder", &mut r.holder, false),
+            int("holder_id", take(&mut r.holder_id)),
+            int("ns", take(&mut r.ns)),
+        ];
+        let wall = TimestampMicrosecondArray::from(take(&mut self.switch_out_time));
+        let columns = vec![
+            same_text("host", &key.host, rows),
+            same_text("trace", &key.trace, rows),
+            int("tid", take(&mut self.tid)),
+            int("tgid", take(&mut self.tgid)),
+            text("comm", &mut self.comm, false),
+            text("cgroup", &mut self.cgroup, true),
+            text("container_id", &mut self.container_id, true),
+            text("pod_uid", &mut self.pod_uid, true),
+            flag("kernel_thread", take(&mut self.kernel_thread)),
+            int("state", take(&mut self.state)),
+            text("state_str", &mut self.state_str, false),
+            int("switch_out_ns", take(&mut self.switch_out_ns)),
+            (
+                Field::new(
+                    "switch_out_time",
+                    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                    true,
+                ),
+                Arc::new(wall.with_timezone("UTC")) as ArrayRef,
             ),
-            Arc::new(wall.with_timezone("UTC")) as ArrayRef,
-        ),
-        (
-            Field::new("time_s", DataType::Float64, false),
-            Arc::new(w().map(|w| w.time_s).collect::<Float64Array>()) as ArrayRef,
-        ),
-        opt_int("wake_ns", w().map(|w| w.wake_ns))?,
-        opt_int("switch_in_ns", w().map(|w| w.switch_in_ns))?,
-        opt_int("blocked_ns", w().map(|w| w.blocked_ns))?,
-        opt_int("runq_ns", w().map(|w| w.runq_ns))?,
-        opt_int("offcpu_ns", w().map(|w| w.offcpu_ns))?,
-        int("attributed_ns", w().map(|w| w.attributed_ns))?,
-        text("node", w().map(|w| w.node.node.as_str())),
-        int("node_id", w().map(|w| w.node.node_id.into()))?,
-        int("kstack", w().map(|w| w.node.kstack.into()))?,
-        int("ustack", w().map(|w| w.node.ustack.into()))?,
-        list_of("hops", hop_columns(&hops)?, w().map(|w| w.hops.len()))?,
-        list_of("runq", runq_columns(&runq)?, w().map(|w| w.runq.len()))?,
-        flag("truncated", w().map(|w| w.truncated)),
-        flag("cycle", w().map(|w| w.cycle)),
-        flag("lost", w().map(|w| w.lost)),
-        flag("root", w().map(|w| w.root)),
-        text("mode", w().map(|w| w.mode)),
-    ];
-    batch(columns)
+            (
+                Field::new("time_s", DataType::Float64, false),
+                Arc::new(Float64Array::from(take(&mut self.time_s))) as ArrayRef,
+            ),
+            opt_int("wake_ns", take(&mut self.wake_ns)),
+            opt_int("switch_in_ns", take(&mut self.switch_in_ns)),
+            opt_int("blocked_ns", take(&mut self.blocked_ns)),
+            opt_int("runq_ns", take(&mut self.runq_ns)),
+            opt_int("offcpu_ns", take(&mut self.offcpu_ns)),
+            int("attributed_ns", take(&mut self.attributed_ns)),
+            text("node", &mut self.node, false),
+            int("node_id", take(&mut self.node_id)),
+            int("kstack", take(&mut self.kstack)),
+            int("ustack", take(&mut self.ustack)),
+            list_of("hops", hops, take(&mut self.hop_lengths))?,
+            list_of("runq", runq, take(&mut self.runq_lengths))?,
+            flag("truncated", take(&mut self.truncated)),
+            flag("cycle", take(&mut self.cycle)),
+            flag("lost", take(&mut self.lost)),
+            flag("root", take(&mut self.root)),
+            text("mode", &mut self.mode, false),
+        ];
+        batch(columns)
+    }
 }
 
 fn batch(columns: Vec<Column>) -> Result<RecordBatch> {
@@ -580,13 +751,19 @@ pub fn write_stacks<W: Write + Send>(
             frames.append(true);
         }
         let frames = frames.finish();
-        let kinds: Vec<_> = ids.iter().map(|&id| stack_kind(tables, id)).collect();
+        let mut kind = StringBuilder::new();
+        let mut tgid = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let (k, t) = stack_kind(tables, id);
+            kind.append_value(k);
+            tgid.push(t.into());
+        }
         let columns = vec![
-            text("host", ids.iter().map(|_| key.host.as_str())),
-            text("trace", ids.iter().map(|_| key.trace.as_str())),
-            int("stack_id", ids.iter().map(|id| id.0.into()))?,
-            text("kind", kinds.iter().map(|k| k.0)),
-            int("tgid", kinds.iter().map(|k| k.1.into()))?,
+            same_text("host", &key.host, ids.len()),
+            same_text("trace", &key.trace, ids.len()),
+            int("stack_id", ids.iter().map(|id| id.0.into()).collect()),
+            text("kind", &mut kind, false),
+            int("tgid", tgid),
             (
                 Field::new("frames", frames.data_type().clone(), false),
                 Arc::new(frames) as ArrayRef,
@@ -707,7 +884,7 @@ impl WaitsOutput for ParquetOutputs {
                 !w.failed()
             })
             .map_err(|source| ParquetError::Reading {
-                trace: trace.to_path_buf(),
+                trace: trace.to_string(),
                 source,
             })?;
         progress.finish();

@@ -54,7 +54,7 @@ fn export(dir: &Path, out: &str, ask: Ask, tids: &[u32]) -> (usize, BTreeMap<Str
         path(ask.parquet, "w.parquet"),
     );
     let req = Request {
-        trace: Path::new("t.zst"),
+        trace: "t.zst",
         perfetto: perfetto.as_deref(),
         critical_path: tids,
         pprof: pprof.as_deref(),

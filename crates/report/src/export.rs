@@ -47,10 +47,10 @@ pub enum ExportError {
         source: ChainError,
     },
     /// Writing the Perfetto trace failed.
-    #[error("exporting {} to {}", .trace.display(), .path.display())]
+    #[error("exporting {trace} to {}", .path.display())]
     Perfetto {
-        /// The trace read.
-        trace: PathBuf,
+        /// The trace read, as named in messages (a set: its first and last file).
+        trace: String,
         /// The output.
         path: PathBuf,
         /// Why ([`ReportError`] or an I/O error).
@@ -58,10 +58,10 @@ pub enum ExportError {
         source: BoxError,
     },
     /// Reading the trace's events failed.
-    #[error("{}: reading events", .trace.display())]
+    #[error("{trace}: reading events")]
     Reading {
-        /// The trace.
-        trace: PathBuf,
+        /// The trace, as named in messages.
+        trace: String,
         /// Why.
         #[source]
         source: ChainError,
@@ -87,8 +87,8 @@ pub enum ExportError {
 pub struct WaitsInput<'a> {
     /// The trace, opened.
     pub an: &'a Analysis,
-    /// Its file (named in messages).
-    pub trace: &'a Path,
+    /// Its name in messages: the file, or a set's first and last file.
+    pub trace: &'a str,
     /// The waits to write.
     pub filter: Filter,
     /// No progress bar.
@@ -162,8 +162,9 @@ pub trait WaitsOutput {
 /// What `chainrec export` was asked to write.
 #[derive(Clone, Copy, Debug)]
 pub struct Request<'a> {
-    /// The trace (named in messages).
-    pub trace: &'a Path,
+    /// The trace's name in messages: the file, or a set's first and last file and how
+    /// many (`r.0000.zst … r.0003.zst (4 files)`).
+    pub trace: &'a str,
     /// The Perfetto trace to write.
     pub perfetto: Option<&'a Path>,
     /// Threads whose critical path becomes a track of the Perfetto trace.
@@ -259,7 +260,7 @@ impl Export<'_> {
                 .map_err(BoxError::from)
                 .and_then(|st| Ok(w.flush().map(|_| st)?))
                 .map_err(|source| ExportError::Perfetto {
-                    trace: trace.to_path_buf(),
+                    trace: trace.to_string(),
                     path: path.clone(),
                     source,
                 })?;
@@ -298,7 +299,7 @@ impl Export<'_> {
                     let (_, samples) = an
                         .collect(setup, pprof::ProfileSink::new(), |n| progress.inc(n as u64))
                         .map_err(|source| ExportError::Reading {
-                            trace: trace.to_path_buf(),
+                            trace: trace.to_string(),
                             source,
                         })?;
                     progress.finish();
@@ -380,7 +381,7 @@ mod tests {
         parquet: Option<&'a str>,
     ) -> Request<'a> {
         Request {
-            trace: Path::new("t.zst"),
+            trace: "t.zst",
             perfetto: perfetto.map(Path::new),
             critical_path: &[],
             pprof: pprof.map(Path::new),

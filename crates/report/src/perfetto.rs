@@ -590,6 +590,135 @@ impl Out<'_> {
     }
 }
 
+/// One CPU's events of an ftrace bundle, each already encoded as the bundle's `event`
+/// field (what prost writes for `FtraceEventBundle::event`), and whether events were lost.
+#[derive(Default)]
+struct EncodedEvents {
+    bytes: Vec<u8>,
+    lost: bool,
+}
+
+impl EncodedEvents {
+    fn push(&mut self, ev: &FtraceEvent) {
+        prost::encoding::message::encode(BUNDLE_EVENT_TAG, ev, &mut self.bytes);
+    }
+
+    /// Push the `sched_switch` event [`switch_event`] makes, byte for byte, encoded
+    /// straight from the names (no event value, no string copies): switches are most
+    /// of a trace.
+    fn push_switch(&mut self, ts: u64, prev: (Tid, &str), state: u32, next: (Tid, &str)) {
+        use prost::encoding::{
+            encode_key, encode_varint, encoded_len_varint, int32, int64, key_len, uint32, uint64,
+            WireType,
+        };
+        let text_len = |tag, t: &str| key_len(tag) + encoded_len_varint(t.len() as u64) + t.len();
+        let text = |tag, t: &str, b: &mut Vec<u8>| {
+            encode_key(tag, WireType::LengthDelimited, b);
+            encode_varint(t.len() as u64, b);
+            b.extend_from_slice(t.as_bytes());
+        };
+        let (prev_pid, next_pid, state) = (prev.0 as i32, next.0 as i32, state as i64);
+        // SchedSwitch fields in tag order: prev_comm = 1, prev_pid = 2, prev_prio = 3,
+        // prev_state = 4, next_comm = 5, next_pid = 6, next_prio = 7.
+        let switch_len = text_len(1, prev.1)
+            + int32::encoded_len(2, &prev_pid)
+            + int32::encoded_len(3, &DEFAULT_PRIO)
+            + int64::encoded_len(4, &state)
+            + text_len(5, next.1)
+            + int32::encoded_len(6, &next_pid)
+            + int32::encoded_len(7, &DEFAULT_PRIO);
+        // FtraceEvent: timestamp = 1, pid = 2, sched_switch = 4.
+        let event_len = uint64::encoded_len(1, &ts)
+            + uint32::encoded_len(2, &prev.0)
+            + key_len(4)
+            + encoded_len_varint(switch_len as u64)
+            + switch_len;
+        let b = &mut self.bytes;
+        encode_key(BUNDLE_EVENT_TAG, WireType::LengthDelimited, b);
+        encode_varint(event_len as u64, b);
+        uint64::encode(1, &ts, b);
+        uint32::encode(2, &prev.0, b);
+        encode_key(4, WireType::LengthDelimited, b);
+        encode_varint(switch_len as u64, b);
+        text(1, prev.1, b);
+        int32::encode(2, &prev_pid, b);
+        int32::encode(3, &DEFAULT_PRIO, b);
+        int64::encode(4, &state, b);
+        text(5, next.1, b);
+        int32::encode(6, &next_pid, b);
+        int32::encode(7, &DEFAULT_PRIO, b);
+    }
+}
+
+/// The `sched_switch` event of `prev` (in `state`) for `next`, with their names.
+#[cfg(test)]
+fn switch_event(ts: u64, prev: (Tid, &str), state: u32, next: (Tid, &str)) -> FtraceEvent {
+    FtraceEvent {
+        timestamp: Some(ts),
+        pid: Some(prev.0),
+        sched_switch: Some(SchedSwitch {
+            prev_comm: Some(prev.1.into()),
+            prev_pid: Some(prev.0 as i32),
+            prev_prio: Some(DEFAULT_PRIO),
+            prev_state: Some(state as i64),
+            next_comm: Some(next.1.into()),
+            next_pid: Some(next.0 as i32),
+            next_prio: Some(DEFAULT_PRIO),
+        }),
+        ..Default::default()
+    }
+}
+
+/// `FtraceEventBundle.event`.
+const BUNDLE_EVENT_TAG: u32 = 2;
+
+impl Out<'_> {
+    /// The packet [`ftrace_packet`] makes of `events`, byte for byte, written from the
+    /// events encoded once as they came: prost would measure every event's length again
+    /// for the packet, the bundle and the event (with its nested switch or waking), and
+    /// keep the events as values (strings included) until then.
+    fn ftrace_events(&mut self, cpu: u32, events: &EncodedEvents) -> Result<()> {
+        use prost::encoding::{bool as flag, encode_varint, encoded_len_varint, int32, uint32};
+        let lost = events.lost.then_some(true);
+        // Fields in tag order, as prost writes them: bundle cpu = 1, event = 2,
+        // lost_events = 3, ftrace_clock = 5; packet ftrace_events = 1,
+        // trusted_packet_sequence_id = 10.
+        let bundle_len = uint32::encoded_len(1, &cpu)
+            + events.bytes.len()
+            + lost.map_or(0, |l| flag::encoded_len(3, &l))
+            + int32::encoded_len(5, &FTRACE_CLOCK_GLOBAL);
+        let packet_len = 1
+            + encoded_len_varint(bundle_len as u64)
+            + bundle_len
+            + uint32::encoded_len(10, &SEQUENCE_ID);
+        let b = &mut self.buf;
+        b.clear();
+        // Trace.packet = 1 and TracePacket.ftrace_events = 1, both length-delimited.
+        b.push(0x0A);
+        encode_varint(packet_len as u64, b);
+        b.push(0x0A);
+        encode_varint(bundle_len as u64, b);
+        uint32::encode(1, &cpu, b);
+        let head = b.len();
+        if let Some(l) = lost {
+            flag::encode(3, &l, b);
+        }
+        int32::encode(5, &FTRACE_CLOCK_GLOBAL, b);
+        uint32::encode(10, &SEQUENCE_ID, b);
+        let io = |e| ReportError::Io {
+            path: "<perfetto output>".into(),
+            source: e,
+        };
+        self.w.write_all(&b[..head]).map_err(io)?;
+        self.w.write_all(&events.bytes).map_err(io)?;
+        self.w.write_all(&b[head..]).map_err(io)?;
+        self.stats.packets += 1;
+        Ok(())
+    }
+}
+
+/// The packet of one CPU's bundle of ftrace events (as [`Out::ftrace_events`] writes it).
+#[cfg(test)]
 fn ftrace_packet(cpu: u32, events: Vec<FtraceEvent>, lost: bool) -> TracePacket {
     TracePacket {
         trusted_packet_sequence_id: Some(SEQUENCE_ID),
@@ -902,7 +1031,7 @@ struct SchedPass<'a> {
     /// Pass 1's target CPU of each waking, in order.
     target_cpu: &'a [i32],
     first_ts: u64,
-    per_cpu: BTreeMap<u32, (Vec<FtraceEvent>, bool)>,
+    per_cpu: BTreeMap<u32, EncodedEvents>,
     buffered: usize,
     waking_index: usize,
     on_cpu: HashMap<u32, (Tid, u64)>,
@@ -931,13 +1060,13 @@ impl<'a> SchedPass<'a> {
     }
 
     fn push(&mut self, cpu: u32, ev: FtraceEvent) {
-        self.per_cpu.entry(cpu).or_default().0.push(ev);
+        self.per_cpu.entry(cpu).or_default().push(&ev);
         self.buffered += 1;
     }
 
     fn flush(&mut self, out: &mut Out) -> Result<()> {
-        for (cpu, (events, lost)) in std::mem::take(&mut self.per_cpu) {
-            out.packet(&ftrace_packet(cpu, events, lost))?;
+        for (cpu, events) in std::mem::take(&mut self.per_cpu) {
+            out.ftrace_events(cpu, &events)?;
         }
         self.buffered = 0;
         Ok(())
@@ -952,7 +1081,8 @@ impl<'a> SchedPass<'a> {
             Event::Switch(s) => {
                 stats.switches += 1;
                 self.lost_switches(s, stats);
-                (s.cpu, self.switch(ts, s.prev_tid, s.prev_state, s.next_tid))
+                self.push_switch(s.cpu, ts, s.prev_tid, s.prev_state, s.next_tid);
+                return self.flush_if_full(out);
             }
             Event::Waking(wk) => {
                 stats.wakings += 1;
@@ -1009,7 +1139,7 @@ impl<'a> SchedPass<'a> {
                 stats.lost_markers += 1;
                 stats.lost_events += l.count;
                 let cpu = if l.cpu == u32::MAX { 0 } else { l.cpu };
-                self.per_cpu.entry(cpu).or_default().1 = true;
+                self.per_cpu.entry(cpu).or_default().lost = true;
                 self.lost.push((ts, l.cpu, l.count, l.cause));
                 return Ok(());
             }
@@ -1034,28 +1164,27 @@ impl<'a> SchedPass<'a> {
             }
         };
         self.push(cpu, ev);
+        self.flush_if_full(out)
+    }
+
+    fn flush_if_full(&mut self, out: &mut Out) -> Result<()> {
         if self.buffered >= Self::FLUSH_AT {
             self.flush(out)?;
         }
         Ok(())
     }
 
-    /// A `sched_switch` with the threads' current names.
-    fn switch(&self, ts: u64, prev: Tid, state: u32, next: Tid) -> FtraceEvent {
-        FtraceEvent {
-            timestamp: Some(ts),
-            pid: Some(prev),
-            sched_switch: Some(SchedSwitch {
-                prev_comm: Some(self.threads.name(prev)),
-                prev_pid: Some(prev as i32),
-                prev_prio: Some(DEFAULT_PRIO),
-                prev_state: Some(state as i64),
-                next_comm: Some(self.threads.name(next)),
-                next_pid: Some(next as i32),
-                next_prio: Some(DEFAULT_PRIO),
-            }),
-            ..Default::default()
-        }
+    /// Buffer a `sched_switch` on `cpu` with the threads' current names.
+    fn push_switch(&mut self, cpu: u32, ts: u64, prev: Tid, state: u32, next: Tid) {
+        let (p, n) = (self.threads.identity(prev), self.threads.identity(next));
+        let (p_name, n_name) = (p.comm.as_str(), n.comm.as_str());
+        self.per_cpu.entry(cpu).or_default().push_switch(
+            ts,
+            (prev, &p_name),
+            state,
+            (next, &n_name),
+        );
+        self.buffered += 1;
     }
 
     /// Before switch `s`: the switches the recording lost, made explicit (a gap each),
@@ -1077,8 +1206,7 @@ impl<'a> SchedPass<'a> {
                         lost_tid: s.next_tid,
                         running_elsewhere: true,
                     });
-                    let synth = self.switch(ts, s.next_tid, STATE_RUNNABLE, 0);
-                    self.push(other, synth);
+                    self.push_switch(other, ts, s.next_tid, STATE_RUNNABLE, 0);
                     self.on_cpu.insert(other, (0, ts));
                 }
             }
@@ -1096,8 +1224,7 @@ impl<'a> SchedPass<'a> {
                     lost_tid: cur,
                     running_elsewhere: false,
                 });
-                let synth = self.switch(ts, cur, STATE_RUNNABLE, s.prev_tid);
-                self.push(s.cpu, synth);
+                self.push_switch(s.cpu, ts, cur, STATE_RUNNABLE, s.prev_tid);
                 if self.running.get(&cur) == Some(&s.cpu) {
                     self.running.remove(&cur);
                 }
@@ -1295,4 +1422,97 @@ fn write_slice_track(out: &mut Out, t: &SliceTrack, threads: &Threads) -> Result
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bundles written from events encoded as they come are the packets prost makes
+    /// of the same events, byte for byte.
+    #[test]
+    fn encoded_bundles_are_prosts_packets() {
+        let switch = FtraceEvent {
+            timestamp: Some(1_000_000_123),
+            pid: Some(42),
+            sched_switch: Some(SchedSwitch {
+                prev_comm: Some("a-rather-long-c".into()),
+                prev_pid: Some(42),
+                prev_prio: Some(120),
+                prev_state: Some(1),
+                next_comm: Some("".into()),
+                next_pid: Some(0),
+                next_prio: Some(120),
+            }),
+            ..Default::default()
+        };
+        let waking = FtraceEvent {
+            timestamp: Some(7),
+            pid: Some(0),
+            common_flags: Some(TRACE_FLAG_SOFTIRQ),
+            sched_waking: Some(SchedWaking {
+                comm: Some("w".into()),
+                pid: Some(9),
+                prio: Some(100),
+                success: Some(1),
+                target_cpu: Some(300),
+            }),
+            ..Default::default()
+        };
+        for (cpu, events, lost) in [
+            (0, vec![switch.clone()], false),
+            (3, vec![switch.clone(), waking.clone()], true),
+            (
+                1000,
+                (0..200).map(|_| waking.clone()).collect::<Vec<_>>(),
+                false,
+            ),
+            (5, vec![], true),
+        ] {
+            let write = |f: &dyn Fn(&mut Out) -> Result<()>| {
+                let mut bytes = Vec::new();
+                let mut out = Out {
+                    w: &mut bytes,
+                    stats: PerfettoStats::default(),
+                    buf: Vec::new(),
+                    next_uuid: 0,
+                };
+                f(&mut out).unwrap();
+                assert_eq!(out.stats.packets, 1);
+                bytes
+            };
+            let want = write(&|o| o.packet(&ftrace_packet(cpu, events.clone(), lost)));
+            let mut encoded = EncodedEvents {
+                lost,
+                ..Default::default()
+            };
+            for e in &events {
+                encoded.push(e);
+            }
+            let got = write(&|o| o.ftrace_events(cpu, &encoded));
+            assert_eq!(got, want, "cpu {cpu}, {} events, lost {lost}", events.len());
+        }
+    }
+
+    /// Switches encoded from the names are prost's encoding of the switch event, for
+    /// pids and states of every varint length (and negative as i32).
+    #[test]
+    fn encoded_switches_are_prosts() {
+        for (ts, prev, state, next) in [
+            (0, (0, "swapper"), 0, (1, "")),
+            (
+                u64::MAX,
+                (u32::MAX, "tid-4294967295"),
+                u32::MAX,
+                (70000, "ü-multibyte"),
+            ),
+            (1 << 40, (300, "a-rather-long-c"), 0x400, (2, "x")),
+        ] {
+            let mut want = EncodedEvents::default();
+            want.push(&switch_event(ts, prev, state, next));
+            let mut got = EncodedEvents::default();
+            got.push_switch(ts, prev, state, next);
+            assert_eq!(got.bytes, want.bytes, "{prev:?} -> {next:?}");
+        }
+    }
 }

@@ -194,7 +194,7 @@ pub struct ProfileInfo {
 impl ProfileInfo {
     /// The facts of `an`'s trace (`trace` is its file, named in the comment): wall-clock
     /// start when the trace has a wall clock, its length.
-    pub fn of_trace(an: &chainrec_chain::Analysis, trace: &std::path::Path) -> Self {
+    pub fn of_trace(an: &chainrec_chain::Analysis, trace: &str) -> Self {
         let (start, end) = (an.start_ns(), an.end_ns());
         let offset = an.meta().clock_offset_ns;
         ProfileInfo {
@@ -204,7 +204,7 @@ impl ProfileInfo {
                 0
             },
             duration_nanos: end.saturating_sub(start) as i64,
-            comments: vec![format!("chainrec chain graph of {}", trace.display())],
+            comments: vec![format!("chainrec chain graph of {trace}")],
         }
     }
 }

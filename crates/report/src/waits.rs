@@ -3,13 +3,19 @@
 //! tid in it can be found in `chainrec script` output, so a chain can be checked by hand.
 //!
 //! [`WaitJson::new`] is the one place that maps a record to its JSON form: a new field of
-//! [`WaitRecord`] or [`HopRecord`] is one field here (and one line in the docs).
+//! [`WaitRecord`] or [`HopRecord`] is one field here (and one line in the docs). The fields
+//! that are more than a copy of the record's (names, cgroups, `time_s`, `state_str`,
+//! `mode`) are computed by [`WaitContext`]'s methods and the functions beside it, which
+//! the Parquet tables (chainrec-parquet) call too, without building a [`WaitJson`].
 
 use crate::script::{rel_secs, rel_time, stack_label, state_str};
 use crate::top::fmt_ns;
-use chainrec_chain::{stack_frames, HopRecord, Mode, NodeTable, RunqPart, TraceRef, WaitRecord};
+use chainrec_chain::{
+    stack_frames, HopRecord, Mode, NodeId, NodeTable, RunqPart, TraceRef, WaitRecord,
+};
 use chainrec_format::{StackId, Tables};
 use serde::Serialize;
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// What the mapping needs besides the record.
@@ -43,6 +49,42 @@ impl<'a> WaitContext<'a> {
         self.frames
             .then(|| stack_frames(self.tables, s, self.threshold_ns))
     }
+
+    /// A node's name as it prints in the chain graph (`node`, `holder`): comm or label.
+    pub fn node_name(&self, node: NodeId) -> Cow<'a, str> {
+        self.nodes.get(node).name()
+    }
+
+    /// `time_s`: seconds from the trace start to the switch-out.
+    pub fn time_s(&self, w: &WaitRecord) -> f64 {
+        rel_secs(w.switch_out_ns, self.start_ns)
+    }
+
+    /// The waiting thread's cgroup id at switch-out (traces that record cgroups).
+    pub fn wait_cgroup(&self, w: &WaitRecord) -> Option<u64> {
+        self.tables.cgroup_at(w.tid, w.switch_out_ns)
+    }
+
+    /// A level's waker's cgroup id at the waking (task wakers of traces that record
+    /// cgroups; a metal level has none).
+    pub fn waker_cgroup(&self, h: &HopRecord) -> Option<u64> {
+        (!h.metal)
+            .then(|| self.tables.cgroup_at(h.waker_tid, h.ts))
+            .flatten()
+    }
+
+    /// `waker_cgroup`: the path of cgroup `id`.
+    pub fn cgroup_path(&self, id: u64) -> Cow<'a, str> {
+        self.tables.cgroup_path(id)
+    }
+}
+
+/// `mode`: how the levels' `ns` were computed.
+pub fn mode_label(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Bounded => "bounded",
+        Mode::Last => "last",
+    }
 }
 
 /// A node of a chain (the waiting thread, or a level's waker) with its stacks.
@@ -67,7 +109,7 @@ pub struct NodeJson {
 impl NodeJson {
     fn new(node: u32, k: StackId, u: StackId, cx: &WaitContext) -> Self {
         NodeJson {
-            node: cx.nodes.get(node).name().into_owned(),
+            node: cx.node_name(node).into_owned(),
             node_id: node,
             kstack: k.0,
             ustack: u.0,
@@ -122,7 +164,7 @@ impl RunqJson {
     fn new(p: &RunqPart, cx: &WaitContext) -> Self {
         RunqJson {
             level: p.level,
-            holder: cx.nodes.get(p.holder).name().into_owned(),
+            holder: cx.node_name(p.holder).into_owned(),
             holder_id: p.holder,
             ns: p.ns,
         }
@@ -191,12 +233,14 @@ impl WaitJson {
             tid: w.tid,
             tgid: w.tgid,
             comm: w.comm.to_string(),
-            cgroup: crate::cgroup::CgroupLabel::at(cx.tables, w.tid, w.switch_out_ns),
+            cgroup: cx
+                .wait_cgroup(w)
+                .map(|id| crate::cgroup::CgroupLabel::of(cx.tables, id)),
             kernel_thread: w.kernel_thread,
             state: w.state,
             state_str: state_str(w.state),
             switch_out_ns: w.switch_out_ns,
-            time_s: rel_secs(w.switch_out_ns, cx.start_ns),
+            time_s: cx.time_s(w),
             wake_ns: w.wake_ns,
             switch_in_ns: w.switch_in_ns,
             blocked_ns: w.blocked_ns(),
@@ -215,10 +259,7 @@ impl WaitJson {
             cycle: w.cycle,
             lost: w.lost,
             root: w.root,
-            mode: match w.mode {
-                Mode::Bounded => "bounded",
-                Mode::Last => "last",
-            },
+            mode: mode_label(w.mode),
         }
     }
 }
@@ -231,10 +272,7 @@ impl HopJson {
             waker_tid: h.waker_tid,
             waker_tgid: h.waker_tgid,
             waker_comm: h.waker_comm.to_string(),
-            waker_cgroup: (!h.metal)
-                .then(|| cx.tables.cgroup_at(h.waker_tid, h.ts))
-                .flatten()
-                .map(|id| cx.tables.cgroup_path(id).into_owned()),
+            waker_cgroup: cx.waker_cgroup(h).map(|id| cx.cgroup_path(id).into_owned()),
             context: h.context.label(),
             metal: h.metal,
             node: NodeJson::new(h.node, h.kstack, h.ustack, cx),
