@@ -313,7 +313,10 @@ fn io_uring_chains_agree_with_bpftrace() {
                 // The kworker was either running all through fio's wait (completing the
                 // writes before: the chain ends there) or slept and was woken by the disk
                 // inside it. How many of each depends on the load beside the test
-                // (99 % via the disk on a quiet machine, 70 % with builds beside it).
+                // (99 % via the disk on a quiet machine, 70 % with a build beside it,
+                // 11 % at load 6 with two builds and a benchmark): the second check asks
+                // only that the disk level is there in more than a stray wait or two;
+                // the per-level agreement with bpftrace checks that each one is right.
                 assert_share(&label, &cq_waits, 300, 90.0, |n| {
                     n[0].starts_with("kworker/") && (n.len() == 1 || is_block_metal(n[1]))
                 });
@@ -321,7 +324,7 @@ fn io_uring_chains_agree_with_bpftrace() {
                     &format!("{label} via the disk"),
                     &cq_waits,
                     300,
-                    20.0,
+                    2.0,
                     |n| n.len() == 2 && n[0].starts_with("kworker/") && is_block_metal(n[1]),
                 );
             }
