@@ -100,19 +100,23 @@ impl PeriodBlock {
     }
 }
 
-/// A block of kept periods, shared between an engine and its checkpoints (copied on write:
-/// a thread writes only into its newest block, so the older blocks of a long history are one
-/// copy however many checkpoints hold it).
+/// A sealed block of kept periods (no more are written into it), shared between an engine
+/// and its checkpoints: the older blocks of a long history are one copy however many
+/// checkpoints hold it.
 type Block = Arc<PeriodBlock>;
 
 /// Blocks freed by trims and ended threads, handed out again before any new allocation.
 #[derive(Debug, Default)]
 pub(crate) struct BlockPool {
+    /// Sealed blocks no one else holds.
     free: Vec<Block>,
+    /// Newest-block storage (boxed: handed to and taken back from [`TaskRq::tail`]
+    /// without copying).
+    #[allow(clippy::vec_box)]
+    free_tails: Vec<Box<PeriodBlock>>,
 }
 
-/// A copy of an engine (a checkpoint) starts with no free blocks: the pool is only a cache,
-/// and blocks shared with it would be copied at their first write anyway.
+/// A copy of an engine (a checkpoint) starts with no free blocks: the pool is only a cache.
 impl Clone for BlockPool {
     fn clone(&self) -> Self {
         BlockPool::default()
@@ -120,18 +124,16 @@ impl Clone for BlockPool {
 }
 
 impl BlockPool {
-    /// An empty block based at `base`.
+    /// An empty newest block based at `base`.
     #[inline]
-    fn take(&mut self, base: u64) -> Block {
-        match self.free.pop() {
+    fn take_tail(&mut self, base: u64) -> Box<PeriodBlock> {
+        match self.free_tails.pop() {
             Some(mut b) => {
-                // Only blocks no one else holds are given to the pool ([`Self::give`]).
-                let blk = Arc::make_mut(&mut b);
-                blk.base = base;
-                blk.n = 0;
+                b.base = base;
+                b.n = 0;
                 b
             }
-            None => Arc::new(PeriodBlock {
+            None => Box::new(PeriodBlock {
                 base,
                 n: 0,
                 starts: [0; BLOCK],
@@ -139,6 +141,22 @@ impl BlockPool {
                 holders: [0; BLOCK],
             }),
         }
+    }
+
+    /// `tail` as a sealed block (its storage kept for the next newest block).
+    #[inline]
+    fn seal(&mut self, tail: Box<PeriodBlock>) -> Block {
+        let sealed = match self.free.pop() {
+            Some(mut b) => {
+                // Only blocks no one else holds are given to the pool ([`Self::give`]), so
+                // this writes in place.
+                Arc::make_mut(&mut b).clone_from(&tail);
+                b
+            }
+            None => Arc::new((*tail).clone()),
+        };
+        self.free_tails.push(tail);
+        sealed
     }
 
     #[inline]
@@ -156,6 +174,10 @@ impl BlockPool {
             self.free.truncate(keep);
             self.free.shrink_to_fit();
         }
+        if self.free_tails.len() > 2 * keep {
+            self.free_tails.truncate(keep);
+            self.free_tails.shrink_to_fit();
+        }
     }
 }
 
@@ -168,12 +190,15 @@ pub(crate) struct RqPos {
 }
 
 /// A thread's runnable periods, as far back as an open wait can ask for them, oldest first:
-/// from period `head` of `blocks[0]` on. Every block holds at least one period, and none
-/// when the history is empty.
+/// from period `head` of block 0 on. Blocks are the sealed ones, then the newest (`tail`,
+/// owned: written without the atomic check of a shared block at every period, and copied
+/// whole by a checkpoint). Every block holds at least one period; a history with periods
+/// has a `tail` (the newest period is in it); an empty one has no blocks.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TaskRq {
-    blocks: VecDeque<Block>,
-    /// Offset of the oldest kept period in `blocks[0]`.
+    sealed: VecDeque<Block>,
+    tail: Option<Box<PeriodBlock>>,
+    /// Offset of the oldest kept period in block 0.
     head: usize,
     len: usize,
     /// Periods ending before this were dropped by [`TASK_RQ_CAP`] (never by a trim, which
@@ -188,6 +213,22 @@ impl TaskRq {
         self.len
     }
 
+    /// Number of blocks.
+    #[inline]
+    fn blocks(&self) -> usize {
+        self.sealed.len() + usize::from(self.tail.is_some())
+    }
+
+    /// Block `b` (0 = the oldest).
+    #[inline]
+    fn block(&self, b: usize) -> Option<&PeriodBlock> {
+        match self.sealed.get(b) {
+            Some(blk) => Some(blk),
+            None if b == self.sealed.len() => self.tail.as_deref(),
+            None => None,
+        }
+    }
+
     /// First offset of block `b` still kept.
     #[inline]
     fn first_off(&self, b: usize) -> usize {
@@ -198,29 +239,40 @@ impl TaskRq {
         }
     }
 
-    /// The newest kept period.
-    #[inline]
-    fn last(&self) -> Option<KeptSeg> {
-        let b = self.blocks.back()?;
-        Some(b.seg(b.n as usize - 1))
-    }
-
     /// The oldest kept period.
     #[inline]
     fn first(&self) -> Option<KeptSeg> {
-        Some(self.blocks.front()?.seg(self.head))
+        Some(self.block(0)?.seg(self.head))
     }
 
     /// Kept periods from `pos` on, oldest first.
     #[inline]
     pub(crate) fn iter_from(&self, pos: RqPos) -> impl Iterator<Item = KeptSeg> + '_ {
-        self.blocks
-            .range(pos.block.min(self.blocks.len())..)
+        let sealed = self
+            .sealed
+            .range(pos.block.min(self.sealed.len())..)
+            .map(|b| &**b);
+        sealed
+            .chain(self.tail.as_deref())
+            .skip(pos.block.saturating_sub(self.sealed.len()))
             .enumerate()
             .flat_map(move |(k, b)| {
                 let lo = if k == 0 { pos.off } else { 0 };
                 (lo..b.n as usize).map(move |o| b.seg(o))
             })
+    }
+
+    /// Drop block 0, back to `pool`.
+    fn pop_first_block(&mut self, pool: &mut BlockPool) {
+        match self.sealed.pop_front() {
+            Some(b) => pool.give(b),
+            None => {
+                if let Some(t) = self.tail.take() {
+                    pool.free_tails.push(t);
+                }
+            }
+        }
+        self.head = 0;
     }
 
     /// Drop the oldest kept period (the safety cap), its block back to `pool` once emptied.
@@ -230,28 +282,24 @@ impl TaskRq {
         }
         self.head += 1;
         self.len -= 1;
-        if self.head == self.blocks[0].n as usize {
-            if let Some(b) = self.blocks.pop_front() {
-                pool.give(b);
-            }
-            self.head = 0;
+        if self.block(0).is_some_and(|b| self.head == b.n as usize) {
+            self.pop_first_block(pool);
         }
     }
 
     /// Drop the periods before `pos`, emptied blocks back to `pool`; returns how many.
     fn drop_before(&mut self, pos: RqPos, pool: &mut BlockPool) -> usize {
-        if pos.block >= self.blocks.len() {
+        if pos.block >= self.blocks() {
             let n = self.len;
             self.clear_blocks(pool);
             return n;
         }
         let mut dropped = 0;
         for _ in 0..pos.block {
-            if let Some(b) = self.blocks.pop_front() {
+            if let Some(b) = self.block(0) {
                 dropped += b.n as usize - self.head;
-                self.head = 0;
-                pool.give(b);
             }
+            self.pop_first_block(pool);
         }
         dropped += pos.off - self.head;
         self.head = pos.off;
@@ -260,8 +308,11 @@ impl TaskRq {
     }
 
     fn clear_blocks(&mut self, pool: &mut BlockPool) {
-        for b in self.blocks.drain(..) {
+        for b in self.sealed.drain(..) {
             pool.give(b);
+        }
+        if let Some(t) = self.tail.take() {
+            pool.free_tails.push(t);
         }
         self.head = 0;
         self.len = 0;
@@ -270,24 +321,24 @@ impl TaskRq {
     /// Drop every kept period, blocks back to `pool`.
     fn clear(&mut self, pool: &mut BlockPool) {
         self.clear_blocks(pool);
-        self.blocks.shrink_to(4);
+        self.sealed.shrink_to(4);
         self.floor = 0;
     }
 
     /// Append one period.
     #[inline]
     fn push_back(&mut self, seg: KeptSeg, pool: &mut BlockPool) {
-        let rel = match self.blocks.back().and_then(|b| b.room_for(seg.start)) {
-            Some(rel) => rel,
-            None => {
-                self.blocks.push_back(pool.take(seg.start));
-                0
-            }
+        let (tail, rel) = match self.tail.take() {
+            Some(t) => match t.room_for(seg.start) {
+                Some(rel) => (t, rel),
+                None => {
+                    self.sealed.push_back(pool.seal(t));
+                    (pool.take_tail(seg.start), 0)
+                }
+            },
+            None => (pool.take_tail(seg.start), 0),
         };
-        let Some(last) = self.blocks.back_mut() else {
-            return;
-        };
-        let b = Arc::make_mut(last);
+        let b = self.tail.insert(tail);
         let o = b.n as usize;
         b.starts[o] = rel;
         b.lens[o] = seg.len;
@@ -300,14 +351,9 @@ impl TaskRq {
     #[inline]
     fn push(&mut self, seg: RqSeg, capped: &mut u64, pool: &mut BlockPool) -> usize {
         let mut start = seg.start;
-        // Read before writing: a write may copy a block a checkpoint shares.
-        let merges = self
-            .last()
-            .is_some_and(|last| last.holder == seg.holder && last.end() == start);
-        if merges {
-            if let Some(last) = self.blocks.back_mut() {
-                let b = Arc::make_mut(last);
-                let o = b.n as usize - 1;
+        if let Some(b) = self.tail.as_deref_mut() {
+            let o = b.n as usize - 1;
+            if b.holders[o] == seg.holder && b.end(o) == start {
                 let room = u64::from(u32::MAX - b.lens[o]);
                 let add = room.min(seg.end - start);
                 b.lens[o] += add as u32;
@@ -346,25 +392,29 @@ impl TaskRq {
     /// missed the cache at every step (14 % of busy-server's `chains`).
     #[inline]
     pub(crate) fn first_ending_after(&self, x: u64) -> RqPos {
-        let nb = self.blocks.len();
-        let b = gallop_back(0, nb, |j| self.blocks[j].last_end() <= x);
+        let b = gallop_back(0, self.blocks(), |j| self.block_ends_by(j, x));
         self.pos_in(b, x, true)
     }
 
     /// As [`Self::first_ending_after`], by binary search from the front (for trims, which
     /// cut far back).
     fn first_ending_after_from_front(&self, x: u64) -> RqPos {
-        let nb = self.blocks.len();
-        let b = partition(0, nb, |j| self.blocks[j].last_end() <= x);
+        let b = partition(0, self.blocks(), |j| self.block_ends_by(j, x));
         self.pos_in(b, x, false)
+    }
+
+    /// Block `j`'s periods all end at or before `x`.
+    #[inline]
+    fn block_ends_by(&self, j: usize, x: u64) -> bool {
+        self.block(j).is_some_and(|b| b.last_end() <= x)
     }
 
     /// The first period ending after `x` in block `b`, known to end after `x` (or the end).
     #[inline]
     fn pos_in(&self, b: usize, x: u64, from_back: bool) -> RqPos {
-        let Some(blk) = self.blocks.get(b) else {
+        let Some(blk) = self.block(b) else {
             return RqPos {
-                block: self.blocks.len(),
+                block: self.blocks(),
                 off: 0,
             };
         };
@@ -728,33 +778,31 @@ impl TaskRq {
     /// Place of kept period `i` (0 = the oldest).
     fn pos_of(&self, i: usize) -> RqPos {
         let mut i = i + self.head;
-        for (b, blk) in self.blocks.iter().enumerate() {
-            if i < blk.n as usize {
+        for b in 0..self.blocks() {
+            let n = self.block(b).map_or(0, |blk| blk.n as usize);
+            if i < n {
                 return RqPos { block: b, off: i };
             }
-            i -= blk.n as usize;
+            i -= n;
         }
         RqPos {
-            block: self.blocks.len(),
+            block: self.blocks(),
             off: 0,
         }
     }
 
     /// Index (0 = the oldest kept) of the period at `pos`.
     fn index_of(&self, pos: RqPos) -> usize {
-        let before: usize = self
-            .blocks
-            .iter()
-            .take(pos.block)
-            .map(|b| b.n as usize)
+        let before: usize = (0..pos.block)
+            .map(|b| self.block(b).map_or(0, |blk| blk.n as usize))
             .sum();
-        before + pos.off - self.head.min(before + pos.off)
+        before + pos.off - self.head
     }
 
     /// Kept period `i` (0 = the oldest).
     fn get(&self, i: usize) -> KeptSeg {
         let pos = self.pos_of(i);
-        self.blocks[pos.block].seg(pos.off)
+        self.block(pos.block).map(|b| b.seg(pos.off)).unwrap()
     }
 
     /// Drop the `n` oldest kept periods.
@@ -814,7 +862,7 @@ mod tests {
                 assert_eq!(rq.index_of(got), want, "n {n} x {x}");
             }
             if spacing > u64::from(u32::MAX) / 2 {
-                assert_eq!(rq.blocks.len(), n.div_ceil(2));
+                assert_eq!(rq.blocks(), n.div_ceil(2));
             }
         }
     }
@@ -858,10 +906,16 @@ mod tests {
         assert_eq!(periods(&copy), before);
         assert_eq!(rq.get(299).end(), 2999);
         assert_eq!(copy.get(299).end(), 2995);
-        // The two full blocks are still one copy; the third (written) is not.
-        assert!(Arc::ptr_eq(&rq.blocks[0], &copy.blocks[0]));
-        assert!(Arc::ptr_eq(&rq.blocks[1], &copy.blocks[1]));
-        assert!(!Arc::ptr_eq(&rq.blocks[2], &copy.blocks[2]));
+        // The two full blocks are still one copy; the third (the copy's newest, written by
+        // the original after the copy) is not.
+        assert_eq!(copy.sealed.len(), 2);
+        assert!(Arc::ptr_eq(&rq.sealed[0], &copy.sealed[0]));
+        assert!(Arc::ptr_eq(&rq.sealed[1], &copy.sealed[1]));
+        assert_eq!(
+            copy.tail.as_ref().map(|t| t.n),
+            Some(300 - 2 * BLOCK as u32)
+        );
+        assert_eq!(rq.sealed[2].n as usize, BLOCK);
         // A trim of the original hands its shared blocks to no pool.
         let mut rq2 = rq.clone();
         drop(rq);
@@ -910,7 +964,7 @@ mod tests {
             if round == 1500 {
                 rq.clear(&mut pool);
                 want.clear();
-                assert!(!pool.free.is_empty());
+                assert!(!pool.free.is_empty() && !pool.free_tails.is_empty());
             }
             let got: Vec<(u64, u64, u32)> = rq
                 .iter_from(rq.pos_of(0))
@@ -929,7 +983,7 @@ mod tests {
         }
         assert_eq!(capped, 0);
         // At most two partly used blocks, plus one per 5 s gap kept (periods 1601..2000).
-        assert!(rq.blocks.len() <= rq.len() / BLOCK + 2 + 1);
+        assert!(rq.blocks() <= rq.len() / BLOCK + 2 + 1);
     }
 
     /// The holder index adds exactly what the linear search adds, in the same order:
