@@ -1,8 +1,8 @@
 //! The path trie of the folded views: every distinct path prefix is an entry
 //! `{parent, node, weight}` (12 bytes; weights of 4.3 s or more aside) stored in
 //! fixed-size chunks that never move, found through an open-addressing index of `u32`
-//! slots (entry id + hash fingerprint, linear probing, load 8/15 to 4/5: it grows by
-//! half). About 18 bytes per entry in total; growing the index rebuilds it from the
+//! slots (entry id + hash fingerprint, linear probing, load 8/15 to 4/5 once it grows
+//! by half). About 18 bytes per entry in total; growing the index rebuilds it from the
 //! entries (no old copy is kept), and the entries never double.
 //!
 //! Batches are inserted level by level across many independent paths, with the index
@@ -18,6 +18,8 @@ pub(crate) const NO_PARENT: u32 = u32::MAX;
 const CHUNK_BITS: u32 = 15;
 const CHUNK: usize = 1 << CHUNK_BITS;
 const MIN_SLOTS: usize = 1 << 10;
+/// Index size (8 MB) from which it grows by half, not by doubling.
+const HALF_STEPS_FROM: usize = 1 << 21;
 /// Lookups between the prefetch of an index slot and its probe, and between the probe
 /// (which prefetches the candidate entry) and the use of that entry.
 const DIST: usize = 8;
@@ -54,8 +56,8 @@ pub(crate) struct PathTrie {
     big: HashMap<u32, u64>,
     len: u32,
     /// Slots: 0 = empty, else `fingerprint << bits | (id + 1)`. Any length (not a power of
-    /// two): it grows by half, not by doubling, so that it is on average a sixth smaller
-    /// (busy-server's 3.5 M entries: 5.1 M slots, 20 MB, not 8.4 M).
+    /// two): from 2 M slots on it grows by half, not by doubling, so that a large index is
+    /// on average a sixth smaller (busy20m's 3.5 M entries: 4.7 M slots, 19 MB, not 8.4 M).
     index: Vec<u32>,
     /// Bits of the id part of a slot: `2^bits` > the number of slots.
     bits: u32,
@@ -255,10 +257,18 @@ impl PathTrie {
         id
     }
 
-    /// The next index size after `slots`: half as large again (at most 2^32 - 1 slots,
-    /// which `slot_of` can scale to; ids stop at 2^32 - 2 before that).
+    /// The next index size after `slots`: twice as large while small (a rebuild reinserts
+    /// every entry, and growing by half rebuilds more often: 4 % more CPU on busy20m's
+    /// `chains --no-runqueue`), half as large again from [`HALF_STEPS_FROM`] slots, where
+    /// the memory is (at most 2^32 - 1 slots, which `slot_of` can scale to; ids stop at
+    /// 2^32 - 2 before that).
     fn grown(slots: usize) -> usize {
-        (slots + slots / 2).min(u32::MAX as usize)
+        let more = if slots < HALF_STEPS_FROM {
+            slots
+        } else {
+            slots / 2
+        };
+        (slots + more).min(u32::MAX as usize)
     }
 
     /// Index size that holds `n` entries at a load of at most 4/5.
