@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// cap only bounds memory when a wait stays open for very long, and every entry it drops
 /// while still askable is counted ([`crate::Stats::runq_capped`]).
 pub(crate) const CPU_HISTORY_CAP: usize = 1 << 22;
-/// Safety cap on the runnable periods kept per thread (16 B each), as above.
+/// Safety cap on the runnable periods kept per thread (12 B each), as above.
 pub(crate) const TASK_RQ_CAP: usize = 1 << 20;
 /// Entries kept in all histories before the first trim (then a quarter more than the last kept).
 const FIRST_TRIM: usize = 1 << 16;
