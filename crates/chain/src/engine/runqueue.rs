@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// cap only bounds memory when a wait stays open for very long, and every entry it drops
 /// while still askable is counted ([`crate::Stats::runq_capped`]).
 pub(crate) const CPU_HISTORY_CAP: usize = 1 << 22;
-/// Safety cap on the runnable periods kept per thread (16 B each), as above.
+/// Safety cap on the runnable periods kept per thread (12 B each), as above.
 pub(crate) const TASK_RQ_CAP: usize = 1 << 20;
 /// Entries kept in all histories before the first trim (then a quarter more than the last kept).
 const FIRST_TRIM: usize = 1 << 16;
@@ -29,8 +29,8 @@ pub(crate) struct RqSeg {
     pub(crate) holder: u32,
 }
 
-/// A kept runnable period: 16 B, not 24 (a thread's periods since the oldest open wait can
-/// be millions): its start, its length (a longer period is kept as several), its holder.
+/// A kept runnable period, as read back from a history: its start, its length (a longer
+/// period is kept as several), its holder.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct KeptSeg {
     pub(crate) start: u64,
@@ -54,19 +54,69 @@ impl KeptSeg {
 /// trim frees them.
 const BLOCK: usize = 128;
 
-/// A block of kept periods, shared between an engine and its checkpoints (copied on write:
-/// a thread writes only into its newest block, so the older blocks of a long history are one
-/// copy however many checkpoints hold it).
-type Block = Arc<[KeptSeg; BLOCK]>;
+/// Up to [`BLOCK`] periods of one thread, 12 B each: starts relative to the block's base (a
+/// period starting 2^32 ns or more after it goes to a new block), lengths and holders, in
+/// separate arrays. A thread's periods since the oldest open wait can be millions (4.4 M
+/// at once on busy-server), and 12 B instead of 16 is a quarter less of the largest part
+/// of the run-queue mode's memory.
+#[derive(Clone, Debug)]
+struct PeriodBlock {
+    base: u64,
+    /// Periods used (the oldest kept one of a history's first block is at its `head`).
+    n: u32,
+    starts: [u32; BLOCK],
+    lens: [u32; BLOCK],
+    holders: [u32; BLOCK],
+}
+
+impl PeriodBlock {
+    #[inline]
+    fn seg(&self, o: usize) -> KeptSeg {
+        KeptSeg {
+            start: self.base + u64::from(self.starts[o]),
+            len: self.lens[o],
+            holder: self.holders[o],
+        }
+    }
+
+    #[inline]
+    fn end(&self, o: usize) -> u64 {
+        self.base + u64::from(self.starts[o]) + u64::from(self.lens[o])
+    }
+
+    /// End of its newest period (a block in a history holds at least one).
+    #[inline]
+    fn last_end(&self) -> u64 {
+        self.end(self.n as usize - 1)
+    }
+
+    /// `start` relative to the base, when this block has room for it.
+    #[inline]
+    fn room_for(&self, start: u64) -> Option<u32> {
+        if self.n as usize == BLOCK {
+            return None;
+        }
+        u32::try_from(start.checked_sub(self.base)?).ok()
+    }
+}
+
+/// A sealed block of kept periods (no more are written into it), shared between an engine
+/// and its checkpoints: the older blocks of a long history are one copy however many
+/// checkpoints hold it.
+type Block = Arc<PeriodBlock>;
 
 /// Blocks freed by trims and ended threads, handed out again before any new allocation.
 #[derive(Debug, Default)]
 pub(crate) struct BlockPool {
+    /// Sealed blocks no one else holds.
     free: Vec<Block>,
+    /// Newest-block storage (boxed: handed to and taken back from [`TaskRq::tail`]
+    /// without copying).
+    #[allow(clippy::vec_box)]
+    free_tails: Vec<Box<PeriodBlock>>,
 }
 
-/// A copy of an engine (a checkpoint) starts with no free blocks: the pool is only a cache,
-/// and blocks shared with it would be copied at their first write anyway.
+/// A copy of an engine (a checkpoint) starts with no free blocks: the pool is only a cache.
 impl Clone for BlockPool {
     fn clone(&self) -> Self {
         BlockPool::default()
@@ -74,17 +124,39 @@ impl Clone for BlockPool {
 }
 
 impl BlockPool {
+    /// An empty newest block based at `base`.
     #[inline]
-    fn take(&mut self) -> Block {
-        self.free.pop().unwrap_or_else(|| {
-            Arc::new(
-                [KeptSeg {
-                    start: 0,
-                    len: 0,
-                    holder: 0,
-                }; BLOCK],
-            )
-        })
+    fn take_tail(&mut self, base: u64) -> Box<PeriodBlock> {
+        match self.free_tails.pop() {
+            Some(mut b) => {
+                b.base = base;
+                b.n = 0;
+                b
+            }
+            None => Box::new(PeriodBlock {
+                base,
+                n: 0,
+                starts: [0; BLOCK],
+                lens: [0; BLOCK],
+                holders: [0; BLOCK],
+            }),
+        }
+    }
+
+    /// `tail` as a sealed block (its storage kept for the next newest block).
+    #[inline]
+    fn seal(&mut self, tail: Box<PeriodBlock>) -> Block {
+        let sealed = match self.free.pop() {
+            Some(mut b) => {
+                // Only blocks no one else holds are given to the pool ([`Self::give`]), so
+                // this writes in place.
+                Arc::make_mut(&mut b).clone_from(&tail);
+                b
+            }
+            None => Arc::new((*tail).clone()),
+        };
+        self.free_tails.push(tail);
+        sealed
     }
 
     #[inline]
@@ -102,15 +174,31 @@ impl BlockPool {
             self.free.truncate(keep);
             self.free.shrink_to_fit();
         }
+        if self.free_tails.len() > 2 * keep {
+            self.free_tails.truncate(keep);
+            self.free_tails.shrink_to_fit();
+        }
     }
 }
 
-/// A thread's runnable periods, as far back as an open wait can ask for them: period `i`
-/// (0 = the oldest kept) is entry `head + i` of the concatenated blocks.
+/// A place in a [`TaskRq`]: period `off` of block `block` (`block` = the number of blocks:
+/// after the newest period).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RqPos {
+    block: usize,
+    off: usize,
+}
+
+/// A thread's runnable periods, as far back as an open wait can ask for them, oldest first:
+/// from period `head` of block 0 on. Blocks are the sealed ones, then the newest (`tail`,
+/// owned: written without the atomic check of a shared block at every period, and copied
+/// whole by a checkpoint). Every block holds at least one period; a history with periods
+/// has a `tail` (the newest period is in it); an empty one has no blocks.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TaskRq {
-    blocks: VecDeque<Block>,
-    /// Offset of the oldest kept period in `blocks[0]`.
+    sealed: VecDeque<Block>,
+    tail: Option<Box<PeriodBlock>>,
+    /// Offset of the oldest kept period in block 0.
     head: usize,
     len: usize,
     /// Periods ending before this were dropped by [`TASK_RQ_CAP`] (never by a trim, which
@@ -125,76 +213,137 @@ impl TaskRq {
         self.len
     }
 
-    /// Kept period `i` (0 = the oldest).
+    /// Number of blocks.
     #[inline]
-    pub(crate) fn get(&self, i: usize) -> &KeptSeg {
-        let j = self.head + i;
-        &self.blocks[j / BLOCK][j % BLOCK]
+    fn blocks(&self) -> usize {
+        self.sealed.len() + usize::from(self.tail.is_some())
     }
 
-    /// The newest kept period.
+    /// Block `b` (0 = the oldest).
     #[inline]
-    fn last_mut(&mut self) -> Option<&mut KeptSeg> {
-        if self.len == 0 {
-            return None;
+    fn block(&self, b: usize) -> Option<&PeriodBlock> {
+        match self.sealed.get(b) {
+            Some(blk) => Some(blk),
+            None if b == self.sealed.len() => self.tail.as_deref(),
+            None => None,
         }
-        let j = self.head + self.len - 1;
-        Some(&mut Arc::make_mut(&mut self.blocks[j / BLOCK])[j % BLOCK])
     }
 
-    /// Kept periods from `i` on, oldest first.
+    /// First offset of block `b` still kept.
     #[inline]
-    pub(crate) fn iter_from(&self, i: usize) -> impl Iterator<Item = &KeptSeg> + '_ {
-        let j = self.head + i.min(self.len);
-        let end = self.head + self.len;
-        let (first_block, first_off) = (j / BLOCK, j % BLOCK);
-        self.blocks
-            .range(first_block.min(self.blocks.len())..)
+    fn first_off(&self, b: usize) -> usize {
+        if b == 0 {
+            self.head
+        } else {
+            0
+        }
+    }
+
+    /// The oldest kept period.
+    #[inline]
+    fn first(&self) -> Option<KeptSeg> {
+        Some(self.block(0)?.seg(self.head))
+    }
+
+    /// Kept periods from `pos` on, oldest first.
+    #[inline]
+    pub(crate) fn iter_from(&self, pos: RqPos) -> impl Iterator<Item = KeptSeg> + '_ {
+        let sealed = self
+            .sealed
+            .range(pos.block.min(self.sealed.len())..)
+            .map(|b| &**b);
+        sealed
+            .chain(self.tail.as_deref())
+            .skip(pos.block.saturating_sub(self.sealed.len()))
             .enumerate()
             .flat_map(move |(k, b)| {
-                let base = (first_block + k) * BLOCK;
-                let lo = if k == 0 { first_off } else { 0 };
-                let hi = (end - base).min(BLOCK);
-                b[lo..hi.max(lo)].iter()
+                let lo = if k == 0 { pos.off } else { 0 };
+                (lo..b.n as usize).map(move |o| b.seg(o))
             })
     }
 
-    /// Drop the `n` oldest kept periods, their emptied blocks back to `pool`.
-    fn drop_front(&mut self, n: usize, pool: &mut BlockPool) {
-        let n = n.min(self.len);
-        self.head += n;
-        self.len -= n;
-        while self.head >= BLOCK || (self.len == 0 && !self.blocks.is_empty()) {
-            let Some(b) = self.blocks.pop_front() else {
-                break;
-            };
-            pool.give(b);
-            self.head = self.head.saturating_sub(BLOCK);
+    /// Drop block 0, back to `pool`.
+    fn pop_first_block(&mut self, pool: &mut BlockPool) {
+        match self.sealed.pop_front() {
+            Some(b) => pool.give(b),
+            None => {
+                if let Some(t) = self.tail.take() {
+                    pool.free_tails.push(t);
+                }
+            }
         }
+        self.head = 0;
+    }
+
+    /// Drop the oldest kept period (the safety cap), its block back to `pool` once emptied.
+    fn drop_first(&mut self, pool: &mut BlockPool) {
         if self.len == 0 {
-            self.head = 0;
+            return;
         }
+        self.head += 1;
+        self.len -= 1;
+        if self.block(0).is_some_and(|b| self.head == b.n as usize) {
+            self.pop_first_block(pool);
+        }
+    }
+
+    /// Drop the periods before `pos`, emptied blocks back to `pool`; returns how many.
+    fn drop_before(&mut self, pos: RqPos, pool: &mut BlockPool) -> usize {
+        if pos.block >= self.blocks() {
+            let n = self.len;
+            self.clear_blocks(pool);
+            return n;
+        }
+        let mut dropped = 0;
+        for _ in 0..pos.block {
+            if let Some(b) = self.block(0) {
+                dropped += b.n as usize - self.head;
+            }
+            self.pop_first_block(pool);
+        }
+        dropped += pos.off - self.head;
+        self.head = pos.off;
+        self.len -= dropped;
+        dropped
+    }
+
+    fn clear_blocks(&mut self, pool: &mut BlockPool) {
+        for b in self.sealed.drain(..) {
+            pool.give(b);
+        }
+        if let Some(t) = self.tail.take() {
+            pool.free_tails.push(t);
+        }
+        self.head = 0;
+        self.len = 0;
     }
 
     /// Drop every kept period, blocks back to `pool`.
     fn clear(&mut self, pool: &mut BlockPool) {
-        for b in self.blocks.drain(..) {
-            pool.give(b);
-        }
-        self.blocks.shrink_to(4);
-        self.head = 0;
-        self.len = 0;
+        self.clear_blocks(pool);
+        self.sealed.shrink_to(4);
         self.floor = 0;
     }
 
     /// Append one period.
     #[inline]
     fn push_back(&mut self, seg: KeptSeg, pool: &mut BlockPool) {
-        let j = self.head + self.len;
-        if j == self.blocks.len() * BLOCK {
-            self.blocks.push_back(pool.take());
-        }
-        Arc::make_mut(&mut self.blocks[j / BLOCK])[j % BLOCK] = seg;
+        let (tail, rel) = match self.tail.take() {
+            Some(t) => match t.room_for(seg.start) {
+                Some(rel) => (t, rel),
+                None => {
+                    self.sealed.push_back(pool.seal(t));
+                    (pool.take_tail(seg.start), 0)
+                }
+            },
+            None => (pool.take_tail(seg.start), 0),
+        };
+        let b = self.tail.insert(tail);
+        let o = b.n as usize;
+        b.starts[o] = rel;
+        b.lens[o] = seg.len;
+        b.holders[o] = seg.holder;
+        b.n += 1;
         self.len += 1;
     }
 
@@ -202,16 +351,12 @@ impl TaskRq {
     #[inline]
     fn push(&mut self, seg: RqSeg, capped: &mut u64, pool: &mut BlockPool) -> usize {
         let mut start = seg.start;
-        // Read before writing: a write may copy a block a checkpoint shares.
-        let merges = self.len > 0 && {
-            let last = self.get(self.len - 1);
-            last.holder == seg.holder && last.end() == start
-        };
-        if merges {
-            if let Some(last) = self.last_mut() {
-                let room = u64::from(u32::MAX - last.len);
+        if let Some(b) = self.tail.as_deref_mut() {
+            let o = b.n as usize - 1;
+            if b.holders[o] == seg.holder && b.end(o) == start {
+                let room = u64::from(u32::MAX - b.lens[o]);
                 let add = room.min(seg.end - start);
-                last.len += add as u32;
+                b.lens[o] += add as u32;
                 start += add;
             }
         }
@@ -219,8 +364,10 @@ impl TaskRq {
         while start < seg.end {
             let len = (seg.end - start).min(u64::from(u32::MAX)) as u32;
             if self.len == TASK_RQ_CAP {
-                self.floor = self.get(0).end();
-                self.drop_front(1, pool);
+                if let Some(first) = self.first() {
+                    self.floor = first.end();
+                }
+                self.drop_first(pool);
                 *capped += 1;
             } else {
                 added += 1;
@@ -238,48 +385,81 @@ impl TaskRq {
         added
     }
 
-    /// Index of the first kept period ending after `x` (periods are disjoint and in time
-    /// order). Searched from the newest back, doubling the step: a walk asks mostly about
-    /// recent time, and the histories reach back to the oldest open wait (millions of
-    /// periods on a busy host), where a plain binary search missed the cache at every step
-    /// (14 % of busy-server's `chains`).
+    /// Place of the first kept period ending after `x` (periods are disjoint and in time
+    /// order). Searched from the newest back, doubling the step, over blocks and then in
+    /// the block: a walk asks mostly about recent time, and the histories reach back to the
+    /// oldest open wait (millions of periods on a busy host), where a plain binary search
+    /// missed the cache at every step (14 % of busy-server's `chains`).
     #[inline]
-    pub(crate) fn first_ending_after(&self, x: u64) -> usize {
-        // Every period at or after `hi` ends after x.
-        let mut hi = self.len;
-        let mut step = 1;
-        while hi > 0 {
-            let j = hi.saturating_sub(step);
-            if self.get(j).end() <= x {
-                // The answer is in (j, hi]: binary search there.
-                return self.first_ending_after_between(x, j + 1, hi);
-            }
-            hi = j;
-            step *= 2;
-        }
-        0
+    pub(crate) fn first_ending_after(&self, x: u64) -> RqPos {
+        let b = gallop_back(0, self.blocks(), |j| self.block_ends_by(j, x));
+        self.pos_in(b, x, true)
     }
 
-    /// Index of the first kept period ending after `x`, by binary search from the front
-    /// (for trims, which cut far back).
-    fn first_ending_after_from_front(&self, x: u64) -> usize {
-        self.first_ending_after_between(x, 0, self.len)
+    /// As [`Self::first_ending_after`], by binary search from the front (for trims, which
+    /// cut far back).
+    fn first_ending_after_from_front(&self, x: u64) -> RqPos {
+        let b = partition(0, self.blocks(), |j| self.block_ends_by(j, x));
+        self.pos_in(b, x, false)
     }
 
-    /// Index of the first kept period ending after `x`, by binary search in `lo..hi` (the
-    /// answer is known to be in `lo..=hi`).
+    /// Block `j`'s periods all end at or before `x`.
     #[inline]
-    fn first_ending_after_between(&self, x: u64, mut lo: usize, mut hi: usize) -> usize {
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.get(mid).end() <= x {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+    fn block_ends_by(&self, j: usize, x: u64) -> bool {
+        self.block(j).is_some_and(|b| b.last_end() <= x)
     }
+
+    /// The first period ending after `x` in block `b`, known to end after `x` (or the end).
+    #[inline]
+    fn pos_in(&self, b: usize, x: u64, from_back: bool) -> RqPos {
+        let Some(blk) = self.block(b) else {
+            return RqPos {
+                block: self.blocks(),
+                off: 0,
+            };
+        };
+        let (lo, hi) = (self.first_off(b), blk.n as usize);
+        let ends_by = |o: usize| blk.end(o) <= x;
+        let off = if from_back {
+            gallop_back(lo, hi, ends_by)
+        } else {
+            partition(lo, hi, ends_by)
+        };
+        RqPos { block: b, off }
+    }
+}
+
+/// The first `i` in `lo..hi` for which `before(i)` is false (`before` is true then false
+/// over the range), or `hi`; by binary search.
+#[inline]
+fn partition(mut lo: usize, mut hi: usize, before: impl Fn(usize) -> bool) -> usize {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// As [`partition`], searched from `hi` back with a doubling step first.
+#[inline]
+fn gallop_back(lo: usize, hi: usize, before: impl Fn(usize) -> bool) -> usize {
+    // Every index at or after `top` is not before.
+    let mut top = hi;
+    let mut step = 1;
+    while top > lo {
+        let j = top.saturating_sub(step).max(lo);
+        if before(j) {
+            // The answer is in (j, top].
+            return partition(j + 1, top, before);
+        }
+        top = j;
+        step *= 2;
+    }
+    lo
 }
 
 /// A CPU's switch-ins (time, holder code), oldest first.
@@ -359,8 +539,8 @@ impl RunQueues {
         let mut kept = 0;
         let mut task_kept = 0;
         for rq in &mut self.task_rq {
-            let n = rq.first_ending_after_from_front(waits_from);
-            rq.drop_front(n, &mut self.pool);
+            let pos = rq.first_ending_after_from_front(waits_from);
+            rq.drop_before(pos, &mut self.pool);
             task_kept += rq.len();
         }
         self.pool.shrink(task_kept / BLOCK);
@@ -594,22 +774,72 @@ pub(crate) fn add_runq(parts: &mut Vec<RunqPart>, level: u32, holder: u32, ns: u
 }
 
 #[cfg(test)]
+impl TaskRq {
+    /// Place of kept period `i` (0 = the oldest).
+    fn pos_of(&self, i: usize) -> RqPos {
+        let mut i = i + self.head;
+        for b in 0..self.blocks() {
+            let n = self.block(b).map_or(0, |blk| blk.n as usize);
+            if i < n {
+                return RqPos { block: b, off: i };
+            }
+            i -= n;
+        }
+        RqPos {
+            block: self.blocks(),
+            off: 0,
+        }
+    }
+
+    /// Index (0 = the oldest kept) of the period at `pos`.
+    fn index_of(&self, pos: RqPos) -> usize {
+        let before: usize = (0..pos.block)
+            .map(|b| self.block(b).map_or(0, |blk| blk.n as usize))
+            .sum();
+        before + pos.off - self.head
+    }
+
+    /// Kept period `i` (0 = the oldest).
+    fn get(&self, i: usize) -> KeptSeg {
+        let pos = self.pos_of(i);
+        self.block(pos.block).map(|b| b.seg(pos.off)).unwrap()
+    }
+
+    /// Drop the `n` oldest kept periods.
+    fn drop_front(&mut self, n: usize, pool: &mut BlockPool) {
+        let pos = self.pos_of(n.min(self.len));
+        self.drop_before(pos, pool);
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     /// The galloping search finds what a plain binary search finds, wherever `x` falls.
     #[test]
     fn first_ending_after_agrees_with_binary_search() {
-        for n in [0usize, 1, 2, 3, 7, 64, 1000] {
+        // 3 s apart: two periods per block (their starts within 2^32 ns of its base).
+        for (n, spacing) in [0usize, 1, 2, 3, 7, 64, 1000, 7, 300].into_iter().zip([
+            10u64,
+            10,
+            10,
+            10,
+            10,
+            10,
+            10,
+            3_000_000_000,
+            3_000_000_000,
+        ]) {
             let mut rq = TaskRq::default();
             let mut capped = 0;
             let mut pool = BlockPool::default();
             for i in 0..n as u64 {
-                // Disjoint periods [10 i, 10 i + 5), holders alternating (no merging).
+                // Disjoint periods [s i, s i + 5), holders alternating (no merging).
                 rq.push(
                     RqSeg {
-                        start: 10 * i,
-                        end: 10 * i + 5,
+                        start: spacing * i,
+                        end: spacing * i + 5,
                         holder: (i % 2) as u32,
                     },
                     &mut capped,
@@ -617,12 +847,22 @@ mod tests {
                 );
             }
             assert_eq!(rq.len(), n);
-            let all: Vec<KeptSeg> = rq.iter_from(0).copied().collect();
+            let all: Vec<KeptSeg> = rq.iter_from(rq.pos_of(0)).collect();
             assert_eq!(all.len(), n);
-            for x in 0..10 * n as u64 + 20 {
+            let probes = (0..10 * n as u64 + 20).chain(
+                all.iter()
+                    .flat_map(|s| [s.start, s.end() - 1, s.end(), s.end() + 9]),
+            );
+            for x in probes {
                 let want = all.partition_point(|seg| seg.end() <= x);
-                assert_eq!(rq.first_ending_after(x), want, "n {n} x {x}");
-                assert_eq!(rq.first_ending_after_from_front(x), want, "n {n} x {x}");
+                let got = rq.first_ending_after(x);
+                assert_eq!(rq.index_of(got), want, "n {n} x {x}");
+                assert_eq!(got, rq.pos_of(want), "n {n} x {x}");
+                let got = rq.first_ending_after_from_front(x);
+                assert_eq!(rq.index_of(got), want, "n {n} x {x}");
+            }
+            if spacing > u64::from(u32::MAX) / 2 {
+                assert_eq!(rq.blocks(), n.div_ceil(2));
             }
         }
     }
@@ -645,7 +885,7 @@ mod tests {
         }
         let copy = rq.clone();
         let periods = |q: &TaskRq| -> Vec<(u64, u64, u32)> {
-            q.iter_from(0)
+            q.iter_from(q.pos_of(0))
                 .map(|s| (s.start, s.end(), s.holder))
                 .collect()
         };
@@ -666,10 +906,16 @@ mod tests {
         assert_eq!(periods(&copy), before);
         assert_eq!(rq.get(299).end(), 2999);
         assert_eq!(copy.get(299).end(), 2995);
-        // The two full blocks are still one copy; the third (written) is not.
-        assert!(Arc::ptr_eq(&rq.blocks[0], &copy.blocks[0]));
-        assert!(Arc::ptr_eq(&rq.blocks[1], &copy.blocks[1]));
-        assert!(!Arc::ptr_eq(&rq.blocks[2], &copy.blocks[2]));
+        // The two full blocks are still one copy; the third (the copy's newest, written by
+        // the original after the copy) is not.
+        assert_eq!(copy.sealed.len(), 2);
+        assert!(Arc::ptr_eq(&rq.sealed[0], &copy.sealed[0]));
+        assert!(Arc::ptr_eq(&rq.sealed[1], &copy.sealed[1]));
+        assert_eq!(
+            copy.tail.as_ref().map(|t| t.n),
+            Some(300 - 2 * BLOCK as u32)
+        );
+        assert_eq!(rq.sealed[2].n as usize, BLOCK);
         // A trim of the original hands its shared blocks to no pool.
         let mut rq2 = rq.clone();
         drop(rq);
@@ -696,7 +942,12 @@ mod tests {
         for round in 0..2000u64 {
             // Every third period continues the last one behind the same holder (merged).
             let holder = (round / 3 % 5) as u32;
-            let gap = if round % 3 == 0 { 7 } else { 0 };
+            // Now and then a gap of 5 s: the next period starts a new block.
+            let gap = match round % 3 {
+                _ if round % 401 == 400 => 5_000_000_000,
+                0 => 7,
+                _ => 0,
+            };
             let start = t + gap;
             let end = start + 1 + round % 11;
             t = end;
@@ -713,24 +964,26 @@ mod tests {
             if round == 1500 {
                 rq.clear(&mut pool);
                 want.clear();
-                assert!(!pool.free.is_empty());
+                assert!(!pool.free.is_empty() && !pool.free_tails.is_empty());
             }
             let got: Vec<(u64, u64, u32)> = rq
-                .iter_from(0)
+                .iter_from(rq.pos_of(0))
                 .map(|s| (s.start, s.end(), s.holder))
                 .collect();
             assert_eq!(got, Vec::from(want.clone()), "round {round}");
             assert_eq!(rq.len(), want.len());
             if want.len() > 3 {
                 let i = want.len() / 3;
-                let tail: Vec<u64> = rq.iter_from(i).map(|s| s.start).collect();
+                let tail: Vec<u64> = rq.iter_from(rq.pos_of(i)).map(|s| s.start).collect();
                 let want_tail: Vec<u64> = want.range(i..).map(|w| w.0).collect();
                 assert_eq!(tail, want_tail);
-                assert_eq!(rq.first_ending_after(want[i].0), i);
+                assert_eq!(rq.index_of(rq.first_ending_after(want[i].0)), i);
+                assert_eq!(rq.index_of(rq.first_ending_after(want[i].1)), i + 1);
             }
         }
         assert_eq!(capped, 0);
-        assert!(rq.blocks.len() <= rq.len() / BLOCK + 2);
+        // At most two partly used blocks, plus one per 5 s gap kept (periods 1601..2000).
+        assert!(rq.blocks() <= rq.len() / BLOCK + 2 + 1);
     }
 
     /// The holder index adds exactly what the linear search adds, in the same order:

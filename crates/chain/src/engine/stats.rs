@@ -144,7 +144,7 @@ pub struct Stats {
     /// makes the caps bite. Their time shows in `runq_unknown_ns` / `runq_unsplit_ns`.
     pub runq_capped: u64,
     /// Most run-queue history entries kept at once (all CPUs and threads; 16 B per
-    /// switch-in, 16 B per runnable period): what the waits open at the time could ask for.
+    /// switch-in, 12 B per runnable period): what the waits open at the time could ask for.
     pub peak_runq_history: u64,
     /// On-CPU nanoseconds of inner levels split by samples while part of the level lay
     /// before the waker's kept samples (its last 4096): split by the samples kept.

@@ -278,7 +278,7 @@ pub(crate) fn walk_paths(
     };
     let mut pieces: Vec<Option<NodeFrames>> = vec![None; 2 * nodes.len() + comms.len()];
     for e in trie.iter() {
-        let first = first_of_path(trie, nodes, e);
+        let first = first_of_path(trie, nodes, &e);
         let k = key(e.node, first);
         if pieces[k].is_none() {
             pieces[k] = Some(if e.node & COMM_BIT != 0 {
@@ -299,7 +299,7 @@ pub(crate) fn walk_paths(
     let mut below = vec![0u64; n];
     let frames_of = |id: u32| {
         let e = trie.get(id);
-        pieces[key(e.node, first_of_path(trie, nodes, e))]
+        pieces[key(e.node, first_of_path(trie, nodes, &e))]
             .as_ref()
             .map_or(0, |p| p.frames.len() as u64)
     };
@@ -333,7 +333,7 @@ pub(crate) fn walk_paths(
             frames.truncate(len);
             stack.pop();
         }
-        let piece = pieces[key(e.node, first_of_path(trie, nodes, e))]
+        let piece = pieces[key(e.node, first_of_path(trie, nodes, &e))]
             .as_ref()
             .expect("piece of every entry");
         let level = match stack.last() {

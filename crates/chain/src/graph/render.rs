@@ -69,7 +69,7 @@ impl Pieces {
         }
         let mut r = FrameNamer::new(tables, meta.stack_threshold_ns);
         for e in trie.iter() {
-            let first = crate::graph::pathframes::first_of_path(trie, nodes, e);
+            let first = crate::graph::pathframes::first_of_path(trie, nodes, &e);
             let k = p.key(e.node, first);
             if p.spans[k] == UNSET {
                 let a = p.text.len();
@@ -166,14 +166,14 @@ pub(crate) fn walk(
             if e.parent != NO_PARENT {
                 buf.push(';');
             }
-            buf.push_str(pieces.get(e.node, pieces.first(trie, e)));
+            buf.push_str(pieces.get(e.node, pieces.first(trie, &e)));
             stack.push((a, buf.len()));
         }
     }
     const AHEAD: usize = 8;
     for k in range.clone() {
         if k + AHEAD < range.end {
-            crate::graph::trie::prefetch(trie.get(order[k + AHEAD]));
+            crate::graph::trie::prefetch(trie.addr(order[k + AHEAD]));
         }
         let id = order[k];
         let e = trie.get(id);
@@ -190,7 +190,7 @@ pub(crate) fn walk(
             }
             buf.push(';');
         }
-        buf.push_str(pieces.get(e.node, pieces.first(trie, e)));
+        buf.push_str(pieces.get(e.node, pieces.first(trie, &e)));
         stack.push((id, buf.len()));
         if e.weight > 0 {
             f(&buf, e.weight);

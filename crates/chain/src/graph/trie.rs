@@ -1,21 +1,25 @@
 //! The path trie of the folded views: every distinct path prefix is an entry
-//! `{parent, node, weight}` (16 bytes) stored in fixed-size chunks that never move, found
-//! through an open-addressing index of `u32` slots (entry id + hash fingerprint, linear
-//! probing). About 22 bytes per entry in total at the usual load; growing the index
-//! rebuilds it from the entries (no old copy is kept), and the entries never double.
+//! `{parent, node, weight}` (12 bytes; weights of 4.3 s or more aside) stored in
+//! fixed-size chunks that never move, found through an open-addressing index of `u32`
+//! slots (entry id + hash fingerprint, linear probing, load 8/15 to 4/5 once it grows
+//! by half). About 18 bytes per entry in total; growing the index rebuilds it from the
+//! entries (no old copy is kept), and the entries never double.
 //!
 //! Batches are inserted level by level across many independent paths, with the index
 //! slot and then the entry of each lookup prefetched a few lookups ahead, so that the
 //! cache misses of different paths overlap instead of following one another.
 
 use crate::graph::paths::PathBatch;
+use std::collections::HashMap;
 
 /// `parent` of a root entry.
 pub(crate) const NO_PARENT: u32 = u32::MAX;
 
 const CHUNK_BITS: u32 = 15;
 const CHUNK: usize = 1 << CHUNK_BITS;
-const MIN_BITS: u32 = 10;
+const MIN_SLOTS: usize = 1 << 10;
+/// Index size (8 MB) from which it grows by half, not by doubling.
+const HALF_STEPS_FROM: usize = 1 << 21;
 /// Lookups between the prefetch of an index slot and its probe, and between the probe
 /// (which prefetches the candidate entry) and the use of that entry.
 const DIST: usize = 8;
@@ -23,20 +27,39 @@ const NONE: u32 = u32::MAX;
 
 /// One trie entry: the path to `parent`, then `node`; `weight` nanoseconds end here.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(C)]
 pub(crate) struct Entry {
     pub(crate) parent: u32,
     pub(crate) node: u32,
     pub(crate) weight: u64,
 }
 
+/// An entry as stored: 12 bytes, not 16. A weight of [`BIG`] ns or more (4.3 s: a few
+/// heavy paths) is kept in [`PathTrie::big`] instead; the output's distinct lines are
+/// the trie's entries (13 M on a 100 M-event busy-server trace), so each byte is 13 MB.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+struct Stored {
+    parent: u32,
+    node: u32,
+    /// The weight, or [`BIG`]: look it up in [`PathTrie::big`].
+    weight: u32,
+}
+
+/// [`Stored::weight`] of an entry whose weight is in [`PathTrie::big`].
+const BIG: u32 = u32::MAX;
+
 /// See the module documentation.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PathTrie {
-    chunks: Vec<Box<[Entry]>>,
+    chunks: Vec<Box<[Stored]>>,
+    /// Weights of [`BIG`] ns or more, by entry id.
+    big: HashMap<u32, u64>,
     len: u32,
-    /// Slots: 0 = empty, else `fingerprint << bits | (id + 1)`.
+    /// Slots: 0 = empty, else `fingerprint << bits | (id + 1)`. Any length (not a power of
+    /// two): from 2 M slots on it grows by half, not by doubling, so that a large index is
+    /// on average a sixth smaller (busy20m's 3.5 M entries: 4.7 M slots, 19 MB, not 8.4 M).
     index: Vec<u32>,
+    /// Bits of the id part of a slot: `2^bits` > the number of slots.
     bits: u32,
     // Scratch buffers of `apply`, kept to avoid reallocation.
     active: Vec<u32>,
@@ -76,29 +99,80 @@ impl PathTrie {
 
     /// Entry `id`.
     #[inline]
-    pub(crate) fn get(&self, id: u32) -> &Entry {
+    pub(crate) fn get(&self, id: u32) -> Entry {
+        self.entry(id, self.stored(id))
+    }
+
+    /// Where entry `id` is stored (for a prefetch).
+    #[inline]
+    pub(crate) fn addr(&self, id: u32) -> *const u8 {
+        (self.stored(id) as *const Stored).cast()
+    }
+
+    #[inline]
+    fn stored(&self, id: u32) -> &Stored {
         &self.chunks[(id >> CHUNK_BITS) as usize][id as usize & (CHUNK - 1)]
     }
 
     #[inline]
-    fn get_mut(&mut self, id: u32) -> &mut Entry {
+    fn stored_mut(&mut self, id: u32) -> &mut Stored {
         &mut self.chunks[(id >> CHUNK_BITS) as usize][id as usize & (CHUNK - 1)]
     }
 
+    #[inline]
+    fn entry(&self, id: u32, s: &Stored) -> Entry {
+        let weight = if s.weight == BIG {
+            self.big.get(&id).copied().unwrap_or(0)
+        } else {
+            u64::from(s.weight)
+        };
+        Entry {
+            parent: s.parent,
+            node: s.node,
+            weight,
+        }
+    }
+
+    /// Add `w` ns to entry `id`'s weight.
+    #[inline]
+    fn add_weight(&mut self, id: u32, w: u64) {
+        let s = self.stored_mut(id);
+        let sum = u64::from(s.weight) + w;
+        if s.weight != BIG && sum < u64::from(BIG) {
+            s.weight = sum as u32;
+            return;
+        }
+        let small = if s.weight == BIG {
+            0
+        } else {
+            u64::from(s.weight)
+        };
+        s.weight = BIG;
+        *self.big.entry(id).or_insert(0) += small + w;
+    }
+
     /// All entries in id order (a parent always comes before its children).
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Entry> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Entry> + '_ {
         let n = self.len();
-        self.chunks.iter().flat_map(|c| c.iter()).take(n)
+        self.chunks
+            .iter()
+            .flat_map(|c| c.iter())
+            .take(n)
+            .enumerate()
+            .map(|(id, s)| self.entry(id as u32, s))
     }
 
     /// Bytes held by entries and index (capacity, not just use).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.chunks.len() * CHUNK * size_of::<Entry>() + self.index.capacity() * 4
+        self.chunks.len() * CHUNK * size_of::<Stored>()
+            + self.index.capacity() * 4
+            + self.big.capacity() * 16
     }
 
     #[inline]
     fn slot_of(&self, h: u64) -> usize {
-        (h >> (64 - self.bits)) as usize
+        // The high half of the hash scaled to the index (the fingerprint takes the low half).
+        (((h >> 32) * self.index.len() as u64) >> 32) as usize
     }
 
     #[inline]
@@ -124,7 +198,7 @@ impl PathTrie {
     #[inline(always)]
     fn probe(&self, h: u64, mut accept: impl FnMut(u32) -> bool) -> Result<u32, usize> {
         let (fp, idm) = (self.fp_of(h), self.id_mask());
-        let mask = self.index.len() - 1;
+        let len = self.index.len();
         let mut i = self.slot_of(h);
         loop {
             let s = self.index[i];
@@ -134,7 +208,10 @@ impl PathTrie {
             if s & !idm == fp && accept((s & idm) - 1) {
                 return Ok((s & idm) - 1);
             }
-            i = (i + 1) & mask;
+            i += 1;
+            if i == len {
+                i = 0;
+            }
         }
     }
 
@@ -150,10 +227,10 @@ impl PathTrie {
 
     fn find_or_insert(&mut self, parent: u32, node: u32, h: u64) -> u32 {
         if self.index.is_empty() {
-            self.rebuild(Self::bits_for(self.len as usize + 1));
+            self.rebuild(Self::slots_for(self.len as usize + 1));
         }
         let i = match self.probe(h, |id| {
-            let e = self.get(id);
+            let e = self.stored(id);
             e.parent == parent && e.node == node
         }) {
             Ok(id) => return id,
@@ -164,10 +241,10 @@ impl PathTrie {
         assert!(id < u32::MAX - 1, "path trie full");
         if id as usize & (CHUNK - 1) == 0 {
             self.chunks
-                .push(vec![Entry::default(); CHUNK].into_boxed_slice());
+                .push(vec![Stored::default(); CHUNK].into_boxed_slice());
         }
         self.len += 1;
-        *self.get_mut(id) = Entry {
+        *self.stored_mut(id) = Stored {
             parent,
             node,
             weight: 0,
@@ -175,18 +252,32 @@ impl PathTrie {
         self.index[i] = fp | (id + 1);
         // Load factor at most 4/5.
         if self.len as usize * 5 > self.index.len() * 4 {
-            self.rebuild(self.bits + 1);
+            self.rebuild(Self::grown(self.index.len()));
         }
         id
     }
 
-    /// Index size (log2) that holds `n` entries at a load of at most 4/5.
-    fn bits_for(n: usize) -> u32 {
-        let mut bits = MIN_BITS;
-        while n * 5 > (1usize << bits) * 4 {
-            bits += 1;
+    /// The next index size after `slots`: twice as large while small (a rebuild reinserts
+    /// every entry, and growing by half rebuilds more often: 4 % more CPU on busy20m's
+    /// `chains --no-runqueue`), half as large again from [`HALF_STEPS_FROM`] slots, where
+    /// the memory is (at most 2^32 - 1 slots, which `slot_of` can scale to; ids stop at
+    /// 2^32 - 2 before that).
+    fn grown(slots: usize) -> usize {
+        let more = if slots < HALF_STEPS_FROM {
+            slots
+        } else {
+            slots / 2
+        };
+        (slots + more).min(u32::MAX as usize)
+    }
+
+    /// Index size that holds `n` entries at a load of at most 4/5.
+    fn slots_for(n: usize) -> usize {
+        let mut slots = MIN_SLOTS;
+        while n * 5 > slots * 4 && slots < u32::MAX as usize {
+            slots = Self::grown(slots);
         }
-        bits
+        slots
     }
 
     /// Free the index and the insertion scratch (rendering needs neither); the next
@@ -201,12 +292,11 @@ impl PathTrie {
         self.parents = Vec::new();
     }
 
-    /// Replace the index by one of `2^bits` slots built from the entries.
-    fn rebuild(&mut self, bits: u32) {
+    /// Replace the index by one of `slots` slots built from the entries.
+    fn rebuild(&mut self, slots: usize) {
         self.index = Vec::new(); // free the old index first: no two copies at once
-        self.index = vec![0u32; 1usize << bits];
-        self.bits = bits;
-        let mask = self.index.len() - 1;
+        self.index = vec![0u32; slots];
+        self.bits = 64 - (slots as u64).leading_zeros();
         let idm = self.id_mask();
         let n = self.len;
         let mut hs = [0u64; 16];
@@ -214,14 +304,17 @@ impl PathTrie {
         while id < n {
             let m = (n - id).min(16) as usize;
             for (k, h) in hs[..m].iter_mut().enumerate() {
-                let e = self.get(id + k as u32);
+                let e = self.stored(id + k as u32);
                 *h = hash(e.parent, e.node);
                 prefetch(&self.index[self.slot_of(*h)]);
             }
             for (k, &h) in hs[..m].iter().enumerate() {
                 let mut i = self.slot_of(h);
                 while self.index[i] != 0 {
-                    i = (i + 1) & mask;
+                    i += 1;
+                    if i == slots {
+                        i = 0;
+                    }
                 }
                 self.index[i] = self.fp_of(h) | ((id + k as u32 + 1) & idm);
             }
@@ -249,14 +342,14 @@ impl PathTrie {
                 for (&n, &w) in nodes.iter().zip(weights) {
                     p = self.step(p, n);
                     if w != 0 {
-                        self.get_mut(p).weight += w;
+                        self.add_weight(p, w);
                     }
                 }
             }
             return;
         }
         if self.index.is_empty() {
-            self.rebuild(Self::bits_for(self.len as usize + 1));
+            self.rebuild(Self::slots_for(self.len as usize + 1));
         }
         // Per active path: its cursor into `b.nodes` (next level) and its parent id.
         let mut active = std::mem::take(&mut self.active);
@@ -321,7 +414,7 @@ impl PathTrie {
                     let c = self.candidate(hashes[j]);
                     cands[j] = c;
                     if c != NONE {
-                        prefetch(self.get(c));
+                        prefetch(self.stored(c));
                     }
                 }
                 if i >= 2 * DIST {
@@ -329,7 +422,7 @@ impl PathTrie {
                     let (parent, node) = (parents[k], b.nodes[cursor[k] as usize]);
                     let c = cands[k];
                     let id = if c != NONE && {
-                        let e = self.get(c);
+                        let e = self.stored(c);
                         e.parent == parent && e.node == node
                     } {
                         c
@@ -338,7 +431,7 @@ impl PathTrie {
                     };
                     let w = b.weights[cursor[k] as usize];
                     if w != 0 {
-                        self.get_mut(id).weight += w;
+                        self.add_weight(id, w);
                     }
                     parents[k] = id;
                     ids[cursor[k] as usize] = id;
@@ -356,7 +449,7 @@ impl PathTrie {
                 ids[at] = id;
                 let w = b.weights[at];
                 if w != 0 {
-                    self.get_mut(id).weight += w;
+                    self.add_weight(id, w);
                 }
                 if wt.shared > round + 1 {
                     waiting[m] = wt;
@@ -477,6 +570,50 @@ mod tests {
         assert_eq!(a.step(3, 4), s);
         assert_eq!(a.len(), b.len());
         assert!(a.iter().eq(b.iter()));
+    }
+
+    /// Weights of 2^32 - 1 ns and more (kept aside from the 12-byte entries) add up
+    /// exactly, however they are reached: one large weight, small ones crossing the
+    /// bound, and more added after it; small weights beside them stay as they are.
+    #[test]
+    fn weights_past_32_bits_add_up() {
+        let big = u64::from(u32::MAX);
+        let steps: [(u32, u64); 7] = [
+            (1, big - 2),
+            (1, 1),
+            (1, 1), // reaches 2^32 - 1 exactly
+            (1, 5),
+            (2, 3 * big + 17),
+            (3, 40),
+            (2, 1),
+        ];
+        // Three rounds: 21 paths, enough for the batched insertion (2 * DIST or more).
+        let rounds = || (0..3).flat_map(|_| steps);
+        let mut batch = PathBatch::new();
+        let mut want = [0u64; 4];
+        for (node, w) in rounds() {
+            batch.push_path(&[node], &[w]);
+            want[node as usize] += w;
+        }
+        assert!(batch.len() >= 2 * DIST);
+        let mut t = PathTrie::default();
+        t.apply(&batch);
+        // One path at a time too.
+        let mut one = PathTrie::default();
+        for (node, w) in rounds() {
+            let mut b = PathBatch::new();
+            b.push_path(&[node], &[w]);
+            one.apply(&b);
+        }
+        for trie in [&t, &one] {
+            assert_eq!(trie.len(), 3);
+            for e in trie.iter() {
+                assert_eq!(e.weight, want[e.node as usize], "node {}", e.node);
+            }
+            let total: u64 = trie.iter().map(|e| e.weight).sum();
+            assert_eq!(total, want.iter().sum::<u64>());
+        }
+        assert_eq!(t.big.len(), 2);
     }
 
     /// Every entry as its node path from the root, with its weight.
