@@ -320,13 +320,9 @@ fn io_uring_chains_agree_with_bpftrace() {
                 assert_share(&label, &cq_waits, 300, 90.0, |n| {
                     n[0].starts_with("kworker/") && (n.len() == 1 || is_block_metal(n[1]))
                 });
-                assert_share(
-                    &format!("{label} via the disk"),
-                    &cq_waits,
-                    300,
-                    2.0,
-                    |n| n.len() == 2 && n[0].starts_with("kworker/") && is_block_metal(n[1]),
-                );
+                assert_share(&format!("{label} via the disk"), &cq_waits, 300, 2.0, |n| {
+                    n.len() == 2 && n[0].starts_with("kworker/") && is_block_metal(n[1])
+                });
             }
             "io-wq" => {
                 let workers = mine.iter().filter(|w| comm(w, "iou-wrk-")).count();
