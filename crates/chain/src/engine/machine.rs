@@ -460,7 +460,7 @@ impl<'t> Engine<'t> {
                             .split_runnable(t, s.cpu, r0, s.ts, &mut self.tasks[t].open);
                     }
                 }
-                let holder = self.tasks[t].ident;
+                let holder = self.nodes.holder_of(self.tasks[t].ident);
                 self.rq.push_cpu(s.cpu, s.ts, holder);
                 if self.rq.needs_trim() {
                     self.trim_runqueues(s.ts);
