@@ -123,6 +123,59 @@ fn root_and_inner_runnable_time_behind_the_cpu_holders() {
     assert_eq!(r.stats.runq_unknown_ns, 0);
 }
 
+/// Holders are comms: processes of one name (their own tgids, as hackbench's or
+/// PostgreSQL's) that take turns on a CPU are one holder, in the lines, the record's parts
+/// (one per name, in order of first appearance) and the histories (a switch from one to
+/// the other is not kept; a thread's pieces behind them are one period).
+///
+/// ```text
+/// cpu0: 0 idle->T | 100 T(S)->P1 | 300 P1(R)->P2 | 400 P2(R)->P1 | 500 P1(R)->O
+///       | 600 O(R)->P2 | 700 P2(R)->T            (P1, P2: "pg", O: "other")
+/// cpu1: 0 idle->W | 200 W wakes T
+/// ```
+#[test]
+fn same_named_processes_are_one_holder() {
+    const P1: Tid = 50;
+    const P2: Tid = 51;
+    const O: Tid = 52;
+    let mut b = Tb::new(&[
+        (T, "victim"),
+        (W, "waker"),
+        (P1, "pg"),
+        (P2, "pg"),
+        (O, "other"),
+    ]);
+    b.sw(0, 0, 0, R, T)
+        .sw(0, 1, 0, R, W)
+        .sw(100, 0, T, S, P1)
+        .wake(200, 1, W, T, WakeContext::Task)
+        .sw(300, 0, P1, R, P2)
+        .sw(400, 0, P2, R, P1)
+        .sw(500, 0, P1, R, O)
+        .sw(600, 0, O, R, P2)
+        .sw(700, 0, P2, R, T);
+    let r = run(&b.0, rq(), View::Chains);
+    let want = map(&[
+        ("victim;--;waker", 100),
+        // T runnable [200, 700): pg [200, 500) and [600, 700), other [500, 600).
+        ("victim;--;[run queue];pg", 400),
+        ("victim;--;[run queue];other", 100),
+        // P1 preempted [300, 400) behind P2; P2 [400, 600) behind P1, then O.
+        ("pg;--;[run queue];pg", 200),
+        ("pg;--;[run queue];other", 100),
+    ]);
+    assert_eq!(r.folded, want, "\n{}", show(&r));
+    let v = r.records.iter().find(|w| w.tid == T).unwrap();
+    assert_eq!(
+        v.runq.iter().map(|p| (p.level, p.ns)).collect::<Vec<_>>(),
+        vec![(0, 400), (0, 100)]
+    );
+    // Kept: CPU 0 victim, pg (100; not P2 at 300 nor P1 at 400), other, pg (600), victim;
+    // CPU 1 waker; periods: T's pg [200, 500), other, pg [600, 700); P1's pg; P2's pg,
+    // other. One entry per process instead would keep 16.
+    assert_eq!(r.stats.peak_runq_history, 12);
+}
+
 #[test]
 fn no_runqueue_is_the_blocked_only_graph() {
     let m = victim_behind_hogs();

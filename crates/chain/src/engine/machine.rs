@@ -65,6 +65,8 @@ pub struct Engine<'t> {
     stack_threshold_ns: u64,
     seen: Vec<Tid>,
     inner_buf: Vec<HopId>,
+    /// Scratch of the walk ([`Walker::pieces`]).
+    walk_pieces: Vec<(u64, u64)>,
     slots: Slots,
     /// The filter keeps every wait (no per-wait check needed).
     filter_all: bool,
@@ -116,6 +118,7 @@ impl<'t> Engine<'t> {
             stack_threshold_ns: meta.stack_threshold_ns,
             seen: Vec::new(),
             inner_buf: Vec::new(),
+            walk_pieces: Vec::new(),
             slots: Slots::default(),
             filter_all,
             cpu_check: CpuCheck::default(),
@@ -148,6 +151,7 @@ impl<'t> Engine<'t> {
             stack_threshold_ns: self.stack_threshold_ns,
             seen: self.seen.clone(),
             inner_buf: self.inner_buf.clone(),
+            walk_pieces: Vec::new(),
             slots: self.slots.clone(),
             filter_all: self.filter_all,
             cpu_check: self.cpu_check.clone(),
@@ -460,7 +464,7 @@ impl<'t> Engine<'t> {
                             .split_runnable(t, s.cpu, r0, s.ts, &mut self.tasks[t].open);
                     }
                 }
-                let holder = self.tasks[t].ident;
+                let holder = self.nodes.holder_of(self.tasks[t].ident);
                 self.rq.push_cpu(s.cpu, s.ts, holder);
                 if self.rq.needs_trim() {
                     self.trim_runqueues(s.ts);
@@ -773,6 +777,7 @@ impl<'t> Engine<'t> {
                 unsplit: &mut self.stats.runq_unsplit_ns,
                 samples: &self.samples,
                 index: &self.task_index,
+                pieces: &mut self.walk_pieces,
             };
             walker.walk(h, &mut self.tasks[t].open, mark);
             if mark && self.inner_buf.is_empty() {

@@ -205,8 +205,9 @@ pub(crate) fn is_throttled_holder(code: u32) -> bool {
 /// integers instead of a 16-byte name.
 pub(crate) type IdentId = u32;
 
-/// Interned comm: what a task node keeps of its identity (the tgid does not print).
-type CommId = u32;
+/// Interned comm: what a task node keeps of its identity (the tgid does not print), and
+/// the run-queue holder code of a thread ([`NodeTable::holder_of`]).
+pub(crate) type CommId = u32;
 
 /// Entries per shared chunk of a [`SharedVec`].
 const SHARED_CHUNK: usize = 1024;
@@ -265,6 +266,8 @@ pub struct NodeTable {
     idents: SharedVec<(Comm, Tid, CommId)>,
     ident_ix: FxHashMap<(Comm, Tid), IdentId>,
     comm_ix: FxHashMap<Comm, CommId>,
+    /// Per [`CommId`]: the comm.
+    comms: SharedVec<Comm>,
     /// Direct-mapped cache in front of `tasks`: (ident, kstack, ustack, node).
     cache: Vec<(IdentId, StackId, StackId, NodeId)>,
     /// Task nodes by (comm, canonical kernel stack, canonical user stack).
@@ -283,8 +286,8 @@ pub struct NodeTable {
     same_stacks: Arc<FxHashMap<StackId, StackId>>,
     /// Run-queue nodes by holder: comm id, or [`HOLDER_IDLE`] / [`HOLDER_UNKNOWN`].
     runq: FxHashMap<u32, NodeId>,
-    /// Run-queue node by holder identity (`NodeId::MAX` = not yet interned).
-    runq_by_ident: Vec<NodeId>,
+    /// Run-queue node by holder comm (`NodeId::MAX` = not yet interned).
+    runq_by_comm: Vec<NodeId>,
     /// On-CPU nodes by (canonical kernel stack, canonical user stack); `None` is
     /// `[on cpu: no sample]`.
     oncpu: FxHashMap<(Option<(StackId, StackId)>, bool), NodeId>,
@@ -302,6 +305,7 @@ impl Default for NodeTable {
             idents: SharedVec::default(),
             ident_ix: FxHashMap::default(),
             comm_ix: FxHashMap::default(),
+            comms: SharedVec::default(),
             cache: vec![(IdentId::MAX, StackId::NONE, StackId::NONE, NodeId::MAX); 1 << CACHE_BITS],
             tasks: FxHashMap::default(),
             metal: FxHashMap::default(),
@@ -313,7 +317,7 @@ impl Default for NodeTable {
             ],
             same_stacks: Arc::default(),
             runq: FxHashMap::default(),
-            runq_by_ident: Vec::new(),
+            runq_by_comm: Vec::new(),
             oncpu: FxHashMap::default(),
             throttle_holders: Vec::new(),
             group_by_cgroup: FxHashMap::default(),
@@ -358,6 +362,10 @@ impl NodeTable {
             ("n.nodes", cost(heap, &self.nodes)),
             ("n.idents", cost(heap, &self.idents)),
             ("n.ident_ix", cost(heap, &self.ident_ix)),
+            (
+                "n.comms",
+                cost(heap, &(self.comm_ix.clone(), self.comms.clone())),
+            ),
             ("n.cache", cost(heap, &self.cache)),
             ("n.tasks", cost(heap, &self.tasks)),
             ("n.metal", cost(heap, &self.metal)),
@@ -367,7 +375,7 @@ impl NodeTable {
             ("n.same_stacks", cost(heap, &self.same_stacks)),
             (
                 "n.runq",
-                cost(heap, &(self.runq.clone(), self.runq_by_ident.clone())),
+                cost(heap, &(self.runq.clone(), self.runq_by_comm.clone())),
             ),
             ("n.oncpu", cost(heap, &self.oncpu)),
             (
@@ -424,6 +432,9 @@ impl NodeTable {
         if id == next {
             let next_comm = self.comm_ix.len() as CommId;
             let comm_id = *self.comm_ix.entry(comm).or_insert(next_comm);
+            if comm_id == next_comm {
+                self.comms.push(comm);
+            }
             self.idents.push((comm, tgid, comm_id));
         }
         id
@@ -489,20 +500,31 @@ impl NodeTable {
         id
     }
 
-    /// Intern the run-queue node of a CPU holder: an [`IdentId`], [`HOLDER_IDLE`] or
-    /// [`HOLDER_UNKNOWN`].
+    /// The run-queue holder code of a thread of identity `ident`: its comm's id. A holder
+    /// prints by name only, so threads of one name held the CPU alike, and a CPU or thread
+    /// history that names them by comm keeps one period where it would keep one per
+    /// process (hackbench's processes, PostgreSQL's backends: hundreds of holders of one
+    /// name behind one runnable thread).
+    #[inline]
+    pub(crate) fn holder_of(&self, ident: IdentId) -> u32 {
+        self.idents[ident as usize].2
+    }
+
+    /// Intern the run-queue node of a CPU holder: a [`CommId`] ([`Self::holder_of`]),
+    /// [`HOLDER_IDLE`], [`HOLDER_UNKNOWN`] or a throttled code.
+    #[inline]
     pub(crate) fn runq(&mut self, holder: u32) -> NodeId {
-        if let Some(&id) = self.runq_by_ident.get(holder as usize) {
+        if let Some(&id) = self.runq_by_comm.get(holder as usize) {
             if id != NodeId::MAX {
                 return id;
             }
         }
         let id = self.runq_slow(holder);
-        if (holder as usize) < self.idents.len() {
-            if self.runq_by_ident.len() < self.idents.len() {
-                self.runq_by_ident.resize(self.idents.len(), NodeId::MAX);
+        if (holder as usize) < self.comms.len() {
+            if self.runq_by_comm.len() < self.comms.len() {
+                self.runq_by_comm.resize(self.comms.len(), NodeId::MAX);
             }
-            self.runq_by_ident[holder as usize] = id;
+            self.runq_by_comm[holder as usize] = id;
         }
         id
     }
@@ -533,10 +555,7 @@ impl NodeTable {
                     self.throttle_holders[(code - HOLDER_THROTTLED) as usize].clone();
                 (code, RunqHolder::Throttled { group, ended_by })
             }
-            ident => {
-                let (comm, _, comm_id) = self.idents[ident as usize];
-                (comm_id, RunqHolder::Task(comm))
-            }
+            comm_id => (comm_id, RunqHolder::Task(self.comms[comm_id as usize])),
         };
         let next = self.nodes.len() as NodeId;
         let id = *self.runq.entry(key).or_insert(next);

@@ -25,7 +25,8 @@ const MAX_CPUS: u32 = 1 << 13;
 pub(crate) struct RqSeg {
     pub(crate) start: u64,
     pub(crate) end: u64,
-    /// [`IdentId`], [`HOLDER_IDLE`] or [`HOLDER_UNKNOWN`].
+    /// The holder's comm ([`crate::engine::nodes::NodeTable::holder_of`]), [`HOLDER_IDLE`],
+    /// [`HOLDER_UNKNOWN`] or a throttled code.
     pub(crate) holder: u32,
 }
 
@@ -558,7 +559,10 @@ impl RunQueues {
         self.trim_at = kept + kept / 4;
     }
 
-    /// Record that `holder` went on `cpu` at `ts` (run-queue attribution).
+    /// Record that `holder` went on `cpu` at `ts` (run-queue attribution). A switch to a
+    /// thread of the same holder (its comm) as the last one is not kept: the CPU was held
+    /// alike since that one, and the splits of a runnable period add the same time behind
+    /// the same holder either way (one piece instead of several).
     #[inline]
     pub(crate) fn push_cpu(&mut self, cpu: u32, ts: u64, holder: u32) {
         if cpu >= MAX_CPUS {
@@ -568,6 +572,9 @@ impl RunQueues {
             self.cpus.resize_with(cpu as usize + 1, CpuHist::default);
         }
         let c = &mut self.cpus[cpu as usize];
+        if c.q.back().is_some_and(|&(_, last)| last == holder) {
+            return;
+        }
         if c.q.len() == CPU_HISTORY_CAP {
             c.q.pop_front();
             self.capped += 1;
@@ -678,7 +685,7 @@ impl<'a> RqView<'a> {
     }
 }
 
-/// Holder codes below this are identities, indexed directly by [`PartIndex`] (others, the
+/// Holder codes below this are comms, indexed directly by [`PartIndex`] (others, the
 /// throttled codes, are searched).
 const DENSE_HOLDERS: u32 = 1 << 22;
 
@@ -696,7 +703,7 @@ pub(crate) struct PartIndex {
 }
 
 impl PartIndex {
-    /// Slot of `holder`: idle, unknown, then identities; none for throttled codes.
+    /// Slot of `holder`: idle, unknown, then comms; none for throttled codes.
     #[inline]
     fn key(holder: u32) -> Option<usize> {
         match holder {

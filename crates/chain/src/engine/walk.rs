@@ -28,11 +28,16 @@ pub(crate) struct Walker<'a> {
     pub(crate) samples: &'a SampleIndex,
     /// Task slots by tid (the wakers' CPU clocks, for the estimate).
     pub(crate) index: &'a TaskIndex,
+    /// Scratch: a level's running pieces (its windows less the waker's runnable periods).
+    pub(crate) pieces: &'a mut Vec<(u64, u64)>,
 }
 
 impl Walker<'_> {
     /// Split level `level`'s own time windows by the waker's runnable periods: the parts
-    /// where it was runnable go to [`WaitRecord::runq`] behind its CPU's holders.
+    /// where it was runnable go to [`WaitRecord::runq`] behind its CPU's holders; with
+    /// samples, the rest (the waker's on-CPU time) is split by its samples (docs/ENGINE.md,
+    /// "What a running waker did"). One pass over the periods does both (a second search
+    /// and pass for the on-CPU pieces cost as much again on a pgbench recording).
     #[inline]
     fn split_level(
         &mut self,
@@ -43,54 +48,57 @@ impl Walker<'_> {
     ) {
         // Now: the waking that ends the root's wait, when the chain is built.
         let now = rec.wake_ns.unwrap_or(rec.switch_out_ns);
+        let on_cpu = self.samples.enabled;
+        let pieces = &mut *self.pieces;
+        pieces.clear();
         let h = self.rq.as_ref().and_then(|rq| rq.of(waker));
-        if let (Some(h), Some(rq)) = (h, self.rq.as_mut()) {
-            let parts = &mut *rq.parts;
-            parts.begin(&rec.runq, level);
-            for (x, y) in windows {
-                if y <= x {
-                    continue;
-                }
-                if x < h.floor {
-                    *self.unsplit += h.floor.min(y) - x;
-                }
-                // Periods are in time order and disjoint: the first that ends after x, then
-                // on until one starts at or after y.
-                let first = h.first_ending_after(x);
-                for seg in h.iter_from(first) {
-                    if seg.start >= y {
-                        break;
+        match (h, self.rq.as_mut()) {
+            (Some(h), Some(rq)) => {
+                let parts = &mut *rq.parts;
+                parts.begin(&rec.runq, level);
+                for (x, y) in windows {
+                    if y <= x {
+                        continue;
                     }
-                    let ns = seg.end().min(y) - seg.start.max(x);
-                    parts.add(&mut rec.runq, seg.holder, ns);
+                    if x < h.floor {
+                        *self.unsplit += h.floor.min(y) - x;
+                    }
+                    // Periods are in time order and disjoint: the first that ends after x,
+                    // then on until one starts at or after y. Between them the waker ran
+                    // (`sampleidx::minus` of the windows and these periods).
+                    let mut ran_from = x;
+                    let first = h.first_ending_after(x);
+                    for seg in h.iter_from(first) {
+                        if seg.start >= y {
+                            break;
+                        }
+                        let (s, e) = (seg.start.max(x), seg.end().min(y));
+                        parts.add(&mut rec.runq, seg.holder, e - s);
+                        if on_cpu {
+                            if s > ran_from {
+                                pieces.push((ran_from, s));
+                            }
+                            ran_from = ran_from.max(e);
+                        }
+                    }
+                    if on_cpu && ran_from < y {
+                        pieces.push((ran_from, y));
+                    }
                 }
             }
+            _ if on_cpu => minus(&windows, |_, _, _| {}, pieces),
+            _ => {}
         }
-        if !self.samples.enabled {
+        if !on_cpu {
             return;
         }
-        // The rest of the windows is the waker's on-CPU time: split it by its samples
-        // (docs/ENGINE.md, "What a running waker did").
-        let busy = |x: u64, y: u64, f: &mut dyn FnMut(u64, u64)| {
-            if let Some(h) = h {
-                let first = h.first_ending_after(x);
-                for seg in h.iter_from(first) {
-                    if seg.start >= y {
-                        break;
-                    }
-                    f(seg.start, seg.end());
-                }
-            }
-        };
-        let mut pieces = Vec::new();
-        minus(&windows, busy, &mut pieces);
         let clock_now = if self.samples.estimating() {
             self.samples.clock(self.index.find(waker), now)
         } else {
             None
         };
         self.samples
-            .split(waker, level, &pieces, clock_now, &mut rec.oncpu_raw);
+            .split(waker, level, pieces, clock_now, &mut rec.oncpu_raw);
     }
 
     /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when
