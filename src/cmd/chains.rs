@@ -434,6 +434,11 @@ fn analyse_files(
     if let Some(l) = unit.left_out_note(small_lines, small_ns) {
         say!("chainrec: {name}: {l}");
     }
+    if host.is_none() {
+        // The one analysis of this run: the process exits next.
+        super::leave_to_exit(graph);
+        super::leave_to_exit(an);
+    }
     Ok(())
 }
 

@@ -916,9 +916,11 @@ fn merge_tables(t: &mut Tables, d: TableDelta, offset: u64) -> Result<()> {
             detail: "irq source id 0 in table".into(),
         });
     }
+    t.stacks.reserve(d.stacks.len());
     for s in d.stacks {
         t.stacks.insert(s.id, s);
     }
+    t.symbols.reserve(d.symbols.len());
     for s in d.symbols {
         t.symbols.insert((s.kind, s.tgid, s.addr), s);
     }

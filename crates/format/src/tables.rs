@@ -2,6 +2,7 @@
 //! metadata. Everything needed to analyse a trace on another machine.
 
 use crate::event::{Comm, StackId, Tid};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -319,11 +320,11 @@ impl RecordingMeta {
 #[derive(Clone, Debug, Default)]
 pub struct Tables {
     /// Stacks by id.
-    pub stacks: HashMap<StackId, StackEntry>,
+    pub stacks: FxHashMap<StackId, StackEntry>,
     /// Symbols by (kind, tgid, addr); tgid 0 for kernel.
-    pub symbols: HashMap<(StackKind, Tid, u64), SymbolEntry>,
+    pub symbols: FxHashMap<(StackKind, Tid, u64), SymbolEntry>,
     /// Tasks by tid (first sighting).
-    pub tasks: HashMap<Tid, TaskEntry>,
+    pub tasks: FxHashMap<Tid, TaskEntry>,
     /// Interrupt sources by id.
     pub irq_sources: HashMap<u32, IrqSource>,
     /// Executable mappings of user processes that frames used (empty in traces written
