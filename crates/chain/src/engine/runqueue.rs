@@ -916,7 +916,7 @@ impl RunQueues {
             self.cpus.resize_with(cpu as usize + 1, CpuHist::default);
         }
         let c = &mut self.cpus[cpu as usize];
-        if c.q.back().is_some_and(|&(_, last)| last == holder) {
+        if c.q.back().is_some_and(|last| { last.holder } == holder) {
             return;
         }
         if c.q.len() == CPU_HISTORY_CAP {
