@@ -149,5 +149,6 @@ pub fn run(a: OnCpuArgs) -> Result<()> {
         false,
     )?;
     std::io::stderr().flush().ok();
+    super::leave_to_exit(an);
     Ok(())
 }

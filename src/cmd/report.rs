@@ -214,6 +214,7 @@ pub fn run_top(a: TopArgs) -> Result<()> {
             stats.waits_with_lost
         );
     }
+    super::leave_to_exit(an);
     Ok(())
 }
 
@@ -286,6 +287,7 @@ pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
     std::fs::write(&a.output, svg).with_context(|| format!("writing {}", a.output.display()))?;
     say!("chainrec: heatmap: {}", h.summary(&a.output));
     warn_lost("heatmap", reader.meta());
+    super::leave_to_exit(an);
     Ok(())
 }
 
@@ -331,6 +333,7 @@ pub fn run_export(a: ExportArgs) -> Result<()> {
     let waits = parquet.as_mut().map(|p| p as &mut dyn WaitsOutput);
     ex.write(&an, filter, waits, &mut |n| say!("chainrec: export: {n}"))?;
     warn_lost("export", an.meta());
+    super::leave_to_exit(an);
     Ok(())
 }
 

@@ -174,6 +174,7 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
     let r = r.with_context(|| format!("{}: reading events", super::label(&a.file)));
     finish_output(r, &mut out)?;
     super::report::warn_lost("script", meta);
+    super::leave_to_exit(an);
     Ok(())
 }
 
@@ -211,5 +212,6 @@ pub fn run_waits(a: WaitsArgs) -> Result<()> {
     for note in st.anomaly_notes(start) {
         say!("chainrec: waits: note: {note}");
     }
+    super::leave_to_exit(an);
     Ok(())
 }
