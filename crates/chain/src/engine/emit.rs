@@ -57,26 +57,12 @@ pub(crate) fn emit_rec(
         }
         p.holder = nodes.runq(p.holder);
     }
-    // Holders are comms, one node each, so a level's parts have distinct nodes already;
-    // merged all the same should two codes ever share a node.
-    if rec.runq.len() > 1 {
-        let mut i = 1;
-        while i < rec.runq.len() {
-            let (level, holder, ns) = (rec.runq[i].level, rec.runq[i].holder, rec.runq[i].ns);
-            match rec.runq[..i]
-                .iter_mut()
-                .rev()
-                .take_while(|p| p.level == level)
-                .find(|p| p.holder == holder)
-            {
-                Some(p) => {
-                    p.ns += ns;
-                    rec.runq.remove(i);
-                }
-                None => i += 1,
-            }
-        }
-    }
+    // No two parts of a level share a node: the walk and the switch-in merge a level's
+    // parts by holder code (`PartIndex`, `add_runq`), and each code has its own node
+    // (comms, idle, unknown and throttled codes are interned apart in `NodeTable::runq`).
+    debug_assert!(rec.runq.iter().enumerate().all(|(i, p)| rec.runq[..i]
+        .iter()
+        .all(|q| q.level != p.level || q.holder != p.holder)));
     // On-CPU parts carry stacks until here, like the run-queue holders.
     rec.oncpu.clear();
     for p in &rec.oncpu_raw {
