@@ -258,6 +258,7 @@ impl SealedBlock {
             prev_end: 0,
             gap_width: 0,
             len_width: 0,
+            holder_width: 0,
             gap_mask: 0,
             len_mask: 0,
             holder_mask: 0,
@@ -307,6 +308,7 @@ struct SealedIter<'a> {
     /// The current group's widths and masks.
     gap_width: u32,
     len_width: u32,
+    holder_width: u32,
     gap_mask: u64,
     len_mask: u64,
     holder_mask: u64,
@@ -339,6 +341,7 @@ impl Iterator for SealedIter<'_> {
             let (wg, wl, wh) = ((w >> 32) & 63, (w >> 38) & 63, (w >> 44) & 63);
             self.gap_width = wg as u32;
             self.len_width = wl as u32;
+            self.holder_width = wh as u32;
             self.gap_mask = mask(wg);
             self.len_mask = mask(wl);
             self.holder_mask = mask(wh);
@@ -365,8 +368,7 @@ impl Iterator for SealedIter<'_> {
         };
         // A group's first period has no gap (its start is the group's word).
         let gap = if first { 0 } else { gap };
-        let holder_width = 64 - self.holder_mask.leading_zeros();
-        self.bit += (gap_width + self.len_width + holder_width) as usize;
+        self.bit += (gap_width + self.len_width + self.holder_width) as usize;
         let start = self.prev_end + gap;
         self.prev_end = start + len;
         self.o += 1;
