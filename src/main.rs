@@ -112,6 +112,7 @@ enum Command {
 }
 
 fn main() {
+    cmd::fix_mmap_threshold();
     let cli = Cli::parse();
     if let Err(e) = cmd::set_debug_dirs(&cli.debug_dir) {
         eprintln!("chainrec: {e:#}");
