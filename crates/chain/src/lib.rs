@@ -39,7 +39,6 @@ mod analysis;
 mod checkpoint;
 mod engine;
 mod error;
-mod fx;
 mod graph;
 mod pipeline;
 mod wording;

@@ -5,9 +5,9 @@
 
 use crate::analyses::TraceInput;
 use crate::engine::frames::{sample_frames, ONCPU_FRAME};
-use crate::fx::FxHashMap;
 use crate::{ChainError, Filter};
 use chainrec_format::{Comm, Event, StackId, ThreadIdentity, Threads};
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 /// What [`fold_oncpu`](crate::fold_oncpu) saw.

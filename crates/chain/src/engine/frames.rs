@@ -1,8 +1,8 @@
 //! How stacks and frames are named: the one naming every view, the chain graph and the
 //! node table share.
 
-use crate::fx::{FxHashMap, FxHasher};
 use chainrec_format::{StackEntry, StackId, SymbolEntry, Tables};
+use rustc_hash::{FxHashMap, FxHasher};
 use std::hash::{Hash, Hasher};
 
 /// Frames of stack `id`, leaf first. Reserved ids: NONE → nothing; SKIPPED →

@@ -3,8 +3,8 @@
 //! each distinct frame group is stored once: stacks that render alike share a node, and so
 //! do same-named threads of different processes (they would print as identical lines).
 
-use crate::fx::FxHashMap;
 use chainrec_format::{Comm, StackId, StackKind, Tables, Tid, WakeContext};
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// Index of a node in a [`NodeTable`].

@@ -3,8 +3,8 @@
 //! waking that ends its wait, and every time it splits lies before that waking, so the
 //! samples it needs have been seen by then: a bounded history per thread suffices.
 
-use crate::fx::FxHashMap;
 use chainrec_format::{Sample, StackId, Tid};
+use rustc_hash::FxHashMap;
 use std::cell::Cell;
 use std::collections::VecDeque;
 

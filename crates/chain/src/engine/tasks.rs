@@ -4,8 +4,8 @@ use crate::engine::ids::{HopId, SlotId};
 use crate::engine::mode::Mode;
 use crate::engine::nodes::IdentId;
 use crate::engine::record::Rec;
-use crate::fx::FxHashMap;
 use chainrec_format::{Comm, StackId, Tid};
+use rustc_hash::FxHashMap;
 
 /// Tids below this are indexed directly (Linux's PID_MAX_LIMIT is 2^22).
 const DIRECT_TIDS: usize = 1 << 22;

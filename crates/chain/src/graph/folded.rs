@@ -3,7 +3,6 @@
 
 use crate::engine::nodes::{NodeId, NodeTable};
 use crate::engine::record::{WaitRecord, WaitSink};
-use crate::fx::FxHashMap;
 use crate::graph::pathframes::{FrameNamer, PathVisit};
 use crate::graph::paths::{Comms, PathBatch, PathReducer};
 use crate::graph::render::{self, Pieces, WriteSummary};
@@ -11,6 +10,7 @@ use crate::graph::trie::{PathTrie, NO_PARENT};
 use crate::graph::views::{Unit, View};
 use chainrec_format::{RecordingMeta, Tables};
 use petgraph::graph::{DiGraph, NodeIndex};
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 

@@ -8,9 +8,9 @@ use crate::engine::nodes::{
     NodeId, NodeTable, MARK_CYCLE, MARK_LOST, MARK_NO_WAKER, MARK_TRUNCATED,
 };
 use crate::engine::record::{WaitRecord, WaitSink};
-use crate::fx::FxHashMap;
 use crate::graph::views::View;
 use chainrec_format::Comm;
+use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
 /// Node ids with this bit set name a bare target comm of the wakeup view (an index into
