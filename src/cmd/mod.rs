@@ -91,8 +91,9 @@ fn salvage_requested() -> bool {
 /// path trie's old index, a history grown and trimmed) goes back to the kernel at once.
 /// glibc otherwise raises the threshold to the size of every mapped block freed (up to
 /// 32 MiB), and the buffers after it come from the heap, where freed room stays resident:
-/// on `chains` of a 20 M-event trace that slack was 10 MiB of the 157 MiB peak, on a real
-/// recording 23 MiB of 201, at no measurable CPU cost (docs/BENCHMARKS.md, session 18).
+/// on `chains` of a 20 M-event trace that slack was 12 MiB of the 154 MiB peak, on a real
+/// recording 20 MiB of 195. The price is fresh pages for buffers freed and allocated
+/// again: about 2.5 % CPU on small real recordings (docs/BENCHMARKS.md, session 18).
 pub fn fix_mmap_threshold() {
     #[cfg(target_env = "gnu")]
     {

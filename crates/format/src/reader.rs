@@ -985,15 +985,11 @@ fn load_tables_and_meta(
     data: &[u8],
     index: &IndexPayload,
 ) -> std::result::Result<(), String> {
-    let mut decompressor = None;
+    let mut dec = SectionDecompressor::new();
     let mut raw = Vec::new();
     for &off in &index.tables {
         let (h, p) = section_of(data, off, KIND_TABLES).map_err(msg)?;
         check_payload(&h, p, off).map_err(msg)?;
-        let dec = match &mut decompressor {
-            Some(d) => d,
-            None => decompressor.insert(SectionDecompressor::new(off).map_err(msg)?),
-        };
         dec.decompress(&h, p, off, &mut raw).map_err(msg)?;
         let delta: TableDelta = decode_bincode(&raw, "table section", off).map_err(msg)?;
         merge_tables(&mut l.tables, delta, off).map_err(msg)?;
@@ -1006,7 +1002,7 @@ fn load_tables_and_meta(
         l.bytes.meta_sections += 1;
         if i + 1 == index.metas.len() {
             check_payload(&h, p, off).map_err(msg)?;
-            let raw = decompress_section(&h, p, off).map_err(msg)?;
+            dec.decompress(&h, p, off, &mut raw).map_err(msg)?;
             l.meta = Some(decode_bincode(&raw, "metadata section", off).map_err(msg)?);
         }
     }

@@ -330,7 +330,7 @@ pub(crate) fn decompress_section(
     offset: u64,
 ) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    SectionDecompressor::new(offset)?.decompress(header, payload, offset, &mut out)?;
+    SectionDecompressor::new().decompress(header, payload, offset, &mut out)?;
     Ok(out)
 }
 
@@ -343,14 +343,12 @@ pub(crate) struct SectionDecompressor {
 }
 
 impl SectionDecompressor {
-    /// A decompressor (`offset`: the section the caller is about to read, for the error).
-    pub(crate) fn new(offset: u64) -> Result<Self> {
-        let ctx = zstd::zstd_safe::DCtx::try_create().ok_or_else(|| FormatError::Corrupt {
-            what: "section",
-            offset,
-            detail: "zstd: cannot allocate a decompression context".into(),
-        })?;
-        Ok(SectionDecompressor { ctx })
+    /// A decompressor. Like the streaming decoder it replaces, it aborts only when zstd
+    /// cannot allocate its context (out of memory), never on a file's contents.
+    pub(crate) fn new() -> Self {
+        SectionDecompressor {
+            ctx: zstd::zstd_safe::DCtx::create(),
+        }
     }
 
     /// Decompress the section at `offset` into `out` (replacing what it held), as
