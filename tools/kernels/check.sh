@@ -8,11 +8,29 @@
 # how fast anything ran.
 #
 # Usage: check.sh CHAINREC WORKDIR [DATA_OUT]
-#   DATA_OUT: where to write the demo trace as base64 (a serial port in the VM).
+#   DATA_OUT: where to write the demo trace as base64 (in the VM: the raw virtio disk
+#   /dev/vda, which the host reads after the VM powered off; `sync`ed right after).
+# Mode (CHAINREC_CHECK_MODE, else `chainrec.mode=` on the kernel command line; run.sh
+# CHAINREC_VM_MODE): the same steps with less of our code, to tell a kernel failure caused
+# by the recorder from one the kernel (or QEMU's TCG) has without it:
+#   full       (default) every check below
+#   nosampler  every recording with --no-samples (the demo step records the same workload
+#              with `chainrec record --no-samples`); no samples check
+#   norecord   the same workloads and TCP loop, nothing recorded: no BPF program loaded
+#   tracefs    no chainrec at all: a busybox load while the scheduler, irq and softirq
+#              tracepoints the recorder attaches to are enabled and disabled through tracefs
+#              (the same static-key flips, text_poke_bp, as attaching/detaching BPF programs)
 set -u
 B=$1
 W=$2
 DATA=${3:-}
+MODE=${CHAINREC_CHECK_MODE:-$(sed -n 's/.*chainrec\.mode=\([a-z]*\).*/\1/p' /proc/cmdline 2>/dev/null)}
+MODE=${MODE:-full}
+case "$MODE" in full | nosampler | norecord | tracefs) ;; *)
+    echo "CHECK mode FAIL unknown mode '$MODE' (full, nosampler, norecord, tracefs)"
+    exit 1
+    ;;
+esac
 rm -rf "$W"
 mkdir -p "$W"
 failed=0
@@ -29,6 +47,7 @@ echo "FACT kernel=$(uname -r)"
 echo "FACT version=$(uname -v)"
 case "$(uname -v)" in *PREEMPT_RT*) echo "FACT preempt_rt=1" ;; *) echo "FACT preempt_rt=0" ;; esac
 echo "FACT cpus=$(grep -c ^processor /proc/cpuinfo)"
+echo "FACT mode=$MODE"
 # Under TCG a stalled vCPU thread can make the kernel distrust the TSC and fall back to a
 # slow emulated clock (HPET, acpi_pm): say which clock the checks start and end on.
 clocksource() { cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null; }
@@ -71,15 +90,111 @@ top_shape() {
 # thread that runs the expiry (woken at the interrupt's exit).
 TIMER_END=' ← (ktimers/N ← )?\[hardirq: timer\]$'
 
+# The TCP loop of check 4 (a script, run with and without a recording).
+port=$((20000 + $$ % 10000))
+bb=$(which busybox 2>/dev/null || echo /bin/busybox)
+for a in nc usleep timeout; do ln -sf "$bb" "$W/$a"; done
+cat >"$W/tcp.sh" <<TCP
+(while :; do "$W/usleep" 2000; echo ping || exit 0; done) | "$W/nc" -l -p $port >/dev/null &
+server=\$!
+sleep 1
+sleep 3 | "$W/timeout" 2 busybox nc 127.0.0.1 $port >/dev/null
+kill \$server 2>/dev/null
+exit 0
+TCP
+
+# The demo trace, base64 between BEGIN-TRACE and END-TRACE, to DATA (in the VM a raw disk:
+# synced at once, so that it is on the host's image even if the guest hangs later).
+send_trace() {
+    [ -n "$DATA" ] || return 0
+    { echo "BEGIN-TRACE"; base64 "$1"; echo "END-TRACE"; } >"$DATA"
+    sync
+}
+
+# Runs "$@" (a step without recording) as check $1: PASS when it exits 0.
+plain() {
+    name=$1
+    shift
+    t0=$(cut -d. -f1 /proc/uptime)
+    if "$@" >"$W/$name.out" 2>&1; then
+        pass "$name" "exited 0 after $(($(cut -d. -f1 /proc/uptime) - t0)) s (mode $MODE: nothing recorded)"
+    else
+        fail "$name" "exited non-zero (mode $MODE)"
+        dump "$W/$name.out"
+    fi
+}
+
+if [ "$MODE" = norecord ]; then
+    # The checks' workloads, in order, with no BPF program loaded.
+    plain demo "$B" workload --duration 3
+    plain record "$B" workload --duration 1
+    plain flight "$B" workload --duration 3 --stall-ms 1000
+    plain tcp sh "$W/tcp.sh"
+    echo "FACT clocksource_at_end=$(clocksource)"
+    exit $failed
+fi
+
+if [ "$MODE" = tracefs ]; then
+    # No chainrec: a busybox pipe load (a 2 ms timer loop feeding a reader) and the TCP loop,
+    # while the tracepoints the recorder attaches to are switched on and off through tracefs.
+    T=/sys/kernel/tracing
+    [ -d "$T/events/sched" ] || T=/sys/kernel/debug/tracing
+    ev="sched/sched_switch sched/sched_waking sched/sched_wakeup sched/sched_wakeup_new"
+    ev="$ev sched/sched_process_fork sched/sched_process_exec sched/sched_process_exit"
+    ev="$ev irq/irq_handler_entry irq/irq_handler_exit irq/softirq_entry irq/softirq_exit"
+    ev="$ev irq/softirq_raise raw_syscalls/sys_exit"
+    (while :; do "$W/usleep" 2000; echo tick || exit 0; done) | (while read -r l; do :; done) &
+    load=$!
+    sh "$W/tcp.sh" >/dev/null 2>&1 &
+    flips=0
+    bad=""
+    for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+        for v in 1 0; do
+            for e in $ev; do
+                if echo "$v" >"$T/events/$e/enable" 2>/dev/null; then
+                    flips=$((flips + 1))
+                else
+                    bad="$bad $e"
+                fi
+            done
+            "$W/usleep" 300000
+        done
+        [ "$i" != 10 ] || sh "$W/tcp.sh" >/dev/null 2>&1 &
+    done
+    kill $load 2>/dev/null
+    wait 2>/dev/null
+    if [ "$flips" -gt 0 ]; then
+        pass tracefs "$flips tracepoint enables/disables through $T (mode tracefs: no chainrec)${bad:+; could not switch:$(echo "$bad" | tr ' ' '\n' | sort -u | tr '\n' ' ')}"
+    else
+        fail tracefs "no tracepoint could be switched through $T:$bad"
+    fi
+    echo "FACT clocksource_at_end=$(clocksource)"
+    exit $failed
+fi
+
+# nosampler: every recording without the on-CPU sampler (its perf events and program).
+NOSAMP=""
+[ "$MODE" != nosampler ] || NOSAMP=--no-samples
+
 # 1. demo: recording (lazy stacks, -p filter) + chain graph. The sink's heaviest chain is
 #    cr-sink ← cr-relay ← cr-timer ← [hardirq: timer] and explains most of its waits.
-if "$B" demo -o "$W/demo" --duration 3 >"$W/demo.out" 2>&1; then
+#    (nosampler: `record --no-samples` of the same workload, and `chains`, instead.)
+demo() {
+    if [ "$MODE" = nosampler ]; then
+        mkdir -p "$W/demo" &&
+            "$B" record --no-samples -o "$W/demo/trace.zst" -- "$B" workload --duration 3 &&
+            "$B" chains "$W/demo/trace.zst" >"$W/demo/chain.folded"
+    else
+        "$B" demo -o "$W/demo" --duration 3
+    fi
+}
+if demo >"$W/demo.out" 2>&1; then
     grep '^chainrec demo: fallback: ' "$W/demo.out" | sed 's/^chainrec demo: fallback: \([^(]*\) unavailable.*/FALLBACK \1/; s/ *$//'
     r=$(top_shape cr-sink <"$W/demo/chain.folded")
     shape=$(printf '%s' "$r" | cut -f1)
     w=$(printf '%s' "$r" | cut -f2)
     total=$(printf '%s' "$r" | cut -f3)
-    events=$(sed -n 's/.*recorded \([0-9]*\) events.*/\1/p' "$W/demo.out")
+    events=$(sed -n 's/.*recorded \([0-9]*\) events.*/\1/p; s/^chainrec: wrote .* (\([0-9]*\) events in.*/\1/p' "$W/demo.out" | head -1)
     if printf '%s' "$shape" | grep -Eq "^cr-sink ← cr-relay ← cr-timer$TIMER_END" &&
         [ "$total" -gt 0 ] && [ $((w * 2)) -ge "$total" ]; then
         pass demo "$shape ($((w * 100 / total)) % of cr-sink's whole chains; $events events)"
@@ -88,9 +203,7 @@ if "$B" demo -o "$W/demo" --duration 3 >"$W/demo.out" 2>&1; then
         dump "$W/demo.out"
         head -c 2000 "$W/demo/chain.folded"
     fi
-    if [ -n "$DATA" ]; then
-        { echo "BEGIN-TRACE"; base64 "$W/demo/trace.zst"; echo "END-TRACE"; } >"$DATA"
-    fi
+    send_trace "$W/demo/trace.zst"
 else
     fail demo "chainrec demo exited $?"
     dump "$W/demo.out"
@@ -98,7 +211,7 @@ fi
 
 # 2. A whole-system recording of the workload with the defaults (lazy stacks, on-CPU
 #    samples): complete, verifying, nothing lost, samples taken.
-if "$B" record -o "$W/rec.zst" -- "$B" workload --duration 1 >"$W/rec.out" 2>&1; then
+if "$B" record $NOSAMP -o "$W/rec.zst" -- "$B" workload --duration 1 >"$W/rec.out" 2>&1; then
     if "$B" info --verify "$W/rec.zst" >"$W/info.out" 2>&1; then
         pass verify "$(grep -c . "$W/info.out") info lines"
     else
@@ -112,7 +225,9 @@ if "$B" record -o "$W/rec.zst" -- "$B" workload --duration 1 >"$W/rec.out" 2>&1;
     samples=$(sed -n 's/^chainrec: on-CPU samples: \([0-9]*\) .*/\1/p' "$W/rec.out")
     full=$(sed -n 's/^chainrec: lost: \([0-9]*\) ring buffer full.*/\1/p' "$W/rec.out")
     events=$(sed -n 's/^chainrec: wrote .* (\([0-9]*\) events in.*/\1/p' "$W/rec.out")
-    if [ "${samples:-0}" -gt 0 ]; then
+    if [ "$MODE" = nosampler ]; then
+        :
+    elif [ "${samples:-0}" -gt 0 ]; then
         pass samples "$samples on-CPU samples"
     else
         fail samples "no on-CPU samples (${samples:-none})"
@@ -144,7 +259,7 @@ fi
 #    holder started it; under TCG on a loaded host that can take a good part of a 300 ms
 #    stall (one run saw no trigger with 300 ms and wait>100ms), hence 1 s and >200ms.
 mkdir -p "$W/flight"
-if "$B" record -q -o "$W/flight/dump" --flight 10s --trigger 'wait>200ms' --comm '^cr-victim$' \
+if "$B" record -q $NOSAMP -o "$W/flight/dump" --flight 10s --trigger 'wait>200ms' --comm '^cr-victim$' \
     --post 300ms -- "$B" workload --duration 3 --stall-ms 1000 >"$W/flight.out" 2>&1; then
     found=""
     seen=""
@@ -177,17 +292,7 @@ fi
 #    client's heaviest chain starts busybox ← nc.
 # Every applet but the client's runs through a symlink of its own name (comm is the
 # exec'd file's name), so that only the client is `busybox` (the host has no nc applets).
-port=$((20000 + $$ % 10000))
-bb=$(which busybox 2>/dev/null || echo /bin/busybox)
-for a in nc usleep timeout; do ln -sf "$bb" "$W/$a"; done
-cat >"$W/tcp.sh" <<TCP
-(while :; do "$W/usleep" 2000; echo ping || exit 0; done) | "$W/nc" -l -p $port >/dev/null &
-server=\$!
-sleep 1
-sleep 3 | "$W/timeout" 2 busybox nc 127.0.0.1 $port >/dev/null
-kill \$server 2>/dev/null
-exit 0
-TCP
+# (tcp.sh: written above.)
 if "$B" record -q -o "$W/tcp.zst" --no-samples -- sh "$W/tcp.sh" >"$W/tcp.out" 2>&1 &&
     "$B" chains --no-runqueue --comm '^busybox$' "$W/tcp.zst" >"$W/tcp.folded" 2>>"$W/tcp.out"; then
     r=$(top_shape busybox <"$W/tcp.folded")
