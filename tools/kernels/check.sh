@@ -20,14 +20,15 @@
 #   tracefs    no chainrec at all: a busybox load while the scheduler, irq and softirq
 #              tracepoints the recorder attaches to are enabled and disabled through tracefs
 #              (the same static-key flips, text_poke_bp, as attaching/detaching BPF programs)
+#   noflip     the tracefs mode's load and pauses, no tracepoint switched: no code patched
 set -u
 B=$1
 W=$2
 DATA=${3:-}
 MODE=${CHAINREC_CHECK_MODE:-$(sed -n 's/.*chainrec\.mode=\([a-z]*\).*/\1/p' /proc/cmdline 2>/dev/null)}
 MODE=${MODE:-full}
-case "$MODE" in full | nosampler | norecord | tracefs) ;; *)
-    echo "CHECK mode FAIL unknown mode '$MODE' (full, nosampler, norecord, tracefs)"
+case "$MODE" in full | nosampler | norecord | tracefs | noflip) ;; *)
+    echo "CHECK mode FAIL unknown mode '$MODE' (full, nosampler, norecord, tracefs, noflip)"
     exit 1
     ;;
 esac
@@ -134,7 +135,7 @@ if [ "$MODE" = norecord ]; then
     exit $failed
 fi
 
-if [ "$MODE" = tracefs ]; then
+if [ "$MODE" = tracefs ] || [ "$MODE" = noflip ]; then
     # No chainrec: a busybox pipe load (a 2 ms timer loop feeding a reader) and the TCP loop,
     # while the tracepoints the recorder attaches to are switched on and off through tracefs.
     T=/sys/kernel/tracing
@@ -151,7 +152,9 @@ if [ "$MODE" = tracefs ]; then
     for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
         for v in 1 0; do
             for e in $ev; do
-                if echo "$v" >"$T/events/$e/enable" 2>/dev/null; then
+                if [ "$MODE" = noflip ]; then
+                    [ -e "$T/events/$e/enable" ] && flips=$((flips + 1))
+                elif echo "$v" >"$T/events/$e/enable" 2>/dev/null; then
                     flips=$((flips + 1))
                 else
                     bad="$bad $e"
@@ -164,9 +167,11 @@ if [ "$MODE" = tracefs ]; then
     kill $load 2>/dev/null
     wait 2>/dev/null
     if [ "$flips" -gt 0 ]; then
-        pass tracefs "$flips tracepoint enables/disables through $T (mode tracefs: no chainrec)${bad:+; could not switch:$(echo "$bad" | tr ' ' '\n' | sort -u | tr '\n' ' ')}"
+        what="$flips tracepoint enables/disables through $T"
+        [ "$MODE" = tracefs ] || what="the same load and pauses, no tracepoint switched ($flips skipped)"
+        pass "$MODE" "$what (mode $MODE: no chainrec)${bad:+; could not switch:$(echo "$bad" | tr ' ' '\n' | sort -u | tr '\n' ' ')}"
     else
-        fail tracefs "no tracepoint could be switched through $T:$bad"
+        fail "$MODE" "no tracepoint could be switched through $T:$bad"
     fi
     echo "FACT clocksource_at_end=$(clocksource)"
     exit $failed
