@@ -265,7 +265,7 @@ boot() {
     while kill -0 "$pid" 2>/dev/null; do
         sleep 1
         t=$((t + 1))
-        if [ "$probe" -gt 0 ] && [ "$t" -ge "$probe" ] && ! grep -q CHAINREC-VM-BOOTED "$out/console.log"; then
+        if [ "$probe" -gt 0 ] && [ "$t" -ge "$probe" ] && ! grep -aq CHAINREC-VM-BOOTED "$out/console.log"; then
             kill "$pid" 2>/dev/null
             wait "$pid" 2>/dev/null
             return 2
@@ -289,10 +289,10 @@ boot() {
             timeout 5 sh -c 'echo nmi >"$1"' sh "$out/monitor.in"
             for _ in $(seq 30); do
                 kill -0 "$pid" 2>/dev/null || break
-                grep -q 'Kernel Offset\|end Kernel panic' "$out/console.log" && break
+                grep -aq 'Kernel Offset\|end Kernel panic' "$out/console.log" && break
                 sleep 1
             done
-            sed -n '/NMI received for unknown reason/,$p' "$out/console.log" | grep -v '\] \(Code: \|R[A-Z0-9]*: [0-9a-f]\{16\}\)' |
+            sed -n '/NMI received for unknown reason/,$p' "$out/console.log" | grep -a -v '\] \(Code: \|R[A-Z0-9]*: [0-9a-f]\{16\}\)' |
                 head -40 | sed 's/^/    nmi| /' >&2
             kill "$pid" 2>/dev/null
             wait "$pid" 2>/dev/null
@@ -433,14 +433,14 @@ for entry in "${MATRIX[@]}"; do
             log "$name: booting $kernel${LOOPS:+ ($i of $LOOPS)}"
             if [ "$accel" = probe ]; then
                 boot "$image" "$initrd" kvm "$out" 60
-                if [ $? = 0 ] && grep -q '^CHAINREC-VM-EXIT' "$console"; then
+                if [ $? = 0 ] && grep -aq '^CHAINREC-VM-EXIT' "$console"; then
                     accel=kvm
                 else
                     log "KVM did not boot within 60 s (nested KVM here hangs after the boot stub): using TCG"
                     accel=tcg
                 fi
             fi
-            if ! grep -qs '^CHAINREC-VM-EXIT' "$console"; then
+            if ! grep -aqs '^CHAINREC-VM-EXIT' "$console"; then
                 boot "$image" "$initrd" "$accel" "$out"
                 [ $? != 1 ] || timed_out=1
             fi
@@ -448,11 +448,11 @@ for entry in "${MATRIX[@]}"; do
             [ "$accel" != tcg ] || how="tcg $THREAD"
         fi
         secs=$(($(date +%s) - t0))
-        checks=$(grep -c '^CHECK .* PASS' "$console")
-        bad=$(grep -c '^CHECK .* FAIL' "$console")
+        checks=$(grep -a -c '^CHECK .* PASS' "$console")
+        bad=$(grep -a -c '^CHECK .* FAIL' "$console")
         got=$(fallbacks_of "$console")
         finished=0
-        grep -q '^CHAINREC-VM-EXIT' "$console" && finished=1
+        grep -aq '^CHAINREC-VM-EXIT' "$console" && finished=1
         kline=$(first_kernel_failure "$console")
         verdict=PASS
         class=""
@@ -465,7 +465,7 @@ for entry in "${MATRIX[@]}"; do
         fi
         if [ "$finished" = 0 ]; then
             last=$(grep -a '^CHECK ' "$console" | tail -1 | tr -d '\r' | cut -c1-80)
-            if ! grep -q CHAINREC-VM-BOOTED "$console"; then
+            if ! grep -aq CHAINREC-VM-BOOTED "$console"; then
                 c=no-init
                 n="the kernel did not reach its init"
             elif [ "$timed_out" = 1 ]; then
@@ -482,7 +482,7 @@ for entry in "${MATRIX[@]}"; do
             }
             note="${note:+$note; }$n"
         elif [ "$bad" -gt 0 ] || [ "$checks" -eq 0 ]; then
-            n="$(grep '^CHECK .* FAIL' "$console" | head -3 | tr -d '\r' | tr '\n' ' ')"
+            n="$(grep -a '^CHECK .* FAIL' "$console" | head -3 | tr -d '\r' | tr '\n' ' ')"
             [ -n "$n" ] || n="no check passed"
             [ -n "$class" ] || {
                 class=check
