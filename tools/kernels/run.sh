@@ -168,7 +168,7 @@ data_modules() {
             return 0
         fi
         case "$f" in
-        *.xz) xz -dc "$f" >"$tree/$name.raw" ;;
+        *.xz) if command -v xz >/dev/null; then xz -dc "$f"; else "$BUSYBOX" xzcat "$f"; fi >"$tree/$name.raw" ;;
         *.zst) zstd -qdc "$f" >"$tree/$name.raw" ;;
         *) cp "$f" "$tree/$name.raw" ;;
         esac
