@@ -227,7 +227,7 @@ impl TraceReader {
     /// Read via trailer and index. Err(reason) means "fall back to scanning".
     fn load_indexed(&self) -> std::result::Result<Loaded, String> {
         let data = self.bytes();
-        let (index, index_at, index_len) = self.read_index(data)?;
+        let (index, index_at, index_len) = read_index(data, self.version.0)?;
         let mut l = Loaded::default();
         l.bytes.framing = (FILE_HEADER_LEN + TRAILER_LEN) as u64;
         l.bytes.index = index_len;
@@ -246,35 +246,6 @@ impl TraceReader {
         Ok(l)
     }
 
-    /// The index section the trailer points to: the index, its offset and its length.
-    fn read_index(&self, data: &[u8]) -> std::result::Result<(IndexPayload, u64, u64), String> {
-        let flen = data.len() as u64;
-        let (index_offset, index_len) = match parse_trailer(data)? {
-            Some(t) => t,
-            None => return Err("no trailer (the writer did not finish)".into()),
-        };
-        if index_offset.checked_add(index_len) != Some(flen - TRAILER_LEN as u64)
-            || index_offset < FILE_HEADER_LEN as u64
-        {
-            return Err(format!(
-                "trailer points outside the file (index at {index_offset}, {index_len} bytes)"
-            ));
-        }
-        let (h, payload) = match read_frame(data, index_offset).map_err(msg)? {
-            Frame::Section(h, p) if h.kind == KIND_INDEX => (h, p),
-            _ => return Err(format!("no index section at offset {index_offset}")),
-        };
-        check_payload(&h, payload, index_offset).map_err(msg)?;
-        let raw = decompress_section(&h, payload, index_offset).map_err(msg)?;
-        let index: IndexPayload = if self.version.0 == 1 {
-            decode_bincode::<IndexPayloadV1>(&raw, "index section", index_offset)
-                .map_err(msg)?
-                .into()
-        } else {
-            decode_bincode(&raw, "index section", index_offset).map_err(msg)?
-        };
-        Ok((index, index_offset, h.section_len()))
-    }
     /// Scan sections from the start, stopping at the first incomplete or damaged one.
     fn load_scan(&self, index_problem: String) -> Result<(Loaded, Recovery)> {
         let data = self.bytes();
@@ -387,10 +358,13 @@ impl TraceReader {
             off += h.section_len();
         }
         if l.meta.is_none() {
-            // Without even the initial metadata section there is nothing to recover.
-            if damaged {
+            // Without even the initial metadata section there is nothing to recover. A
+            // file that ends with a valid trailer was finished: a first section running
+            // past its end is a damaged length field, not a killed writer's cut.
+            if damaged || matches!(parse_trailer(data), Ok(Some(_))) {
+                // The first section of a file is its metadata section (FORMAT.md).
                 return Err(FormatError::Corrupt {
-                    what: "first section",
+                    what: "metadata section",
                     offset: FILE_HEADER_LEN as u64,
                     detail: stop.unwrap_or_default(),
                 });
@@ -751,8 +725,13 @@ impl TraceReader {
         }
     }
 
-    /// Decode every chunk and check every reference against the tables.
+    /// Check every section the index of each file lists, decode every chunk and check
+    /// every reference against the tables. Opening checks the table sections, the last
+    /// metadata section, the index and the chunk headers; this adds the payloads of the
+    /// metadata sections a later one superseded (which reading never needs) and the chunk
+    /// payloads, and names the kind the index expects at a damaged header.
     pub fn verify(&self) -> Result<VerifyReport> {
+        self.verify_sections()?;
         let mut rep = VerifyReport::default();
         let mut last_ts = 0u64;
         let mut chunk_idx = 0usize;
@@ -820,6 +799,23 @@ impl TraceReader {
         Ok(rep)
     }
 
+    /// [`check_listed_sections`] for each file, in file order; errors of a later file of a
+    /// set name that file.
+    fn verify_sections(&self) -> Result<()> {
+        check_listed_sections(self.bytes(), self.version.0)?;
+        for p in &self.parts {
+            let bytes: &[u8] = match &p.data {
+                Data::Map(m) => m,
+                Data::Owned(v) => v,
+            };
+            check_listed_sections(bytes, p.version.0).map_err(|e| FormatError::InFile {
+                path: p.path.clone(),
+                source: Box::new(e),
+            })?;
+        }
+        Ok(())
+    }
+
     /// Read everything into memory (small traces, tests).
     pub fn to_mem(&self) -> Result<MemTrace> {
         let mut events = Vec::with_capacity(self.events.min(1 << 24) as usize);
@@ -847,19 +843,27 @@ fn read_mappings(l: &mut Loaded, h: &SectionHeader, payload: &[u8], off: u64) ->
     Ok(())
 }
 
+/// Errors name the kind expected there (the index's word for it): a damaged header can no
+/// longer tell its own.
 fn section_of(data: &[u8], off: u64, kind: u8) -> Result<(SectionHeader, &[u8])> {
-    match read_frame(data, off)? {
-        Frame::Section(h, p) if h.kind == kind => Ok((h, p)),
-        Frame::Section(h, _) => Err(FormatError::Corrupt {
-            what: kind_name(kind),
+    let what = kind_name(kind);
+    let corrupt = |detail: String| FormatError::Corrupt {
+        what,
+        offset: off,
+        detail,
+    };
+    match read_frame(data, off) {
+        Ok(Frame::Section(h, p)) if h.kind == kind => Ok((h, p)),
+        Ok(Frame::Section(h, _)) => Err(corrupt(format!(
+            "expected section kind {kind}, found {}",
+            h.kind
+        ))),
+        Ok(_) => Err(corrupt("no section header here".into())),
+        Err(FormatError::Checksum { .. }) => Err(FormatError::Checksum {
+            what: header_name(kind),
             offset: off,
-            detail: format!("expected section kind {kind}, found {}", h.kind),
         }),
-        _ => Err(FormatError::Corrupt {
-            what: kind_name(kind),
-            offset: off,
-            detail: "no section header here".into(),
-        }),
+        Err(e) => Err(corrupt(e.to_string())),
     }
 }
 
@@ -977,6 +981,65 @@ pub(crate) fn decode_tables_for_fuzz(raw: &[u8]) -> Result<Tables> {
 /// A format error as the text of an index problem (the caller falls back to a scan).
 fn msg(e: FormatError) -> String {
     e.to_string()
+}
+
+/// The index section the trailer of `data` (a file of format `major`) points to: the
+/// index, its offset and its length. Err(reason) when there is no usable one.
+fn read_index(data: &[u8], major: u16) -> std::result::Result<(IndexPayload, u64, u64), String> {
+    let flen = data.len() as u64;
+    let (index_offset, index_len) = match parse_trailer(data)? {
+        Some(t) => t,
+        None => return Err("no trailer (the writer did not finish)".into()),
+    };
+    if index_offset.checked_add(index_len) != Some(flen - TRAILER_LEN as u64)
+        || index_offset < FILE_HEADER_LEN as u64
+    {
+        return Err(format!(
+            "trailer points outside the file (index at {index_offset}, {index_len} bytes)"
+        ));
+    }
+    let (h, payload) = section_of(data, index_offset, KIND_INDEX).map_err(msg)?;
+    check_payload(&h, payload, index_offset).map_err(msg)?;
+    let raw = decompress_section(&h, payload, index_offset).map_err(msg)?;
+    let index: IndexPayload = if major == 1 {
+        decode_bincode::<IndexPayloadV1>(&raw, "index section", index_offset)
+            .map_err(msg)?
+            .into()
+    } else {
+        decode_bincode(&raw, "index section", index_offset).map_err(msg)?
+    };
+    Ok((index, index_offset, h.section_len()))
+}
+
+/// `verify`'s pass over the sections the index of `data` lists, in file order: every header
+/// (checksum, kind), every payload checksum but the chunks' (decoding checks those), and
+/// every metadata section decoded, superseded ones included. A file without a usable index
+/// was read by scanning, which checked each section it read and stopped at the first
+/// damage (`recovery()` says where): nothing to add here.
+fn check_listed_sections(data: &[u8], major: u16) -> Result<()> {
+    let Ok((index, _, _)) = read_index(data, major) else {
+        return Ok(());
+    };
+    let mut listed: Vec<(u64, u8)> =
+        Vec::with_capacity(index.metas.len() + index.tables.len() + index.chunks.len());
+    listed.extend(index.metas.iter().map(|&off| (off, KIND_META)));
+    listed.extend(index.tables.iter().map(|&off| (off, KIND_TABLES)));
+    listed.extend(index.chunks.iter().map(|c| (c.offset, KIND_CHUNK)));
+    listed.sort_unstable();
+    let mut dec = SectionDecompressor::new();
+    let mut raw = Vec::new();
+    for (off, kind) in listed {
+        let (h, payload) = section_of(data, off, kind)?;
+        if kind == KIND_CHUNK {
+            continue;
+        }
+        check_payload(&h, payload, off)?;
+        if kind == KIND_META {
+            dec.decompress(&h, payload, off, &mut raw)?;
+            decode_bincode::<RecordingMeta>(&raw, "metadata section", off)?;
+        }
+    }
+    Ok(())
 }
 
 /// The table sections the index lists, merged in order, and the last metadata section.

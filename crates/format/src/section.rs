@@ -76,6 +76,21 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
     }
 }
 
+/// What the header of a section of `kind` is called in errors (a damaged header no longer
+/// tells its kind; whoever expects a kind at an offset, from the index, names it).
+pub(crate) fn header_name(kind: u8) -> &'static str {
+    match kind {
+        KIND_META => "metadata section header",
+        KIND_TABLES => "table section header",
+        KIND_CHUNK => "event chunk header",
+        KIND_INDEX => "index section header",
+        KIND_MAPPINGS => "mapping section header",
+        KIND_THROTTLES => "throttle section header",
+        KIND_CGROUPS => "cgroup section header",
+        _ => "section header",
+    }
+}
+
 /// The decoded 48-byte section header.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SectionHeader {
