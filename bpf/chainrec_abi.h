@@ -94,10 +94,13 @@
 #define C_USTASH_MISSED 17 /* long waits of user tasks predicted short (task_work path) */
 #define C_UHALF_INPLACE 18 /* lazy user halves reserved at full size (the scratch was taken) */
 #define C_UCOPY_BUSY 19 /* user-stack copies not taken: the ring buffer was over ucopy_ring_budget */
+#define C_TSLOT_FULL 20 /* per-task state not created: the preallocated map was full */
+#define C_USTASH_EVICTED 21 /* stashed user stacks overwritten by another task before use */
+#define C_USTASH_BUSY 22 /* stash slots skipped: held by a program on another CPU */
 /* --profile-bpf: per section, ns spent (C_PROF + 2p) and times entered (C_PROF + 2p + 1) */
-#define C_PROF 20
+#define C_PROF 23
 #define P_SW_ALL 0    /* on_switch, whole */
-#define P_SW_SEEN 1   /* on_switch: task storage of prev and next (first sightings) */
+#define P_SW_SEEN 1   /* on_switch: task state of prev and next (first sightings) */
 #define P_SW_UHALF 2  /* on_switch: a lazy user half still due, taken at switch-out */
 #define P_SW_KSTACK 3 /* on_switch: bpf_get_task_stack(next) after a long wait */
 #define P_SW_ARM 4    /* on_switch: arm_user_stack (twmap, task_work kfunc) */

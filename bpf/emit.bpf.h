@@ -8,6 +8,15 @@ static __always_inline void count(__u32 idx)
 		*c += 1;
 }
 
+/* Counter increment for the programs that may be preempted (task_work callback, sys_exit):
+ * the plain increment of count() could lose an update to a program running in between. */
+static __always_inline void count_atomic(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+}
+
 /* --profile-bpf: the start of a section (0 when profiling is off). */
 static __always_inline __u64 prof_t0(void)
 {

@@ -164,17 +164,25 @@ struct task_st {
 	__u64 cgid;      /* cgroup id last reported for the task (0 = none yet) */
 };
 
-/* Per-task task_work slot (lazy user stacks, task_work path), keyed by tid. Task storage
- * cannot hold a struct bpf_task_work (hash, LRU hash and array maps only). Entries are
- * created at a task's first long wait and deleted at its exit. */
+/* No program allocates memory (docs/RECORDER.md, "No allocation in the scheduler path"):
+ * the scheduler programs run inside __schedule and under the runqueue and pi locks, with
+ * preemption and interrupts off, where an allocation may take a lock that sleeps
+ * (PREEMPT_RT: the page allocator's zone lock, the slab's local lock), fail under memory
+ * pressure or stall. Every map is therefore allocated whole when user space creates it:
+ * hash maps are preallocated (an insert takes a free element from a per-CPU list under a
+ * raw spinlock), and task storage, which allocates at its first use per task, is not used.
+ * tests/bpf_no_alloc.rs checks this on the loaded object. */
+
+/* Per-task task_work slot (lazy user stacks, task_work path), keyed by tid. A struct
+ * bpf_task_work can live in hash, LRU hash and array maps only. Entries are created at a
+ * task's first long wait and deleted at its exit. */
 struct tw_val {
 	struct bpf_task_work tw;
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 65536); /* set to 1 by user space when the path is not used */
+	__uint(max_entries, 65536); /* set by user space (1 when the path is not used) */
 	__type(key, __u32);
 	__type(value, struct tw_val);
 } twmap SEC(".maps");
@@ -183,19 +191,41 @@ extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct b
 					      void *map__map, bpf_task_work_callback_t callback,
 					      void *aux__prog) __ksym __weak;
 
+/* Per-task state, keyed by the task_struct's address: one entry per task as task storage
+ * would be (the key survives an exec's tid exchange in de_thread, and a recycled tid is a
+ * new task), created at the task's first event and deleted at its last switch-out
+ * (TASK_DEAD), before its task_struct can be freed and its address reused. max_entries is
+ * set by user space from the number of threads (load.rs); an insert into a full map fails
+ * and is counted (C_TSLOT_FULL): the task is then recorded without per-task state. */
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
 	__type(value, struct task_st);
-} tstore SEC(".maps");
+} tslots SEC(".maps");
 
 /* The user stack of a task taken at its switch-out (lazy mode, user_stash), used at its
- * switch-in when the wait was long. h.ts is the switch-out it was taken at, so a stale one
- * (an earlier wait) is never used. Task storage: 2 KiB per task that had a long wait. */
+ * switch-in when the wait was long: a fixed array of slots, each ~22 KiB, allocated at map
+ * creation. A slot is stamped with its owner's tid and the switch-out it was taken at, which
+ * together name one wait of one task (a recycled tid has other switch-outs). A task may use
+ * the two slots its tid hashes to (stash_slot): its own, a
+ * free one (consumed or never used), or else the older of the two, whose owner then finds
+ * nothing at its switch-in and takes the task_work / sys_exit path (counted:
+ * C_USTASH_EVICTED). A slot is read and written only by who holds `busy` (compare and
+ * swap: the owner's switch-in may run on another CPU than a thief's switch-out). */
+struct stash_slot {
+	__u64 busy;
+	__u32 owner; /* tid; 0 = never used */
+	__u32 unused;
+	struct ev_stk st; /* st.h.ts: the switch-out it was taken at; 0 = consumed */
+};
+
+#define USTASH_BITS 9
+#define USTASH_SLOTS (1 << USTASH_BITS) /* ~11.6 MiB in all */
+
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct ev_stk);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, USTASH_SLOTS);
+	__type(key, __u32);
+	__type(value, struct stash_slot);
 } ustash SEC(".maps");

@@ -17,28 +17,73 @@ static __always_inline __u32 wait_key(struct task_struct *t)
 	return (__u32)(nr % 63);
 }
 
+/* The two stash slots a task may use (maps.bpf.h, ustash): a multiplicative hash of its
+ * tid and the neighbouring slot. */
+static __always_inline __u32 stash_slot(__u32 tid)
+{
+	return (tid * 2654435761u) >> (32 - USTASH_BITS);
+}
+
+static __always_inline struct stash_slot *stash_at(__u32 i)
+{
+	i &= USTASH_SLOTS - 1;
+	return bpf_map_lookup_elem(&ustash, &i);
+}
+
+static __always_inline bool stash_claim(struct stash_slot *sl)
+{
+	if (__sync_val_compare_and_swap(&sl->busy, 0, 1) == 0)
+		return true;
+	count(C_USTASH_BUSY);
+	return false;
+}
+
+static __always_inline void stash_release(struct stash_slot *sl)
+{
+	__sync_lock_test_and_set(&sl->busy, 0);
+}
+
 /* Lazy mode, user_stash: prev's wait is predicted long (its last wait with the same key
- * was): take its user stack now, in prev itself, into its ustash. Its user registers are
+ * was): take its user stack now, in prev itself, into a stash slot. Its user registers are
  * those it will return to user space with, whatever happens in between (a signal frame is
  * set up only on the way out), so this is the stack it waits with. */
 static __always_inline void stash_user_stack(void *ctx, struct task_struct *prev,
 					     struct task_st *ps, __u64 ts)
 {
-	struct ev_stk *st;
-
+	__u32 me = prev->pid, i = stash_slot(me);
 	__u64 bit;
+	struct stash_slot *a, *b, *sl;
 
 	ps->wait_key = wait_key(prev);
 	bit = 1ull << (ps->wait_key & 63);
 	if (!((ps->long_hi | ps->long_lo) & bit))
 		return;
-	st = bpf_task_storage_get(&ustash, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!st)
+	a = stash_at(i);
+	b = stash_at(i ^ 1);
+	if (!a || !b)
 		return;
-	st->h.ts = ts;
-	st->h.nk = 0;
-	st->h.nu = 0;
-	cur_ustack(ctx, st);
+	/* Its own slot, else a free one, else the one stashed longer ago. The choice is made
+	 * without the lock (a race only picks a worse slot; the owner check below is exact). */
+	if (a->owner == me)
+		sl = a;
+	else if (b->owner == me)
+		sl = b;
+	else if (a->st.h.ts == 0)
+		sl = a;
+	else if (b->st.h.ts == 0)
+		sl = b;
+	else
+		sl = a->st.h.ts <= b->st.h.ts ? a : b;
+	if (!stash_claim(sl))
+		return;
+	if (sl->owner != me && sl->st.h.ts != 0)
+		count(C_USTASH_EVICTED);
+	sl->owner = me;
+	sl->st.h.ts = ts;
+	sl->st.h.nk = 0;
+	sl->st.h.nu = 0;
+	cur_ustack(ctx, &sl->st);
+	stash_release(sl);
 	count(C_USTASH_TAKEN);
 }
 
@@ -65,11 +110,19 @@ static __always_inline void learn_wait(struct task_st *ns, bool long_wait)
  * false when there is none for this wait (switched out at `off`). */
 static __always_inline bool use_stash(struct task_struct *next, struct ev_stk *s, __u64 off)
 {
-	struct ev_stk *st = bpf_task_storage_get(&ustash, next, 0, 0);
+	__u32 me = next->pid, i = stash_slot(me);
+	struct stash_slot *sl = stash_at(i);
+	struct ev_stk *st;
 	__u32 nk = s->h.nk, nu;
+	bool ok = false;
 
-	if (!st || st->h.ts != off)
+	if (sl && sl->owner != me)
+		sl = stash_at(i ^ 1);
+	if (!sl || sl->owner != me || sl->st.h.ts != off || !stash_claim(sl))
 		return false;
+	st = &sl->st;
+	if (sl->owner != me || st->h.ts != off) /* taken over before the claim */
+		goto out;
 	st->h.ts = 0;
 	nu = st->h.nu;
 	if (nk > MAX_FRAMES)
@@ -85,12 +138,15 @@ static __always_inline bool use_stash(struct task_struct *next, struct ev_stk *s
 			len = UCOPY_MAX;
 		if (bpf_probe_read_kernel(&s->frames[nk], nu * 8 + sizeof(struct ucopy) + len,
 					  st->frames))
-			return false;
+			goto out;
 	} else if (nu && bpf_probe_read_kernel(&s->frames[nk], nu * 8, st->frames)) {
-		return false;
+		goto out;
 	}
 	s->h.ust = st->h.ust;
 	s->h.nu = nu;
 	count(C_USTASH_USED);
-	return true;
+	ok = true;
+out:
+	stash_release(sl);
+	return ok;
 }

@@ -106,23 +106,13 @@ static __always_inline void cur_ustack_fp(void *ctx, struct ev_stk *s)
 /* The top of each thread's user stack as the consumer learned it from a whole unwound
  * stack (the highest address its unwinding read), keyed by tid: a thread's copies stop
  * there instead of taking the whole UCOPY_MAX (main threads stop at mm->start_stack).
- * Written by user space, deleted at the thread's exit. */
+ * Written by user space, deleted at the thread's exit. Preallocated, like every map here. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, __u64);
 } ustack_top SEC(".maps");
-
-/* Counter increment for the programs that may be preempted (task_work callback, sys_exit):
- * the plain increment of count() could lose an update to a program running in between. */
-static __always_inline void count_atomic(__u32 idx)
-{
-	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
-	if (c)
-		__sync_fetch_and_add(c, 1);
-}
 
 /* Copy the user stack of `t` (from its user sp up, at most ucopy_max bytes, page by page
  * until a page cannot be read) into the block at `dst`, with the user ip/sp/bp, so the

@@ -156,6 +156,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u64 ts = bpf_ktime_get_ns();
 
 	do_switch(ctx, preempt, prev, next, prev_state, ts);
+	if (!preempt && (prev_state & 0x80 /* TASK_DEAD */))
+		tst_forget(prev);
 	prof_add(P_SW_ALL, ts, false);
 	return 0;
 }

@@ -44,9 +44,32 @@ static __always_inline bool emit_comm(struct task_struct *t, const char *name, _
 	return true;
 }
 
+/* The state of t; with `create`, inserted when missing (a preallocated element: no
+ * allocation, see maps.bpf.h). NULL when missing, or when the map is full (counted). */
 static __always_inline struct task_st *tst(struct task_struct *t, bool create)
 {
-	return bpf_task_storage_get(&tstore, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	__u64 key = (__u64)t;
+	struct task_st *s = bpf_map_lookup_elem(&tslots, &key);
+	struct task_st fresh = {};
+	long err;
+
+	if (s || !create)
+		return s;
+	err = bpf_map_update_elem(&tslots, &key, &fresh, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: inserted meanwhile by another CPU */) {
+		count_atomic(C_TSLOT_FULL);
+		return 0;
+	}
+	return bpf_map_lookup_elem(&tslots, &key);
+}
+
+/* t's last switch-out (TASK_DEAD): its state goes, before its task_struct can be freed and
+ * its address given to a new task. */
+static __always_inline void tst_forget(struct task_struct *t)
+{
+	__u64 key = (__u64)t;
+
+	bpf_map_delete_elem(&tslots, &key);
 }
 
 /* First sighting: emit the task's identity once. */

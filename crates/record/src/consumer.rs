@@ -549,7 +549,17 @@ impl Consumer {
             taken: c(raw::C_USTASH_TAKEN),
             used: c(raw::C_USTASH_USED),
             missed: c(raw::C_USTASH_MISSED),
+            evicted: c(raw::C_USTASH_EVICTED),
+            busy: c(raw::C_USTASH_BUSY),
         };
+        meta.extra.push((
+            "task_state".into(),
+            format!(
+                "{} slots preallocated, {} tasks recorded without state (map full)",
+                skel.maps.tslots.max_entries(),
+                c(raw::C_TSLOT_FULL)
+            ),
+        ));
         if path != UserStackPath::Off {
             meta.extra
                 .push(("user_stacks_at_switch_out".into(), user_stash.to_string()));

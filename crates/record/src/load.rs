@@ -164,6 +164,12 @@ fn open_and_load<'obj>(
             .set_max_entries(1)
             .map_err(|e| bpf_err("open", e))?;
     }
+    // Per-task state is preallocated (bpf/maps.bpf.h): room for every thread there is now,
+    // twice over, and never less than the default.
+    open.maps
+        .tslots
+        .set_max_entries(task_slots())
+        .map_err(|e| bpf_err("open", e))?;
     if path != UserStackPath::SysExit {
         // Attaching sys_exit at all puts every syscall exit on the slow path.
         open.progs.on_sys_exit.set_autoload(false);
@@ -180,6 +186,34 @@ fn open_and_load<'obj>(
     }
     open.load().map_err(|e| bpf_err("load", e))
 }
+
+/// Entries of the preallocated per-task state map (`tslots`): twice the threads alive now
+/// plus room for churn, at least [`MIN_TASK_SLOTS`], at most the kernel's pid limit. A full
+/// map is counted (`C_TSLOT_FULL`) and reported, never silent.
+pub(crate) fn task_slots() -> u32 {
+    let threads = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .map(|e| std::fs::read_dir(e.path().join("task")).map_or(1, |t| t.count()))
+                .sum::<usize>()
+        })
+        .unwrap_or(0);
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(4 << 20);
+    (2 * threads + 16384)
+        .max(MIN_TASK_SLOTS)
+        .min(pid_max.max(MIN_TASK_SLOTS)) as u32
+}
+
+/// The smallest per-task state map: ~8 MiB of kernel memory.
+pub(crate) const MIN_TASK_SLOTS: usize = 65536;
 
 /// What the BPF side needs to tell softirqs run by a task from those at an interrupt's
 /// exit by the irq stack (`softirq_by_irqstack` in bpf/wake_context.bpf.h).
@@ -504,4 +538,77 @@ pub(crate) fn attach_softirq_tracking(
         }
     };
     (softirq_links, softirq_method)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use libbpf_rs::MapType;
+
+    /// BPF helpers that allocate at their first use per object (with the create flag):
+    /// task, cgroup, inode and socket local storage.
+    const STORAGE_GET_HELPERS: [(i32, &str); 4] = [
+        (156, "bpf_task_storage_get"),
+        (210, "bpf_cgrp_storage_get"),
+        (145, "bpf_inode_storage_get"),
+        (107, "bpf_sk_storage_get"),
+    ];
+
+    /// docs/RECORDER.md, "No allocation in the scheduler path": every map of the object is
+    /// allocated whole at creation, so no program allocates memory when it runs (inside
+    /// `__schedule`, under the runqueue lock, where PREEMPT_RT's allocator locks sleep).
+    /// Hash maps are preallocated and no program uses local storage. The object is only
+    /// opened (parsed), not loaded: this needs no privileges.
+    #[test]
+    fn no_program_can_allocate() {
+        let mut obj = MaybeUninit::uninit();
+        let open = ChainrecSkelBuilder::default()
+            .open(&mut obj)
+            .expect("open the BPF object");
+        let mut seen = 0;
+        for map in open.open_object().maps() {
+            let name = map.name().to_string_lossy().into_owned();
+            let ty = map.map_type();
+            assert!(
+                !matches!(
+                    ty,
+                    MapType::TaskStorage
+                        | MapType::CGrpStorage
+                        | MapType::InodeStorage
+                        | MapType::SkStorage
+                ),
+                "map {name} is local storage ({ty:?}), which allocates at a task's first use"
+            );
+            if matches!(
+                ty,
+                MapType::Hash | MapType::PercpuHash | MapType::HashOfMaps
+            ) {
+                assert_eq!(
+                    map.map_flags() & libbpf_rs::libbpf_sys::BPF_F_NO_PREALLOC,
+                    0,
+                    "hash map {name} is not preallocated: an insert would allocate"
+                );
+            }
+            assert_ne!(
+                ty,
+                MapType::LpmTrie,
+                "map {name}: LPM tries allocate on insert"
+            );
+            seen += 1;
+        }
+        assert!(seen > 10, "only {seen} maps found in the object");
+        for prog in open.open_object().progs() {
+            let section = prog.section().to_string_lossy().into_owned();
+            for insn in prog.insns() {
+                // BPF_JMP | BPF_CALL with src_reg 0: a helper call, its id in imm.
+                if insn.code == 0x85 && insn.src_reg() == 0 {
+                    if let Some((_, helper)) =
+                        STORAGE_GET_HELPERS.iter().find(|(id, _)| *id == insn.imm)
+                    {
+                        panic!("program {section} calls {helper}, which may allocate");
+                    }
+                }
+            }
+        }
+    }
 }

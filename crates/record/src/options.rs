@@ -124,6 +124,9 @@ pub struct RecordSummary {
     pub duration: Duration,
     /// Lost and skipped counts (also in the file's metadata).
     pub lost: LostCounts,
+    /// Tasks recorded without per-task state because the preallocated map was full (their
+    /// names and lazy stacks may be missing; also in the file's metadata, `task_state`).
+    pub tasks_without_state: u64,
     /// Unique stacks written.
     pub stacks: u64,
     /// Symbols written.
@@ -247,6 +250,11 @@ pub struct UserStashCounts {
     /// Long waits predicted short: their user stack came through the task_work (or
     /// sys_exit) path.
     pub missed: u64,
+    /// Stashed stacks overwritten by another task before their wait ended (the fixed stash
+    /// slots were all in use): those waits took the task_work (or sys_exit) path too.
+    pub evicted: u64,
+    /// Stash slots skipped because a program on another CPU held them.
+    pub busy: u64,
 }
 
 impl std::fmt::Display for UserStashCounts {
@@ -254,11 +262,14 @@ impl std::fmt::Display for UserStashCounts {
         write!(
             f,
             "{} taken at the switch-out on a prediction, {} used ({} wasted: the wait was \
-             short), {} long waits predicted short (task_work)",
+             short), {} long waits predicted short (task_work), {} evicted from a full \
+             stash, {} slots busy",
             self.taken,
             self.used,
             self.taken.saturating_sub(self.used),
-            self.missed
+            self.missed,
+            self.evicted,
+            self.busy
         )
     }
 }

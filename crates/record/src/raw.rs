@@ -40,7 +40,7 @@ pub const P_NAMES: [&str; P_NR] = {
     use abi::*;
     let mut n = [""; P_NR];
     n[P_SW_ALL as usize] = "on_switch";
-    n[P_SW_SEEN as usize] = "switch: task storage (seen)";
+    n[P_SW_SEEN as usize] = "switch: task state (seen)";
     n[P_SW_UHALF as usize] = "switch: user half at switch-out";
     n[P_SW_KSTACK as usize] = "switch: kernel stack of next";
     n[P_SW_ARM as usize] = "switch: arm user stack";

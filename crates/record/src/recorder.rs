@@ -194,6 +194,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         bytes: ws.bytes,
         duration: t_start.elapsed(),
         lost: meta.lost.clone(),
+        tasks_without_state: counters[raw::C_TSLOT_FULL as usize],
         stacks: (conv.next_stack - StackId::FIRST_REAL) as u64,
         symbols: (conv.kaddrs.len() + conv.uaddrs.len()) as u64,
         consumer_cpu,

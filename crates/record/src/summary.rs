@@ -122,6 +122,13 @@ impl RecordSummary {
             None => out.push("on-CPU samples: off (--no-samples)".to_string()),
         }
         out.extend(summary.fallbacks.iter().map(Fallback::line));
+        if summary.tasks_without_state > 0 {
+            out.push(format!(
+                "WARNING: {} tasks were recorded without per-task state (the preallocated map \
+             was full): their names and lazy stacks may be missing",
+                summary.tasks_without_state
+            ));
+        }
         if l.ringbuf_full > 0 {
             out.push(format!(
                 "WARNING: {} events lost because the ring buffer was full; the chains \
@@ -157,6 +164,7 @@ impl RecordSummary {
             "bpf_run_cnt": summary.bpf_run_cnt,
             "context_method": summary.context_method,
             "context_fallbacks": summary.context_fallbacks,
+            "tasks_without_state": summary.tasks_without_state,
             "softirq_method": summary.softirq_method,
             "softirq_wakings": {
                 "task": summary.softirq.task, "irq_exit": summary.softirq.irq_exit,
