@@ -166,7 +166,7 @@ test)
     log "checking formatting"
     cargo fmt --all -- --check
     log "checking that the modules of every crate and of the binary form no import circle"
-    cargo run --quiet --locked -p chainrec-tools --bin modcycles -- crates/*/src src
+    cargo run --quiet --locked --profile ci -p chainrec-tools --bin modcycles -- crates/*/src src
     log "clippy (warnings are errors)"
     cargo clippy --locked --workspace --all-targets -- -D warnings
     log "rustdoc (warnings are errors)"
@@ -174,11 +174,13 @@ test)
     # The analysis-only binary (README: "Analysis only, on a workstation") must build without
     # the recorder; built first, because the tests below rebuild the full binary in place.
     log "building the analysis-only binary (--no-default-features)"
-    cargo build --release --locked --no-default-features --bin chainrec
+    # The ci profile (Cargo.toml): release optimisation without LTO; it shares its
+    # artifacts with the test build below.
+    cargo build --profile ci --locked --no-default-features --bin chainrec
     log "running tests (BPF tests run for real as root; CHAINREC_REQUIRE_BPF=1 turns their skip into a failure)"
-    # Release mode: the engine and format tests push millions of events, and the recorder's consumer
-    # must keep up with the kernel during the real-recording tests.
-    cargo test --release --locked --workspace --all-targets "$@"
+    # Optimised (the ci profile): the engine and format tests push millions of events, and the
+    # recorder's consumer must keep up with the kernel during the real-recording tests.
+    cargo test --profile ci --locked --workspace --all-targets "$@"
     # The kernel matrix: the packaged binary on Debian's 6.1 (generic, cloud, PREEMPT_RT)
     # and 6.12 kernels in QEMU, and on this one (tools/kernels/run.sh).
     log "kernel matrix (./x.sh kernels)"
