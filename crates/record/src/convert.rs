@@ -128,6 +128,12 @@ pub(crate) struct Converter {
     /// (`ustack_top`: later copies of that thread stop there; 0 = forget it).
     stack_tops: HashMap<Tid, u64>,
     pub(crate) new_stack_tops: Vec<(Tid, u64)>,
+    /// User addresses in anonymous executable memory (JIT code) per process, and whether
+    /// each is a return address: named again from the process's perf map at its exit
+    /// (see [`Converter::name_jit_frames`]).
+    jit_addrs: HashMap<Tid, Vec<(u64, bool)>>,
+    /// Where perf map files are (`/tmp`).
+    pub(crate) perf_map_dir: std::path::PathBuf,
     /// CPU-quota throttling records, for the throttle sections.
     pub(crate) throttles: crate::throttle::Throttles,
 }
@@ -186,6 +192,8 @@ impl Converter {
             new_label_syms: Vec::new(),
             stack_tops: HashMap::new(),
             new_stack_tops: Vec::new(),
+            jit_addrs: HashMap::new(),
+            perf_map_dir: std::path::PathBuf::from("/tmp"),
             throttles: Default::default(),
             stack_ids: HashMap::new(),
             next_stack: StackId::FIRST_REAL,
@@ -251,6 +259,9 @@ impl Converter {
                         StackKind::User if a >= UNWIND_LABEL_BASE => {} // named already
                         StackKind::User => {
                             if self.uaddrs.insert((tgid, a)) {
+                                if self.unwinder.is_anon(tgid, a) {
+                                    self.jit_addrs.entry(tgid).or_default().push((a, i > 0));
+                                }
                                 self.new_uaddrs.entry(tgid).or_default().push(a);
                                 self.new_uaddr_ts.entry(tgid).or_insert(self.cur_ts);
                                 if i > 0 {
@@ -420,7 +431,16 @@ impl Converter {
 
     /// The user frames of `e` unwound from its stack copy into `self.unwound` (leaf first;
     /// a label frame last when the walk could not be finished).
-    fn unwind_copy(&mut self, e: &RawEv, bytes: &[u8], history: Option<&MappingHistory>) -> bool {
+    /// When the unwind stops short and the BPF frame-pointer walk of the same record (`fp`)
+    /// got further (more frames, in mapped code), that walk is kept instead (counted in
+    /// `fp_walk_kept`).
+    fn unwind_copy(
+        &mut self,
+        e: &RawEv,
+        fp: &[u64],
+        bytes: &[u8],
+        history: Option<&MappingHistory>,
+    ) -> bool {
         let Some(copy) = e.stack_copy(bytes) else {
             return false;
         };
@@ -449,6 +469,17 @@ impl Converter {
             }
             _ => {}
         }
+        if matches!(end, UnwindEnd::Incomplete(_)) && e.ust == raw::ST_PRESENT {
+            if let Some(n) = self
+                .unwinder
+                .fp_walk_better(tgid, e.ts, out.len(), fp, history)
+            {
+                out.clear();
+                out.extend_from_slice(&fp[..n]);
+                self.unwound = out;
+                return true;
+            }
+        }
         if let UnwindEnd::Incomplete(reason) = end {
             let last = out.last().copied().unwrap_or(copy.ip);
             let at = self.unwinder.describe(tgid, e.ts, last);
@@ -468,6 +499,48 @@ impl Converter {
         }
         self.unwound = out;
         true
+    }
+
+    /// At the exit of process `tgid`: its JIT frames named again from its perf map
+    /// (`/tmp/perf-TGID.map`), whose symbol entries replace the ones written when the
+    /// frames were new (a later entry for an address wins). A JIT that writes its map at
+    /// exit (`-XX:+DumpPerfMapAtExit`) or later than the frames were symbolized (`jcmd PID
+    /// Compiler.perfmap`) had left them unnamed: symbolization runs on every poll, while
+    /// the frames are new. Frames not yet symbolized are left to the symbolizer.
+    fn name_jit_frames(&mut self, tgid: Tid) {
+        let Some(addrs) = self.jit_addrs.remove(&tgid) else {
+            return;
+        };
+        let path = self.perf_map_dir.join(format!("perf-{tgid}.map"));
+        let Some(map) = chainrec_symbols::PerfMap::read(&path) else {
+            return;
+        };
+        let pending: HashSet<u64> = self
+            .new_uaddrs
+            .get(&tgid)
+            .map(|v| v.iter().copied().collect())
+            .unwrap_or_default();
+        for (addr, caller) in addrs {
+            if pending.contains(&addr) {
+                continue;
+            }
+            // A return address is named by its call instruction.
+            let at = if caller { addr - 1 } else { addr };
+            let Some((name, offset)) = map.lookup(at) else {
+                continue;
+            };
+            self.new_label_syms.push(SymbolEntry {
+                kind: StackKind::User,
+                tgid,
+                addr,
+                name: Some(name.to_string()),
+                offset: offset + (addr - at),
+                module: None,
+                build_id: None,
+                file_offset: None,
+            });
+            self.unwinder.counts.jit_named_at_exit += 1;
+        }
     }
 
     /// The address of label frame `text` in process `tgid` (a symbol entry is added once).
@@ -504,7 +577,11 @@ impl Converter {
         if e.kind == raw::EV_COMM && e.aux == CommReason::Exec as u8 {
             self.unwinder.forget(e.task().tgid);
         }
-        let unwound = e.has_copy && self.unwind_copy(e, bytes, history);
+        let unwound = e.has_copy && {
+            let at = e.frames_at as usize + e.nk as usize;
+            let fp = pool.get(at..at + e.nu as usize).unwrap_or(&[]);
+            self.unwind_copy(e, fp, bytes, history)
+        };
         let unwound_frames = std::mem::take(&mut self.unwound);
         let ev = self.convert_frames(e, pool, unwound.then_some(&unwound_frames[..]));
         self.unwound = unwound_frames;
@@ -593,6 +670,7 @@ impl Converter {
             raw::EV_EXIT => {
                 let t = e.task();
                 if t.tid == t.tgid {
+                    self.name_jit_frames(t.tgid);
                     self.unwinder.forget(t.tgid);
                 }
                 self.task_cgroup.remove(&t.tid);
@@ -790,6 +868,60 @@ mod tests {
             (StackId::FAILED, StackId::SKIPPED)
         );
         assert_eq!(c.lost.kernel_stack_failed, 2);
+    }
+
+    #[test]
+    fn jit_frames_are_named_from_the_perf_map_at_the_process_exit() {
+        let dir = std::env::temp_dir().join(format!("chainrec-jit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Written at exit (-XX:+DumpPerfMapAtExit): after the frames were first symbolized.
+        std::fs::write(
+            dir.join("perf-77.map"),
+            "10000 100 LQueueDemo;::sink\n10100 100 LQueueDemo;::relay\n",
+        )
+        .unwrap();
+        let mut c = Converter::new(KernelSymbols::default());
+        c.perf_map_dir = dir.clone();
+        // A leaf, a return address (named by its call instruction: the end of `sink` is
+        // `sink`), one outside the map, one not yet symbolized (left to the symbolizer).
+        c.jit_addrs.insert(
+            77,
+            vec![
+                (0x10010, false),
+                (0x10100, true),
+                (0x30000, false),
+                (0x10120, false),
+            ],
+        );
+        c.new_uaddrs.insert(77, vec![0x10120]);
+        let e = RawEv {
+            kind: raw::EV_EXIT,
+            args: raw::EvArgs {
+                task: raw::ev_task {
+                    tid: 77,
+                    tgid: 77,
+                    flags: 0,
+                    unused: 0,
+                },
+            },
+            ..Default::default()
+        };
+        c.convert(&e, &[], &[], None);
+        let named: Vec<(u64, &str, u64)> = c
+            .new_label_syms
+            .iter()
+            .map(|s| (s.addr, s.name.as_deref().unwrap(), s.offset))
+            .collect();
+        assert_eq!(
+            named,
+            vec![
+                (0x10010, "LQueueDemo;::sink", 0x10),
+                (0x10100, "LQueueDemo;::sink", 0x100)
+            ]
+        );
+        assert_eq!(c.unwinder.counts.jit_named_at_exit, 2);
+        assert!(c.jit_addrs.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -20,7 +20,8 @@ use std::sync::Arc;
 
 use chainrec_format::MappingHistory;
 
-/// An executable file mapping of a process: `[start, end)` maps the file from `offset` on.
+/// An executable mapping of a process: `[start, end)` maps the file from `offset` on, or
+/// is anonymous executable memory (JIT code, `anon`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mapping {
     /// First address.
@@ -36,6 +37,25 @@ pub struct Mapping {
     pub open: Option<PathBuf>,
     /// Identity of the file (device, inode), so each object is parsed once.
     pub file_id: (u64, u64),
+    /// Anonymous executable memory (JIT code: the JVM's code cache, V8, LuaJIT, ...): no
+    /// object and no CFI, unwound by frame pointers (`-XX:+PreserveFramePointer`,
+    /// `--perf-basic-prof`, ...).
+    pub anon: bool,
+}
+
+impl Mapping {
+    /// An anonymous executable mapping `[start, end)` (path `//anon`, as perf spells it).
+    pub fn anonymous(start: u64, end: u64) -> Mapping {
+        Mapping {
+            start,
+            end,
+            offset: 0,
+            path: "//anon".to_string(),
+            open: None,
+            file_id: (0, 0),
+            anon: true,
+        }
+    }
 }
 
 /// Which executable mapping holds an address of a process at a time.
@@ -101,10 +121,13 @@ fn parse_maps_line(tgid: u32, line: &str) -> Option<Mapping> {
             path,
             open: None,
             file_id: (0, 0),
+            anon: false,
         });
     }
     if inode == 0 || !path.starts_with('/') {
-        return None; // anonymous (JIT) code: frame pointers
+        // Anonymous executable memory (JIT code, `[anon:...]`, `[vsyscall]`): registered
+        // without an object, so the walk continues through it by frame pointer.
+        return Some(Mapping::anonymous(start, end));
     }
     let (maj, min) = dev.split_once(':')?;
     let dev = (u64::from_str_radix(maj, 16).ok()? << 32) | u64::from_str_radix(min, 16).ok()?;
@@ -115,6 +138,7 @@ fn parse_maps_line(tgid: u32, line: &str) -> Option<Mapping> {
         open: Some(PathBuf::from(format!("/proc/{tgid}/map_files/{s}-{e}"))),
         path,
         file_id: (dev, inode),
+        anon: false,
     })
 }
 
@@ -132,10 +156,12 @@ fn mapping_from_history(h: &MappingHistory, tgid: u32, ts: u64, addr: u64) -> Op
             path: e.path.clone(),
             open: None,
             file_id: (0, 0),
+            anon: false,
         });
     }
     if !e.path.starts_with('/') {
-        return None; // anonymous (JIT) code: frame pointers
+        // Anonymous executable memory (JIT code): frame pointers.
+        return Some(Mapping::anonymous(e.start, e.end));
     }
     let md = std::fs::metadata(&e.path).ok()?;
     if e.inode != 0 && md.ino() != e.inode {
@@ -151,6 +177,7 @@ fn mapping_from_history(h: &MappingHistory, tgid: u32, ts: u64, addr: u64) -> Op
         path: e.path.clone(),
         open: Some(PathBuf::from(&e.path)),
         file_id: (major << 32 | minor, md.ino()),
+        anon: false,
     })
 }
 
@@ -430,6 +457,18 @@ pub struct UnwindCounts {
     /// Copies the recorder did not take because the ring buffer was over half full (those
     /// stacks keep their frame-pointer walk): counted in BPF, set when the recording ends.
     pub copies_skipped_busy: u64,
+    /// Anonymous executable mappings (JIT code) registered: walked by frame pointer.
+    pub anon_mappings: u64,
+    /// Return addresses found by frame pointer in code without CFI (JIT code, objects
+    /// without `.eh_frame`/`.debug_frame`).
+    pub fp_frames: u64,
+    /// Unfinished unwinds whose stack is the BPF frame-pointer walk of the same record
+    /// instead, because that walk got further (more frames, all in mapped code).
+    pub fp_walk_kept: u64,
+    /// JIT frames named from the process's perf map (`/tmp/perf-PID.map`) read again at
+    /// the process's exit (a map written at exit, `-XX:+DumpPerfMapAtExit`, or after the
+    /// frames were first symbolized).
+    pub jit_named_at_exit: u64,
 }
 
 impl std::fmt::Display for UnwindCounts {
@@ -470,6 +509,27 @@ impl std::fmt::Display for UnwindCounts {
                 self.from_history
             )?;
         }
+        if self.anon_mappings > 0 || self.fp_frames > 0 {
+            write!(
+                f,
+                "; {} frames by frame pointer in code without CFI ({} anonymous executable mappings)",
+                self.fp_frames, self.anon_mappings
+            )?;
+        }
+        if self.fp_walk_kept > 0 {
+            write!(
+                f,
+                "; {} unfinished unwinds replaced by the longer frame-pointer walk",
+                self.fp_walk_kept
+            )?;
+        }
+        if self.jit_named_at_exit > 0 {
+            write!(
+                f,
+                "; {} JIT frames named from perf maps at process exit",
+                self.jit_named_at_exit
+            )?;
+        }
         Ok(())
     }
 }
@@ -497,8 +557,21 @@ struct ProcUnwinder {
     /// processes' addresses (ASLR gives each its own) nearly every time, and each miss
     /// parses CFI again.
     cache: CacheX86_64,
-    /// The mappings added as modules, and whether their object has CFI (sorted by start).
-    modules: Vec<(Range<u64>, bool)>,
+    /// The mappings known (sorted by start), and whether their object has CFI (file
+    /// objects with CFI are framehop modules; other mappings are only listed, and framehop
+    /// walks them by frame pointer).
+    modules: Vec<(Range<u64>, Code)>,
+}
+
+/// What a known mapping of a process holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Code {
+    /// An object with CFI.
+    Cfi,
+    /// An object without CFI (or that could not be read).
+    NoCfi,
+    /// Anonymous executable memory (JIT code).
+    Anon,
 }
 
 /// Unwinds user stack copies, per process, with objects parsed once.
@@ -534,12 +607,54 @@ impl<A: AddressSpaces> UserUnwinder<A> {
     /// for the label of an unfinished stack.
     pub fn describe(&mut self, tgid: u32, ts: u64, addr: u64) -> String {
         match self.spaces.mapping(tgid, ts, addr) {
+            Some(m) if m.anon => format!("anonymous code 0x{addr:x}"),
             Some(m) => {
                 let name = m.path.rsplit('/').next().unwrap_or(&m.path);
                 format!("{name}+0x{:x}", addr - m.start + m.offset)
             }
             None => format!("0x{addr:x}"),
         }
+    }
+
+    /// Whether `addr` lies in anonymous executable memory (JIT code) of `tgid`, as far as
+    /// its unwinds so far have seen.
+    pub fn is_anon(&self, tgid: u32, addr: u64) -> bool {
+        self.procs
+            .get(&tgid)
+            .and_then(|p| p.module_at(addr))
+            .is_some_and(|(_, c)| *c == Code::Anon)
+    }
+
+    /// After an unwind that stopped short with `unwound` frames (its label frame not
+    /// counted): whether the BPF frame-pointer walk `fp` of the same record got further.
+    /// Returns how many of its frames to keep, the frames up to the first that lies in no
+    /// executable mapping of `tgid` (a frame-pointer walk through code without frame
+    /// pointers ends in garbage), when those are more than the unwind found; counted in
+    /// [`UnwindCounts::fp_walk_kept`].
+    pub fn fp_walk_better(
+        &mut self,
+        tgid: u32,
+        ts: u64,
+        unwound: usize,
+        fp: &[u64],
+        history: Option<&MappingHistory>,
+    ) -> Option<usize> {
+        if fp.len() <= unwound {
+            return None;
+        }
+        let mut valid = 0;
+        for (i, &a) in fp.iter().enumerate() {
+            // A return address is looked up by its call instruction.
+            let at = if i == 0 { a } else { a.wrapping_sub(1) };
+            if !self.ensure(tgid, ts, at, history) {
+                break;
+            }
+            valid += 1;
+        }
+        (valid > unwound).then(|| {
+            self.counts.fp_walk_kept += 1;
+            valid
+        })
     }
 
     /// `tgid` exec'd or exited: its modules are dropped (objects stay cached).
@@ -604,25 +719,38 @@ impl<A: AddressSpaces> UserUnwinder<A> {
                 None => return false,
             },
         };
-        let obj = self.object(&m);
+        // Anonymous executable memory has no object: it is only listed, and framehop,
+        // finding no module there, walks it by frame pointer.
+        let obj = if m.anon { None } else { self.object(&m) };
         let p = self.procs.entry(tgid).or_insert_with(|| ProcUnwinder {
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             modules: Vec::new(),
         });
         let at = p.modules.partition_point(|(r, _)| r.start < m.start);
-        if p.modules.get(at).is_some_and(|(r, _)| r.start == m.start) {
+        if p.modules
+            .get(at)
+            .is_some_and(|(r, _)| r.start == m.start && r.end == m.end)
+        {
             return true;
         }
-        // A mapping that overlaps a known one replaced it (munmap + mmap): drop the old.
-        p.modules.retain(|(r, _)| {
+        // A mapping that overlaps a known one replaced it (munmap + mmap), or grew (a JIT
+        // code cache committing more of its reservation): drop the old.
+        p.modules.retain(|(r, code)| {
             let overlaps = r.start < m.end && m.start < r.end;
-            if overlaps {
+            if overlaps && *code != Code::Anon {
                 p.unwinder.remove_module(r.start);
             }
             !overlaps
         });
-        let has_cfi = obj.as_ref().is_some_and(|o| o.has_cfi);
+        let code = if m.anon {
+            self.counts.anon_mappings += 1;
+            Code::Anon
+        } else if obj.as_ref().is_some_and(|o| o.has_cfi) {
+            Code::Cfi
+        } else {
+            Code::NoCfi
+        };
         if let Some(o) = obj {
             let bias = o.bias(m.start, m.offset).unwrap_or(m.start);
             p.unwinder.add_module(Module::new(
@@ -633,7 +761,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
             ));
         }
         let at = p.modules.partition_point(|(r, _)| r.start < m.start);
-        p.modules.insert(at, (m.start..m.end, has_cfi));
+        p.modules.insert(at, (m.start..m.end, code));
         true
     }
 
@@ -733,6 +861,9 @@ impl<A: AddressSpaces> UserUnwinder<A> {
                     if out.len() >= MAX_UNWIND_FRAMES {
                         return UnwindEnd::Incomplete(IncompleteReason::TooDeep);
                     }
+                    if no_cfi {
+                        self.counts.fp_frames += 1;
+                    }
                     out.push(ra);
                     address = a;
                 }
@@ -763,7 +894,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
 }
 
 impl ProcUnwinder {
-    fn module_at(&self, addr: u64) -> Option<&(Range<u64>, bool)> {
+    fn module_at(&self, addr: u64) -> Option<&(Range<u64>, Code)> {
         let i = self.modules.partition_point(|(r, _)| r.start <= addr);
         self.modules[..i].last().filter(|(r, _)| addr < r.end)
     }
@@ -773,7 +904,7 @@ impl ProcUnwinder {
     }
 
     fn has_cfi_at(&self, addr: u64) -> bool {
-        self.module_at(addr).is_some_and(|(_, cfi)| *cfi)
+        self.module_at(addr).is_some_and(|(_, c)| *c == Code::Cfi)
     }
 }
 
@@ -807,6 +938,97 @@ fn vdso_image() -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// Address spaces of one process given as a list (no /proc).
+    struct Fixed(Vec<Mapping>);
+
+    impl AddressSpaces for Fixed {
+        fn mapping(&mut self, _tgid: u32, _ts_ns: u64, addr: u64) -> Option<Mapping> {
+            find(&self.0, addr).cloned()
+        }
+        fn forget(&mut self, _tgid: u32) {}
+    }
+
+    /// A stack copy at `sp` holding `words` (8 bytes each).
+    fn stack_bytes(words: &[u64]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn anonymous_executable_mappings_are_registered_and_walked_by_frame_pointer() {
+        assert_eq!(
+            parse_maps_line(7, "7f00a000-7f00b000 rwxp 00000000 00:00 0"),
+            Some(Mapping::anonymous(0x7f00a000, 0x7f00b000))
+        );
+        let mut history = MappingHistory::new();
+        for m in crate::mappings::parse_proc_maps(9, "10000-20000 rwxp 00000000 00:00 0\n", 0) {
+            history.map(m);
+        }
+        assert_eq!(
+            mapping_from_history(&history, 9, 5, 0x10100),
+            Some(Mapping::anonymous(0x10000, 0x20000))
+        );
+
+        // JIT code at [0x10000, 0x20000) with frame pointers: ip, then two frame records
+        // (bp -> [caller's bp, return address]), the outermost with a null bp.
+        let sp = 0x7000_0000u64;
+        // The leaf's locals, then frame records at sp + 0x20 and sp + 0x30.
+        let words = [0, 0, 0, 0, sp + 0x30, 0x10100, 0, 0x10200];
+        let bytes = stack_bytes(&words);
+        let copy = StackCopy {
+            ip: 0x10050,
+            sp,
+            bp: sp + 0x20,
+            bytes: &bytes,
+        };
+        let mut u = UserUnwinder::new(Fixed(vec![Mapping::anonymous(0x10000, 0x20000)]));
+        let mut out = Vec::new();
+        let end = u.unwind(9, 0, copy, &mut out, None);
+        assert_eq!(end, UnwindEnd::Complete, "{out:x?} {:?}", u.counts);
+        assert_eq!(out, vec![0x10050, 0x10100, 0x10200]);
+        assert_eq!((u.counts.anon_mappings, u.counts.fp_frames), (1, 2));
+        assert!(u.is_anon(9, 0x10100) && !u.is_anon(9, 0x30000));
+        assert_eq!(u.describe(9, 0, 0x10100), "anonymous code 0x10100");
+
+        // Before: anonymous code was in no mapping, so the walk stopped at its first frame.
+        let mut u = UserUnwinder::new(Fixed(Vec::new()));
+        let end = u.unwind(9, 0, copy, &mut out, None);
+        assert_eq!(end, UnwindEnd::Incomplete(IncompleteReason::ProcessGone));
+
+        // A code cache that grew (same start, larger end) replaces the smaller mapping.
+        let mut u = UserUnwinder::new(Fixed(vec![Mapping::anonymous(0x10000, 0x10180)]));
+        u.unwind(9, 0, copy, &mut out, None);
+        assert!(!u.is_anon(9, 0x10200));
+        u.spaces = Fixed(vec![Mapping::anonymous(0x10000, 0x20000)]);
+        assert!(u.ensure(9, 0, 0x10200, None));
+        assert!(u.is_anon(9, 0x10200) && u.is_anon(9, 0x10100));
+    }
+
+    #[test]
+    fn the_frame_pointer_walk_is_kept_when_it_got_further() {
+        let spaces = Fixed(vec![
+            Mapping::anonymous(0x10000, 0x20000),
+            Mapping::anonymous(0x40000, 0x50000),
+        ]);
+        let mut u = UserUnwinder::new(spaces);
+        // The unwind found 2 frames; the walk 4 in mapped code, then garbage: 4 kept.
+        let fp = [0x10050, 0x10100, 0x40100, 0x40200, 0xdead_0000];
+        assert_eq!(u.fp_walk_better(9, 0, 2, &fp, None), Some(4));
+        assert_eq!(u.counts.fp_walk_kept, 1);
+        // Not further: as many mapped frames as the unwind, or fewer frames at all.
+        assert_eq!(u.fp_walk_better(9, 0, 4, &fp, None), None);
+        assert_eq!(u.fp_walk_better(9, 0, 5, &fp, None), None);
+        // A walk that went wrong at once (the leaf had no frame record) is not kept.
+        assert_eq!(
+            u.fp_walk_better(9, 0, 1, &[0x10050, 0x99, 0x10100, 0x10200], None),
+            None
+        );
+        assert_eq!(u.counts.fp_walk_kept, 1);
+        assert!(u
+            .counts
+            .to_string()
+            .contains("1 unfinished unwinds replaced"));
+    }
+
     #[test]
     fn maps_lines_parse_executable_file_mappings_and_the_vdso() {
         let m = parse_maps_line(
@@ -822,7 +1044,9 @@ mod tests {
             Some(Path::new("/proc/7/map_files/7f00a000-7f00b000"))
         );
         assert!(parse_maps_line(7, "7f00a000-7f00b000 r--p 00000000 fd:01 1234 /x").is_none());
-        assert!(parse_maps_line(7, "7f00a000-7f00b000 r-xp 00000000 00:00 0").is_none());
+        assert!(
+            parse_maps_line(7, "7f00a000-7f00b000 r-xp 00000000 00:00 0").is_some_and(|m| m.anon)
+        );
         let v = parse_maps_line(7, "7ffd1000-7ffd3000 r-xp 00000000 00:00 0   [vdso]").unwrap();
         assert!(v.open.is_none() && v.path == "[vdso]");
         let maps = [m.clone(), v.clone()];
