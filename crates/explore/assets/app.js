@@ -139,22 +139,29 @@ function cellRect(col, row) {
   return { x: PAD.left + col * g.cw, y: PAD.top + (g.h.rows - 1 - row) * g.ch, w: g.cw, h: g.ch };
 }
 
+// The canvas's drawing area on the screen (inside its border) and its scale: canvas
+// pixels per CSS pixel, each way.
+function screenBox(c) {
+  const b = c.getBoundingClientRect();
+  const left = b.left + c.clientLeft;
+  const top = b.top + c.clientTop;
+  return { left, top, kx: c.width / Math.max(1, c.clientWidth), ky: c.height / Math.max(1, c.clientHeight) };
+}
+
 function cellAt(ev) {
   const g = geom();
-  const b = g.c.getBoundingClientRect();
-  const x = (ev.clientX - b.left) * (g.c.width / b.width) - PAD.left;
-  const y = (ev.clientY - b.top) * (g.c.height / b.height) - PAD.top;
+  const s = screenBox(g.c);
+  const x = (ev.clientX - s.left) * s.kx - PAD.left;
+  const y = (ev.clientY - s.top) * s.ky - PAD.top;
   if (x < 0 || y < 0 || x >= g.pw || y >= g.ph) return null;
   return { col: Math.floor(x / g.cw), row: g.h.rows - 1 - Math.floor(y / g.ch) };
 }
 
 // Client coordinates of a cell's centre (for the browser test).
 S.cellClientXY = function (col, row) {
-  const c = $('heatmap');
-  const b = c.getBoundingClientRect();
+  const s = screenBox($('heatmap'));
   const r = cellRect(col, row);
-  const k = b.width / c.width;
-  return [b.left + (r.x + r.w / 2) * k, b.top + (r.y + r.h / 2) * k];
+  return [s.left + (r.x + r.w / 2) / s.kx, s.top + (r.y + r.h / 2) / s.ky];
 };
 
 // Nanoseconds from the trace start where a cell begins and ends.
@@ -193,9 +200,30 @@ function cellColor(v, max) {
   return `rgb(${r},${gb},${Math.round(gb * 0.6)})`;
 }
 
+// The canvas's pixels to its width on the page (its height is fixed by app.css, so a new
+// width never moves the rows). Not while a drag is on: its cells are those of the
+// geometry it began with (the page's scrollbar appearing under a drag resizes later).
+let heatDown = null;
+let heatResized = false;
+function sizeHeat() {
+  const c = $('heatmap');
+  if (heatDown) {
+    heatResized = true;
+    return;
+  }
+  heatResized = false;
+  const w = Math.max(300, Math.floor(c.clientWidth));
+  if (c.width !== w) c.width = w;
+}
+
+// Seconds from the trace start as an axis label: whole when whole, else to 10 ms.
+function fmtAxis(ns) {
+  const s = ns / 1e9;
+  return (Math.abs(s - Math.round(s)) < 5e-4 ? Math.round(s).toString() : s.toFixed(2)) + 's';
+}
+
 function drawHeat() {
   const c = $('heatmap');
-  c.width = Math.max(300, Math.floor(c.clientWidth));
   const g = geom();
   const h = g.h;
   const x = c.getContext('2d');
@@ -230,12 +258,20 @@ function drawHeat() {
   x.fillStyle = '#333';
   x.font = '10px Verdana';
   x.textAlign = 'center';
-  const step = Math.max(1, Math.ceil(40 / g.cw));
-  // As the SVG heat map: columns are whole seconds (of the wall clock when the trace has
-  // one), labelled from the first; the trace starts inside column 0 (col0_ns <= 0).
+  const step = Math.max(1, Math.ceil(48 / g.cw));
+  // Columns are whole seconds (of the wall clock when the trace has one), as the SVG
+  // heat map's; each is labelled at its left edge with where it starts in seconds from
+  // the trace start, the one time base of the page (the range, the waits, --window).
+  // The trace starts inside column 0 (col0_ns <= 0): its label is the trace start.
+  x.textAlign = 'left';
+  S.axis = [];
   for (let col = 0; col < h.columns; col += step) {
     const r = cellRect(col, 0);
-    x.fillText('+' + col + 's', r.x + r.w / 2, c.height - 5);
+    const ns = Math.max(0, cellStart(col, 0));
+    const text = fmtAxis(ns);
+    S.axis.push({ col, ns, text });
+    x.fillRect(r.x, c.height - PAD.bottom + 1, 1, 4);
+    x.fillText(text, r.x + 2, c.height - 5);
   }
   x.textAlign = 'right';
   x.fillText('0 ms', PAD.left - 3, PAD.top + g.ph);
@@ -246,7 +282,8 @@ function drawHeat() {
     ? new Date(h.first_second * 1000).toISOString().replace('T', ' ').replace('.000Z', ' UTC')
     : `second ${h.first_second}`;
   const lead = (-h.col0_ns / 1e9).toFixed(3);
-  $('heatinfo').textContent = `x: seconds from ${from} (the trace starts ${lead} s into column +0s); ` +
+  $('heatinfo').textContent = `x: one column per whole second from ${from}, labelled with its start in ` +
+    `seconds from the trace start (the trace starts ${lead} s into the first; grey: outside the trace); ` +
     `${what} of ${h.selection}; ${h.columns} s x ${h.rows} rows ` +
     `(${h.bucket_ns / 1e6} ms); darkest cell ${h.metric === 'wakeups' ? h.max : fmtNs(h.max)}` +
     (h.note ? `; ${h.note}` : '');
@@ -257,6 +294,7 @@ async function loadHeat() {
   for (const k of ['comm', 'tid', 'pid', 'cgroup']) if ($(k).value) q.set(k, $(k).value.trim());
   try {
     S.heat = await api('/api/heatmap?' + q);
+    sizeHeat();
     drawHeat();
   } catch (e) {
     setStatus('heat map: ' + e.message, true);
@@ -264,30 +302,32 @@ async function loadHeat() {
 }
 
 // A drag selects the range; a shift-drag the baseline of the differential view.
+// The canvas is not resized while a drag is on (sizeHeat), so its mousedown and mouseup
+// read cells in one geometry.
 function hookHeat() {
   const c = $('heatmap');
-  let down = null;
   let key = 'sel';
   c.addEventListener('mousedown', (ev) => {
-    down = cellAt(ev);
+    heatDown = S.heat && cellAt(ev);
     key = ev.shiftKey ? 'baseSel' : 'sel';
-    if (down) {
-      S[key] = { a: down, b: down };
+    if (heatDown) {
+      S[key] = { a: heatDown, b: heatDown };
       drawHeat();
     }
   });
   c.addEventListener('mousemove', (ev) => {
-    const at = down && cellAt(ev);
+    const at = heatDown && cellAt(ev);
     if (at) {
-      S[key] = { a: down, b: at };
+      S[key] = { a: heatDown, b: at };
       drawHeat();
     }
   });
   window.addEventListener('mouseup', (ev) => {
-    if (!down) return;
+    if (!heatDown) return;
     const at = cellAt(ev) || S[key].b;
-    S[key] = { a: down, b: at };
-    down = null;
+    S[key] = { a: heatDown, b: at };
+    heatDown = null;
+    if (heatResized) sizeHeat();
     drawHeat();
     const r = S.rangeOf(S[key].a, S[key].b);
     if (key === 'baseSel') selectBase(r.from, r.to);
@@ -668,9 +708,23 @@ async function start() {
     selectRange(0, S.heat.duration_ns);
   });
   window.addEventListener('resize', () => {
-    if (S.heat) drawHeat();
+    if (S.heat) {
+      sizeHeat();
+      drawHeat();
+    }
     drawFlame();
   });
+  // The canvas's width also changes without a window resize (a scrollbar when the graph
+  // makes the page scroll, where scrollbar-gutter is not supported).
+  if (window.ResizeObserver) {
+    new ResizeObserver(() => {
+      const c = $('heatmap');
+      if (S.heat && !heatDown && c.width !== Math.max(300, Math.floor(c.clientWidth))) {
+        sizeHeat();
+        drawHeat();
+      }
+    }).observe($('heatmap'));
+  }
   try {
     const info = await api('/api/info');
     S.info = info;
