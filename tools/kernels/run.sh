@@ -41,6 +41,10 @@
 #   CHAINREC_VM_MODE=full|nosampler|norecord|tracefs|noflip   what check.sh runs (chainrec.mode=
 #                               on the guest's command line; check.sh says what each does)
 #   CHAINREC_VM_APPEND=ARGS     more kernel command-line arguments
+#   CHAINREC_VM_EXTRA_ROOT=DIR  a file tree copied into each initramfs: the shared libraries
+#                               of a non-static CHAINREC_PACKAGE_BIN (a release build, for
+#                               evidence while no package is built; the matrix proper runs the
+#                               static package with nothing added)
 #   CHAINREC_VM_RUNS=DIR        where the consoles go (default target/kernels/runs): two
 #                               loops of the same kernel at once need two
 set -uo pipefail
@@ -59,6 +63,7 @@ CLOCK=${CHAINREC_VM_CLOCK:-}
 MODE=${CHAINREC_VM_MODE:-full}
 EXTRA_APPEND=${CHAINREC_VM_APPEND:-}
 RUNS=${CHAINREC_VM_RUNS:-$CACHE/runs}
+EXTRA_ROOT=${CHAINREC_VM_EXTRA_ROOT:-}
 
 # name | Debian package that depends on the image (meta package) | fallbacks the recorder
 # must report there (the features it cannot use: each one is thus exercised on a kernel
@@ -228,6 +233,7 @@ build_initramfs() {
     cp tools/kernels/watchdog "$d/watchdog"
     cp "$BIN" "$d/chainrec"
     cp "$mods"/*.ko "$d/modules/" 2>/dev/null
+    [ -z "$EXTRA_ROOT" ] || cp -a "$EXTRA_ROOT"/. "$d"/
     chmod +x "$d/init" "$d/chainrec"
     (cd "$d" && find . | "$BUSYBOX" cpio -o -H newc >"$cpio" 2>/dev/null)
     rm -rf "$d"
