@@ -63,7 +63,7 @@ pub use engine::record::{HopRecord, OnCpuPart, RunqPart, WaitRecord, WaitSink};
 pub use engine::stats::{Inconsistency, Stats};
 
 // What a run leaves for the renderers, and how they name its frames.
-pub use engine::frames::{sample_frames, stack_frames};
+pub use engine::frames::{is_inlined, sample_frames, split_inlined, stack_frames, INLINED_MARK};
 pub use graph::finished::{Collected, Graph, TraceRef};
 pub use graph::folded::FoldedSink;
 pub use graph::pathframes::{FrameKind, FrameNamer, PathFrame, PathVisit};

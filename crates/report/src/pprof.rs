@@ -6,7 +6,9 @@
 //! nanosecond), and every (path, waiting thread) is one sample. Locations are the path's
 //! real frames, leaf first (the top of the chain is the leaf); the `--` and `-`
 //! separators of folded text are left out, so `-top`, `-peek` and the call graph show
-//! functions, threads and interrupts only. The chain level is kept as a sample label
+//! functions, threads and interrupts only. Functions inlined at an address are lines of
+//! its location where the sample's order is the order of the calls (see
+//! `Builder::node_locations`). The chain level is kept as a sample label
 //! (`level`, the level the time is attributed to) and in each function's file name
 //! (`thread`, `kernel`, `user`, `interrupt`, ... — the frame's kind); the waiting thread
 //! is in the `pid`, `tid` and `comm` labels (`-tagfocus=comm=sink`).
@@ -20,9 +22,9 @@
 //! Field numbers from the published proto/profile.proto of google/pprof.
 
 use crate::{ReportError, Result};
-use chainrec_chain::fold::PathReducer;
+use chainrec_chain::fold::{NodeFrames, PathReducer};
 use chainrec_chain::{
-    Collected, FrameKind, FrameNamer, NodeId, NodeTable, View, WaitRecord, WaitSink,
+    is_inlined, Collected, FrameKind, FrameNamer, NodeId, NodeTable, View, WaitRecord, WaitSink,
 };
 use chainrec_format::{Comm, Tid};
 use prost::Message;
@@ -341,8 +343,10 @@ impl WaitSink for ProfileSink {
 struct Builder {
     p: Profile,
     strings: FxHashMap<String, i64>,
-    /// (name, kind file) -> location id (= function id).
-    locs: FxHashMap<(i64, i64), u64>,
+    /// (name, kind file) -> function id.
+    funcs: FxHashMap<(i64, i64), u64>,
+    /// The function ids of a location's lines (leaf first) -> location id.
+    locs: FxHashMap<Vec<u64>, u64>,
 }
 
 impl Builder {
@@ -356,26 +360,72 @@ impl Builder {
         i
     }
 
-    fn location(&mut self, name: &str, kind: FrameKind) -> u64 {
+    fn function(&mut self, name: &str, kind: FrameKind) -> u64 {
         let key = (self.intern(name), self.intern(kind_file(kind)));
-        if let Some(&id) = self.locs.get(&key) {
+        if let Some(&id) = self.funcs.get(&key) {
             return id;
         }
-        let id = self.p.location.len() as u64 + 1;
+        let id = self.p.function.len() as u64 + 1;
         self.p.function.push(Function {
             id,
             name: key.0,
             system_name: 0,
             filename: key.1,
         });
+        self.funcs.insert(key, id);
+        id
+    }
+
+    /// The location of one frame: `lines` are its function ids, leaf first (the functions
+    /// inlined at it, innermost first, then the function it is in).
+    fn location(&mut self, lines: &[u64]) -> u64 {
+        if let Some(&id) = self.locs.get(lines) {
+            return id;
+        }
+        let id = self.p.location.len() as u64 + 1;
         self.p.location.push(Location {
             id,
             mapping_id: 1,
             address: id,
-            line: vec![Line { function_id: id }],
+            line: lines.iter().map(|&f| Line { function_id: f }).collect(),
         });
-        self.locs.insert(key, id);
+        self.locs.insert(lines.to_vec(), id);
         id
+    }
+
+    /// The locations of one node's frames, root side first as the node prints them
+    /// (separators left out), appended to `out`. Where its stack frames are written root
+    /// first (the blocked thread, `[on cpu]` samples), the order of the sample is the
+    /// order of the calls, and a function with the functions inlined into it (the frames
+    /// marked `[inlined]` after it) is one location with a line each, leaf first, as
+    /// pprof represents inlining (`-traces` marks them `(inline)`). In a waker's level
+    /// the sample runs the other way, from callers to callees, as the chain graph draws
+    /// it: pprof would mark every line but the last of a location as inlined into it, the
+    /// wrong way round there, so each frame is a location of its own (its name keeps the
+    /// `[inlined]` mark, as everywhere).
+    fn node_locations(&mut self, f: &NodeFrames, out: &mut Vec<u64>) {
+        let inlined = |name: &str, kind: FrameKind| {
+            matches!(kind, FrameKind::User | FrameKind::Kernel) && is_inlined(name)
+        };
+        let mut lines: Vec<u64> = Vec::new();
+        let mut group_kind = None;
+        for (name, kind) in f.frames.iter().filter(|(_, k)| !k.is_separator()) {
+            let func = self.function(name, *kind);
+            if !f.leaf_first && group_kind == Some(*kind) && inlined(name, *kind) {
+                // Inlined into the frame before it: leaf first, it goes in front.
+                lines.insert(0, func);
+                continue;
+            }
+            if !lines.is_empty() {
+                out.push(self.location(&lines));
+                lines.clear();
+            }
+            lines.push(func);
+            group_kind = Some(*kind);
+        }
+        if !lines.is_empty() {
+            out.push(self.location(&lines));
+        }
     }
 }
 
@@ -412,7 +462,7 @@ pub struct EncodedProfile {
     pub bytes: Vec<u8>,
     /// Samples in it.
     pub samples: usize,
-    /// Locations (= functions) in it.
+    /// Locations in it (one per frame, a frame with its inlined functions as one).
     pub locations: usize,
 }
 
@@ -426,6 +476,7 @@ impl EncodedProfile {
         let mut b = Builder {
             p: Profile::default(),
             strings: FxHashMap::default(),
+            funcs: FxHashMap::default(),
             locs: FxHashMap::default(),
         };
         b.intern("");
@@ -504,11 +555,7 @@ impl EncodedProfile {
                         None => {
                             let f = namer.node(nodes, n, first);
                             let start = loc_store.len() as u32;
-                            for (name, kind) in &f.frames {
-                                if !kind.is_separator() {
-                                    loc_store.push(b.location(name, *kind));
-                                }
-                            }
+                            b.node_locations(&f, &mut loc_store);
                             let known = (start, loc_store.len() as u32 - start, f.new_level);
                             node_locs.insert((n, first), known);
                             known

@@ -23,10 +23,15 @@ fn scenario(name: &str, events: u64) -> MemTrace {
 
 /// The profile and the `chains` view (exact ns per folded line) of one run.
 fn export(t: &MemTrace) -> (Profile, BTreeMap<String, u64>) {
+    export_dedup(t, true)
+}
+
+/// [`export`] with subchain dedup on or off.
+fn export_dedup(t: &MemTrace, dedup: bool) -> (Profile, BTreeMap<String, u64>) {
     let cfg = Config {
         mode: Mode::Bounded,
         max_depth: chainrec_chain::DEFAULT_MAX_DEPTH,
-        dedup: true,
+        dedup,
         filter: Default::default(),
         runqueue: true,
         oncpu: Default::default(),
@@ -111,6 +116,34 @@ fn raw_values(raw: &str) -> Vec<u64> {
         .collect()
 }
 
+/// A sample's frames, leaf first: every line of every location (a location's lines are
+/// leaf first too).
+fn sample_names<'a>(p: &'a Profile, s: &pprof::Sample) -> Vec<&'a str> {
+    let st = &p.string_table;
+    s.location_id
+        .iter()
+        .flat_map(|&l| &p.location[l as usize - 1].line)
+        .map(|line| st[p.function[line.function_id as usize - 1].name as usize].as_str())
+        .collect()
+}
+
+/// The folded lines without separators, and the profile's samples as such lines (root
+/// first), summed.
+fn lines_of(p: &Profile, folded: &BTreeMap<String, u64>) -> [BTreeMap<String, u64>; 2] {
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for (l, w) in folded {
+        let k: Vec<&str> = l.split(';').filter(|f| *f != "-" && *f != "--").collect();
+        *want.entry(k.join(";")).or_default() += w;
+    }
+    let mut got: BTreeMap<String, u64> = BTreeMap::new();
+    for s in &p.sample {
+        let mut k = sample_names(p, s);
+        k.reverse();
+        *got.entry(k.join(";")).or_default() += s.value[0] as u64;
+    }
+    [want, got]
+}
+
 fn names(p: &Profile) -> Vec<&str> {
     p.function
         .iter()
@@ -139,17 +172,8 @@ fn profile_matches_chains_and_has_no_separators() {
         // Each sample's frames are its folded line without the separators, and every
         // folded line is covered: sum per separator-free line agrees.
         let st = &p.string_table;
-        let fname = |loc: u64| st[p.function[loc as usize - 1].name as usize].as_str();
-        let mut want: BTreeMap<String, u64> = BTreeMap::new();
-        for (l, w) in &folded {
-            let k: Vec<&str> = l.split(';').filter(|f| *f != "-" && *f != "--").collect();
-            *want.entry(k.join(";")).or_default() += w;
-        }
-        let mut got: BTreeMap<String, u64> = BTreeMap::new();
+        let [want, got] = lines_of(&p, &folded);
         for s in &p.sample {
-            let mut k: Vec<&str> = s.location_id.iter().map(|&l| fname(l)).collect();
-            k.reverse();
-            *got.entry(k.join(";")).or_default() += s.value[0] as u64;
             let keys: Vec<&str> = s
                 .label
                 .iter()
@@ -248,5 +272,130 @@ fn go_tool_pprof_reads_it() {
         .output()
         .unwrap();
     assert_eq!(raw_values(&String::from_utf8_lossy(&none.stdout)).len(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// pipe-relay with cr-relay's `relay_loop` an address in `relay_main` where `relay_loop`
+/// and, inside it, `relay_io` are inlined (named as the recorder names such an address).
+fn inlined_relay() -> MemTrace {
+    let mut t = scenario("pipe-relay", 3_000);
+    for s in t.tables.symbols.values_mut() {
+        if s.kind == StackKind::User && s.name.as_deref() == Some("relay_loop") {
+            s.name = Some("relay_main;relay_loop [inlined];relay_io [inlined]".into());
+        }
+    }
+    t
+}
+
+/// Where a sample lists a level's frames in call order (the waiting thread's stack, leaf
+/// first), a function and the functions inlined into it are one location, its lines leaf
+/// first, as pprof represents inlining; in a waker's level, where the sample runs from
+/// callers to callees, each is a location of its own (pprof would mark the wrong lines
+/// `(inline)`). Either way the frames read as the folded lines do.
+#[test]
+fn inlined_functions_are_lines_of_one_location_in_call_order() {
+    let t = inlined_relay();
+    let (p, folded) = export_dedup(&t, false);
+    let [want, got] = lines_of(&p, &folded);
+    assert_eq!(got, want);
+    let st = &p.string_table;
+    let fname = |f: u64| st[p.function[f as usize - 1].name as usize].as_str();
+    let mut relay: Vec<Vec<&str>> = p
+        .location
+        .iter()
+        .map(|l| {
+            l.line
+                .iter()
+                .map(|x| fname(x.function_id))
+                .collect::<Vec<_>>()
+        })
+        .filter(|names| names.iter().any(|n| n.starts_with("relay_")))
+        .collect();
+    relay.sort();
+    assert_eq!(
+        relay,
+        [
+            // cr-relay waking cr-sink: a location each.
+            vec!["relay_io [inlined]"],
+            // cr-relay's own waits: one location, leaf first.
+            vec!["relay_io [inlined]", "relay_loop [inlined]", "relay_main"],
+            vec!["relay_loop [inlined]"],
+            vec!["relay_main"],
+        ]
+    );
+    // Every other location is one frame.
+    assert_eq!(p.location.iter().filter(|l| l.line.len() > 1).count(), 1);
+    let (mut waiter, mut waker) = (0, 0);
+    for s in &p.sample {
+        let names = sample_names(&p, s);
+        let at = |f: &str| names.iter().position(|n| *n == f);
+        if names.last() == Some(&"cr-relay") {
+            // Leaf first: read is called by relay_io, inlined into relay_loop, inlined
+            // into relay_main.
+            let r = at("read").unwrap();
+            assert_eq!(
+                names[r..],
+                [
+                    "read",
+                    "relay_io [inlined]",
+                    "relay_loop [inlined]",
+                    "relay_main",
+                    "cr-relay"
+                ]
+            );
+            waiter += 1;
+        } else if let Some(c) = at("cr-relay") {
+            // The waker level, callers first.
+            assert_eq!(
+                names[c..c + 5],
+                [
+                    "cr-relay",
+                    "relay_main",
+                    "relay_loop [inlined]",
+                    "relay_io [inlined]",
+                    "write"
+                ]
+            );
+            waker += 1;
+        }
+    }
+    assert!(waiter > 0 && waker > 0, "{waiter} {waker}");
+
+    // go tool pprof -traces: the inlined functions of cr-relay's waits marked `(inline)`,
+    // leaf first above the function they are in.
+    let Some(go) = go() else { return };
+    let dir = std::env::temp_dir().join(format!("chainrec-pprof-inl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("chains.pb.gz");
+    let mut f = std::fs::File::create(&file).unwrap();
+    pprof::write_gz(&p, &mut f).unwrap();
+    drop(f);
+    let traces = pprof_run(&go, &["-traces"], &file);
+    let frames: Vec<&str> = traces
+        .lines()
+        .filter(|l| !l.contains(":  ") && !l.starts_with("---"))
+        .map(|l| l.get(13..).unwrap_or("").trim_end())
+        .collect();
+    let has = |seq: &[&str]| frames.windows(seq.len()).any(|w| w == seq);
+    assert!(
+        has(&[
+            "read",
+            "relay_io [inlined] (inline)",
+            "relay_loop [inlined] (inline)",
+            "relay_main",
+            "cr-relay",
+        ]),
+        "{traces}"
+    );
+    assert!(
+        has(&[
+            "cr-relay",
+            "relay_main",
+            "relay_loop [inlined]",
+            "relay_io [inlined]",
+            "write",
+        ]),
+        "{traces}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

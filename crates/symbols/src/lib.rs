@@ -100,9 +100,13 @@ pub struct FrameSymbol {
 }
 
 impl FrameSymbol {
-    /// The name a stack shows for the frame: the function, then each inlined function
-    /// marked `[inlined]`, outermost first, separated by `;` like folded frames (perf
-    /// shows inlined functions as frames of their own the same way).
+    /// The name the trace stores for the address (one name per address in its symbol
+    /// table): the function, then each inlined function marked `[inlined]`, outermost
+    /// first, separated by `;` like folded frames (perf shows inlined functions as frames
+    /// of their own the same way). Readers split it into frames of their own, leaf first
+    /// (`chainrec_chain::split_inlined`, through `stack_frames`), so that each view puts
+    /// them in its own stack order: a waker's level, written leaf to root, shows
+    /// `inner [inlined];outer [inlined];function`.
     pub fn display_name(&self) -> String {
         let mut s = self.name.clone();
         for f in &self.inlined {

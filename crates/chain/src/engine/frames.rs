@@ -12,6 +12,11 @@ use std::hash::{Hash, Hasher};
 /// NOT_CAPTURED → `[no stack: not captured]`. Unnamed addresses print as
 /// `[MODULE+0xOFFSET]` or `[unknown]` (see `FrameName`). This is how every view names
 /// frames; `threshold_ns` is the recording's lazy-stack threshold.
+///
+/// An address with functions inlined at it (DWARF) gives several frames, leaf first like
+/// the rest: the innermost inlined function first, each marked [`INLINED_MARK`], the
+/// function the address is in last ([`split_inlined`]). Every consumer that reverses a
+/// stack to print it root first thus reverses the inlined frames with it.
 pub fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> Vec<String> {
     match id {
         StackId::NONE => Vec::new(),
@@ -27,14 +32,53 @@ pub fn stack_frames(tables: &Tables, id: StackId, threshold_ns: u64) -> Vec<Stri
         StackId::USER_EXEC => vec!["[no user stack: exec]".to_string()],
         StackId::NOT_CAPTURED => vec!["[no stack: not captured]".to_string()],
         _ => match tables.stacks.get(&id) {
-            Some(st) if id.is_real() => st
-                .frames
-                .iter()
-                .map(|&a| frame_name(tables.symbol(st, a)).to_string())
-                .collect(),
+            Some(st) if id.is_real() => {
+                let mut out = Vec::with_capacity(st.frames.len());
+                for &a in &st.frames {
+                    match frame_name(tables.symbol(st, a)) {
+                        FrameName::Symbol(n) => {
+                            out.extend(split_inlined(n).map(str::to_string));
+                        }
+                        other => out.push(other.to_string()),
+                    }
+                }
+                out
+            }
             _ => vec!["[missing stack]".to_string()],
         },
     }
+}
+
+/// The mark of a function inlined at an address: `write1 [inlined]`.
+pub const INLINED_MARK: &str = " [inlined]";
+
+/// Whether frame `name` (as [`stack_frames`] gives it) is a function inlined into the
+/// frame on its caller's side (the next one leaf first).
+pub fn is_inlined(name: &str) -> bool {
+    name.ends_with(INLINED_MARK)
+}
+
+/// The frames of one address's symbol name, leaf first. The recorder (and
+/// `chainrec_symbols::resymbolize`) store an address with inlined functions as one name,
+/// outermost first, `;`-separated like folded frames: `fn;outer [inlined];inner
+/// [inlined]` (`FrameSymbol::display_name`); this gives `inner [inlined]`, `outer
+/// [inlined]`, `fn`. Only trailing `;`-parts that end in [`INLINED_MARK`] are split off, so
+/// a name with a `;` of its own (a JIT's perf-map name such as `LFoo;.bar`) stays whole.
+pub fn split_inlined(name: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(name);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match r.rsplit_once(';') {
+            Some((head, last)) if is_inlined(last) && !head.is_empty() => {
+                rest = Some(head);
+                Some(last)
+            }
+            _ => {
+                rest = None;
+                Some(r)
+            }
+        }
+    })
 }
 
 /// Real stack ids that render the same frames as a lower id, mapped to the lowest such id.
@@ -152,6 +196,60 @@ pub fn sample_frames(
 mod tests {
     use super::*;
     use chainrec_format::StackKind;
+
+    #[test]
+    fn inlined_names_split_leaf_first() {
+        let split = |n| split_inlined(n).collect::<Vec<_>>();
+        assert_eq!(split("read"), ["read"]);
+        assert_eq!(
+            split("main;outer [inlined];inner [inlined]"),
+            ["inner [inlined]", "outer [inlined]", "main"]
+        );
+        // Only trailing inlined parts: a `;` of the name's own stays.
+        assert_eq!(split("LFoo;.bar"), ["LFoo;.bar"]);
+        assert_eq!(
+            split("LFoo;.bar;baz [inlined]"),
+            ["baz [inlined]", "LFoo;.bar"]
+        );
+        assert_eq!(split("x [inlined]"), ["x [inlined]"]);
+        assert_eq!(split(";x [inlined]"), [";x [inlined]"]);
+        assert!(is_inlined("x [inlined]") && !is_inlined("x"));
+    }
+
+    /// A sample prints root first: the inlined frames after the function they are in.
+    #[test]
+    fn sample_frames_put_inlined_frames_root_first() {
+        let mut t = Tables::default();
+        let id = StackId(StackId::FIRST_REAL);
+        t.stacks.insert(
+            id,
+            StackEntry {
+                id,
+                kind: StackKind::User,
+                tgid: 7,
+                frames: vec![0x1000, 0x2000],
+            },
+        );
+        for (addr, name) in [(0x1000, "spin"), (0x2000, "main;work [inlined]")] {
+            let s = SymbolEntry {
+                kind: StackKind::User,
+                tgid: 7,
+                addr,
+                name: Some(name.to_string()),
+                offset: 0,
+                module: None,
+                build_id: None,
+                file_offset: None,
+            };
+            t.symbols.insert((s.kind, s.tgid, s.addr), s);
+        }
+        assert_eq!(stack_frames(&t, id, 0), ["spin", "work [inlined]", "main"]);
+        let meta = chainrec_format::RecordingMeta::default();
+        assert_eq!(
+            sample_frames(&t, &meta, StackId::NONE, id),
+            ["main", "work [inlined]", "spin"]
+        );
+    }
 
     #[test]
     fn unresolved_frames_name_their_module_or_say_unknown() {

@@ -77,6 +77,12 @@ pub struct NodeFrames {
     pub frames: Vec<(String, FrameKind)>,
     /// The node starts a new level (a waker, a metal end, a run-queue level).
     pub new_level: bool,
+    /// Its stack frames are written leaf first (a waker's level, a metal level's kernel
+    /// frames), not root first (the blocked thread, `[on cpu]` samples). A function
+    /// inlined at an address is a frame of its own, marked [`crate::INLINED_MARK`], on
+    /// the leaf side of the function it is inlined into: after it when root first, before
+    /// it when leaf first (pprof groups them into one location by this).
+    pub leaf_first: bool,
 }
 
 /// Names the frames of nodes (caching each stack's frames). The one place that decides
@@ -221,6 +227,7 @@ impl<'a> FrameNamer<'a> {
         NodeFrames {
             frames: f,
             new_level,
+            leaf_first: !first && matches!(n.kind, NodeKind::Task { .. } | NodeKind::Metal { .. }),
         }
     }
 }
@@ -288,6 +295,7 @@ pub(crate) fn walk_paths(
                         FrameKind::Thread,
                     )],
                     new_level: false,
+                    leaf_first: false,
                 }
             } else {
                 namer.node(nodes, e.node, first)
