@@ -159,8 +159,8 @@ fn mapping_from_history(h: &MappingHistory, tgid: u32, ts: u64, addr: u64) -> Op
             anon: false,
         });
     }
-    if !e.path.starts_with('/') {
-        // Anonymous executable memory (JIT code): frame pointers.
+    if e.is_anon() || !e.path.starts_with('/') {
+        // Anonymous executable memory (JIT code; perf spells it `//anon`): frame pointers.
         return Some(Mapping::anonymous(e.start, e.end));
     }
     let md = std::fs::metadata(&e.path).ok()?;
