@@ -99,9 +99,46 @@ pub fn run(a: DemoArgs) -> Result<()> {
         o.tids[0], o.tids[1], o.tids[2]
     ));
     text.push_str(&format!(
-        "Next:\n  chainrec top {t}\n  chainrec chains {t} --svg all.svg\n  chainrec heatmap {t} -o heat.svg\n",
-        t = o.trace.display()
+        "Next:\n  {c} top {t}\n  {c} chains {t} --svg all.svg\n  {c} heatmap {t} -o heat.svg\n",
+        c = self_command(),
+        t = shell_word(&o.trace.display().to_string())
     ));
     super::write_stdout(&text)?;
     Ok(())
+}
+
+/// How to run this very binary again from the current directory, for the "Next:" lines:
+/// `chainrec` when that is what the PATH finds, else its path relative to the current
+/// directory (`./target/release/chainrec` after `./x.sh demo`), else its absolute path.
+fn self_command() -> String {
+    let Ok(exe) = std::env::current_exe() else {
+        return "chainrec".into();
+    };
+    let exe = exe.canonicalize().unwrap_or(exe);
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("chainrec"))
+            .find(|c| c.is_file())
+            .and_then(|c| c.canonicalize().ok())
+            .is_some_and(|c| c == exe)
+    });
+    if on_path {
+        return "chainrec".into();
+    }
+    let cwd = std::env::current_dir().and_then(|d| d.canonicalize());
+    let shown = match cwd.as_deref().map(|d| exe.strip_prefix(d)) {
+        Ok(Ok(rel)) => format!("./{}", rel.display()),
+        _ => exe.display().to_string(),
+    };
+    shell_word(&shown)
+}
+
+/// `s` quoted for a POSIX shell when it needs quoting.
+fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }

@@ -8,8 +8,9 @@ const EXAMPLES: &str = "\
 Examples:
   # human summary (events, tasks, stacks, lost data, size)
   chainrec info trace.zst
-  # also decode every chunk and check every table reference; exits non-zero
-  # with a one-line error if the file is damaged
+  # also check every section (superseded metadata too), decode every chunk
+  # and check every table reference; exits non-zero with a one-line error
+  # naming the damaged section (kind and offset) if the file is damaged
   chainrec info trace.zst --verify
   chainrec info trace.zst --json | jq .bytes_per_event
   # machine-readable summary of a checked file
@@ -25,8 +26,10 @@ pub struct Args {
     /// Print one JSON object instead of the human summary.
     #[arg(long)]
     pub json: bool,
-    /// Decode every chunk and check every stack / irq-source reference; fail on damage
-    /// (including a file that had to be recovered by scanning).
+    /// Check every section the index lists (headers, checksums, every metadata section,
+    /// superseded ones too), decode every chunk and check every stack / irq-source
+    /// reference; fail on damage, naming the section (including a file that had to be
+    /// recovered by scanning).
     #[arg(long)]
     pub verify: bool,
 }
