@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 struct Served {
     child: Child,
     host: String,
+    /// The line that printed the URL(s).
+    banner: String,
 }
 
 impl Served {
@@ -37,7 +39,7 @@ impl Served {
             .unwrap();
         let mut err = BufReader::new(child.stderr.take().unwrap());
         let mut seen = String::new();
-        let host = loop {
+        let (host, banner) = loop {
             let mut line = String::new();
             if err.read_line(&mut line).unwrap() == 0 {
                 let _ = child.kill();
@@ -46,12 +48,16 @@ impl Served {
             seen += &line;
             if let Some(at) = line.find("http://") {
                 let rest = &line[at + 7..];
-                break rest[..rest.find('/').unwrap()].to_string();
+                break (rest[..rest.find('/').unwrap()].to_string(), line.clone());
             }
         };
         // Keep draining stderr so the server never blocks on it.
         std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-        Served { child, host }
+        Served {
+            child,
+            host,
+            banner,
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -60,19 +66,8 @@ impl Served {
 
     /// A raw request; (status, body).
     fn request(&self, method: &str, path: &str, host: &str) -> (u16, String) {
-        let mut s = TcpStream::connect(&self.host).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).unwrap();
-        let text = String::from_utf8(buf).unwrap();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-        (status, body.to_string())
+        let (status, _, body) = request_to(&self.host, method, path, host, "");
+        (status, body)
     }
 
     fn get(&self, path: &str) -> Value {
@@ -80,6 +75,30 @@ impl Served {
         assert_eq!(status, 200, "{path}: {body}");
         serde_json::from_str(&body).unwrap()
     }
+}
+
+/// A raw request to `addr` with `Host: host` and `extra` header lines (each ending in
+/// CRLF); (status, head, body).
+fn request_to(
+    addr: &str,
+    method: &str,
+    path: &str,
+    host: &str,
+    extra: &str,
+) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).unwrap();
+    let text = String::from_utf8(buf).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, head.to_string(), body.to_string())
 }
 
 impl Drop for Served {
@@ -308,6 +327,112 @@ fn the_server_is_read_only_and_loopback_only() {
     assert_eq!(o.status.code(), Some(2), "clap rejects it");
 }
 
+/// This machine's address toward the outside (the one its default route leaves from), if
+/// it has one: a UDP socket's local address once "connected" (no packet is sent).
+fn outward_ipv4() -> Option<std::net::IpAddr> {
+    let u = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    u.connect("198.51.100.1:9").ok()?;
+    let ip = u.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// Issue 36 item 1: on `--bind 0.0.0.0` a request to this machine's address, with that
+/// address in `Host`, is answered (it was refused: 403), as is one naming the host; a
+/// foreign `Host` still is not (DNS rebinding); the URLs printed are usable ones (not
+/// `0.0.0.0`).
+#[test]
+fn a_wildcard_bind_answers_this_machines_addresses() {
+    let Some(ip) = outward_ipv4() else {
+        eprintln!(
+            "a_wildcard_bind_answers_this_machines_addresses: no non-loopback address: skipped"
+        );
+        return;
+    };
+    let dir = tmpdir("serve-wildcard");
+    let trace = synth(&dir, "pipe-relay", 1000);
+    let s = Served::start_with(&trace, &["--bind", "0.0.0.0"]);
+    let port = s.host.rsplit(':').next().unwrap().to_string();
+    let there = format!("{ip}:{port}");
+    assert!(
+        s.banner.contains(&format!("http://{there}/")),
+        "the machine's URL printed: {}",
+        s.banner
+    );
+    assert!(!s.banner.contains("0.0.0.0"), "{}", s.banner);
+    let (st, _, body) = request_to(&there, "GET", "/api/info", &there, "");
+    assert_eq!(st, 200, "Host {there}: {body}");
+    let (st, _, body) = request_to(&there, "GET", "/", &there, "");
+    assert_eq!(st, 200, "Host {there}: {body}");
+    assert!(body.contains("<canvas"), "{body}");
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let named = format!("{}:{port}", name.trim());
+    assert_eq!(request_to(&there, "GET", "/api/info", &named, "").0, 200);
+    for evil in [
+        format!("evil.example:{port}"),
+        "evil.example".to_string(),
+        format!("{ip}:1"),
+        format!("{ip}.evil.example:{port}"),
+    ] {
+        let (st, _, body) = request_to(&there, "GET", "/api/info", &evil, "");
+        assert_eq!(st, 403, "Host {evil}: {body}");
+    }
+}
+
+/// Issue 36 item 2: a page elsewhere can make a browser send GETs to the loopback server
+/// (with its `Host`); API requests from another origin are refused, the page's own are
+/// answered; oversize URLs and headers are refused with a clear body; no page may frame
+/// this one.
+#[test]
+fn requests_from_other_origins_and_oversize_ones_are_refused() {
+    let dir = tmpdir("serve-origin");
+    let trace = synth(&dir, "pipe-relay", 1000);
+    let s = Served::start(&trace);
+    let me = s.host.clone();
+    let get = |path: &str, extra: &str| request_to(&me, "GET", path, &me, extra);
+    for (extra, want) in [
+        ("Origin: http://evil.example\r\n".to_string(), 403),
+        ("Origin: null\r\n".to_string(), 403),
+        (format!("Origin: https://{me}\r\n"), 403),
+        ("Sec-Fetch-Site: cross-site\r\n".to_string(), 403),
+        ("Sec-Fetch-Site: same-site\r\n".to_string(), 403),
+        (format!("Origin: http://{me}\r\n"), 200),
+        ("Sec-Fetch-Site: same-origin\r\n".to_string(), 200),
+        ("Sec-Fetch-Site: none\r\n".to_string(), 200),
+        (String::new(), 200),
+    ] {
+        for path in ["/api/info", "/api/waits?frame=x&limit=1"] {
+            let (st, _, body) = get(path, &extra);
+            assert_eq!(st, want, "{path} with {extra:?}: {body}");
+            if want == 403 {
+                assert!(body.contains("refused"), "{body}");
+            }
+        }
+    }
+    // A link from elsewhere still opens the page itself.
+    assert_eq!(get("/", "Sec-Fetch-Site: cross-site\r\n").0, 200);
+    // Oversize URL and headers.
+    let long = format!("/api/info?x={}", "a".repeat(20_000));
+    let (st, _, body) = get(&long, "");
+    assert_eq!(st, 414, "{body}");
+    assert!(body.contains("URL of 20"), "{body}");
+    let big = format!("X-Big: {}\r\n", "b".repeat(20_000));
+    let (st, _, body) = get("/api/info", &big);
+    assert_eq!(st, 431, "{body}");
+    assert!(body.contains("request headers of"), "{body}");
+    // The page may not be framed.
+    let (st, head, _) = get("/", "");
+    assert_eq!(st, 200);
+    let head = head.to_ascii_lowercase();
+    assert!(head.contains("x-frame-options: deny"), "{head}");
+    let csp = head
+        .lines()
+        .find(|l| l.starts_with("content-security-policy:"))
+        .unwrap_or_default();
+    assert!(csp.contains("frame-ancestors 'none'"), "{head}");
+    // Still serving.
+    assert!(s.get("/api/info")["events"].as_u64().unwrap() > 500);
+}
+
 const CAPTURE_ERRORS: &str = r#"
 window.__errs = [];
 (() => {
@@ -331,7 +456,6 @@ fn wait_for(b: &mut Browser, cond: &str) {
     }
 }
 
-#[allow(dead_code)]
 fn mouse(b: &mut Browser, kind: &str, xy: (f64, f64)) {
     mouse_mod(b, kind, xy, 0);
 }
@@ -637,6 +761,169 @@ fn serve_page_in_chromium() {
         json!([]),
         "errors shown on the page"
     );
+}
+
+/// Issue 36 items 3 and 4, in chromium: after a graph has made the page scroll (its
+/// scrollbar used to narrow the canvas, and the redraw on mousedown then moved its rows
+/// under the mouse), a column click selects exactly that second and a drag exactly its
+/// cells; the column's axis label is the range's start, both in seconds from the trace
+/// start (the one time base). Then, from another origin (`localhost` vs `127.0.0.1`), the
+/// browser's requests to the API are refused: no range is computed for that page.
+#[test]
+fn heat_map_selects_exact_seconds_after_the_page_scrolled() {
+    if !browser_available() {
+        return;
+    }
+    let dir = tmpdir("serve-scrolled");
+    // A wall clock that puts the trace start 0.83 s into its first whole second.
+    let trace = dir.join("pipe-relay-offset.zst");
+    let params = chainrec_format::synth::SynthParams {
+        events: 4000,
+        ..Default::default()
+    };
+    chainrec_format::synth::write_trace_as(&trace, "pipe-relay", &params, vec![], |m| {
+        m.clock_offset_ns = 1_795_000_000_830_000_000
+    })
+    .unwrap();
+    let s = Served::start(&trace);
+    let dur = dur_of(&s);
+    let heat = s.get("/api/heatmap");
+    let (col0, bucket) = (
+        heat["col0_ns"].as_i64().unwrap(),
+        heat["bucket_ns"].as_i64().unwrap(),
+    );
+    assert_eq!(col0, -830_000_000, "the trace starts 0.83 s into column 0");
+    let mut b = Browser::launch("serve-scrolled");
+    b.call(
+        "Page.addScriptToEvaluateOnNewDocument",
+        json!({ "source": CAPTURE_ERRORS }),
+    );
+    b.call("Page.navigate", json!({ "url": s.url("/") }));
+    b.wait_event("Page.loadEventFired");
+    wait_for(
+        &mut b,
+        "window.explorer && explorer.heat && explorer.busy === 0",
+    );
+    // A graph, then the waits through a frame: the page scrolls.
+    b.eval("document.getElementById('whole').click()");
+    wait_for(&mut b, "explorer.chains && explorer.busy === 0");
+    b.eval("[...document.querySelectorAll('#flame .f')].find(d => !d.dataset.root).click()");
+    wait_for(&mut b, "explorer.waits && explorer.busy === 0");
+    assert_eq!(
+        b.eval("document.documentElement.scrollHeight > innerHeight + 50"),
+        json!(true),
+        "the page scrolls"
+    );
+    b.eval("window.scrollTo(0, 25)");
+    std::thread::sleep(Duration::from_millis(100));
+
+    // A click on column 2: its whole second, from the trace start.
+    let at = xy(&b.eval("explorer.cellClientXY(2, 25)"));
+    mouse(&mut b, "mousePressed", at);
+    mouse(&mut b, "mouseReleased", at);
+    std::thread::sleep(Duration::from_millis(50));
+    wait_for(&mut b, "explorer.busy === 0");
+    let (from, to) = ((col0 + 2_000_000_000) as u64, (col0 + 3_000_000_000) as u64);
+    assert!(to <= dur, "second 2 is inside the trace");
+    assert_eq!(
+        b.eval("explorer.range"),
+        json!({"from": from, "to": to}),
+        "a column click selects its second"
+    );
+    let label = b.eval("document.getElementById('range').textContent");
+    let want = format!("{:.3} .. {:.3} s", from as f64 / 1e9, to as f64 / 1e9);
+    assert_eq!(label, json!(want));
+    // One time base: the column's axis label is where the range starts.
+    let axis = b.eval("explorer.axis");
+    let tick = axis
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["col"] == 2)
+        .unwrap_or_else(|| panic!("column 2 labelled: {axis}"));
+    let secs: f64 = tick["text"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches('s')
+        .parse()
+        .unwrap();
+    assert!(
+        (secs - from as f64 / 1e9).abs() < 0.0051,
+        "column 2 labelled {tick} but selects {want}"
+    );
+    // Column 0's label is the trace start (0), where its range starts too.
+    let zero = &axis[0];
+    assert_eq!(
+        (zero["col"].clone(), zero["text"].clone()),
+        (json!(0), json!("0s"))
+    );
+    let info = b.eval("document.getElementById('heatinfo').textContent");
+    assert!(
+        info.as_str()
+            .unwrap()
+            .contains("seconds from the trace start"),
+        "{info}"
+    );
+
+    // A drag from (second 1, row 10) to (second 3, row 40): exactly those cells.
+    drag(&mut b, (1, 10), (3, 40), false);
+    let want_from = (col0 + 1_000_000_000 + 10 * bucket) as u64;
+    let want_to = (col0 + 3_000_000_000 + 41 * bucket) as u64;
+    assert_eq!(
+        b.eval("explorer.range"),
+        json!({"from": want_from, "to": want_to}),
+        "a drag selects its cells"
+    );
+    wait_for(&mut b, "explorer.chains && explorer.busy === 0");
+    assert_eq!(
+        drawn_lines(&mut b),
+        chains_window(&trace, want_from, want_to)
+    );
+    let shot = dir.join("serve-scrolled.png");
+    std::fs::write(&shot, b.screenshot_png()).unwrap();
+    eprintln!(
+        "screenshot after the drag on the scrolled page: {}",
+        shot.display()
+    );
+    assert_eq!(b.eval("window.__errs"), json!([]), "console errors");
+    assert_eq!(
+        b.eval("explorer.errors"),
+        json!([]),
+        "errors shown on the page"
+    );
+
+    // Another origin: the page at localhost asks 127.0.0.1's API (cross-site): refused
+    // before any engine run; its own API (same origin) is answered.
+    let port = s.host.rsplit(':').next().unwrap().to_string();
+    let other = format!("http://localhost:{port}/");
+    b.call("Page.navigate", json!({ "url": other }));
+    b.wait_event("Page.loadEventFired");
+    wait_for(
+        &mut b,
+        "window.explorer && explorer.heat && explorer.busy === 0",
+    );
+    let runs = |s: &Served| {
+        let r = &s.get("/api/info")["ranges"];
+        r["resumed"].as_u64().unwrap() + r["from_start"].as_u64().unwrap()
+    };
+    let before = runs(&s);
+    let probe = |b: &mut Browser, url: &str| {
+        b.eval(&format!(
+            "fetch({url:?}, {{mode: 'no-cors'}}).then(r => (window.__probe = r.type + ' ' + r.status), e => (window.__probe = 'failed ' + e))"
+        ));
+        wait_for(b, "window.__probe");
+        let p = b.eval("window.__probe");
+        b.eval("delete window.__probe");
+        p
+    };
+    let p = probe(
+        &mut b,
+        &format!("http://{}/api/chains?from=0&to={dur}", s.host),
+    );
+    assert_eq!(runs(&s), before, "a cross-site request ran a range ({p})");
+    let p = probe(&mut b, &format!("{other}api/chains?from=0&to={dur}"));
+    assert_eq!(p, json!("basic 200"));
+    assert_eq!(runs(&s), before + 1, "the page's own request is answered");
 }
 
 /// `chainrec report`'s file opened from disk (file://): nothing fetched (its CSP forbids
