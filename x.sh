@@ -59,6 +59,8 @@ ensure_packages() {
         command -v fio >/dev/null || want+=(fio)
         # Spark's JVM: PySpark in local mode reads the Parquet fleet layout (tests/parquet.rs).
         command -v java >/dev/null || want+=(default-jre-headless)
+        # tests/real_java.rs compiles its JIT workload (testdata/java) with javac.
+        command -v javac >/dev/null || want+=(default-jdk-headless)
         # The venv of the Python readers (ensure_python_packages below).
         /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
     fi
