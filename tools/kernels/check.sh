@@ -200,8 +200,13 @@ if demo >"$W/demo.out" 2>&1; then
     w=$(printf '%s' "$r" | cut -f2)
     total=$(printf '%s' "$r" | cut -f3)
     events=$(sed -n 's/.*recorded \([0-9]*\) events.*/\1/p; s/^chainrec: wrote .* (\([0-9]*\) events in.*/\1/p' "$W/demo.out" | head -1)
+    # (nosampler: the whole-system `chains` of a plain recording, not the demo's three-thread
+    # view, so other shapes share cr-sink's time: 45 % in one boot of 6.12. The heaviest
+    # shape must still be the timer chain; its share is not checked.)
+    half=$((w * 2))
+    [ "$MODE" != nosampler ] || half=$total
     if printf '%s' "$shape" | grep -Eq "^cr-sink ← cr-relay ← cr-timer$TIMER_END" &&
-        [ "$total" -gt 0 ] && [ $((w * 2)) -ge "$total" ]; then
+        [ "$total" -gt 0 ] && [ "$half" -ge "$total" ]; then
         pass demo "$shape ($((w * 100 / total)) % of cr-sink's whole chains; $events events)"
     else
         fail demo "top chain '$shape' ($w of $total us)"
