@@ -83,7 +83,7 @@ top_shape() {
     END {
         best = ""
         for (s in by) if (best == "" || by[s] > by[best]) best = s
-        printf "%s\t%d\t%d\n", best, by[best], total
+        printf "%s\t%.0f\t%.0f\n", best, by[best], total
     }'
 }
 
