@@ -23,7 +23,8 @@
 # Environment:
 #   CHAINREC_REQUIRE_KERNELS=1  a kernel that cannot be booted fails instead of skipping
 #   CHAINREC_VM_ACCEL=kvm|tcg   skip the KVM probe
-#   CHAINREC_VM_TIMEOUT=SECS    per VM boot (default 300; a VM takes 25-105 s under TCG)
+#   CHAINREC_VM_TIMEOUT=SECS    per VM boot (default 600; a VM takes ~50 s under single-threaded
+#                               TCG on a quiet host; the BPF verifier makes it minutes under load)
 #   CHAINREC_PACKAGE_BIN=PATH   the binary to test (default target/package/chainrec)
 # For evidence about intermittent kernel failures (docs/RECORDER.md, the kernel matrix):
 #   CHAINREC_VM_LOOPS=N         boot each kernel N times (default 1); a tally per kernel at
@@ -52,7 +53,7 @@ cd "$(dirname "$0")/../.."
 ROOT=$PWD
 CACHE=$ROOT/target/kernels
 BIN=${CHAINREC_PACKAGE_BIN:-$ROOT/target/package/chainrec}
-TIMEOUT=${CHAINREC_VM_TIMEOUT:-300}
+TIMEOUT=${CHAINREC_VM_TIMEOUT:-600}
 REQUIRE=${CHAINREC_REQUIRE_KERNELS:-0}
 GOLDEN=$ROOT/testdata/kernels
 LOOPS=${CHAINREC_VM_LOOPS:-1}
