@@ -59,7 +59,7 @@ pub use engine::mode::{Mode, OnCpuMode};
 // The engine and what it hands its sinks: one record per wait, over interned nodes.
 pub use engine::machine::Engine;
 pub use engine::nodes::{Node, NodeId, NodeKind, NodeTable, RunqHolder};
-pub use engine::record::{HopRecord, OnCpuPart, RunqPart, WaitRecord, WaitSink};
+pub use engine::record::{HopRecord, LevelKind, OnCpuPart, RunqPart, WaitRecord, WaitSink};
 pub use engine::stats::{Inconsistency, Stats};
 
 // What a run leaves for the renderers, and how they name its frames.

@@ -228,6 +228,13 @@ impl Stats {
                 secs(self.runq_unsplit_ns)
             ));
         }
+        if self.blocked_not_followed_ns > 0 {
+            v.push(format!(
+                "wakers' blocked time not followed: {} (earlier waits of a waker inside the root's wait with no waking in the trace, beyond the depth limit, or past {} levels in one wait; shown as [blocked: not followed], never as running)",
+                secs(self.blocked_not_followed_ns),
+                crate::engine::walk::MAX_LEVELS
+            ));
+        }
         if self.runq_capped > 0 {
             v.push(format!(
                 "run-queue history capped: {} entries dropped while a wait was still open (at most {} switch-ins per CPU, {} runnable periods per thread are kept; the time they covered is shown as [run queue];[unknown] or left with the waker)",

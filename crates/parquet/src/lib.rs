@@ -25,7 +25,9 @@ use arrow_array::{
 };
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
-use chainrec_chain::{stack_frames, ChainError, NodeTable, Setup, TraceRef, WaitRecord, WaitSink};
+use chainrec_chain::{
+    stack_frames, ChainError, LevelKind, NodeTable, Setup, TraceRef, WaitRecord, WaitSink,
+};
 use chainrec_format::{RecordingMeta, StackId, StackKind, Tables, UtcTime};
 use chainrec_report::cgroup::CgroupLabel;
 use chainrec_report::export::{BoxError, WaitsInput, WaitsOutput};
@@ -476,6 +478,7 @@ impl Names {
 #[derive(Default)]
 struct HopColumns {
     level: Vec<i32>,
+    parent: Vec<i32>,
     kind: StringBuilder,
     context: StringBuilder,
     metal: Vec<bool>,
@@ -589,7 +592,12 @@ impl WaitColumns {
         for (i, hop) in w.hops.iter().enumerate() {
             let context = hop.context.label();
             h.level.push(i32_of("level", i as u64 + 1)?);
-            h.kind.append_value(level_kind(hop.metal, context));
+            h.parent.push(i32_of("parent", hop.parent.into())?);
+            h.kind.append_value(match hop.kind {
+                LevelKind::Waker => level_kind(hop.metal, context),
+                LevelKind::EarlierWait => "earlier wait",
+                LevelKind::NotFollowed => "blocked: not followed",
+            });
             h.context.append_value(context);
             h.metal.push(hop.metal);
             h.ts_ns.push(i64_of("ts_ns", hop.ts)?);
@@ -632,6 +640,7 @@ impl WaitColumns {
         let h = &mut self.hops;
         let hops = vec![
             level("level", take(&mut h.level)),
+            level("parent", take(&mut h.parent)),
             text("kind", &mut h.kind, false),
             text("context", &mut h.context, false),
             flag("metal", take(&mut h.metal)),

@@ -226,6 +226,7 @@ pub fn kind_file(kind: FrameKind) -> &'static str {
         FrameKind::Lost => "lost events",
         FrameKind::OnCpu => "on cpu",
         FrameKind::Group => "cgroup",
+        FrameKind::Blocked => "blocked",
         FrameKind::LevelSeparator | FrameKind::UserKernelSeparator => "separator",
     }
 }

@@ -417,7 +417,9 @@ fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> Frame
         FrameKind::Metal => FrameClass::Metal,
         // Throttled time is drawn like run-queue time: off-CPU while runnable.
         FrameKind::RunQueue | FrameKind::Throttled => FrameClass::RunQueue,
-        FrameKind::Marker | FrameKind::Group => FrameClass::Marker,
+        // `[earlier wait]` / `[blocked: not followed]`: the stack frames after it are the
+        // waker's off-CPU stacks, coloured by level like any stack.
+        FrameKind::Marker | FrameKind::Group | FrameKind::Blocked => FrameClass::Marker,
         FrameKind::Lost => FrameClass::Lost,
         // `[on cpu]` or `[on cpu: estimated]` (sampled frames follow) or `[on cpu: no
         // sample]` (a marker).

@@ -84,6 +84,22 @@ pub struct Level {
     pub ns: u64,
     /// Frames in folded order (as in the chain graph), separators included.
     pub frames: Vec<String>,
+    /// Of `ns`: the time this level's waker was blocked in earlier waits inside the wait
+    /// (branches of the wakeup DAG, CHAINS.md), how many were followed to their waker, and
+    /// how much was `[blocked: not followed]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub earlier: Option<EarlierShare>,
+}
+
+/// A level's blocked time in earlier waits (see [`Level::earlier`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EarlierShare {
+    /// Nanoseconds, all its branches together.
+    pub ns: u64,
+    /// Earlier waits followed to their wakers.
+    pub waits: u64,
+    /// Of `ns`: not followed (no waking in the trace, depth limit, level budget).
+    pub not_followed_ns: u64,
 }
 
 /// One ranked entry.
@@ -300,18 +316,74 @@ impl TopReport {
                 let mut one = FoldedSink::new(View::Chains);
                 let mut rec = w.clone();
                 rec.root = true;
+                // A wakeup DAG shows its main chain, each level with its branches' time
+                // (`Level::earlier`); parts inside branches are in that time.
+                let main = w.main_chain();
+                let level_of = |l: u32| -> Option<u32> {
+                    if l == 0 || w.is_linear() {
+                        return Some(l);
+                    }
+                    main.iter()
+                        .position(|&k| k + 1 == l as usize)
+                        .map(|i| i as u32 + 1)
+                };
+                let mut earlier: Vec<Option<EarlierShare>> = vec![None; main.len()];
+                if !w.is_linear() {
+                    for (j, h) in w.hops.iter().enumerate() {
+                        if main.contains(&j) {
+                            continue;
+                        }
+                        // Its nearest ancestor on the main chain.
+                        let mut p = h.parent as usize;
+                        while p > 0 && !main.contains(&(p - 1)) {
+                            p = w.hops[p - 1].parent as usize;
+                        }
+                        let Some(i) = main.iter().position(|&k| k + 1 == p) else {
+                            continue;
+                        };
+                        let e = earlier[i].get_or_insert(EarlierShare {
+                            ns: 0,
+                            waits: 0,
+                            not_followed_ns: 0,
+                        });
+                        e.ns += h.ns;
+                        match h.kind {
+                            chainrec_chain::LevelKind::EarlierWait => {
+                                // Identical ones merged into this level count too.
+                                e.waits += 1 + w
+                                    .extra_windows
+                                    .iter()
+                                    .filter(|x| x.0 as usize == j + 1)
+                                    .count() as u64;
+                            }
+                            chainrec_chain::LevelKind::NotFollowed => e.not_followed_ns += h.ns,
+                            chainrec_chain::LevelKind::Waker => {}
+                        }
+                    }
+                    rec.hops = main
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &k)| {
+                            let mut h = w.hops[k].clone();
+                            h.parent = i as u32;
+                            h
+                        })
+                        .collect();
+                }
                 let runq = std::mem::take(&mut rec.runq)
                     .into_iter()
-                    .map(|p| RunqShare {
-                        level: p.level,
+                    .filter_map(|p| Some((level_of(p.level)?, p)))
+                    .map(|(level, p)| RunqShare {
+                        level,
                         holder: nodes.get(p.holder).name().into_owned(),
                         ns: p.ns,
                     })
                     .collect();
                 let mut oncpu: Vec<OnCpuShare> = std::mem::take(&mut rec.oncpu)
                     .into_iter()
-                    .map(|p| OnCpuShare {
-                        level: p.level,
+                    .filter_map(|p| Some((level_of(p.level)?, p)))
+                    .map(|(level, p)| OnCpuShare {
+                        level,
                         frames: namer
                             .node(nodes, p.node, true)
                             .frames
@@ -355,13 +427,16 @@ impl TopReport {
                         .filter(|f| f.2 as usize == lvl && f.1 != FrameKind::LevelSeparator)
                         .map(|f| f.0.clone())
                         .collect();
+                    let earlier = lvl
+                        .checked_sub(1)
+                        .and_then(|i| earlier.get(i).cloned().flatten());
                     let (who, ns) = if lvl == 0 {
                         (
                             format!("{} ({})", w.comm, w.tid),
                             w.blocked_ns().unwrap_or(0),
                         )
-                    } else if let Some(h) = w.hops.get(lvl - 1) {
-                        (who(h, nodes), h.ns)
+                    } else if let Some(h) = rec.hops.get(lvl - 1) {
+                        (who(h, nodes), h.ns + earlier.as_ref().map_or(0, |e| e.ns))
                     } else {
                         (part.last().cloned().unwrap_or_default(), 0)
                     };
@@ -370,6 +445,7 @@ impl TopReport {
                         who,
                         ns,
                         frames: part,
+                        earlier,
                     });
                 }
                 let wall = if meta.clock_offset_ns != 0 {
@@ -651,6 +727,19 @@ pub fn render_text_width(r: &TopReport, width: Option<usize>) -> String {
                     fmt_ns(total),
                     behind.join(", ")
                 );
+                let _ = writeln!(s, "{}", wrap(&line, width, 29));
+            }
+            // Its earlier waits inside the wait (branches of the wakeup DAG).
+            if let Some(e) = &l.earlier {
+                let mut line = format!(
+                    "      of it blocked  {:>10}  in {} [earlier wait]{}",
+                    fmt_ns(e.ns),
+                    e.waits,
+                    if e.waits == 1 { "" } else { "s" },
+                );
+                if e.not_followed_ns > 0 {
+                    line.push_str(&format!(", {} not followed", fmt_ns(e.not_followed_ns)));
+                }
                 let _ = writeln!(s, "{}", wrap(&line, width, 29));
             }
             // What the waker did while it ran inside this level, by its samples: the

@@ -11,7 +11,7 @@
 use crate::script::{rel_secs, rel_time, stack_label, state_str};
 use crate::top::fmt_ns;
 use chainrec_chain::{
-    stack_frames, HopRecord, Mode, NodeId, NodeTable, RunqPart, TraceRef, WaitRecord,
+    stack_frames, HopRecord, LevelKind, Mode, NodeId, NodeTable, RunqPart, TraceRef, WaitRecord,
 };
 use chainrec_format::{StackId, Tables};
 use serde::Serialize;
@@ -144,6 +144,15 @@ pub struct HopJson {
     pub node: NodeJson,
     /// Nanoseconds of the wait attributed to this level.
     pub ns: u64,
+    /// The level this one hangs under, when it is not `level - 1` (a branch of the wakeup
+    /// DAG: a waker's earlier wait, and that wait's chain; 0 = the waiting thread).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u32>,
+    /// `earlier wait` (the waker's blocked interval inside the root's wait, stacks are
+    /// its off-CPU stacks; its children explain it) or `blocked: not followed`; absent
+    /// for a waking.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
 }
 
 /// Run-queue time of one level behind one CPU holder (a [`RunqPart`]).
@@ -277,6 +286,12 @@ impl HopJson {
             metal: h.metal,
             node: NodeJson::new(h.node, h.kstack, h.ustack, cx),
             ns: h.ns,
+            parent: (h.parent as usize + 1 != level).then_some(h.parent),
+            kind: match h.kind {
+                LevelKind::Waker => None,
+                LevelKind::EarlierWait => Some("earlier wait"),
+                LevelKind::NotFollowed => Some("blocked: not followed"),
+            },
         }
     }
 }
@@ -336,11 +351,17 @@ pub fn render_text(w: &WaitJson, start_ns: u64) -> String {
     push_frames(&mut s, "        ", &w.node);
     push_runq(&mut s, w, 0);
     for h in &w.hops {
-        let who = if h.metal {
-            format!("{} (on tid {})", h.node.node, h.waker_tid)
-        } else {
-            format!("{} {}/{}", h.waker_comm, h.waker_tid, h.waker_tgid)
+        let mut who = match h.kind {
+            Some(kind) => format!(
+                "[{kind}] of {} {}/{}",
+                h.waker_comm, h.waker_tid, h.waker_tgid
+            ),
+            None if h.metal => format!("{} (on tid {})", h.node.node, h.waker_tid),
+            None => format!("{} {}/{}", h.waker_comm, h.waker_tid, h.waker_tgid),
         };
+        if let Some(p) = h.parent {
+            who.push_str(&format!(" (under level {p})"));
+        }
         let _ = writeln!(
             s,
             "  {:>2} <- {:>10}  {} {} at {}  k={} u={}",

@@ -84,6 +84,11 @@ pub struct Level {
     /// Of `ns`: the time its waker ran, by its samples (`[on cpu];frames`, or
     /// `[on cpu: no sample]`).
     pub oncpu: Vec<Share>,
+    /// The level it hangs under (0 = the blocked thread, k = `levels[k - 1]`):
+    /// `index` for a plain chain, a waker's level for its earlier waits.
+    pub parent: u32,
+    /// A waker, `[earlier wait]` (its children explain it) or `[blocked: not followed]`.
+    pub kind: crate::LevelKind,
 }
 
 /// Why a part of the window has no known state.
@@ -1027,11 +1032,9 @@ impl Builder<'_> {
             let mut inside: Vec<u64> = if x == a && y == wake {
                 all.clone()
             } else {
-                let part = |h: &crate::HopRecord| {
-                    let w = h.windows.iter();
-                    w.map(|&(p, q)| q.min(y).saturating_sub(p.max(x))).sum()
-                };
-                rec.hops.iter().map(part).collect()
+                (0..rec.hops.len())
+                    .map(|k| rec.level_inside(k, x, y))
+                    .collect()
             };
             if inside.iter().sum::<u64>() != y - x {
                 inside = apportion(y - x, &all);
@@ -1063,7 +1066,7 @@ impl Builder<'_> {
                     .map(|(p, &n)| (p.0, n))
                     .collect();
                 let node = self.nodes.get(h.node);
-                let name = if h.metal {
+                let name = if h.metal || h.kind != crate::LevelKind::Waker {
                     node.name().into_owned()
                 } else {
                     h.waker_comm.as_str().into_owned()
@@ -1079,6 +1082,8 @@ impl Builder<'_> {
                     own_ns: scaled[0],
                     runq: self.shares(&rq, rq_sum),
                     oncpu: self.shares(&oc, oc_sum),
+                    parent: h.parent,
+                    kind: h.kind,
                 });
             }
             let kind = SegmentKind::Blocked(Blocked {

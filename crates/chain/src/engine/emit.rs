@@ -3,7 +3,7 @@
 
 use crate::engine::filter::Filter;
 use crate::engine::nodes::{is_throttled_holder, NodeTable, HOLDER_UNKNOWN};
-use crate::engine::record::{RunqPart, WaitRecord, WaitSink};
+use crate::engine::record::{LevelKind, RunqPart, WaitRecord, WaitSink};
 use crate::engine::stats::Stats;
 use chainrec_format::{StackId, Tables};
 
@@ -40,6 +40,26 @@ pub(crate) fn emit_rec(
         st.stacks_not_captured += u64::from(fixed);
     }
     rec.node = nodes.task(rec.ident, rec.kstack, rec.ustack);
+    // Earlier-wait levels carry their stacks until here (the walk cannot intern nodes).
+    for h in &mut rec.hops {
+        match h.kind {
+            LevelKind::Waker => {}
+            LevelKind::EarlierWait => {
+                st.earlier_waits += 1;
+                h.node = nodes.blocked(Some((h.kstack, h.ustack)));
+            }
+            LevelKind::NotFollowed => {
+                st.blocked_not_followed_ns += h.ns;
+                h.node = nodes.blocked(None);
+            }
+        }
+    }
+    // Merged earlier waits (one level for many identical ones) count one each.
+    st.earlier_waits += rec
+        .extra_windows
+        .iter()
+        .filter(|e| rec.hops[e.0 as usize - 1].kind == LevelKind::EarlierWait)
+        .count() as u64;
     rec.group = groups.map(|t| nodes.group(t, t.cgroup_at(rec.tid, rec.switch_out_ns)));
     // Run-queue parts carry holder codes until here (the walk cannot intern nodes).
     // Level 0 (added at switch-in) comes after the levels of the walk (at the waking).

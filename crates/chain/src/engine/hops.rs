@@ -116,6 +116,8 @@ impl Hop {
             node: self.node,
             ns: 0,
             windows: [(0, 0); 2],
+            parent: 0,
+            kind: crate::engine::record::LevelKind::Waker,
         }
     }
 }

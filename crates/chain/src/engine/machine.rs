@@ -11,6 +11,7 @@ use crate::engine::hops::{Cause, CauseLink, Hop, Mark};
 use crate::engine::ids::{HopId, SlotId};
 use crate::engine::mode::{Mode, OnCpuMode};
 use crate::engine::nodes::{NodeTable, HOLDER_IDLE};
+use crate::engine::past::{PastWait, PastWaits};
 use crate::engine::record::WaitSink;
 use crate::engine::runqueue::RunQueues;
 use crate::engine::sampleidx::SampleIndex;
@@ -78,6 +79,9 @@ pub struct Engine<'t> {
     rq: RunQueues,
     /// Recent on-CPU samples per thread (traces with samples, time-bounded mode).
     samples: SampleIndex,
+    /// Each thread's past blocked waits (parallel to `tasks`), as far back as an open wait
+    /// can ask: the earlier waits a chain level follows as branches (time-bounded mode).
+    past: PastWaits,
     stats: Stats,
 }
 
@@ -125,6 +129,7 @@ impl<'t> Engine<'t> {
             runqueue,
             rq: RunQueues::default(),
             samples: SampleIndex::new(sampling.is_some() && bounded, estimate_period),
+            past: PastWaits::default(),
             stats: Stats::default(),
         }
     }
@@ -158,6 +163,7 @@ impl<'t> Engine<'t> {
             runqueue: self.runqueue,
             rq: self.rq.clone(),
             samples: self.samples.clone(),
+            past: self.past.clone(),
             stats: self.stats.clone(),
         }
     }
@@ -178,6 +184,7 @@ impl<'t> Engine<'t> {
             ("slots (dedup)", cost(heap, &self.slots)),
             ("run queues", cost(heap, &self.rq)),
             ("samples", cost(heap, &self.samples)),
+            ("past waits", cost(heap, &self.past)),
             ("cpu_check", cost(heap, &self.cpu_check)),
             (
                 "seen+inner_buf+free_tasks",
@@ -326,6 +333,7 @@ impl<'t> Engine<'t> {
         self.stats.peak_live_hops = self.stats.peak_live_hops.max(self.live_hops as u64);
         self.stats.oncpu_short_history_ns = self.samples.short_history_ns.get();
         self.stats.peak_runq_history = self.rq.peak_kept() as u64;
+        self.stats.peak_past_waits = self.past.peak as u64;
         self.stats.runq_capped = self.rq.capped;
         self.stats.clone()
     }
@@ -466,7 +474,7 @@ impl<'t> Engine<'t> {
                 }
                 let holder = self.nodes.holder_of(self.tasks[t].ident);
                 self.rq.push_cpu(s.cpu, s.ts, holder);
-                if self.rq.needs_trim() {
+                if self.rq.needs_trim() || self.past.needs_trim() {
                     self.trim_runqueues(s.ts);
                 }
             }
@@ -475,34 +483,66 @@ impl<'t> Engine<'t> {
             }
             let task = &mut self.tasks[t];
             match task.status {
-                Status::Off { pretrace: true } => {
-                    self.stats.waits += 1;
-                    self.stats.waits_before_trace += 1;
-                    self.stats.waits_before_trace_ns +=
-                        s.ts.saturating_sub(task.open.switch_out_ns);
-                    task.open_refs = WaitRefs::default();
-                }
-                Status::Off { pretrace: false } => {
-                    self.stats.waits += 1;
-                    if task.open.state == STATE_RUNNABLE {
-                        self.stats.preemptions += 1;
-                    } else if task.open_refs.hop.is_some() {
-                        self.stats.woken_waits += 1;
-                    } else {
-                        self.stats.waits_without_waker += 1;
+                Status::Off { pretrace } => {
+                    if self.cfg.mode == Mode::Bounded && task.open.state != STATE_RUNNABLE {
+                        // Its blocked part (to the waking, else to now) may lie inside a
+                        // later chain's level of this thread: an earlier wait.
+                        let o = &task.open;
+                        let end = o.wake_ns.unwrap_or(s.ts);
+                        if end > o.switch_out_ns {
+                            self.past.push(
+                                t,
+                                PastWait {
+                                    start: o.switch_out_ns,
+                                    end,
+                                    hop: task.open_refs.hop,
+                                    kstack: o.kstack,
+                                    ustack: o.ustack,
+                                },
+                            );
+                        }
                     }
-                    task.hand_over(Some(s.ts), self.lost_seq);
+                    self.stats.waits += 1;
+                    if pretrace {
+                        self.stats.waits_before_trace += 1;
+                        self.stats.waits_before_trace_ns +=
+                            s.ts.saturating_sub(task.open.switch_out_ns);
+                        task.open_refs = WaitRefs::default();
+                    } else {
+                        if task.open.state == STATE_RUNNABLE {
+                            self.stats.preemptions += 1;
+                        } else if task.open_refs.hop.is_some() {
+                            self.stats.woken_waits += 1;
+                        } else {
+                            self.stats.waits_without_waker += 1;
+                        }
+                        task.hand_over(Some(s.ts), self.lost_seq);
+                    }
                 }
                 Status::Unknown => self.stats.waits_before_trace += 1,
                 Status::Running => self.stats.note_inconsistent(s.ts, s.next_tid, true, 0),
             }
             task.status = Status::Running;
+            if !self.runqueue && self.past.needs_trim() {
+                self.trim_runqueues(s.ts);
+            }
         }
     }
 
     /// Trim the run-queue histories to what the waits open at `now` can still ask for
     /// ([`RunQueues::trim`]; docs/ENGINE.md, "How far back the histories reach").
     fn trim_runqueues(&mut self, now: u64) {
+        let (waits_from, runnable_from) = self.open_bounds(now);
+        if self.runqueue {
+            self.rq.trim(waits_from, runnable_from);
+        }
+        self.past.trim(waits_from);
+    }
+
+    /// What the waits open at `now` can still ask of the histories: the oldest switch-out
+    /// of a blocked wait not yet woken (`waits_from`) and the oldest start of a runnable
+    /// period not yet switched in (`runnable_from`); `now` when there is none.
+    fn open_bounds(&self, now: u64) -> (u64, u64) {
         let (mut waits_from, mut runnable_from) = (now, now);
         // Freed task slots have status Unknown: skipped like any thread not off-CPU.
         for task in &self.tasks {
@@ -524,7 +564,7 @@ impl<'t> Engine<'t> {
                 runnable_from = runnable_from.min(w);
             }
         }
-        self.rq.trim(waits_from, runnable_from);
+        (waits_from, runnable_from)
     }
 
     /// When `tid`'s runnable switch-out at `out` was forced by CPU-quota throttling: the
@@ -588,6 +628,7 @@ impl<'t> Engine<'t> {
         self.task_index.remove(tid);
         self.live_tasks -= 1;
         self.rq.clear_task(t);
+        self.past.clear_task(t);
         self.samples.forget(tid);
         let task = &mut self.tasks[t];
         task.last_cause = None;
@@ -606,7 +647,11 @@ impl<'t> Engine<'t> {
         let task = &mut self.tasks[t];
         let rec = match task.status {
             Status::Off { pretrace: false } => &mut task.open,
-            Status::Running if task.held_refs.is_some() => &mut task.held,
+            Status::Running if task.held_refs.is_some() => {
+                self.past
+                    .set_stacks(t, task.held.switch_out_ns, o.kstack, o.ustack);
+                &mut task.held
+            }
             _ => {
                 self.stats.stacks_unmatched += 1;
                 return;
@@ -778,6 +823,7 @@ impl<'t> Engine<'t> {
                 samples: &self.samples,
                 index: &self.task_index,
                 pieces: &mut self.walk_pieces,
+                past: &self.past,
             };
             walker.walk(h, &mut self.tasks[t].open, mark);
             if mark && self.inner_buf.is_empty() {
@@ -895,6 +941,9 @@ impl<'t> Engine<'t> {
     /// cause pointers into freed hops (keeping the cause's times).
     fn gc(&mut self) {
         self.stats.gc_runs += 1;
+        // Past waits pin their hops: drop those no open wait can reach first.
+        let (waits_from, _) = self.open_bounds(u64::MAX);
+        self.past.trim(waits_from);
         self.stats.peak_live_hops = self.stats.peak_live_hops.max(self.live_hops as u64);
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
@@ -933,6 +982,10 @@ impl<'t> Engine<'t> {
             if let Some(held) = t.held_refs {
                 mark(held.hop, 1, &mut live);
             }
+        }
+        // Earlier waits a later chain may follow, with their chains.
+        for h in self.past.hops() {
+            mark(Some(h), depth, &mut live);
         }
         for sl in self.slots.occupied() {
             mark(Some(sl.hop), 1, &mut live);

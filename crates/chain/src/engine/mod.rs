@@ -12,6 +12,7 @@ pub(crate) mod ids;
 pub(crate) mod machine;
 pub(crate) mod mode;
 pub(crate) mod nodes;
+pub(crate) mod past;
 pub(crate) mod record;
 pub(crate) mod runqueue;
 pub(crate) mod sampleidx;

@@ -51,6 +51,14 @@ pub enum NodeKind {
         /// the level, none of which fell inside it.
         estimated: bool,
     },
+    /// A waker's blocked time inside the root's wait, before the wait its chain follows
+    /// (CHAINS.md, "Attribution"): `[earlier wait]` and the waker's off-CPU stacks of that
+    /// wait (root first, as a blocked thread prints), its waker's level below; or, when
+    /// `followed` is false, `[blocked: not followed]` alone.
+    Blocked {
+        /// False for `[blocked: not followed]`.
+        followed: bool,
+    },
 }
 
 /// Who held a CPU while a thread waited for it.
@@ -88,6 +96,10 @@ impl RunqHolder {
 
 /// The frame that opens every run-queue level.
 pub const RUNQ_FRAME: &str = "[run queue]";
+/// The frame that opens a waker's earlier wait (CHAINS.md, "Attribution").
+pub const EARLIER_WAIT_FRAME: &str = "[earlier wait]";
+/// A waker's blocked time that the DAG does not follow (CHAINS.md, "Attribution").
+pub const NOT_FOLLOWED_FRAME: &str = "[blocked: not followed]";
 
 /// An interned node.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -120,6 +132,8 @@ impl Node {
                 estimated: true, ..
             } => crate::engine::frames::ONCPU_ESTIMATED.into(),
             NodeKind::OnCpu { .. } => crate::engine::frames::ONCPU_FRAME.into(),
+            NodeKind::Blocked { followed: true } => EARLIER_WAIT_FRAME.into(),
+            NodeKind::Blocked { followed: false } => NOT_FOLLOWED_FRAME.into(),
         }
     }
     /// True for run-queue nodes.
@@ -296,6 +310,10 @@ pub struct NodeTable {
     /// Group nodes by cgroup id (`u64::MAX`: unknown), and by frames.
     group_by_cgroup: FxHashMap<u64, NodeId>,
     groups: FxHashMap<Vec<String>, NodeId>,
+    /// `[earlier wait]` nodes by (canonical kernel stack, canonical user stack), and
+    /// `[blocked: not followed]` under `None` (interned when first used, so that traces
+    /// without branches keep their node ids).
+    earlier: FxHashMap<Option<(StackId, StackId)>, NodeId>,
 }
 
 impl Default for NodeTable {
@@ -322,6 +340,7 @@ impl Default for NodeTable {
             throttle_holders: Vec::new(),
             group_by_cgroup: FxHashMap::default(),
             groups: FxHashMap::default(),
+            earlier: FxHashMap::default(),
         };
         for m in ["[truncated]", "[cycle]", "[lost events]", "[waker unknown]"] {
             t.nodes.push(Node {
@@ -564,6 +583,27 @@ impl NodeTable {
                 kind: NodeKind::RunQueue { holder },
                 kstack: StackId::NONE,
                 ustack: StackId::NONE,
+                kframes: None,
+                leaf_frame: None,
+            });
+        }
+        id
+    }
+
+    /// Intern the `[earlier wait]` node of a waker's off-CPU stacks of an earlier wait
+    /// (`Some`), or the `[blocked: not followed]` node (`None`).
+    pub(crate) fn blocked(&mut self, stacks: Option<(StackId, StackId)>) -> NodeId {
+        let key = stacks.map(|(k, u)| (self.canonical(k), self.canonical(u)));
+        let next = self.nodes.len() as NodeId;
+        let id = *self.earlier.entry(key).or_insert(next);
+        if id == next {
+            let (kstack, ustack) = key.unwrap_or((StackId::NONE, StackId::NONE));
+            self.nodes.push(Node {
+                kind: NodeKind::Blocked {
+                    followed: key.is_some(),
+                },
+                kstack,
+                ustack,
                 kframes: None,
                 leaf_frame: None,
             });

@@ -32,6 +32,25 @@ pub struct OnCpuPart {
     pub ns: u64,
 }
 
+/// What a level of a wait's wakeup DAG is (CHAINS.md, "Attribution").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LevelKind {
+    /// A waking: its waker (a thread, or metal) explains part of the parent level's
+    /// blocked time.
+    #[default]
+    Waker,
+    /// `[earlier wait]`: the waker of the parent level was itself blocked inside the
+    /// root's wait before the wait its chain follows; this level is that earlier wait
+    /// (`kstack`/`ustack` are the thread's off-CPU stacks of it, `waker_*` the thread),
+    /// and its children are the chain of the waking that ended it. Its own `ns` is 0:
+    /// the time is its children's.
+    EarlierWait,
+    /// `[blocked: not followed]`: the parent level's waker was blocked for `ns` inside
+    /// the root's wait, in waits this DAG does not follow (depth limit, unknown waker,
+    /// the per-wait branch budget).
+    NotFollowed,
+}
+
 /// One level of a chain: the waking that ended a blocked interval, and the time it
 /// explains.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +83,14 @@ pub struct HopRecord {
     /// blocked interval (CHAINS.md, "Attribution"). `--mode last`: the whole blocked
     /// interval. Lets a caller cut a chain at a time window (`critical-path --window`).
     pub windows: [(u64, u64); 2],
+    /// The level this one hangs under: 0 = the waiting thread (the root), k = `hops[k -
+    /// 1]`. A chain without branches has `parent == index` (each level under the one
+    /// before); a waker's earlier waits (`LevelKind::EarlierWait`, `NotFollowed`) hang
+    /// under that waker's level, the chain of an earlier wait under it. Levels are in
+    /// preorder: a level's subtree follows it, its branches before the chain goes on.
+    pub parent: u32,
+    /// What the level is.
+    pub kind: LevelKind,
 }
 
 /// One off-CPU interval of a thread (switch-out to switch-in), with the chain of
@@ -108,6 +135,11 @@ pub struct WaitRecord {
     /// nor a cut, split in proportion to that waker's samples inside it. Ordered by
     /// level. Empty for traces without samples.
     pub oncpu: Vec<OnCpuPart>,
+    /// More windows of DAG levels (level k ≥ 1 as in [`RunqPart::level`], `[x, y)`):
+    /// identical earlier waits of one waker that end at the same interrupt are one
+    /// `[earlier wait]` level and one metal level (their `ns` summed); each further wait
+    /// adds its window here for both, so that [`Self::level_inside`] stays exact.
+    pub extra_windows: Vec<(u32, u64, u64)>,
     /// The chain was cut by the depth limit while a further cause existed.
     pub truncated: bool,
     /// `--mode last` only: the walk stopped because a thread repeated.
@@ -146,6 +178,73 @@ impl WaitRecord {
     /// True when the thread was preempted (no blocked part, no chain).
     pub fn preempted(&self) -> bool {
         self.state == STATE_RUNNABLE
+    }
+    /// True when the chain has no branches: level k hangs under level k - 1.
+    pub fn is_linear(&self) -> bool {
+        self.hops
+            .iter()
+            .enumerate()
+            .all(|(i, h)| h.parent as usize == i)
+    }
+    /// The levels from the root's first level down to level `level` (1-based, as
+    /// [`RunqPart::level`]), as indices into [`Self::hops`], first level first.
+    pub fn path_to(&self, level: u32, out: &mut Vec<usize>) {
+        out.clear();
+        let mut k = level as usize;
+        while k > 0 && k <= self.hops.len() && out.len() <= self.hops.len() {
+            out.push(k - 1);
+            k = self.hops[k - 1].parent as usize;
+        }
+        out.reverse();
+    }
+    /// The main chain: from the first level, each level's [`LevelKind::Waker`] child, as
+    /// indices into [`Self::hops`] (branches hang beside it).
+    pub fn main_chain(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut cur = 0u32;
+        for (i, h) in self.hops.iter().enumerate() {
+            if h.parent == cur && h.kind == LevelKind::Waker {
+                out.push(i);
+                cur = i as u32 + 1;
+            }
+        }
+        out
+    }
+    /// Nanoseconds of level `k`'s own share (`hops[k]`) that lie inside `[x, y)`: its
+    /// windows' part, less the parts of the earlier waits hanging under it (which its
+    /// windows enclose). 0 for an `[earlier wait]` level, whose time is its children's.
+    pub fn level_inside(&self, k: usize, x: u64, y: u64) -> u64 {
+        let clip = |p: u64, q: u64| q.min(y).saturating_sub(p.max(x));
+        let extra = |level: usize| -> u64 {
+            self.extra_windows
+                .iter()
+                .filter(|e| e.0 as usize == level)
+                .map(|e| clip(e.1, e.2))
+                .sum()
+        };
+        let part = |k: usize| -> u64 {
+            self.hops[k]
+                .windows
+                .iter()
+                .map(|&(p, q)| clip(p, q))
+                .sum::<u64>()
+                + extra(k + 1)
+        };
+        let h = &self.hops[k];
+        match h.kind {
+            LevelKind::EarlierWait => 0,
+            LevelKind::NotFollowed => part(k),
+            LevelKind::Waker => {
+                let holes: u64 = (k + 1..self.hops.len())
+                    .filter(|&c| {
+                        let c = &self.hops[c];
+                        c.parent as usize == k + 1 && c.kind != LevelKind::Waker
+                    })
+                    .map(part)
+                    .sum();
+                part(k).saturating_sub(holes)
+            }
+        }
     }
     /// Sum of the hops' attributed time (equals [`Self::blocked_ns`] in time-bounded mode).
     pub fn attributed_ns(&self) -> u64 {

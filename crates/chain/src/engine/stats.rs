@@ -158,6 +158,15 @@ pub struct Stats {
     /// Wakers' on-CPU nanoseconds in emitted chains with no sample in or near them
     /// (`[on cpu: no sample]`).
     pub oncpu_no_sample_ns: u64,
+    /// `[earlier wait]` branches in emitted chains: a waker's waits inside the root's wait
+    /// before the one its chain follows, each followed to its own waker (CHAINS.md).
+    pub earlier_waits: u64,
+    /// Nanoseconds of wakers' blocked time in emitted chains shown as `[blocked: not
+    /// followed]` (no waking of that wait in the trace, the depth limit, or the per-wait
+    /// level budget): blocked, never shown as running.
+    pub blocked_not_followed_ns: u64,
+    /// Most past waits kept at once (all threads) for those branches.
+    pub peak_past_waits: u64,
 }
 
 impl fmt::Display for Stats {

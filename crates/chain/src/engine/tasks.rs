@@ -195,6 +195,7 @@ impl Task {
         o.hops.clear();
         o.runq.clear();
         o.oncpu_raw.clear();
+        o.extra_windows.clear();
         o.truncated = false;
         o.cycle = false;
         o.lost = false;

@@ -5,12 +5,19 @@ use crate::engine::config::Config;
 use crate::engine::hops::{Cause, Hop};
 use crate::engine::ids::HopId;
 use crate::engine::mode::Mode;
+use crate::engine::nodes::NodeId;
 use crate::engine::nodes::NodeTable;
-use crate::engine::record::WaitRecord;
+use crate::engine::past::{PastWait, PastWaits};
+use crate::engine::record::{HopRecord, LevelKind, WaitRecord};
 use crate::engine::runqueue::RqView;
 use crate::engine::sampleidx::{minus, SampleIndex};
 use crate::engine::tasks::TaskIndex;
-use chainrec_format::Tid;
+use chainrec_format::{StackId, Tid, WakeContext};
+
+/// Most levels one wait's DAG holds: a waker's earlier waits past it are one
+/// `[blocked: not followed]` level (a root that waited seconds for a thread that blocked
+/// thousands of times in between would otherwise grow a level per such wait).
+pub(crate) const MAX_LEVELS: usize = 1024;
 
 /// The chain walk, borrowing only what it reads from the engine (so that the record it
 /// fills can be a task's own record, borrowed mutably at the same time).
@@ -30,6 +37,8 @@ pub(crate) struct Walker<'a> {
     pub(crate) index: &'a TaskIndex,
     /// Scratch: a level's running pieces (its windows less the waker's runnable periods).
     pub(crate) pieces: &'a mut Vec<(u64, u64)>,
+    /// Each thread's past blocked waits (the wakers' earlier waits).
+    pub(crate) past: &'a PastWaits,
 }
 
 impl Walker<'_> {
@@ -43,7 +52,7 @@ impl Walker<'_> {
         &mut self,
         level: u32,
         waker: Tid,
-        windows: [(u64, u64); 2],
+        windows: &[(u64, u64)],
         rec: &mut WaitRecord,
     ) {
         // Now: the waking that ends the root's wait, when the chain is built.
@@ -56,7 +65,7 @@ impl Walker<'_> {
             (Some(h), Some(rq)) => {
                 let parts = &mut *rq.parts;
                 parts.begin(&rec.runq, level);
-                for (x, y) in windows {
+                for &(x, y) in windows {
                     if y <= x {
                         continue;
                     }
@@ -86,7 +95,7 @@ impl Walker<'_> {
                     }
                 }
             }
-            _ if on_cpu => minus(&windows, |_, _, _| {}, pieces),
+            _ if on_cpu => minus(windows, |_, _, _| {}, pieces),
             _ => {}
         }
         if !on_cpu {
@@ -101,6 +110,237 @@ impl Walker<'_> {
             .split(waker, level, pieces, clock_now, &mut rec.oncpu_raw);
     }
 
+    /// The time-bounded chain of hop `first` over `[l, t]` (CHAINS.md, "Attribution"):
+    /// its first level at `depth` under level `parent` (0 = the root), each level's own
+    /// time split and its waker's earlier waits inside it followed as branches. `main`:
+    /// the root's own chain, which at the depth limit gives the last level the rest and
+    /// marks the record `[truncated]`; a branch's chain there says `[blocked: not
+    /// followed]` for the wait it does not follow.
+    #[allow(clippy::too_many_arguments)]
+    fn chain(
+        &mut self,
+        first: HopId,
+        mut l: u64,
+        mut t: u64,
+        mut depth: usize,
+        mut parent: u32,
+        rec: &mut WaitRecord,
+        mark: bool,
+        main: bool,
+    ) {
+        let max = self.cfg.max_depth;
+        let mut cur = first;
+        loop {
+            let h = &self.hops[cur.index()];
+            let mut r = h.record(self.nodes);
+            r.parent = parent;
+            let id = rec.hops.len() as u32 + 1;
+            let waker = h.waker_tid;
+            let metal = h.metal();
+            let (cause_s, cause_ts) = (h.cause_s, h.cause_ts);
+            let next = match h.cause.get() {
+                Cause::Hop(cause) if !metal && cause_ts > l && depth < max => Some(Some(cause)),
+                // Depth limit, or the cause was collected (beyond it).
+                Cause::Hop(_) | Cause::Cut if !metal && cause_ts > l => Some(None),
+                // Metal, no known cause, or a cause before the window: the chain ends here.
+                _ => None,
+            };
+            match next {
+                Some(None) if main => {
+                    r.ns = t.saturating_sub(l);
+                    r.windows[0] = (l, t.max(l));
+                    rec.hops.push(r);
+                    rec.truncated = true;
+                    return;
+                }
+                None => {
+                    r.ns = t.saturating_sub(l);
+                    r.windows[0] = (l, t.max(l));
+                    rec.hops.push(r);
+                    if !metal {
+                        self.own_time(id, depth, waker, [(l, t), (0, 0)], rec, mark);
+                    }
+                    return;
+                }
+                Some(cause) => {
+                    let l2 = l.max(cause_s);
+                    let ct = cause_ts.min(t);
+                    r.ns = t.saturating_sub(l) - ct.saturating_sub(l2);
+                    r.windows = [(l, l2), (ct, t)];
+                    rec.hops.push(r);
+                    // Own time: before the waker blocked, and after its waking.
+                    self.own_time(id, depth, waker, [(l, l2), (ct, t)], rec, mark);
+                    let Some(cause) = cause else {
+                        // A branch at the depth limit: the wait it would follow.
+                        self.not_followed(id, (l2, ct), rec);
+                        return;
+                    };
+                    if mark {
+                        self.inner.push(cause);
+                    }
+                    l = l2;
+                    t = ct;
+                    cur = cause;
+                    depth += 1;
+                    parent = id;
+                }
+            }
+        }
+    }
+
+    /// Level `id` (at `depth`, waker `waker`) keeps `windows` as its own time: follow the
+    /// waker's earlier waits inside them as branches (or count them not followed), then
+    /// split what is left by the waker's runnable periods and samples.
+    #[allow(clippy::too_many_arguments)]
+    fn own_time(
+        &mut self,
+        id: u32,
+        depth: usize,
+        waker: Tid,
+        windows: [(u64, u64); 2],
+        rec: &mut WaitRecord,
+        mark: bool,
+    ) {
+        let t = self.index.find(waker);
+        let any = t.is_some_and(|t| {
+            windows
+                .iter()
+                .any(|&(x, y)| y > x && self.past.overlapping(t, x, y).next().is_some())
+        });
+        let Some(t) = t.filter(|_| any) else {
+            self.split_level(id, waker, &windows, rec);
+            return;
+        };
+        // The waker blocked inside its own time: each such wait is a branch.
+        let mut waits: Vec<(u64, u64, PastWait)> = Vec::new();
+        for &(x, y) in &windows {
+            if y > x {
+                waits.extend(
+                    self.past
+                        .overlapping(t, x, y)
+                        .map(|w| (w.start.max(x), w.end.min(y), *w)),
+                );
+            }
+        }
+        let mut carved = 0u64;
+        // Earlier waits ended by an interrupt, by their sleeping stacks and metal node: the
+        // `[earlier wait]` level already made for such a wait, then its metal level.
+        let mut merged: Vec<(StackId, StackId, NodeId, u32)> = Vec::new();
+        // Past the level budget, the rest goes to one `[blocked: not followed]` level
+        // whose windows are the envelope of what it holds (docs/ENGINE.md).
+        let mut overflow: Option<usize> = None;
+        for &(x, y, w) in &waits {
+            carved += y - x;
+            let room = rec.hops.len() < MAX_LEVELS;
+            let followed = w.hop.filter(|_| depth + 2 <= self.cfg.max_depth);
+            // A timer thread sleeping a thousand times inside the root's wait: one branch
+            // per distinct (stacks, interrupt), its windows kept in `extra_windows`.
+            let metal = followed
+                .map(|h| &self.hops[h.index()])
+                .filter(|h| h.metal())
+                .map(|h| h.node);
+            if let (Some(hop), Some(node)) = (followed, metal) {
+                if let Some(&(.., pseudo)) = merged
+                    .iter()
+                    .find(|m| (m.0, m.1, m.2) == (w.kstack, w.ustack, node))
+                {
+                    rec.hops[pseudo as usize].ns += y - x;
+                    rec.extra_windows.push((pseudo, x, y));
+                    rec.extra_windows.push((pseudo + 1, x, y));
+                    if mark {
+                        self.inner.push(hop);
+                    }
+                    continue;
+                }
+            }
+            match followed.filter(|_| room) {
+                Some(hop) => {
+                    let h = &rec.hops[id as usize - 1];
+                    let r = HopRecord {
+                        ts: w.end,
+                        waker_tid: waker,
+                        waker_tgid: h.waker_tgid,
+                        waker_comm: h.waker_comm,
+                        context: WakeContext::Task,
+                        metal: false,
+                        kstack: w.kstack,
+                        ustack: w.ustack,
+                        node: NodeId::MAX,
+                        ns: 0,
+                        windows: [(x, y), (0, 0)],
+                        parent: id,
+                        kind: LevelKind::EarlierWait,
+                    };
+                    rec.hops.push(r);
+                    let branch = rec.hops.len() as u32;
+                    if mark {
+                        self.inner.push(hop);
+                    }
+                    self.chain(hop, x, y, depth + 2, branch, rec, mark, false);
+                    if let Some(node) = metal {
+                        merged.push((w.kstack, w.ustack, node, branch));
+                    }
+                }
+                None if room => self.not_followed(id, (x, y), rec),
+                None => match overflow {
+                    Some(k) => {
+                        rec.hops[k].ns += y - x;
+                        rec.hops[k].windows[0].1 = y;
+                    }
+                    None => {
+                        self.not_followed(id, (x, y), rec);
+                        overflow = Some(rec.hops.len() - 1);
+                    }
+                },
+            }
+        }
+        rec.hops[id as usize - 1].ns -= carved;
+        // What is left: the windows less the blocked spans.
+        let mut own: Vec<(u64, u64)> = Vec::with_capacity(waits.len() + 2);
+        let mut i = 0;
+        for &(x, y) in &windows {
+            if y <= x {
+                continue;
+            }
+            let mut from = x;
+            while i < waits.len() && waits[i].0 < y {
+                if waits[i].0 > from {
+                    own.push((from, waits[i].0));
+                }
+                from = from.max(waits[i].1);
+                i += 1;
+            }
+            if from < y {
+                own.push((from, y));
+            }
+        }
+        self.split_level(id, waker, &own, rec);
+    }
+
+    /// Level `id`'s waker was blocked over `span` in a wait this DAG does not follow.
+    fn not_followed(&mut self, id: u32, span: (u64, u64), rec: &mut WaitRecord) {
+        if span.1 <= span.0 {
+            return;
+        }
+        let h = &rec.hops[id as usize - 1];
+        let r = HopRecord {
+            ts: span.1,
+            waker_tid: h.waker_tid,
+            waker_tgid: h.waker_tgid,
+            waker_comm: h.waker_comm,
+            context: WakeContext::Task,
+            metal: false,
+            kstack: StackId::NONE,
+            ustack: StackId::NONE,
+            node: NodeId::MAX,
+            ns: span.1 - span.0,
+            windows: [span, (0, 0)],
+            parent: id,
+            kind: LevelKind::NotFollowed,
+        };
+        rec.hops.push(r);
+    }
+
     /// Build the chain of `rec` (woken by hop `first`), marking inner hops as used when
     /// `mark` (the root passes the filter).
     #[inline]
@@ -108,6 +348,7 @@ impl Walker<'_> {
         rec.hops.clear();
         rec.runq.clear();
         rec.oncpu_raw.clear();
+        rec.extra_windows.clear();
         rec.truncated = false;
         rec.cycle = false;
         let a = rec.switch_out_ns;
@@ -116,54 +357,7 @@ impl Walker<'_> {
         let mut cur = first;
         let mut depth = 1;
         match self.cfg.mode {
-            Mode::Bounded => {
-                let mut l = a;
-                let mut t = t1;
-                loop {
-                    let h = &self.hops[cur.index()];
-                    let mut r = h.record(self.nodes);
-                    let cause = match h.cause.get() {
-                        Cause::Hop(cause) if !h.metal() && h.cause_ts > l && depth < max => cause,
-                        Cause::Hop(_) | Cause::Cut if !h.metal() && h.cause_ts > l => {
-                            // Depth limit, or the cause was collected (beyond it).
-                            r.ns = t.saturating_sub(l);
-                            r.windows[0] = (l, t.max(l));
-                            rec.hops.push(r);
-                            rec.truncated = true;
-                            break;
-                        }
-                        _ => {
-                            // Metal, no known cause, or a cause before the window: the
-                            // chain ends here.
-                            r.ns = t.saturating_sub(l);
-                            r.windows[0] = (l, t.max(l));
-                            rec.hops.push(r);
-                            if !h.metal() {
-                                self.split_level(depth as u32, h.waker_tid, [(l, t), (0, 0)], rec);
-                            }
-                            break;
-                        }
-                    };
-                    let l2 = l.max(h.cause_s);
-                    r.ns = t.saturating_sub(l) - h.cause_ts.min(t).saturating_sub(l2);
-                    r.windows = [(l, l2), (h.cause_ts.min(t), t)];
-                    rec.hops.push(r);
-                    // Own time: before the waker blocked, and after its waking.
-                    self.split_level(
-                        depth as u32,
-                        h.waker_tid,
-                        [(l, l2), (h.cause_ts.min(t), t)],
-                        rec,
-                    );
-                    if mark {
-                        self.inner.push(cause);
-                    }
-                    l = l2;
-                    t = h.cause_ts.min(t);
-                    cur = cause;
-                    depth += 1;
-                }
-            }
+            Mode::Bounded => self.chain(first, a, t1, 1, 0, rec, mark, true),
             Mode::Last => {
                 let weight = t1.saturating_sub(a);
                 self.seen.clear();
@@ -171,6 +365,7 @@ impl Walker<'_> {
                 loop {
                     let h = &self.hops[cur.index()];
                     let mut r = h.record(self.nodes);
+                    r.parent = rec.hops.len() as u32;
                     r.ns = weight;
                     r.windows[0] = (a, t1.max(a));
                     rec.hops.push(r);

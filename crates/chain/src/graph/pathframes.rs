@@ -45,6 +45,10 @@ pub enum FrameKind {
     /// Above the waiting thread (`--cgroup-frames`): `[cgroup: <path>]`, `[pod: <uid>]`,
     /// `[container: <id>]`.
     Group,
+    /// `[earlier wait]` (followed by the waker's off-CPU stacks of that wait, root first)
+    /// or `[blocked: not followed]`: a waker's blocked time inside the root's wait before
+    /// the wait its chain follows (CHAINS.md, "Attribution").
+    Blocked,
 }
 
 impl FrameKind {
@@ -112,6 +116,29 @@ impl<'a> FrameNamer<'a> {
             .or_insert_with(|| stack_frames(tables, id, threshold))
     }
 
+    /// Stacks root first: user frames root to leaf, `-`, kernel frames root to leaf; the
+    /// `-` only with kernel frames, or with any frame when `sep_with_user_only`.
+    fn root_first(
+        &mut self,
+        k: StackId,
+        u: StackId,
+        sep_with_user_only: bool,
+        f: &mut Vec<(String, FrameKind)>,
+    ) {
+        let user_only = !self.stack(u).is_empty();
+        f.extend(
+            self.stack(u)
+                .iter()
+                .rev()
+                .map(|s| (s.clone(), FrameKind::User)),
+        );
+        let kernel = self.stack(k);
+        if !kernel.is_empty() || (sep_with_user_only && user_only) {
+            f.push(("-".into(), FrameKind::UserKernelSeparator));
+            f.extend(kernel.iter().rev().map(|s| (s.clone(), FrameKind::Kernel)));
+        }
+    }
+
     /// The frames of node `id` of `nodes`; `first`: the node is the first of its path
     /// (the blocked thread, or the waker in the wakeup view), drawn root to leaf the
     /// other way round from a waker.
@@ -158,22 +185,19 @@ impl<'a> FrameNamer<'a> {
                         ONCPU_FRAME
                     };
                     f.push((head.into(), K::OnCpu));
-                    let u: Vec<(String, FrameKind)> = self
-                        .stack(n.ustack)
-                        .iter()
-                        .rev()
-                        .map(|s| (s.clone(), K::User))
-                        .collect();
-                    f.extend(u);
-                    let k = self.stack(n.kstack);
-                    if !k.is_empty() {
-                        let k: Vec<(String, FrameKind)> =
-                            k.iter().rev().map(|s| (s.clone(), K::Kernel)).collect();
-                        f.push(("-".into(), K::UserKernelSeparator));
-                        f.extend(k);
-                    }
+                    self.root_first(n.kstack, n.ustack, false, &mut f);
                 } else {
                     f.push((ONCPU_NO_SAMPLE.into(), K::OnCpu));
+                }
+            }
+            NodeKind::Blocked { followed } => {
+                if !first {
+                    f.push(("--".into(), K::LevelSeparator));
+                }
+                f.push((n.name().into_owned(), K::Blocked));
+                if *followed {
+                    // As the blocked thread at a root prints.
+                    self.root_first(n.kstack, n.ustack, true, &mut f);
                 }
             }
             NodeKind::Metal { label, .. } => {

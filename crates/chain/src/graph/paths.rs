@@ -132,6 +132,21 @@ fn push_root(w: &WaitRecord, b: &mut PathBatch) {
     b.push(w.node, 0);
 }
 
+/// Push the nodes of the levels from the first down to `level` (1-based; 0 = none).
+#[inline]
+fn push_levels(w: &WaitRecord, b: &mut PathBatch, level: u32, linear: bool, path: &mut Vec<usize>) {
+    if linear {
+        for h in &w.hops[..level as usize] {
+            b.push(h.node, 0);
+        }
+    } else {
+        w.path_to(level, path);
+        for &i in path.iter() {
+            b.push(w.hops[i].node, 0);
+        }
+    }
+}
+
 /// Reduces wait records to trie paths for one [`View`] (all the view logic of
 /// [`crate::FoldedSink`]: which waits count, marker levels for `[waker unknown]`,
 /// `[truncated]`, `[cycle]`, `[lost events]`, `--mode last`, and the comm table of the
@@ -270,7 +285,28 @@ impl PathReducer {
                             b.push(MARK_CYCLE, 0);
                         }
                     };
-                    if !w.lost || whole {
+                    if !whole && !w.is_linear() {
+                        // A wakeup DAG (earlier waits as branches): one path per level,
+                        // carrying that level's own share; the main chain's last level
+                        // carries the markers.
+                        let chain_end = w.main_chain().last().copied();
+                        let mut path = Vec::new();
+                        for k in 0..w.hops.len() {
+                            w.path_to(k as u32 + 1, &mut path);
+                            push_root(w, b);
+                            for &i in &path {
+                                b.push(w.hops[i].node, 0);
+                            }
+                            if chain_end == Some(k) {
+                                markers(b);
+                            }
+                            if w.lost {
+                                b.push(MARK_LOST, 0);
+                            }
+                            b.add_last(own(k));
+                            b.end_path();
+                        }
+                    } else if !w.lost || whole {
                         // One path; each level carries its share (last mode: only the
                         // end of the chain, the whole blocked time).
                         push_root(w, b);
@@ -326,11 +362,11 @@ impl PathReducer {
     /// level (the root, then the hops above it) and the holder's `[run queue]` node
     /// weighted by the part (under `[lost events]` when events were lost inside the wait).
     fn runq_paths(w: &WaitRecord, b: &mut PathBatch, first_part: usize) {
+        let linear = w.is_linear();
+        let mut path = Vec::new();
         for p in &w.runq[first_part..] {
             push_root(w, b);
-            for h in &w.hops[..p.level as usize] {
-                b.push(h.node, 0);
-            }
+            push_levels(w, b, p.level, linear, &mut path);
             b.push(p.holder, 0);
             if w.lost {
                 b.push(MARK_LOST, 0);
@@ -346,11 +382,11 @@ impl PathReducer {
     /// node weighted by the part (under `[lost events]` when events were lost inside the
     /// wait), as [`Self::runq_paths`] does for run-queue parts.
     fn oncpu_paths(w: &WaitRecord, b: &mut PathBatch) {
+        let linear = w.is_linear();
+        let mut path = Vec::new();
         for p in &w.oncpu {
             push_root(w, b);
-            for h in &w.hops[..p.level as usize] {
-                b.push(h.node, 0);
-            }
+            push_levels(w, b, p.level, linear, &mut path);
             b.push(p.node, 0);
             if w.lost {
                 b.push(MARK_LOST, 0);

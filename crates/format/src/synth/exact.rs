@@ -36,6 +36,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario { name: "stack-labels", about: "an exiting waker, a user stack lost to exec, long waits whose stacks never arrived, a short skipped wait", generate: stack_labels },
         Scenario { name: "oncpu-worker", about: "cr-client waits 5 ms on cr-worker, which computes (on-CPU samples every 1 ms: spin_compute, parse); idle samples", generate: oncpu_worker },
         Scenario { name: "containers", about: "cr-web (docker container) <- cr-db (Kubernetes pod) <- cr-cron (cron.service, moved to /user.slice half way) <- [hardirq: timer] over pipes, 10 ms period; threads' cgroups recorded", generate: containers },
+        Scenario { name: "timer-waits", about: "cr-main waits 30 ms on cr-timer, which slept three times on its timer meanwhile (two earlier waits inside the root's wait: one merged branch of the wakeup DAG)", generate: timer_waits },
         Scenario { name: "oncpu-sparse", about: "cr-client waits 5 ms on cr-worker, which computes; sparse samples (every 30 ms per CPU): most waits hold no sample of the worker", generate: oncpu_sparse },
     ]
 }
@@ -322,6 +323,53 @@ fn pipe_relay(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
             b.sw(t + 5_080_000, 2, sink, S, 0, k_read, u_sink_read);
         },
         10_000_000,
+    )
+}
+
+/// timer-waits: 12 events per 40 ms iteration. cr-main blocks at B+100 in a futex until
+/// cr-timer wakes it at B+30.05 ms. cr-timer slept on its timer until B+10 ms (since the
+/// previous iteration), ran 100 us, slept until B+20 ms, ran 100 us, slept until B+30 ms,
+/// and woke cr-main 50 us after: its waits ending at B+10 and B+20 ms are earlier waits
+/// inside cr-main's.
+fn timer_waits(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
+    let (timer, main) = (301, 302);
+    let mut b = B::new();
+    let k_sleep = b.k(&["schedule", "do_nanosleep", "__x64_sys_clock_nanosleep"]);
+    let u_sleep = b.u(300, &["clock_nanosleep", "timer_loop"]);
+    let k_futex = b.k(&["schedule", "futex_wait"]);
+    let u_join = b.u(300, &["pthread_join", "main"]);
+    let k_wake = b.k(&["try_to_wake_up", "futex_wake"]);
+    let u_signal = b.u(300, &["pthread_cond_signal", "timer_loop"]);
+    let k_irq = irq_timer_stack(&mut b);
+    for (t, n) in [(timer, "cr-timer"), (main, "cr-main")] {
+        b.comm(T0, t, 300, n, CommReason::Seen);
+    }
+    b.sw(T0 + 50, 0, timer, S, 0, k_sleep, u_sleep);
+    let tasks = [
+        (timer, 300, "cr-timer", false),
+        (main, 300, "cr-main", false),
+    ];
+    let n = iterations(p, 12);
+    run(
+        b,
+        out,
+        &tasks,
+        n,
+        |b, _, t| {
+            b.sw(t + 100, 1, main, S, 0, k_futex, u_join);
+            for ms in [10, 20] {
+                let at = t + ms * 1_000_000;
+                b.wk(at, 0, 0, timer, HARD, SRC_TIMER, k_irq, NO);
+                b.swin(at + 10_000, 0, timer);
+                b.sw(at + 100_000, 0, timer, S, 0, k_sleep, u_sleep);
+            }
+            b.wk(t + 30_000_000, 0, 0, timer, HARD, SRC_TIMER, k_irq, NO);
+            b.swin(t + 30_010_000, 0, timer);
+            b.wk(t + 30_050_000, 0, timer, main, TASK, 0, k_wake, u_signal);
+            b.sw(t + 30_060_000, 0, timer, S, 0, k_sleep, u_sleep);
+            b.swin(t + 30_070_000, 1, main);
+        },
+        40_000_000,
     )
 }
 
