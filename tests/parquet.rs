@@ -73,8 +73,12 @@ fn same(want: &Value, got: &Value, at: &str) {
     }
 }
 
-/// The level kind the export derives from `metal` and `context`.
+/// The level kind the export derives from `metal` and `context`, or the JSON's own
+/// `kind` of a branch level (`earlier wait`, `blocked: not followed`).
 fn kind(h: &Value) -> &str {
+    if let Some(k) = h["kind"].as_str() {
+        return k;
+    }
     match (
         h["metal"].as_bool().unwrap(),
         h["context"].as_str().unwrap(),

@@ -74,6 +74,32 @@ fn workload(dir: &Path) {
             while r.read(&mut b).expect("read pipe 2") == 1 {}
         }),
     ));
+    // Earlier waits: the collector's read spans four 1 ms sleeps of the batcher, three of
+    // them before the one its chain follows (branches of the DAG, ended by the timer).
+    let (r3, w3) = pipe();
+    {
+        let stop = stop.clone();
+        threads.push(spawn(
+            "cr-bt-batch",
+            Box::new(move || {
+                let mut w = w3;
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..4 {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    w.write_all(b"x").expect("write pipe 3");
+                }
+            }),
+        ));
+    }
+    threads.push(spawn(
+        "cr-bt-collect",
+        Box::new(move || {
+            let mut r = r3;
+            let mut b = [0u8; 1];
+            while r.read(&mut b).expect("read pipe 3") == 1 {}
+        }),
+    ));
     // Futex: a condition variable signalled after a 1 ms sleep.
     let pair = Arc::new((Mutex::new(0u64), Condvar::new()));
     {
@@ -196,5 +222,11 @@ fn every_hop_agrees_with_bpftrace() {
     assert!(
         levels.get(&2).is_some_and(|l| l.0 >= 100),
         "too few level-2 hops: {levels:?}"
+    );
+    // The collector's waits show the batcher's earlier sleeps as branches.
+    assert!(
+        agreement.earlier.0 >= 100,
+        "too few earlier-wait branches: {:?}",
+        agreement.earlier
     );
 }

@@ -82,9 +82,9 @@ fn sink_chain_down_to_timer_irq() {
         let Some(b) = w.blocked_ns() else { return };
         blocked += b;
         let shape = w
-            .hops
-            .iter()
-            .map(|h| nodes.get(h.node).name().into_owned())
+            .main_chain()
+            .into_iter()
+            .map(|k| nodes.get(w.hops[k].node).name().into_owned())
             .collect();
         *by_shape.entry(shape).or_insert(0) += b;
     };

@@ -128,11 +128,17 @@ fn lay_out(path: &Path) {
     f.sync_all().expect("sync data file");
 }
 
-/// A waiting thread's view of its chain: the node of each level, in order.
+/// A waiting thread's view of its chain: the node of each level of the main chain, in
+/// order (earlier-wait branches left out).
 fn nodes(w: &Value) -> Vec<&str> {
     w["hops"]
         .as_array()
-        .map(|h| h.iter().map(|h| h["node"].as_str().unwrap_or("")).collect())
+        .map(|h| {
+            chainrec_testkit::bpftrace::main_chain(h)
+                .into_iter()
+                .map(|h| h["node"].as_str().unwrap_or(""))
+                .collect()
+        })
         .unwrap_or_default()
 }
 

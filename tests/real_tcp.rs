@@ -134,13 +134,18 @@ fn check_chain(test: &str, trace: &Path, client: u32) {
     let mut sink = |w: &WaitRecord, nodes: &NodeTable| {
         let Some(b) = w.blocked_ns() else { return };
         blocked += b;
-        let name = |i: usize| w.hops.get(i).map(|h| nodes.get(h.node).name().into_owned());
-        let shape: Vec<String> = (0..w.hops.len()).filter_map(name).collect();
+        // The main chain (earlier-wait branches of a level are part of its time).
+        let main = w.main_chain();
+        let name = |i: usize| {
+            main.get(i)
+                .map(|&k| nodes.get(w.hops[k].node).name().into_owned())
+        };
+        let shape: Vec<String> = (0..main.len()).filter_map(name).collect();
         *shapes.entry(shape).or_insert(0) += b;
         if name(0).as_deref() == Some(server.as_str()) {
             server1 += b;
             // The server's softirq is shown on its stack.
-            let n = nodes.get(w.hops[0].node);
+            let n = nodes.get(w.hops[main[0]].node);
             if n.leaf_frame.as_deref() != Some("[softirq: NET_RX]") {
                 server_other += b;
                 let frames = chainrec_chain::stack_frames(reader.tables(), n.kstack, 0);
@@ -150,7 +155,20 @@ fn check_chain(test: &str, trace: &Path, client: u32) {
                 );
             }
             if name(1).is_some_and(|l| l.contains("timer")) {
-                timer2 += w.hops[1..].iter().map(|h| h.ns).sum::<u64>();
+                // Below the server: its chain's next levels and their branches.
+                timer2 += w.blocked_ns().unwrap_or(0) - w.level_inside(main[0], 0, u64::MAX);
+                timer2 -= (0..w.hops.len())
+                    .filter(|&j| {
+                        !main.contains(&j) && {
+                            let mut p = w.hops[j].parent as usize;
+                            while p > 0 && !main.contains(&(p - 1)) {
+                                p = w.hops[p - 1].parent as usize;
+                            }
+                            p == main[0] + 1
+                        }
+                    })
+                    .map(|j| w.hops[j].ns)
+                    .sum::<u64>();
             }
         }
     };

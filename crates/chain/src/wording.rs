@@ -230,9 +230,16 @@ impl Stats {
         }
         if self.blocked_not_followed_ns > 0 {
             v.push(format!(
-                "wakers' blocked time not followed: {} (earlier waits of a waker inside the root's wait with no waking in the trace, beyond the depth limit, or past {} levels in one wait; shown as [blocked: not followed], never as running)",
+                "wakers' blocked time not followed: {} (earlier waits of a waker inside the root's wait that are not ended by an interrupt, beyond the {} longest per wait, inside another earlier wait, without a waking in the trace, or past the depth limit; shown as [blocked: not followed], never as running)",
                 secs(self.blocked_not_followed_ns),
-                crate::engine::walk::MAX_LEVELS
+                crate::engine::walk::BRANCH_BUDGET
+            ));
+        }
+        if self.past_unchecked_ns > 0 {
+            v.push(format!(
+                "wakers' time not checked for earlier waits: {} (older than the waker's last {} waits, which the engine keeps; left with the level unsplit, not shown as running)",
+                secs(self.past_unchecked_ns),
+                crate::engine::past::PER_THREAD_CAP
             ));
         }
         if self.runq_capped > 0 {

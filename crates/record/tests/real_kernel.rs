@@ -294,9 +294,18 @@ fn real_chain_workload_lazy() {
     );
     // (the last one may be the EOF wakeup of the relay's close(): pipe_release)
     let mut releases = 0;
+    // The workload's threads share this test process's address space with the other
+    // tests running beside it: a page fault of the sink can wait for the mmap_lock that
+    // another test's munmap holds, and the relay's fault then wakes it from up_read
+    // (seen on a loaded CI machine: rwsem_wake <- up_read <- exc_page_fault). True, rare.
+    let mut mmap_lock = 0;
     for &s in &rs_stacks {
         if has_frame(t, s, "pipe_release") {
             releases += 1;
+            continue;
+        }
+        if has_frame(t, s, "rwsem_wake") {
+            mmap_lock += 1;
             continue;
         }
         assert!(
@@ -306,8 +315,14 @@ fn real_chain_workload_lazy() {
         );
     }
     assert!(releases <= 1, "{releases} close() wakeups");
+    assert!(
+        mmap_lock * 20 <= rs_stacks.len(),
+        "{mmap_lock} of {} relay->sink wakings from an rwsem (mmap_lock), not the pipe",
+        rs_stacks.len()
+    );
     // Off-CPU kernel stacks of the sink show pipe_read; user stacks resolve in this binary.
     let mut sink_k = 0;
+    let mut sink_other: Vec<Vec<String>> = Vec::new();
     let mut sink_preempted = 0u64;
     let mut sink_u_resolved = 0;
     for e in &mem.events {
@@ -325,11 +340,15 @@ fn real_chain_workload_lazy() {
                     sink_preempted += 1;
                     continue;
                 }
-                assert!(
-                    has_frame(t, o.kstack, "pipe_read"),
-                    "sink off-CPU stack: {:?}",
-                    frame_names(t, o.kstack)
-                );
+                // The process is shared with the tests beside it (see above): a munmap, a
+                // fault on the mmap_lock or the allocator's futex can block the sink too.
+                // Those are true waits; at least 90 % must be in pipe_read (below).
+                if !has_frame(t, o.kstack, "pipe_read") {
+                    if sink_other.len() < 4 {
+                        sink_other.push(frame_names(t, o.kstack));
+                    }
+                    continue;
+                }
                 sink_k += 1;
             }
             if o.tid == sink && o.ustack.is_real() {
@@ -356,7 +375,7 @@ fn real_chain_workload_lazy() {
     }
     assert!(
         sink_k as u64 * 10 >= msgs * 9,
-        "{sink_k} sink off-CPU kernel stacks in pipe_read for {msgs} waits"
+        "{sink_k} sink off-CPU kernel stacks in pipe_read for {msgs} waits; others: {sink_other:?}"
     );
     assert!(
         sink_preempted * 10 <= sink_k as u64,

@@ -11,7 +11,7 @@ use crate::engine::hops::{Cause, CauseLink, Hop, Mark};
 use crate::engine::ids::{HopId, SlotId};
 use crate::engine::mode::{Mode, OnCpuMode};
 use crate::engine::nodes::{NodeTable, HOLDER_IDLE};
-use crate::engine::past::{PastWait, PastWaits};
+use crate::engine::past::{MetalEnd, PastWait, PastWaits};
 use crate::engine::record::WaitSink;
 use crate::engine::runqueue::RunQueues;
 use crate::engine::sampleidx::SampleIndex;
@@ -68,6 +68,8 @@ pub struct Engine<'t> {
     inner_buf: Vec<HopId>,
     /// Scratch of the walk ([`Walker::pieces`]).
     walk_pieces: Vec<(u64, u64)>,
+    /// Scratch of the walk ([`Walker::branches`]).
+    walk_branches: usize,
     slots: Slots,
     /// The filter keeps every wait (no per-wait check needed).
     filter_all: bool,
@@ -123,6 +125,7 @@ impl<'t> Engine<'t> {
             seen: Vec::new(),
             inner_buf: Vec::new(),
             walk_pieces: Vec::new(),
+            walk_branches: 0,
             slots: Slots::default(),
             filter_all,
             cpu_check: CpuCheck::default(),
@@ -157,6 +160,7 @@ impl<'t> Engine<'t> {
             seen: self.seen.clone(),
             inner_buf: self.inner_buf.clone(),
             walk_pieces: Vec::new(),
+            walk_branches: 0,
             slots: self.slots.clone(),
             filter_all: self.filter_all,
             cpu_check: self.cpu_check.clone(),
@@ -490,12 +494,23 @@ impl<'t> Engine<'t> {
                         let o = &task.open;
                         let end = o.wake_ns.unwrap_or(s.ts);
                         if end > o.switch_out_ns {
+                            let hop = task.open_refs.hop;
+                            let metal = hop
+                                .map(|h| &self.hops[h.index()])
+                                .filter(|h| h.metal())
+                                .map(|h| MetalEnd {
+                                    node: h.node,
+                                    kstack: h.kstack,
+                                    waker_tid: h.waker_tid,
+                                    context: h.context,
+                                });
                             self.past.push(
                                 t,
                                 PastWait {
                                     start: o.switch_out_ns,
                                     end,
-                                    hop: task.open_refs.hop,
+                                    hop: hop.filter(|_| metal.is_none()),
+                                    metal,
                                     kstack: o.kstack,
                                     ustack: o.ustack,
                                 },
@@ -824,6 +839,8 @@ impl<'t> Engine<'t> {
                 index: &self.task_index,
                 pieces: &mut self.walk_pieces,
                 past: &self.past,
+                branches: &mut self.walk_branches,
+                unchecked: &mut self.stats.past_unchecked_ns,
             };
             walker.walk(h, &mut self.tasks[t].open, mark);
             if mark && self.inner_buf.is_empty() {

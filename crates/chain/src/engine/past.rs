@@ -4,7 +4,9 @@
 //! "Attribution"; docs/ENGINE.md, "Earlier waits").
 
 use crate::engine::ids::HopId;
-use chainrec_format::StackId;
+use crate::engine::nodes::NodeId;
+use chainrec_format::{StackId, Tid, WakeContext};
+use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
 /// A blocked wait of a thread that has ended (the thread was switched in again).
@@ -14,17 +16,64 @@ pub(crate) struct PastWait {
     pub(crate) start: u64,
     /// End of the blocked part: the waking, or the switch-in when no waking was seen.
     pub(crate) end: u64,
-    /// The waking that ended it (`None`: no waking in the trace, so its cause is unknown).
+    /// The waking that ended it, when a thread woke it and it is among the thread's last
+    /// [`HOP_LINKS`] waits (`None` with `metal` `None`: not followed).
     pub(crate) hop: Option<HopId>,
+    /// The interrupt (or idle task) that ended it: kept by value, so that such waits,
+    /// the most numerous, pin no hop.
+    pub(crate) metal: Option<MetalEnd>,
     /// The thread's off-CPU stacks of it.
     pub(crate) kstack: StackId,
     pub(crate) ustack: StackId,
 }
 
+/// Past waits kept per thread: a thread's oldest are dropped past it, and time before its
+/// oldest kept wait is counted as not checked (`Stats::past_unchecked_ns`) rather than
+/// split into running time. 2048 covers a 2 ms timer thread over 4 s; it bounds what
+/// one long sleeper pins (every other thread's last 2048 waits and their hops).
+pub(crate) const PER_THREAD_CAP: usize = 2048;
+
+/// What a metal hop's record needs (`Hop::record` of a metal hop).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct MetalEnd {
+    pub(crate) node: NodeId,
+    pub(crate) kstack: StackId,
+    /// The interrupted task (0 = idle).
+    pub(crate) waker_tid: Tid,
+    pub(crate) context: WakeContext,
+}
+
+/// Of a thread's kept waits, the newest this many keep the hop of a thread waking (a
+/// branch to follow); older ones are not followed. Bounds the hops past waits pin.
+pub(crate) const HOP_LINKS: usize = 256;
+
+/// What past waits share: the off-CPU stacks and the interrupt that ended them, interned
+/// once for all threads (a timer thread's thousand sleeps are one key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    kstack: StackId,
+    ustack: StackId,
+    metal: Option<MetalEnd>,
+}
+
+/// A kept wait: 24 bytes (the [`PastWait`] it stands for is 48).
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    start: u64,
+    end: u64,
+    hop: Option<HopId>,
+    key: u32,
+}
+
 /// Past waits per task slot (parallel to the engine's tasks), oldest first.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PastWaits {
-    per_task: Vec<VecDeque<PastWait>>,
+    per_task: Vec<VecDeque<Entry>>,
+    keys: Vec<Key>,
+    key_ix: FxHashMap<Key, u32>,
+    /// Per task slot: the end of the newest wait dropped by the cap (0: none), before
+    /// which its list is incomplete.
+    floors: Vec<u64>,
     /// Entries kept over all tasks.
     kept: usize,
     /// Trim when `kept` reaches this (a quarter more than after the last trim).
@@ -42,8 +91,41 @@ impl PastWaits {
     pub(crate) fn push(&mut self, t: usize, w: PastWait) {
         if self.per_task.len() <= t {
             self.per_task.resize_with(t + 1, VecDeque::new);
+            self.floors.resize(t + 1, 0);
         }
-        self.per_task[t].push_back(w);
+        let key = Key {
+            kstack: w.kstack,
+            ustack: w.ustack,
+            // The interrupted task is not kept: one key per interrupt and stacks.
+            metal: w.metal.map(|m| MetalEnd { waker_tid: 0, ..m }),
+        };
+        let next = self.keys.len() as u32;
+        let key = *self.key_ix.entry(key).or_insert(next);
+        if key == next {
+            self.keys.push(Key {
+                kstack: w.kstack,
+                ustack: w.ustack,
+                metal: w.metal.map(|m| MetalEnd { waker_tid: 0, ..m }),
+            });
+        }
+        let w = Entry {
+            start: w.start,
+            end: w.end,
+            hop: w.hop,
+            key,
+        };
+        let l = &mut self.per_task[t];
+        if l.len() >= PER_THREAD_CAP {
+            if let Some(old) = l.pop_front() {
+                self.floors[t] = old.end;
+                self.kept -= 1;
+            }
+        }
+        l.push_back(w);
+        if l.len() > HOP_LINKS {
+            let i = l.len() - 1 - HOP_LINKS;
+            l[i].hop = None;
+        }
         self.kept += 1;
         self.peak = self.peak.max(self.kept);
     }
@@ -51,18 +133,29 @@ impl PastWaits {
     /// The lazily captured stacks of task slot `t`'s wait that began at `start` arrived.
     #[inline]
     pub(crate) fn set_stacks(&mut self, t: usize, start: u64, k: StackId, u: StackId) {
-        if let Some(w) = self
+        let Some(w) = self
             .per_task
-            .get_mut(t)
-            .and_then(|l| l.back_mut())
+            .get(t)
+            .and_then(|l| l.back())
             .filter(|w| w.start == start)
-        {
-            if k != StackId::NONE {
-                w.kstack = k;
-            }
-            if u != StackId::NONE {
-                w.ustack = u;
-            }
+            .copied()
+        else {
+            return;
+        };
+        let mut key = self.keys[w.key as usize];
+        if k != StackId::NONE {
+            key.kstack = k;
+        }
+        if u != StackId::NONE {
+            key.ustack = u;
+        }
+        let next = self.keys.len() as u32;
+        let id = *self.key_ix.entry(key).or_insert(next);
+        if id == next {
+            self.keys.push(key);
+        }
+        if let Some(e) = self.per_task[t].back_mut() {
+            e.key = id;
         }
     }
 
@@ -71,6 +164,7 @@ impl PastWaits {
         if let Some(l) = self.per_task.get_mut(t) {
             self.kept -= l.len();
             *l = VecDeque::new();
+            self.floors[t] = 0;
         }
     }
 
@@ -97,6 +191,12 @@ impl PastWaits {
         self.trim_at = self.kept + self.kept / 4;
     }
 
+    /// Task slot `t`'s list is complete from this time on (its cap dropped older waits).
+    #[inline]
+    pub(crate) fn floor(&self, t: usize) -> u64 {
+        self.floors.get(t).copied().unwrap_or(0)
+    }
+
     /// Every hop a past wait refers to (for the hop arena's GC).
     pub(crate) fn hops(&self) -> impl Iterator<Item = HopId> + '_ {
         self.per_task.iter().flatten().filter_map(|w| w.hop)
@@ -109,11 +209,22 @@ impl PastWaits {
         t: usize,
         x: u64,
         y: u64,
-    ) -> impl Iterator<Item = &PastWait> + '_ {
+    ) -> impl Iterator<Item = PastWait> + '_ {
         let l = self.per_task.get(t);
         let from = l.map_or(0, |l| l.partition_point(|w| w.end <= x));
         l.into_iter()
             .flat_map(move |l| l.range(from..))
             .take_while(move |w| w.start < y)
+            .map(|e| {
+                let k = self.keys[e.key as usize];
+                PastWait {
+                    start: e.start,
+                    end: e.end,
+                    hop: e.hop,
+                    metal: k.metal,
+                    kstack: k.kstack,
+                    ustack: k.ustack,
+                }
+            })
     }
 }

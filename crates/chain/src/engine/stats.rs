@@ -167,6 +167,10 @@ pub struct Stats {
     pub blocked_not_followed_ns: u64,
     /// Most past waits kept at once (all threads) for those branches.
     pub peak_past_waits: u64,
+    /// Nanoseconds of wakers' own time in chains older than the waker's kept past waits
+    /// (its last 2048): whether it ran or blocked then is not checked; it stays with the
+    /// level unsplit (no `[on cpu]`, no `[run queue]`).
+    pub past_unchecked_ns: u64,
 }
 
 impl fmt::Display for Stats {

@@ -14,10 +14,33 @@ use crate::engine::sampleidx::{minus, SampleIndex};
 use crate::engine::tasks::TaskIndex;
 use chainrec_format::{StackId, Tid, WakeContext};
 
-/// Most levels one wait's DAG holds: a waker's earlier waits past it are one
-/// `[blocked: not followed]` level (a root that waited seconds for a thread that blocked
-/// thousands of times in between would otherwise grow a level per such wait).
-pub(crate) const MAX_LEVELS: usize = 1024;
+/// Push the `[earlier wait]` level of past wait `w` of level `id`'s waker, over `span`
+/// (its time is its children's); its level id.
+fn push_earlier(rec: &mut WaitRecord, id: u32, w: &PastWait, span: (u64, u64)) -> u32 {
+    let h = &rec.hops[id as usize - 1];
+    let r = HopRecord {
+        ts: w.end,
+        waker_tid: h.waker_tid,
+        waker_tgid: h.waker_tgid,
+        waker_comm: h.waker_comm,
+        context: WakeContext::Task,
+        metal: false,
+        kstack: w.kstack,
+        ustack: w.ustack,
+        node: NodeId::MAX,
+        ns: 0,
+        windows: [span, (0, 0)],
+        parent: id,
+        kind: LevelKind::EarlierWait,
+    };
+    rec.hops.push(r);
+    rec.hops.len() as u32
+}
+
+/// Earlier waits not ended by an interrupt that one wait's DAG follows, the longest
+/// first (docs/ENGINE.md, "Earlier waits": each one followed is a subtree of distinct
+/// lines; on busy-server 2 doubles the lines, 8 makes them 2.5 times).
+pub(crate) const BRANCH_BUDGET: usize = 2;
 
 /// The chain walk, borrowing only what it reads from the engine (so that the record it
 /// fills can be a task's own record, borrowed mutably at the same time).
@@ -39,6 +62,10 @@ pub(crate) struct Walker<'a> {
     pub(crate) pieces: &'a mut Vec<(u64, u64)>,
     /// Each thread's past blocked waits (the wakers' earlier waits).
     pub(crate) past: &'a PastWaits,
+    /// Branches walked for the record being built (against [`BRANCH_BUDGET`]).
+    pub(crate) branches: &'a mut usize,
+    /// [`crate::Stats::past_unchecked_ns`].
+    pub(crate) unchecked: &'a mut u64,
 }
 
 impl Walker<'_> {
@@ -127,6 +154,7 @@ impl Walker<'_> {
         rec: &mut WaitRecord,
         mark: bool,
         main: bool,
+        nested: bool,
     ) {
         let max = self.cfg.max_depth;
         let mut cur = first;
@@ -158,7 +186,7 @@ impl Walker<'_> {
                     r.windows[0] = (l, t.max(l));
                     rec.hops.push(r);
                     if !metal {
-                        self.own_time(id, depth, waker, [(l, t), (0, 0)], rec, mark);
+                        self.own_time(id, depth, waker, [(l, t), (0, 0)], rec, mark, nested);
                     }
                     return;
                 }
@@ -169,7 +197,7 @@ impl Walker<'_> {
                     r.windows = [(l, l2), (ct, t)];
                     rec.hops.push(r);
                     // Own time: before the waker blocked, and after its waking.
-                    self.own_time(id, depth, waker, [(l, l2), (ct, t)], rec, mark);
+                    self.own_time(id, depth, waker, [(l, l2), (ct, t)], rec, mark, nested);
                     let Some(cause) = cause else {
                         // A branch at the depth limit: the wait it would follow.
                         self.not_followed(id, (l2, ct), rec);
@@ -200,8 +228,22 @@ impl Walker<'_> {
         windows: [(u64, u64); 2],
         rec: &mut WaitRecord,
         mark: bool,
+        nested: bool,
     ) {
         let t = self.index.find(waker);
+        // Before the waker's oldest kept wait the engine cannot tell its running from its
+        // blocked time: that part stays the level's own, not split, and counted.
+        let floor = t.map_or(0, |t| self.past.floor(t));
+        let mut windows = windows;
+        if floor > 0 {
+            for w in &mut windows {
+                if w.0 < floor && w.1 > w.0 {
+                    let cut = floor.min(w.1);
+                    *self.unchecked += cut - w.0;
+                    w.0 = cut;
+                }
+            }
+        }
         let any = t.is_some_and(|t| {
             windows
                 .iter()
@@ -218,78 +260,94 @@ impl Walker<'_> {
                 waits.extend(
                     self.past
                         .overlapping(t, x, y)
-                        .map(|w| (w.start.max(x), w.end.min(y), *w)),
+                        .map(|w| (w.start.max(x), w.end.min(y), w)),
                 );
             }
         }
         let mut carved = 0u64;
-        // Earlier waits ended by an interrupt, by their sleeping stacks and metal node: the
-        // `[earlier wait]` level already made for such a wait, then its metal level.
+        // Which waits become branches of their own: those ended by an interrupt, merged by
+        // (sleeping stacks, interrupt node) into one branch each (cheap: no walk); of the
+        // others, the longest `budget` (a branch's own earlier waits are not followed:
+        // `nested`), each walked like a chain. The rest is one `[blocked: not followed]`
+        // level (docs/ENGINE.md, "Earlier waits": why these limits).
+        let can_follow = depth + 2 <= self.cfg.max_depth;
+        let metal_of = |w: &PastWait| -> Option<NodeId> { w.metal.map(|m| m.node) };
+        let budget = if nested || !can_follow {
+            0
+        } else {
+            BRANCH_BUDGET.saturating_sub(*self.branches)
+        };
+        let mut longest: Vec<(u64, usize)> = waits
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, _, w))| w.hop.is_some() && metal_of(w).is_none())
+            .map(|(i, &(x, y, _))| (y - x, i))
+            .collect();
+        if longest.len() > budget {
+            if budget > 0 {
+                // Longest first, then earliest: deterministic.
+                longest
+                    .select_nth_unstable_by(budget - 1, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            }
+            longest.truncate(budget);
+        }
+        let mut follow = vec![false; waits.len()];
+        for &(_, i) in &longest {
+            follow[i] = true;
+        }
+        *self.branches += longest.len();
         let mut merged: Vec<(StackId, StackId, NodeId, u32)> = Vec::new();
-        // Past the level budget, the rest goes to one `[blocked: not followed]` level
-        // whose windows are the envelope of what it holds (docs/ENGINE.md).
-        let mut overflow: Option<usize> = None;
-        for &(x, y, w) in &waits {
+        let mut not_followed: Option<usize> = None;
+        for (i, &(x, y, w)) in waits.iter().enumerate() {
             carved += y - x;
-            let room = rec.hops.len() < MAX_LEVELS;
-            let followed = w.hop.filter(|_| depth + 2 <= self.cfg.max_depth);
-            // A timer thread sleeping a thousand times inside the root's wait: one branch
-            // per distinct (stacks, interrupt), its windows kept in `extra_windows`.
-            let metal = followed
-                .map(|h| &self.hops[h.index()])
-                .filter(|h| h.metal())
-                .map(|h| h.node);
-            if let (Some(hop), Some(node)) = (followed, metal) {
+            let metal = w.metal.filter(|_| can_follow);
+            if let Some(m) = metal {
                 if let Some(&(.., pseudo)) = merged
                     .iter()
-                    .find(|m| (m.0, m.1, m.2) == (w.kstack, w.ustack, node))
+                    .find(|e| (e.0, e.1, e.2) == (w.kstack, w.ustack, m.node))
                 {
+                    // One more such wait: its time and windows on that branch.
                     rec.hops[pseudo as usize].ns += y - x;
                     rec.extra_windows.push((pseudo, x, y));
                     rec.extra_windows.push((pseudo + 1, x, y));
-                    if mark {
-                        self.inner.push(hop);
-                    }
                     continue;
                 }
+                // The first: an `[earlier wait]` level and its interrupt under it.
+                let branch = push_earlier(rec, id, &w, (x, y));
+                rec.hops.push(HopRecord {
+                    ts: w.end,
+                    waker_tid: m.waker_tid,
+                    waker_tgid: 0,
+                    waker_comm: Default::default(),
+                    context: m.context,
+                    metal: true,
+                    kstack: m.kstack,
+                    ustack: StackId::NONE,
+                    node: m.node,
+                    ns: y - x,
+                    windows: [(x, y), (0, 0)],
+                    parent: branch,
+                    kind: LevelKind::Waker,
+                });
+                merged.push((w.kstack, w.ustack, m.node, branch));
+                continue;
             }
-            match followed.filter(|_| room) {
+            match w.hop.filter(|_| follow[i]) {
                 Some(hop) => {
-                    let h = &rec.hops[id as usize - 1];
-                    let r = HopRecord {
-                        ts: w.end,
-                        waker_tid: waker,
-                        waker_tgid: h.waker_tgid,
-                        waker_comm: h.waker_comm,
-                        context: WakeContext::Task,
-                        metal: false,
-                        kstack: w.kstack,
-                        ustack: w.ustack,
-                        node: NodeId::MAX,
-                        ns: 0,
-                        windows: [(x, y), (0, 0)],
-                        parent: id,
-                        kind: LevelKind::EarlierWait,
-                    };
-                    rec.hops.push(r);
-                    let branch = rec.hops.len() as u32;
+                    let branch = push_earlier(rec, id, &w, (x, y));
                     if mark {
                         self.inner.push(hop);
                     }
-                    self.chain(hop, x, y, depth + 2, branch, rec, mark, false);
-                    if let Some(node) = metal {
-                        merged.push((w.kstack, w.ustack, node, branch));
-                    }
+                    self.chain(hop, x, y, depth + 2, branch, rec, mark, false, true);
                 }
-                None if room => self.not_followed(id, (x, y), rec),
-                None => match overflow {
+                None => match not_followed {
                     Some(k) => {
                         rec.hops[k].ns += y - x;
-                        rec.hops[k].windows[0].1 = y;
+                        rec.extra_windows.push((k as u32 + 1, x, y));
                     }
                     None => {
                         self.not_followed(id, (x, y), rec);
-                        overflow = Some(rec.hops.len() - 1);
+                        not_followed = Some(rec.hops.len() - 1);
                     }
                 },
             }
@@ -357,7 +415,10 @@ impl Walker<'_> {
         let mut cur = first;
         let mut depth = 1;
         match self.cfg.mode {
-            Mode::Bounded => self.chain(first, a, t1, 1, 0, rec, mark, true),
+            Mode::Bounded => {
+                *self.branches = 0;
+                self.chain(first, a, t1, 1, 0, rec, mark, true, false)
+            }
             Mode::Last => {
                 let weight = t1.saturating_sub(a);
                 self.seen.clear();
