@@ -237,9 +237,10 @@ impl Stats {
         }
         if self.past_unchecked_ns > 0 {
             v.push(format!(
-                "wakers' time not checked for earlier waits: {} (older than the waker's last {} waits, which the engine keeps; left with the level unsplit, not shown as running)",
+                "wakers' time not checked for earlier waits: {} (older than the waits the engine keeps per thread, {} to {} of them, fewer when many threads have some; left with the level unsplit, not shown as running)",
                 secs(self.past_unchecked_ns),
-                crate::engine::past::PER_THREAD_CAP
+                crate::engine::past::MIN_PER_THREAD,
+                crate::engine::past::MAX_PER_THREAD
             ));
         }
         if self.runq_capped > 0 {

@@ -27,11 +27,16 @@ pub(crate) struct PastWait {
     pub(crate) ustack: StackId,
 }
 
-/// Past waits kept per thread: a thread's oldest are dropped past it, and time before its
-/// oldest kept wait is counted as not checked (`Stats::past_unchecked_ns`) rather than
-/// split into running time. 2048 covers a 2 ms timer thread over 4 s; it bounds what
-/// one long sleeper pins (every other thread's last 2048 waits and their hops).
-pub(crate) const PER_THREAD_CAP: usize = 2048;
+/// Past waits kept over all threads: a thread keeps at most this divided by the threads
+/// that have any (within [`MIN_PER_THREAD`], [`MAX_PER_THREAD`]), its oldest dropped
+/// first; time before its oldest kept wait is counted as not checked
+/// (`Stats::past_unchecked_ns`) rather than split into running time. Bounds what one long
+/// sleeper pins: 24 MiB of entries, whatever the number of threads.
+pub(crate) const PAST_BUDGET: usize = 1 << 20;
+/// A thread's kept waits when many threads have some.
+pub(crate) const MIN_PER_THREAD: usize = 256;
+/// A thread's kept waits when few do (a 1 ms timer thread over 4 s).
+pub(crate) const MAX_PER_THREAD: usize = 4096;
 
 /// What a metal hop's record needs (`Hop::record` of a metal hop).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -45,7 +50,7 @@ pub(crate) struct MetalEnd {
 
 /// Of a thread's kept waits, the newest this many keep the hop of a thread waking (a
 /// branch to follow); older ones are not followed. Bounds the hops past waits pin.
-pub(crate) const HOP_LINKS: usize = 256;
+pub(crate) const HOP_LINKS: usize = 16;
 
 /// What past waits share: the off-CPU stacks and the interrupt that ended them, interned
 /// once for all threads (a timer thread's thousand sleeps are one key).
@@ -76,6 +81,8 @@ pub(crate) struct PastWaits {
     floors: Vec<u64>,
     /// Entries kept over all tasks.
     kept: usize,
+    /// Task slots whose list is not empty.
+    lists: usize,
     /// Trim when `kept` reaches this (a quarter more than after the last trim).
     trim_at: usize,
     /// Most entries kept at once.
@@ -115,7 +122,11 @@ impl PastWaits {
             key,
         };
         let l = &mut self.per_task[t];
-        if l.len() >= PER_THREAD_CAP {
+        if l.is_empty() {
+            self.lists += 1;
+        }
+        let cap = (PAST_BUDGET / self.lists.max(1)).clamp(MIN_PER_THREAD, MAX_PER_THREAD);
+        while l.len() >= cap {
             if let Some(old) = l.pop_front() {
                 self.floors[t] = old.end;
                 self.kept -= 1;
@@ -163,6 +174,7 @@ impl PastWaits {
     pub(crate) fn clear_task(&mut self, t: usize) {
         if let Some(l) = self.per_task.get_mut(t) {
             self.kept -= l.len();
+            self.lists -= usize::from(!l.is_empty());
             *l = VecDeque::new();
             self.floors[t] = 0;
         }
@@ -183,6 +195,7 @@ impl PastWaits {
             if n > 0 {
                 l.drain(..n);
                 self.kept -= n;
+                self.lists -= usize::from(l.is_empty());
                 if l.capacity() > 4 * l.len().max(4) {
                     l.shrink_to(2 * l.len());
                 }

@@ -168,8 +168,9 @@ pub struct Stats {
     /// Most past waits kept at once (all threads) for those branches.
     pub peak_past_waits: u64,
     /// Nanoseconds of wakers' own time in chains older than the waker's kept past waits
-    /// (its last 2048): whether it ran or blocked then is not checked; it stays with the
-    /// level unsplit (no `[on cpu]`, no `[run queue]`).
+    /// (256 to 4096 per thread, docs/ENGINE.md "Earlier waits"): whether it ran or
+    /// blocked then is not checked; it stays with the level unsplit (no `[on cpu]`, no
+    /// `[run queue]`).
     pub past_unchecked_ns: u64,
 }
 

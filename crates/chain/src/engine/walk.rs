@@ -14,6 +14,23 @@ use crate::engine::sampleidx::{minus, SampleIndex};
 use crate::engine::tasks::TaskIndex;
 use chainrec_format::{StackId, Tid, WakeContext};
 
+/// Windows kept per record in [`WaitRecord::extra_windows`]; past it a level's newest
+/// window is widened instead (its envelope: `level_inside` then counts the gaps in it
+/// too, and `critical-path --window` apportions that wait's levels).
+const EXTRA_WINDOWS: usize = 256;
+
+/// One more window `span` of level `level` (merged earlier waits, not-followed spans).
+#[inline]
+fn add_window(rec: &mut WaitRecord, level: u32, span: (u64, u64)) {
+    if rec.extra_windows.len() < EXTRA_WINDOWS {
+        rec.extra_windows.push((level, span.0, span.1));
+    } else if let Some(w) = rec.extra_windows.iter_mut().rev().find(|w| w.0 == level) {
+        w.2 = w.2.max(span.1);
+    } else {
+        rec.extra_windows.push((level, span.0, span.1));
+    }
+}
+
 /// Push the `[earlier wait]` level of past wait `w` of level `id`'s waker, over `span`
 /// (its time is its children's); its level id.
 fn push_earlier(rec: &mut WaitRecord, id: u32, w: &PastWait, span: (u64, u64)) -> u32 {
@@ -308,8 +325,8 @@ impl Walker<'_> {
                 {
                     // One more such wait: its time and windows on that branch.
                     rec.hops[pseudo as usize].ns += y - x;
-                    rec.extra_windows.push((pseudo, x, y));
-                    rec.extra_windows.push((pseudo + 1, x, y));
+                    add_window(rec, pseudo, (x, y));
+                    add_window(rec, pseudo + 1, (x, y));
                     continue;
                 }
                 // The first: an `[earlier wait]` level and its interrupt under it.
@@ -343,7 +360,7 @@ impl Walker<'_> {
                 None => match not_followed {
                     Some(k) => {
                         rec.hops[k].ns += y - x;
-                        rec.extra_windows.push((k as u32 + 1, x, y));
+                        add_window(rec, k as u32 + 1, (x, y));
                     }
                     None => {
                         self.not_followed(id, (x, y), rec);
