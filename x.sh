@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # chainrec developer entry point: installs what a fresh machine lacks, then builds and runs.
 #   ./x.sh demo   record the built-in chain workload and write its chain graph (needs root)
-#   ./x.sh test   run the whole test suite (BPF tests need root; see README), then the
-#                 kernel matrix (./x.sh kernels)
+#   ./x.sh test   run the whole test suite (BPF tests need root; see README) and the kernel
+#                 matrix (with a package built from the test build's artifacts)
 #   ./x.sh package   build the one-file chainrec for servers: target/package/chainrec
 #   ./x.sh kernels   boot each kernel of the matrix in QEMU and check the packaged binary there
 set -euo pipefail
@@ -108,18 +108,35 @@ ensure_python_packages() {
 # The packaged binary: static (glibc with crt-static; libbpf, libelf and zlib as static
 # archives; the BPF object is inside the skeleton), stripped, its debug info split off into
 # target/package/chainrec.debug (linked by .gnu_debuglink, for our own crash reports).
+#   build_package release   (./x.sh package, ./x.sh kernels) the binary servers get: release
+#                           profile (thin LTO) for --target, the static flags in RUSTFLAGS
+#   build_package ci        (./x.sh test) the same static binary from the ci profile's
+#                           artifacts (below): minutes instead of a 20-minute LTO build of the
+#                           whole tree; it is what the kernel matrix of ./x.sh test runs
 PACKAGE_MAX_BYTES=$((20 * 1024 * 1024))
 build_package() {
-    local target=x86_64-unknown-linux-gnu out=target/package
-    log "building the packaged chainrec (static, $target)"
-    # relocation-model=static: a plain static executable, not a static PIE (which ldd
-    # reports as "statically linked" and which needs the start code to relocate itself).
-    # --target keeps the static flags off build scripts and proc macros, and the artifacts
-    # apart from the ordinary release build (target/$target/release).
-    RUSTFLAGS="-C target-feature=+crt-static -C relocation-model=static" \
-        LIBBPF_SYS_LIBRARY_PATH="/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)" \
-        cargo build --release --locked --target "$target" --features static --bin chainrec
-    local built=target/$target/release/chainrec
+    local mode=$1 target=x86_64-unknown-linux-gnu out=target/package built
+    local libdir
+    libdir="/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)"
+    if [ "$mode" = release ]; then
+        log "building the packaged chainrec (static, $target, release)"
+        # relocation-model=static: a plain static executable, not a static PIE (which ldd
+        # reports as "statically linked" and which needs the start code to relocate itself).
+        # --target keeps the static flags off build scripts and proc macros, and the artifacts
+        # apart from the ordinary release build (target/$target/release).
+        RUSTFLAGS="-C target-feature=+crt-static -C relocation-model=static" \
+            LIBBPF_SYS_LIBRARY_PATH="$libdir" \
+            cargo build --release --locked --target "$target" --features static --bin chainrec
+        built=target/$target/release/chainrec
+    else
+        log "building the packaged chainrec (static, ci profile: the test build's artifacts)"
+        # The same flags on the binary's own compilation only (tools/rustc-static-bin); the
+        # `static` feature rebuilds libbpf-sys, libbpf-rs, chainrec-record, chainrec-demo and
+        # the binary, every other crate is the test build's (CI_SHARED).
+        RUSTC_WRAPPER="$PWD/tools/rustc-static-bin" LIBBPF_SYS_LIBRARY_PATH="$libdir" \
+            cargo build "${CI_SHARED[@]}" --features chainrec/static --bin chainrec
+        built=target/ci/chainrec
+    fi
     mkdir -p "$out"
     rm -f "$out/chainrec" "$out/chainrec.debug"
     objcopy --only-keep-debug "$built" "$out/chainrec.debug"
@@ -138,16 +155,25 @@ build_package() {
     log "$out/chainrec: $size bytes, static, stripped (debug info: $out/chainrec.debug, $(stat -c %s "$out/chainrec.debug") bytes)"
 }
 
+# `./x.sh test` builds in the ci profile (Cargo.toml: release optimisation, no LTO, no debug
+# info), and every such build resolves features as the test build does: every workspace member
+# with its dev-dependencies (`cargo test --workspace --all-targets`). Resolved for fewer
+# packages, some dependencies get fewer features (num-traits without `default`, which
+# criterion's plotters asks for; simd-adler32 without `std`, png's) and everything above them
+# (arrow, parquet, flate2, report, ...) is built twice. A test target in the selection brings
+# the dev-dependencies in: chainrec-format's `mappings`, which the tests build anyway.
+CI_SHARED=(--profile ci --locked --workspace --test mappings)
+
 case "${1:-}" in
 package)
     shift
     ensure_packages package
-    build_package
+    build_package release
     ;;
 kernels)
     shift
     ensure_packages kernels
-    build_package
+    build_package release
     exec tools/kernels/run.sh "$@"
     ;;
 demo)
@@ -168,26 +194,51 @@ test)
     log "checking formatting"
     cargo fmt --all -- --check
     log "checking that the modules of every crate and of the binary form no import circle"
-    cargo run --quiet --locked --profile ci -p chainrec-tools --bin modcycles -- crates/*/src src
+    cargo run --quiet --locked --profile ci -p chainrec-modcycles -- crates/*/src src
+    # The analysis-only binary (README: "Analysis only, on a workstation") must build without
+    # the recorder: the binary without its default feature `record` (its dependencies are the
+    # test build's, CI_SHARED), and no BPF toolchain crate in its dependency graph.
+    log "building the analysis-only binary (--no-default-features)"
+    cargo build "${CI_SHARED[@]}" --no-default-features --bin chainrec
+    bpf=$(cargo tree --locked -p chainrec --no-default-features -e normal,build --prefix none -f '{p}' |
+        awk '{print $1}' | { grep -x -E 'chainrec-record|chainrec-demo|libbpf-sys|libbpf-rs|libbpf-cargo|bindgen' || true; } | sort -u)
+    if [ -n "$bpf" ]; then
+        log "the analysis-only binary depends on: $(echo $bpf) (cargo tree -p chainrec --no-default-features -i NAME)"
+        exit 1
+    fi
+    # The kernel matrix (tools/kernels/run.sh): the packaged binary on Debian's 6.1 (generic,
+    # cloud, PREEMPT_RT) and 6.12 kernels in QEMU, and on this one. The VMs boot in the
+    # background while clippy, rustdoc and the test build run; QEMU's single-threaded TCG
+    # needs one core, and gets it at nice -5 (as root; otherwise nice says so in the log and
+    # the VMs run at the usual priority). The host's check and the tests themselves start when
+    # the VMs are done, on a machine without them.
+    build_package ci
+    log "kernel matrix: the VMs boot in the background (target/kernels/vms.log)"
+    mkdir -p target/kernels
+    setsid nice -n -5 tools/kernels/run.sh --vms >target/kernels/vms.log 2>&1 &
+    vms=$!
+    trap 'kill -- "-$vms" 2>/dev/null || true' EXIT
     log "clippy (warnings are errors)"
     cargo clippy --locked --workspace --all-targets -- -D warnings
     log "rustdoc (warnings are errors)"
     RUSTDOCFLAGS=-Dwarnings cargo doc --locked --no-deps --workspace
-    # The analysis-only binary (README: "Analysis only, on a workstation") must build without
-    # the recorder; built first, because the tests below rebuild the full binary in place.
-    log "building the analysis-only binary (--no-default-features)"
-    # The ci profile (Cargo.toml): release optimisation without LTO; it shares its
-    # artifacts with the test build below.
-    cargo build --profile ci --locked --no-default-features --bin chainrec
-    log "running tests (BPF tests run for real as root; CHAINREC_REQUIRE_BPF=1 turns their skip into a failure)"
     # Optimised (the ci profile): the engine and format tests push millions of events, and the
     # recorder's consumer must keep up with the kernel during the real-recording tests.
+    log "building the tests"
+    cargo test --profile ci --locked --workspace --all-targets --no-run "$@"
+    log "kernel matrix: waiting for the VMs"
+    matrix=0
+    wait "$vms" || matrix=1
+    trap - EXIT
+    cat target/kernels/vms.log
+    log "kernel matrix: the host"
+    tools/kernels/run.sh host || matrix=1
+    log "running tests (BPF tests run for real as root; CHAINREC_REQUIRE_BPF=1 turns their skip into a failure)"
     cargo test --profile ci --locked --workspace --all-targets "$@"
-    # The kernel matrix: the packaged binary on Debian's 6.1 (generic, cloud, PREEMPT_RT)
-    # and 6.12 kernels in QEMU, and on this one (tools/kernels/run.sh).
-    log "kernel matrix (./x.sh kernels)"
-    build_package
-    tools/kernels/run.sh
+    if [ "$matrix" != 0 ]; then
+        log "the kernel matrix failed (above: the VMs' log, then the host's)"
+        exit 1
+    fi
     ;;
 *)
     echo "usage: ./x.sh demo [DEMO ARGS]   record the built-in chain workload and draw its chain graph"

@@ -19,7 +19,8 @@
 # within the timeout fails too (with its last CHECK line and last kernel lines). Every
 # kernel runs; the summary follows; the exit status is non-zero when anything failed.
 #
-# Usage: tools/kernels/run.sh [--update-golden] [NAME...]   (NAME: a MATRIX name or host)
+# Usage: tools/kernels/run.sh [--update-golden] [--vms] [NAME...]   (NAME: a MATRIX name or host;
+#        --vms: every kernel but the host's, which `./x.sh test` checks apart, after the VMs)
 # Environment:
 #   CHAINREC_REQUIRE_KERNELS=1  a kernel that cannot be booted fails instead of skipping
 #   CHAINREC_VM_ACCEL=kvm|tcg   skip the KVM probe
@@ -91,12 +92,14 @@ die() {
 }
 
 update_golden=0
+vms_only=0
 want=()
 for a in "$@"; do
     case "$a" in
     --update-golden) update_golden=1 ;;
+    --vms) vms_only=1 ;;
     -*)
-        echo "usage: tools/kernels/run.sh [--update-golden] [NAME...]" >&2
+        echo "usage: tools/kernels/run.sh [--update-golden] [--vms] [NAME...]" >&2
         exit 2
         ;;
     *) want+=("$a") ;;
@@ -399,6 +402,7 @@ for entry in "${MATRIX[@]}"; do
     if [ ${#want[@]} -gt 0 ] && ! printf '%s\n' "${want[@]}" | grep -qx "$name"; then
         continue
     fi
+    [ "$vms_only" = 0 ] || [ "$name" != host ] || continue
     names+=("$name")
     base=$RUNS/$name
     rm -rf "$base"

@@ -1,7 +1,7 @@
 //! Prove that the modules of a crate form a DAG: no import circle among them.
 //!
 //! ```text
-//! cargo run -p chainrec-tools --bin modcycles -- crates/chain/src src
+//! cargo run -p chainrec-modcycles -- crates/*/src src
 //! ```
 //!
 //! Each argument is a crate's source root (the folder of `lib.rs` or `main.rs`). Every
