@@ -479,6 +479,7 @@ impl Names {
 struct HopColumns {
     level: Vec<i32>,
     parent: Vec<i32>,
+    waits: Vec<i32>,
     kind: StringBuilder,
     context: StringBuilder,
     metal: Vec<bool>,
@@ -593,6 +594,7 @@ impl WaitColumns {
             let context = hop.context.label();
             h.level.push(i32_of("level", i as u64 + 1)?);
             h.parent.push(i32_of("parent", hop.parent.into())?);
+            h.waits.push(i32_of("waits", hop.waits.into())?);
             h.kind.append_value(match hop.kind {
                 LevelKind::Waker => level_kind(hop.metal, context),
                 LevelKind::EarlierWait => "earlier wait",
@@ -641,6 +643,7 @@ impl WaitColumns {
         let hops = vec![
             level("level", take(&mut h.level)),
             level("parent", take(&mut h.parent)),
+            level("waits", take(&mut h.waits)),
             text("kind", &mut h.kind, false),
             text("context", &mut h.context, false),
             flag("metal", take(&mut h.metal)),

@@ -350,11 +350,7 @@ impl TopReport {
                         match h.kind {
                             chainrec_chain::LevelKind::EarlierWait => {
                                 // Identical ones merged into this level count too.
-                                e.waits += 1 + w
-                                    .extra_windows
-                                    .iter()
-                                    .filter(|x| x.0 as usize == j + 1)
-                                    .count() as u64;
+                                e.waits += u64::from(h.waits);
                             }
                             chainrec_chain::LevelKind::NotFollowed => e.not_followed_ns += h.ns,
                             chainrec_chain::LevelKind::Waker => {}

@@ -153,6 +153,10 @@ pub struct HopJson {
     /// for a waking.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<&'static str>,
+    /// `earlier wait` levels: how many identical earlier waits (same stacks, ended by the
+    /// same interrupt) the level stands for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits: Option<u32>,
 }
 
 /// Run-queue time of one level behind one CPU holder (a [`RunqPart`]).
@@ -292,6 +296,7 @@ impl HopJson {
                 LevelKind::EarlierWait => Some("earlier wait"),
                 LevelKind::NotFollowed => Some("blocked: not followed"),
             },
+            waits: (h.kind == LevelKind::EarlierWait).then_some(h.waits),
         }
     }
 }

@@ -45,7 +45,7 @@ pub(crate) fn emit_rec(
         match h.kind {
             LevelKind::Waker => {}
             LevelKind::EarlierWait => {
-                st.earlier_waits += 1;
+                st.earlier_waits += u64::from(h.waits);
                 h.node = nodes.blocked(Some((h.kstack, h.ustack)));
             }
             LevelKind::NotFollowed => {
@@ -54,12 +54,6 @@ pub(crate) fn emit_rec(
             }
         }
     }
-    // Merged earlier waits (one level for many identical ones) count one each.
-    st.earlier_waits += rec
-        .extra_windows
-        .iter()
-        .filter(|e| rec.hops[e.0 as usize - 1].kind == LevelKind::EarlierWait)
-        .count() as u64;
     rec.group = groups.map(|t| nodes.group(t, t.cgroup_at(rec.tid, rec.switch_out_ns)));
     // Run-queue parts carry holder codes until here (the walk cannot intern nodes).
     // Level 0 (added at switch-in) comes after the levels of the walk (at the waking).

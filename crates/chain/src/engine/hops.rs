@@ -118,6 +118,7 @@ impl Hop {
             windows: [(0, 0); 2],
             parent: 0,
             kind: crate::engine::record::LevelKind::Waker,
+            waits: 0,
         }
     }
 }

@@ -91,6 +91,9 @@ pub struct HopRecord {
     pub parent: u32,
     /// What the level is.
     pub kind: LevelKind,
+    /// `[earlier wait]` levels: how many earlier waits it stands for (identical waits
+    /// ended by the same interrupt are one level); 0 for other levels.
+    pub waits: u32,
 }
 
 /// One off-CPU interval of a thread (switch-out to switch-in), with the chain of

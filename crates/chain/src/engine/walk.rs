@@ -49,6 +49,7 @@ fn push_earlier(rec: &mut WaitRecord, id: u32, w: &PastWait, span: (u64, u64)) -
         windows: [span, (0, 0)],
         parent: id,
         kind: LevelKind::EarlierWait,
+        waits: 1,
     };
     rec.hops.push(r);
     rec.hops.len() as u32
@@ -325,6 +326,7 @@ impl Walker<'_> {
                 {
                     // One more such wait: its time and windows on that branch.
                     rec.hops[pseudo as usize].ns += y - x;
+                    rec.hops[pseudo as usize - 1].waits += 1;
                     add_window(rec, pseudo, (x, y));
                     add_window(rec, pseudo + 1, (x, y));
                     continue;
@@ -345,6 +347,7 @@ impl Walker<'_> {
                     windows: [(x, y), (0, 0)],
                     parent: branch,
                     kind: LevelKind::Waker,
+                    waits: 0,
                 });
                 merged.push((w.kstack, w.ustack, m.node, branch));
                 continue;
@@ -412,6 +415,7 @@ impl Walker<'_> {
             windows: [span, (0, 0)],
             parent: id,
             kind: LevelKind::NotFollowed,
+            waits: 0,
         };
         rec.hops.push(r);
     }
