@@ -262,25 +262,23 @@ impl Walker<'_> {
                 }
             }
         }
-        let any = t.is_some_and(|t| {
-            windows
-                .iter()
-                .any(|&(x, y)| y > x && self.past.overlapping(t, x, y).next().is_some())
-        });
-        let Some(t) = t.filter(|_| any) else {
+        // The waker blocked inside its own time: each such wait is a branch (one search
+        // per window; most levels find none and keep their windows whole).
+        let mut waits: Vec<(u64, u64, PastWait)> = Vec::new();
+        if let Some(t) = t {
+            for &(x, y) in &windows {
+                if y > x {
+                    waits.extend(
+                        self.past
+                            .overlapping(t, x, y)
+                            .map(|w| (w.start.max(x), w.end.min(y), w)),
+                    );
+                }
+            }
+        }
+        if waits.is_empty() {
             self.split_level(id, waker, &windows, rec);
             return;
-        };
-        // The waker blocked inside its own time: each such wait is a branch.
-        let mut waits: Vec<(u64, u64, PastWait)> = Vec::new();
-        for &(x, y) in &windows {
-            if y > x {
-                waits.extend(
-                    self.past
-                        .overlapping(t, x, y)
-                        .map(|w| (w.start.max(x), w.end.min(y), w)),
-                );
-            }
         }
         let mut carved = 0u64;
         // Which waits become branches of their own: those ended by an interrupt, merged by

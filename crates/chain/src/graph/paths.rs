@@ -247,7 +247,7 @@ impl PathReducer {
                         b.waits_not_in_view += 1;
                         return;
                     }
-                    Self::runq_paths(w, b, 0);
+                    Self::runq_paths(w, b, 0, true);
                 } else if w.hops.is_empty() {
                     let Some(d) = w.offcpu_ns() else {
                         b.waits_not_in_view += 1;
@@ -285,7 +285,8 @@ impl PathReducer {
                             b.push(MARK_CYCLE, 0);
                         }
                     };
-                    if !whole && !w.is_linear() {
+                    let linear = w.is_linear();
+                    if !whole && !linear {
                         // A wakeup DAG (earlier waits as branches): one path per level,
                         // carrying that level's own share; the main chain's last level
                         // carries the markers.
@@ -335,8 +336,8 @@ impl PathReducer {
                             b.end_path();
                         }
                     }
-                    Self::runq_paths(w, b, 0);
-                    Self::oncpu_paths(w, b);
+                    Self::runq_paths(w, b, 0, linear);
+                    Self::oncpu_paths(w, b, linear);
                 }
             }
             View::Wakeup => {
@@ -361,8 +362,7 @@ impl PathReducer {
     /// The run-queue paths of a record, from `first_part` on: per part, the path to its
     /// level (the root, then the hops above it) and the holder's `[run queue]` node
     /// weighted by the part (under `[lost events]` when events were lost inside the wait).
-    fn runq_paths(w: &WaitRecord, b: &mut PathBatch, first_part: usize) {
-        let linear = w.is_linear();
+    fn runq_paths(w: &WaitRecord, b: &mut PathBatch, first_part: usize, linear: bool) {
         let mut path = Vec::new();
         for p in &w.runq[first_part..] {
             push_root(w, b);
@@ -381,8 +381,7 @@ impl PathReducer {
     /// The on-CPU paths of a record: per part, the path to its level and the `[on cpu]`
     /// node weighted by the part (under `[lost events]` when events were lost inside the
     /// wait), as [`Self::runq_paths`] does for run-queue parts.
-    fn oncpu_paths(w: &WaitRecord, b: &mut PathBatch) {
-        let linear = w.is_linear();
+    fn oncpu_paths(w: &WaitRecord, b: &mut PathBatch, linear: bool) {
         let mut path = Vec::new();
         for p in &w.oncpu {
             push_root(w, b);
