@@ -20,6 +20,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "tasks.bpf.h"
 #include "stacks.bpf.h"
 #include "wake_context.bpf.h"
+#include "softirq_fentry.bpf.h"
 #include "user_half.bpf.h"
 #include "predict.bpf.h"
 #include "throttle.bpf.h"

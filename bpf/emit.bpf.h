@@ -55,7 +55,9 @@ struct {
 	__type(value, __u64);
 } tick SEC(".maps");
 
-static __always_inline __u64 rb_flags(void)
+/* A global function: checked once by the verifier, not at each of the ~20 submits it is
+ * called from (docs/RECORDER.md, "Load time"). */
+__noinline __u64 rb_flags(void)
 {
 	__u32 zero = 0;
 	__u64 *t = bpf_map_lookup_elem(&tick, &zero);

@@ -174,13 +174,19 @@ static __always_inline __u32 copy_ustack_to(struct task_struct *t, struct ucopy 
 	return got ? sizeof(*dst) + got : 0;
 }
 
-/* cur_ustack's copy: after the nk + nu frames of s. */
-static __always_inline void copy_ustack(struct ev_stk *s)
+/* cur_ustack's copy of the current task's stack: after the nk + nu frames of s. A global
+ * function, so the verifier checks its page loop once, not once for every path of
+ * on_switch that reaches one of its three stack takers (that was 84 % of on_switch's
+ * verified instructions and most of the load time; docs/RECORDER.md, "Load time"). */
+__noinline int copy_ustack(struct ev_stk *s)
 {
-	__u32 n = (__u32)s->h.nk + (__u32)s->h.nu;
+	__u32 n;
 
+	if (!s) /* a global function's pointer argument may be NULL to the verifier */
+		return 0;
+	n = (__u32)s->h.nk + (__u32)s->h.nu;
 	if (!ucopy_max || n > 2 * MAX_FRAMES)
-		return;
+		return 0;
 	if (copy_ustack_to(bpf_get_current_task_btf(), (struct ucopy *)&s->frames[n])) {
 		if (s->h.ust != ST_PRESENT) { /* the frame-pointer walk failed: the copy is it */
 			s->h.ust = ST_PRESENT;
@@ -188,6 +194,7 @@ static __always_inline void copy_ustack(struct ev_stk *s)
 		}
 		s->h.ust |= UST_COPY;
 	}
+	return 0;
 }
 
 /* User stack of the current task after the kernel frames (sets ust/nu): the frame-pointer

@@ -184,7 +184,36 @@ fn open_and_load<'obj>(
     if opts.samples.is_none() {
         open.progs.on_sample.set_autoload(false);
     }
+    if verifier_stats() {
+        for mut prog in open.open_object_mut().progs_mut() {
+            prog.set_log_level(4); // BPF_LOG_STATS: the totals only, no per-instruction log
+        }
+    }
     open.load().map_err(|e| bpf_err("load", e))
+}
+
+/// `CHAINREC_BPF_VERIFIER_STATS=1`: print the verifier's totals for every program loaded
+/// (instructions processed, states, time), to measure what a BPF change costs at load
+/// (docs/RECORDER.md, "Load time").
+fn verifier_stats() -> bool {
+    std::env::var_os("CHAINREC_BPF_VERIFIER_STATS").is_some_and(|v| v == "1")
+}
+
+/// With [`verifier_stats`], libbpf's debug messages come here too: the load logs are
+/// printed on one line each, everything else is kept as usual.
+fn libbpf_print_stats(level: libbpf_rs::PrintLevel, msg: String) {
+    if let Some(rest) = msg.split_once("-- BEGIN PROG LOAD LOG --") {
+        let name = rest.0.trim_start_matches("libbpf: ").trim_end_matches(": ");
+        let log = rest.1.replace("-- END PROG LOAD LOG --", "");
+        let log: Vec<&str> = log
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        eprintln!("chainrec: verifier: {name}: {}", log.join("; "));
+    } else if level != libbpf_rs::PrintLevel::Debug {
+        libbpf_print(level, msg);
+    }
 }
 
 /// Entries of the preallocated per-task state map (`tslots`): twice the threads alive now
@@ -313,7 +342,11 @@ pub(crate) fn load<'obj>(
     opts: &RecordOptions,
     rb_size: u32,
 ) -> Result<Loaded<'obj>> {
-    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, libbpf_print)));
+    if verifier_stats() {
+        libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, libbpf_print_stats)));
+    } else {
+        libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, libbpf_print)));
+    }
     let delta = if opts.force_context_fallback {
         Err("forced by option".to_string())
     } else {
