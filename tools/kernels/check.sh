@@ -112,6 +112,16 @@ send_trace() {
     sync
 }
 
+# A failing flight dump, base64 between BEGIN-FLIGHT and END-FLIGHT at DATA's 8 MiB mark
+# (the demo trace is below it), so that the host can analyse it (run.sh keeps it as
+# flight-dump.zst beside the console). dd, not >>: DATA is a block device in the VM.
+send_flight_dump() {
+    [ -n "$DATA" ] || return 0
+    { echo "BEGIN-FLIGHT"; base64 "$1"; echo "END-FLIGHT"; } >"$W/flight.b64"
+    dd if="$W/flight.b64" of="$DATA" bs=1048576 seek=8 conv=notrunc 2>/dev/null
+    sync
+}
+
 # Runs "$@" (a step without recording) as check $1: PASS when it exits 0.
 plain() {
     name=$1
@@ -277,7 +287,10 @@ if "$B" record -q $NOSAMP -o "$W/flight/dump" --flight 10s --trigger 'wait>200ms
     seen=""
     for f in "$W"/flight/dump-*.zst; do
         [ -e "$f" ] || continue
-        "$B" chains --trigger --unit ns "$f" >"$W/flight.folded" 2>/dev/null || continue
+        if ! "$B" chains --trigger --unit ns "$f" >"$W/flight.folded" 2>"$W/flight.err"; then
+            seen="$seen; ${f##*/}: chains --trigger failed: $(tail -n 1 "$W/flight.err")"
+            continue
+        fi
         r=$(top_shape cr-victim <"$W/flight.folded")
         shape=$(printf '%s' "$r" | cut -f1)
         seen="$seen; ${f##*/}: '$shape' ($(printf '%s' "$r" | cut -f2) of $(printf '%s' "$r" | cut -f3) ns)"
@@ -295,6 +308,15 @@ if "$B" record -q $NOSAMP -o "$W/flight/dump" --flight 10s --trigger 'wait>200ms
         fail flight "no dump with cr-victim ← cr-holder ← [hardirq: timer]${seen:-; no dump}"
         ls -la "$W/flight"
         dump "$W/flight.out"
+        # What the analysis said of the first dump, and the dump itself for the host.
+        for f in "$W"/flight/dump-*.zst; do
+            [ -e "$f" ] || continue
+            "$B" chains --trigger --unit ns "$f" 2>&1 >/dev/null | dump /dev/stdin 12
+            "$B" chains --unit ns --comm '^cr-' "$f" 2>/dev/null | awk '{print $NF, $0}' | sort -rn |
+                cut -d' ' -f2- | head -n 8 | cut -c1-300 | dump /dev/stdin 8
+            send_flight_dump "$f"
+            break
+        done
     fi
 else
     fail flight "chainrec record --flight exited non-zero"

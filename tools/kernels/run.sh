@@ -519,6 +519,14 @@ for entry in "${MATRIX[@]}"; do
             tr -d '\r\0' <"$data" | sed -n '/^BEGIN-TRACE$/,/^END-TRACE$/p' | sed '1d;$d' |
                 base64 -d >"$out/trace.zst" 2>/dev/null
         fi
+        # A failing flight check's dump (check.sh send_flight_dump), at the 8 MiB mark.
+        rm -f "$out/flight-dump.zst"
+        if [ -s "$data" ] && [ "$(stat -c %s "$data")" -gt 8388608 ]; then
+            dd if="$data" bs=1048576 skip=8 2>/dev/null | tr -d '\r\0' |
+                sed -n '/^BEGIN-FLIGHT$/,/^END-FLIGHT$/p' | sed '1d;$d' |
+                base64 -d >"$out/flight-dump.zst" 2>/dev/null
+            [ -s "$out/flight-dump.zst" ] || rm -f "$out/flight-dump.zst"
+        fi
         if [ "$MODE" = full ] || [ "$MODE" = nosampler ]; then
             if [ -s "$out/trace.zst" ] && "$BIN" info --verify "$out/trace.zst" >"$out/info.txt" 2>&1; then
                 info="trace $(stat -c %s "$out/trace.zst") B read back"
@@ -545,6 +553,7 @@ for entry in "${MATRIX[@]}"; do
         line=$(printf '%-10s %-24s %s  %d passed, %d failed  %s, %d s  fallbacks: %s  %s  demo: %s' \
             "$tag" "$kernel" "$verdict" "$checks" "$bad" "$how" "$secs" "${got:-none}" "$info" "${demo:-?}")
         [ -z "$note" ] || line="$line  — $note"
+        [ ! -s "$out/flight-dump.zst" ] || line="$line  (the failing flight dump: $out/flight-dump.zst)"
         results+=("$line")
         echo "kernels: $line"
         if [ "$verdict" != PASS ]; then
