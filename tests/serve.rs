@@ -234,6 +234,8 @@ fn a_served_range_resumes_from_a_checkpoint() {
     w.finish(&meta).unwrap();
 
     let s = Served::start_with(&trace, &["--checkpoint-every", "0.01"]);
+    // Its first checkpoint would come after the trace's end: every range from the start.
+    let from_start = Served::start_with(&trace, &["--checkpoint-every", "100000"]);
     // Checkpoints are taken in the background: wait for them (seconds at most).
     let t0 = Instant::now();
     let info = loop {
@@ -281,6 +283,32 @@ fn a_served_range_resumes_from_a_checkpoint() {
             served.len(),
             cli.len()
         );
+        // A frame's waits resume from the same checkpoint and are those of a run from
+        // the trace start (a server without checkpoints).
+        let frame = cli
+            .keys()
+            .next()
+            .and_then(|l| l.split(';').next())
+            .unwrap()
+            .to_string();
+        let frame: String = frame
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' => (b as char).to_string(),
+                b => format!("%{b:02X}"),
+            })
+            .collect();
+        let q = format!("/api/waits?frame={frame}&from={from}&to={to}&limit=5");
+        let before = uses(&s);
+        let waits = s.get(&q);
+        let after = uses(&s);
+        assert_eq!(
+            (after.0 - before.0, after.1 - before.1),
+            want,
+            "{q}: (resumed, from start)"
+        );
+        assert!(waits["matched_waits"].as_u64().unwrap() > 0, "{q}: {waits}");
+        assert_eq!(waits, from_start.get(&q), "{q}");
     }
     // A bad spacing is refused.
     let o = bin()

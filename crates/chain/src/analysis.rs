@@ -409,6 +409,57 @@ impl Analysis {
         })
     }
 
+    /// [`Analysis::run`], resumed from the latest of `checkpoints` before the window when
+    /// there is one for this setup (the records are the same: [`Checkpoints`]); otherwise
+    /// decoded from the first chunk. The summary's `chunks` says which.
+    pub fn run_from(
+        &self,
+        setup: Setup,
+        sink: &mut impl WaitSink,
+        checkpoints: Option<&Checkpoints>,
+        mut on_chunk: impl FnMut(usize),
+    ) -> Result<Done, ChainError> {
+        let parallel = setup.parallel;
+        let (mut engine, mut summary) = self.resume_or_start(setup, checkpoints);
+        self.reader
+            .for_each_chunk::<ChainError>(summary.chunks.clone(), parallel, |evs| {
+                engine.process(evs, sink);
+                on_chunk(evs.len());
+                Ok(())
+            })?;
+        summary.stats = engine.finish(sink);
+        Ok(Done {
+            summary,
+            nodes: engine.into_nodes(),
+        })
+    }
+
+    /// The engine for a run set up as `setup`: resumed from the latest of `checkpoints`
+    /// that serves it, else a new one from the first chunk.
+    fn resume_or_start(
+        &self,
+        setup: Setup,
+        checkpoints: Option<&Checkpoints>,
+    ) -> (Engine<'_>, Summary) {
+        let point = checkpoints.and_then(|c| {
+            let dedup = self.dedup_of(&setup);
+            c.pick(
+                setup.checkpoint_key(dedup),
+                &setup.filter,
+                self.chunk_range(&setup.filter).end,
+            )
+        });
+        match point {
+            Some(p) => {
+                self.engine_runs.fetch_add(1, Ordering::Relaxed);
+                let (_, mut summary) = self.engine_summary(&setup);
+                summary.chunks.start = p.chunk;
+                (p.engine().resume(self.tables(), setup.filter), summary)
+            }
+            None => self.engine(setup),
+        }
+    }
+
     /// [`Analysis::run`] into `sink`, handed back with what its records refer to: the
     /// summary and the [`Collected`] value its renderer takes.
     pub fn collect<S: WaitSink>(
@@ -515,24 +566,7 @@ impl Analysis {
         on_chunk: impl FnMut(usize),
     ) -> Result<(Summary, Graph<'_>), ChainError> {
         let parallel = setup.parallel;
-        let point = checkpoints.and_then(|c| {
-            let dedup = self.dedup_of(&setup);
-            c.pick(
-                setup.checkpoint_key(dedup),
-                &setup.filter,
-                self.chunk_range(&setup.filter).end,
-            )
-        });
-        let (mut engine, mut summary) = match point {
-            Some(p) => {
-                self.engine_runs.fetch_add(1, Ordering::Relaxed);
-                let filter = setup.filter.clone();
-                let (_, mut summary) = self.engine_summary(&setup);
-                summary.chunks.start = p.chunk;
-                (p.engine().resume(self.tables(), filter), summary)
-            }
-            None => self.engine(setup),
-        };
+        let (mut engine, mut summary) = self.resume_or_start(setup, checkpoints);
         let (stats, folded) = fold_trace(
             &self.reader,
             summary.chunks.clone(),

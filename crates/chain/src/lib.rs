@@ -67,6 +67,7 @@ pub use engine::frames::{is_inlined, sample_frames, split_inlined, stack_frames,
 pub use graph::finished::{Collected, Graph, TraceRef};
 pub use graph::folded::FoldedSink;
 pub use graph::pathframes::{FrameKind, FrameNamer, PathFrame, PathVisit};
+pub use graph::render::PieceNames;
 pub use graph::views::{Unit, View};
 
 /// One thread's critical path ([`critical_path`]): its timeline in segments, and what

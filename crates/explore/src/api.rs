@@ -9,7 +9,7 @@ use crate::ExploreError;
 use chainrec_chain::critpath::CritPathOptions;
 use chainrec_chain::{
     critical_path, Analysis, ChainError, Checkpoints, Duration, Filter, FoldedSink, NodeTable,
-    Setup, View, WaitRecord, WaitSink,
+    PieceNames, Setup, View, WaitRecord, WaitSink,
 };
 use chainrec_format::{CgroupSelector, RecordingMeta, Tables, ThreadSelector};
 use chainrec_report::heatmap::{self, Heatmap, HeatmapOptions, Metric, Select};
@@ -468,22 +468,22 @@ impl Explorer {
         };
         let (from, to, spec, filter) = self.range(&mut q)?;
         q.finish()?;
-        let setup = Setup {
-            filter,
-            ..Setup::default()
-        };
+        let setup = range_setup(filter);
         let mut sink = Through {
             prefix: &frame,
             tables: self.an.tables(),
             meta: self.an.meta(),
             start_ns: self.an.start_ns(),
             limit: limit as usize,
+            names: PieceNames::new(self.an.tables(), self.an.meta().stack_threshold_ns),
             best: Vec::new(),
             matched: 0,
             matched_ns: 0,
         };
+        // Resumed from a checkpoint, like the range's graph: the same engine run, so the
+        // same waits, decoded from just before the range instead of the trace start.
         self.an
-            .run(setup, &mut sink, |_| {})
+            .run_from(setup, &mut sink, Some(&*self.checkpoints), |_| {})
             .map_err(ApiError::failed)?;
         let waits: Vec<Value> = sink
             .best
@@ -655,12 +655,6 @@ fn default_heat() -> HeatmapOptions {
     }
 }
 
-/// Whether folded `line` passes through the frame whose path is `prefix`.
-fn through(line: &str, prefix: &str) -> bool {
-    line.strip_prefix(prefix)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with(';'))
-}
-
 /// The waits whose chain passes through one frame: each wait is folded on its own (as
 /// the range's graph folds it), and the nanoseconds of its lines through the frame are
 /// its weight there. Keeps the `limit` heaviest.
@@ -670,6 +664,8 @@ struct Through<'a> {
     meta: &'a RecordingMeta,
     start_ns: u64,
     limit: usize,
+    /// Path pieces' names, kept across the waits (each named once per request).
+    names: PieceNames<'a>,
     /// Heaviest first; ties by switch-out time.
     best: Vec<(u64, WaitJson)>,
     matched: u64,
@@ -680,12 +676,7 @@ impl WaitSink for Through<'_> {
     fn on_wait(&mut self, w: &WaitRecord, nodes: &NodeTable) {
         let mut one = FoldedSink::new(View::Chains);
         one.on_wait(w, nodes);
-        let mut ns = 0u64;
-        one.for_each_line(nodes, self.tables, self.meta, |l, n| {
-            if through(l, self.prefix) {
-                ns += n;
-            }
-        });
+        let ns = one.ns_through(nodes, &mut self.names, self.prefix);
         if ns == 0 {
             return;
         }
@@ -704,16 +695,5 @@ impl WaitSink for Through<'_> {
             self.best.insert(at, (ns, WaitJson::new(w, &cx)));
             self.best.truncate(self.limit);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn through_is_by_whole_frames() {
-        assert!(super::through("a;b;c", "a;b"));
-        assert!(super::through("a;b", "a;b"));
-        assert!(!super::through("a;bc", "a;b"));
-        assert!(!super::through("x;a;b", "a;b"));
     }
 }

@@ -25,6 +25,9 @@ pub const MAX_URL: usize = 16 * 1024;
 pub const MAX_HEADERS: usize = 16 * 1024;
 
 /// The headers of every answer besides its type.
+/// Requests answered at once ([`Listener::run`]).
+pub const WORKERS: usize = 4;
+
 const SECURITY_HEADERS: [(&str, &str); 5] = [
     ("Cache-Control", "no-store"),
     ("X-Content-Type-Options", "nosniff"),
@@ -100,9 +103,26 @@ impl Listener {
         out
     }
 
-    /// Answer requests until the process ends (or the socket fails).
+    /// Answer requests until the process ends (or the socket fails), [`WORKERS`] at a
+    /// time: a range's waits or critical path that takes seconds does not hold up the
+    /// page's other requests (`/api/info`, a new range).
     pub fn run(&self, explorer: &Explorer) {
-        for req in self.server.incoming_requests() {
+        std::thread::scope(|s| {
+            for i in 0..WORKERS {
+                let spawned = std::thread::Builder::new()
+                    .name(format!("serve-{i}"))
+                    .spawn_scoped(s, || self.answer_requests(explorer));
+                if spawned.is_err() && i == 0 {
+                    // No thread to spare: answer on this one.
+                    self.answer_requests(explorer);
+                }
+            }
+        });
+    }
+
+    /// One worker of [`Listener::run`]: answer requests until the socket fails.
+    fn answer_requests(&self, explorer: &Explorer) {
+        while let Ok(req) = self.server.recv() {
             let headers: Vec<(String, String)> = req
                 .headers()
                 .iter()

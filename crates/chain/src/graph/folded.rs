@@ -5,7 +5,7 @@ use crate::engine::nodes::{NodeId, NodeTable};
 use crate::engine::record::{WaitRecord, WaitSink};
 use crate::graph::pathframes::{FrameNamer, PathVisit};
 use crate::graph::paths::{Comms, PathBatch, PathReducer};
-use crate::graph::render::{self, Pieces, WriteSummary};
+use crate::graph::render::{self, PieceNames, Pieces, WriteSummary};
 use crate::graph::trie::{PathTrie, NO_PARENT};
 use crate::graph::views::{Unit, View};
 use chainrec_format::{RecordingMeta, Tables};
@@ -167,9 +167,66 @@ impl FoldedSink {
         meta: &RecordingMeta,
     ) -> (Pieces, Vec<u32>) {
         rayon::join(
-            || Pieces::build(&self.trie, &self.comms.list, nodes, tables, meta),
+            || {
+                let mut namer = FrameNamer::new(tables, meta.stack_threshold_ns);
+                Pieces::build(&self.trie, &self.comms.list, nodes, &mut namer)
+            },
             || crate::graph::trie::preorder(&self.trie),
         )
+    }
+
+    /// Nanoseconds of the lines that pass through the frame whose path is `prefix` (its
+    /// frames joined by `;`, a line's prefix at a frame boundary): the sum of
+    /// [`Self::for_each_line`]'s weights over lines `prefix` or `prefix;...`, found without
+    /// rendering a line. Each path is compared piece by piece and left at the first piece
+    /// that differs; `names` keeps the pieces' text across calls.
+    pub fn ns_through(&self, nodes: &NodeTable, names: &mut PieceNames<'_>, prefix: &str) -> u64 {
+        use render::Through;
+        let start = if prefix.is_empty() {
+            Through::Matched
+        } else {
+            Through::Partial(0)
+        };
+        let mut state: Vec<Through> = Vec::with_capacity(self.trie.len());
+        let mut ns = 0u64;
+        // Parents have smaller ids than their children.
+        for e in self.trie.iter() {
+            let before = if e.parent == NO_PARENT {
+                start
+            } else {
+                state[e.parent as usize]
+            };
+            let now = match before {
+                Through::Partial(_) if e.node & crate::graph::paths::COMM_BIT != 0 => {
+                    let comm = self.comms.list[(e.node & !crate::graph::paths::COMM_BIT) as usize];
+                    before.then(prefix, &comm.as_str())
+                }
+                Through::Partial(_) => {
+                    let first = crate::graph::pathframes::first_of_path(&self.trie, nodes, &e);
+                    before.then(prefix, names.piece(nodes, e.node, first))
+                }
+                s => s,
+            };
+            if now == Through::Matched {
+                ns += e.weight;
+            }
+            state.push(now);
+        }
+        ns
+    }
+
+    /// [`Self::for_each_line`] on this thread, naming frames with `namer`: for many small
+    /// sinks (one wait each, as the explorer's `/api/waits` folds them), one namer
+    /// symbolises each stack once instead of once per sink.
+    pub fn for_each_line_with(
+        &self,
+        nodes: &NodeTable,
+        namer: &mut FrameNamer<'_>,
+        f: impl FnMut(&str, u64),
+    ) {
+        let pieces = Pieces::build(&self.trie, &self.comms.list, nodes, namer);
+        let order = crate::graph::trie::preorder(&self.trie);
+        render::walk(&self.trie, &pieces, &order, 0..order.len(), f);
     }
 
     /// Exact aggregated nanoseconds per rendered line, sorted by line.

@@ -9,7 +9,8 @@ use crate::graph::pathframes::FrameNamer;
 use crate::graph::paths::COMM_BIT;
 use crate::graph::trie::{PathTrie, NO_PARENT};
 use crate::graph::views::Unit;
-use chainrec_format::{Comm, RecordingMeta, Tables};
+use chainrec_format::Comm;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::sync::{mpsc, Mutex};
@@ -39,45 +40,80 @@ impl WriteSummary {
 /// Rendered pieces: `(node, first)` → text, for every node used by the trie.
 pub(crate) struct Pieces {
     text: String,
-    /// `(start, end)` into `text`; index `2 * node + first` for nodes, then
+    /// `(start, end)` into `text`, by [`Pieces::key`]: `2 * node + first` for nodes, then
     /// `2 * nodes.len() + comm` for comm nodes.
-    spans: Vec<(u32, u32)>,
+    spans: Spans,
     nodes: usize,
-    /// Group nodes (`--cgroup-frames`) among the nodes; empty when there are none.
-    groups: Vec<bool>,
+    /// Group nodes (`--cgroup-frames`) among the trie's nodes; empty when there are none.
+    groups: FxHashSet<NodeId>,
+}
+
+/// [`Pieces::spans`]: a table over every node of the run for a graph's trie, a map for a
+/// trie that uses few of them (one wait's paths, folded on their own by the explorer's
+/// `/api/waits`): building a table sized by the node table for each of a range's waits
+/// made that request quadratic (minutes on a 20 M-event trace).
+enum Spans {
+    Dense(Vec<(u32, u32)>),
+    Sparse(FxHashMap<usize, (u32, u32)>),
+}
+
+const UNSET: (u32, u32) = (u32::MAX, 0);
+
+impl Spans {
+    #[inline]
+    fn get(&self, k: usize) -> (u32, u32) {
+        match self {
+            Spans::Dense(v) => v[k],
+            Spans::Sparse(m) => m.get(&k).copied().unwrap_or(UNSET),
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, k: usize, span: (u32, u32)) {
+        match self {
+            Spans::Dense(v) => v[k] = span,
+            Spans::Sparse(m) => {
+                m.insert(k, span);
+            }
+        }
+    }
 }
 
 impl Pieces {
+    /// The pieces of `trie`'s nodes, named by `namer` (whose stack names persist across
+    /// calls: one namer for many small tries symbolises each stack once).
     pub(crate) fn build(
         trie: &PathTrie,
         comms: &[Comm],
         nodes: &NodeTable,
-        tables: &Tables,
-        meta: &RecordingMeta,
+        namer: &mut FrameNamer<'_>,
     ) -> Pieces {
-        const UNSET: (u32, u32) = (u32::MAX, 0);
+        let keys = 2 * nodes.len() + comms.len();
+        let spans = if trie.len().saturating_mul(16) < keys {
+            Spans::Sparse(FxHashMap::default())
+        } else {
+            Spans::Dense(vec![UNSET; keys])
+        };
         let mut p = Pieces {
             text: String::new(),
-            spans: vec![UNSET; 2 * nodes.len() + comms.len()],
+            spans,
             nodes: nodes.len(),
-            groups: Vec::new(),
+            groups: trie
+                .iter()
+                .map(|e| e.node)
+                .filter(|&n| n & COMM_BIT == 0 && nodes.get(n).is_group())
+                .collect(),
         };
-        if (0..nodes.len()).any(|i| nodes.get(i as NodeId).is_group()) {
-            p.groups = (0..nodes.len())
-                .map(|i| nodes.get(i as NodeId).is_group())
-                .collect();
-        }
-        let mut r = FrameNamer::new(tables, meta.stack_threshold_ns);
         for e in trie.iter() {
             let first = crate::graph::pathframes::first_of_path(trie, nodes, &e);
             let k = p.key(e.node, first);
-            if p.spans[k] == UNSET {
+            if p.spans.get(k) == UNSET {
                 let a = p.text.len();
                 if e.node & COMM_BIT != 0 {
                     p.text
                         .push_str(&comms[(e.node & !COMM_BIT) as usize].as_str());
                 } else {
-                    let piece = r.node(nodes, e.node, first);
+                    let piece = namer.node(nodes, e.node, first);
                     for (i, (f, _)) in piece.frames.iter().enumerate() {
                         if i > 0 {
                             p.text.push(';');
@@ -89,7 +125,7 @@ impl Pieces {
                     p.text.len() < u32::MAX as usize,
                     "rendered pieces too large"
                 );
-                p.spans[k] = (a as u32, p.text.len() as u32);
+                p.spans.set(k, (a as u32, p.text.len() as u32));
             }
         }
         p
@@ -114,15 +150,79 @@ impl Pieces {
             return false;
         }
         let p = trie.get(e.parent);
-        p.parent == NO_PARENT
-            && p.node & COMM_BIT == 0
-            && self.groups.get(p.node as usize).copied().unwrap_or(false)
+        p.parent == NO_PARENT && p.node & COMM_BIT == 0 && self.groups.contains(&p.node)
     }
 
     #[inline]
     fn get(&self, node: NodeId, first: bool) -> &str {
-        let (a, b) = self.spans[self.key(node, first)];
+        let (a, b) = self.spans.get(self.key(node, first));
         &self.text[a as usize..b as usize]
+    }
+}
+
+/// The text of path pieces (a node's frames joined by `;`), named once and kept across
+/// many small sinks: [`crate::FoldedSink::ns_through`] of each of a range's waits.
+pub struct PieceNames<'a> {
+    namer: FrameNamer<'a>,
+    text: FxHashMap<(NodeId, bool), Box<str>>,
+}
+
+impl<'a> PieceNames<'a> {
+    /// Names for the trace of `tables` (`threshold_ns`: `meta.stack_threshold_ns`).
+    pub fn new(tables: &'a chainrec_format::Tables, threshold_ns: u64) -> Self {
+        PieceNames {
+            namer: FrameNamer::new(tables, threshold_ns),
+            text: FxHashMap::default(),
+        }
+    }
+
+    /// The piece of `node` (`first`: the first of its path).
+    pub(crate) fn piece(&mut self, nodes: &NodeTable, node: NodeId, first: bool) -> &str {
+        let namer = &mut self.namer;
+        self.text.entry((node, first)).or_insert_with(|| {
+            let piece = namer.node(nodes, node, first);
+            let mut t = String::new();
+            for (i, (f, _)) in piece.frames.iter().enumerate() {
+                if i > 0 {
+                    t.push(';');
+                }
+                t.push_str(f);
+            }
+            t.into_boxed_str()
+        })
+    }
+}
+
+/// Where a path stands against a frame's path `prefix` ([`crate::FoldedSink::ns_through`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Through {
+    /// It matches `prefix[..n]`, which ends at a frame boundary.
+    Partial(usize),
+    /// It passes through the frame.
+    Matched,
+    /// It does not.
+    Diverged,
+}
+
+impl Through {
+    /// The state after one more piece.
+    pub(crate) fn then(self, prefix: &str, piece: &str) -> Through {
+        let Through::Partial(at) = self else {
+            return self;
+        };
+        let rest = &prefix[at..];
+        if let Some(after) = rest.strip_prefix(piece) {
+            return match after.as_bytes().first() {
+                None => Through::Matched,
+                Some(b';') => Through::Partial(at + piece.len() + 1),
+                Some(_) => Through::Diverged,
+            };
+        }
+        // The frame is inside this piece (a piece is several frames).
+        match piece.strip_prefix(rest) {
+            Some(after) if after.starts_with(';') => Through::Matched,
+            _ => Through::Diverged,
+        }
     }
 }
 
