@@ -125,8 +125,9 @@ const DEFS: &str = concat!(
 /// The class of a plain stack frame (its name explains nothing by itself): hot above an
 /// `[on cpu]` marker, else the level's colour, kernel or user by which side of the `-`
 /// separator (`segment`) it is on. Level 0 is "comm;user;-;kernel"; wakers are
-/// "kernel;-;user;comm".
-fn stack_frame_class(hot: bool, level: u32, segment: u32) -> FrameClass {
+/// "kernel;-;user;comm"; the stacks after an `[earlier wait]` or `[blocked: not
+/// followed]` marker (`root_first`) are "user;-;kernel", as level 0's.
+fn stack_frame_class(hot: bool, level: u32, segment: u32, root_first: bool) -> FrameClass {
     if hot {
         FrameClass::Hot {
             kernel: segment > 0,
@@ -134,13 +135,19 @@ fn stack_frame_class(hot: bool, level: u32, segment: u32) -> FrameClass {
     } else {
         FrameClass::Frame {
             level,
-            kernel: if level == 0 {
+            kernel: if level == 0 || root_first {
                 segment > 0
             } else {
                 segment == 0
             },
         }
     }
+}
+
+/// A waker's blocked time inside the root's wait (CHAINS.md, "Attribution"): drawn as
+/// off-CPU time, and its stacks follow root first.
+fn is_blocked_marker(name: &str) -> bool {
+    name == chainrec_chain::EARLIER_WAIT_FRAME || name == chainrec_chain::NOT_FOLLOWED_FRAME
 }
 
 /// Classify a frame name alone (separators, metal, markers); `None` for ordinary frames.
@@ -185,6 +192,8 @@ pub struct StackClassifier {
     segment: u32,
     /// After `[on cpu]`: sampled frames, "user;-;kernel" root first, until the next `--`.
     hot: bool,
+    /// After `[earlier wait]`: the waker's off-CPU stacks, root first, until the next `--`.
+    root_first: bool,
 }
 
 impl StackClassifier {
@@ -195,6 +204,7 @@ impl StackClassifier {
             level: 0,
             segment: 0,
             hot: false,
+            root_first: false,
         }
     }
 
@@ -205,11 +215,18 @@ impl StackClassifier {
 
     /// The class of the next frame, `f`.
     pub fn next(&mut self, f: &str) -> FrameClass {
-        let class = classify_name(f)
-            .unwrap_or_else(|| stack_frame_class(self.hot, self.level, self.segment));
+        if is_blocked_marker(f) {
+            self.root_first = true;
+            self.segment = 0;
+            return FrameClass::OffCpu;
+        }
+        let class = classify_name(f).unwrap_or_else(|| {
+            stack_frame_class(self.hot, self.level, self.segment, self.root_first)
+        });
         match class {
             FrameClass::LevelSeparator => {
                 self.hot = false;
+                self.root_first = false;
                 if self.chain_layout {
                     self.level += 1;
                     self.segment = 0;
@@ -393,6 +410,8 @@ struct ClassState {
     level: u32,
     seg: u32,
     hot: bool,
+    /// After `[earlier wait]` / `[blocked: not followed]`: stacks root first.
+    root_first: bool,
 }
 
 /// The class of a structured frame given the state after the frames before it (the same
@@ -408,6 +427,7 @@ fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> Frame
     match f.kind {
         FrameKind::LevelSeparator => {
             st.hot = false;
+            st.root_first = false;
             FrameClass::LevelSeparator
         }
         FrameKind::UserKernelSeparator => {
@@ -417,9 +437,15 @@ fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> Frame
         FrameKind::Metal => FrameClass::Metal,
         // Throttled time is drawn like run-queue time: off-CPU while runnable.
         FrameKind::RunQueue | FrameKind::Throttled => FrameClass::RunQueue,
-        // `[earlier wait]` / `[blocked: not followed]`: the stack frames after it are the
-        // waker's off-CPU stacks, coloured by level like any stack.
-        FrameKind::Marker | FrameKind::Group | FrameKind::Blocked => FrameClass::Marker,
+        // `[earlier wait]` / `[blocked: not followed]`: blocked time, drawn as off-CPU
+        // time (not hatched: it has stacks); the stack frames after it are the waker's
+        // off-CPU stacks root first, coloured by level like any stack.
+        FrameKind::Blocked => {
+            st.root_first = true;
+            st.seg = 0;
+            FrameClass::OffCpu
+        }
+        FrameKind::Marker | FrameKind::Group => FrameClass::Marker,
         FrameKind::Lost => FrameClass::Lost,
         // `[on cpu]` or `[on cpu: estimated]` (sampled frames follow) or `[on cpu: no
         // sample]` (a marker).
@@ -434,7 +460,8 @@ fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> Frame
         // Stack frames that are themselves explanations (`[no stack: …]`, `[unknown]`,
         // `[softirq: …]`) keep the colours their names give them.
         FrameKind::Thread | FrameKind::User | FrameKind::Kernel | FrameKind::RunQueueHolder => {
-            classify_name(f.name).unwrap_or_else(|| stack_frame_class(st.hot, st.level, st.seg))
+            classify_name(f.name)
+                .unwrap_or_else(|| stack_frame_class(st.hot, st.level, st.seg, st.root_first))
         }
     }
 }
@@ -805,6 +832,38 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// An earlier wait's stacks are root first ("user;-;kernel", as level 0's), so its
+    /// kernel frames get the kernel colour; the marker is drawn as off-CPU time.
+    #[test]
+    fn classify_earlier_wait_stacks_root_first() {
+        let s = "app;read;-;schedule;--;try_to_wake_up;-;writer;W;--;[earlier wait];W;sleep;-;do_nanosleep;--;hrtimer_wakeup;[hardirq: timer]";
+        let f: Vec<&str> = s.split(';').collect();
+        let c = classify_stack(&f, true);
+        use FrameClass::*;
+        let frame = |level, kernel| Frame { level, kernel };
+        assert_eq!(
+            c[9..],
+            [
+                LevelSeparator,
+                OffCpu,
+                frame(2, false),
+                frame(2, false),
+                UserKernelSeparator,
+                frame(2, true),
+                LevelSeparator,
+                frame(3, true),
+                Metal,
+            ]
+        );
+        // `[blocked: not followed]` likewise; the level after it is a waker's again.
+        let s = "app;--;k;-;u;W;--;[blocked: not followed];u2;-;k2;--;k3;-;u3;V";
+        let f: Vec<&str> = s.split(';').collect();
+        let c = classify_stack(&f, true);
+        assert_eq!(c[7], OffCpu);
+        assert_eq!((c[8], c[10]), (frame(2, false), frame(2, true)));
+        assert_eq!((c[12], c[14]), (frame(3, true), frame(3, false)));
     }
 
     #[test]
