@@ -1076,6 +1076,34 @@ fn browser_range_on_real_trace(trace: &Path, dir: &Path, tag: &str) {
         &mut b,
         "window.explorer && explorer.heat && explorer.busy === 0",
     );
+    // Issue 36: the colour scale separates the cells of a real trace: the distinct cell
+    // values between their 10th and 90th percentile span at least 80 % of it (the old log
+    // scale of the value put nearly all at its dark end), and a legend says so. (Cells
+    // with equal values share a colour: threads asleep for a whole row make many cells
+    // exactly equal, so the same measure over cells rather than values can be smaller.)
+    let span = b.eval(
+        "(() => { const s = explorer.heatRanks; const at = (q) => s[Math.round(q * (s.length - 1))]; \
+         const log = (v) => Math.log1p(v) / Math.log1p(explorer.heat.max); \
+         const cells = explorer.heat.cells.flat().filter((v) => v > 0).sort((a, b) => a - b); \
+         const c = (q) => cells[Math.round(q * (cells.length - 1))]; \
+         return [s.length, explorer.intensity(at(0.9)) - explorer.intensity(at(0.1)), \
+           log(at(0.9)) - log(at(0.1)), cells.length, explorer.intensity(c(0.9)) - explorer.intensity(c(0.1)), \
+           log(c(0.9)) - log(c(0.1))]; })()",
+    );
+    eprintln!(
+        "{tag}: heat map: distinct values, their p10..p90 colour span, the log scale's; \
+         cells, their span, the log scale's: {span}"
+    );
+    assert!(span[0].as_u64().unwrap() >= 10, "{tag}: {span}");
+    assert!(span[1].as_f64().unwrap() >= 0.8, "{tag}: {span}");
+    let legend = b.eval("document.getElementById('heatlegend').textContent");
+    assert!(
+        legend
+            .as_str()
+            .unwrap()
+            .starts_with("colour by percentile among the "),
+        "{tag}: {legend}"
+    );
     drag(&mut b, (col, 5), (col, 44), false);
     wait_for(&mut b, "explorer.chains && explorer.busy === 0");
     assert_eq!(b.eval("explorer.range"), json!({"from": from, "to": to}));

@@ -192,9 +192,50 @@ S.rangeOf = function (a, b) {
   return { from, to: Math.max(from, to) };
 };
 
-function cellColor(v, max) {
+// The colour scale is by rank among the distinct values of the non-empty cells (a
+// percentile), not by value: on a real trace always-asleep threads put nearly every cell
+// close to the maximum, and a value scale (log or linear) paints a uniform wall. Each
+// distinct value gets its own step, however many cells share it (threads asleep for a
+// whole row make many cells exactly equal); ranks 5 % .. 95 % span the whole scale (the
+// lightest and darkest 5 % share its ends), so the values between the 10th and 90th
+// percentile span 89 % of it.
+function heatRanks(h) {
+  const v = [];
+  for (const col of h.cells) for (const x of col) if (x > 0) v.push(x);
+  v.sort((a, b) => a - b);
+  return v.filter((x, i) => i === 0 || x !== v[i - 1]);
+}
+function firstNotBelow(s, v) {
+  let lo = 0;
+  let hi = s.length;
+  while (lo < hi) {
+    const m = (lo + hi) >> 1;
+    if (s[m] < v) lo = m + 1;
+    else hi = m;
+  }
+  return lo;
+}
+// 0 (no colour) .. 1 (darkest) for a cell's value (for the browser test too).
+// A value's place among the distinct values: 0 (smallest) .. 1 (largest).
+function rankOf(v) {
+  const s = S.heatRanks;
+  return s.length === 1 ? 1 : firstNotBelow(s, v) / (s.length - 1);
+}
+S.intensity = function (v) {
+  const s = S.heatRanks;
+  if (!s || !s.length || v <= 0) return 0;
+  return Math.min(1, Math.max(0.04, (rankOf(v) - 0.05) / 0.9));
+};
+// The value at a point of the colour scale (the legend's labels).
+function valueAt(i) {
+  const s = S.heatRanks;
+  const q = 0.05 + i * 0.9;
+  return s[Math.min(s.length - 1, Math.max(0, Math.round(q * (s.length - 1))))];
+}
+
+function cellColor(v) {
   if (v <= 0) return null;
-  const i = Math.log1p(v) / Math.log1p(max);
+  const i = S.intensity(v);
   const r = 255 - Math.round(40 * i);
   const gb = Math.round(235 * (1 - i));
   return `rgb(${r},${gb},${Math.round(gb * 0.6)})`;
@@ -232,7 +273,7 @@ function drawHeat() {
   x.fillRect(PAD.left, PAD.top, g.pw, g.ph);
   for (let col = 0; col < h.columns; col++) {
     for (let row = 0; row < h.rows; row++) {
-      const f = cellColor(h.cells[col][row], h.max);
+      const f = cellColor(h.cells[col][row]);
       const r = cellRect(col, row);
       // Outside the trace: grey, so that a part-second is not read as a quiet one.
       if (cellEnd(col, row) <= 0 || cellStart(col, row) >= h.duration_ns) x.fillStyle = '#e4e4e4';
@@ -285,8 +326,48 @@ function drawHeat() {
   $('heatinfo').textContent = `x: one column per whole second from ${from}, labelled with its start in ` +
     `seconds from the trace start (the trace starts ${lead} s into the first; grey: outside the trace); ` +
     `${what} of ${h.selection}; ${h.columns} s x ${h.rows} rows ` +
-    `(${h.bucket_ns / 1e6} ms); darkest cell ${h.metric === 'wakeups' ? h.max : fmtNs(h.max)}` +
-    (h.note ? `; ${h.note}` : '');
+    `(${h.bucket_ns / 1e6} ms)` + (h.note ? `; ${h.note}` : '');
+  drawLegend(h);
+}
+
+const heatValue = (h, v) => (h.metric === 'wakeups' ? `${v} wakeups` : fmtNs(v));
+
+// The colour legend: the scale with the cell values at its ends and middle.
+function drawLegend(h) {
+  const l = $('heatlegend');
+  if (!S.heatRanks.length) {
+    l.textContent = 'no cell has any ' + (h.metric === 'wakeups' ? 'wakeup' : 'off-CPU time');
+    return;
+  }
+  const stops = [0, 0.25, 0.5, 0.75, 1].map((i) => cellColor(valueAt(i)));
+  l.innerHTML = '';
+  const add = (tag, text, cls) => {
+    const e = document.createElement(tag);
+    if (text) e.textContent = text;
+    if (cls) e.className = cls;
+    l.appendChild(e);
+    return e;
+  };
+  add('span', `colour by percentile among the ${S.heatRanks.length} distinct values of the non-empty cells: `);
+  add('span', heatValue(h, valueAt(0)), 'lv');
+  add('span', '', 'bar').style.background = `linear-gradient(to right, ${stops.join(', ')})`;
+  add('span', heatValue(h, valueAt(1)), 'lv');
+  add('span', ` (median value ${heatValue(h, valueAt(0.5))}; hover a cell for its own)`);
+}
+
+// Hover: the cell's time span and value.
+function heatHover(ev) {
+  const c = $('heatmap');
+  const at = S.heat && cellAt(ev);
+  if (!at) {
+    c.title = '';
+    return;
+  }
+  const v = S.heat.cells[at.col][at.row];
+  const a = Math.max(0, cellStart(at.col, at.row));
+  const b = Math.min(S.heat.duration_ns, cellEnd(at.col, at.row));
+  c.title = `${(a / 1e9).toFixed(3)} .. ${(b / 1e9).toFixed(3)} s: ${heatValue(S.heat, v)}` +
+    (v > 0 ? ` (percentile ${Math.round(100 * rankOf(v))} of the values)` : '');
 }
 
 async function loadHeat() {
@@ -294,6 +375,7 @@ async function loadHeat() {
   for (const k of ['comm', 'tid', 'pid', 'cgroup']) if ($(k).value) q.set(k, $(k).value.trim());
   try {
     S.heat = await api('/api/heatmap?' + q);
+    S.heatRanks = heatRanks(S.heat);
     sizeHeat();
     drawHeat();
   } catch (e) {
@@ -316,6 +398,7 @@ function hookHeat() {
     }
   });
   c.addEventListener('mousemove', (ev) => {
+    heatHover(ev);
     const at = heatDown && cellAt(ev);
     if (at) {
       S[key] = { a: heatDown, b: at };
