@@ -327,7 +327,23 @@ fn waits_json_round_trips_every_record_field_and_checks_against_script() {
                 "mode",
             ]);
             want.extend(NODE_KEYS);
+            if !w.oncpu.is_empty() {
+                want.insert("oncpu");
+            }
             assert_eq!(keys(row), want, "{name}: {row}");
+            // On-CPU parts, when there are any: level, ns and the on-CPU node with its
+            // sampled stacks.
+            let oncpu = row["oncpu"].as_array().map_or(&[][..], |a| &a[..]);
+            assert_eq!(oncpu.len(), w.oncpu.len(), "{name}: {row}");
+            for (pv, p) in oncpu.iter().zip(&w.oncpu) {
+                assert_eq!(pv["level"], p.level);
+                assert_eq!(pv["ns"], p.ns);
+                let n = nodes.get(p.node);
+                check_node(pv, p.node, n.kstack, n.ustack, &nodes, &r);
+                let mut want = set(&["level", "ns"]);
+                want.extend(NODE_KEYS);
+                assert_eq!(keys(pv), want);
+            }
             let runq = row["runq"].as_array().unwrap();
             assert_eq!(runq.len(), w.runq.len(), "{name}: {row}");
             for (pv, p) in runq.iter().zip(&w.runq) {

@@ -131,6 +131,20 @@ fn secs(ns: u64) -> String {
 }
 
 /// `chainrec chains TRACE --window FROM..TO --unit ns`, summed per line.
+/// A duration as the page prints it (app.js `fmtNs`).
+fn fmt_ns_like_page(ns: u64) -> String {
+    let f = ns as f64;
+    if f >= 1e9 {
+        format!("{:.3} s", f / 1e9)
+    } else if f >= 1e6 {
+        format!("{:.2} ms", f / 1e6)
+    } else if f >= 1e3 {
+        format!("{:.1} us", f / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
 fn chains_window(trace: &Path, from: u64, to: u64) -> BTreeMap<String, u64> {
     let o = bin()
         .args(["chains", "--unit", "ns", "--window"])
@@ -630,9 +644,29 @@ fn serve_page_in_chromium() {
     assert_eq!(shown_first[0], json!(first["wait"]["tid"].to_string()));
     assert_eq!(shown_first[1], json!(first["through_ns"].to_string()));
     let text = shown_first[2].as_str().unwrap();
+    eprintln!("the first wait's card:\n{text}");
     let root = path.split(';').next().unwrap();
     assert!(text.starts_with(&format!("{root} (tid ")), "{text}");
     assert!(text.contains("level 1: "), "{text}");
+    // Issue 36: every part of the wait is on its card, level by level: the run-queue time
+    // behind whom (level 0's and each waker level's) and the wakers' on-CPU time.
+    let mut heaviest: BTreeMap<u64, (u64, String)> = BTreeMap::new();
+    for p in first["wait"]["runq"].as_array().unwrap() {
+        let (level, ns) = (p["level"].as_u64().unwrap(), p["ns"].as_u64().unwrap());
+        if heaviest.get(&level).is_none_or(|h| ns > h.0) {
+            heaviest.insert(level, (ns, p["holder"].as_str().unwrap().to_string()));
+        }
+    }
+    for (level, (ns, holder)) in &heaviest {
+        let part = format!("{holder} {}", fmt_ns_like_page(*ns));
+        assert!(
+            text.contains(&part),
+            "level {level}: {part} missing from the card: {text}"
+        );
+    }
+    if let Some(oncpu) = first["wait"]["oncpu"].as_array() {
+        assert!(!oncpu.is_empty() && text.contains("on CPU "), "{text}");
+    }
     assert_eq!(
         b.eval("document.querySelectorAll('#waitlist .wait').length"),
         json!(api["waits"].as_array().unwrap().len())

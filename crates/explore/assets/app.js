@@ -665,20 +665,29 @@ async function loadWaits(path) {
     const d = el('div', 'wait');
     d.dataset.tid = wait.tid;
     d.dataset.through = through_ns;
-    const blocked = wait.blocked_ns != null ? fmtNs(wait.blocked_ns) : '?';
     d.appendChild(el('div', 'head',
-      `${wait.comm} (tid ${wait.tid}) at ${wait.time_s.toFixed(6)} s: blocked ${blocked} [${wait.state_str}], ` +
+      `${wait.comm} (tid ${wait.tid}) at ${wait.time_s.toFixed(6)} s: ${waitSummary(wait)}; ` +
       `${fmtNs(through_ns)} through this frame`));
     const ol = el('ol');
     ol.start = 0;
-    ol.appendChild(el('li', '', `level 0: ${wait.comm} waits` +
-      (wait.kframes && wait.kframes.length ? ` in ${wait.kframes[0]}` : '')));
+    const root = el('li', '', `level 0: ${wait.comm} waits` +
+      (wait.kframes && wait.kframes.length ? ` in ${wait.kframes[0]}` : ''));
+    addParts(root, wait, 0);
+    ol.appendChild(root);
     for (const hop of wait.hops) {
       const who = hop.metal ? hop.node : `${hop.waker_comm} (tid ${hop.waker_tid})`;
-      const li = el('li', hop.metal ? 'metal' : '', `level ${hop.level}: ${who} woke it [${hop.context}], ${fmtNs(hop.ns)}`);
+      const parent = hop.parent != null ? hop.parent : hop.level - 1;
+      const what = hop.kind === 'earlier wait'
+        ? `an earlier wait of level ${parent}'s waker` + (hop.waits > 1 ? ` (${hop.waits} alike)` : '')
+        : hop.kind === 'blocked: not followed'
+          ? `level ${parent}'s waker blocked, not followed`
+          : `${who} woke level ${parent} [${hop.context}]`;
+      const li = el('li', hop.metal ? 'metal' : hop.kind ? 'branch' : '',
+        `level ${hop.level}: ${what}, ${fmtNs(hop.ns)}`);
       if (hop.kframes && hop.kframes.length) {
         li.appendChild(el('span', 'stack', ' in ' + hop.kframes.slice(0, 3).join(' < ')));
       }
+      if (!hop.metal && !hop.kind) addParts(li, wait, hop.level);
       ol.appendChild(li);
     }
     d.appendChild(ol);
@@ -687,6 +696,45 @@ async function loadWaits(path) {
     d.firstChild.appendChild(btn);
     list.appendChild(d);
   }
+}
+
+// The whole wait in one line: blocked (the state it blocked in) or preempted, then
+// runnable until it ran.
+function waitSummary(w) {
+  const parts = [];
+  if (w.state_str === 'R') parts.push('preempted');
+  else parts.push(`blocked ${w.blocked_ns != null ? fmtNs(w.blocked_ns) : '?'} [${w.state_str}]`);
+  if (w.runq_ns != null) parts.push(`runnable ${fmtNs(w.runq_ns)}`);
+  if (w.offcpu_ns != null) parts.push(`off-CPU ${fmtNs(w.offcpu_ns)} in all`);
+  return parts.join(', ');
+}
+
+// Under a level: what its time was made of. Level 0: its runnable part (behind whom);
+// a waker level: runnable (behind whom), blocked in earlier waits (its branches), and on
+// CPU (the sampled stack, or none), so that no part of a level reads as something else.
+function addParts(li, w, level) {
+  const by = (xs) => xs.reduce((a, x) => a + x.ns, 0);
+  const runq = (w.runq || []).filter((p) => p.level === level).sort((a, b) => b.ns - a.ns);
+  const parts = [];
+  if (runq.length) {
+    parts.push(`runnable ${fmtNs(by(runq))} behind ` +
+      runq.slice(0, 3).map((p) => `${p.holder} ${fmtNs(p.ns)}`).join(', ') +
+      (runq.length > 3 ? `, ${runq.length - 3} others` : ''));
+  }
+  if (level > 0) {
+    const branches = w.hops.filter((h) => h.kind && h.parent === level);
+    if (branches.length) {
+      const n = branches.reduce((a, h) => a + (h.waits || 1), 0);
+      parts.push(`blocked ${fmtNs(by(branches))} in ${n} earlier wait${n > 1 ? 's' : ''}`);
+    }
+    const oncpu = (w.oncpu || []).filter((p) => p.level === level).sort((a, b) => b.ns - a.ns);
+    if (oncpu.length) {
+      const top = oncpu[0];
+      const frame = (top.uframes && top.uframes[0]) || (top.kframes && top.kframes[0]);
+      parts.push(`on CPU ${fmtNs(by(oncpu))}` + (frame ? ` (mostly in ${frame})` : ` ${top.node}`));
+    }
+  }
+  if (parts.length) li.appendChild(el('div', 'parts', 'of it: ' + parts.join('; ')));
 }
 
 // The waiting thread's critical path from its switch-out minus a margin to its

@@ -184,6 +184,19 @@ impl RunqJson {
     }
 }
 
+/// On-CPU time of one level (a [`chainrec_chain::OnCpuPart`]): the waker ran, with the stack its samples
+/// show (`[on cpu]`, `[on cpu: estimated]`) or none (`[on cpu: no sample]`).
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct OnCpuJson {
+    /// Level k ≥ 1 (`hops[k - 1]`).
+    pub level: u32,
+    /// Nanoseconds: the level's on-CPU time × this stack's share of its samples.
+    pub ns: u64,
+    /// The on-CPU node (`node`: its label) with the sampled stacks.
+    #[serde(flatten)]
+    pub node: NodeJson,
+}
+
 /// One wait (a [`WaitRecord`]).
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct WaitJson {
@@ -227,6 +240,10 @@ pub struct WaitJson {
     /// Run-queue time by level and CPU holder, ordered by level (empty with
     /// `--no-runqueue` and in `--mode last`).
     pub runq: Vec<RunqJson>,
+    /// On-CPU time by level and sampled stack, ordered by level (absent when there is
+    /// none: a wait whose wakers' own time was not split, `--mode last`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub oncpu: Vec<OnCpuJson>,
     /// Cut by the depth limit while a further cause existed.
     pub truncated: bool,
     /// `--mode last`: stopped at a repeated thread.
@@ -268,6 +285,18 @@ impl WaitJson {
                 .map(|(i, h)| HopJson::new(i + 1, h, cx))
                 .collect(),
             runq: w.runq.iter().map(|p| RunqJson::new(p, cx)).collect(),
+            oncpu: w
+                .oncpu
+                .iter()
+                .map(|p| {
+                    let n = cx.nodes.get(p.node);
+                    OnCpuJson {
+                        level: p.level,
+                        ns: p.ns,
+                        node: NodeJson::new(p.node, n.kstack, n.ustack, cx),
+                    }
+                })
+                .collect(),
             truncated: w.truncated,
             cycle: w.cycle,
             lost: w.lost,
