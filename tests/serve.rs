@@ -672,6 +672,37 @@ fn serve_page_in_chromium() {
         json!(api["waits"].as_array().unwrap().len())
     );
 
+    // Issue 36: the page's state is in its URL: a reload opens the same range, zoom and
+    // waits; Esc leaves the zoom (and the URL says so).
+    let hash = b.eval("location.hash");
+    let h = hash.as_str().unwrap();
+    assert!(
+        h.contains(&format!("from={want_from}&to={want_to}")) && h.contains("&frame="),
+        "{h}"
+    );
+    b.call("Page.reload", json!({}));
+    b.wait_event("Page.loadEventFired");
+    wait_for(
+        &mut b,
+        "window.explorer && explorer.waits && explorer.busy === 0",
+    );
+    assert_eq!(
+        b.eval("explorer.range"),
+        json!({"from": want_from, "to": want_to})
+    );
+    assert_eq!(b.eval("explorer.zoom.join(';')"), json!(path));
+    assert_eq!(
+        b.eval("document.querySelector('#waitlist .wait').dataset.tid"),
+        json!(first["wait"]["tid"].to_string())
+    );
+    b.eval("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}))");
+    assert_eq!(b.eval("explorer.zoom.length"), json!(0));
+    assert!(!b.eval("location.hash").as_str().unwrap().contains("frame="));
+    b.eval(&format!(
+        "(() => {{ explorer.zoom = {}.split(';'); }})()",
+        serde_json::to_string(&path).unwrap()
+    ));
+
     // Search: the matching frames turn magenta and their share is shown.
     b.eval("(() => { const s = document.getElementById('search'); s.value = 'hrtimer'; s.dispatchEvent(new Event('input')); })()");
     let matched = b.eval("document.querySelectorAll('#flame .f.match').length");

@@ -425,7 +425,53 @@ const fmtRange = (r) => `${(r.from / 1e9).toFixed(3)} .. ${(r.to / 1e9).toFixed(
 async function selectRange(from, to) {
   S.range = { from, to };
   $('range').textContent = fmtRange(S.range);
+  clearWaits();
   await loadChains();
+}
+
+// A new range: the waits listed belong to the old one (and an answer still on its way for
+// it is dropped: waitsSeq).
+let waitsTitle = null;
+function clearWaits() {
+  waitsSeq++;
+  S.waits = null;
+  S.critpath = null;
+  if (waitsTitle === null) waitsTitle = $('waitstitle').textContent;
+  $('waitstitle').textContent = waitsTitle;
+  $('waitlist').textContent = '';
+}
+
+// The page's state in the URL (#from=..&to=..&base_from=..&base_to=..&frame=..): a reload
+// or a shared link opens the same range, baseline and frame.
+function saveState() {
+  if (S.static || !S.range) return;
+  const q = new URLSearchParams({ from: S.range.from, to: S.range.to });
+  if (S.base) {
+    q.set('base_from', S.base.from);
+    q.set('base_to', S.base.to);
+  }
+  if (S.zoom.length) q.set('frame', S.zoom.join(';'));
+  history.replaceState(null, '', '#' + q);
+}
+
+async function restoreState() {
+  const q = new URLSearchParams(location.hash.slice(1));
+  const num = (k) => (q.has(k) && /^[0-9]+$/.test(q.get(k)) ? +q.get(k) : null);
+  const [from, to] = [num('from'), num('to')];
+  if (from === null || to === null) return;
+  const [bf, bt] = [num('base_from'), num('base_to')];
+  if (bf !== null && bt !== null) {
+    S.base = { from: bf, to: bt };
+    $('nobase').hidden = false;
+    $('baseinfo').hidden = false;
+  }
+  await selectRange(from, to);
+  const frame = q.get('frame');
+  if (frame && S.chains) {
+    S.zoom = frame.split(';');
+    drawFlame();
+    await loadWaits(frame);
+  }
 }
 
 // The baseline range (null: none): the graph is then coloured by how each frame's time
@@ -443,12 +489,18 @@ async function selectBase(from, to) {
   await loadChains();
 }
 
+let chainsSeq = 0;
+let waitsSeq = 0;
+
 async function loadChains() {
+  const my = ++chainsSeq;
   const { from, to } = S.range;
   let url = `/api/chains?from=${from}&to=${to}`;
   if (S.base) url += `&base_from=${S.base.from}&base_to=${S.base.to}`;
   try {
     const c = await api(url);
+    // A newer range was asked for meanwhile: its answer is the one to show.
+    if (my !== chainsSeq) return;
     // The frames come flat, in preorder, each naming its parent: link them.
     c.nodes.forEach((n, i) => {
       n.children = [];
@@ -460,6 +512,7 @@ async function loadChains() {
     S.zoom = [];
     drawFlame();
     showBase();
+    saveState();
     setStatus(`${c.counts.roots} waits in the range, ${S.chains.frames - 1} frames` +
       (S.chains.pruned_frames ? `, ${S.chains.pruned_frames} tiny frames left out` : ''));
   } catch (e) {
@@ -624,6 +677,7 @@ function hookFlame() {
     }
     S.zoom = f.dataset.path.split(';');
     drawFlame();
+    saveState();
     if (S.static) {
       $('waitstitle').textContent = 'The waits through a frame are not in a static report: chainrec serve lists them.';
     } else {
@@ -634,6 +688,21 @@ function hookFlame() {
   $('reset').addEventListener('click', () => {
     S.zoom = [];
     drawFlame();
+    saveState();
+  });
+  // Keys: Esc clears the search and the zoom; / goes to the search box.
+  document.addEventListener('keydown', (ev) => {
+    const typing = ['INPUT', 'SELECT', 'TEXTAREA'].includes(document.activeElement.tagName);
+    if (ev.key === 'Escape') {
+      if (typing) document.activeElement.blur();
+      $('search').value = '';
+      S.zoom = [];
+      drawFlame();
+      saveState();
+    } else if (ev.key === '/' && !typing) {
+      ev.preventDefault();
+      $('search').focus();
+    }
   });
 }
 
@@ -650,8 +719,11 @@ async function loadWaits(path) {
   const r = S.range || { from: 0, to: S.heat.duration_ns };
   const q = new URLSearchParams({ frame: path, from: r.from, to: r.to, limit: 10 });
   const list = $('waitlist');
+  const my = ++waitsSeq;
   try {
-    S.waits = await api('/api/waits?' + q);
+    const w = await api('/api/waits?' + q);
+    if (my !== waitsSeq) return; // another frame or range was picked meanwhile
+    S.waits = w;
   } catch (e) {
     setStatus('waits: ' + e.message, true);
     return;
@@ -869,6 +941,7 @@ async function start() {
   if (S.static) setupStatic();
   await loadHeat();
   if (S.static) await selectRange(0, S.info.duration_ns);
+  else await restoreState();
 }
 
 start();
