@@ -61,6 +61,8 @@ ensure_packages() {
         command -v java >/dev/null || want+=(default-jre-headless)
         # tests/real_java.rs compiles its JIT workload (testdata/java) with javac.
         command -v javac >/dev/null || want+=(default-jdk-headless)
+        # tests/real_node.rs: JIT frames named from V8's jitdump file (node --perf-prof).
+        command -v node >/dev/null || want+=(nodejs)
         # The venv of the Python readers (ensure_python_packages below).
         /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
     fi

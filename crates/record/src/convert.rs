@@ -502,17 +502,27 @@ impl Converter {
     }
 
     /// At the exit of process `tgid`: its JIT frames named again from its perf map
-    /// (`/tmp/perf-TGID.map`), whose symbol entries replace the ones written when the
+    /// (`/tmp/perf-TGID.map`), else from its jitdump file (`jit-TGID.dump`, found among
+    /// its mappings in `history`), whose symbol entries replace the ones written when the
     /// frames were new (a later entry for an address wins). A JIT that writes its map at
-    /// exit (`-XX:+DumpPerfMapAtExit`) or later than the frames were symbolized (`jcmd PID
-    /// Compiler.perfmap`) had left them unnamed: symbolization runs on every poll, while
-    /// the frames are new. Frames not yet symbolized are left to the symbolizer.
-    fn name_jit_frames(&mut self, tgid: Tid) {
+    /// exit (`-XX:+DumpPerfMapAtExit`), later than the frames were symbolized (`jcmd PID
+    /// Compiler.perfmap`), or through a buffer it flushes now and then (V8's jitdump) had
+    /// left them unnamed: symbolization runs on every poll, while the frames are new.
+    /// Frames not yet symbolized are left to the symbolizer.
+    fn name_jit_frames(&mut self, tgid: Tid, history: Option<&MappingHistory>) {
         let Some(addrs) = self.jit_addrs.remove(&tgid) else {
             return;
         };
         let path = self.perf_map_dir.join(format!("perf-{tgid}.map"));
-        let Some(map) = chainrec_symbols::PerfMap::read(&path) else {
+        let jitdump = || {
+            let name = format!("/jit-{tgid}.dump");
+            let entries = history?.entries();
+            let m = entries
+                .iter()
+                .find(|m| m.tgid == tgid && m.path.ends_with(&name))?;
+            chainrec_symbols::jitdump::read(std::path::Path::new(&m.path))
+        };
+        let Some(map) = chainrec_symbols::PerfMap::read(&path).or_else(jitdump) else {
             return;
         };
         let pending: HashSet<u64> = self
@@ -583,12 +593,18 @@ impl Converter {
             self.unwind_copy(e, fp, bytes, history)
         };
         let unwound_frames = std::mem::take(&mut self.unwound);
-        let ev = self.convert_frames(e, pool, unwound.then_some(&unwound_frames[..]));
+        let ev = self.convert_frames(e, pool, unwound.then_some(&unwound_frames[..]), history);
         self.unwound = unwound_frames;
         ev
     }
 
-    fn convert_frames(&mut self, e: &RawEv, pool: &[u64], unwound: Option<&[u64]>) -> Event {
+    fn convert_frames(
+        &mut self,
+        e: &RawEv,
+        pool: &[u64],
+        unwound: Option<&[u64]>,
+        history: Option<&MappingHistory>,
+    ) -> Event {
         let at = e.frames_at as usize;
         let kf = &pool[at..at + e.nk as usize];
         let uf = &pool[at + e.nk as usize..at + e.nk as usize + e.nu as usize];
@@ -670,7 +686,7 @@ impl Converter {
             raw::EV_EXIT => {
                 let t = e.task();
                 if t.tid == t.tgid {
-                    self.name_jit_frames(t.tgid);
+                    self.name_jit_frames(t.tgid, history);
                     self.unwinder.forget(t.tgid);
                 }
                 self.task_cgroup.remove(&t.tid);

@@ -9,6 +9,7 @@
 //! commands share this crate; it is pure Rust (blazesym, gimli).
 
 mod elf;
+pub mod jitdump;
 mod perfmap;
 
 pub use elf::{build_id_of, vaddr_delta};
@@ -142,10 +143,21 @@ pub struct Symbolizer {
     perf_maps: RefCell<HashMap<Tid, (u64, Option<PerfMap>)>>,
     /// Where perf map files are (`/tmp`).
     perf_map_dir: PathBuf,
+    /// Jitdump files by process.
+    jitdumps: RefCell<HashMap<Tid, JitDump>>,
     /// Start of this process's own `[vdso]`.
     own_vdso: std::cell::OnceCell<Option<u64>>,
     /// PLT stubs by object file (None: no PLT, or unreadable).
     plts: RefCell<HashMap<PathBuf, Option<std::rc::Rc<elf::PltTable>>>>,
+}
+
+/// A process's jitdump file as last read.
+struct JitDump {
+    /// None: the process maps none.
+    path: Option<PathBuf>,
+    /// Its size when read.
+    size: u64,
+    symbols: Option<PerfMap>,
 }
 
 impl Symbolizer {
@@ -166,6 +178,7 @@ impl Symbolizer {
             by_build_id: RefCell::new(HashMap::new()),
             perf_maps: RefCell::new(HashMap::new()),
             perf_map_dir: PathBuf::from("/tmp"),
+            jitdumps: RefCell::new(HashMap::new()),
             own_vdso: std::cell::OnceCell::new(),
             plts: RefCell::new(HashMap::new()),
         }
@@ -298,24 +311,45 @@ impl Symbolizer {
     }
 
     /// Resolve an address of anonymous executable memory of `tgid` from its perf map file
-    /// (`/tmp/perf-TGID.map`), re-read when it grew.
+    /// (`/tmp/perf-TGID.map`), else from its jitdump file (`jit-TGID.dump`, which the
+    /// process maps: [`jitdump::find`]), each re-read when it grew. The jitdump file is
+    /// looked for once per process, at its first JIT frame (V8 and perf's JVM agent open
+    /// it at start).
     pub fn resolve_jit(&self, tgid: Tid, addr: u64) -> Result<FrameSymbol, Unresolved> {
+        let symbol = |(name, offset): (&str, u64)| FrameSymbol {
+            name: name.to_string(),
+            offset,
+            inlined: Vec::new(),
+        };
         let path = self.perf_map_dir.join(format!("perf-{tgid}.map"));
-        let mut maps = self.perf_maps.borrow_mut();
-        let size = std::fs::metadata(&path).map_or(0, |m| m.len());
-        let entry = maps.entry(tgid).or_insert((u64::MAX, None));
-        if entry.0 != size {
-            *entry = (size, PerfMap::read(&path));
+        {
+            let mut maps = self.perf_maps.borrow_mut();
+            let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+            let entry = maps.entry(tgid).or_insert((u64::MAX, None));
+            if entry.0 != size {
+                *entry = (size, PerfMap::read(&path));
+            }
+            if let Some(s) = entry.1.as_ref().and_then(|m| m.lookup(addr)) {
+                return Ok(symbol(s));
+            }
         }
-        entry
-            .1
+        let mut dumps = self.jitdumps.borrow_mut();
+        let d = dumps.entry(tgid).or_insert_with(|| JitDump {
+            path: jitdump::find(tgid),
+            size: u64::MAX,
+            symbols: None,
+        });
+        let Some(path) = &d.path else {
+            return Err(Unresolved::Jit);
+        };
+        let now = std::fs::metadata(path).map_or(0, |m| m.len());
+        if d.size != now {
+            (d.size, d.symbols) = (now, jitdump::read(path));
+        }
+        d.symbols
             .as_ref()
             .and_then(|m| m.lookup(addr))
-            .map(|(name, offset)| FrameSymbol {
-                name: name.to_string(),
-                offset,
-                inlined: Vec::new(),
-            })
+            .map(symbol)
             .ok_or(Unresolved::Jit)
     }
 

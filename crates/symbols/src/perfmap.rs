@@ -19,7 +19,7 @@ fn hex(s: &str) -> Option<u64> {
 impl PerfMap {
     /// Parse the file's text (malformed lines are skipped).
     pub fn parse(text: &str) -> PerfMap {
-        let mut syms: Vec<(u64, u64, String)> = text
+        let syms: Vec<(u64, u64, String)> = text
             .lines()
             .filter_map(|l| {
                 let mut it = l.splitn(3, ' ');
@@ -29,7 +29,12 @@ impl PerfMap {
                 (!name.is_empty()).then(|| (start, size, name.to_string()))
             })
             .collect();
-        // A later line for the same start wins (JITs re-emit recompiled code).
+        Self::from_symbols(syms)
+    }
+
+    /// `(start, size, name)` in the order a JIT wrote them: a later one for the same start
+    /// wins (JITs re-emit recompiled code).
+    pub fn from_symbols(mut syms: Vec<(u64, u64, String)>) -> PerfMap {
         syms.reverse();
         syms.sort_by_key(|s| s.0);
         syms.dedup_by_key(|s| s.0);
