@@ -233,6 +233,7 @@ const DISTINCT_VALUED: &[&str] = &[
     "hops.list.item.ts_ns",
     "hops.list.item.ns",
     "runq.list.item.ns",
+    "oncpu.list.item.ns",
 ];
 
 /// The writer properties both tables use: zstd pages, bounded row groups, and the trace's
@@ -504,6 +505,17 @@ struct RunqColumns {
     ns: Vec<i64>,
 }
 
+/// The columns of an on-CPU part (`oncpu[]`), over the batch's rows' parts.
+#[derive(Default)]
+struct OnCpuColumns {
+    level: Vec<i32>,
+    ns: Vec<i64>,
+    node: StringBuilder,
+    node_id: Vec<i64>,
+    kstack: Vec<i64>,
+    ustack: Vec<i64>,
+}
+
 /// The waits table's rows not yet written, as columns: a record is appended straight to
 /// them (no row value, no string per row).
 #[derive(Default)]
@@ -537,6 +549,8 @@ struct WaitColumns {
     hop_lengths: Vec<usize>,
     runq: RunqColumns,
     runq_lengths: Vec<usize>,
+    oncpu: OnCpuColumns,
+    oncpu_lengths: Vec<usize>,
     truncated: Vec<bool>,
     cycle: Vec<bool>,
     lost: Vec<bool>,
@@ -625,6 +639,17 @@ impl WaitColumns {
             r.ns.push(i64_of("ns", p.ns)?);
         }
         self.runq_lengths.push(w.runq.len());
+        let o = &mut self.oncpu;
+        for p in &w.oncpu {
+            let n = cx.nodes.get(p.node);
+            o.level.push(i32_of("level", p.level.into())?);
+            o.ns.push(i64_of("ns", p.ns)?);
+            o.node.append_value(names.node(p.node, cx));
+            o.node_id.push(p.node.into());
+            o.kstack.push(n.kstack.0.into());
+            o.ustack.push(n.ustack.0.into());
+        }
+        self.oncpu_lengths.push(w.oncpu.len());
         self.truncated.push(w.truncated);
         self.cycle.push(w.cycle);
         self.lost.push(w.lost);
@@ -665,6 +690,15 @@ impl WaitColumns {
             int("holder_id", take(&mut r.holder_id)),
             int("ns", take(&mut r.ns)),
         ];
+        let o = &mut self.oncpu;
+        let oncpu = vec![
+            level("level", take(&mut o.level)),
+            int("ns", take(&mut o.ns)),
+            text("node", &mut o.node, false),
+            int("node_id", take(&mut o.node_id)),
+            int("kstack", take(&mut o.kstack)),
+            int("ustack", take(&mut o.ustack)),
+        ];
         let wall = TimestampMicrosecondArray::from(take(&mut self.switch_out_time));
         let columns = vec![
             same_text("host", &key.host, rows),
@@ -703,6 +737,7 @@ impl WaitColumns {
             int("ustack", take(&mut self.ustack)),
             list_of("hops", hops, take(&mut self.hop_lengths))?,
             list_of("runq", runq, take(&mut self.runq_lengths))?,
+            list_of("oncpu", oncpu, take(&mut self.oncpu_lengths))?,
             flag("truncated", take(&mut self.truncated)),
             flag("cycle", take(&mut self.cycle)),
             flag("lost", take(&mut self.lost)),
