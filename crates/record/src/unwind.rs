@@ -259,7 +259,20 @@ struct Object {
     sections: HashMap<&'static str, (u64, Range<usize>)>,
     /// The object has `.eh_frame` or `.debug_frame`.
     has_cfi: bool,
+    /// Address ranges (object addresses) of functions that begin a thread with no caller
+    /// above them but whose CFI does not say so: Go's `runtime.mstart` (every M but the
+    /// first starts there, on a stack the runtime allocated) and `runtime.rt0_go`. From
+    /// `.symtab` (a stripped binary has none: its stacks keep their label).
+    entries: Vec<Range<u64>>,
 }
+
+/// [`Object::entries`]: Go's thread entry functions, by their symbol names.
+const THREAD_ENTRIES: [&[u8]; 4] = [
+    b"runtime.mstart.abi0",
+    b"runtime.mstart",
+    b"runtime.rt0_go.abi0",
+    b"runtime.rt0_go",
+];
 
 const WANTED: [&str; 5] = [
     ".text",
@@ -268,6 +281,33 @@ const WANTED: [&str; 5] = [
     ".debug_frame",
     ".got",
 ];
+
+/// The [`THREAD_ENTRIES`] functions of `.symtab` (section header at `symtab`, its string
+/// table's header at `strtab`): their object-address ranges.
+fn thread_entries(b: &[u8], symtab: usize, strtab: usize) -> Option<Vec<Range<u64>>> {
+    let u16_at = |o: usize| Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?));
+    let u32_at = |o: usize| Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?));
+    let (off, size) = (
+        u64_at(symtab + 0x18)? as usize,
+        u64_at(symtab + 0x20)? as usize,
+    );
+    let str_off = u64_at(strtab + 0x18)? as usize;
+    let mut out = Vec::new();
+    for sym in (off..off.checked_add(size)?).step_by(24) {
+        // Functions only (STT_FUNC), defined (a section index).
+        if *b.get(sym + 4)? & 0xf != 2 || u16_at(sym + 6)? == 0 {
+            continue;
+        }
+        let name = b.get(str_off.checked_add(u32_at(sym)? as usize)?..)?;
+        let name = &name[..name.iter().position(|&c| c == 0)?];
+        if THREAD_ENTRIES.contains(&name) {
+            let (value, len) = (u64_at(sym + 8)?, u64_at(sym + 16)?);
+            out.push(value..value + len.max(1));
+        }
+    }
+    Some(out)
+}
 
 impl Object {
     fn parse(data: Arc<ObjectData>) -> Option<Object> {
@@ -300,6 +340,7 @@ impl Object {
             }
         }
         let mut sections = HashMap::new();
+        let mut entries = Vec::new();
         if shoff != 0 && shentsize >= 0x40 {
             let sh = |i: usize| shoff.checked_add(i.checked_mul(shentsize)?);
             let strtab_off = u64_at(sh(shstrndx)? + 0x18)? as usize;
@@ -308,10 +349,15 @@ impl Object {
                 let name_at = strtab_off.checked_add(u32_at(s)? as usize)?;
                 let name_bytes = b.get(name_at..)?;
                 let name = &name_bytes[..name_bytes.iter().position(|&c| c == 0)?];
+                let sh_type = u32_at(s + 4)?;
+                if sh_type == 2 && name == b".symtab" {
+                    entries =
+                        thread_entries(b, s, sh(u32_at(s + 0x28)? as usize)?).unwrap_or_default();
+                    continue;
+                }
                 let Some(wanted) = WANTED.iter().find(|w| w.as_bytes() == name) else {
                     continue;
                 };
-                let sh_type = u32_at(s + 4)?;
                 let addr = u64_at(s + 0x10)?;
                 let off = u64_at(s + 0x18)? as usize;
                 let size = u64_at(s + 0x20)? as usize;
@@ -329,6 +375,7 @@ impl Object {
             loads,
             sections,
             has_cfi,
+            entries,
         })
     }
 
@@ -561,6 +608,9 @@ struct ProcUnwinder {
     /// objects with CFI are framehop modules; other mappings are only listed, and framehop
     /// walks them by frame pointer).
     modules: Vec<(Range<u64>, Code)>,
+    /// Where a thread begins with nothing above it ([`Object::entries`], at their
+    /// addresses in this process): a walk that reaches one is complete.
+    entries: Vec<Range<u64>>,
 }
 
 /// What a known mapping of a process holds.
@@ -726,6 +776,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             modules: Vec::new(),
+            entries: Vec::new(),
         });
         let at = p.modules.partition_point(|(r, _)| r.start < m.start);
         if p.modules
@@ -743,6 +794,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
             }
             !overlaps
         });
+        p.entries.retain(|r| r.end <= m.start || m.end <= r.start);
         let code = if m.anon {
             self.counts.anon_mappings += 1;
             Code::Anon
@@ -753,6 +805,12 @@ impl<A: AddressSpaces> UserUnwinder<A> {
         };
         if let Some(o) = obj {
             let bias = o.bias(m.start, m.offset).unwrap_or(m.start);
+            p.entries.extend(
+                o.entries
+                    .iter()
+                    .map(|r| r.start.wrapping_add(bias)..r.end.wrapping_add(bias))
+                    .filter(|r| m.start <= r.start && r.end <= m.end),
+            );
             p.unwinder.add_module(Module::new(
                 m.path.clone(),
                 m.start..m.end,
@@ -841,6 +899,10 @@ impl<A: AddressSpaces> UserUnwinder<A> {
             let Some(p) = self.procs.get_mut(&tgid) else {
                 return UnwindEnd::Incomplete(IncompleteReason::ProcessGone);
             };
+            if p.entries.iter().any(|r| r.contains(&lookup)) {
+                // A thread's first function (Go's runtime.mstart): nothing called it.
+                return UnwindEnd::Complete;
+            }
             let no_cfi = !p.has_cfi_at(lookup);
             let next = p
                 .unwinder
