@@ -835,6 +835,26 @@ fn serve_page_in_chromium() {
         }
     }
     assert!(grew + shrank > 0, "some frame changed");
+    // Issue 36: the root is shaded by its own relative change, not saturated by the sum of
+    // every frame's change.
+    let root = b.eval(
+        "(() => { const d = document.querySelector('#flame .f[data-root]'); const c = explorer.chains; \
+         return [c.nodes[0].value, c.base.values[0], getComputedStyle(d).backgroundColor]; })()",
+    );
+    let (now, then) = (
+        root[0].as_f64().unwrap() / span,
+        root[1].as_f64().unwrap() / bspan,
+    );
+    let k = ((now - then).abs() / now.max(then)).min(1.0);
+    let v = (235.0 * (1.0 - k)).round() as u32;
+    let want = if now > then {
+        format!("rgb(255, {v}, {v})")
+    } else if now < then {
+        format!("rgb({v}, {v}, 255)")
+    } else {
+        "rgb(235, 235, 235)".to_string()
+    };
+    assert_eq!(root[2].as_str().unwrap(), want, "root: {root}");
     let legend = b.eval("document.getElementById('baseinfo').innerText");
     assert!(legend.as_str().unwrap().contains("red grew"), "{legend}");
     let shot = dir.join("serve-diff.png");

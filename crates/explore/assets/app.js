@@ -533,7 +533,8 @@ function showBase() {
 }
 
 // The differential colouring of node `n` (index `i`): its time per second of the
-// selected range minus that of the baseline, scaled by the largest such change.
+// selected range minus that of the baseline, scaled by the largest such change (the
+// root by its own relative change).
 function diffOf(i) {
   const c = S.chains;
   const b = c.base;
@@ -548,7 +549,10 @@ function diffOf(i) {
   }
   const n = c.nodes[i];
   const delta = n.value / span - b.values[i] / bspan;
-  const k = c.maxDelta > 0 ? Math.min(1, Math.abs(delta) / c.maxDelta) : 0;
+  // The root (all of it) changes by the sum of every frame's change, beyond the scale of
+  // any one frame: it is shaded by its relative change instead (a 10 % drop: light blue).
+  const scale = i === 0 ? Math.max(n.value / span, b.values[i] / bspan) : c.maxDelta;
+  const k = scale > 0 ? Math.min(1, Math.abs(delta) / scale) : 0;
   const v = Math.round(235 * (1 - k));
   const fill = delta > 0 ? `rgb(255,${v},${v})` : delta < 0 ? `rgb(${v},${v},255)` : 'rgb(235,235,235)';
   return { delta, base: b.values[i], rate: n.value / span, baseRate: b.values[i] / bspan, fill, dark: k > 0.6 };
