@@ -7,6 +7,10 @@
 //!   into the goroutine's own frames (the frame-pointer walk kept where CFI stops): at
 //!   least 90 % of the level-0 waits through `runtime.chanrecv` name `main.receiver` or
 //!   `main.relay` and reach `runtime.goexit`;
+//! - the receiver goroutine as the runtime's own goroutine dump shows it blocked (taken
+//!   half-way through by the program, `pprof.Lookup("goroutine").WriteTo(stderr, 2)`) is
+//!   in the recorded waits with the same frames in the same order, above
+//!   `runtime.chanrecv`;
 //! - an M's stack ends at `runtime.mstart`, the thread's entry, with no `[unwind: ...]`
 //!   label (it read `[unwind: stack copy too short above …]` before): at least 90 % of the
 //!   waits through `runtime.sysmon`.
@@ -51,17 +55,40 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
         String::from_utf8_lossy(&build.stderr)
     );
     let trace = dir.join("g.zst");
+    let dump = dir.join("goroutines.txt");
     let out = bin()
         .args(["record", "--no-samples", "-o"])
         .arg(&trace)
         .arg("--")
+        .args(["sh", "-c", "exec \"$0\" 2>\"$1\""])
         .arg(&exe)
+        .arg(&dump)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
         "record failed: {}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    // The runtime's own goroutine dump (debug=2: one block per goroutine, `goroutine N
+    // [chan receive]:` then function lines and file lines): the main.* functions of the
+    // goroutines it shows blocked in a channel operation.
+    let dump = std::fs::read_to_string(&dump).unwrap();
+    let mut blocked_in_dump = std::collections::BTreeSet::new();
+    for block in dump.split("\n\n") {
+        let head = block.lines().next().unwrap_or("");
+        if !(head.contains("[chan receive]") || head.contains("[chan send]")) {
+            continue;
+        }
+        for l in block.lines().skip(1).filter(|l| l.starts_with("main.")) {
+            // `main.relay(0xc000..., 0xc000...)`: the name before the arguments.
+            blocked_in_dump.insert(l.split('(').next().unwrap().to_string());
+        }
+    }
+    eprintln!("the runtime's dump: blocked in channel operations in {blocked_in_dump:?}");
+    assert!(
+        blocked_in_dump.len() >= 2,
+        "the goroutine dump shows no blocked pipeline:\n{dump}"
     );
     let chains = bin()
         .args(["chains", "--unit", "ns", "--comm", "^chanpipe$"])
@@ -92,6 +119,58 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
     eprintln!(
         "chanpipe: {recv_named} of {recv} ns through chanrecv name main.*; \
          {sysmon_clean} of {sysmon} ns through sysmon end at runtime.mstart"
+    );
+    // The receiver, as the runtime's dump shows it blocked (`goroutine N [chan receive]:`
+    // then its frames, leaf first; Go's traceback leaves the runtime's own frames out), is
+    // in the recorded waits: its frames in the same order, above runtime.chanrecv. Only the
+    // receiver: the relay and main.main park too, but their M goes on running other
+    // goroutines, and a thread-level recording sees a goroutine's stack only when its park
+    // puts the M to sleep (issue #38 records the parks themselves).
+    let receiver: Vec<String> = dump
+        .split("\n\n")
+        .find(|b| b.lines().any(|l| l.starts_with("main.receiver(")))
+        .map(|b| {
+            b.lines()
+                .skip(1)
+                .filter(|l| !l.starts_with('\t') && !l.starts_with("created by"))
+                .map(|l| l.split('(').next().unwrap().to_string())
+                .filter(|f| f != "runtime.gopark")
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        receiver.iter().any(|f| f == "main.receiver"),
+        "no receiver in the runtime's dump:\n{dump}"
+    );
+    let in_order = |root: &str| {
+        // Root first in the folded line: the dump's frames reversed, as a subsequence,
+        // then the channel receive.
+        let frames: Vec<&str> = root.split(';').collect();
+        let mut at = 0;
+        receiver
+            .iter()
+            .rev()
+            .all(|f| match frames[at..].iter().position(|x| x == f) {
+                Some(i) => {
+                    at += i + 1;
+                    true
+                }
+                None => false,
+            })
+            && frames[at..].contains(&"runtime.chanrecv")
+    };
+    let matching: u64 = folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(p, _)| in_order(p.split(";--;").next().unwrap()))
+        .map(|(_, w)| w.parse::<u64>().unwrap())
+        .sum();
+    eprintln!(
+        "the receiver as the runtime shows it ({receiver:?}): {matching} ns of recorded waits"
+    );
+    assert!(
+        matching > 0,
+        "no recorded wait has the receiver's frames {receiver:?} in order:\n{folded}"
     );
     assert!(
         recv > 100_000_000,

@@ -1,9 +1,13 @@
 // tests/real_go.rs: a receiver <- relay <- producer channel pipeline (the producer sleeps
-// 5 ms between values), built with the Go of the machine (Debian 12: 1.19).
+// 5 ms between values), built with the Go of the machine (Debian 12: 1.19). Half-way, the
+// runtime's own dump of every goroutine's stack goes to stderr (the independent reference
+// the test compares the recorded stacks with).
 package main
 
 import (
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"time"
 )
 
@@ -35,5 +39,9 @@ func main() {
 	go producer(a)
 	go relay(a, b)
 	go receiver(b, done)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+	}()
 	fmt.Println(<-done)
 }
