@@ -167,10 +167,7 @@ impl FoldedSink {
         meta: &RecordingMeta,
     ) -> (Pieces, Vec<u32>) {
         rayon::join(
-            || {
-                let mut namer = FrameNamer::new(tables, meta.stack_threshold_ns);
-                Pieces::build(&self.trie, &self.comms.list, nodes, &mut namer)
-            },
+            || Pieces::build(&self.trie, &self.comms.list, nodes, tables, meta),
             || crate::graph::trie::preorder(&self.trie),
         )
     }
@@ -213,20 +210,6 @@ impl FoldedSink {
             state.push(now);
         }
         ns
-    }
-
-    /// [`Self::for_each_line`] on this thread, naming frames with `namer`: for many small
-    /// sinks (one wait each, as the explorer's `/api/waits` folds them), one namer
-    /// symbolises each stack once instead of once per sink.
-    pub fn for_each_line_with(
-        &self,
-        nodes: &NodeTable,
-        namer: &mut FrameNamer<'_>,
-        f: impl FnMut(&str, u64),
-    ) {
-        let pieces = Pieces::build(&self.trie, &self.comms.list, nodes, namer);
-        let order = crate::graph::trie::preorder(&self.trie);
-        render::walk(&self.trie, &pieces, &order, 0..order.len(), f);
     }
 
     /// Exact aggregated nanoseconds per rendered line, sorted by line.

@@ -9,8 +9,8 @@ use crate::graph::pathframes::FrameNamer;
 use crate::graph::paths::COMM_BIT;
 use crate::graph::trie::{PathTrie, NO_PARENT};
 use crate::graph::views::Unit;
-use chainrec_format::Comm;
-use rustc_hash::{FxHashMap, FxHashSet};
+use chainrec_format::{Comm, RecordingMeta, Tables};
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::sync::{mpsc, Mutex};
@@ -40,92 +40,51 @@ impl WriteSummary {
 /// Rendered pieces: `(node, first)` → text, for every node used by the trie.
 pub(crate) struct Pieces {
     text: String,
-    /// `(start, end)` into `text`, by [`Pieces::key`]: `2 * node + first` for nodes, then
+    /// `(start, end)` into `text`; index `2 * node + first` for nodes, then
     /// `2 * nodes.len() + comm` for comm nodes.
-    spans: Spans,
+    spans: Vec<(u32, u32)>,
     nodes: usize,
-    /// Group nodes (`--cgroup-frames`) among the trie's nodes; empty when there are none.
-    groups: FxHashSet<NodeId>,
-}
-
-/// [`Pieces::spans`]: a table over every node of the run for a graph's trie, a map for a
-/// trie that uses few of them (one wait's paths, folded on their own by the explorer's
-/// `/api/waits`): building a table sized by the node table for each of a range's waits
-/// made that request quadratic (minutes on a 20 M-event trace).
-enum Spans {
-    Dense(Vec<(u32, u32)>),
-    Sparse(FxHashMap<usize, (u32, u32)>),
-}
-
-const UNSET: (u32, u32) = (u32::MAX, 0);
-
-impl Spans {
-    #[inline]
-    fn get(&self, k: usize) -> (u32, u32) {
-        match self {
-            Spans::Dense(v) => v[k],
-            Spans::Sparse(m) => m.get(&k).copied().unwrap_or(UNSET),
-        }
-    }
-
-    #[inline]
-    fn set(&mut self, k: usize, span: (u32, u32)) {
-        match self {
-            Spans::Dense(v) => v[k] = span,
-            Spans::Sparse(m) => {
-                m.insert(k, span);
-            }
-        }
-    }
+    /// Group nodes (`--cgroup-frames`) among the nodes; empty when there are none.
+    groups: Vec<bool>,
 }
 
 impl Pieces {
-    /// The pieces of `trie`'s nodes, named by `namer` (whose stack names persist across
-    /// calls: one namer for many small tries symbolises each stack once).
     pub(crate) fn build(
         trie: &PathTrie,
         comms: &[Comm],
         nodes: &NodeTable,
-        namer: &mut FrameNamer<'_>,
+        tables: &Tables,
+        meta: &RecordingMeta,
     ) -> Pieces {
-        let keys = 2 * nodes.len() + comms.len();
-        let spans = if trie.len().saturating_mul(16) < keys {
-            Spans::Sparse(FxHashMap::default())
-        } else {
-            Spans::Dense(vec![UNSET; keys])
-        };
+        const UNSET: (u32, u32) = (u32::MAX, 0);
         let mut p = Pieces {
             text: String::new(),
-            spans,
+            spans: vec![UNSET; 2 * nodes.len() + comms.len()],
             nodes: nodes.len(),
-            groups: trie
-                .iter()
-                .map(|e| e.node)
-                .filter(|&n| n & COMM_BIT == 0 && nodes.get(n).is_group())
-                .collect(),
+            groups: Vec::new(),
         };
+        if (0..nodes.len()).any(|i| nodes.get(i as NodeId).is_group()) {
+            p.groups = (0..nodes.len())
+                .map(|i| nodes.get(i as NodeId).is_group())
+                .collect();
+        }
+        let mut r = FrameNamer::new(tables, meta.stack_threshold_ns);
         for e in trie.iter() {
             let first = crate::graph::pathframes::first_of_path(trie, nodes, &e);
             let k = p.key(e.node, first);
-            if p.spans.get(k) == UNSET {
+            if p.spans[k] == UNSET {
                 let a = p.text.len();
                 if e.node & COMM_BIT != 0 {
                     p.text
                         .push_str(&comms[(e.node & !COMM_BIT) as usize].as_str());
                 } else {
-                    let piece = namer.node(nodes, e.node, first);
-                    for (i, (f, _)) in piece.frames.iter().enumerate() {
-                        if i > 0 {
-                            p.text.push(';');
-                        }
-                        p.text.push_str(f);
-                    }
+                    push_piece(&mut p.text, &mut r, nodes, e.node, first);
                 }
                 assert!(
                     p.text.len() < u32::MAX as usize,
                     "rendered pieces too large"
                 );
-                p.spans.set(k, (a as u32, p.text.len() as u32));
+                p.spans[k] = (a as u32, p.text.len() as u32);
             }
         }
         p
@@ -150,13 +109,31 @@ impl Pieces {
             return false;
         }
         let p = trie.get(e.parent);
-        p.parent == NO_PARENT && p.node & COMM_BIT == 0 && self.groups.contains(&p.node)
+        p.parent == NO_PARENT
+            && p.node & COMM_BIT == 0
+            && self.groups.get(p.node as usize).copied().unwrap_or(false)
     }
 
     #[inline]
     fn get(&self, node: NodeId, first: bool) -> &str {
-        let (a, b) = self.spans.get(self.key(node, first));
+        let (a, b) = self.spans[self.key(node, first)];
         &self.text[a as usize..b as usize]
+    }
+}
+
+/// Append the piece of `node` (`first`: the first of its path): its frames joined by `;`.
+fn push_piece(
+    out: &mut String,
+    namer: &mut FrameNamer<'_>,
+    nodes: &NodeTable,
+    node: NodeId,
+    first: bool,
+) {
+    for (i, (f, _)) in namer.node(nodes, node, first).frames.iter().enumerate() {
+        if i > 0 {
+            out.push(';');
+        }
+        out.push_str(f);
     }
 }
 
@@ -180,14 +157,8 @@ impl<'a> PieceNames<'a> {
     pub(crate) fn piece(&mut self, nodes: &NodeTable, node: NodeId, first: bool) -> &str {
         let namer = &mut self.namer;
         self.text.entry((node, first)).or_insert_with(|| {
-            let piece = namer.node(nodes, node, first);
             let mut t = String::new();
-            for (i, (f, _)) in piece.frames.iter().enumerate() {
-                if i > 0 {
-                    t.push(';');
-                }
-                t.push_str(f);
-            }
+            push_piece(&mut t, namer, nodes, node, first);
             t.into_boxed_str()
         })
     }
