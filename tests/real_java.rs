@@ -65,19 +65,13 @@ fn shares(folded: &str, thread: &str, method: &str, waker: &str, waker_method: &
     s
 }
 
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("-version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn java_pipeline_names_its_jit_methods() {
     if !can_record("real_java") {
         return;
     }
-    if !have("javac") || !have("java") {
+    use chainrec_testkit::tools::available;
+    if !available("javac", "-version") || !available("java", "-version") {
         chainrec_testkit::tools::skip(
             "real_java",
             "javac/java missing (apt-get install openjdk-17-jdk-headless)",

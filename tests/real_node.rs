@@ -17,21 +17,16 @@
 //! loudly unless `CHAINREC_REQUIRE_TOOLS=1`.
 
 use std::path::Path;
-use std::process::Command;
 mod common;
 use chainrec_testkit::bpf::can_record;
-use common::{bin, tmpdir};
+use common::{bin, ok, tmpdir};
 
 #[test]
 fn node_jit_frames_are_named_from_its_jitdump() {
     if !can_record("real_node") {
         return;
     }
-    if !Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
+    if !chainrec_testkit::tools::available("node", "--version") {
         chainrec_testkit::tools::skip("real_node", "node missing (apt-get install nodejs)");
         return;
     }
@@ -44,14 +39,13 @@ fn node_jit_frames_are_named_from_its_jitdump() {
         dir.display(),
         script.display()
     );
-    let out = bin()
-        .args(["record", "--no-samples", "-o"])
-        .arg(&trace)
-        .args(["--", "sh", "-c", &feed])
-        .output()
-        .unwrap();
-    let summary = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "record failed: {summary}");
+    ok(
+        bin()
+            .args(["record", "--no-samples", "-o"])
+            .arg(&trace)
+            .args(["--", "sh", "-c", &feed]),
+        "chainrec record",
+    );
     let dumps: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| e.ok())
@@ -62,12 +56,12 @@ fn node_jit_frames_are_named_from_its_jitdump() {
         1,
         "node --perf-prof wrote no jitdump file in {dir:?}"
     );
-    let chains = bin()
-        .args(["chains", "--unit", "ns", "--comm", "^node$"])
-        .arg(&trace)
-        .output()
-        .unwrap();
-    assert!(chains.status.success());
+    let chains = ok(
+        bin()
+            .args(["chains", "--unit", "ns", "--comm", "^node$"])
+            .arg(&trace),
+        "chainrec chains",
+    );
     let folded = String::from_utf8_lossy(&chains.stdout);
     let (mut reads, mut named) = (0u64, 0u64);
     for (path, w) in folded.lines().filter_map(|l| l.rsplit_once(' ')) {

@@ -31,6 +31,14 @@ pub fn run_on(args: &[&str], traces: &[PathBuf]) -> Vec<u8> {
     out.stdout
 }
 
+/// Run `cmd` (`what` names it in the message), asserting it succeeded: its output.
+#[track_caller]
+pub fn ok(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(out.status.success(), "{what} failed: {}", stderr(&out));
+    out
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }

@@ -12,6 +12,14 @@ pub fn require_tools() -> bool {
     std::env::var("CHAINREC_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
 }
 
+/// Whether `cmd ARG` runs and succeeds (`go version`, `node --version`, `java -version`).
+pub fn available(cmd: &str, arg: &str) -> bool {
+    Command::new(cmd)
+        .arg(arg)
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 /// A tool test that cannot run: a loud SKIP, or a panic when tools are required.
 pub fn skip(test: &str, why: &str) {
     if require_tools() {
