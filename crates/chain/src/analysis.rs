@@ -384,10 +384,37 @@ impl Analysis {
         &self,
         setup: Setup,
         sink: &mut S,
+        go_on: impl FnMut(&S, usize) -> bool,
+    ) -> Result<Done, ChainError> {
+        self.run_resumed_while(setup, sink, None, go_on)
+    }
+
+    /// [`Analysis::run`], resumed from the latest of `checkpoints` before the window when
+    /// there is one for this setup (the records are the same: [`Checkpoints`]); otherwise
+    /// decoded from the first chunk. The summary's `chunks` says which.
+    pub fn run_from(
+        &self,
+        setup: Setup,
+        sink: &mut impl WaitSink,
+        checkpoints: Option<&Checkpoints>,
+        mut on_chunk: impl FnMut(usize),
+    ) -> Result<Done, ChainError> {
+        self.run_resumed_while(setup, sink, checkpoints, |_, n| {
+            on_chunk(n);
+            true
+        })
+    }
+
+    /// [`Analysis::run_while`] from the engine [`Analysis::resume_or_start`] gives.
+    fn run_resumed_while<S: WaitSink>(
+        &self,
+        setup: Setup,
+        sink: &mut S,
+        checkpoints: Option<&Checkpoints>,
         mut go_on: impl FnMut(&S, usize) -> bool,
     ) -> Result<Done, ChainError> {
         let parallel = setup.parallel;
-        let (mut engine, mut summary) = self.engine(setup);
+        let (mut engine, mut summary) = self.resume_or_start(setup, checkpoints);
         let read = self
             .reader
             .for_each_chunk::<Halt>(summary.chunks.clone(), parallel, |evs| {
@@ -403,31 +430,6 @@ impl Analysis {
             Err(Halt::Stopped) => engine.stats().clone(),
             Err(Halt::Failed(e)) => return Err(e),
         };
-        Ok(Done {
-            summary,
-            nodes: engine.into_nodes(),
-        })
-    }
-
-    /// [`Analysis::run`], resumed from the latest of `checkpoints` before the window when
-    /// there is one for this setup (the records are the same: [`Checkpoints`]); otherwise
-    /// decoded from the first chunk. The summary's `chunks` says which.
-    pub fn run_from(
-        &self,
-        setup: Setup,
-        sink: &mut impl WaitSink,
-        checkpoints: Option<&Checkpoints>,
-        mut on_chunk: impl FnMut(usize),
-    ) -> Result<Done, ChainError> {
-        let parallel = setup.parallel;
-        let (mut engine, mut summary) = self.resume_or_start(setup, checkpoints);
-        self.reader
-            .for_each_chunk::<ChainError>(summary.chunks.clone(), parallel, |evs| {
-                engine.process(evs, sink);
-                on_chunk(evs.len());
-                Ok(())
-            })?;
-        summary.stats = engine.finish(sink);
         Ok(Done {
             summary,
             nodes: engine.into_nodes(),
