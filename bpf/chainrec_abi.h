@@ -68,9 +68,16 @@
 
 /* User-stack copies (see copy_ustack): at most UCOPY_MAX bytes from the user sp, read in
  * page-sized pieces; the buffers have UCOPY_SLACK more so the verifier can bound a piece
- * at any offset below UCOPY_MAX. ust carries UST_COPY when a copy block follows the frames. */
+ * at any offset below UCOPY_MAX. ust carries UST_COPY when a copy block follows the frames.
+ * A copy may end with up to UCOPY_WINDOWS windows of UCOPY_WINDOW bytes each, farther up
+ * the stack (struct ucopy, win_at): where the consumer found, unwinding an earlier stack of
+ * the same thread, that the copy stopped short of a return address (a frame larger than
+ * the copy: `char buf[16384]` in coreutils' wc). */
 #define UCOPY_MAX 16384
 #define UCOPY_SLACK 4096
+#define UCOPY_WINDOWS 4
+#define UCOPY_WINDOW 512
+#define UCOPY_REACH (64u << 20) /* a learned address farther above sp is not this stack's */
 #define UST_COPY 0x80
 
 /* counters (per-CPU array indexes) */
@@ -213,13 +220,24 @@ struct ev_comm {
 };
 
 /* A user-stack copy block, right after the record's nk + nu frames (ust & UST_COPY): the
- * user registers the consumer unwinds from, then len bytes of stack read from sp up. */
+ * user registers the consumer unwinds from, then len bytes of stack: read from sp up, then
+ * nwin windows of UCOPY_WINDOW bytes, window i read from win_at[i]. */
 struct ucopy {
 	__u64 ip;
 	__u64 sp;
 	__u64 bp;
 	__u32 len;
-	__u32 pad;
+	__u32 nwin;
+	__u64 win_at[UCOPY_WINDOWS];
+};
+
+/* What the consumer learned of a thread's user stack from unwinding its copies (the BPF
+ * map ustack_learned, keyed by tid): top, the highest address a whole unwind read (0:
+ * unknown; main threads use mm->start_stack); win_at, the window addresses to copy too
+ * (0: unused). */
+struct ustack_learned {
+	__u64 top;
+	__u64 win_at[UCOPY_WINDOWS];
 };
 
 #endif /* CHAINREC_ABI_H */

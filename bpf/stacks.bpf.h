@@ -103,28 +103,31 @@ static __always_inline void cur_ustack_fp(void *ctx, struct ev_stk *s)
 	}
 }
 
-/* The top of each thread's user stack as the consumer learned it from a whole unwound
- * stack (the highest address its unwinding read), keyed by tid: a thread's copies stop
- * there instead of taking the whole UCOPY_MAX (main threads stop at mm->start_stack).
- * Written by user space, deleted at the thread's exit. Preallocated, like every map here. */
+/* What the consumer learned of each thread's user stack (struct ustack_learned), keyed by
+ * tid: copies stop at the learned top instead of taking the whole UCOPY_MAX (main threads
+ * stop at mm->start_stack), and take the learned windows too. Written by user space,
+ * deleted at the thread's exit. Preallocated, like every map here. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
-	__type(value, __u64);
-} ustack_top SEC(".maps");
+	__type(value, struct ustack_learned);
+} ustack_learned SEC(".maps");
 
 /* Copy the user stack of `t` (from its user sp up, at most ucopy_max bytes, page by page
  * until a page cannot be read) into the block at `dst`, with the user ip/sp/bp, so the
  * consumer can unwind it with the objects' CFI (code built without frame pointers, and
  * the callers of leaf functions that set up no frame). The main thread's copy stops at
- * mm->start_stack (argc): nothing above it is a frame. Returns the block's size, 0 when
- * there is nothing to copy. */
+ * mm->start_stack (argc): nothing above it is a frame; other threads' at their learned top.
+ * Then the thread's learned windows above the copy (a frame larger than the copy leaves
+ * its return address there), in the bytes the copy leaves for them. Returns the block's
+ * size, 0 when there is nothing to copy. */
 static __always_inline __u32 copy_ustack_to(struct task_struct *t, struct ucopy *dst)
 {
 	struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(t);
-	__u64 sp, limit = ucopy_max, top;
-	__u32 got = 0;
+	struct ustack_learned *learned;
+	__u64 sp, limit = ucopy_max, top = 0;
+	__u32 got = 0, tid, nwin = 0;
 	int i;
 
 	if (!ur || ur->cs != USER_CS || !t->mm || (t->flags & PF_USER_WORKER))
@@ -137,19 +140,38 @@ static __always_inline __u32 copy_ustack_to(struct task_struct *t, struct ucopy 
 	dst->ip = ur->ip;
 	dst->sp = sp;
 	dst->bp = ur->bp;
-	dst->pad = 0;
-	top = t->mm->start_stack;
-	if (top > sp && top - sp < limit) {
-		limit = top - sp;
-	} else {
-		__u32 tid = t->pid;
-		__u64 *learned = bpf_map_lookup_elem(&ustack_top, &tid);
-
-		if (learned && *learned > sp && *learned - sp < limit)
-			limit = *learned - sp;
-	}
+	dst->nwin = 0;
 	if (limit > UCOPY_MAX)
 		limit = UCOPY_MAX;
+	tid = t->pid;
+	learned = bpf_map_lookup_elem(&ustack_learned, &tid);
+	/* Each load kept in its own branch (the empty asm): clang would otherwise merge them
+	 * into one load through two pointer types, which the verifier refuses. */
+	if (t->pid == t->tgid) {
+		top = t->mm->start_stack; /* the main thread runs on the [stack] mapping */
+		asm volatile("" : "+r"(top));
+	} else if (learned) {
+		top = learned->top;
+		asm volatile("" : "+r"(top));
+	}
+	if (top > sp && top - sp < limit)
+		limit = top - sp;
+	else if (learned) {
+		/* Room for the windows above what the copy reaches. A window may begin below the
+		 * top and end above it (the main thread's argv lies above its start_stack); one
+		 * beginning above it is stale. */
+		for (i = 0; i < UCOPY_WINDOWS; i++) {
+			__u64 at = learned->win_at[i];
+
+			if (at > sp + UCOPY_WINDOW && at - sp <= UCOPY_REACH &&
+			    (!top || at < top))
+				nwin++;
+		}
+		if (nwin && limit > UCOPY_WINDOWS * UCOPY_WINDOW)
+			limit -= nwin * UCOPY_WINDOW;
+		else
+			nwin = 0;
+	}
 	for (i = 0; i < UCOPY_MAX / 4096 + 1; i++) {
 		__u64 piece = 4096 - ((sp + got) & 4095);
 
@@ -169,6 +191,27 @@ static __always_inline __u32 copy_ustack_to(struct task_struct *t, struct ucopy 
 		if (bpf_probe_read_user((__u8 *)(dst + 1) + got, piece, (void *)(sp + got)))
 			break;
 		got += piece;
+	}
+	/* The windows, in the room left for them (got <= UCOPY_MAX - nwin * UCOPY_WINDOW);
+	 * a window the copy already covers, or that cannot be read, is left out. */
+	if (nwin && learned) {
+		__u32 n = 0;
+
+		for (i = 0; i < UCOPY_WINDOWS; i++) {
+			__u64 at = learned->win_at[i];
+
+			if (n >= nwin)
+				break;
+			if (at < sp + got || at - sp > UCOPY_REACH || (top && at >= top))
+				continue;
+			if (bpf_probe_read_user((__u8 *)(dst + 1) + (got & (UCOPY_MAX - 1)),
+						UCOPY_WINDOW, (void *)at))
+				continue;
+			dst->win_at[n & (UCOPY_WINDOWS - 1)] = at;
+			got += UCOPY_WINDOW;
+			n++;
+		}
+		dst->nwin = n;
 	}
 	dst->len = got;
 	return got ? sizeof(*dst) + got : 0;

@@ -61,10 +61,10 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 		s->flags &= ~TS_TWSLOT;
 		bpf_map_delete_elem(&twmap, &tid); /* cancels a callback still pending */
 	}
-	if (ucopy_max && p->pid != p->tgid) {
+	if (ucopy_max) {
 		__u32 tid = p->pid;
 
-		bpf_map_delete_elem(&ustack_top, &tid); /* a reused tid learns its own */
+		bpf_map_delete_elem(&ustack_learned, &tid); /* a reused tid learns its own */
 	}
 	if (!interesting(p, s))
 		return 0;

@@ -168,6 +168,25 @@ fn blocked_gzip_user_stack_equals_gdb_backtrace() {
     );
 }
 
+/// `src` built in `dir` as `cr-NAME` (`-O2 -pthread` and `frame_flag`).
+fn compile_c(dir: &Path, name: &str, src: &str, frame_flag: &str) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let exe = dir.join(format!("cr-{name}"));
+    let cc = Command::new("cc")
+        .args(["-O2", frame_flag, "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .output()
+        .expect("cc (x.sh ensure_packages test installs gcc)");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    exe
+}
+
 /// A worker built with frame pointers spinning in `burn()` around `clock_gettime()`, and
 /// its main thread waiting for it on a pipe.
 const BURN_C: &str = r#"
@@ -223,20 +242,7 @@ fn frame_pointer_leaf_callers_are_kept() {
         return;
     }
     let dir = tmpdir("unwind-burn");
-    let src = dir.join("burn.c");
-    std::fs::write(&src, BURN_C).unwrap();
-    let exe = dir.join("cr-burn");
-    let cc = Command::new("cc")
-        .args(["-O2", "-fno-omit-frame-pointer", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("cc (x.sh ensure_packages test installs gcc)");
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    let exe = compile_c(&dir, "burn", BURN_C, "-fno-omit-frame-pointer");
     let trace = dir.join("burn.zst");
     let out = bin()
         .args(["record", "-q", "--sample-freq", "499", "-o"])
@@ -330,4 +336,116 @@ fn frame_pointer_leaf_callers_are_kept() {
         waker_worker,
         "the waker's user stack lost worker above write:\n{chains}"
     );
+}
+
+/// A reader whose stack frame is larger than the recorder's copy (16 KiB): `bigframe` keeps
+/// 40 KiB on the stack, touched, like coreutils' `wc` with its 16 KiB buffers. A copy from
+/// the blocked `read` ends inside the buffer, short of `bigframe`'s return address. argv:
+/// waits, milliseconds between the writer's bytes.
+const BIG_C: &str = r#"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int fds[2];
+static long waits, gap_ms;
+
+static void *writer(void *arg)
+{
+	struct timespec ts = { gap_ms / 1000, (gap_ms % 1000) * 1000000 };
+	for (long i = 0; i < waits; i++) {
+		nanosleep(&ts, NULL);
+		if (write(fds[1], "x", 1) != 1)
+			exit(1);
+	}
+	return NULL;
+}
+
+__attribute__((noinline)) static long bigframe(void)
+{
+	volatile char buf[40960];
+	long n = 0;
+	memset((char *)buf, 1, sizeof buf);
+	for (long i = 0; i < waits; i++) {
+		if (read(fds[0], (char *)buf + (i % 64), 1) != 1)
+			exit(1);
+		n += buf[(i * 4096) % sizeof buf];
+	}
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	pthread_t t;
+	waits = atol(argv[1]);
+	gap_ms = atol(argv[2]);
+	if (pipe(fds))
+		return 1;
+	pthread_create(&t, NULL, writer, NULL);
+	long n = bigframe();
+	pthread_join(t, NULL);
+	return n > 0 ? 0 : 2;
+}
+"#;
+
+/// Frames larger than the copy (issue 35, item 5). Two ways past them, both checked:
+/// * few long waits: the rest of the stack is read live from the thread, still blocked in
+///   the same `read` when the recorder unwinds the previous wait's copy (words read twice
+///   must agree), and the addresses it needed become windows of the next copies;
+/// * many short waits: windows learned where a copy fell short.
+///
+/// Each way: at least 90 % of the reader's waits of 1 ms or more reach `main` and libc's
+/// start (before: none, every stack `[unwind: stack copy too short above …]`).
+#[test]
+fn frames_larger_than_the_copy_reach_main() {
+    if !can_record("real_unwind") {
+        return;
+    }
+    let dir = tmpdir("unwind-big");
+    let exe = compile_c(&dir, "big", BIG_C, "-fomit-frame-pointer");
+    for (waits, gap_ms, way) in [
+        ("4", "300", "from the live stack"),
+        ("40", "20", "read windows"),
+    ] {
+        let trace = dir.join(format!("big-{waits}.zst"));
+        let out = bin()
+            .args(["record", "--no-samples", "-o"])
+            .arg(&trace)
+            .arg("--")
+            .arg(&exe)
+            .args([waits, gap_ms])
+            .output()
+            .unwrap();
+        let summary = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "record failed: {summary}");
+        let cfi = summary
+            .lines()
+            .find(|l| l.contains("user stacks (CFI)"))
+            .unwrap_or("");
+        assert!(cfi.contains(way), "{waits} waits: no stack {way}: {cfi}");
+        let o = bin()
+            .args(["offcpu", "--comm", "^cr-big$", "-m", "1000"])
+            .arg(&trace)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let folded = String::from_utf8(o.stdout).unwrap();
+        let (mut all, mut whole) = (0u64, 0u64);
+        for line in folded.lines().filter(|l| l.contains("bigframe")) {
+            let (frames, n) = line.rsplit_once(' ').unwrap();
+            let n: u64 = n.parse().unwrap();
+            all += n;
+            let user: Vec<&str> = frames.split(";-;").next().unwrap().split(';').collect();
+            if user.contains(&"main") && user.iter().any(|f| f.starts_with("__libc_start")) {
+                whole += n;
+            }
+        }
+        assert!(all > 0, "{waits} waits: no wait in bigframe:\n{folded}");
+        assert!(
+            whole * 10 >= all * 9,
+            "{waits} waits: {whole} of {all} ns of bigframe's waits reach main:\n{folded}\n{cfi}"
+        );
+    }
 }

@@ -162,13 +162,14 @@ impl Consumer {
             self.usyms.poll(monotonic_ns());
             progress.enter(ConsumerStep::Converting);
             self.convert_batch(batch, now);
-            self.tell_stack_tops(skel);
+            self.tell_learned_stacks(skel);
             progress.enter(ConsumerStep::Tables);
             self.write_tables(writer)?;
             let periodic = last_flush.elapsed() >= PERIOD;
             if periodic || stopping {
                 progress.enter(ConsumerStep::Counters);
                 self.read_counters(skel, now);
+                self.conv.unwinder.refill_live_budget();
             }
             let bound = if stopping {
                 u64::MAX
@@ -254,19 +255,24 @@ impl Consumer {
         }
     }
 
-    /// Stack tops learned from whole unwound stacks go to the BPF side's `ustack_top`
-    /// (later copies of those threads stop there); 0 deletes a top that proved too low.
-    fn tell_stack_tops(&mut self, skel: &ChainrecSkel<'_>) {
-        for (tid, top) in self.conv.new_stack_tops.drain(..) {
+    /// What unwinding taught of threads' stacks goes to the BPF side's `ustack_learned`
+    /// (later copies of those threads stop at the top and take the windows); nothing
+    /// learned deletes the entry.
+    fn tell_learned_stacks(&mut self, skel: &ChainrecSkel<'_>) {
+        for (tid, l) in self.conv.new_learned.drain(..) {
             let key = tid.to_ne_bytes();
-            // A failure (map full: 65536 threads with a learned top) only means that
-            // thread's copies stay UCOPY_MAX long.
-            let _ = if top == 0 {
-                skel.maps.ustack_top.delete(&key)
+            // A failure (map full: 65536 threads learned) only means that thread's copies
+            // stay UCOPY_MAX long and without windows.
+            let _ = if l.top == 0 && l.windows == [0; crate::unwind::MAX_WINDOWS] {
+                skel.maps.ustack_learned.delete(&key)
             } else {
-                skel.maps
-                    .ustack_top
-                    .update(&key, &top.to_ne_bytes(), MapFlags::ANY)
+                // struct ustack_learned: top, then win_at[], native u64s without padding.
+                let value: Vec<u8> = std::iter::once(l.top)
+                    .chain(l.windows)
+                    .flat_map(u64::to_ne_bytes)
+                    .collect();
+                debug_assert_eq!(value.len(), size_of::<crate::raw::ustack_learned>());
+                skel.maps.ustack_learned.update(&key, &value, MapFlags::ANY)
             };
         }
     }

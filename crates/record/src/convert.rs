@@ -124,10 +124,12 @@ pub(crate) struct Converter {
     labels: HashMap<(Tid, String), u64>,
     /// Symbols of new label frames (named here, never symbolized).
     pub(crate) new_label_syms: Vec<SymbolEntry>,
-    /// Stack tops learned per thread (tid → top), and those not yet told to the BPF side
-    /// (`ustack_top`: later copies of that thread stop there; 0 = forget it).
-    stack_tops: HashMap<Tid, u64>,
-    pub(crate) new_stack_tops: Vec<(Tid, u64)>,
+    /// What unwinding taught of each thread's user stack (its top, windows to copy too),
+    /// and the threads whose entry the BPF side (`ustack_learned`) has not been told yet.
+    learned: HashMap<Tid, LearnedStack>,
+    pub(crate) new_learned: Vec<(Tid, LearnedStack)>,
+    /// Scratch: the addresses the last unwind read from a live stack.
+    live_read: Vec<u64>,
     /// User addresses in anonymous executable memory (JIT code) per process, and whether
     /// each is a return address: named again from the process's perf map at its exit
     /// (see [`Converter::name_jit_frames`]).
@@ -138,11 +140,57 @@ pub(crate) struct Converter {
     pub(crate) throttles: crate::throttle::Throttles,
 }
 
+/// What unwinding taught of one thread's user stack, as the BPF side's `struct
+/// ustack_learned` holds it: the stack's top (0: unknown; main threads use their
+/// `mm->start_stack`), and up to [`MAX_WINDOWS`] windows to copy beside the stack (0:
+/// unused), where an unwind found the copy short of a return address. All zero: nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LearnedStack {
+    pub top: u64,
+    pub windows: [u64; MAX_WINDOWS],
+}
+
+impl LearnedStack {
+    /// Copy a window at `addr` too: it starts a little below (the frame's saved registers
+    /// sit below its return address). When all are taken, the lowest goes: the walk got
+    /// past it to need this one.
+    fn add_window(&mut self, addr: u64) {
+        let at = addr.saturating_sub(WINDOW_BELOW) & !7;
+        if self.covers(addr) {
+            return;
+        }
+        let w = &mut self.windows;
+        match w.iter().position(|&x| x == 0) {
+            Some(i) => w[i] = at,
+            None => {
+                w.sort_unstable();
+                w[0] = at;
+            }
+        }
+        w.sort_unstable_by_key(|&x| (x == 0, x));
+    }
+
+    fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Whether a window holds the u64 at `addr`.
+    fn covers(&self, addr: u64) -> bool {
+        let len = u64::from(raw::UCOPY_WINDOW);
+        self.windows
+            .iter()
+            .any(|&x| x != 0 && x <= addr && addr + 8 <= x + len)
+    }
+}
+
+/// How far below the address an unwind lacked a learned window starts.
+const WINDOW_BELOW: u64 = 64;
+
 /// Addresses of the label frames ending unfinished unwound user stacks (`[unwind: ...]`):
 /// above any user address, so they never collide with a real frame.
 pub const UNWIND_LABEL_BASE: u64 = 0xffff_ff00_0000_0000;
 
-use crate::unwind::{IncompleteReason, ProcMaps, UnwindEnd, UserUnwinder};
+use crate::unwind::{IncompleteReason, ProcMaps, UnwindEnd, UserUnwinder, MAX_WINDOWS};
 
 /// What a kernel frame says about the softirq a waking ran in (the innermost such frame
 /// of the stack decides).
@@ -190,8 +238,9 @@ impl Converter {
             unwound: Vec::new(),
             labels: HashMap::new(),
             new_label_syms: Vec::new(),
-            stack_tops: HashMap::new(),
-            new_stack_tops: Vec::new(),
+            learned: HashMap::new(),
+            new_learned: Vec::new(),
+            live_read: Vec::new(),
             jit_addrs: HashMap::new(),
             perf_map_dir: std::path::PathBuf::from("/tmp"),
             throttles: Default::default(),
@@ -451,23 +500,50 @@ impl Converter {
             _ => (e.task().tid, e.task().tgid), // OffCpuStacks, samples
         };
         let mut out = std::mem::take(&mut self.unwound);
-        let end = self.unwinder.unwind(tgid, e.ts, copy, &mut out, history);
+        let mut live_read = std::mem::take(&mut self.live_read);
+        let end =
+            self.unwinder
+                .unwind_or_peek(tgid, tid, e.ts, copy, &mut out, history, &mut live_read);
+        let was = self.learned.get(&tid).copied().unwrap_or_default();
+        let mut now = was;
         match end {
-            UnwindEnd::Complete if tid != tgid => {
-                // A margin for outermost frames a little higher in later stacks.
-                let top = self.unwinder.last_top() + 256;
-                if self.stack_tops.get(&tid) != Some(&top) {
-                    self.stack_tops.insert(tid, top);
-                    self.new_stack_tops.push((tid, top));
+            // A margin for outermost frames a little higher in later stacks.
+            UnwindEnd::Complete if tid != tgid => now.top = self.unwinder.last_top() + 256,
+            UnwindEnd::Incomplete(IncompleteReason::CopyTooShort) => {
+                // A learned top that was too low (a reused tid): forget it. Short only
+                // below a window (a frame or a stack larger than the copy) says nothing of
+                // the top.
+                if self.unwinder.last_beyond_copy() {
+                    now.top = 0;
+                }
+                // The next copy of this thread takes a window where this one fell short:
+                // the same code path finds its frames at the same addresses.
+                if let Some(addr) = self.unwinder.last_short_at() {
+                    now.add_window(addr);
                 }
             }
-            // A learned top that was too low (a reused tid): forget it.
-            UnwindEnd::Incomplete(IncompleteReason::CopyTooShort)
-                if self.stack_tops.remove(&tid).is_some() =>
-            {
-                self.new_stack_tops.push((tid, 0));
-            }
             _ => {}
+        }
+        // Finished from the live stack: the next copies take what was read live, if a few
+        // windows hold it.
+        if !live_read.is_empty() {
+            let mut windows = LearnedStack::default();
+            for &a in &live_read {
+                windows.add_window(a);
+            }
+            let fits = live_read.iter().all(|&a| windows.covers(a));
+            if fits {
+                now.windows = windows.windows;
+            }
+        }
+        self.live_read = live_read;
+        if now != was {
+            if now.is_empty() {
+                self.learned.remove(&tid);
+            } else {
+                self.learned.insert(tid, now);
+            }
+            self.new_learned.push((tid, now));
         }
         if matches!(end, UnwindEnd::Incomplete(_)) && e.ust == raw::ST_PRESENT {
             if let Some(n) = self
@@ -690,6 +766,8 @@ impl Converter {
                     self.unwinder.forget(t.tgid);
                 }
                 self.task_cgroup.remove(&t.tid);
+                // The BPF side forgot it at the exit too (a reused tid learns its own).
+                self.learned.remove(&t.tid);
                 Event::Exit(Exit {
                     ts: e.ts,
                     tid: t.tid,
@@ -777,6 +855,40 @@ pub(crate) fn lost_counts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn learned_windows_start_below_the_address_and_the_lowest_goes_when_full() {
+        let w = u64::from(raw::UCOPY_WINDOW);
+        let mut l = LearnedStack::default();
+        assert!(l.is_empty());
+        l.add_window(0x7000_1003);
+        assert_eq!(l.windows, [0x7000_1000 - WINDOW_BELOW, 0, 0, 0]);
+        // Inside that window: nothing new. Its last word: still inside; past it: new.
+        let first = l.windows[0];
+        l.add_window(first + w - 8);
+        assert_eq!(l.windows[1], 0);
+        assert!(l.covers(first + w - 8) && !l.covers(first + w - 7));
+        for a in [0x7000_9000, 0x7000_5000, 0x7000_7000] {
+            l.add_window(a);
+        }
+        let at = |a: u64| a - WINDOW_BELOW;
+        assert_eq!(
+            l.windows,
+            [first, at(0x7000_5000), at(0x7000_7000), at(0x7000_9000)]
+        );
+        // Full: the walk got past the lowest to need this one.
+        l.add_window(0x7000_b000);
+        assert_eq!(
+            l.windows,
+            [
+                at(0x7000_5000),
+                at(0x7000_7000),
+                at(0x7000_9000),
+                at(0x7000_b000)
+            ]
+        );
+        assert!(!l.is_empty());
+    }
 
     fn sw(ts: u64) -> Event {
         Event::Switch(Switch {

@@ -91,13 +91,15 @@ pub struct RawEv {
     /// Comm records: the task's cgroup id (0: not tracked).
     pub cgid: u64,
     /// A user-stack copy came with the record (`UST_COPY`, stripped from `ust`): the user
-    /// registers and `copy_len` bytes at `copy_at` in the batch's byte pool.
+    /// registers and `copy_len` bytes at `copy_at` in the batch's byte pool, the last
+    /// `UCOPY_WINDOW` bytes of them for each window address in `copy_windows` (0: none).
     pub has_copy: bool,
     pub uip: u64,
     pub usp: u64,
     pub ubp: u64,
     pub copy_at: u32,
     pub copy_len: u32,
+    pub copy_windows: [u64; UCOPY_WINDOWS as usize],
 }
 
 /// Safe readers of the per-kind views of [`RawEv::args`].
@@ -152,12 +154,20 @@ impl RawEv {
             return None;
         }
         let at = self.copy_at as usize;
-        Some(crate::unwind::StackCopy {
-            ip: self.uip,
-            sp: self.usp,
-            bp: self.ubp,
-            bytes: bytes.get(at..at + self.copy_len as usize)?,
-        })
+        let all = bytes.get(at..at + self.copy_len as usize)?;
+        let nwin = self.copy_windows.iter().take_while(|&&a| a != 0).count();
+        // A copy shorter than its windows is malformed: keep nothing of it.
+        let (bottom, windows) =
+            all.split_at_checked(all.len().checked_sub(nwin * UCOPY_WINDOW as usize)?)?;
+        let mut copy = crate::unwind::StackCopy::new(self.uip, self.usp, self.ubp, bottom);
+        for (&at, w) in self
+            .copy_windows
+            .iter()
+            .zip(windows.chunks_exact(UCOPY_WINDOW as usize))
+        {
+            copy.add_window(at, w);
+        }
+        Some(copy)
     }
 }
 
@@ -238,6 +248,15 @@ pub fn decode(data: &[u8], pool: &mut Vec<u64>, bytes: &mut Vec<u8>) -> Option<R
         e.ubp = copy.bp;
         e.copy_at = bytes.len() as u32;
         e.copy_len = len as u32;
+        let nwin = copy.nwin as usize;
+        if nwin > copy.win_at.len()
+            || nwin * UCOPY_WINDOW as usize > len
+            || copy.win_at[..nwin].contains(&0)
+        {
+            return None; // malformed: counted by the caller
+        }
+        e.copy_windows = [0; UCOPY_WINDOWS as usize];
+        e.copy_windows[..nwin].copy_from_slice(&copy.win_at[..nwin]);
         bytes.extend_from_slice(stack);
     }
     Some(e)
@@ -299,8 +318,16 @@ mod tests {
         for v in [0x5555_0010u64, 0x7ffc_0000, 0x7ffc_0040] {
             c.extend_from_slice(&v.to_le_bytes());
         }
-        c.extend_from_slice(&5u32.to_le_bytes());
-        c.extend_from_slice(&0u32.to_le_bytes());
+        let block = |len: u32, win_at: &[u64]| {
+            let mut h = len.to_le_bytes().to_vec();
+            h.extend_from_slice(&(win_at.len() as u32).to_le_bytes());
+            for i in 0..UCOPY_WINDOWS as usize {
+                h.extend_from_slice(&win_at.get(i).copied().unwrap_or(0).to_le_bytes());
+            }
+            h
+        };
+        let regs = c.clone();
+        c.extend_from_slice(&block(5, &[]));
         c.extend_from_slice(b"stack");
         let e = decode(&c, &mut pool, &mut bytes).unwrap();
         assert_eq!(e.ust, ST_PRESENT);
@@ -310,8 +337,33 @@ mod tests {
             (0x5555_0010, 0x7ffc_0000, 0x7ffc_0040)
         );
         assert_eq!(copy.bytes, b"stack");
+        assert!(copy.windows.iter().all(|w| w.1.is_empty()));
         // a block announcing more bytes than the record has
         assert!(decode(&c[..c.len() - 1], &mut pool, &mut bytes).is_none());
+
+        // a copy with a window farther up: the window's bytes come last
+        let w = UCOPY_WINDOW as usize;
+        let mut d = regs.clone();
+        d.extend_from_slice(&block(5 + w as u32, &[0x7ffc_8000]));
+        d.extend_from_slice(b"stack");
+        d.extend(std::iter::repeat_n(7u8, w));
+        let e = decode(&d, &mut pool, &mut bytes).unwrap();
+        let copy = e.stack_copy(&bytes).unwrap();
+        assert_eq!(copy.bytes, b"stack");
+        assert_eq!(copy.windows[0].0, 0x7ffc_8000);
+        assert_eq!(copy.windows[0].1, &vec![7u8; w][..]);
+        // malformed: more windows than bytes, more windows than there can be
+        let mut bad = regs.clone();
+        bad.extend_from_slice(&block(5, &[0x7ffc_8000]));
+        bad.extend_from_slice(b"stack");
+        assert!(decode(&bad, &mut pool, &mut bytes).is_none());
+        let mut bad = regs;
+        let mut h = block(5 + w as u32, &[0x7ffc_8000]);
+        h[4..8].copy_from_slice(&(UCOPY_WINDOWS + 1).to_le_bytes());
+        bad.extend_from_slice(&h);
+        bad.extend_from_slice(b"stack");
+        bad.extend(std::iter::repeat_n(7u8, w));
+        assert!(decode(&bad, &mut pool, &mut bytes).is_none());
     }
 
     /// A comm record (`struct ev_comm`: name and cgroup id after the header) and the views

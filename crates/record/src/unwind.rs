@@ -17,6 +17,7 @@ use std::ops::{Deref, Range};
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use chainrec_format::MappingHistory;
 
@@ -516,6 +517,17 @@ pub struct UnwindCounts {
     /// the process's exit (a map written at exit, `-XX:+DumpPerfMapAtExit`, or after the
     /// frames were first symbolized).
     pub jit_named_at_exit: u64,
+    /// Unwinds that read a window copied apart (a frame larger than the copy, bridged by
+    /// what an earlier unwind of the thread learned), and those of them that reached the
+    /// thread's entry.
+    pub window_read: u64,
+    /// See [`UnwindCounts::window_read`].
+    pub window_complete: u64,
+    /// Copies too short whose thread was still blocked where the copy was taken, so the
+    /// rest of its stack was read live ([`LiveStack`]), and the unwinds that kept it.
+    pub live_tried: u64,
+    /// See [`UnwindCounts::live_tried`].
+    pub live_used: u64,
 }
 
 impl std::fmt::Display for UnwindCounts {
@@ -570,6 +582,20 @@ impl std::fmt::Display for UnwindCounts {
                 self.fp_walk_kept
             )?;
         }
+        if self.window_read > 0 {
+            write!(
+                f,
+                "; {} read windows copied farther up the stack ({} of them reached the thread's entry)",
+                self.window_read, self.window_complete
+            )?;
+        }
+        if self.live_tried > 0 {
+            write!(
+                f,
+                "; {} copies too short finished from the live stack of a thread still in those frames (of {} tried)",
+                self.live_used, self.live_tried
+            )?;
+        }
         if self.jit_named_at_exit > 0 {
             write!(
                 f,
@@ -595,6 +621,182 @@ pub struct StackCopy<'a> {
     pub bp: u64,
     /// Stack bytes from `sp` up.
     pub bytes: &'a [u8],
+    /// Windows farther up the stack, copied apart (address, bytes; unused ones empty):
+    /// where an earlier unwind of the thread found the copy too short (a frame larger
+    /// than the copy).
+    pub windows: [(u64, &'a [u8]); MAX_WINDOWS],
+}
+
+/// The live stack of a thread still blocked where its stack copy was taken: the bytes a
+/// copy lacked (a frame larger than the copy, a stack deeper than it) read from
+/// `/proc/PID/mem`, as a debugger reads them. "Where the copy was taken" is checked, not
+/// assumed: `/proc/PID/task/TID/syscall` must show the thread blocked in a system call at
+/// the copy's sp and ip before the reads, and after the walk every word it used must read
+/// the same again ([`LiveStack::still_there`]): a thread that ran since and left those
+/// frames has overwritten them. (A thread in a loop around the same read, blocking for
+/// microseconds at a time, is rarely found blocked twice.)
+pub struct LiveStack {
+    tid: u32,
+    tgid: u32,
+    sp: u64,
+    mem: std::fs::File,
+    /// Pages read (by page address; None: unreadable), and the words served (address,
+    /// value).
+    pages: HashMap<u64, Option<Box<[u8; 4096]>>>,
+    served: Vec<(u64, u64)>,
+}
+
+/// The consumer's time for waiting on running threads to block again, per half second of
+/// recording (its counter period): 2 %.
+pub const LIVE_BUDGET: Duration = Duration::from_millis(10);
+
+/// Pages a [`LiveStack`] reads for one stack at most (256 KiB).
+const LIVE_MAX_PAGES: usize = 64;
+
+impl LiveStack {
+    /// The live stack of `tid`, if it is blocked in a system call at `sp` and `ip`. A
+    /// thread running now (a loop around the same read, between two of them) is asked
+    /// again a few times, 250 µs apart, out of `budget` (the consumer's time for this).
+    pub fn attach(tgid: u32, tid: u32, sp: u64, ip: u64, budget: &mut Duration) -> Option<Self> {
+        const PAUSE: Duration = Duration::from_micros(250);
+        let mut tries = 0;
+        loop {
+            match syscall_state(tgid, tid) {
+                Some(SyscallState::Blocked { sp: s, ip: i }) if (s, i) == (sp, ip) => break,
+                Some(SyscallState::Running) if tries < 4 && *budget >= PAUSE => {
+                    std::thread::sleep(PAUSE);
+                    *budget -= PAUSE;
+                    tries += 1;
+                }
+                _ => return None,
+            }
+        }
+        let mem = std::fs::File::open(format!("/proc/{tgid}/task/{tid}/mem")).ok()?;
+        Some(LiveStack {
+            tid,
+            tgid,
+            sp,
+            mem,
+            pages: HashMap::new(),
+            served: Vec::new(),
+        })
+    }
+
+    /// The u64 at `addr` of the live stack (above the copy's sp only).
+    fn read_u64(&mut self, addr: u64) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        if addr < self.sp || addr % 8 != 0 {
+            return None;
+        }
+        let page = addr & !4095;
+        if !self.pages.contains_key(&page) {
+            if self.pages.len() >= LIVE_MAX_PAGES {
+                return None;
+            }
+            let mut buf = Box::new([0u8; 4096]);
+            let ok = self.mem.read_exact_at(&mut buf[..], page).is_ok();
+            self.pages.insert(page, ok.then_some(buf));
+        }
+        let p = self.pages.get(&page)?.as_ref()?;
+        let off = (addr - page) as usize;
+        let v = u64::from_le_bytes(p[off..off + 8].try_into().ok()?);
+        self.served.push((addr, v));
+        Some(v)
+    }
+
+    /// Whether every word the walk used still reads the same (the thread has not left
+    /// the frames they belong to), and the thread still exists.
+    pub fn still_there(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        syscall_state(self.tgid, self.tid).is_some()
+            && self.served.iter().all(|&(addr, v)| {
+                let mut b = [0u8; 8];
+                self.mem.read_exact_at(&mut b, addr).is_ok() && u64::from_le_bytes(b) == v
+            })
+    }
+
+    /// The addresses read, sorted.
+    fn served(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.served.iter().map(|&(a, _)| a).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
+/// What `/proc/TGID/task/TID/syscall` says of a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SyscallState {
+    Running,
+    /// Blocked (in a system call, or -1 for none) with these user registers.
+    Blocked {
+        sp: u64,
+        ip: u64,
+    },
+}
+
+/// The thread's state from `/proc/TGID/task/TID/syscall` (None: gone, or unreadable).
+fn syscall_state(tgid: u32, tid: u32) -> Option<SyscallState> {
+    let text = std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/syscall")).ok()?;
+    parse_syscall_state(&text)
+}
+
+/// `running`, or `NR args... sp pc` (hex with 0x), or `-1 sp pc`.
+fn parse_syscall_state(text: &str) -> Option<SyscallState> {
+    if text.trim() == "running" {
+        return Some(SyscallState::Running);
+    }
+    let mut fields = text.split_ascii_whitespace().rev();
+    let mut hex = || {
+        fields
+            .next()
+            .and_then(|f| f.strip_prefix("0x"))
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+    };
+    let (ip, sp) = (hex()?, hex()?);
+    Some(SyscallState::Blocked { sp, ip })
+}
+
+/// Windows a copy can carry (`UCOPY_WINDOWS` of the BPF side).
+pub const MAX_WINDOWS: usize = crate::raw::UCOPY_WINDOWS as usize;
+
+impl<'a> StackCopy<'a> {
+    /// A copy of `bytes` from `sp` up, without windows.
+    pub fn new(ip: u64, sp: u64, bp: u64, bytes: &'a [u8]) -> Self {
+        StackCopy {
+            ip,
+            sp,
+            bp,
+            bytes,
+            windows: [(0, &[]); MAX_WINDOWS],
+        }
+    }
+
+    /// Add a window of `bytes` at `at` (ignored when all are taken).
+    pub fn add_window(&mut self, at: u64, bytes: &'a [u8]) {
+        if let Some(w) = self.windows.iter_mut().find(|w| w.1.is_empty()) {
+            *w = (at, bytes);
+        }
+    }
+
+    /// The u64 at stack address `addr`, if the copy has it.
+    fn read_u64(&self, addr: u64) -> Option<u64> {
+        let from = |base: u64, bytes: &[u8]| {
+            let off = usize::try_from(addr.checked_sub(base)?).ok()?;
+            let b = bytes.get(off..off.checked_add(8)?)?;
+            Some(u64::from_le_bytes(b.try_into().ok()?))
+        };
+        from(self.sp, self.bytes)
+            .or_else(|| self.windows.iter().find_map(|&(at, bytes)| from(at, bytes)))
+    }
+
+    /// The end of everything copied (the copy's, or its highest window's).
+    fn end(&self) -> u64 {
+        self.windows
+            .iter()
+            .map(|&(at, b)| at + b.len() as u64)
+            .fold(self.sp + self.bytes.len() as u64, u64::max)
+    }
 }
 
 struct ProcUnwinder {
@@ -632,6 +834,14 @@ pub struct UserUnwinder<A: AddressSpaces> {
     /// The highest stack address the last unwind read (its outermost frame's saved
     /// registers): for a complete stack, the top of that thread's stack.
     last_top: u64,
+    /// The last unwind, if short of copy, needed bytes above everything copied (not only
+    /// below a window): the top it was copied to is too low.
+    last_beyond_copy: bool,
+    /// Where the last unwind, short of copy, first needed a byte the copy did not have.
+    last_short_at: Option<u64>,
+    /// Time left for waiting on running threads to block again ([`LiveStack::attach`]);
+    /// refilled each half second by [`UserUnwinder::refill_live_budget`].
+    live_budget: Duration,
     /// Counts so far.
     pub counts: UnwindCounts,
 }
@@ -644,6 +854,9 @@ impl<A: AddressSpaces> UserUnwinder<A> {
             procs: HashMap::new(),
             objects: HashMap::new(),
             last_top: 0,
+            last_beyond_copy: false,
+            last_short_at: None,
+            live_budget: LIVE_BUDGET,
             counts: UnwindCounts::default(),
         }
     }
@@ -651,6 +864,23 @@ impl<A: AddressSpaces> UserUnwinder<A> {
     /// After a complete unwind: the top of the thread's stack it read up to.
     pub fn last_top(&self) -> u64 {
         self.last_top
+    }
+
+    /// Whether the last unwind, short of copy, needed bytes above the whole copy (a top it
+    /// was copied to that is too low), not only bytes below one of its windows.
+    pub fn last_beyond_copy(&self) -> bool {
+        self.last_beyond_copy
+    }
+
+    /// A new half second of recording: the time [`LiveStack::attach`] may spend waiting for
+    /// running threads to block again is [`LIVE_BUDGET`] again.
+    pub fn refill_live_budget(&mut self) {
+        self.live_budget = LIVE_BUDGET;
+    }
+
+    /// Where the last unwind, if it ended short of copy, first needed a byte it lacked.
+    pub fn last_short_at(&self) -> Option<u64> {
+        self.last_short_at
     }
 
     /// `addr` of `tgid` as `object+0xFILE_OFFSET` (or the bare address outside any object),
@@ -838,8 +1068,53 @@ impl<A: AddressSpaces> UserUnwinder<A> {
     ) -> UnwindEnd {
         out.clear();
         self.counts.unwound += 1;
-        let end = self.unwind_inner(tgid, ts, copy, out, history);
-        match &end {
+        let end = self.unwind_inner(tgid, ts, copy, out, history, None);
+        self.count_end(&end);
+        end
+    }
+
+    /// [`UserUnwinder::unwind`], and when the copy was too short, again with the missing
+    /// bytes read from the thread's live stack, if it is still blocked where the copy was
+    /// taken (see [`LiveStack`]). `live_read` receives the addresses read live (sorted).
+    #[allow(clippy::too_many_arguments)]
+    pub fn unwind_or_peek(
+        &mut self,
+        tgid: u32,
+        tid: u32,
+        ts: u64,
+        copy: StackCopy<'_>,
+        out: &mut Vec<u64>,
+        history: Option<&MappingHistory>,
+        live_read: &mut Vec<u64>,
+    ) -> UnwindEnd {
+        out.clear();
+        live_read.clear();
+        self.counts.unwound += 1;
+        let mut end = self.unwind_inner(tgid, ts, copy, out, history, None);
+        if end == UnwindEnd::Incomplete(IncompleteReason::CopyTooShort) {
+            let (short_at, beyond) = (self.last_short_at, self.last_beyond_copy);
+            let budget = &mut self.live_budget;
+            if let Some(mut live) = LiveStack::attach(tgid, tid, copy.sp, copy.ip, budget) {
+                self.counts.live_tried += 1;
+                let mut again = Vec::with_capacity(out.len() * 2);
+                let e = self.unwind_inner(tgid, ts, copy, &mut again, history, Some(&mut live));
+                // Kept only if the thread stayed put while its stack was read.
+                if live.still_there() && (e == UnwindEnd::Complete || again.len() > out.len()) {
+                    self.counts.live_used += 1;
+                    *out = again;
+                    end = e;
+                    *live_read = live.served();
+                } else {
+                    (self.last_short_at, self.last_beyond_copy) = (short_at, beyond);
+                }
+            }
+        }
+        self.count_end(&end);
+        end
+    }
+
+    fn count_end(&mut self, end: &UnwindEnd) {
+        match end {
             UnwindEnd::Complete => self.counts.complete += 1,
             UnwindEnd::Incomplete(r) => {
                 let i = IncompleteReason::ALL
@@ -849,7 +1124,6 @@ impl<A: AddressSpaces> UserUnwinder<A> {
                 self.counts.incomplete[i] += 1;
             }
         }
-        end
     }
 
     fn unwind_inner(
@@ -859,18 +1133,38 @@ impl<A: AddressSpaces> UserUnwinder<A> {
         copy: StackCopy<'_>,
         out: &mut Vec<u64>,
         history: Option<&MappingHistory>,
+        mut live: Option<&mut LiveStack>,
     ) -> UnwindEnd {
-        let (sp0, bytes) = (copy.sp, copy.bytes);
-        let mut highest = sp0;
-        let highest_read = &mut highest;
+        let mut highest = copy.sp;
+        let mut used_window = false;
+        let bottom_end = copy.sp + copy.bytes.len() as u64;
+        let copy_end = copy.end();
+        let mut short_at = None;
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
-            let off = addr.checked_sub(sp0).ok_or(())? as usize;
-            let b = bytes.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
-            *highest_read = (*highest_read).max(addr + 8);
-            Ok(u64::from_le_bytes(b.try_into().map_err(|_| ())?))
+            let Some(v) = copy
+                .read_u64(addr)
+                .or_else(|| live.as_deref_mut()?.read_u64(addr))
+            else {
+                if addr >= bottom_end {
+                    short_at.get_or_insert(addr);
+                }
+                return Err(());
+            };
+            highest = highest.max(addr + 8);
+            used_window |= addr >= bottom_end;
+            Ok(v)
         };
         let end = self.walk(tgid, ts, copy, out, &mut read_stack, history);
         self.last_top = highest;
+        self.last_short_at =
+            short_at.filter(|_| end == UnwindEnd::Incomplete(IncompleteReason::CopyTooShort));
+        self.last_beyond_copy = short_at.is_some_and(|a| a >= copy_end);
+        if used_window {
+            self.counts.window_read += 1;
+            if end == UnwindEnd::Complete {
+                self.counts.window_complete += 1;
+            }
+        }
         end
     }
 
@@ -1036,12 +1330,7 @@ mod tests {
         // The leaf's locals, then frame records at sp + 0x20 and sp + 0x30.
         let words = [0, 0, 0, 0, sp + 0x30, 0x10100, 0, 0x10200];
         let bytes = stack_bytes(&words);
-        let copy = StackCopy {
-            ip: 0x10050,
-            sp,
-            bp: sp + 0x20,
-            bytes: &bytes,
-        };
+        let copy = StackCopy::new(0x10050, sp, sp + 0x20, &bytes);
         let mut u = UserUnwinder::new(Fixed(vec![Mapping::anonymous(0x10000, 0x20000)]));
         let mut out = Vec::new();
         let end = u.unwind(9, 0, copy, &mut out, None);
@@ -1063,6 +1352,66 @@ mod tests {
         u.spaces = Fixed(vec![Mapping::anonymous(0x10000, 0x20000)]);
         assert!(u.ensure(9, 0, 0x10200, None));
         assert!(u.is_anon(9, 0x10200) && u.is_anon(9, 0x10100));
+    }
+
+    #[test]
+    fn proc_syscall_lines_parse() {
+        use SyscallState::*;
+        assert_eq!(parse_syscall_state("running\n"), Some(Running));
+        assert_eq!(
+            parse_syscall_state("0 0x3 0x55d0 0x4000 0x0 0x0 0x0 0x7ffd28518ac8 0x7f8fc72b62ad\n"),
+            Some(Blocked {
+                sp: 0x7ffd28518ac8,
+                ip: 0x7f8fc72b62ad
+            })
+        );
+        assert_eq!(
+            parse_syscall_state("-1 0x7ffd0 0x401000\n"),
+            Some(Blocked {
+                sp: 0x7ffd0,
+                ip: 0x401000
+            })
+        );
+        assert_eq!(parse_syscall_state(""), None);
+        // A thread blocked elsewhere, or gone, is not attached.
+        let mut budget = LIVE_BUDGET;
+        assert!(LiveStack::attach(u32::MAX, u32::MAX, 1, 2, &mut budget).is_none());
+        let me = std::process::id();
+        assert!(LiveStack::attach(me, me, 1, 2, &mut budget).is_none());
+    }
+
+    #[test]
+    fn a_frame_larger_than_the_copy_is_bridged_by_a_window_copied_apart() {
+        // JIT code with frame pointers whose middle frame spans 64 KiB (a big local
+        // buffer): the leaf's frame record points to the caller's, which lies in a window
+        // 64 KiB above the copy; the outermost record has a null bp.
+        let sp = 0x7000_0000u64;
+        let at = sp + 0x10000;
+        let bottom = stack_bytes(&[0, 0, 0, 0, at + 0x10, 0x10100]);
+        let window = stack_bytes(&[0, 0, 0, 0x10200, 0, 0]);
+        let spaces = || Fixed(vec![Mapping::anonymous(0x10000, 0x20000)]);
+        let mut out = Vec::new();
+
+        // Without the window the walk stops at the big frame, and says where it needed
+        // the stack: the caller's frame record.
+        let mut copy = StackCopy::new(0x10050, sp, sp + 0x20, &bottom);
+        let mut u = UserUnwinder::new(spaces());
+        let end = u.unwind(9, 0, copy, &mut out, None);
+        assert_ne!(end, UnwindEnd::Complete, "{out:x?}");
+        assert_eq!(out, vec![0x10050, 0x10100]);
+        assert_eq!(u.counts.window_read, 0);
+
+        copy.add_window(at, &window);
+        let mut u = UserUnwinder::new(spaces());
+        let end = u.unwind(9, 0, copy, &mut out, None);
+        assert_eq!(end, UnwindEnd::Complete, "{out:x?} {:?}", u.counts);
+        assert_eq!(out, vec![0x10050, 0x10100, 0x10200]);
+        assert_eq!((u.counts.window_read, u.counts.window_complete), (1, 1));
+        assert_eq!(u.last_top(), at + 0x20);
+        assert!(u
+            .counts
+            .to_string()
+            .contains("; 1 read windows copied farther up the stack (1 of them"));
     }
 
     #[test]
@@ -1148,12 +1497,7 @@ mod tests {
         unsafe { std::ptr::copy_nonoverlapping(sp as *const u8, bytes.as_mut_ptr(), len) };
         let mut u = UserUnwinder::new(ProcMaps::default());
         let mut out = Vec::new();
-        let copy = StackCopy {
-            ip,
-            sp,
-            bp,
-            bytes: &bytes,
-        };
+        let copy = StackCopy::new(ip, sp, bp, &bytes);
         let end = u.unwind(std::process::id(), 0, copy, &mut out, None);
         assert_eq!(
             end,
