@@ -91,8 +91,9 @@ ensure_packages() {
 #   duckdb, pyarrow: crates/parquet/tests + tests/parquet.rs read `export --parquet`;
 #   perfetto (pinned: a new schema is a deliberate update): its generated protos decode the
 #   Perfetto export (crates/report/tests/perfetto_schema.rs);
-#   pyspark: Spark in local mode reads `export --parquet-dir` as a fleet does (tests/parquet.rs).
-PY_PACKAGES=(duckdb pyarrow perfetto==0.59.1 pyspark)
+#   pyspark: Spark in local mode reads `export --parquet-dir` as a fleet does (tests/parquet.rs);
+#   py-spy: an independent reader of CPython's frames, checked against ours (tests/real_python.rs).
+PY_PACKAGES=(duckdb pyarrow perfetto==0.59.1 pyspark py-spy)
 ensure_python_packages() {
     local venv=target/pyvenv
     if [ ! -x "$venv/bin/python" ]; then

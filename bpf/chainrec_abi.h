@@ -76,7 +76,13 @@
 #define UCOPY_MAX 16384
 #define UCOPY_SLACK 4096
 #define UCOPY_WINDOWS 4
+#define UCOPY_LEARNED 3 /* windows learned per thread; the last slot may carry Python frames */
 #define UCOPY_WINDOW 512
+/* win_at of the window that holds a thread's Python frames instead of stack bytes (see
+ * struct py_proc): UCOPY_WINDOW / 8 u64, each a code object's address | 1 when its frame
+ * is the first one its _PyEval_EvalFrameDefault call ran (is_entry), innermost first,
+ * ended by 0. No stack is at address 1. */
+#define UCOPY_PY_FRAMES 1
 #define UCOPY_REACH (64u << 20) /* a learned address farther above sp is not this stack's */
 #define UST_COPY 0x80
 
@@ -237,7 +243,26 @@ struct ucopy {
  * (0: unused). */
 struct ustack_learned {
 	__u64 top;
-	__u64 win_at[UCOPY_WINDOWS];
+	__u64 win_at[UCOPY_LEARNED];
+};
+
+/* A CPython process whose threads' Python frames go with their user stacks (the BPF map
+ * py_procs, keyed by tgid, written by the consumer when it finds the interpreter's
+ * symbols): where the interpreter list's head is, and the offsets of the structures the
+ * walk reads, for this Python version. The walk: the first interpreter's thread list
+ * (threads_head), the thread state whose native thread id is the current tid, its
+ * cframe, the cframe's current frame, then each frame's code object, is_entry flag and
+ * previous frame. */
+struct py_proc {
+	__u64 interp_head; /* address of _PyRuntime.interpreters.head */
+	__u16 threads_head;
+	__u16 ts_next;
+	__u16 ts_native_tid;
+	__u16 ts_cframe;
+	__u16 cframe_current;
+	__u16 fr_code;
+	__u16 fr_previous;
+	__u16 fr_is_entry;
 };
 
 #endif /* CHAINREC_ABI_H */

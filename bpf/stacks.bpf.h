@@ -114,22 +114,159 @@ struct {
 	__type(value, struct ustack_learned);
 } ustack_learned SEC(".maps");
 
-/* Copy the user stack of `t` (from its user sp up, at most ucopy_max bytes, page by page
+/* CPython processes (struct py_proc), written by user space, deleted at their exit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct py_proc);
+} py_procs SEC(".maps");
+
+#define PY_MAX_THREADS 32 /* thread states searched for the current tid */
+
+struct py_out {
+	__u64 f[UCOPY_WINDOW / 8];
+};
+
+/* The current thread's Python frames into `out` (see UCOPY_PY_FRAMES); returns how many.
+ * A global function: the verifier checks its loops once. */
+__noinline int py_frames(struct py_proc *py, struct py_out *out)
+{
+	__u64 interp = 0, ts = 0, cframe = 0, frame = 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	int i, n;
+
+	if (!py || !out)
+		return 0;
+	if (bpf_probe_read_user(&interp, 8, (void *)py->interp_head) || !interp ||
+	    bpf_probe_read_user(&ts, 8, (void *)(interp + py->threads_head)))
+		return 0;
+	for (i = 0; i < PY_MAX_THREADS && ts; i++) {
+		__u64 native = 0;
+
+		if (bpf_probe_read_user(&native, 8, (void *)(ts + py->ts_native_tid)))
+			return 0;
+		if (native == tid)
+			break;
+		if (bpf_probe_read_user(&ts, 8, (void *)(ts + py->ts_next)))
+			return 0;
+	}
+	if (!ts || i >= PY_MAX_THREADS ||
+	    bpf_probe_read_user(&cframe, 8, (void *)(ts + py->ts_cframe)) || !cframe ||
+	    bpf_probe_read_user(&frame, 8, (void *)(cframe + py->cframe_current)))
+		return 0;
+	for (n = 0; n < UCOPY_WINDOW / 8 - 1 && frame; n++) {
+		__u64 code = 0;
+		__u8 entry = 0;
+
+		if (bpf_probe_read_user(&code, 8, (void *)(frame + py->fr_code)) ||
+		    bpf_probe_read_user(&entry, 1, (void *)(frame + py->fr_is_entry)) ||
+		    bpf_probe_read_user(&frame, 8, (void *)(frame + py->fr_previous)))
+			break;
+		out->f[n] = code | (entry & 1);
+	}
+	out->f[n & (UCOPY_WINDOW / 8 - 1)] = 0;
+	return n;
+}
+
+/* A copy block as a global function's argument: the header and the most bytes it can
+ * hold (the verifier gives a pointer argument exactly its type's size). */
+struct ucopy_block {
+	struct ucopy h;
+	__u8 bytes[UCOPY_MAX + UCOPY_SLACK];
+};
+
+/* Copy the current task's user stack (from its user sp up, at most ucopy_max bytes, page by page
  * until a page cannot be read) into the block at `dst`, with the user ip/sp/bp, so the
  * consumer can unwind it with the objects' CFI (code built without frame pointers, and
  * the callers of leaf functions that set up no frame). The main thread's copy stops at
  * mm->start_stack (argc): nothing above it is a frame; other threads' at their learned top.
  * Then the thread's learned windows above the copy (a frame larger than the copy leaves
- * its return address there), in the bytes the copy leaves for them. Returns the block's
- * size, 0 when there is nothing to copy. */
-static __always_inline __u32 copy_ustack_to(struct task_struct *t, struct ucopy *dst)
+ * its return address there), and in a CPython process the thread's Python frames, in the
+ * bytes the copy leaves for them. A global function: the verifier checks its loops once,
+ * whichever program and path calls it. Returns the block's size, 0 when there is
+ * nothing to copy. */
+/* How many windows a copy from `sp` of the current thread takes: its learned windows
+ * above what the copy reaches (a window may begin below the top and end above it: the main
+ * thread's argv lies above its start_stack; one beginning above it is stale), and one for
+ * its Python frames in a CPython process. A global function, like the two below: the
+ * verifier checks each once, with a state space of its own (inlined together they
+ * multiplied it: on_waking 6 k -> 74 k instructions processed). */
+__noinline __u32 count_windows(__u64 sp, __u64 top)
 {
-	struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(t);
-	struct ustack_learned *learned;
-	__u64 sp, limit = ucopy_max, top = 0;
-	__u32 got = 0, tid, nwin = 0;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32, n = 0;
+	struct ustack_learned *learned = bpf_map_lookup_elem(&ustack_learned, &tid);
 	int i;
 
+	if (learned) {
+		for (i = 0; i < UCOPY_LEARNED; i++) {
+			__u64 at = learned->win_at[i];
+
+			if (at > sp + UCOPY_WINDOW && at - sp <= UCOPY_REACH && (!top || at < top))
+				n++;
+		}
+	}
+	if (bpf_map_lookup_elem(&py_procs, &tgid))
+		n++;
+	return n;
+}
+
+/* The windows [count_windows] counted, after the `got` bytes of the copy in `blk` (room
+ * for `nwin` of them is left there): each learned window the copy does not already cover
+ * and that can be read, then the Python frames. Sets the block's nwin; returns its new
+ * length. */
+__noinline __u32 copy_windows(struct ucopy_block *blk, __u64 top, __u32 got, __u32 nwin)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32, n = 0;
+	struct ustack_learned *learned = bpf_map_lookup_elem(&ustack_learned, &tid);
+	struct py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
+	__u64 sp;
+	int i;
+
+	if (!blk)
+		return got;
+	sp = blk->h.sp;
+	got &= UCOPY_MAX - 1; /* got <= UCOPY_MAX - nwin * UCOPY_WINDOW, nwin > 0 */
+	if (learned) {
+		for (i = 0; i < UCOPY_LEARNED; i++) {
+			__u64 at = learned->win_at[i];
+
+			if (n >= nwin)
+				break;
+			if (at < sp + got || at - sp > UCOPY_REACH || (top && at >= top))
+				continue;
+			if (bpf_probe_read_user(blk->bytes + (got & (UCOPY_MAX - 1)), UCOPY_WINDOW,
+						(void *)at))
+				continue;
+			blk->h.win_at[n & (UCOPY_WINDOWS - 1)] = at;
+			got += UCOPY_WINDOW;
+			n++;
+		}
+	}
+	if (py && n < nwin && n < UCOPY_WINDOWS &&
+	    py_frames(py, (struct py_out *)(blk->bytes + (got & (UCOPY_MAX - 1)))) > 0) {
+		blk->h.win_at[n & (UCOPY_WINDOWS - 1)] = UCOPY_PY_FRAMES;
+		got += UCOPY_WINDOW;
+		n++;
+	}
+	blk->h.nwin = n;
+	return got;
+}
+
+__noinline __u32 copy_ustack_block(struct ucopy_block *blk)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct ucopy *dst = blk ? &blk->h : NULL;
+	struct pt_regs *ur;
+	__u64 sp, limit = ucopy_max, top = 0;
+	__u32 got = 0, nwin;
+	int i;
+
+	if (!dst)
+		return 0;
+	ur = (struct pt_regs *)bpf_task_pt_regs(t);
 	if (!ur || ur->cs != USER_CS || !t->mm || (t->flags & PF_USER_WORKER))
 		return 0;
 	if (ring_busy()) {
@@ -143,35 +280,24 @@ static __always_inline __u32 copy_ustack_to(struct task_struct *t, struct ucopy 
 	dst->nwin = 0;
 	if (limit > UCOPY_MAX)
 		limit = UCOPY_MAX;
-	tid = t->pid;
-	learned = bpf_map_lookup_elem(&ustack_learned, &tid);
-	/* Each load kept in its own branch (the empty asm): clang would otherwise merge them
-	 * into one load through two pointer types, which the verifier refuses. */
 	if (t->pid == t->tgid) {
 		top = t->mm->start_stack; /* the main thread runs on the [stack] mapping */
-		asm volatile("" : "+r"(top));
-	} else if (learned) {
-		top = learned->top;
-		asm volatile("" : "+r"(top));
+	} else {
+		__u32 tid = t->pid;
+		struct ustack_learned *learned = bpf_map_lookup_elem(&ustack_learned, &tid);
+
+		if (learned)
+			top = learned->top;
 	}
 	if (top > sp && top - sp < limit)
 		limit = top - sp;
-	else if (learned) {
-		/* Room for the windows above what the copy reaches. A window may begin below the
-		 * top and end above it (the main thread's argv lies above its start_stack); one
-		 * beginning above it is stale. */
-		for (i = 0; i < UCOPY_WINDOWS; i++) {
-			__u64 at = learned->win_at[i];
-
-			if (at > sp + UCOPY_WINDOW && at - sp <= UCOPY_REACH &&
-			    (!top || at < top))
-				nwin++;
-		}
-		if (nwin && limit > UCOPY_WINDOWS * UCOPY_WINDOW)
-			limit -= nwin * UCOPY_WINDOW;
-		else
-			nwin = 0;
-	}
+	nwin = count_windows(sp, top);
+	/* The windows' room comes out of the copy only where copy and windows would not
+	 * fit in the block together (at most 2 KiB of 16). */
+	if (nwin > UCOPY_WINDOWS)
+		nwin = UCOPY_WINDOWS;
+	if (nwin && limit + nwin * UCOPY_WINDOW > UCOPY_MAX)
+		limit = UCOPY_MAX - nwin * UCOPY_WINDOW;
 	for (i = 0; i < UCOPY_MAX / 4096 + 1; i++) {
 		__u64 piece = 4096 - ((sp + got) & 4095);
 
@@ -188,31 +314,12 @@ static __always_inline __u32 copy_ustack_to(struct task_struct *t, struct ucopy 
 		/* a no-op mask (piece <= 4096) that gives the 6.1 verifier a non-negative size */
 		asm volatile("" : "+r"(piece));
 		piece &= 0x1fff;
-		if (bpf_probe_read_user((__u8 *)(dst + 1) + got, piece, (void *)(sp + got)))
+		if (bpf_probe_read_user(blk->bytes + got, piece, (void *)(sp + got)))
 			break;
 		got += piece;
 	}
-	/* The windows, in the room left for them (got <= UCOPY_MAX - nwin * UCOPY_WINDOW);
-	 * a window the copy already covers, or that cannot be read, is left out. */
-	if (nwin && learned) {
-		__u32 n = 0;
-
-		for (i = 0; i < UCOPY_WINDOWS; i++) {
-			__u64 at = learned->win_at[i];
-
-			if (n >= nwin)
-				break;
-			if (at < sp + got || at - sp > UCOPY_REACH || (top && at >= top))
-				continue;
-			if (bpf_probe_read_user((__u8 *)(dst + 1) + (got & (UCOPY_MAX - 1)),
-						UCOPY_WINDOW, (void *)at))
-				continue;
-			dst->win_at[n & (UCOPY_WINDOWS - 1)] = at;
-			got += UCOPY_WINDOW;
-			n++;
-		}
-		dst->nwin = n;
-	}
+	if (nwin)
+		got = copy_windows(blk, top, got, nwin);
 	dst->len = got;
 	return got ? sizeof(*dst) + got : 0;
 }
@@ -230,7 +337,7 @@ __noinline int copy_ustack(struct ev_stk *s)
 	n = (__u32)s->h.nk + (__u32)s->h.nu;
 	if (!ucopy_max || n > 2 * MAX_FRAMES)
 		return 0;
-	if (copy_ustack_to(bpf_get_current_task_btf(), (struct ucopy *)&s->frames[n])) {
+	if (copy_ustack_block((struct ucopy_block *)&s->frames[n])) {
 		if (s->h.ust != ST_PRESENT) { /* the frame-pointer walk failed: the copy is it */
 			s->h.ust = ST_PRESENT;
 			s->h.nu = 0;

@@ -65,6 +65,8 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 		__u32 tid = p->pid;
 
 		bpf_map_delete_elem(&ustack_learned, &tid); /* a reused tid learns its own */
+		if (p->pid == p->tgid)
+			bpf_map_delete_elem(&py_procs, &tid);
 	}
 	if (!interesting(p, s))
 		return 0;

@@ -33,7 +33,7 @@ static __always_inline void fill_user_half(struct ev_ustk *e, struct task_struct
 
 			if (nu > MAX_FRAMES)
 				nu = MAX_FRAMES;
-			if (copy_ustack_to(cur, (struct ucopy *)&e->frames[nu])) {
+			if (copy_ustack_block((struct ucopy_block *)&e->frames[nu])) {
 				if (e->h.ust != ST_PRESENT) /* the walk failed (nu = 0) */
 					e->h.ust = ST_PRESENT;
 				e->h.ust |= UST_COPY;

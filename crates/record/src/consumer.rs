@@ -259,11 +259,20 @@ impl Consumer {
     /// (later copies of those threads stop at the top and take the windows); nothing
     /// learned deletes the entry.
     fn tell_learned_stacks(&mut self, skel: &ChainrecSkel<'_>) {
+        // CPython processes found: their threads' Python frames go with their stacks.
+        for (tgid, value) in self.conv.unwinder.take_new_python() {
+            // A failure (map full: 4096 Python processes) leaves that one's stacks with
+            // `_PyEval_EvalFrameDefault` frames, counted as stacks without Python frames.
+            let _ = skel
+                .maps
+                .py_procs
+                .update(&tgid.to_ne_bytes(), &value, MapFlags::ANY);
+        }
         for (tid, l) in self.conv.new_learned.drain(..) {
             let key = tid.to_ne_bytes();
             // A failure (map full: 65536 threads learned) only means that thread's copies
             // stay UCOPY_MAX long and without windows.
-            let _ = if l.top == 0 && l.windows == [0; crate::unwind::MAX_WINDOWS] {
+            let _ = if l.top == 0 && l.windows == [0; crate::convert::MAX_LEARNED] {
                 skel.maps.ustack_learned.delete(&key)
             } else {
                 // struct ustack_learned: top, then win_at[], native u64s without padding.

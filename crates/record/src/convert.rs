@@ -130,6 +130,8 @@ pub(crate) struct Converter {
     pub(crate) new_learned: Vec<(Tid, LearnedStack)>,
     /// Scratch: the addresses the last unwind read from a live stack.
     live_read: Vec<u64>,
+    /// Names of Python code objects, read from the live processes.
+    code_names: crate::python::CodeNames,
     /// User addresses in anonymous executable memory (JIT code) per process, and whether
     /// each is a return address: named again from the process's perf map at its exit
     /// (see [`Converter::name_jit_frames`]).
@@ -142,13 +144,17 @@ pub(crate) struct Converter {
 
 /// What unwinding taught of one thread's user stack, as the BPF side's `struct
 /// ustack_learned` holds it: the stack's top (0: unknown; main threads use their
-/// `mm->start_stack`), and up to [`MAX_WINDOWS`] windows to copy beside the stack (0:
+/// `mm->start_stack`), and up to [`MAX_LEARNED`] windows to copy beside the stack (0:
 /// unused), where an unwind found the copy short of a return address. All zero: nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct LearnedStack {
     pub top: u64,
-    pub windows: [u64; MAX_WINDOWS],
+    pub windows: [u64; MAX_LEARNED],
 }
+
+/// Windows learned per thread (`UCOPY_LEARNED`; a copy's last window slot may carry the
+/// thread's Python frames).
+pub(crate) const MAX_LEARNED: usize = raw::UCOPY_LEARNED as usize;
 
 impl LearnedStack {
     /// Copy a window at `addr` too: it starts a little below (the frame's saved registers
@@ -190,7 +196,7 @@ const WINDOW_BELOW: u64 = 64;
 /// above any user address, so they never collide with a real frame.
 pub const UNWIND_LABEL_BASE: u64 = 0xffff_ff00_0000_0000;
 
-use crate::unwind::{IncompleteReason, ProcMaps, UnwindEnd, UserUnwinder, MAX_WINDOWS};
+use crate::unwind::{IncompleteReason, ProcMaps, UnwindEnd, UserUnwinder};
 
 /// What a kernel frame says about the softirq a waking ran in (the innermost such frame
 /// of the stack decides).
@@ -241,6 +247,7 @@ impl Converter {
             learned: HashMap::new(),
             new_learned: Vec::new(),
             live_read: Vec::new(),
+            code_names: Default::default(),
             jit_addrs: HashMap::new(),
             perf_map_dir: std::path::PathBuf::from("/tmp"),
             throttles: Default::default(),
@@ -552,10 +559,12 @@ impl Converter {
             {
                 out.clear();
                 out.extend_from_slice(&fp[..n]);
+                self.splice_python(tgid, copy.python, &mut out);
                 self.unwound = out;
                 return true;
             }
         }
+        self.splice_python(tgid, copy.python, &mut out);
         if let UnwindEnd::Incomplete(reason) = end {
             let last = out.last().copied().unwrap_or(copy.ip);
             let at = self.unwinder.describe(tgid, e.ts, last);
@@ -575,6 +584,35 @@ impl Converter {
         }
         self.unwound = out;
         true
+    }
+
+    /// In a CPython process, put the thread's Python frames (`window`, from the BPF side)
+    /// in place of the `_PyEval_EvalFrameDefault` frames of `out` that ran them, each a
+    /// label frame named `qualname (file.py:line)` from the live process.
+    fn splice_python(&mut self, tgid: Tid, window: &[u8], out: &mut Vec<u64>) {
+        let Some((eval, layout)) = self.unwinder.python_eval(tgid).cloned() else {
+            return;
+        };
+        let py = crate::python::frames(window);
+        if py.is_empty() {
+            let in_eval = out
+                .iter()
+                .skip(1)
+                .any(|&a| eval.contains(&a.wrapping_sub(1)));
+            if in_eval {
+                self.unwinder.counts.python_missing += 1;
+            }
+            return;
+        }
+        let mut names = std::mem::take(&mut self.code_names);
+        let n = crate::python::splice(out, &eval, &py, |code| {
+            let text = names
+                .name(tgid, code, &layout)
+                .unwrap_or_else(|| format!("[python code {code:#x}]"));
+            self.label(tgid, text)
+        });
+        self.code_names = names;
+        self.unwinder.counts.python_frames += n as u64;
     }
 
     /// At the exit of process `tgid`: its JIT frames named again from its perf map
@@ -764,6 +802,7 @@ impl Converter {
                 if t.tid == t.tgid {
                     self.name_jit_frames(t.tgid, history);
                     self.unwinder.forget(t.tgid);
+                    self.code_names.forget(t.tgid);
                 }
                 self.task_cgroup.remove(&t.tid);
                 // The BPF side forgot it at the exit too (a reused tid learns its own).
@@ -862,30 +901,22 @@ mod tests {
         let mut l = LearnedStack::default();
         assert!(l.is_empty());
         l.add_window(0x7000_1003);
-        assert_eq!(l.windows, [0x7000_1000 - WINDOW_BELOW, 0, 0, 0]);
+        assert_eq!(l.windows, [0x7000_1000 - WINDOW_BELOW, 0, 0]);
         // Inside that window: nothing new. Its last word: still inside; past it: new.
         let first = l.windows[0];
         l.add_window(first + w - 8);
         assert_eq!(l.windows[1], 0);
         assert!(l.covers(first + w - 8) && !l.covers(first + w - 7));
-        for a in [0x7000_9000, 0x7000_5000, 0x7000_7000] {
+        for a in [0x7000_9000, 0x7000_5000] {
             l.add_window(a);
         }
         let at = |a: u64| a - WINDOW_BELOW;
-        assert_eq!(
-            l.windows,
-            [first, at(0x7000_5000), at(0x7000_7000), at(0x7000_9000)]
-        );
+        assert_eq!(l.windows, [first, at(0x7000_5000), at(0x7000_9000)]);
         // Full: the walk got past the lowest to need this one.
         l.add_window(0x7000_b000);
         assert_eq!(
             l.windows,
-            [
-                at(0x7000_5000),
-                at(0x7000_7000),
-                at(0x7000_9000),
-                at(0x7000_b000)
-            ]
+            [at(0x7000_5000), at(0x7000_9000), at(0x7000_b000)]
         );
         assert!(!l.is_empty());
     }

@@ -18,6 +18,7 @@ mod options;
 pub mod output;
 mod perf_event;
 pub mod progress;
+mod python;
 mod raw;
 mod recorder;
 mod recording;

@@ -165,7 +165,11 @@ impl RawEv {
             .iter()
             .zip(windows.chunks_exact(UCOPY_WINDOW as usize))
         {
-            copy.add_window(at, w);
+            if at == u64::from(UCOPY_PY_FRAMES) {
+                copy.python = w;
+            } else {
+                copy.add_window(at, w);
+            }
         }
         Some(copy)
     }

@@ -265,6 +265,9 @@ struct Object {
     /// first starts there, on a stack the runtime allocated) and `runtime.rt0_go`. From
     /// `.symtab` (a stripped binary has none: its stacks keep their label).
     entries: Vec<Range<u64>>,
+    /// CPython's `_PyRuntime` and `_PyEval_EvalFrameDefault` (object addresses), when the
+    /// object is an interpreter (`python3.11`, `libpython3.11.so`).
+    python: Option<(u64, Range<u64>)>,
 }
 
 /// [`Object::entries`]: Go's thread entry functions, by their symbol names.
@@ -283,9 +286,20 @@ const WANTED: [&str; 5] = [
     ".got",
 ];
 
-/// The [`THREAD_ENTRIES`] functions of `.symtab` (section header at `symtab`, its string
-/// table's header at `strtab`): their object-address ranges.
-fn thread_entries(b: &[u8], symtab: usize, strtab: usize) -> Option<Vec<Range<u64>>> {
+/// What a symbol table tells the unwinder: [`THREAD_ENTRIES`] functions and CPython's
+/// interpreter symbols (object addresses).
+#[derive(Default)]
+struct SymbolFinds {
+    entries: Vec<Range<u64>>,
+    /// `_PyRuntime` (the runtime state) and `_PyEval_EvalFrameDefault` (the function that
+    /// runs Python frames).
+    py_runtime: Option<u64>,
+    py_eval: Option<Range<u64>>,
+}
+
+/// Scan a symbol table (section header at `symtab`, its string table's header at
+/// `strtab`) into `finds`.
+fn scan_symbols(b: &[u8], symtab: usize, strtab: usize, finds: &mut SymbolFinds) -> Option<()> {
     let u16_at = |o: usize| Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?));
     let u32_at = |o: usize| Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?));
     let u64_at = |o: usize| Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?));
@@ -294,20 +308,24 @@ fn thread_entries(b: &[u8], symtab: usize, strtab: usize) -> Option<Vec<Range<u6
         u64_at(symtab + 0x20)? as usize,
     );
     let str_off = u64_at(strtab + 0x18)? as usize;
-    let mut out = Vec::new();
     for sym in (off..off.checked_add(size)?).step_by(24) {
-        // Functions only (STT_FUNC), defined (a section index).
-        if *b.get(sym + 4)? & 0xf != 2 || u16_at(sym + 6)? == 0 {
+        // Defined functions (STT_FUNC) and objects (STT_OBJECT) only.
+        let kind = *b.get(sym + 4)? & 0xf;
+        if !(kind == 1 || kind == 2) || u16_at(sym + 6)? == 0 {
             continue;
         }
         let name = b.get(str_off.checked_add(u32_at(sym)? as usize)?..)?;
         let name = &name[..name.iter().position(|&c| c == 0)?];
-        if THREAD_ENTRIES.contains(&name) {
-            let (value, len) = (u64_at(sym + 8)?, u64_at(sym + 16)?);
-            out.push(value..value + len.max(1));
+        let (value, len) = (u64_at(sym + 8)?, u64_at(sym + 16)?);
+        if kind == 2 && THREAD_ENTRIES.contains(&name) {
+            finds.entries.push(value..value + len.max(1));
+        } else if kind == 2 && name == b"_PyEval_EvalFrameDefault" {
+            finds.py_eval = Some(value..value + len.max(1));
+        } else if kind == 1 && name == b"_PyRuntime" {
+            finds.py_runtime = Some(value);
         }
     }
-    Some(out)
+    Some(())
 }
 
 impl Object {
@@ -341,7 +359,7 @@ impl Object {
             }
         }
         let mut sections = HashMap::new();
-        let mut entries = Vec::new();
+        let mut finds = SymbolFinds::default();
         if shoff != 0 && shentsize >= 0x40 {
             let sh = |i: usize| shoff.checked_add(i.checked_mul(shentsize)?);
             let strtab_off = u64_at(sh(shstrndx)? + 0x18)? as usize;
@@ -351,9 +369,13 @@ impl Object {
                 let name_bytes = b.get(name_at..)?;
                 let name = &name_bytes[..name_bytes.iter().position(|&c| c == 0)?];
                 let sh_type = u32_at(s + 4)?;
-                if sh_type == 2 && name == b".symtab" {
-                    entries =
-                        thread_entries(b, s, sh(u32_at(s + 0x28)? as usize)?).unwrap_or_default();
+                // .symtab and .dynsym (a symbol found in both is the same address).
+                if sh_type == 2 || sh_type == 11 {
+                    let strtab = sh(u32_at(s + 0x28)? as usize)?;
+                    let before = finds.entries.len();
+                    if scan_symbols(b, s, strtab, &mut finds).is_none() {
+                        finds.entries.truncate(before);
+                    }
                     continue;
                 }
                 let Some(wanted) = WANTED.iter().find(|w| w.as_bytes() == name) else {
@@ -371,12 +393,15 @@ impl Object {
             }
         }
         let has_cfi = sections.contains_key(".eh_frame") || sections.contains_key(".debug_frame");
+        finds.entries.sort_unstable_by_key(|r| (r.start, r.end));
+        finds.entries.dedup();
         Some(Object {
             data,
             loads,
             sections,
             has_cfi,
-            entries,
+            entries: finds.entries,
+            python: finds.py_runtime.zip(finds.py_eval),
         })
     }
 
@@ -528,6 +553,17 @@ pub struct UnwindCounts {
     pub live_tried: u64,
     /// See [`UnwindCounts::live_tried`].
     pub live_used: u64,
+    /// CPython processes whose threads' Python frames are read, and interpreters of a
+    /// version this recorder cannot read (their stacks keep `_PyEval_EvalFrameDefault`).
+    pub python_procs: u64,
+    /// See [`UnwindCounts::python_procs`].
+    pub python_unsupported: u64,
+    /// Python frames put in place of `_PyEval_EvalFrameDefault` frames, and stacks of
+    /// CPython processes with such frames that carried no Python frames (taken before the
+    /// process was found, or its thread state not found).
+    pub python_frames: u64,
+    /// See [`UnwindCounts::python_frames`].
+    pub python_missing: u64,
 }
 
 impl std::fmt::Display for UnwindCounts {
@@ -596,6 +632,13 @@ impl std::fmt::Display for UnwindCounts {
                 self.live_used, self.live_tried
             )?;
         }
+        if self.python_procs + self.python_unsupported > 0 {
+            write!(
+                f,
+                "; Python: {} processes read, {} of versions not supported, {} Python frames, {} stacks without them",
+                self.python_procs, self.python_unsupported, self.python_frames, self.python_missing
+            )?;
+        }
         if self.jit_named_at_exit > 0 {
             write!(
                 f,
@@ -625,6 +668,8 @@ pub struct StackCopy<'a> {
     /// where an earlier unwind of the thread found the copy too short (a frame larger
     /// than the copy).
     pub windows: [(u64, &'a [u8]); MAX_WINDOWS],
+    /// The thread's Python frames (a `UCOPY_PY_FRAMES` window; empty: none).
+    pub python: &'a [u8],
 }
 
 /// The live stack of a thread still blocked where its stack copy was taken: the bytes a
@@ -769,6 +814,7 @@ impl<'a> StackCopy<'a> {
             bp,
             bytes,
             windows: [(0, &[]); MAX_WINDOWS],
+            python: &[],
         }
     }
 
@@ -813,6 +859,9 @@ struct ProcUnwinder {
     /// Where a thread begins with nothing above it ([`Object::entries`], at their
     /// addresses in this process): a walk that reaches one is complete.
     entries: Vec<Range<u64>>,
+    /// A CPython process: where `_PyEval_EvalFrameDefault` is (its frames are replaced by
+    /// the Python frames they ran), and its structures' layout.
+    python: Option<(Range<u64>, crate::python::Layout)>,
 }
 
 /// What a known mapping of a process holds.
@@ -842,6 +891,10 @@ pub struct UserUnwinder<A: AddressSpaces> {
     /// Time left for waiting on running threads to block again ([`LiveStack::attach`]);
     /// refilled each half second by [`UserUnwinder::refill_live_budget`].
     live_budget: Duration,
+    /// CPython processes not yet told to the BPF side ([`UserUnwinder::take_new_python`]).
+    new_python: Vec<(u32, Vec<u8>)>,
+    /// See [`UserUnwinder::python_unsupported`].
+    python_unsupported: std::collections::BTreeSet<String>,
     /// Counts so far.
     pub counts: UnwindCounts,
 }
@@ -857,6 +910,8 @@ impl<A: AddressSpaces> UserUnwinder<A> {
             last_beyond_copy: false,
             last_short_at: None,
             live_budget: LIVE_BUDGET,
+            new_python: Vec::new(),
+            python_unsupported: Default::default(),
             counts: UnwindCounts::default(),
         }
     }
@@ -943,6 +998,23 @@ impl<A: AddressSpaces> UserUnwinder<A> {
         self.spaces.forget(tgid);
     }
 
+    /// Where `_PyEval_EvalFrameDefault` is in `tgid`, if it is a CPython process this
+    /// recorder reads Python frames of.
+    pub fn python_eval(&self, tgid: u32) -> Option<&(Range<u64>, crate::python::Layout)> {
+        self.procs.get(&tgid)?.python.as_ref()
+    }
+
+    /// CPython processes found since the last call, with their `struct py_proc` for the
+    /// BPF side's `py_procs` map.
+    pub fn take_new_python(&mut self) -> Vec<(u32, Vec<u8>)> {
+        std::mem::take(&mut self.new_python)
+    }
+
+    /// Python versions seen that this recorder cannot read frames of (`3.12` ...).
+    pub fn python_unsupported(&self) -> impl Iterator<Item = &str> {
+        self.python_unsupported.iter().map(String::as_str)
+    }
+
     fn object(&mut self, m: &Mapping) -> Option<Arc<Object>> {
         if let Some(o) = self.objects.get(&m.file_id) {
             return o.clone();
@@ -1007,6 +1079,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
             cache: CacheX86_64::new(),
             modules: Vec::new(),
             entries: Vec::new(),
+            python: None,
         });
         let at = p.modules.partition_point(|(r, _)| r.start < m.start);
         if p.modules
@@ -1041,6 +1114,22 @@ impl<A: AddressSpaces> UserUnwinder<A> {
                     .map(|r| r.start.wrapping_add(bias)..r.end.wrapping_add(bias))
                     .filter(|r| m.start <= r.start && r.end <= m.end),
             );
+            if let Some((runtime, eval)) = &o.python {
+                match crate::python::Layout::for_object(&m.path) {
+                    Ok(layout) if p.python.is_none() => {
+                        let interp_head = runtime.wrapping_add(bias) + layout.runtime_interp_head;
+                        let eval = eval.start.wrapping_add(bias)..eval.end.wrapping_add(bias);
+                        p.python = Some((eval, layout));
+                        self.new_python.push((tgid, layout.bpf_value(interp_head)));
+                        self.counts.python_procs += 1;
+                    }
+                    Ok(_) => {}
+                    Err(version) => {
+                        self.counts.python_unsupported += 1;
+                        self.python_unsupported.insert(version);
+                    }
+                }
+            }
             p.unwinder.add_module(Module::new(
                 m.path.clone(),
                 m.start..m.end,
