@@ -571,7 +571,40 @@ fn serve_page_in_chromium() {
     b.wait_event("Page.loadEventFired");
     wait_for(
         &mut b,
-        "window.explorer && explorer.heat && explorer.busy === 0",
+        "window.explorer && explorer.heat && explorer.waits && explorer.busy === 0",
+    );
+
+    // Issue 36 item 5: with no range in the URL the page opens on the whole trace (a small
+    // one) and its longest waits, as /api/waits lists them for the root frame.
+    let duration = s.get("/api/info")["duration_ns"].as_u64().unwrap();
+    assert_eq!(b.eval("explorer.range"), json!({"from": 0, "to": duration}));
+    assert_eq!(
+        drawn_lines(&mut b),
+        chains_window(&trace, 0, duration),
+        "the opening graph is not the whole trace's"
+    );
+    let longest = s.get(&format!("/api/waits?frame=&from=0&to={duration}&limit=10"));
+    assert_eq!(
+        b.eval("explorer.waits.waits.map(w => [w.wait.tid, w.wait.time_s])"),
+        json!(longest["waits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| json!([w["wait"]["tid"], w["wait"]["time_s"]]))
+            .collect::<Vec<_>>()),
+    );
+    assert_eq!(
+        b.eval("document.querySelectorAll('#waitlist .wait').length"),
+        json!(longest["waits"].as_array().unwrap().len())
+    );
+    assert!(longest["waits"].as_array().unwrap().len() >= 3, "{longest}");
+    let title = b.eval("document.getElementById('waitstitle').textContent");
+    assert!(
+        title
+            .as_str()
+            .unwrap_or("")
+            .contains("longest (click a frame"),
+        "{title}"
     );
 
     // Drag on the heat map from (second 1, row 10) to (second 2, row 25): the range from
@@ -911,12 +944,44 @@ fn heat_map_selects_exact_seconds_after_the_page_scrolled() {
         "Page.addScriptToEvaluateOnNewDocument",
         json!({ "source": CAPTURE_ERRORS }),
     );
+    // Issue 36 item 5, a big trace: the page opens on its heaviest second (this one counts
+    // as big for the page) and that second's longest waits.
+    b.call(
+        "Page.addScriptToEvaluateOnNewDocument",
+        json!({ "source": "window.CHAINREC_OPEN_WHOLE_MAX = 100;" }),
+    );
     b.call("Page.navigate", json!({ "url": s.url("/") }));
     b.wait_event("Page.loadEventFired");
     wait_for(
         &mut b,
-        "window.explorer && explorer.heat && explorer.busy === 0",
+        "window.explorer && explorer.heat && explorer.waits && explorer.busy === 0",
     );
+    let sums: Vec<u64> = heat["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            c.as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .sum()
+        })
+        .collect();
+    let heaviest = (0..sums.len())
+        .max_by_key(|&i| (sums[i], std::cmp::Reverse(i)))
+        .unwrap() as i64;
+    let want = json!({
+        "from": (col0 + heaviest * 1_000_000_000).max(0),
+        "to": (col0 + (heaviest + 1) * 1_000_000_000).min(dur as i64),
+    });
+    assert_eq!(b.eval("explorer.range"), want, "column sums {sums:?}");
+    let status = b.eval("document.getElementById('status').textContent");
+    assert!(
+        status.as_str().unwrap_or("").contains("heaviest second"),
+        "{status}"
+    );
+    assert!(b.eval("explorer.waits.waits.length").as_u64().unwrap() > 0);
     // A graph, then the waits through a frame: the page scrolls.
     b.eval("document.getElementById('whole').click()");
     wait_for(&mut b, "explorer.chains && explorer.busy === 0");

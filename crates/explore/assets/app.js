@@ -458,7 +458,7 @@ async function restoreState() {
   const q = new URLSearchParams(location.hash.slice(1));
   const num = (k) => (q.has(k) && /^[0-9]+$/.test(q.get(k)) ? +q.get(k) : null);
   const [from, to] = [num('from'), num('to')];
-  if (from === null || to === null) return;
+  if (from === null || to === null) return openDefault();
   const [bf, bt] = [num('base_from'), num('base_to')];
   if (bf !== null && bt !== null) {
     S.base = { from: bf, to: bt };
@@ -471,7 +471,42 @@ async function restoreState() {
     S.zoom = frame.split(';');
     drawFlame();
     await loadWaits(frame);
+  } else if (S.chains) {
+    await loadWaits('');
   }
+}
+
+// Traces up to this many events open on their whole chain graph; longer ones on their
+// heaviest second (the whole trace is one click away), so that a page on a big trace
+// answers in a second and the server does not hold a whole-trace graph nobody asked for.
+const OPEN_WHOLE_MAX_EVENTS = 2000000;
+
+// No range in the URL: open on something to read, the whole trace (or its heaviest second)
+// with its longest waits.
+async function openDefault() {
+  const h = S.heat;
+  if (!h || !h.duration_ns) return;
+  // (A test stands in for a big trace with a small bound.)
+  const bound = window.CHAINREC_OPEN_WHOLE_MAX || OPEN_WHOLE_MAX_EVENTS;
+  if (!S.info || S.info.events <= bound) {
+    await selectRange(0, h.duration_ns);
+  } else {
+    let best = -1, sum = 0;
+    h.cells.forEach((col, i) => {
+      const ns = col.reduce((a, b) => a + b, 0);
+      if (ns > sum) [best, sum] = [i, ns];
+    });
+    if (best < 0) return;
+    const a = { col: best, row: 0 };
+    S.sel = { a, b: a };
+    drawHeat();
+    const r = S.rangeOf(a, a);
+    await selectRange(r.from, r.to);
+    // After the graph's own status line.
+    setStatus(`opened on the heaviest second (${fmtRange(r)}, ${fmtNs(sum)} off CPU) of a trace ` +
+      `of ${S.info.events} events: "whole trace" for all of it`);
+  }
+  await loadWaits('');
 }
 
 // The baseline range (null: none): the graph is then coloured by how each frame's time
@@ -734,16 +769,19 @@ async function loadWaits(path) {
   }
   const w = S.waits;
   const name = path.split(';').pop();
-  $('waitstitle').textContent = `${w.matched_waits} waits pass through ${name} ` +
-    `(${fmtNs(w.matched_ns)}); the ${w.waits.length} longest through it:`;
+  $('waitstitle').textContent = path === ''
+    ? `${w.matched_waits} waits in this range (${fmtNs(w.matched_ns)}); the ` +
+      `${w.waits.length} longest (click a frame for the waits through it):`
+    : `${w.matched_waits} waits pass through ${name} ` +
+      `(${fmtNs(w.matched_ns)}); the ${w.waits.length} longest through it:`;
   list.textContent = '';
   for (const { through_ns, wait } of w.waits) {
     const d = el('div', 'wait');
     d.dataset.tid = wait.tid;
     d.dataset.through = through_ns;
     d.appendChild(el('div', 'head',
-      `${wait.comm} (tid ${wait.tid}) at ${wait.time_s.toFixed(6)} s: ${waitSummary(wait)}; ` +
-      `${fmtNs(through_ns)} through this frame`));
+      `${wait.comm} (tid ${wait.tid}) at ${wait.time_s.toFixed(6)} s: ${waitSummary(wait)}` +
+      (path === '' ? '' : `; ${fmtNs(through_ns)} through this frame`)));
     const ol = el('ol');
     ol.start = 0;
     const root = el('li', '', `level 0: ${wait.comm} waits` +

@@ -456,10 +456,14 @@ impl Explorer {
     }
 
     /// `/api/waits?frame=PATH&from=NS&to=NS&limit=N`: PATH is the frame's path from the
-    /// root, its frames joined by `;` (a folded line's prefix).
+    /// root, its frames joined by `;` (a folded line's prefix); empty, the root: every wait
+    /// of the range (the page opens on the longest).
     fn waits(&self, mut q: Query) -> Result<Value, ApiError> {
-        let frame = q.take("frame").ok_or_else(|| {
-            ApiError::bad("frame= is required: the frame's path, its frames joined by ';'".into())
+        let frame = q.take_even_empty("frame").ok_or_else(|| {
+            ApiError::bad(
+                "frame= is required: the frame's path, its frames joined by ';' (empty: every wait)"
+                    .into(),
+            )
         })?;
         let limit = match q.u64("limit")? {
             None => DEFAULT_WAITS,

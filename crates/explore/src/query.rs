@@ -65,8 +65,13 @@ impl Query {
 
     /// Take parameter `key` (an empty value counts as absent).
     pub(crate) fn take(&mut self, key: &str) -> Option<String> {
+        self.take_even_empty(key).filter(|v| !v.is_empty())
+    }
+
+    /// Take parameter `key`, an empty value as given (`frame=`: the root frame).
+    pub(crate) fn take_even_empty(&mut self, key: &str) -> Option<String> {
         let i = self.pairs.iter().position(|(k, _)| k == key)?;
-        Some(self.pairs.remove(i).1).filter(|v| !v.is_empty())
+        Some(self.pairs.remove(i).1)
     }
 
     /// Take `key` as an unsigned integer.

@@ -68,6 +68,25 @@ fn golden_heatmap_chains_and_waits() {
         ),
     );
     check_golden("serve-waits.json", &waits);
+    // frame= empty: the root, every wait of the range; the page opens on the longest. The
+    // root's ns is the whole graph's, and the waits through the frame above are among them.
+    let all = get(
+        &ex,
+        "/api/waits?frame=&from=1200000000&to=1500000000&limit=50",
+    );
+    assert_eq!(all["matched_ns"], chains["nodes"][0]["value"]);
+    assert_eq!(all["matched_waits"], chains["counts"]["roots"]);
+    assert!(all["matched_waits"].as_u64() >= waits["matched_waits"].as_u64());
+    let through: Vec<u64> = all["waits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["through_ns"].as_u64().unwrap())
+        .collect();
+    assert!(
+        through.windows(2).all(|p| p[0] >= p[1]),
+        "longest first: {through:?}"
+    );
     // The first of them, its thread's critical path from 5 ms before its switch-out to
     // 5 ms after its switch-in (what the page asks for it, with its margin).
     let w = &waits["waits"][0]["wait"];
