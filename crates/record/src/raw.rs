@@ -29,8 +29,11 @@ pub(crate) type EvArgs = abi::ev__bindgen_ty_1;
 
 /// Size of a record's header (`struct ev`).
 pub const HDR: usize = size_of::<abi::ev>();
-/// Size of the copy block's header (`struct ucopy`: ip, sp, bp, len, pad).
+/// Size of the copy block's header (`struct ucopy`: ip, sp, bp, len, nwin, win_at).
 pub const UCOPY_HDR: usize = size_of::<abi::ucopy>();
+
+// The unwinder's window count is the BPF side's.
+const _: () = assert!(UCOPY_WINDOWS as usize == crate::unwind::MAX_WINDOWS);
 /// Where a comm record's name and cgroup id are (`struct ev_comm`).
 const COMM_AT: usize = std::mem::offset_of!(abi::ev_comm, comm);
 const COMM_CGID_AT: usize = std::mem::offset_of!(abi::ev_comm, cgid);

@@ -802,8 +802,9 @@ fn parse_syscall_state(text: &str) -> Option<SyscallState> {
     Some(SyscallState::Blocked { sp, ip })
 }
 
-/// Windows a copy can carry (`UCOPY_WINDOWS` of the BPF side).
-pub const MAX_WINDOWS: usize = crate::raw::UCOPY_WINDOWS as usize;
+/// Windows a copy can carry (`UCOPY_WINDOWS` of the BPF side; raw.rs holds the two equal:
+/// this module does not import raw, which imports it).
+pub const MAX_WINDOWS: usize = 4;
 
 impl<'a> StackCopy<'a> {
     /// A copy of `bytes` from `sp` up, without windows.
