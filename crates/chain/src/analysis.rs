@@ -534,6 +534,7 @@ impl Analysis {
             cgroup_frames: key.cgroup_frames,
         };
         let (mut engine, _) = self.engine(probe);
+        let mut timelines = crate::analyses::critpath::Timelines::new(self.tables(), self.start_ns);
         let (mut chunk, mut last_ns) = (0, 0u64);
         let mut due = self.start_ns.saturating_add(every_ns);
         // The filter matches nothing: no record reaches the sink.
@@ -543,11 +544,17 @@ impl Analysis {
             parallel,
             |evs| {
                 engine.process(evs, &mut nothing);
+                timelines.events(evs);
                 chunk += 1;
                 on_chunk(evs.len());
                 last_ns = evs.iter().map(|e| e.ts()).fold(last_ns, u64::max);
                 if last_ns >= due {
-                    checkpoints.push(Point::new(chunk, last_ns, engine.snapshot()));
+                    checkpoints.push(Point::new(
+                        chunk,
+                        last_ns,
+                        engine.snapshot(),
+                        timelines.changed(),
+                    ));
                     due = last_ns.saturating_add(every_ns);
                 }
                 Ok(())
@@ -599,8 +606,18 @@ impl From<FormatError> for Halt {
 
 /// Build the critical path of `opts.tid` in the trace of `an`.
 pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPath, ChainError> {
+    critical_path_from(an, opts, None)
+}
+
+/// [`critical_path`], resumed from the latest of `checkpoints` before `opts`'s window when
+/// they serve it (taken with this setup but for dedup); the same result.
+pub fn critical_path_from(
+    an: &Analysis,
+    opts: &CritPathOptions,
+    checkpoints: Option<&Checkpoints>,
+) -> Result<CriticalPath, ChainError> {
     an.engine_runs.fetch_add(1, Ordering::Relaxed);
-    crate::analyses::critpath::critical_path(&an.input(), opts)
+    crate::analyses::critpath::critical_path(&an.input(), opts, checkpoints)
 }
 
 /// Build the critical paths of the threads `tids` (in that order) in the trace of `an`, in
@@ -612,7 +629,7 @@ pub fn critical_paths(
     opts: &CritPathOptions,
 ) -> Result<Vec<CriticalPath>, ChainError> {
     an.engine_runs.fetch_add(1, Ordering::Relaxed);
-    crate::analyses::critpath::critical_paths(&an.input(), tids, opts)
+    crate::analyses::critpath::critical_paths(&an.input(), tids, opts, None)
 }
 
 /// Fold the samples of `an` that pass `filter`: its thread part, and its window (on the

@@ -11,7 +11,9 @@
 //! the checkpoint ended before the window), so the engine's state at the checkpoint is
 //! the same whatever window the run has, provided the rest of its setup is the same.
 
+use crate::analyses::critpath::Timeline;
 use crate::{Engine, Filter, Mode, OnCpuMode};
+use chainrec_format::Tid;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -60,14 +62,23 @@ pub(crate) struct Point {
     /// Behind a lock only because the engine is not `Sync` (caches in `Cell`s): runs
     /// clone it under the lock, checkpoints being taken on another thread meanwhile.
     engine: Mutex<Engine<'static>>,
+    /// The critical-path timelines that changed since the checkpoint before, by tid
+    /// ([`crate::analyses::critpath::Timelines`]).
+    timelines: Vec<(Tid, Timeline)>,
 }
 
 impl Point {
-    pub(crate) fn new(chunk: usize, last_ns: u64, engine: Engine<'static>) -> Point {
+    pub(crate) fn new(
+        chunk: usize,
+        last_ns: u64,
+        engine: Engine<'static>,
+        timelines: Vec<(Tid, Timeline)>,
+    ) -> Point {
         Point {
             chunk,
             last_ns,
             engine: Mutex::new(engine),
+            timelines,
         }
     }
 
@@ -177,5 +188,49 @@ impl Checkpoints {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         found
+    }
+
+    /// The latest checkpoint before `a` among those a run decoding chunks up to `end`
+    /// may resume from, with its index, for a run of the setup `key` (critical paths:
+    /// their own filter, see `critpath`); counted either way.
+    pub(crate) fn latest_before(
+        &self,
+        key: SetupKey,
+        a: u64,
+        end: usize,
+    ) -> Option<(usize, Arc<Point>)> {
+        let found = (key == self.key)
+            .then(|| {
+                let points = self.read();
+                points
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .find(|(_, p)| p.last_ns < a && p.chunk <= end)
+                    .map(|(i, p)| (i, Arc::clone(p)))
+            })
+            .flatten();
+        let counter = if found.is_some() {
+            &self.resumed
+        } else {
+            &self.from_start
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Thread `tid`'s critical-path timeline at checkpoint `index` (`None`: no event of it
+    /// before): the newest of the changes kept at that checkpoint and those before it.
+    pub(crate) fn timeline(&self, index: usize, tid: Tid) -> Option<Timeline> {
+        let points = self.read();
+        points[..=index.min(points.len().saturating_sub(1))]
+            .iter()
+            .rev()
+            .find_map(|p| {
+                p.timelines
+                    .binary_search_by_key(&tid, |&(t, _)| t)
+                    .ok()
+                    .map(|i| p.timelines[i].1)
+            })
     }
 }

@@ -183,3 +183,75 @@ fn runs_during_the_checkpoint_pass_equal_whole_decodes() {
     });
     assert_eq!(growing.chunks(), whole_set.chunks());
 }
+
+/// Critical paths (`/api/critpath` of `chainrec serve`) resumed from the checkpoints of an
+/// ordinary chains setup (with dedup; the critical path's run has none) equal the whole
+/// decode, error or path, for threads that come and go (fork churn, PID reuse), every
+/// scenario, windows at checkpoint edges and random ones.
+#[test]
+fn resumed_critical_paths_equal_whole_decodes() {
+    use chainrec_chain::critpath::CritPathOptions;
+    use chainrec_chain::{critical_path, critical_path_from};
+    use chainrec_format::{Event, Tid};
+    let dir = scratch("checkpoint-critpath");
+    let mut resumed_total = 0;
+    for sc in synth::scenarios() {
+        let path = dir.join(format!("{}.zst", sc.name));
+        write(&path, sc.name, 6_000);
+        let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
+        let (first, last) = an.reader().time_span().unwrap();
+        let span = last - first;
+        let cps = an
+            .checkpoints(&setup((0, 0)), (span / 12).max(1), |_| {})
+            .unwrap();
+        // The threads of the trace: switched in or out, forked, or in the task table.
+        let mut tids: Vec<Tid> = an.tables().tasks.keys().copied().collect();
+        let mut evs = Vec::new();
+        for c in 0..an.reader().chunks().len() {
+            an.reader().decode_chunk(c, &mut evs).unwrap();
+            for e in &evs {
+                match e {
+                    Event::Switch(s) => tids.extend([s.prev_tid, s.next_tid]),
+                    Event::WakeupNew(n) => tids.push(n.child_tid),
+                    _ => {}
+                }
+            }
+        }
+        tids.sort_unstable();
+        tids.dedup();
+        let mut rng = Rng(0x51ed_270b_27c6_a3f1 ^ tids.len() as u64);
+        let mut windows: Vec<(u64, u64)> = cps
+            .chunks()
+            .iter()
+            .flat_map(|&(_, t)| [(t + 1, (t + span / 8).min(last)), (t, t + span / 20)])
+            .collect();
+        for _ in 0..6 {
+            let a = first + rng.below(span);
+            windows.push((a, a + 1 + rng.below(span / 3)));
+        }
+        let mut resumed = 0;
+        for &w in &windows {
+            // A few threads per window, the busiest first (the table's order is by tid).
+            for _ in 0..4 {
+                let tid = tids[rng.below(tids.len() as u64) as usize];
+                let opts = CritPathOptions {
+                    window: Some(w),
+                    parallel: false,
+                    ..CritPathOptions::new(tid)
+                };
+                let want = format!("{:?}", critical_path(&an, &opts));
+                let (used_before, _) = cps.uses();
+                let got = format!("{:?}", critical_path_from(&an, &opts, Some(&cps)));
+                assert!(
+                    want == got,
+                    "{} tid {tid} window {w:?}:\nwhole:   {want}\nresumed: {got}",
+                    sc.name
+                );
+                resumed += (cps.uses().0 - used_before) as usize;
+            }
+        }
+        assert!(resumed > 0, "{}: no critical path resumed", sc.name);
+        resumed_total += resumed;
+    }
+    assert!(resumed_total > 100, "{resumed_total}");
+}

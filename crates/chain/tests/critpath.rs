@@ -379,6 +379,24 @@ fn pid_reuse_keeps_threads_apart() {
             seg("[exited]", 31_340, 35_000),
         ]
     );
+    // A window that starts after the first child's end (+1.34 ms) and holds the second
+    // child's fork (+10 ms): the window's thread is the second child, not the first one's
+    // `[exited]` (before the checkpoint-resumed critical paths, the scan stopped reading
+    // at the first child's end).
+    let c = cp(&an, 901, Some((T0 + 5 * MS, T0 + 12 * MS)));
+    check_adds_up(&c);
+    assert_eq!(
+        kinds(&c),
+        vec![
+            seg("[not yet created]", 5_000, 10_000),
+            seg("runnable", 10_000, 10_020),
+            seg("running", 10_020, 10_100),
+            seg("blocked", 10_100, 11_100),
+            seg("runnable", 11_100, 11_110),
+            seg("running", 11_110, 11_210),
+            seg("[exited]", 11_210, 12_000),
+        ]
+    );
     // No window: the last thread with the tid (the sixth child, forked at +50 ms), still
     // blocked when the trace ends at +59.91 ms.
     let c = cp(&an, 901, None);

@@ -8,7 +8,7 @@ use crate::tree::{Tree, TreeBuilder};
 use crate::ExploreError;
 use chainrec_chain::critpath::CritPathOptions;
 use chainrec_chain::{
-    critical_path, Analysis, ChainError, Checkpoints, Duration, Filter, FoldedSink, NodeTable,
+    critical_path_from, Analysis, ChainError, Checkpoints, Duration, Filter, FoldedSink, NodeTable,
     PieceNames, Setup, View, WaitRecord, WaitSink,
 };
 use chainrec_format::{CgroupSelector, RecordingMeta, Tables, ThreadSelector};
@@ -526,12 +526,13 @@ impl Explorer {
             window: Some((start.saturating_add(from), start.saturating_add(to))),
             ..CritPathOptions::new(tid)
         };
-        let cp = critical_path(&self.an, &opts).map_err(|e| match e {
-            ChainError::NoSuchThread(_) | ChainError::WindowOutside { .. } => {
-                ApiError::bad(e.to_string())
-            }
-            e => ApiError::failed(e),
-        })?;
+        let cp =
+            critical_path_from(&self.an, &opts, Some(&self.checkpoints)).map_err(|e| match e {
+                ChainError::NoSuchThread(_) | ChainError::WindowOutside { .. } => {
+                    ApiError::bad(e.to_string())
+                }
+                e => ApiError::failed(e),
+            })?;
         let mut v = chainrec_report::critpath::render_json(&cp);
         v["from_ns"] = json!(from);
         v["to_ns"] = json!(to);

@@ -8,6 +8,7 @@
 //! docs/REPORTS.md ("critical-path") says how a segment cut by the window is split.
 
 use crate::analyses::TraceInput;
+use crate::checkpoint::SetupKey;
 use crate::engine::config::Config;
 use crate::engine::frames;
 use crate::engine::mode::Mode;
@@ -15,11 +16,12 @@ use crate::engine::nodes::{NodeId, NodeTable};
 use crate::engine::record::WaitRecord;
 use crate::engine::sampleidx::apportion;
 use crate::graph::pathframes::FrameNamer;
-use crate::{ChainError, Filter, DEFAULT_MAX_DEPTH};
+use crate::{ChainError, Checkpoints, Filter, DEFAULT_MAX_DEPTH};
 use chainrec_format::{
     state_is_dead, Event, FormatError, RecordingMeta, StackId, Tables, ThreadIdentity,
-    ThreadSelector, Threads, Tid, STATE_RUNNABLE,
+    ThreadSelector, Tid, STATE_RUNNABLE,
 };
+use rustc_hash::FxHashMap;
 use std::cell::Cell;
 use std::collections::HashMap;
 
@@ -389,20 +391,17 @@ enum Piece {
     Unknown(u64, u64, Unknown),
 }
 
-/// The scan of the thread's own events.
-struct Scan {
-    tid: Tid,
+/// What the scan of a thread's own events knows at an event boundary, apart from the
+/// pieces and samples it keeps inside its window: all a scan resumed there needs.
+/// Before any window's start a scan keeps nothing, so this state is the same whatever the
+/// window (see [`Timelines`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timeline {
     st: St,
     created: Option<u64>,
     seen: bool,
-    pieces: Vec<Piece>,
-    /// (ts, kernel stack, user stack), the thread's samples inside the window.
-    samples: Vec<(u64, StackId, StackId)>,
-    samples_off_cpu: u64,
+    /// Switches that contradict each other (counted from the thread's start).
     inconsistent: u64,
-    names: Threads,
-    trace_start: u64,
-    window: Option<(u64, u64)>,
     /// The thread had its exit event (it may still run, block or be preempted until its
     /// final switch-out).
     exiting: bool,
@@ -410,29 +409,111 @@ struct Scan {
     woken: bool,
     /// Its last switch-out was a sleep (not a preemption).
     slept: bool,
+    /// Its identity as its own `comm` and fork events set it (`None`: the task table's).
+    identity: Option<ThreadIdentity>,
+}
+
+impl Timeline {
+    /// Before any event of `tid`.
+    fn new(tid: Tid, tables: &Tables) -> Timeline {
+        Timeline {
+            st: St::Unseen,
+            created: None,
+            seen: tables.tasks.contains_key(&tid),
+            inconsistent: 0,
+            exiting: false,
+            woken: false,
+            slept: false,
+            identity: None,
+        }
+    }
+}
+
+/// The scan of the thread's own events.
+struct Scan<'t> {
+    tid: Tid,
+    tl: Timeline,
+    tables: &'t Tables,
+    pieces: Vec<Piece>,
+    /// (ts, kernel stack, user stack), the thread's samples inside the window.
+    samples: Vec<(u64, StackId, StackId)>,
+    samples_off_cpu: u64,
+    trace_start: u64,
+    window: Option<(u64, u64)>,
     /// A later thread took the tid while the one the window covers was alive or gone:
     /// the rest of the trace belongs to other threads.
     ended: bool,
 }
 
-impl Scan {
-    fn new(tid: Tid, tables: &Tables, trace_start: u64, window: Option<(u64, u64)>) -> Scan {
+impl<'t> Scan<'t> {
+    fn new(tid: Tid, tables: &'t Tables, trace_start: u64, window: Option<(u64, u64)>) -> Self {
+        Self::resumed(tid, Timeline::new(tid, tables), tables, trace_start, window)
+    }
+
+    /// A scan that goes on from `tl` (its state at a checkpoint before the window).
+    fn resumed(
+        tid: Tid,
+        tl: Timeline,
+        tables: &'t Tables,
+        trace_start: u64,
+        window: Option<(u64, u64)>,
+    ) -> Self {
         Scan {
             tid,
-            st: St::Unseen,
-            created: None,
-            seen: tables.tasks.contains_key(&tid),
+            tl,
+            tables,
             pieces: Vec::new(),
             samples: Vec::new(),
             samples_off_cpu: 0,
-            inconsistent: 0,
-            names: Threads::new(tables),
             trace_start,
-            exiting: false,
-            woken: false,
-            slept: false,
             ended: false,
             window,
+        }
+    }
+
+    /// The thread's identity now: its own `comm` and fork events over the task table.
+    fn identity(&self) -> ThreadIdentity {
+        self.tl
+            .identity
+            .or_else(|| self.table_identity(self.tid))
+            .unwrap_or_else(|| ThreadIdentity::unknown(self.tid))
+    }
+
+    fn table_identity(&self, tid: Tid) -> Option<ThreadIdentity> {
+        self.tables.tasks.get(&tid).map(|t| ThreadIdentity {
+            comm: t.comm,
+            tgid: t.tgid,
+            kernel_thread: t.kernel_thread,
+        })
+    }
+
+    /// [`chainrec_format::Threads::apply`] for the thread's own `comm` and fork events, with a parent's
+    /// identity from the task table (the scan follows no other thread's renames).
+    fn apply_identity(&mut self, e: &Event) {
+        match e {
+            Event::Comm(c) => {
+                let kernel_thread = self
+                    .tl
+                    .identity
+                    .or_else(|| self.table_identity(c.tid))
+                    .is_some_and(|t| t.kernel_thread);
+                self.tl.identity = Some(ThreadIdentity {
+                    comm: c.comm,
+                    tgid: c.tgid,
+                    kernel_thread,
+                });
+            }
+            Event::WakeupNew(w) => {
+                let mut child = self
+                    .tl
+                    .identity
+                    .or_else(|| self.table_identity(w.child_tid))
+                    .or_else(|| self.table_identity(w.parent_tid))
+                    .unwrap_or_else(|| ThreadIdentity::unknown(w.child_tid));
+                child.tgid = w.child_tgid;
+                self.tl.identity = Some(child);
+            }
+            _ => {}
         }
     }
 
@@ -448,23 +529,23 @@ impl Scan {
                 _ => None,
             })
             .unwrap_or(trace_end);
-        (self.created.unwrap_or(self.trace_start), end)
+        (self.tl.created.unwrap_or(self.trace_start), end)
     }
 
     /// A new thread takes the tid at `ts` (a fork seen, or a switch-in after the old
     /// thread's end). When the old thread lived into the window (its final switch-out, or
-    /// its last switch when its end is not in the trace, after the window's start), the
-    /// timeline stays the old thread's: `[exited]` from there, and nothing of the new one
+    /// its last switch when its end is not in the trace, after the window's start), or the
+    /// new one starts after the window, the timeline stays the old thread's: `[exited]` from there, and nothing of the new one
     /// is read. Otherwise (and without a window: the last thread with the tid) the timeline
     /// starts again at `ts`. Returns true when it does.
     fn new_life(&mut self, ts: u64) -> bool {
-        let old_end = match self.st {
+        let old_end = match self.tl.st {
             St::Off(a) | St::Gone(a) | St::On(a) => Some(a),
             St::Unseen => None,
         };
-        if let (Some((w0, _)), Some(end)) = (self.window, old_end) {
-            if end > w0 {
-                self.st = St::Gone(end);
+        if let (Some((w0, w1)), Some(end)) = (self.window, old_end) {
+            if end > w0 || ts >= w1 {
+                self.tl.st = St::Gone(end);
                 self.ended = true;
                 return false;
             }
@@ -472,10 +553,10 @@ impl Scan {
         self.pieces.clear();
         self.samples.clear();
         self.samples_off_cpu = 0;
-        self.inconsistent = 0;
-        self.created = Some(ts);
-        self.exiting = false;
-        self.woken = false;
+        self.tl.inconsistent = 0;
+        self.tl.created = Some(ts);
+        self.tl.exiting = false;
+        self.tl.woken = false;
         self.keep(Piece::Unknown(self.trace_start, ts, Unknown::NotCreated));
         true
     }
@@ -503,91 +584,93 @@ impl Scan {
         }
         match e {
             Event::Switch(s) if s.prev_tid == t => {
-                self.seen = true;
-                match self.st {
+                self.tl.seen = true;
+                match self.tl.st {
                     St::On(a) => self.keep(Piece::Running(a, s.ts)),
                     St::Unseen => self.keep(Piece::Running(self.trace_start, s.ts)),
                     St::Off(a) | St::Gone(a) => {
-                        self.inconsistent += 1;
+                        self.tl.inconsistent += 1;
                         self.keep(Piece::Unknown(a, s.ts, Unknown::SwitchMissing));
                     }
                 }
                 // The final switch-out (state dead) ends the thread, not its exit event:
                 // an exiting thread can still be preempted or block before it.
-                self.st = if state_is_dead(s.prev_state) {
+                self.tl.st = if state_is_dead(s.prev_state) {
                     St::Gone(s.ts)
                 } else {
                     St::Off(s.ts)
                 };
-                self.woken = false;
-                self.slept = s.prev_state != STATE_RUNNABLE;
+                self.tl.woken = false;
+                self.tl.slept = s.prev_state != STATE_RUNNABLE;
             }
             Event::Switch(s) if s.next_tid == t => {
-                self.seen = true;
+                self.tl.seen = true;
                 // Another thread under the tid, its creation not in the trace: after the
                 // old one's end, or after it exited and blocked with no waking since.
-                let exited_blocked =
-                    matches!(self.st, St::Off(_)) && self.exiting && self.slept && !self.woken;
-                if matches!(self.st, St::Gone(_)) || exited_blocked {
+                let exited_blocked = matches!(self.tl.st, St::Off(_))
+                    && self.tl.exiting
+                    && self.tl.slept
+                    && !self.tl.woken;
+                if matches!(self.tl.st, St::Gone(_)) || exited_blocked {
                     if self.new_life(s.ts) {
-                        self.st = St::On(s.ts);
+                        self.tl.st = St::On(s.ts);
                     }
                     return;
                 }
-                match self.st {
+                match self.tl.st {
                     St::Off(a) => self.keep(Piece::Off(a, Some(s.ts))),
                     St::Unseen => {
                         self.keep(Piece::Unknown(self.trace_start, s.ts, Unknown::BeforeTrace))
                     }
                     St::On(_) => {
-                        self.inconsistent += 1;
+                        self.tl.inconsistent += 1;
                         return;
                     }
                     St::Gone(_) => {}
                 }
-                self.st = St::On(s.ts);
+                self.tl.st = St::On(s.ts);
             }
             Event::WakeupNew(n) if n.child_tid == t => {
-                self.names.apply(e);
-                self.seen = true;
-                match self.st {
+                self.apply_identity(e);
+                self.tl.seen = true;
+                match self.tl.st {
                     St::Unseen => {
                         self.keep(Piece::Unknown(self.trace_start, n.ts, Unknown::NotCreated));
-                        self.created = Some(n.ts);
-                        self.st = St::Off(n.ts);
+                        self.tl.created = Some(n.ts);
+                        self.tl.st = St::Off(n.ts);
                     }
                     // A new thread reuses the tid: runnable from its creation.
                     _ => {
                         if self.new_life(n.ts) {
-                            self.st = St::Off(n.ts);
+                            self.tl.st = St::Off(n.ts);
                         }
                     }
                 }
             }
             Event::Exit(x) if x.tid == t => {
-                self.seen = true;
-                self.exiting = true;
+                self.tl.seen = true;
+                self.tl.exiting = true;
             }
             Event::Comm(c) if c.tid == t => {
-                self.seen = true;
-                self.names.apply(e);
+                self.tl.seen = true;
+                self.apply_identity(e);
             }
             Event::Waking(w) if w.waker_tid == t && w.context.is_task() => {
-                self.seen = true;
+                self.tl.seen = true;
                 self.running_at(w.ts);
             }
             Event::Waking(w) if w.target_tid == t => {
-                self.seen = true;
-                self.woken = true;
+                self.tl.seen = true;
+                self.tl.woken = true;
             }
-            Event::Waking(w) if w.waker_tid == t => self.seen = true,
+            Event::Waking(w) if w.waker_tid == t => self.tl.seen = true,
             Event::Sample(x) if x.tid == t => {
-                self.seen = true;
+                self.tl.seen = true;
                 self.running_at(x.ts);
                 if self.window.is_some_and(|(a, b)| x.ts < a || x.ts >= b) {
                     return;
                 }
-                if matches!(self.st, St::Gone(_)) {
+                if matches!(self.tl.st, St::Gone(_)) {
                     self.samples_off_cpu += 1;
                 } else {
                     self.samples.push((x.ts, x.kstack, x.ustack));
@@ -601,16 +684,16 @@ impl Scan {
     /// switches say it was off CPU, its switch-in is missing from the trace. The time since
     /// its switch-out is unknown, and it runs from here.
     fn running_at(&mut self, ts: u64) {
-        if let St::Off(a) = self.st {
-            self.inconsistent += 1;
+        if let St::Off(a) = self.tl.st {
+            self.tl.inconsistent += 1;
             self.keep(Piece::Unknown(a, ts, Unknown::SwitchMissing));
-            self.st = St::On(ts);
+            self.tl.st = St::On(ts);
         }
     }
 
     /// Close the timeline at `end`.
     fn close(&mut self, end: u64) {
-        match self.st {
+        match self.tl.st {
             St::On(a) => self.keep(Piece::Running(a, end)),
             St::Off(a) => self.keep(Piece::Off(a, None)),
             St::Gone(a) => self.keep(Piece::Unknown(a, end, Unknown::Exited)),
@@ -618,14 +701,91 @@ impl Scan {
         }
     }
 
-    /// Past `w1` for good: a switch-out after it (every wait overlapping it is closed and
-    /// its record emitted), or gone.
-    fn done_by(&self, w1: u64) -> bool {
-        match self.st {
+    /// Nothing later can change the window `(w0, w1)`'s timeline, the trace read up to
+    /// `now`: a switch-out after `w1` (every wait overlapping it is closed and its record
+    /// emitted), or gone after `w0` (a new thread under the tid is not read: see
+    /// `new_life`), or gone before it with `now` past `w1` (a thread the tid gets later
+    /// starts after the window). Gone before `w0` and earlier than that, a new thread may
+    /// still take the tid inside the window.
+    fn done_by(&self, (w0, w1): (u64, u64), now: u64) -> bool {
+        match self.tl.st {
             St::Off(a) => a > w1,
-            St::Gone(_) => true,
+            St::Gone(a) => a > w0 || now >= w1,
             _ => false,
         }
+    }
+}
+
+/// The [`Timeline`] of every thread, kept by the checkpoint pass so that a critical path
+/// resumes from a checkpoint instead of scanning from the trace start: each checkpoint
+/// holds the timelines that changed since the one before ([`Timelines::changed`]).
+///
+/// Exact: before a window's start a scan keeps no piece and no sample, and no rule of its
+/// state looks at the window (a new life before the window always starts the timeline
+/// again), so the state at a checkpoint before the window is the same whatever the
+/// window; each thread's timeline here is the scan of that thread alone.
+pub(crate) struct Timelines<'t> {
+    tables: &'t Tables,
+    trace_start: u64,
+    /// Each thread's timeline and the checkpoint generation it last changed in.
+    threads: FxHashMap<Tid, (Timeline, u32)>,
+    generation: u32,
+}
+
+/// A window no event reaches: a scan with it keeps nothing.
+const NO_WINDOW_YET: Option<(u64, u64)> = Some((u64::MAX, u64::MAX));
+
+impl<'t> Timelines<'t> {
+    pub(crate) fn new(tables: &'t Tables, trace_start: u64) -> Self {
+        Timelines {
+            tables,
+            trace_start,
+            threads: FxHashMap::default(),
+            generation: 0,
+        }
+    }
+
+    /// Follow the events of one chunk, in order.
+    pub(crate) fn events(&mut self, evs: &[Event]) {
+        for e in evs {
+            let (a, b) = match e {
+                Event::Switch(s) => (s.prev_tid, Some(s.next_tid)),
+                Event::Waking(w) => (w.waker_tid, Some(w.target_tid)),
+                Event::WakeupNew(n) => (n.child_tid, None),
+                Event::Exit(x) => (x.tid, None),
+                Event::Comm(c) => (c.tid, None),
+                Event::Sample(x) => (x.tid, None),
+                _ => continue,
+            };
+            self.event(a, e);
+            if let Some(b) = b.filter(|&b| b != a) {
+                self.event(b, e);
+            }
+        }
+    }
+
+    fn event(&mut self, tid: Tid, e: &Event) {
+        let (tables, generation) = (self.tables, self.generation);
+        let slot = self
+            .threads
+            .entry(tid)
+            .or_insert_with(|| (Timeline::new(tid, tables), generation));
+        let mut scan = Scan::resumed(tid, slot.0, tables, self.trace_start, NO_WINDOW_YET);
+        scan.event(e);
+        *slot = (scan.tl, generation);
+    }
+
+    /// The timelines changed since the last call (by tid), for a checkpoint taken now.
+    pub(crate) fn changed(&mut self) -> Vec<(Tid, Timeline)> {
+        let mut out: Vec<(Tid, Timeline)> = self
+            .threads
+            .iter()
+            .filter(|(_, (_, g))| *g == self.generation)
+            .map(|(&t, &(tl, _))| (t, tl))
+            .collect();
+        out.sort_unstable_by_key(|&(t, _)| t);
+        self.generation += 1;
+        out
     }
 }
 
@@ -685,23 +845,49 @@ fn engine_config(tids: &[Tid], max_depth: usize) -> Config {
 pub(crate) fn critical_path(
     an: &TraceInput<'_>,
     opts: &CritPathOptions,
+    checkpoints: Option<&Checkpoints>,
 ) -> Result<CriticalPath, ChainError> {
-    let mut paths = critical_paths(an, &[opts.tid], opts)?;
+    let mut paths = critical_paths(an, &[opts.tid], opts, checkpoints)?;
     Ok(paths.remove(0))
 }
 
 /// Build the critical paths of the threads `tids` (in that order; `opts.tid` is not used)
 /// with `opts`'s window, depth and decoding, in one engine run: each equals what
 /// [`critical_path`] gives for that thread alone. The first thread that fails is the
-/// error.
+/// error. With `checkpoints` (and a window) the run resumes from the latest one before
+/// the window, with the same result.
 pub(crate) fn critical_paths(
     an: &TraceInput<'_>,
     tids: &[Tid],
     opts: &CritPathOptions,
+    checkpoints: Option<&Checkpoints>,
 ) -> Result<Vec<CriticalPath>, ChainError> {
     let (trace_start, trace_end) = (an.start_ns(), an.end_ns().max(an.start_ns()));
     let window = clip_window(opts.window, trace_start, trace_end)?;
-    let mut engine = an.engine(engine_config(tids, opts.max_depth));
+    let cfg = engine_config(tids, opts.max_depth);
+    let chunks = an.reader().chunks().len();
+    // With a window, resume from the latest checkpoint before it whose setup is this run's
+    // but for dedup (see `Engine::resume_without_dedup`); the thread filter selects nothing
+    // before the window either (the sink drops waits that end before it).
+    let resumed = match (window, checkpoints) {
+        (Some((w0, _)), Some(c)) => {
+            let key = SetupKey {
+                mode: cfg.mode,
+                max_depth: cfg.max_depth,
+                dedup: c.key.dedup,
+                runqueue: cfg.runqueue,
+                oncpu: cfg.oncpu,
+                cgroup_frames: cfg.cgroup_frames,
+            };
+            c.latest_before(key, w0, chunks).map(|(i, p)| (c, i, p))
+        }
+        _ => None,
+    };
+    let first_chunk = resumed.as_ref().map_or(0, |(_, _, p)| p.chunk);
+    let mut engine = match &resumed {
+        Some((_, _, p)) => p.engine().resume_without_dedup(an.tables(), cfg.filter),
+        None => an.engine(cfg),
+    };
     // The same thread asked twice is read once; its copies are made at the end.
     let slot: HashMap<Tid, usize> = tids
         .iter()
@@ -711,7 +897,15 @@ pub(crate) fn critical_paths(
         .collect();
     let mut scans: Vec<Scan> = tids
         .iter()
-        .map(|&tid| Scan::new(tid, an.tables(), trace_start, window))
+        .map(|&tid| match &resumed {
+            Some((c, i, _)) => {
+                let tl = c
+                    .timeline(*i, tid)
+                    .unwrap_or_else(|| Timeline::new(tid, an.tables()));
+                Scan::resumed(tid, tl, an.tables(), trace_start, window)
+            }
+            None => Scan::new(tid, an.tables(), trace_start, window),
+        })
         .collect();
     // Each thread's wait records inside the window, by switch-out time.
     let mut records: Vec<HashMap<u64, WaitRecord>> = vec![HashMap::new(); tids.len()];
@@ -731,28 +925,29 @@ pub(crate) fn critical_paths(
         }
     };
     let mut open = slot.len();
-    let read =
-        an.reader()
-            .for_each_chunk::<Stop>(0..an.reader().chunks().len(), opts.parallel, |evs| {
-                engine.process(evs, &mut sink);
-                for &i in slot.values() {
-                    if ended[i].get().is_some() {
-                        continue;
-                    }
-                    let scan = &mut scans[i];
-                    for e in evs {
-                        scan.event(e);
-                    }
-                    if window.is_some_and(|(_, w1)| scan.done_by(w1)) {
-                        ended[i].set(Some(engine.stats().lost_events));
-                        open -= 1;
-                    }
+    let read = an
+        .reader()
+        .for_each_chunk::<Stop>(first_chunk..chunks, opts.parallel, |evs| {
+            engine.process(evs, &mut sink);
+            let now = evs.iter().map(Event::ts).max().unwrap_or(0);
+            for &i in slot.values() {
+                if ended[i].get().is_some() {
+                    continue;
                 }
-                match open {
-                    0 => Err(Stop::Done),
-                    _ => Ok(()),
+                let scan = &mut scans[i];
+                for e in evs {
+                    scan.event(e);
                 }
-            });
+                if window.is_some_and(|w| scan.done_by(w, now)) {
+                    ended[i].set(Some(engine.stats().lost_events));
+                    open -= 1;
+                }
+            }
+            match open {
+                0 => Err(Stop::Done),
+                _ => Ok(()),
+            }
+        });
     let lost_at_finish = match read {
         Ok(()) => engine.finish(&mut sink).lost_events,
         Err(Stop::Done) => engine.stats().lost_events,
@@ -793,7 +988,7 @@ fn build(
 ) -> Result<CriticalPath, ChainError> {
     let trace_start = an.start_ns();
     let tid = scan.tid;
-    if !scan.seen {
+    if !scan.tl.seen {
         return Err(ChainError::NoSuchThread(tid));
     }
     scan.close(trace_end);
@@ -801,7 +996,7 @@ fn build(
     if w1 <= w0 {
         return Err(ChainError::NoTime(tid));
     }
-    let ThreadIdentity { comm, tgid, .. } = scan.names.identity(tid);
+    let ThreadIdentity { comm, tgid, .. } = scan.identity();
     let lost_events = lost + an.meta().lost.events();
     let mut b = Builder {
         tables: an.tables(),
@@ -813,7 +1008,7 @@ fn build(
         segs: Vec::new(),
         st: CritPathStats {
             samples_off_cpu: scan.samples_off_cpu,
-            inconsistent_switches: scan.inconsistent,
+            inconsistent_switches: scan.tl.inconsistent,
             lost_events,
             ..CritPathStats::default()
         },

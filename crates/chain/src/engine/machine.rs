@@ -41,6 +41,20 @@ impl Engine<'static> {
         e.cfg.filter = filter;
         e
     }
+
+    /// [`Engine::resume`] for a run without subchain dedup from a checkpoint taken with
+    /// it (critical paths from the explorer's checkpoints). Exact because dedup acts only
+    /// on waits the root filter selects (`attach_hop`'s mark) and the checkpoint pass
+    /// selects none: its state is the one a pass without dedup would have.
+    pub(crate) fn resume_without_dedup<'t>(
+        &self,
+        tables: &'t Tables,
+        filter: crate::Filter,
+    ) -> Engine<'t> {
+        let mut e = self.resume(tables, filter);
+        e.cfg.dedup = false;
+        e
+    }
 }
 
 /// The chain engine. Feed it events in time order with [`Engine::process`], then call
