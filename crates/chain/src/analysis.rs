@@ -7,7 +7,7 @@
 use crate::analyses::critpath::{CritPathOptions, CriticalPath};
 use crate::analyses::oncpu::OnCpuFold;
 use crate::analyses::TraceInput;
-use crate::checkpoint::{checkpoint_filter, Checkpoints, Point, SetupKey};
+use crate::checkpoint::{checkpoint_filter, Cancel, Checkpoints, Point, SetupKey};
 use crate::graph::finished::{Collected, TraceRef};
 use crate::pipeline::fold_trace;
 use crate::{ChainError, Config, Engine, Filter, Graph, Mode, NodeTable, OnCpuMode};
@@ -405,6 +405,21 @@ impl Analysis {
         })
     }
 
+    /// [`Analysis::run_from`] that stops with [`ChainError::Cancelled`] after the chunk in
+    /// which `cancel` is set.
+    pub fn run_from_until(
+        &self,
+        setup: Setup,
+        sink: &mut impl WaitSink,
+        checkpoints: Option<&Checkpoints>,
+        cancel: &Cancel,
+    ) -> Result<Done, ChainError> {
+        let done =
+            self.run_resumed_while(setup, sink, checkpoints, |_, _| !cancel.is_cancelled())?;
+        Cancel::check(Some(cancel))?;
+        Ok(done)
+    }
+
     /// [`Analysis::run_while`] from the engine [`Analysis::resume_or_start`] gives.
     fn run_resumed_while<S: WaitSink>(
         &self,
@@ -574,6 +589,19 @@ impl Analysis {
         checkpoints: Option<&Checkpoints>,
         on_chunk: impl FnMut(usize),
     ) -> Result<(Summary, Graph<'_>), ChainError> {
+        self.fold_from_until(setup, view, checkpoints, None, on_chunk)
+    }
+
+    /// [`Analysis::fold_from`] that stops with [`ChainError::Cancelled`] after the chunk in
+    /// which `cancel` is set.
+    pub fn fold_from_until(
+        &self,
+        setup: Setup,
+        view: View,
+        checkpoints: Option<&Checkpoints>,
+        cancel: Option<&Cancel>,
+        mut on_chunk: impl FnMut(usize),
+    ) -> Result<(Summary, Graph<'_>), ChainError> {
         let parallel = setup.parallel;
         let (mut engine, mut summary) = self.resume_or_start(setup, checkpoints);
         let (stats, folded) = fold_trace(
@@ -582,7 +610,10 @@ impl Analysis {
             parallel,
             &mut engine,
             view,
-            on_chunk,
+            |n| {
+                on_chunk(n);
+                Cancel::check(cancel)
+            },
         )?;
         summary.stats = stats;
         let graph = Graph::new(folded, engine.into_nodes(), self.tables(), self.meta());
@@ -606,18 +637,21 @@ impl From<FormatError> for Halt {
 
 /// Build the critical path of `opts.tid` in the trace of `an`.
 pub fn critical_path(an: &Analysis, opts: &CritPathOptions) -> Result<CriticalPath, ChainError> {
-    critical_path_from(an, opts, None)
+    critical_path_from(an, opts, None, None)
 }
 
 /// [`critical_path`], resumed from the latest of `checkpoints` before `opts`'s window when
 /// they serve it (taken with this setup but for dedup); the same result.
+/// With `cancel`, it stops with [`ChainError::Cancelled`] after the chunk in which the
+/// flag is set.
 pub fn critical_path_from(
     an: &Analysis,
     opts: &CritPathOptions,
     checkpoints: Option<&Checkpoints>,
+    cancel: Option<&Cancel>,
 ) -> Result<CriticalPath, ChainError> {
     an.engine_runs.fetch_add(1, Ordering::Relaxed);
-    crate::analyses::critpath::critical_path(&an.input(), opts, checkpoints)
+    crate::analyses::critpath::critical_path(&an.input(), opts, checkpoints, cancel)
 }
 
 /// Build the critical paths of the threads `tids` (in that order) in the trace of `an`, in
@@ -629,7 +663,7 @@ pub fn critical_paths(
     opts: &CritPathOptions,
 ) -> Result<Vec<CriticalPath>, ChainError> {
     an.engine_runs.fetch_add(1, Ordering::Relaxed);
-    crate::analyses::critpath::critical_paths(&an.input(), tids, opts, None)
+    crate::analyses::critpath::critical_paths(&an.input(), tids, opts, None, None)
 }
 
 /// Fold the samples of `an` that pass `filter`: its thread part, and its window (on the

@@ -234,3 +234,39 @@ impl Checkpoints {
             })
     }
 }
+
+/// A run's cancellation: set from another thread (a newer request of the same page, in
+/// `chainrec serve`), the run stops after the chunk it is in with
+/// [`crate::ChainError::Cancelled`]. Clones share the flag.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// A flag not set.
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    /// Ask the runs holding this flag to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Cancel::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `Err(Cancelled)` once cancelled: checked after each chunk.
+    pub(crate) fn check(cancel: Option<&Cancel>) -> Result<(), crate::ChainError> {
+        match cancel {
+            Some(c) if c.is_cancelled() => Err(crate::ChainError::Cancelled),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether two flags are the same one.
+    pub fn same(&self, other: &Cancel) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}

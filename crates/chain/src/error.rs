@@ -125,6 +125,9 @@ pub enum ChainError {
     /// The path-trie thread of a fold ([`crate::Analysis::fold`]) failed (a bug).
     #[error("the path-trie thread {0}")]
     FoldThread(&'static str),
+    /// The run was cancelled through its [`crate::Cancel`] (it stopped after a chunk).
+    #[error("cancelled")]
+    Cancelled,
 }
 
 /// Why a trace of format `(maj, min)` has no samples, for [`ChainError::NoSamples`].

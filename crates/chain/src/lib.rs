@@ -48,7 +48,7 @@ pub use analysis::{
     critical_path, critical_path_from, critical_paths, fold_oncpu, Analysis, DamagePolicy, Dedup,
     Done, Setup, Summary, TraceWarning, WarnFn,
 };
-pub use checkpoint::Checkpoints;
+pub use checkpoint::{Cancel, Checkpoints};
 pub use error::{ChainError, WindowProblem};
 
 // How a run is set up: what it selects and how it attributes.

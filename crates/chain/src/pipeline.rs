@@ -14,7 +14,7 @@ const BATCH_WAITS: usize = 4096;
 
 /// Run `engine` over the chunks `range` of `reader` (decoded with rayon when
 /// `parallel`) and fold its records for `view`, calling `on_chunk(events)` after each
-/// chunk (progress). This thread decodes, walks and reduces each wait to trie paths; a
+/// chunk (progress; an error stops the run with it). This thread decodes, walks and reduces each wait to trie paths; a
 /// second thread inserts the batches into the path trie. The result equals feeding a
 /// [`FoldedSink`] directly (tests/batch.rs); the trie's lookup index is already freed
 /// ([`FoldedSink::release_index`]), ready for rendering.
@@ -24,7 +24,7 @@ pub(crate) fn fold_trace(
     parallel: bool,
     engine: &mut Engine<'_>,
     view: View,
-    mut on_chunk: impl FnMut(usize),
+    mut on_chunk: impl FnMut(usize) -> Result<(), ChainError>,
 ) -> Result<(Stats, FoldedSink), ChainError> {
     std::thread::scope(|s| {
         let (tx, rx) = mpsc::sync_channel::<PathBatch>(8);
@@ -51,7 +51,7 @@ pub(crate) fn fold_trace(
         };
         let walked = reader.for_each_chunk::<ChainError>(range, parallel, |evs| {
             engine.process(evs, &mut reducer);
-            on_chunk(evs.len());
+            on_chunk(evs.len())?;
             send(&mut reducer)
         });
         let stats = walked.map(|()| engine.finish(&mut reducer));

@@ -241,7 +241,7 @@ fn resumed_critical_paths_equal_whole_decodes() {
                 };
                 let want = format!("{:?}", critical_path(&an, &opts));
                 let (used_before, _) = cps.uses();
-                let got = format!("{:?}", critical_path_from(&an, &opts, Some(&cps)));
+                let got = format!("{:?}", critical_path_from(&an, &opts, Some(&cps), None));
                 assert!(
                     want == got,
                     "{} tid {tid} window {w:?}:\nwhole:   {want}\nresumed: {got}",
@@ -254,4 +254,78 @@ fn resumed_critical_paths_equal_whole_decodes() {
         resumed_total += resumed;
     }
     assert!(resumed_total > 100, "{resumed_total}");
+}
+
+/// A run whose [`chainrec_chain::Cancel`] is set stops with `ChainError::Cancelled` (graph,
+/// waits and critical path, as `serve` runs them); one whose flag is never set gives what
+/// the run without a flag gives; setting it from another thread mid-run stops the run.
+#[test]
+fn cancelled_runs_stop() {
+    use chainrec_chain::critpath::CritPathOptions;
+    use chainrec_chain::{critical_path_from, Cancel, ChainError, FoldedSink, View};
+    let dir = scratch("checkpoint-cancel");
+    let path = dir.join("busy-server.zst");
+    write(&path, "busy-server", 60_000);
+    let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
+    let (first, last) = an.reader().time_span().unwrap();
+    let w = (first + (last - first) / 3, last);
+    let cancelled = Cancel::new();
+    cancelled.cancel();
+    let fresh = Cancel::new();
+    let fold = |c: Option<&Cancel>| {
+        an.fold_from_until(setup(w), View::Chains, None, c, |_| {})
+            .map(|(_, g)| {
+                let mut out = Vec::new();
+                g.write_folded(Unit::Ns, &mut out).unwrap();
+                out
+            })
+    };
+    assert!(matches!(fold(Some(&cancelled)), Err(ChainError::Cancelled)));
+    assert!(fold(Some(&fresh)).unwrap() == fold(None).unwrap());
+    let mut sink = FoldedSink::new(View::Chains);
+    assert!(matches!(
+        an.run_from_until(setup(w), &mut sink, None, &cancelled),
+        Err(ChainError::Cancelled)
+    ));
+    let tid = *an.tables().tasks.keys().next().unwrap();
+    let opts = CritPathOptions {
+        window: Some(w),
+        ..CritPathOptions::new(tid)
+    };
+    assert!(matches!(
+        critical_path_from(&an, &opts, None, Some(&cancelled)),
+        Err(ChainError::Cancelled)
+    ));
+    // From another thread, after the run has begun: it stops within a chunk of 97 events.
+    let late = Cancel::new();
+    let mut chunks = 0;
+    let r = std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let setter = late.clone();
+        s.spawn(move || {
+            rx.recv().unwrap();
+            setter.cancel();
+        });
+        an.fold_from_until(
+            setup((first, last)),
+            View::Chains,
+            None,
+            Some(&late),
+            |_| {
+                chunks += 1;
+                if chunks == 3 {
+                    tx.send(()).unwrap();
+                    while !late.is_cancelled() {
+                        std::thread::yield_now();
+                    }
+                }
+            },
+        )
+        .map(|_| ())
+    });
+    assert!(matches!(r, Err(ChainError::Cancelled)), "{r:?}");
+    assert_eq!(
+        chunks, 3,
+        "stopped after the chunk in which it was cancelled"
+    );
 }

@@ -65,12 +65,24 @@ async function showIndexing(info) {
   el.textContent = err ? 'indexing failed: ' + err : '';
 }
 
+// This page's id: the server cancels a graph, waits or critical-path request of this page
+// when the page asks for a newer one of the same kind (409), so a new selection does not
+// wait behind the old one's work.
+const SESSION = Array.from(crypto.getRandomValues(new Uint8Array(8)),
+  (b) => b.toString(16).padStart(2, '0')).join('');
+const CANCELLABLE = /^\/api\/(chains|waits|critpath)\?/;
+
+// An answer the page no longer wants: a newer request of the same kind replaced it.
+class Superseded extends Error {}
+
 async function api(path) {
   if (S.static) return staticApi(path);
+  if (CANCELLABLE.test(path)) path += '&session=' + SESSION;
   S.busy++;
   try {
     const r = await fetch(path);
     const j = await r.json();
+    if (r.status === 409) throw new Superseded(j.error);
     if (!r.ok) throw new Error(j.error || ('HTTP ' + r.status));
     return j;
   } finally {
@@ -551,6 +563,7 @@ async function loadChains() {
     setStatus(`${c.counts.roots} waits in the range, ${S.chains.frames - 1} frames` +
       (S.chains.pruned_frames ? `, ${S.chains.pruned_frames} tiny frames left out` : ''));
   } catch (e) {
+    if (e instanceof Superseded) return;
     setStatus('chain graph: ' + e.message, true);
   }
 }
@@ -764,7 +777,7 @@ async function loadWaits(path) {
     if (my !== waitsSeq) return; // another frame or range was picked meanwhile
     S.waits = w;
   } catch (e) {
-    setStatus('waits: ' + e.message, true);
+    if (!(e instanceof Superseded)) setStatus('waits: ' + e.message, true);
     return;
   }
   const w = S.waits;
@@ -863,7 +876,7 @@ async function loadCritpath(wait, box) {
   try {
     cp = await api(`/api/critpath?tid=${wait.tid}&from=${from}&to=${to}`);
   } catch (e) {
-    setStatus('critical path: ' + e.message, true);
+    if (!(e instanceof Superseded)) setStatus('critical path: ' + e.message, true);
     return;
   }
   S.critpath = { tid: wait.tid, from, to, data: cp };

@@ -8,14 +8,15 @@ use crate::tree::{Tree, TreeBuilder};
 use crate::ExploreError;
 use chainrec_chain::critpath::CritPathOptions;
 use chainrec_chain::{
-    critical_path_from, Analysis, ChainError, Checkpoints, Duration, Filter, FoldedSink, NodeTable,
-    PieceNames, Setup, View, WaitRecord, WaitSink,
+    critical_path_from, Analysis, Cancel, ChainError, Checkpoints, Duration, Filter, FoldedSink,
+    NodeTable, PieceNames, Setup, View, WaitRecord, WaitSink,
 };
 use chainrec_format::{CgroupSelector, RecordingMeta, Tables, ThreadSelector};
 use chainrec_report::heatmap::{self, Heatmap, HeatmapOptions, Metric, Select};
 use chainrec_report::progress::{Progress, Progressed};
 use chainrec_report::waits::{WaitContext, WaitJson};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -91,6 +92,17 @@ impl ApiError {
             message: e.to_string(),
         }
     }
+    /// A run's error: cancelled (409: a newer request of the same page replaced it) or a
+    /// failure.
+    fn of_run(e: ChainError) -> ApiError {
+        match e {
+            ChainError::Cancelled => ApiError {
+                status: 409,
+                message: "cancelled: a newer request of this page replaced it".into(),
+            },
+            e => ApiError::failed(e),
+        }
+    }
     fn response(&self) -> Response {
         Response {
             status: self.status,
@@ -117,7 +129,38 @@ pub struct Explorer {
     index_error: Arc<Mutex<Option<String>>>,
     /// The checkpoint pass, until [`Explorer::wait_indexed`] joins it.
     indexing: Mutex<Option<JoinHandle<Result<(), ChainError>>>>,
+    /// The running request of each (page session, endpoint) that named its page
+    /// (`session=`): a newer one cancels it ([`Explorer::claim`]).
+    running: Mutex<HashMap<(String, &'static str), Cancel>>,
+    /// Requests cancelled that way.
+    cancelled: AtomicU64,
 }
+
+/// A request's claim on its (page session, endpoint) slot: its cancellation flag, given up
+/// when it ends (unless a newer request took the slot).
+struct Claim<'a> {
+    explorer: &'a Explorer,
+    key: Option<(String, &'static str)>,
+    cancel: Cancel,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            let mut running = self
+                .explorer
+                .running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if running.get(&key).is_some_and(|c| c.same(&self.cancel)) {
+                running.remove(&key);
+            }
+        }
+    }
+}
+
+/// Longest `session=` id taken (the page makes 16 hex digits).
+const MAX_SESSION: usize = 64;
 
 /// Spacing of the explorer's checkpoints: a range decodes at most this much trace before
 /// its start (on a 20 M-event busy-server trace, ~0.6 M events)...
@@ -199,6 +242,8 @@ impl Explorer {
             indexed_events,
             index_error,
             indexing: Mutex::new(Some(indexing)),
+            running: Mutex::new(HashMap::new()),
+            cancelled: AtomicU64::new(0),
         })
     }
 
@@ -258,6 +303,42 @@ impl Explorer {
         }
     }
 
+    /// The cancellation flag of a request of `endpoint`: with `session=ID` (the page's
+    /// id), a newer request of the same session and endpoint cancels this one, whose run
+    /// then stops after its current chunk (409), so a new selection does not wait behind
+    /// the old one's work.
+    fn claim(&self, q: &mut Query, endpoint: &'static str) -> Result<Claim<'_>, ApiError> {
+        let cancel = Cancel::new();
+        let Some(session) = q.take("session") else {
+            return Ok(Claim {
+                explorer: self,
+                key: None,
+                cancel,
+            });
+        };
+        let ok = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+        if session.len() > MAX_SESSION || !session.chars().all(ok) {
+            return Err(ApiError::bad(format!(
+                "session={session:?}: want at most {MAX_SESSION} letters, digits, - or _"
+            )));
+        }
+        let key = (session, endpoint);
+        let old = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone(), cancel.clone());
+        if let Some(old) = old {
+            old.cancel();
+            self.cancelled.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(Claim {
+            explorer: self,
+            key: Some(key),
+            cancel,
+        })
+    }
+
     fn info(&self, q: Query) -> Result<Value, ApiError> {
         q.finish()?;
         let meta = self.an.meta();
@@ -278,6 +359,7 @@ impl Explorer {
             "ranges": {
                 "resumed": self.checkpoints.uses().0,
                 "from_start": self.checkpoints.uses().1,
+                "cancelled": self.cancelled.load(Ordering::Relaxed),
             },
         }))
     }
@@ -390,16 +472,17 @@ impl Explorer {
 
     /// The chain graph of a range as a tree: the engine run of `chainrec chains --window`
     /// (default setup), read through its structured paths (no folded text).
-    fn chains_tree(&self, filter: Filter) -> Result<(Tree, Value), ApiError> {
+    fn chains_tree(&self, filter: Filter, cancel: &Cancel) -> Result<(Tree, Value), ApiError> {
         let (summary, graph) = self
             .an
-            .fold_from(
+            .fold_from_until(
                 range_setup(filter),
                 View::Chains,
                 Some(&*self.checkpoints),
+                Some(cancel),
                 |_| {},
             )
-            .map_err(ApiError::failed)?;
+            .map_err(ApiError::of_run)?;
         let mut b = TreeBuilder::default();
         graph.for_each_path(|v| b.add_path(v));
         let s = &summary.stats;
@@ -429,8 +512,9 @@ impl Explorer {
                 ))
             }
         };
+        let claim = self.claim(&mut q, "chains")?;
         q.finish()?;
-        let (tree, counts) = self.chains_tree(filter)?;
+        let (tree, counts) = self.chains_tree(filter, &claim.cancel)?;
         let mut v = json!({
             "from_ns": from,
             "to_ns": to,
@@ -441,7 +525,7 @@ impl Explorer {
             "pruned_ns": tree.pruned_ns,
         });
         if let Some((bfrom, bto, bspec, bfilter)) = base {
-            let (btree, bcounts) = self.chains_tree(bfilter)?;
+            let (btree, bcounts) = self.chains_tree(bfilter, &claim.cancel)?;
             v["base"] = json!({
                 "from_ns": bfrom,
                 "to_ns": bto,
@@ -471,6 +555,7 @@ impl Explorer {
             Some(n) => return Err(ApiError::bad(format!("limit={n}: want 1..={MAX_WAITS}"))),
         };
         let (from, to, spec, filter) = self.range(&mut q)?;
+        let claim = self.claim(&mut q, "waits")?;
         q.finish()?;
         let setup = range_setup(filter);
         let mut sink = Through {
@@ -487,8 +572,8 @@ impl Explorer {
         // Resumed from a checkpoint, like the range's graph: the same engine run, so the
         // same waits, decoded from just before the range instead of the trace start.
         self.an
-            .run_from(setup, &mut sink, Some(&*self.checkpoints), |_| {})
-            .map_err(ApiError::failed)?;
+            .run_from_until(setup, &mut sink, Some(&*self.checkpoints), &claim.cancel)
+            .map_err(ApiError::of_run)?;
         let waits: Vec<Value> = sink
             .best
             .into_iter()
@@ -515,6 +600,7 @@ impl Explorer {
         let tid = u32::try_from(tid).map_err(|_| ApiError::bad(format!("tid={tid}: too large")))?;
         let from = q.u64("from")?.unwrap_or(0);
         let to = q.u64("to")?.unwrap_or(self.duration_ns);
+        let claim = self.claim(&mut q, "critpath")?;
         q.finish()?;
         if from >= to {
             return Err(ApiError::bad(format!(
@@ -526,13 +612,18 @@ impl Explorer {
             window: Some((start.saturating_add(from), start.saturating_add(to))),
             ..CritPathOptions::new(tid)
         };
-        let cp =
-            critical_path_from(&self.an, &opts, Some(&self.checkpoints)).map_err(|e| match e {
-                ChainError::NoSuchThread(_) | ChainError::WindowOutside { .. } => {
-                    ApiError::bad(e.to_string())
-                }
-                e => ApiError::failed(e),
-            })?;
+        let cp = critical_path_from(
+            &self.an,
+            &opts,
+            Some(&self.checkpoints),
+            Some(&claim.cancel),
+        )
+        .map_err(|e| match e {
+            ChainError::NoSuchThread(_) | ChainError::WindowOutside { .. } => {
+                ApiError::bad(e.to_string())
+            }
+            e => ApiError::of_run(e),
+        })?;
         let mut v = chainrec_report::critpath::render_json(&cp);
         v["from_ns"] = json!(from);
         v["to_ns"] = json!(to);

@@ -358,3 +358,53 @@ fn base_range_values_are_the_base_graphs_values() {
         assert!(r.text().contains(phrase), "{url}: {}", r.text());
     }
 }
+
+/// A newer request of the same page (`session=`) and endpoint cancels the one running:
+/// of two overlapping whole-trace graphs of one session, exactly one is answered and the
+/// other gets a 409 (whichever registered first); another session's request and one
+/// without a session are never cancelled; `/api/info` counts the cancellation. A bad
+/// session id is a 400.
+#[test]
+fn a_newer_request_of_the_page_cancels_the_running_one() {
+    let (_d, ex) = explorer("busy-server", 400_000);
+    let info = get(&ex, "/api/info");
+    let to = info["duration_ns"].as_u64().unwrap();
+    let url = |session: &str| {
+        let s = if session.is_empty() {
+            String::new()
+        } else {
+            format!("&session={session}")
+        };
+        format!("/api/chains?from=0&to={to}{s}")
+    };
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let first = s.spawn(|| ex.handle(&url("page1")).status);
+        let other = s.spawn(|| ex.handle(&url("page2")).status);
+        let none = s.spawn(|| {
+            let t0 = std::time::Instant::now();
+            let status = ex.handle(&url("")).status;
+            eprintln!("a whole-trace graph took {:?}", t0.elapsed());
+            status
+        });
+        // The first is registered at its start; the second arrives while it runs.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let second = ex.handle(&url("page1")).status;
+        vec![
+            first.join().unwrap(),
+            second,
+            other.join().unwrap(),
+            none.join().unwrap(),
+        ]
+    });
+    let mut page1 = [statuses[0], statuses[1]];
+    page1.sort_unstable();
+    assert_eq!(page1, [200, 409], "{statuses:?}");
+    assert_eq!(&statuses[2..], &[200, 200], "{statuses:?}");
+    let info = get(&ex, "/api/info");
+    assert_eq!(info["ranges"]["cancelled"], 1, "{info}");
+    // A session that ended frees its slot: the next request runs alone.
+    assert_eq!(ex.handle(&url("page1")).status, 200);
+    let bad = ex.handle(&format!("/api/chains?from=0&to={to}&session=a%20b"));
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert!(bad.text().contains("session="), "{}", bad.text());
+}

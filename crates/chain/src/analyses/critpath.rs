@@ -16,7 +16,7 @@ use crate::engine::nodes::{NodeId, NodeTable};
 use crate::engine::record::WaitRecord;
 use crate::engine::sampleidx::apportion;
 use crate::graph::pathframes::FrameNamer;
-use crate::{ChainError, Checkpoints, Filter, DEFAULT_MAX_DEPTH};
+use crate::{Cancel, ChainError, Checkpoints, Filter, DEFAULT_MAX_DEPTH};
 use chainrec_format::{
     state_is_dead, Event, FormatError, RecordingMeta, StackId, Tables, ThreadIdentity,
     ThreadSelector, Tid, STATE_RUNNABLE,
@@ -846,8 +846,9 @@ pub(crate) fn critical_path(
     an: &TraceInput<'_>,
     opts: &CritPathOptions,
     checkpoints: Option<&Checkpoints>,
+    cancel: Option<&Cancel>,
 ) -> Result<CriticalPath, ChainError> {
-    let mut paths = critical_paths(an, &[opts.tid], opts, checkpoints)?;
+    let mut paths = critical_paths(an, &[opts.tid], opts, checkpoints, cancel)?;
     Ok(paths.remove(0))
 }
 
@@ -861,6 +862,7 @@ pub(crate) fn critical_paths(
     tids: &[Tid],
     opts: &CritPathOptions,
     checkpoints: Option<&Checkpoints>,
+    cancel: Option<&Cancel>,
 ) -> Result<Vec<CriticalPath>, ChainError> {
     let (trace_start, trace_end) = (an.start_ns(), an.end_ns().max(an.start_ns()));
     let window = clip_window(opts.window, trace_start, trace_end)?;
@@ -942,6 +944,9 @@ pub(crate) fn critical_paths(
                     ended[i].set(Some(engine.stats().lost_events));
                     open -= 1;
                 }
+            }
+            if let Err(e) = Cancel::check(cancel) {
+                return Err(Stop::Failed(e));
             }
             match open {
                 0 => Err(Stop::Done),
