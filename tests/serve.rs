@@ -146,9 +146,15 @@ fn fmt_ns_like_page(ns: u64) -> String {
 }
 
 fn chains_window(trace: &Path, from: u64, to: u64) -> BTreeMap<String, u64> {
+    chains_window_with(trace, from, to, &[])
+}
+
+/// [`chains_window`] with more options (a thread filter).
+fn chains_window_with(trace: &Path, from: u64, to: u64, extra: &[&str]) -> BTreeMap<String, u64> {
     let o = bin()
         .args(["chains", "--unit", "ns", "--window"])
         .arg(format!("{}..{}", secs(from), secs(to)))
+        .args(extra)
         .arg(trace)
         .output()
         .unwrap();
@@ -1328,4 +1334,81 @@ fn real_serve_demo_and_tar_gzip() {
         "the pipeline's waits are in the trace"
     );
     browser_range_on_real_trace(&trace, &dir, "serve-real-tar-gzip");
+}
+
+/// Issue 36 item 5: the header's thread filter applies to everything on the page. In
+/// chromium, on pipe-relay's whole-trace view: typing a comm regex redraws the graph as
+/// `chains --window --comm` of the range draws it (its roots all match: the relay's waits,
+/// which dedup hides without a filter), lists the waits `/api/waits` gives with the same
+/// filter (all of matching threads), puts the filter in
+/// the URL, and a reload opens with it.
+#[test]
+fn header_filters_apply_to_the_graph_and_the_waits() {
+    if !browser_available() {
+        return;
+    }
+    let dir = tmpdir("serve-filters");
+    let trace = synth(&dir, "pipe-relay", 4000);
+    let s = Served::start(&trace);
+    let mut b = Browser::launch("serve-filters");
+    b.call(
+        "Page.addScriptToEvaluateOnNewDocument",
+        json!({ "source": CAPTURE_ERRORS }),
+    );
+    b.call("Page.navigate", json!({ "url": s.url("/") }));
+    b.wait_event("Page.loadEventFired");
+    wait_for(
+        &mut b,
+        "window.explorer && explorer.heat && explorer.waits && explorer.busy === 0",
+    );
+    let duration = dur_of(&s);
+    let unfiltered = drawn_lines(&mut b);
+    b.eval(
+        "(() => { const c = document.getElementById('comm'); c.value = '^cr-relay$'; \
+         c.dispatchEvent(new Event('change')); return true; })()",
+    );
+    wait_for(
+        &mut b,
+        "explorer.busy === 0 && explorer.waits && location.hash.includes('comm=')",
+    );
+    let want = chains_window_with(&trace, 0, duration, &["--comm", "^cr-relay$"]);
+    assert!(
+        !want.is_empty() && want.len() < unfiltered.len(),
+        "{want:?}"
+    );
+    assert!(want.keys().all(|l| l.starts_with("cr-relay;")), "{want:?}");
+    assert_eq!(drawn_lines(&mut b), want, "the filtered graph");
+    let waits = s.get(&format!(
+        "/api/waits?frame=&from=0&to={duration}&limit=10&comm=%5Ecr-relay%24"
+    ));
+    assert_eq!(
+        b.eval("explorer.waits.waits.map(w => [w.wait.tid, w.wait.time_s])"),
+        json!(waits["waits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| json!([w["wait"]["tid"], w["wait"]["time_s"]]))
+            .collect::<Vec<_>>()),
+    );
+    assert_eq!(
+        b.eval("explorer.waits.waits.every(w => w.wait.comm === 'cr-relay')"),
+        json!(true)
+    );
+    // A reload opens with the filter from the URL.
+    b.call("Page.reload", json!({}));
+    b.wait_event("Page.loadEventFired");
+    wait_for(
+        &mut b,
+        "window.explorer && explorer.chains && explorer.waits && explorer.busy === 0",
+    );
+    assert_eq!(
+        b.eval("document.getElementById('comm').value"),
+        json!("^cr-relay$")
+    );
+    assert_eq!(
+        drawn_lines(&mut b),
+        want,
+        "the filtered graph after a reload"
+    );
+    assert_eq!(b.eval("window.__errs"), json!([]));
 }

@@ -458,8 +458,8 @@ impl Analysis {
         setup: Setup,
         checkpoints: Option<&Checkpoints>,
     ) -> (Engine<'_>, Summary) {
+        let dedup = self.dedup_of(&setup);
         let point = checkpoints.and_then(|c| {
-            let dedup = self.dedup_of(&setup);
             c.pick(
                 setup.checkpoint_key(dedup),
                 &setup.filter,
@@ -471,7 +471,10 @@ impl Analysis {
                 self.engine_runs.fetch_add(1, Ordering::Relaxed);
                 let (_, mut summary) = self.engine_summary(&setup);
                 summary.chunks.start = p.chunk;
-                (p.engine().resume(self.tables(), setup.filter), summary)
+                (
+                    p.engine().resume(self.tables(), setup.filter, dedup),
+                    summary,
+                )
             }
             None => self.engine(setup),
         }

@@ -38,18 +38,23 @@ pub(crate) fn checkpoint_filter() -> Filter {
     }
 }
 
-/// Whether a run with `filter` may resume from a checkpoint: a window and nothing else
-/// that selects (the duration rule only picks a wait's end; with no window nothing is
-/// skipped anyway). Thread, state and duration-bound filters decide on waits before the
-/// window too, and would need their own checkpoints.
+/// Whether a run with `filter` may resume from a checkpoint, and from which time on: a
+/// filter with a window (thread, state and duration rules beside it included). Every rule
+/// is consulted only through `Filter::matches`, which the window fails for every wait that
+/// ended before it, so before the window the run selects nothing, as the checkpoint pass
+/// did. Without a window a run decodes from the start.
 pub(crate) fn window_start(filter: &Filter) -> Option<u64> {
-    let rest = Filter {
-        window: None,
-        ..filter.clone()
-    };
-    match filter.window {
-        Some((a, _)) if rest.is_empty() => Some(a),
-        _ => None,
+    filter.window.map(|(a, _)| a)
+}
+
+impl SetupKey {
+    /// Whether checkpoints taken with `self` serve a run set up as `run`: all equal but
+    /// dedup, which acts only on selected waits (none before the window).
+    pub(crate) fn serves(&self, run: &SetupKey) -> bool {
+        SetupKey {
+            dedup: run.dedup,
+            ..*self
+        } == *run
     }
 }
 
@@ -172,7 +177,7 @@ impl Checkpoints {
     /// to `end` may resume from, counted either way.
     pub(crate) fn pick(&self, key: SetupKey, filter: &Filter, end: usize) -> Option<Arc<Point>> {
         let found = window_start(filter).and_then(|a| {
-            if key != self.key {
+            if !self.key.serves(&key) {
                 return None;
             }
             self.read()
@@ -199,7 +204,9 @@ impl Checkpoints {
         a: u64,
         end: usize,
     ) -> Option<(usize, Arc<Point>)> {
-        let found = (key == self.key)
+        let found = self
+            .key
+            .serves(&key)
             .then(|| {
                 let points = self.read();
                 points

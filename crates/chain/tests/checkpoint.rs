@@ -329,3 +329,79 @@ fn cancelled_runs_stop() {
         "stopped after the chunk in which it was cancelled"
     );
 }
+
+/// Runs with a thread, state or duration filter beside the window (the explorer's header
+/// filters; dedup off by default with a thread filter) resume from the checkpoints of the
+/// plain setup and equal the whole decode, byte for byte, on every scenario.
+#[test]
+fn filtered_runs_resume_and_equal_whole_decodes() {
+    use chainrec_chain::regex::Regex;
+    use chainrec_format::ThreadSelector;
+    let dir = scratch("checkpoint-filtered");
+    let (mut resumed_total, mut nonempty) = (0, 0);
+    for sc in synth::scenarios() {
+        let path = dir.join(format!("{}.zst", sc.name));
+        write(&path, sc.name, 6_000);
+        let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
+        let (first, last) = an.reader().time_span().unwrap();
+        let span = last - first;
+        let cps = an
+            .checkpoints(&setup((0, 0)), (span / 12).max(1), |_| {})
+            .unwrap();
+        let mut tasks: Vec<_> = an.tables().tasks.values().collect();
+        tasks.sort_by_key(|t| t.tid);
+        let Some(task) = tasks.get(tasks.len() / 2) else {
+            continue;
+        };
+        let comm = regex::escape(&task.comm.as_str());
+        let filters: Vec<Box<dyn Fn((u64, u64)) -> Setup>> = vec![
+            Box::new(|w| {
+                let mut s = setup(w);
+                s.filter.threads = ThreadSelector {
+                    comm: Some(Regex::new(&comm).unwrap()),
+                    ..ThreadSelector::default()
+                };
+                s
+            }),
+            Box::new(|w| {
+                let mut s = setup(w);
+                s.filter.threads = ThreadSelector {
+                    pids: vec![task.tgid],
+                    ..ThreadSelector::default()
+                };
+                s
+            }),
+            Box::new(|w| {
+                let mut s = setup(w);
+                s.filter.min_ns = Some(100_000);
+                s
+            }),
+        ];
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ span);
+        for make in &filters {
+            for _ in 0..6 {
+                let a = first + rng.below(span);
+                let w = (a, a + 1 + rng.below(span / 3));
+                let fold_with = |cps: Option<&chainrec_chain::Checkpoints>| {
+                    let (summary, graph) =
+                        an.fold_from(make(w), View::Chains, cps, |_| {}).unwrap();
+                    let mut out = Vec::new();
+                    graph.write_folded(Unit::Ns, &mut out).unwrap();
+                    (out, format!("{:?}", summary.stats), summary.chunks.start)
+                };
+                let (want, want_stats, _) = fold_with(None);
+                let (got, got_stats, from) = fold_with(Some(&cps));
+                assert!(
+                    want == got,
+                    "{} window {w:?} resumed at chunk {from}: folded output differs",
+                    sc.name
+                );
+                assert_eq!(want_stats, got_stats, "{} window {w:?}", sc.name);
+                resumed_total += usize::from(from > 0);
+                nonempty += usize::from(!want.is_empty());
+            }
+        }
+    }
+    assert!(resumed_total > 50, "{resumed_total}");
+    assert!(nonempty > 50, "{nonempty} of the runs have a chain");
+}

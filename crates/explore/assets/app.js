@@ -382,9 +382,17 @@ function heatHover(ev) {
     (v > 0 ? ` (percentile ${Math.round(100 * rankOf(v))} of the values)` : '');
 }
 
+// The header's thread filters (comm regex, tid, pid, cgroup regex): they apply to the
+// heat map's rows and to the graph's and the waits' roots alike.
+const FILTERS = ['comm', 'tid', 'pid', 'cgroup'];
+function addFilters(q) {
+  if (S.static) return q;
+  for (const k of FILTERS) if ($(k).value.trim()) q.set(k, $(k).value.trim());
+  return q;
+}
+
 async function loadHeat() {
-  const q = new URLSearchParams({ metric: $('metric').value });
-  for (const k of ['comm', 'tid', 'pid', 'cgroup']) if ($(k).value) q.set(k, $(k).value.trim());
+  const q = addFilters(new URLSearchParams({ metric: $('metric').value }));
   try {
     S.heat = await api('/api/heatmap?' + q);
     S.heatRanks = heatRanks(S.heat);
@@ -463,11 +471,16 @@ function saveState() {
     q.set('base_to', S.base.to);
   }
   if (S.zoom.length) q.set('frame', S.zoom.join(';'));
+  addFilters(q);
   history.replaceState(null, '', '#' + q);
 }
 
 async function restoreState() {
   const q = new URLSearchParams(location.hash.slice(1));
+  // The filters first: the heat map, the graph and the waits all read them.
+  const filtered = FILTERS.filter((k) => q.has(k));
+  for (const k of filtered) $(k).value = q.get(k);
+  if (filtered.length) await loadHeat();
   const num = (k) => (q.has(k) && /^[0-9]+$/.test(q.get(k)) ? +q.get(k) : null);
   const [from, to] = [num('from'), num('to')];
   if (from === null || to === null) return openDefault();
@@ -542,8 +555,12 @@ let waitsSeq = 0;
 async function loadChains() {
   const my = ++chainsSeq;
   const { from, to } = S.range;
-  let url = `/api/chains?from=${from}&to=${to}`;
-  if (S.base) url += `&base_from=${S.base.from}&base_to=${S.base.to}`;
+  const q = new URLSearchParams({ from, to });
+  if (S.base) {
+    q.set('base_from', S.base.from);
+    q.set('base_to', S.base.to);
+  }
+  const url = '/api/chains?' + addFilters(q);
   try {
     const c = await api(url);
     // A newer range was asked for meanwhile: its answer is the one to show.
@@ -769,7 +786,7 @@ function el(tag, cls, text) {
 
 async function loadWaits(path) {
   const r = S.range || { from: 0, to: S.heat.duration_ns };
-  const q = new URLSearchParams({ frame: path, from: r.from, to: r.to, limit: 10 });
+  const q = addFilters(new URLSearchParams({ frame: path, from: r.from, to: r.to, limit: 10 }));
   const list = $('waitlist');
   const my = ++waitsSeq;
   try {
@@ -958,7 +975,16 @@ async function start() {
   hookHeat();
   hookFlame();
   $('metric').addEventListener('change', loadHeat);
-  for (const k of ['comm', 'tid', 'pid', 'cgroup']) $(k).addEventListener('change', loadHeat);
+  // A filter redraws the heat map and the selected range's graph and waits under it.
+  for (const k of FILTERS) {
+    $(k).addEventListener('change', async () => {
+      await loadHeat();
+      if (S.range) {
+        await selectRange(S.range.from, S.range.to);
+        if (S.chains) await loadWaits('');
+      }
+    });
+  }
   $('nobase').addEventListener('click', () => selectBase(null, null));
   $('whole').addEventListener('click', () => {
     S.sel = null;

@@ -364,22 +364,9 @@ impl Explorer {
         }))
     }
 
-    /// `/api/heatmap?metric=offcpu|wakeups&rows=N&comm=RE&tid=N&pid=N&cgroup=RE`.
-    fn heatmap(&self, mut q: Query) -> Result<Value, ApiError> {
-        let metric = match q.take("metric").as_deref() {
-            None | Some("offcpu") => Metric::OffCpu,
-            Some("wakeups") => Metric::Wakeups,
-            Some(m) => {
-                return Err(ApiError::bad(format!(
-                    "metric={m:?}: want offcpu (wait time) or wakeups (count)"
-                )))
-            }
-        };
-        let rows = match q.u64("rows")? {
-            None => DEFAULT_ROWS,
-            Some(r @ 1..=1000) => r as u32,
-            Some(r) => return Err(ApiError::bad(format!("rows={r}: want 1..=1000"))),
-        };
+    /// The header's thread filters, `comm=RE&tid=N&pid=N&cgroup=RE` (each optional): the
+    /// heat map's rows, and the graph's and the waits' roots.
+    fn selection(&self, q: &mut Query) -> Result<ThreadSelector, ApiError> {
         let mut threads = ThreadSelector::default();
         if let Some(c) = q.take("comm") {
             threads.comm = Some(
@@ -402,6 +389,26 @@ impl Explorer {
             })?;
             threads.cgroup = Some(std::sync::Arc::new(sel));
         }
+        Ok(threads)
+    }
+
+    /// `/api/heatmap?metric=offcpu|wakeups&rows=N&comm=RE&tid=N&pid=N&cgroup=RE`.
+    fn heatmap(&self, mut q: Query) -> Result<Value, ApiError> {
+        let metric = match q.take("metric").as_deref() {
+            None | Some("offcpu") => Metric::OffCpu,
+            Some("wakeups") => Metric::Wakeups,
+            Some(m) => {
+                return Err(ApiError::bad(format!(
+                    "metric={m:?}: want offcpu (wait time) or wakeups (count)"
+                )))
+            }
+        };
+        let rows = match q.u64("rows")? {
+            None => DEFAULT_ROWS,
+            Some(r @ 1..=1000) => r as u32,
+            Some(r) => return Err(ApiError::bad(format!("rows={r}: want 1..=1000"))),
+        };
+        let threads = self.selection(&mut q)?;
         q.finish()?;
         let opts = HeatmapOptions {
             metric,
@@ -447,10 +454,16 @@ impl Explorer {
 
     /// `from`/`to` (ns from the trace start; default: the whole trace) as the window
     /// filter `chainrec chains --window FROM..TO` builds (through the same parser).
+    /// The range `from=NS&to=NS` (default: the whole trace) and the header's thread
+    /// filters ([`Explorer::selection`]): the run's filter. A filtered range resumes from
+    /// the checkpoints too (their state does not depend on the filter: docs/ENGINE.md).
     fn range(&self, q: &mut Query) -> Result<(u64, u64, String, Filter), ApiError> {
         let from = q.u64("from")?.unwrap_or(0);
         let to = q.u64("to")?.unwrap_or(self.duration_ns);
-        self.range_of(from, to)
+        let threads = self.selection(q)?;
+        let (from, to, spec, mut filter) = self.range_of(from, to)?;
+        filter.threads = threads;
+        Ok((from, to, spec, filter))
     }
 
     fn range_of(&self, from: u64, to: u64) -> Result<(u64, u64, String, Filter), ApiError> {
@@ -502,10 +515,15 @@ impl Explorer {
         let (from, to, spec, filter) = self.range(&mut q)?;
         let base = match (q.u64("base_from")?, q.u64("base_to")?) {
             (None, None) => None,
-            (Some(f), Some(t)) => Some(self.range_of(f, t).map_err(|e| ApiError {
-                message: format!("base: {}", e.message),
-                ..e
-            })?),
+            (Some(f), Some(t)) => {
+                let (bf, bt, bspec, mut bfilter) = self.range_of(f, t).map_err(|e| ApiError {
+                    message: format!("base: {}", e.message),
+                    ..e
+                })?;
+                // The same threads in both ranges.
+                bfilter.threads = filter.threads.clone();
+                Some((bf, bt, bspec, bfilter))
+            }
             _ => {
                 return Err(ApiError::bad(
                     "base_from and base_to go together (the base range)".into(),

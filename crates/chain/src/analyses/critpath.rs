@@ -869,7 +869,7 @@ pub(crate) fn critical_paths(
     let cfg = engine_config(tids, opts.max_depth);
     let chunks = an.reader().chunks().len();
     // With a window, resume from the latest checkpoint before it whose setup is this run's
-    // but for dedup (see `Engine::resume_without_dedup`); the thread filter selects nothing
+    // but for dedup (see `Engine::resume`); the thread filter selects nothing
     // before the window either (the sink drops waits that end before it).
     let resumed = match (window, checkpoints) {
         (Some((w0, _)), Some(c)) => {
@@ -887,7 +887,7 @@ pub(crate) fn critical_paths(
     };
     let first_chunk = resumed.as_ref().map_or(0, |(_, _, p)| p.chunk);
     let mut engine = match &resumed {
-        Some((_, _, p)) => p.engine().resume_without_dedup(an.tables(), cfg.filter),
+        Some((_, _, p)) => p.engine().resume(an.tables(), cfg.filter, false),
         None => an.engine(cfg),
     };
     // The same thread asked twice is read once; its copies are made at the end.

@@ -32,27 +32,24 @@ fn no_tables() -> &'static Tables {
 
 impl Engine<'static> {
     /// A copy of this checkpoint ([`Engine::snapshot`]) that goes on over `tables` (the
-    /// trace's it was taken on) with root filter `filter`.
-    pub(crate) fn resume<'t>(&self, tables: &'t Tables, filter: crate::Filter) -> Engine<'t> {
+    /// trace's it was taken on) with root filter `filter` and subchain dedup `dedup`.
+    ///
+    /// Exact whatever the filter and dedup, as long as the filter has a window starting
+    /// after the checkpoint: the engine consults both only for waits the filter selects
+    /// (`attach_hop`'s dedup mark, emission), and before the window none is selected, as
+    /// none was in the checkpoint pass (docs/ENGINE.md "Checkpoints").
+    pub(crate) fn resume<'t>(
+        &self,
+        tables: &'t Tables,
+        filter: crate::Filter,
+        dedup: bool,
+    ) -> Engine<'t> {
         let mut e: Engine<'t> = self.snapshot();
         e.nodes = e.nodes.with_caches();
         e.tables = tables;
         e.filter_all = filter.is_empty();
         e.cfg.filter = filter;
-        e
-    }
-
-    /// [`Engine::resume`] for a run without subchain dedup from a checkpoint taken with
-    /// it (critical paths from the explorer's checkpoints). Exact because dedup acts only
-    /// on waits the root filter selects (`attach_hop`'s mark) and the checkpoint pass
-    /// selects none: its state is the one a pass without dedup would have.
-    pub(crate) fn resume_without_dedup<'t>(
-        &self,
-        tables: &'t Tables,
-        filter: crate::Filter,
-    ) -> Engine<'t> {
-        let mut e = self.resume(tables, filter);
-        e.cfg.dedup = false;
+        e.cfg.dedup = dedup;
         e
     }
 }
