@@ -354,37 +354,35 @@ fn filtered_runs_resume_and_equal_whole_decodes() {
             continue;
         };
         let comm = regex::escape(&task.comm.as_str());
-        let filters: Vec<Box<dyn Fn((u64, u64)) -> Setup>> = vec![
-            Box::new(|w| {
-                let mut s = setup(w);
-                s.filter.threads = ThreadSelector {
-                    comm: Some(Regex::new(&comm).unwrap()),
-                    ..ThreadSelector::default()
-                };
-                s
-            }),
-            Box::new(|w| {
-                let mut s = setup(w);
-                s.filter.threads = ThreadSelector {
-                    pids: vec![task.tgid],
-                    ..ThreadSelector::default()
-                };
-                s
-            }),
-            Box::new(|w| {
-                let mut s = setup(w);
-                s.filter.min_ns = Some(100_000);
-                s
-            }),
-        ];
+        // A comm regex, a process, a minimum duration, each beside the window.
+        let make = |kind: usize, w: (u64, u64)| {
+            let mut s = setup(w);
+            match kind {
+                0 => {
+                    s.filter.threads = ThreadSelector {
+                        comm: Some(Regex::new(&comm).unwrap()),
+                        ..ThreadSelector::default()
+                    }
+                }
+                1 => {
+                    s.filter.threads = ThreadSelector {
+                        pids: vec![task.tgid],
+                        ..ThreadSelector::default()
+                    }
+                }
+                _ => s.filter.min_ns = Some(100_000),
+            }
+            s
+        };
         let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ span);
-        for make in &filters {
+        for kind in 0..3 {
             for _ in 0..6 {
                 let a = first + rng.below(span);
                 let w = (a, a + 1 + rng.below(span / 3));
                 let fold_with = |cps: Option<&chainrec_chain::Checkpoints>| {
-                    let (summary, graph) =
-                        an.fold_from(make(w), View::Chains, cps, |_| {}).unwrap();
+                    let (summary, graph) = an
+                        .fold_from(make(kind, w), View::Chains, cps, |_| {})
+                        .unwrap();
                     let mut out = Vec::new();
                     graph.write_folded(Unit::Ns, &mut out).unwrap();
                     (out, format!("{:?}", summary.stats), summary.chunks.start)
