@@ -51,6 +51,27 @@ pub(crate) fn bpf_err(stage: &'static str, e: libbpf_rs::Error) -> RecordError {
     }
 }
 
+/// The verifier's reason in the last program load log libbpf printed: its last lines
+/// before the statistics (`verification time`, `processed N insns`), at most two.
+fn last_verifier_reason() -> Option<String> {
+    let log = LIBBPF_LOG.lock().ok()?;
+    let text = log.iter().rev().find(|m| m.contains("BEGIN PROG LOAD LOG"))?;
+    let body = text.split_once("BEGIN PROG LOAD LOG")?.1;
+    let body = body.split("END PROG LOAD LOG").next().unwrap_or(body);
+    let lines: Vec<&str> = body
+        .lines()
+        .map(|l| l.trim().trim_matches('-').trim())
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with("verification time")
+                && !l.starts_with("processed ")
+                && !l.starts_with("stack depth")
+        })
+        .collect();
+    let tail = &lines[lines.len().saturating_sub(2)..];
+    (!tail.is_empty()).then(|| tail.join("; "))
+}
+
 pub(crate) fn prog_stats(fd: i32) -> (u64, u64) {
     // SAFETY: bpf_prog_info is plain old data; all-zero is valid.
     let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
@@ -418,6 +439,16 @@ pub(crate) fn load<'obj>(
                 let source =
                     std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s:#}"));
                 path_note = format!("task_work program rejected: {e}{source}");
+            }
+            // Some kernels refuse the task_work kfunc's callback with EPERM, not a verifier
+            // error (6.18.44: "sleepable callback in a program that is not sleepable"):
+            // retry with the sys_exit path, which a real lack of permission fails too.
+            Err(RecordError::Permission { .. }) if path == UserStackPath::TaskWork => {
+                path = UserStackPath::SysExit;
+                path_note = match last_verifier_reason() {
+                    Some(why) => format!("task_work program refused (EPERM): {why}"),
+                    None => "task_work program refused (EPERM)".to_string(),
+                };
             }
             Err(e) => return Err(e),
         }

@@ -1053,6 +1053,14 @@ fn real_lazy_user_stacks_task_work() {
     if !chainrec_record::task_work_available() {
         assert!(method.starts_with("sys_exit"), "{method}");
         eprintln!("kernel without BPF task_work: checked the sys_exit fallback only");
+    } else if method.contains("task_work program refused") {
+        // The kernel has the kfunc but refuses its callback (6.18.44: EPERM, "sleepable
+        // callback in a program that is not sleepable"); the recorder says why.
+        assert!(method.starts_with("sys_exit"), "{method}");
+        eprintln!(
+            "=== real_lazy_user_stacks_task_work: THIS KERNEL REFUSES BPF task_work: checked \
+             the sys_exit fallback only ({method}) ==="
+        );
     } else {
         assert!(method.starts_with("task_work"), "{method}");
     }
