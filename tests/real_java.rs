@@ -315,17 +315,31 @@ for t in gdb.selected_inferior().threads():
 /// (as the BPF side copies them); the recorder's unwinder walks that copy, and each frame
 /// in the interpreter is named from the `Method*` at its fp. The Java frames, class and
 /// method of each in order, equal jstack's for the same blocked thread.
+///
+/// With and without `-XX:+PreserveFramePointer`: the interpreter keeps the rbp chain
+/// either way (only compiled code needs the flag).
 #[test]
 fn interpreted_frames_of_a_stack_taken_by_gdb_are_named_as_jstack_names_them() {
-    use chainrec_record::java::{MethodFrames, FRAME_METHOD_OFFSET};
+    for flags in [&["-Xint", "-XX:+PreserveFramePointer"][..], &["-Xint"]] {
+        if !gdb_taken_sink_stack_is_named(flags) {
+            return;
+        }
+    }
+}
+
+/// See [`interpreted_frames_of_a_stack_taken_by_gdb_are_named_as_jstack_names_them`], for
+/// the JVM options `flags`. False: skipped (no JDK or gdb).
+fn gdb_taken_sink_stack_is_named(flags: &[&str]) -> bool {
+    use chainrec_record::java::MethodFrames;
     use chainrec_record::unwind::{ProcMaps, StackCopy, UnwindEnd, UserUnwinder};
     let tools = [JDK[0], JDK[1], JDK[2], ("gdb", "--version")];
     let Some(dir) = compiled_queue_demo("java-gdb", &tools) else {
-        return;
+        return false;
     };
     let pidfile = dir.join("pid");
     let mut java = Command::new("java")
-        .args(["-Xint", "-XX:+PreserveFramePointer", "-cp"])
+        .args(flags)
+        .arg("-cp")
         .arg(&dir)
         // Ticks of 20 ms: the sink waits in take nearly all the time.
         .args(["QueueDemo", "1000", "20"])
@@ -364,38 +378,53 @@ fn interpreted_frames_of_a_stack_taken_by_gdb_are_named_as_jstack_names_them() {
         .java(pid)
         .expect("libjvm.so's VMStructs exports found");
     let mut methods = MethodFrames::default();
-    let layout = methods.layout(pid, &exports).cloned();
-    let Some(layout) = layout else {
-        let _ = java.kill();
-        panic!("VMStructs not read: {:?}", methods.first_failure);
-    };
+    // Label frames numbered from 1: each new method's name is the next.
     let mut names: Vec<String> = Vec::new();
-    let mut unnamed = 0;
-    for (i, (&a, &bp)) in frames.iter().zip(unwinder.frame_bps()).enumerate() {
-        let pc = if i == 0 { a } else { a - 1 };
-        if !layout.interprets(pc) {
-            continue;
-        }
-        let method = copy.read_u64(bp.wrapping_add_signed(FRAME_METHOD_OFFSET));
-        let named = method.and_then(|m| {
-            methods.frame(pid, m, |name| {
-                names.push(name);
-                names.len() as u64
-            })
-        });
-        match named {
-            // A method seen again (recursion) is named once by `frame`: repeat it.
-            Some(k) if k as usize != names.len() => names.push(names[k as usize - 1].clone()),
-            Some(_) => {}
-            None => unnamed += 1,
-        }
+    let unnamed_frames = frames.clone();
+    let t0 = std::time::Instant::now();
+    let (named, unnamed) = methods.name_interpreted(
+        pid,
+        &exports,
+        &mut frames,
+        unwinder.frame_bps(),
+        |addr| copy.read_u64(addr),
+        |name| {
+            names.push(name);
+            names.len() as u64
+        },
+    );
+    let first = t0.elapsed();
+    // The consumer's cost per stack once the methods are known (names cached).
+    const AGAIN: u32 = 10_000;
+    let t0 = std::time::Instant::now();
+    for _ in 0..AGAIN {
+        let mut again = unnamed_frames.clone();
+        methods.name_interpreted(
+            pid,
+            &exports,
+            &mut again,
+            unwinder.frame_bps(),
+            |addr| copy.read_u64(addr),
+            |_| unreachable!("named before"),
+        );
     }
+    let per_stack = t0.elapsed() / AGAIN;
+    let interpreted: Vec<&str> = frames
+        .iter()
+        .filter_map(|&f| names.get((f as usize).wrapping_sub(1)))
+        .map(String::as_str)
+        .collect();
     let _ = java.kill();
     let _ = java.wait();
-    eprintln!("unwind {end:?}; interpreted frames: {names:#?}, {unnamed} unnamed");
+    eprintln!(
+        "{flags:?}: unwind {end:?}; interpreted frames: {interpreted:#?}, {unnamed} unnamed; \
+         naming took {first:?} the first time (layout and names read), {per_stack:?} per \
+         stack after"
+    );
     assert_eq!(end, UnwindEnd::Complete, "{frames:x?}");
-    assert_eq!(unnamed, 0);
-    let recorded: Vec<&str> = names.iter().filter_map(|n| java_method(n)).collect();
+    assert_eq!(unnamed, 0, "{:?}", methods.first_failure);
+    assert_eq!(named as usize, interpreted.len());
+    let recorded: Vec<&str> = interpreted.iter().filter_map(|n| java_method(n)).collect();
     let spied = jstack_frames(&jstack, "sink");
     assert!(
         spied.iter().any(|m| m == "QueueDemo.sink"),
@@ -406,7 +435,8 @@ fn interpreted_frames_of_a_stack_taken_by_gdb_are_named_as_jstack_names_them() {
         "recorded (left) and jstack's (right) Java frames of the sink"
     );
     assert!(
-        names.contains(&"void QueueDemo.sink()".to_string()),
-        "{names:?}"
+        interpreted.contains(&"void QueueDemo.sink()"),
+        "{interpreted:?}"
     );
+    true
 }

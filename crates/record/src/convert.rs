@@ -613,28 +613,16 @@ impl Converter {
             return;
         };
         let mut frames = std::mem::take(&mut self.java_frames);
-        if let Some(layout) = frames.layout(tgid, &exports) {
-            let layout = layout.clone();
-            for (i, a) in out.iter_mut().enumerate() {
-                // Return addresses point after the call: look up a - 1 (the leaf's ip as is).
-                let pc = if i == 0 { *a } else { a.wrapping_sub(1) };
-                if !layout.interprets(pc) {
-                    continue;
-                }
-                let method = bps.get(i).and_then(|&bp| {
-                    copy.read_u64(bp.wrapping_add_signed(crate::java::FRAME_METHOD_OFFSET))
-                });
-                let frame =
-                    method.and_then(|m| frames.frame(tgid, m, |name| self.label(tgid, name)));
-                match frame {
-                    Some(f) => {
-                        *a = f;
-                        self.unwinder.counts.java_frames += 1;
-                    }
-                    None => self.unwinder.counts.java_missing += 1,
-                }
-            }
-        }
+        let (named, unnamed) = frames.name_interpreted(
+            tgid,
+            &exports,
+            out,
+            bps,
+            |addr| copy.read_u64(addr),
+            |name| self.label(tgid, name),
+        );
+        self.unwinder.counts.java_frames += named;
+        self.unwinder.counts.java_missing += unnamed;
         self.unwinder.counts.java_unsupported = frames.failed;
         if self.unwinder.counts.java_unsupported_why.is_none() {
             self.unwinder.counts.java_unsupported_why = frames.first_failure.clone();

@@ -381,24 +381,53 @@ impl MethodFrames {
         self.layouts.get(&tgid)?.as_ref().ok()
     }
 
-    /// The frame of the method at `method` in `tgid`: `label` of its name (called once per
-    /// method), or None when it cannot be named.
-    pub fn frame(
+    /// In the stack `frames` of `tgid` (leaf first: its ip, then return addresses), put
+    /// `label(name)` in place of each frame that runs in the interpreter: its `Method*` is
+    /// `read_stack(fp + FRAME_METHOD_OFFSET)`, with the frame's fp from `bps` (parallel to
+    /// `frames`; empty when unknown). `label` is called once per method. Returns how many
+    /// interpreted frames were named, and how many were left as they were.
+    pub fn name_interpreted(
         &mut self,
         tgid: u32,
-        method: u64,
-        label: impl FnOnce(String) -> u64,
-    ) -> Option<u64> {
-        if let Some(&f) = self.frames.get(&(tgid, method)) {
-            return f;
+        exports: &JvmExports,
+        frames: &mut [u64],
+        bps: &[u64],
+        read_stack: impl Fn(u64) -> Option<u64>,
+        mut label: impl FnMut(String) -> u64,
+    ) -> (u64, u64) {
+        let (mut named, mut unnamed) = (0, 0);
+        if self.layout(tgid, exports).is_none() {
+            return (named, unnamed);
         }
-        let layout = self.layouts.get(&tgid)?.as_ref().ok()?;
-        let name = std::fs::File::open(format!("/proc/{tgid}/mem"))
-            .ok()
-            .and_then(|mem| layout.method_name(&mem, method).ok());
-        let frame = name.map(label);
-        self.frames.insert((tgid, method), frame);
-        frame
+        let Some(Ok(layout)) = self.layouts.get(&tgid) else {
+            return (named, unnamed);
+        };
+        for (i, a) in frames.iter_mut().enumerate() {
+            // Return addresses point after the call: look up a - 1 (the leaf's ip as is).
+            let pc = if i == 0 { *a } else { a.wrapping_sub(1) };
+            if !layout.interprets(pc) {
+                continue;
+            }
+            let method = bps
+                .get(i)
+                .and_then(|&bp| read_stack(bp.wrapping_add_signed(FRAME_METHOD_OFFSET)));
+            let frame = method.and_then(|m| {
+                *self.frames.entry((tgid, m)).or_insert_with(|| {
+                    let name = std::fs::File::open(format!("/proc/{tgid}/mem"))
+                        .ok()
+                        .and_then(|mem| layout.method_name(&mem, m).ok());
+                    name.map(&mut label)
+                })
+            });
+            match frame {
+                Some(f) => {
+                    *a = f;
+                    named += 1;
+                }
+                None => unnamed += 1,
+            }
+        }
+        (named, unnamed)
     }
 
     /// Forget an exited (or exec'd) process: its metadata's addresses may be reused.
