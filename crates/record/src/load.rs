@@ -55,7 +55,10 @@ pub(crate) fn bpf_err(stage: &'static str, e: libbpf_rs::Error) -> RecordError {
 /// before the statistics (`verification time`, `processed N insns`), at most two.
 fn last_verifier_reason() -> Option<String> {
     let log = LIBBPF_LOG.lock().ok()?;
-    let text = log.iter().rev().find(|m| m.contains("BEGIN PROG LOAD LOG"))?;
+    let text = log
+        .iter()
+        .rev()
+        .find(|m| m.contains("BEGIN PROG LOAD LOG"))?;
     let body = text.split_once("BEGIN PROG LOAD LOG")?.1;
     let body = body.split("END PROG LOAD LOG").next().unwrap_or(body);
     let lines: Vec<&str> = body
