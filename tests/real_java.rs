@@ -422,7 +422,7 @@ fn gdb_taken_sink_stack_is_named(flags: &[&str]) -> bool {
          stack after"
     );
     assert_eq!(end, UnwindEnd::Complete, "{frames:x?}");
-    assert_eq!(unnamed, 0, "{:?}", methods.first_failure);
+    assert_eq!(unnamed, 0, "{:?}", methods.first_unsupported);
     assert_eq!(named as usize, interpreted.len());
     let recorded: Vec<&str> = interpreted.iter().filter_map(|n| java_method(n)).collect();
     let spied = jstack_frames(&jstack, "sink");

@@ -623,9 +623,11 @@ impl Converter {
         );
         self.unwinder.counts.java_frames += named;
         self.unwinder.counts.java_missing += unnamed;
-        self.unwinder.counts.java_unsupported = frames.failed;
-        if self.unwinder.counts.java_unsupported_why.is_none() {
-            self.unwinder.counts.java_unsupported_why = frames.first_failure.clone();
+        let counts = &mut self.unwinder.counts;
+        counts.java_procs = frames.read;
+        counts.java_unsupported = frames.unsupported;
+        if counts.java_unsupported_why.is_none() {
+            counts.java_unsupported_why = frames.first_unsupported.clone();
         }
         self.java_frames = frames;
     }
@@ -814,6 +816,8 @@ impl Converter {
             }
             raw::EV_WAKEUP_NEW => {
                 let wn = e.wakeup_new();
+                // A new process may have the pid of one that exited.
+                self.java_frames.seen(wn.child_tgid);
                 Event::WakeupNew(WakeupNew {
                     ts: e.ts,
                     cpu: e.cpu as u32,
@@ -825,6 +829,7 @@ impl Converter {
             raw::EV_COMM => {
                 let comm = Comm(e.comm);
                 let t = e.task();
+                self.java_frames.seen(t.tgid);
                 self.cgroup_member(e.ts, t.tid, e.cgid);
                 if self.tasks.insert(t.tid) {
                     self.new_tasks.push(TaskEntry {
@@ -848,7 +853,7 @@ impl Converter {
                     self.name_jit_frames(t.tgid, history);
                     self.unwinder.forget(t.tgid);
                     self.code_names.forget(t.tgid);
-                    self.java_frames.forget(t.tgid);
+                    self.java_frames.exited(t.tgid);
                 }
                 self.task_cgroup.remove(&t.tid);
                 // The BPF side forgot it at the exit too (a reused tid learns its own).

@@ -348,16 +348,21 @@ fn java_type(d: &[u8]) -> Option<(String, usize)> {
 /// The frames of interpreted methods, read from live JVMs: each process's [`Layout`]
 /// (read at its first stack with JVM frames), and the frame each `Method*` became (a
 /// label frame naming it; None: not a method that could be read), cached per (process,
-/// `Method*`).
+/// `Method*`). Kept after the process exits until its pid is seen again: stacks taken
+/// before the exit are still converted after it (the ring buffer is read behind), and
+/// their methods can no longer be read.
 #[derive(Default)]
 pub struct MethodFrames {
     layouts: HashMap<u32, Result<Layout, JvmError>>,
     frames: HashMap<(u32, u64), Option<u64>>,
-    /// JVMs whose layout could not be read (their frames stay `Interpreter`), and why the
-    /// first of them could not.
-    pub failed: u64,
-    /// See [`MethodFrames::failed`].
-    pub first_failure: Option<String>,
+    exited: std::collections::HashSet<u32>,
+    /// JVMs whose layout was read.
+    pub read: u64,
+    /// JVMs whose VMStructs lack what this reader needs (their frames stay
+    /// `Interpreter`), and what the first of them lacked.
+    pub unsupported: u64,
+    /// See [`MethodFrames::unsupported`].
+    pub first_unsupported: Option<String>,
 }
 
 impl MethodFrames {
@@ -370,11 +375,14 @@ impl MethodFrames {
                 Ok(mem) => Layout::read(&mem, exports),
                 Err(_) => Err(JvmError::Unreadable(0)),
             };
-            if let Err(e) = &l {
-                if *e != JvmError::NotYet {
-                    self.failed += 1;
-                    self.first_failure.get_or_insert_with(|| e.to_string());
+            match &l {
+                Ok(_) => self.read += 1,
+                Err(e @ JvmError::Missing(_)) => {
+                    self.unsupported += 1;
+                    self.first_unsupported.get_or_insert_with(|| e.to_string());
                 }
+                // Gone (its frames are counted unnamed), or not started (asked again).
+                Err(_) => {}
             }
             self.layouts.insert(tgid, l);
         }
@@ -430,10 +438,28 @@ impl MethodFrames {
         (named, unnamed)
     }
 
-    /// Forget an exited (or exec'd) process: its metadata's addresses may be reused.
+    /// Process `tgid` exited: what is known of it serves its stacks still to come, until
+    /// the pid is seen again ([`MethodFrames::seen`]).
+    pub fn exited(&mut self, tgid: u32) {
+        if self.layouts.contains_key(&tgid) {
+            self.exited.insert(tgid);
+        }
+    }
+
+    /// Process `tgid` was seen (created, or a thread of it first seen): if that pid had
+    /// exited, it is another process now.
+    pub fn seen(&mut self, tgid: u32) {
+        if self.exited.remove(&tgid) {
+            self.forget(tgid);
+        }
+    }
+
+    /// Forget a process (it exec'd, or its pid is another process's now): its metadata's
+    /// addresses may be reused.
     pub fn forget(&mut self, tgid: u32) {
         self.frames.retain(|&(t, _), _| t != tgid);
         self.layouts.remove(&tgid);
+        self.exited.remove(&tgid);
     }
 }
 

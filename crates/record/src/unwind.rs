@@ -579,9 +579,9 @@ pub struct UnwindCounts {
     pub python_frames: u64,
     /// See [`UnwindCounts::python_frames`].
     pub python_missing: u64,
-    /// JVM processes (`libjvm.so` with VMStructs) whose interpreted frames are named, and
-    /// those whose VMStructs lack what this recorder reads (their frames stay
-    /// `Interpreter`).
+    /// JVM processes (`libjvm.so` with VMStructs) whose layout was read (their
+    /// interpreted frames are named), and those whose VMStructs lack what this recorder
+    /// reads (their frames stay `Interpreter`).
     pub java_procs: u64,
     /// See [`UnwindCounts::java_procs`].
     pub java_unsupported: u64,
@@ -667,7 +667,7 @@ impl std::fmt::Display for UnwindCounts {
                 self.python_procs, self.python_unsupported, self.python_frames, self.python_missing
             )?;
         }
-        if self.java_procs > 0 {
+        if self.java_procs + self.java_unsupported + self.java_frames + self.java_missing > 0 {
             write!(
                 f,
                 "; Java: {} processes, {} not supported{}, {} interpreted frames named, {} not named",
@@ -1196,7 +1196,6 @@ impl<A: AddressSpaces> UserUnwinder<A> {
                 p.java = Some(crate::java::JvmExports(
                     exports.map(|a| a.wrapping_add(bias)),
                 ));
-                self.counts.java_procs += 1;
             }
             p.unwinder.add_module(Module::new(
                 m.path.clone(),
