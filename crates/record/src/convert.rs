@@ -565,8 +565,11 @@ impl Converter {
             {
                 out.clear();
                 out.extend_from_slice(&fp[..n]);
-                // The walk's frames have no known rbp: interpreted ones stay unnamed.
-                self.name_java_frames(tgid, &copy, &mut out, &[]);
+                // The walk's frame pointers, from the frame records in the copy.
+                let mut bps = std::mem::take(&mut self.java_bps);
+                copy.frame_pointers(&out, &mut bps);
+                self.name_java_frames(tgid, &copy, &mut out, &bps);
+                self.java_bps = bps;
                 self.splice_python(tgid, copy.python, &mut out);
                 self.unwound = out;
                 return true;

@@ -879,6 +879,27 @@ impl<'a> StackCopy<'a> {
             .or_else(|| self.windows.iter().find_map(|&(at, bytes)| from(at, bytes)))
     }
 
+    /// Into `out`, the frame pointer of each of `frames` (a frame-pointer walk of this
+    /// stack: the ip, then return addresses; the BPF side's walk) as the walk had it: the
+    /// copy's bp, then the saved rbp of each frame record, as far as the copy holds the
+    /// records and their return addresses are the walk's.
+    pub fn frame_pointers(&self, frames: &[u64], out: &mut Vec<u64>) {
+        out.clear();
+        let mut bp = self.bp;
+        for (i, &f) in frames.iter().enumerate() {
+            if i > 0 {
+                if self.read_u64(bp.wrapping_add(8)) != Some(f) {
+                    break;
+                }
+                match self.read_u64(bp) {
+                    Some(saved) => bp = saved,
+                    None => break,
+                }
+            }
+            out.push(bp);
+        }
+    }
+
     /// The end of everything copied (the copy's, or its highest window's).
     fn end(&self) -> u64 {
         self.windows
@@ -1571,6 +1592,20 @@ mod tests {
             .counts
             .to_string()
             .contains("; 1 read windows copied farther up the stack (1 of them"));
+    }
+
+    #[test]
+    fn a_frame_pointer_walk_gets_its_frame_pointers_from_the_copy() {
+        // Frame records at sp + 0x20 and sp + 0x30 (the outermost with a null bp).
+        let sp = 0x7000_0000u64;
+        let bytes = stack_bytes(&[0, 0, 0, 0, sp + 0x30, 0x10100, 0, 0x10200]);
+        let copy = StackCopy::new(0x10050, sp, sp + 0x20, &bytes);
+        let mut bps = vec![1];
+        copy.frame_pointers(&[0x10050, 0x10100, 0x10200], &mut bps);
+        assert_eq!(bps, vec![sp + 0x20, sp + 0x30, 0]);
+        // A return address that is not the record's: the chain is not the walk's.
+        copy.frame_pointers(&[0x10050, 0x99, 0x10200], &mut bps);
+        assert_eq!(bps, vec![sp + 0x20]);
     }
 
     #[test]
