@@ -624,9 +624,9 @@ impl Converter {
             |addr| copy.read_u64(addr),
             |name| self.label(tgid, name),
         );
-        self.unwinder.counts.java_frames += named;
-        self.unwinder.counts.java_missing += unnamed;
         let counts = &mut self.unwinder.counts;
+        counts.java_frames += named;
+        counts.java_missing += unnamed;
         counts.java_procs = frames.read;
         counts.java_unsupported = frames.unsupported;
         if counts.java_unsupported_why.is_none() {

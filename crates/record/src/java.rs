@@ -21,7 +21,9 @@
 //!   compiled methods (`void QueueDemo.sink()`), so both kinds of frame merge.
 //!
 //! Names are read at consume time from `/proc/PID/mem` of the live process, cached per
-//! (process, `Method*`): a method's metadata lives as long as its class.
+//! (process, `Method*`): a method's metadata lives as long as its class. The cache outlives
+//! the process until its pid is seen again ([`MethodFrames`]). Checked against jstack by
+//! tests/real_java.rs.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -153,6 +155,11 @@ const FIELDS: [(&str, &str); 13] = [
     ("AbstractInterpreter", "_code"),
 ];
 
+/// [`FIELDS`] indices of the interpreter's fields.
+const STUB_BUFFER: usize = 10;
+const BUFFER_LIMIT: usize = 11;
+const INTERPRETER_CODE: usize = 12;
+
 /// VMStructs entries and types tables end at an entry whose type name is null; a table
 /// longer than this is not one.
 const MAX_TABLE_ENTRIES: u64 = 20_000;
@@ -195,13 +202,13 @@ impl Layout {
         };
         let offset = |k: usize| field(k).map(|f| f.0);
         let pool_size = type_size(mem, types, type_stride, type_type_name_at, type_size_at)?;
-        let (_, code_at) = field(12)?;
+        let (_, code_at) = field(INTERPRETER_CODE)?;
         let queue = mem.u64_at(code_at)?;
         if queue == 0 {
             return Err(JvmError::NotYet);
         }
-        let buffer = mem.u64_at(queue + offset(10)?)?;
-        let limit = u64::from(mem.u32_at(queue + offset(11)?)?);
+        let buffer = mem.u64_at(queue + offset(STUB_BUFFER)?)?;
+        let limit = u64::from(mem.u32_at(queue + offset(BUFFER_LIMIT)?)?);
         if buffer == 0 || limit == 0 {
             return Err(JvmError::NotYet);
         }
