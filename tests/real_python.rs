@@ -19,11 +19,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 mod common;
 use chainrec_testkit::bpf::can_record;
 use chainrec_testkit::tools::{available, skip};
-use common::{bin, tmpdir};
+use common::{bin, tmpdir, wait_for_pidfile};
 
 const PYTHON: &str = "/usr/bin/python3";
 
@@ -94,20 +94,7 @@ fn python_pipeline_names_its_functions() {
         .spawn()
         .unwrap();
     // py-spy's view of the sink, blocked in Queue.get, while the pipeline runs.
-    let t0 = Instant::now();
-    let pid = loop {
-        if let Some(p) = std::fs::read_to_string(&pidfile)
-            .ok()
-            .filter(|p| !p.is_empty())
-        {
-            break p;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the pipeline never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let pid = wait_for_pidfile(&pidfile).to_string();
     std::thread::sleep(Duration::from_millis(700));
     let dump = Command::new(&spy)
         .args(["dump", "--pid", &pid])

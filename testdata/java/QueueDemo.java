@@ -5,8 +5,9 @@ import java.util.concurrent.BlockingQueue;
  * A three-thread pipeline on blocking queues, for tests/real_java.rs: a ticker sleeps and
  * puts a number, a relay takes it and puts it on, a sink takes it. The sink and the relay
  * wait in their own methods (QueueDemo.sink, QueueDemo.relay), which the JIT compiles
- * early (-Xcomp, or after enough calls). Runs for the number of ticks in args[0] (default
- * 400) at args[1] ms each (default 5).
+ * early (-Xcomp, or after enough calls), or the interpreter runs (-Xint). Runs for the
+ * number of ticks in args[0] (default 400) at args[1] ms each (default 5); writes its pid to
+ * the file $QUEUE_DEMO_PIDFILE names, if set, once its threads run.
  */
 public class QueueDemo {
     static final BlockingQueue<Long> first = new ArrayBlockingQueue<>(4);
@@ -68,6 +69,12 @@ public class QueueDemo {
         s.start();
         r.start();
         t.start();
+        // For tests that look at the running JVM (jstack): its pid, once the pipeline runs.
+        String pidfile = System.getenv("QUEUE_DEMO_PIDFILE");
+        if (pidfile != null) {
+            java.nio.file.Files.writeString(java.nio.file.Path.of(pidfile),
+                    Long.toString(ProcessHandle.current().pid()));
+        }
         t.join();
         r.join();
         s.join();

@@ -146,3 +146,23 @@ pub fn split_rotated(
         .map(|f| f.0)
         .collect()
 }
+
+/// The pid a workload wrote to `pidfile` once it runs (waits up to a minute for it).
+#[track_caller]
+pub fn wait_for_pidfile(pidfile: &std::path::Path) -> u32 {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(p) = std::fs::read_to_string(pidfile)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+        {
+            return p;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "the workload never wrote its pid to {}",
+            pidfile.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -130,8 +130,12 @@ pub(crate) struct Converter {
     pub(crate) new_learned: Vec<(Tid, LearnedStack)>,
     /// Scratch: the addresses the last unwind read from a live stack.
     live_read: Vec<u64>,
+    /// Scratch: the frame pointers of the last unwind's frames.
+    java_bps: Vec<u64>,
     /// Names of Python code objects, read from the live processes.
     code_names: crate::python::CodeNames,
+    /// Frames of interpreted Java methods, named from the live JVMs.
+    java_frames: crate::java::MethodFrames,
     /// User addresses in anonymous executable memory (JIT code) per process, and whether
     /// each is a return address: named again from the process's perf map at its exit
     /// (see [`Converter::name_jit_frames`]).
@@ -247,7 +251,9 @@ impl Converter {
             learned: HashMap::new(),
             new_learned: Vec::new(),
             live_read: Vec::new(),
+            java_bps: Vec::new(),
             code_names: Default::default(),
+            java_frames: Default::default(),
             jit_addrs: HashMap::new(),
             perf_map_dir: std::path::PathBuf::from("/tmp"),
             throttles: Default::default(),
@@ -559,11 +565,21 @@ impl Converter {
             {
                 out.clear();
                 out.extend_from_slice(&fp[..n]);
+                // The walk's frame pointers, from the frame records in the copy.
+                let mut bps = std::mem::take(&mut self.java_bps);
+                copy.frame_pointers(&out, &mut bps);
+                self.name_java_frames(tgid, &copy, &mut out, &bps);
+                self.java_bps = bps;
                 self.splice_python(tgid, copy.python, &mut out);
                 self.unwound = out;
                 return true;
             }
         }
+        let mut bps = std::mem::take(&mut self.java_bps);
+        bps.clear();
+        bps.extend_from_slice(self.unwinder.frame_bps());
+        self.name_java_frames(tgid, &copy, &mut out, &bps);
+        self.java_bps = bps;
         self.splice_python(tgid, copy.python, &mut out);
         if let UnwindEnd::Incomplete(reason) = end {
             let last = out.last().copied().unwrap_or(copy.ip);
@@ -584,6 +600,39 @@ impl Converter {
         }
         self.unwound = out;
         true
+    }
+
+    /// In a JVM, put a frame naming the method in place of each frame of `out` that runs
+    /// in the interpreter (perf map name `Interpreter`): its `Method*` is at its fp
+    /// (`bps`, parallel to `out`) + [`crate::java::FRAME_METHOD_OFFSET`], in the copy.
+    fn name_java_frames(
+        &mut self,
+        tgid: Tid,
+        copy: &crate::unwind::StackCopy<'_>,
+        out: &mut [u64],
+        bps: &[u64],
+    ) {
+        let Some(exports) = self.unwinder.java(tgid).copied() else {
+            return;
+        };
+        let mut frames = std::mem::take(&mut self.java_frames);
+        let (named, unnamed) = frames.name_interpreted(
+            tgid,
+            &exports,
+            out,
+            bps,
+            |addr| copy.read_u64(addr),
+            |name| self.label(tgid, name),
+        );
+        let counts = &mut self.unwinder.counts;
+        counts.java_frames += named;
+        counts.java_missing += unnamed;
+        counts.java_procs = frames.read;
+        counts.java_unsupported = frames.unsupported;
+        if counts.java_unsupported_why.is_none() {
+            counts.java_unsupported_why = frames.first_unsupported.clone();
+        }
+        self.java_frames = frames;
     }
 
     /// In a CPython process, put the thread's Python frames (`window`, from the BPF side)
@@ -700,6 +749,7 @@ impl Converter {
         self.cur_ts = e.ts;
         if e.kind == raw::EV_COMM && e.aux == CommReason::Exec as u8 {
             self.unwinder.forget(e.task().tgid);
+            self.java_frames.forget(e.task().tgid);
         }
         let unwound = e.has_copy && {
             let at = e.frames_at as usize + e.nk as usize;
@@ -769,6 +819,8 @@ impl Converter {
             }
             raw::EV_WAKEUP_NEW => {
                 let wn = e.wakeup_new();
+                // A new process may have the pid of one that exited.
+                self.java_frames.seen(wn.child_tgid);
                 Event::WakeupNew(WakeupNew {
                     ts: e.ts,
                     cpu: e.cpu as u32,
@@ -780,6 +832,7 @@ impl Converter {
             raw::EV_COMM => {
                 let comm = Comm(e.comm);
                 let t = e.task();
+                self.java_frames.seen(t.tgid);
                 self.cgroup_member(e.ts, t.tid, e.cgid);
                 if self.tasks.insert(t.tid) {
                     self.new_tasks.push(TaskEntry {
@@ -803,6 +856,7 @@ impl Converter {
                     self.name_jit_frames(t.tgid, history);
                     self.unwinder.forget(t.tgid);
                     self.code_names.forget(t.tgid);
+                    self.java_frames.exited(t.tgid);
                 }
                 self.task_cgroup.remove(&t.tid);
                 // The BPF side forgot it at the exit too (a reused tid learns its own).

@@ -268,6 +268,9 @@ struct Object {
     /// CPython's `_PyRuntime` and `_PyEval_EvalFrameDefault` (object addresses), when the
     /// object is an interpreter (`python3.11`, `libpython3.11.so`).
     python: Option<(u64, Range<u64>)>,
+    /// HotSpot's VMStructs exports ([`crate::java::EXPORTS`], object addresses), when the
+    /// object is a JVM (`libjvm.so`).
+    jvm: Option<[u64; crate::java::EXPORTS.len()]>,
 }
 
 /// [`Object::entries`]: Go's thread entry functions, by their symbol names.
@@ -295,6 +298,8 @@ struct SymbolFinds {
     /// runs Python frames).
     py_runtime: Option<u64>,
     py_eval: Option<Range<u64>>,
+    /// HotSpot's VMStructs exports, in [`crate::java::EXPORTS`] order.
+    jvm: [Option<u64>; crate::java::EXPORTS.len()],
 }
 
 /// Scan a symbol table (section header at `symtab`, its string table's header at
@@ -323,6 +328,10 @@ fn scan_symbols(b: &[u8], symtab: usize, strtab: usize, finds: &mut SymbolFinds)
             finds.py_eval = Some(value..value + len.max(1));
         } else if kind == 1 && name == b"_PyRuntime" {
             finds.py_runtime = Some(value);
+        } else if kind == 1 && name.starts_with(b"gHotSpotVM") {
+            if let Some(i) = crate::java::EXPORTS.iter().position(|&e| e == name) {
+                finds.jvm[i] = Some(value);
+            }
         }
     }
     Some(())
@@ -402,6 +411,12 @@ impl Object {
             has_cfi,
             entries: finds.entries,
             python: finds.py_runtime.zip(finds.py_eval),
+            jvm: finds
+                .jvm
+                .iter()
+                .copied()
+                .collect::<Option<Vec<u64>>>()
+                .and_then(|v| v.try_into().ok()),
         })
     }
 
@@ -564,6 +579,19 @@ pub struct UnwindCounts {
     pub python_frames: u64,
     /// See [`UnwindCounts::python_frames`].
     pub python_missing: u64,
+    /// JVM processes (`libjvm.so` with VMStructs) whose layout was read (their
+    /// interpreted frames are named), and those whose VMStructs lack what this recorder
+    /// reads (their frames stay `Interpreter`).
+    pub java_procs: u64,
+    /// See [`UnwindCounts::java_procs`].
+    pub java_unsupported: u64,
+    /// Why the first JVM not supported was not (`not supported: VMStructs lack ...`).
+    pub java_unsupported_why: Option<String>,
+    /// Interpreted Java frames named from their `Method*`, and those left `Interpreter`
+    /// (the word not in the copy, or not a method that could be read).
+    pub java_frames: u64,
+    /// See [`UnwindCounts::java_frames`].
+    pub java_missing: u64,
 }
 
 impl std::fmt::Display for UnwindCounts {
@@ -637,6 +665,20 @@ impl std::fmt::Display for UnwindCounts {
                 f,
                 "; Python: {} processes read, {} of versions not supported, {} Python frames, {} stacks without them",
                 self.python_procs, self.python_unsupported, self.python_frames, self.python_missing
+            )?;
+        }
+        if self.java_procs + self.java_unsupported + self.java_frames + self.java_missing > 0 {
+            write!(
+                f,
+                "; Java: {} processes, {} not supported{}, {} interpreted frames named, {} not named",
+                self.java_procs,
+                self.java_unsupported,
+                self.java_unsupported_why
+                    .as_ref()
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default(),
+                self.java_frames,
+                self.java_missing
             )?;
         }
         if self.jit_named_at_exit > 0 {
@@ -827,7 +869,7 @@ impl<'a> StackCopy<'a> {
     }
 
     /// The u64 at stack address `addr`, if the copy has it.
-    fn read_u64(&self, addr: u64) -> Option<u64> {
+    pub fn read_u64(&self, addr: u64) -> Option<u64> {
         let from = |base: u64, bytes: &[u8]| {
             let off = usize::try_from(addr.checked_sub(base)?).ok()?;
             let b = bytes.get(off..off.checked_add(8)?)?;
@@ -835,6 +877,27 @@ impl<'a> StackCopy<'a> {
         };
         from(self.sp, self.bytes)
             .or_else(|| self.windows.iter().find_map(|&(at, bytes)| from(at, bytes)))
+    }
+
+    /// Into `out`, the frame pointer of each of `frames` (a frame-pointer walk of this
+    /// stack: the ip, then return addresses; the BPF side's walk) as the walk had it: the
+    /// copy's bp, then the saved rbp of each frame record, as far as the copy holds the
+    /// records and their return addresses are the walk's.
+    pub fn frame_pointers(&self, frames: &[u64], out: &mut Vec<u64>) {
+        out.clear();
+        let mut bp = self.bp;
+        for (i, &f) in frames.iter().enumerate() {
+            if i > 0 {
+                if self.read_u64(bp.wrapping_add(8)) != Some(f) {
+                    break;
+                }
+                match self.read_u64(bp) {
+                    Some(saved) => bp = saved,
+                    None => break,
+                }
+            }
+            out.push(bp);
+        }
     }
 
     /// The end of everything copied (the copy's, or its highest window's).
@@ -863,6 +926,8 @@ struct ProcUnwinder {
     /// A CPython process: where `_PyEval_EvalFrameDefault` is (its frames are replaced by
     /// the Python frames they ran), and its structures' layout.
     python: Option<(Range<u64>, crate::python::Layout)>,
+    /// A JVM: where its VMStructs exports are (its interpreted frames are named from them).
+    java: Option<crate::java::JvmExports>,
 }
 
 /// What a known mapping of a process holds.
@@ -892,6 +957,9 @@ pub struct UserUnwinder<A: AddressSpaces> {
     /// Time left for waiting on running threads to block again ([`LiveStack::attach`]);
     /// refilled each half second by [`UserUnwinder::refill_live_budget`].
     live_budget: Duration,
+    /// The frame pointer (rbp) of each frame of the last unwind, as the walk restored it:
+    /// an interpreted Java frame's fp locates its `Method*`.
+    frame_bps: Vec<u64>,
     /// CPython processes not yet told to the BPF side ([`UserUnwinder::take_new_python`]).
     new_python: Vec<(u32, Vec<u8>)>,
     /// See [`UserUnwinder::python_unsupported`].
@@ -911,6 +979,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
             last_beyond_copy: false,
             last_short_at: None,
             live_budget: LIVE_BUDGET,
+            frame_bps: Vec::new(),
             new_python: Vec::new(),
             python_unsupported: Default::default(),
             counts: UnwindCounts::default(),
@@ -1005,6 +1074,18 @@ impl<A: AddressSpaces> UserUnwinder<A> {
         self.procs.get(&tgid)?.python.as_ref()
     }
 
+    /// Where the VMStructs exports of `tgid` are, if it is a JVM.
+    pub fn java(&self, tgid: u32) -> Option<&crate::java::JvmExports> {
+        self.procs.get(&tgid)?.java.as_ref()
+    }
+
+    /// Each frame's rbp in the last unwind (parallel to its frames, label not counted):
+    /// where a frame-pointer frame keeps its saved registers and, in the JVM's
+    /// interpreter, its method.
+    pub fn frame_bps(&self) -> &[u64] {
+        &self.frame_bps
+    }
+
     /// CPython processes found since the last call, with their `struct py_proc` for the
     /// BPF side's `py_procs` map.
     pub fn take_new_python(&mut self) -> Vec<(u32, Vec<u8>)> {
@@ -1081,6 +1162,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
             modules: Vec::new(),
             entries: Vec::new(),
             python: None,
+            java: None,
         });
         let at = p.modules.partition_point(|(r, _)| r.start < m.start);
         if p.modules
@@ -1130,6 +1212,11 @@ impl<A: AddressSpaces> UserUnwinder<A> {
                         self.python_unsupported.insert(version);
                     }
                 }
+            }
+            if let (Some(exports), None) = (&o.jvm, &p.java) {
+                p.java = Some(crate::java::JvmExports(
+                    exports.map(|a| a.wrapping_add(bias)),
+                ));
             }
             p.unwinder.add_module(Module::new(
                 m.path.clone(),
@@ -1271,6 +1358,8 @@ impl<A: AddressSpaces> UserUnwinder<A> {
         let mut regs = UnwindRegsX86_64::new(copy.ip, copy.sp, copy.bp);
         let mut address = FrameAddress::InstructionPointer(copy.ip);
         out.push(copy.ip);
+        self.frame_bps.clear();
+        self.frame_bps.push(copy.bp);
         if !self.ensure(tgid, ts, copy.ip, history) {
             return UnwindEnd::Incomplete(if self.procs.contains_key(&tgid) {
                 IncompleteReason::BadReturnAddress
@@ -1311,6 +1400,7 @@ impl<A: AddressSpaces> UserUnwinder<A> {
                         self.counts.fp_frames += 1;
                     }
                     out.push(ra);
+                    self.frame_bps.push(regs.bp());
                     address = a;
                 }
                 Err(framehop::Error::CouldNotReadStack(addr))
@@ -1502,6 +1592,20 @@ mod tests {
             .counts
             .to_string()
             .contains("; 1 read windows copied farther up the stack (1 of them"));
+    }
+
+    #[test]
+    fn a_frame_pointer_walk_gets_its_frame_pointers_from_the_copy() {
+        // Frame records at sp + 0x20 and sp + 0x30 (the outermost with a null bp).
+        let sp = 0x7000_0000u64;
+        let bytes = stack_bytes(&[0, 0, 0, 0, sp + 0x30, 0x10100, 0, 0x10200]);
+        let copy = StackCopy::new(0x10050, sp, sp + 0x20, &bytes);
+        let mut bps = vec![1];
+        copy.frame_pointers(&[0x10050, 0x10100, 0x10200], &mut bps);
+        assert_eq!(bps, vec![sp + 0x20, sp + 0x30, 0]);
+        // A return address that is not the record's: the chain is not the walk's.
+        copy.frame_pointers(&[0x10050, 0x99, 0x10200], &mut bps);
+        assert_eq!(bps, vec![sp + 0x20]);
     }
 
     #[test]
