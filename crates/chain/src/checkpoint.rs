@@ -11,7 +11,7 @@
 //! the checkpoint ended before the window), so the engine's state at the checkpoint is
 //! the same whatever window the run has, provided the rest of its setup is the same.
 
-use crate::analyses::critpath::Timeline;
+use crate::analyses::timeline::Timeline;
 use crate::{Engine, Filter, Mode, OnCpuMode};
 use chainrec_format::Tid;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -68,7 +68,7 @@ pub(crate) struct Point {
     /// clone it under the lock, checkpoints being taken on another thread meanwhile.
     engine: Mutex<Engine<'static>>,
     /// The critical-path timelines that changed since the checkpoint before, by tid
-    /// ([`crate::analyses::critpath::Timelines`]).
+    /// (`critpath::Timelines`).
     timelines: Vec<(Tid, Timeline)>,
 }
 

@@ -7,6 +7,7 @@
 //! between its waits come from the thread's own switches, read in the same pass.
 //! docs/REPORTS.md ("critical-path") says how a segment cut by the window is split.
 
+use crate::analyses::timeline::{St, Timeline};
 use crate::analyses::TraceInput;
 use crate::checkpoint::SetupKey;
 use crate::engine::config::Config;
@@ -369,19 +370,6 @@ fn kind_index(k: &SegmentKind) -> usize {
     }
 }
 
-/// The thread's state in the scan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum St {
-    /// No event of the thread yet.
-    Unseen,
-    /// On a CPU since.
-    On(u64),
-    /// Off CPU since (switch-out or creation).
-    Off(u64),
-    /// Exited (its last switch-out).
-    Gone(u64),
-}
-
 /// A stretch of the thread's timeline as its own events give it.
 #[derive(Clone, Copy, Debug)]
 enum Piece {
@@ -389,44 +377,6 @@ enum Piece {
     /// Off CPU from a switch-out (or creation) to a switch-in; `None`: still off at the end.
     Off(u64, Option<u64>),
     Unknown(u64, u64, Unknown),
-}
-
-/// What the scan of a thread's own events knows at an event boundary, apart from the
-/// pieces and samples it keeps inside its window: all a scan resumed there needs.
-/// Before any window's start a scan keeps nothing, so this state is the same whatever the
-/// window (see [`Timelines`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Timeline {
-    st: St,
-    created: Option<u64>,
-    seen: bool,
-    /// Switches that contradict each other (counted from the thread's start).
-    inconsistent: u64,
-    /// The thread had its exit event (it may still run, block or be preempted until its
-    /// final switch-out).
-    exiting: bool,
-    /// It was woken since its last switch-out.
-    woken: bool,
-    /// Its last switch-out was a sleep (not a preemption).
-    slept: bool,
-    /// Its identity as its own `comm` and fork events set it (`None`: the task table's).
-    identity: Option<ThreadIdentity>,
-}
-
-impl Timeline {
-    /// Before any event of `tid`.
-    fn new(tid: Tid, tables: &Tables) -> Timeline {
-        Timeline {
-            st: St::Unseen,
-            created: None,
-            seen: tables.tasks.contains_key(&tid),
-            inconsistent: 0,
-            exiting: false,
-            woken: false,
-            slept: false,
-            identity: None,
-        }
-    }
 }
 
 /// The scan of the thread's own events.

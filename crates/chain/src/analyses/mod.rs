@@ -3,6 +3,7 @@
 
 pub(crate) mod critpath;
 pub(crate) mod oncpu;
+pub(crate) mod timeline;
 
 use crate::engine::config::Config;
 use crate::engine::filter::Filter;
