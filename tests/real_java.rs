@@ -89,6 +89,8 @@ struct Run {
     summary: String,
     /// `jstack PID` output while the pipeline ran (empty when not asked for).
     jstack: String,
+    /// The recorder's `--summary-json` object.
+    summary_json: serde_json::Value,
 }
 
 /// A scratch directory `name` with QueueDemo compiled into it, if `tools` (command,
@@ -137,9 +139,12 @@ fn record_pipeline(name: &str, flags: &[&str], ticks: u32, jstack: bool) -> Opti
     let dir = compiled_queue_demo(name, &JDK)?;
     let trace = dir.join("j.zst");
     let pidfile = dir.join("pid");
+    let summary_json = dir.join("summary.json");
     let record = bin()
         .args(["record", "--no-samples", "-o"])
         .arg(&trace)
+        .arg("--summary-json")
+        .arg(&summary_json)
         .arg("--")
         .arg("java")
         .args(BASE_FLAGS)
@@ -172,6 +177,7 @@ fn record_pipeline(name: &str, flags: &[&str], ticks: u32, jstack: bool) -> Opti
         folded: String::from_utf8_lossy(&chains.stdout).into_owned(),
         summary,
         jstack: stacks,
+        summary_json: serde_json::from_slice(&std::fs::read(&summary_json).unwrap()).unwrap(),
     })
 }
 
@@ -274,6 +280,15 @@ fn java_interpreted_frames_are_named_as_jstack_names_them() {
             && run.summary.contains("interpreted frames named"),
         "{}",
         run.summary
+    );
+    // The same counts in `--summary-json`, for scripts (processes: the pipeline's JVM and
+    // jstack's own).
+    let java = &run.summary_json["user_unwind"]["java"];
+    assert!(java["processes"].as_u64().unwrap() >= 1, "{java}");
+    assert_eq!(java["unsupported"], 0, "{java}");
+    assert!(
+        java["interpreted_frames_named"].as_u64().unwrap() > 0,
+        "{java}"
     );
     let spied = jstack_frames(&run.jstack, "sink");
     assert!(

@@ -82,9 +82,12 @@ fn python_pipeline_names_its_functions() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/python/queue_demo.py");
     let trace = dir.join("py.zst");
     let pidfile = dir.join("pid");
+    let summary_json = dir.join("summary.json");
     let record = bin()
         .args(["record", "--no-samples", "-o"])
         .arg(&trace)
+        .arg("--summary-json")
+        .arg(&summary_json)
         .arg("--")
         .arg(PYTHON)
         .arg(&script)
@@ -167,4 +170,10 @@ fn python_pipeline_names_its_functions() {
         sink_stacks.first()
     );
     assert!(summary.contains("Python: 1 processes read"), "{summary}");
+    // The same counts in `--summary-json`, for scripts.
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&summary_json).unwrap()).unwrap();
+    let py = &json["user_unwind"]["python"];
+    assert_eq!(py["processes"], 1, "{py}");
+    assert!(py["frames"].as_u64().unwrap() > 0, "{py}");
 }

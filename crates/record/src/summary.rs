@@ -197,6 +197,18 @@ impl RecordSummary {
                     .collect::<serde_json::Map<String, serde_json::Value>>(),
                 "objects": u.objects, "objects_failed": u.objects_failed,
                 "cfi_bytes": u.cfi_bytes,
+                "windows": { "read": u.window_read, "complete": u.window_complete },
+                "live_stack": { "tried": u.live_tried, "used": u.live_used },
+                "python": {
+                    "processes": u.python_procs, "unsupported": u.python_unsupported,
+                    "frames": u.python_frames, "stacks_without_frames": u.python_missing,
+                },
+                "java": {
+                    "processes": u.java_procs, "unsupported": u.java_unsupported,
+                    "unsupported_why": u.java_unsupported_why,
+                    "interpreted_frames_named": u.java_frames,
+                    "interpreted_frames_not_named": u.java_missing,
+                },
             })),
             "lazy_user": {
                 "user_stacks_exiting": summary.lazy_user.exiting,
