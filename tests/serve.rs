@@ -1412,3 +1412,96 @@ fn header_filters_apply_to_the_graph_and_the_waits() {
     );
     assert_eq!(b.eval("window.__errs"), json!([]));
 }
+
+/// The heat-map column at the middle of its scrolled view (46 and 8 px: the margins).
+const MID_COLUMN: &str = "(() => { const box = document.getElementById('heatscroll'), \
+    c = document.getElementById('heatmap'); \
+    return (box.scrollLeft + box.clientWidth / 2 - 46) / (c.clientWidth - 54) * explorer.heat.columns; })()";
+
+/// Issue 36 item 3: a long trace's heat map scrolls sideways instead of squeezing its
+/// seconds under a pixel. In chromium, on a ~600 s pipe-relay trace: each second gets at
+/// least 4 px (the canvas wider than its box, which scrolls), a click on a column near the
+/// end after scrolling there selects exactly that second, and the zoom select sets the
+/// width per second (16 px: 16 px per column).
+#[test]
+fn a_long_trace_scrolls_and_zooms() {
+    if !browser_available() {
+        return;
+    }
+    let dir = tmpdir("serve-long");
+    let trace = synth(&dir, "pipe-relay", 550_000);
+    let s = Served::start(&trace);
+    let dur = dur_of(&s);
+    assert!(dur > 500_000_000_000, "{dur} ns: not a long trace");
+    let heat = s.get("/api/heatmap");
+    let col0 = heat["col0_ns"].as_i64().unwrap();
+    let columns = heat["columns"].as_u64().unwrap();
+    let mut b = Browser::launch("serve-long");
+    b.call(
+        "Page.addScriptToEvaluateOnNewDocument",
+        json!({ "source": CAPTURE_ERRORS }),
+    );
+    b.call("Page.navigate", json!({ "url": s.url("/") }));
+    b.wait_event("Page.loadEventFired");
+    wait_for(
+        &mut b,
+        "window.explorer && explorer.heat && explorer.waits && explorer.busy === 0",
+    );
+    let widths = b.eval(
+        "(() => { const c = document.getElementById('heatmap'), \
+         box = document.getElementById('heatscroll'); \
+         return [c.clientWidth, c.width, box.clientWidth, box.scrollWidth]; })()",
+    );
+    let [css_w, canvas_w, box_w, scroll_w] = [0, 1, 2, 3].map(|i| widths[i].as_u64().unwrap());
+    assert!(
+        css_w >= columns * 4 && canvas_w == css_w,
+        "{columns} columns drawn {css_w} px wide ({canvas_w} canvas px): {widths}"
+    );
+    assert!(scroll_w > box_w, "the heat map does not scroll: {widths}");
+    // Scroll to the end; a click on the third column from the end.
+    b.eval("(() => { const box = document.getElementById('heatscroll'); box.scrollLeft = box.scrollWidth; return true; })()");
+    std::thread::sleep(Duration::from_millis(100));
+    let col = columns - 3;
+    let at = xy(&b.eval(&format!("explorer.cellClientXY({col}, 20)")));
+    let vw = b.eval("innerWidth").as_f64().unwrap();
+    assert!(
+        at.0 > 0.0 && at.0 < vw,
+        "column {col} at x {} is not in view ({vw})",
+        at.0
+    );
+    mouse(&mut b, "mousePressed", at);
+    mouse(&mut b, "mouseReleased", at);
+    std::thread::sleep(Duration::from_millis(50));
+    wait_for(&mut b, "explorer.chains && explorer.busy === 0");
+    let from = (col0 + col as i64 * 1_000_000_000).max(0) as u64;
+    let to = ((col0 + (col as i64 + 1) * 1_000_000_000) as u64).min(dur);
+    assert_eq!(
+        b.eval("explorer.range"),
+        json!({"from": from, "to": to}),
+        "a click on column {col} after scrolling selects its second"
+    );
+    assert_eq!(drawn_lines(&mut b), chains_window(&trace, from, to));
+    // Zoom: 16 px per second.
+    let mid_before = b.eval(MID_COLUMN).as_f64().unwrap();
+    b.eval("(() => { const z = document.getElementById('heatzoom'); z.value = '16'; z.dispatchEvent(new Event('change')); return true; })()");
+    std::thread::sleep(Duration::from_millis(100));
+    let zoomed = b
+        .eval("document.getElementById('heatmap').clientWidth")
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        zoomed,
+        46 + 8 + columns * 16,
+        "16 px per column and the margins"
+    );
+    // The second in the middle of the view stays there.
+    let mid_after = b.eval(MID_COLUMN).as_f64().unwrap();
+    assert!(
+        (mid_after - mid_before).abs() <= 1.0,
+        "the zoom moved the view: column {mid_before} was in the middle, now {mid_after}"
+    );
+    let shot = dir.join("serve-long.png");
+    std::fs::write(&shot, b.screenshot_png()).unwrap();
+    eprintln!("screenshot of the zoomed long trace: {}", shot.display());
+    assert_eq!(b.eval("window.__errs"), json!([]), "console errors");
+}

@@ -258,6 +258,10 @@ function cellColor(v) {
 // geometry it began with (the page's scrollbar appearing under a drag resizes later).
 let heatDown = null;
 let heatResized = false;
+// Columns narrower than this scroll sideways instead (a 3,000 s trace would get 0.5 px per
+// second in the page's width); the zoom select sets the width per second outright.
+const MIN_COL_PX = 4;
+
 function sizeHeat() {
   const c = $('heatmap');
   if (heatDown) {
@@ -265,7 +269,12 @@ function sizeHeat() {
     return;
   }
   heatResized = false;
-  const w = Math.max(300, Math.floor(c.clientWidth));
+  const box = Math.floor($('heatscroll').clientWidth);
+  const cols = S.heat ? S.heat.columns : 0;
+  const zoom = +$('heatzoom').value || 0;
+  const need = PAD.left + PAD.right + cols * (zoom || MIN_COL_PX);
+  const w = Math.max(300, zoom ? need : Math.max(box, need));
+  c.style.width = w === box ? '' : w + 'px';
   if (c.width !== w) c.width = w;
 }
 
@@ -975,6 +984,15 @@ async function start() {
   hookHeat();
   hookFlame();
   $('metric').addEventListener('change', loadHeat);
+  // A new zoom keeps the second in the middle of the view where it was.
+  $('heatzoom').addEventListener('change', () => {
+    if (!S.heat) return;
+    const box = $('heatscroll');
+    const mid = (box.scrollLeft + box.clientWidth / 2) / Math.max(1, box.scrollWidth);
+    sizeHeat();
+    drawHeat();
+    box.scrollLeft = mid * box.scrollWidth - box.clientWidth / 2;
+  });
   // A filter redraws the heat map and the selected range's graph and waits under it.
   for (const k of FILTERS) {
     $(k).addEventListener('change', async () => {
