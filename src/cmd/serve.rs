@@ -35,8 +35,8 @@ pub struct Args {
     /// No progress bar while the trace is indexed.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Seconds of trace between the engine checkpoints a range resumes from (at most 32
-    /// are kept: the trace's duration / 32 when larger). Smaller: faster ranges, more
+    /// Seconds of trace between the engine checkpoints a range resumes from (at most 16
+    /// are kept: the trace's duration / 16 when larger). Smaller: faster ranges, more
     /// memory (each checkpoint is a copy of the engine's state).
     #[arg(long, value_name = "SECONDS", default_value = "0.5", value_parser = parse_every)]
     pub checkpoint_every: u64,

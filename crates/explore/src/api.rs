@@ -166,9 +166,11 @@ const MAX_SESSION: usize = 64;
 /// its start (on a 20 M-event busy-server trace, ~0.6 M events)...
 pub const CHECKPOINT_EVERY_NS: u64 = 500_000_000;
 /// ... or the trace's duration over this, when larger: a checkpoint is a copy of the
-/// engine's state (~25 MB on that trace, growing with the threads, stacks and live
-/// chains it holds), so a long trace gets fewer, farther apart.
-pub const MAX_CHECKPOINTS: u64 = 32;
+/// engine's state (~20 MB on a 20 M-event busy-server trace, growing with the threads,
+/// stacks and live chains it holds), so a long trace gets fewer, farther apart. 16 keeps
+/// `serve` of that trace at ~395 MB (32: ~670 MB), each range resuming from at most 1.25 s
+/// of trace before it (docs/BENCHMARKS.md, session 23).
+pub const MAX_CHECKPOINTS: u64 = 16;
 
 /// `ns` as seconds with nine decimals, exactly (`1.500000000`): how a range becomes a
 /// `--window` spec that parses back to the same nanoseconds.
