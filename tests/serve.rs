@@ -1505,3 +1505,78 @@ fn a_long_trace_scrolls_and_zooms() {
     eprintln!("screenshot of the zoomed long trace: {}", shot.display());
     assert_eq!(b.eval("window.__errs"), json!([]), "console errors");
 }
+
+/// Issue 36 item 5, "group by process": in chromium, on pipe-relay's whole-trace view, the
+/// header's checkbox redraws the graph as `chains --window --process-frames` draws it
+/// (every root a `[process: …]` frame), the waits list is `/api/waits?group=process`'s for
+/// the root, and the URL keeps the grouping through a reload.
+#[test]
+fn group_by_process_in_the_page() {
+    if !browser_available() {
+        return;
+    }
+    let dir = tmpdir("serve-group");
+    let trace = synth(&dir, "pipe-relay", 4000);
+    let s = Served::start(&trace);
+    let mut b = Browser::launch("serve-group");
+    b.call(
+        "Page.addScriptToEvaluateOnNewDocument",
+        json!({ "source": CAPTURE_ERRORS }),
+    );
+    b.call("Page.navigate", json!({ "url": s.url("/") }));
+    b.wait_event("Page.loadEventFired");
+    wait_for(
+        &mut b,
+        "window.explorer && explorer.heat && explorer.waits && explorer.busy === 0",
+    );
+    let duration = dur_of(&s);
+    b.eval(
+        "(() => { const c = document.getElementById('byprocess'); c.checked = true; \
+         c.dispatchEvent(new Event('change')); return true; })()",
+    );
+    wait_for(
+        &mut b,
+        "explorer.busy === 0 && explorer.waits && location.hash.includes('group=process')",
+    );
+    let want = chains_window_with(&trace, 0, duration, &["--process-frames"]);
+    assert!(!want.is_empty());
+    assert!(want.keys().all(|l| l.starts_with("[process: ")), "{want:?}");
+    assert_eq!(drawn_lines(&mut b), want, "the grouped graph");
+    let waits = s.get(&format!(
+        "/api/waits?frame=&from=0&to={duration}&limit=10&group=process"
+    ));
+    assert_eq!(
+        b.eval("explorer.waits.waits.map(w => [w.wait.tid, w.wait.time_s])"),
+        json!(waits["waits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| json!([w["wait"]["tid"], w["wait"]["time_s"]]))
+            .collect::<Vec<_>>()),
+    );
+    b.call("Page.reload", json!({}));
+    b.wait_event("Page.loadEventFired");
+    wait_for(
+        &mut b,
+        "window.explorer && explorer.chains && explorer.waits && explorer.busy === 0",
+    );
+    assert_eq!(
+        b.eval("document.getElementById('byprocess').checked"),
+        json!(true)
+    );
+    assert_eq!(
+        drawn_lines(&mut b),
+        want,
+        "the grouped graph after a reload"
+    );
+    let shot = dir.join("serve-group.png");
+    std::fs::write(&shot, b.screenshot_png()).unwrap();
+    eprintln!(
+        "screenshot of the graph grouped by process: {}",
+        shot.display()
+    );
+    let (status, body) = s.request("GET", "/api/chains?from=0&to=1000&group=pod", &s.host);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("group="), "{body}");
+    assert_eq!(b.eval("window.__errs"), json!([]));
+}

@@ -64,6 +64,11 @@ pub struct ViewArgs {
     /// the waker).
     #[arg(long)]
     pub cgroup_frames: bool,
+    /// Put each waiting thread's process above it, as the root of its lines (below its
+    /// cgroup frames with --cgroup-frames): `[process: nginx (1234)];nginx;...`, so that a
+    /// process's threads (named alike or not) are one tower (not in `wakeup`).
+    #[arg(long)]
+    pub process_frames: bool,
 }
 
 const CHAINS_EXAMPLES: &str = "\
@@ -321,6 +326,9 @@ fn analyse_files(
             .with_context(|| super::label(files));
         }
     }
+    if a.process_frames && view == View::Wakeup {
+        bail!("--process-frames: the wakeup view's lines start at the waker, not at a waiting thread; use offwake or chains");
+    }
     let setup = Setup {
         mode,
         max_depth,
@@ -330,6 +338,7 @@ fn analyse_files(
         runqueue,
         oncpu,
         cgroup_frames: a.cgroup_frames,
+        process_frames: a.process_frames,
     };
     let (summary, graph) = an
         .fold(setup, view, |_| {})

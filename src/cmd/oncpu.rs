@@ -34,6 +34,9 @@ pub(crate) fn fold(an: &Analysis, a: &ViewArgs, name: &str) -> Result<OnCpuFold>
     if a.cgroup_frames {
         anyhow::bail!("--cgroup-frames: not available in {name} (its lines are samples, not waits); use --cgroup to select a cgroup");
     }
+    if a.process_frames {
+        anyhow::bail!("--process-frames: not available in {name} (its lines are samples, not waits); use -p to select a process");
+    }
     an.sampling().with_context(|| super::label(&a.file))?;
     let filter = a.filter.to_filter(an, Duration::OffCpu)?;
     let f = fold_oncpu(an, &filter, !a.serial)

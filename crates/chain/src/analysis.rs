@@ -75,6 +75,8 @@ pub struct Setup {
     pub oncpu: OnCpuMode,
     /// Frames of the waiting thread's cgroup above it ([`Config::cgroup_frames`]).
     pub cgroup_frames: bool,
+    /// A frame of the waiting thread's process above it ([`Config::process_frames`]).
+    pub process_frames: bool,
 }
 
 impl Setup {
@@ -88,6 +90,7 @@ impl Setup {
             runqueue: self.runqueue,
             oncpu: self.oncpu,
             cgroup_frames: self.cgroup_frames,
+            process_frames: self.process_frames,
         }
     }
 }
@@ -103,6 +106,7 @@ impl Default for Setup {
             runqueue: true,
             oncpu: OnCpuMode::default(),
             cgroup_frames: false,
+            process_frames: false,
         }
     }
 }
@@ -358,6 +362,7 @@ impl Analysis {
             runqueue: setup.runqueue,
             oncpu: setup.oncpu,
             cgroup_frames: setup.cgroup_frames,
+            process_frames: setup.process_frames,
         };
         (self.input().engine(cfg), summary)
     }
@@ -471,10 +476,15 @@ impl Analysis {
                 self.engine_runs.fetch_add(1, Ordering::Relaxed);
                 let (_, mut summary) = self.engine_summary(&setup);
                 summary.chunks.start = p.chunk;
-                (
-                    p.engine().resume(self.tables(), setup.filter, dedup),
-                    summary,
-                )
+                let (cgroup_frames, process_frames) = (setup.cgroup_frames, setup.process_frames);
+                let engine = p.engine().resume(
+                    self.tables(),
+                    setup.filter,
+                    dedup,
+                    cgroup_frames,
+                    process_frames,
+                );
+                (engine, summary)
             }
             None => self.engine(setup),
         }
@@ -550,6 +560,7 @@ impl Analysis {
             runqueue: key.runqueue,
             oncpu: key.oncpu,
             cgroup_frames: key.cgroup_frames,
+            process_frames: key.process_frames,
         };
         let (mut engine, _) = self.engine(probe);
         let mut timelines = crate::analyses::critpath::Timelines::new(self.tables(), self.start_ns);

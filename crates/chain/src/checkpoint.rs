@@ -27,6 +27,7 @@ pub(crate) struct SetupKey {
     pub(crate) runqueue: bool,
     pub(crate) oncpu: OnCpuMode,
     pub(crate) cgroup_frames: bool,
+    pub(crate) process_frames: bool,
 }
 
 /// The filter of the run that takes checkpoints: a window no event reaches, so nothing
@@ -49,10 +50,13 @@ pub(crate) fn window_start(filter: &Filter) -> Option<u64> {
 
 impl SetupKey {
     /// Whether checkpoints taken with `self` serve a run set up as `run`: all equal but
-    /// dedup, which acts only on selected waits (none before the window).
+    /// dedup and the frames above the thread, which act only on selected waits (none
+    /// before the window): dedup's marks, and the group node given at emission.
     pub(crate) fn serves(&self, run: &SetupKey) -> bool {
         SetupKey {
             dedup: run.dedup,
+            cgroup_frames: run.cgroup_frames,
+            process_frames: run.process_frames,
             ..*self
         } == *run
     }

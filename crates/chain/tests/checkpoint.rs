@@ -370,12 +370,14 @@ fn filtered_runs_resume_and_equal_whole_decodes() {
                         ..ThreadSelector::default()
                     }
                 }
-                _ => s.filter.min_ns = Some(100_000),
+                2 => s.filter.min_ns = Some(100_000),
+                // Frames above the thread: given at emission, after the window's start.
+                _ => s.process_frames = true,
             }
             s
         };
         let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ span);
-        for kind in 0..3 {
+        for kind in 0..4 {
             for _ in 0..6 {
                 let a = first + rng.below(span);
                 let w = (a, a + 1 + rng.below(span / 3));
@@ -402,4 +404,46 @@ fn filtered_runs_resume_and_equal_whole_decodes() {
     }
     assert!(resumed_total > 50, "{resumed_total}");
     assert!(nonempty > 50, "{nonempty} of the runs have a chain");
+}
+
+/// `--process-frames` puts one `[process: …]` frame above each waiting thread and changes
+/// nothing else: without that first frame, the lines (summed per text) are the plain
+/// run's, on every scenario.
+#[test]
+fn process_frames_only_add_the_process_above_the_thread() {
+    use std::collections::BTreeMap;
+    let dir = scratch("process-frames");
+    for sc in synth::scenarios() {
+        let path = dir.join(format!("{}.zst", sc.name));
+        write(&path, sc.name, 3_000);
+        let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
+        let lines = |process_frames: bool| {
+            let s = Setup {
+                process_frames,
+                ..Setup::default()
+            };
+            let (_, graph) = an.fold(s, View::Chains, |_| {}).unwrap();
+            let mut out = Vec::new();
+            graph.write_folded(Unit::Ns, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let (plain, grouped) = (lines(false), lines(true));
+        let mut want: BTreeMap<String, u64> = BTreeMap::new();
+        for l in plain.lines() {
+            let (path, w) = l.rsplit_once(' ').unwrap();
+            *want.entry(path.to_string()).or_default() += w.parse::<u64>().unwrap();
+        }
+        let mut got: BTreeMap<String, u64> = BTreeMap::new();
+        for l in grouped.lines() {
+            let (path, w) = l.rsplit_once(' ').unwrap();
+            let (process, rest) = path.split_once(';').unwrap();
+            assert!(
+                process.starts_with("[process: ") && process.ends_with(']'),
+                "{}: {l}",
+                sc.name
+            );
+            *got.entry(rest.to_string()).or_default() += w.parse::<u64>().unwrap();
+        }
+        assert_eq!(got, want, "{}", sc.name);
+    }
 }

@@ -400,6 +400,13 @@ function addFilters(q) {
   return q;
 }
 
+// "group by process": a frame of each waiting thread's process above it (graph and
+// waits; `chains --process-frames`).
+function addGrouping(q) {
+  if (!S.static && $('byprocess').checked) q.set('group', 'process');
+  return q;
+}
+
 async function loadHeat() {
   const q = addFilters(new URLSearchParams({ metric: $('metric').value }));
   try {
@@ -480,7 +487,7 @@ function saveState() {
     q.set('base_to', S.base.to);
   }
   if (S.zoom.length) q.set('frame', S.zoom.join(';'));
-  addFilters(q);
+  addGrouping(addFilters(q));
   history.replaceState(null, '', '#' + q);
 }
 
@@ -489,6 +496,7 @@ async function restoreState() {
   // The filters first: the heat map, the graph and the waits all read them.
   const filtered = FILTERS.filter((k) => q.has(k));
   for (const k of filtered) $(k).value = q.get(k);
+  $('byprocess').checked = q.get('group') === 'process';
   if (filtered.length) await loadHeat();
   const num = (k) => (q.has(k) && /^[0-9]+$/.test(q.get(k)) ? +q.get(k) : null);
   const [from, to] = [num('from'), num('to')];
@@ -569,7 +577,7 @@ async function loadChains() {
     q.set('base_from', S.base.from);
     q.set('base_to', S.base.to);
   }
-  const url = '/api/chains?' + addFilters(q);
+  const url = '/api/chains?' + addGrouping(addFilters(q));
   try {
     const c = await api(url);
     // A newer range was asked for meanwhile: its answer is the one to show.
@@ -795,7 +803,7 @@ function el(tag, cls, text) {
 
 async function loadWaits(path) {
   const r = S.range || { from: 0, to: S.heat.duration_ns };
-  const q = addFilters(new URLSearchParams({ frame: path, from: r.from, to: r.to, limit: 10 }));
+  const q = addGrouping(addFilters(new URLSearchParams({ frame: path, from: r.from, to: r.to, limit: 10 })));
   const list = $('waitlist');
   const my = ++waitsSeq;
   try {
@@ -968,7 +976,7 @@ function setupStatic() {
     'seconds (pick one from the list, or click its heat-map column), zoom, search, and compare two of them ' +
     '(shift-click a precomputed column for the baseline). It cannot compute other ranges, filter the heat map, ' +
     'list the waits through a frame or draw critical paths: chainrec serve TRACE does all of that.';
-  for (const k of ['metric', 'comm', 'tid', 'pid', 'cgroup']) $(k).disabled = true;
+  for (const k of ['metric', 'comm', 'tid', 'pid', 'cgroup', 'byprocess']) $(k).disabled = true;
   const sel = $('ranges');
   sel.hidden = false;
   d.ranges.forEach((r, i) => sel.appendChild(Object.assign(el('option', '', r.label), { value: i })));
@@ -992,6 +1000,12 @@ async function start() {
     sizeHeat();
     drawHeat();
     box.scrollLeft = mid * box.scrollWidth - box.clientWidth / 2;
+  });
+  // Grouping redraws the selected range's graph and its waits.
+  $('byprocess').addEventListener('change', async () => {
+    if (!S.range) return;
+    await selectRange(S.range.from, S.range.to);
+    if (S.chains) await loadWaits('');
   });
   // A filter redraws the heat map and the selected range's graph and waits under it.
   for (const k of FILTERS) {

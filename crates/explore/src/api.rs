@@ -487,11 +487,20 @@ impl Explorer {
 
     /// The chain graph of a range as a tree: the engine run of `chainrec chains --window`
     /// (default setup), read through its structured paths (no folded text).
-    fn chains_tree(&self, filter: Filter, cancel: &Cancel) -> Result<(Tree, Value), ApiError> {
+    fn chains_tree(
+        &self,
+        filter: Filter,
+        by_process: bool,
+        cancel: &Cancel,
+    ) -> Result<(Tree, Value), ApiError> {
+        let setup = Setup {
+            process_frames: by_process,
+            ..range_setup(filter)
+        };
         let (summary, graph) = self
             .an
             .fold_from_until(
-                range_setup(filter),
+                setup,
                 View::Chains,
                 Some(&*self.checkpoints),
                 Some(cancel),
@@ -532,9 +541,10 @@ impl Explorer {
                 ))
             }
         };
+        let by_process = grouping(&mut q)?;
         let claim = self.claim(&mut q, "chains")?;
         q.finish()?;
-        let (tree, counts) = self.chains_tree(filter, &claim.cancel)?;
+        let (tree, counts) = self.chains_tree(filter, by_process, &claim.cancel)?;
         let mut v = json!({
             "from_ns": from,
             "to_ns": to,
@@ -545,7 +555,7 @@ impl Explorer {
             "pruned_ns": tree.pruned_ns,
         });
         if let Some((bfrom, bto, bspec, bfilter)) = base {
-            let (btree, bcounts) = self.chains_tree(bfilter, &claim.cancel)?;
+            let (btree, bcounts) = self.chains_tree(bfilter, by_process, &claim.cancel)?;
             v["base"] = json!({
                 "from_ns": bfrom,
                 "to_ns": bto,
@@ -575,9 +585,13 @@ impl Explorer {
             Some(n) => return Err(ApiError::bad(format!("limit={n}: want 1..={MAX_WAITS}"))),
         };
         let (from, to, spec, filter) = self.range(&mut q)?;
+        let by_process = grouping(&mut q)?;
         let claim = self.claim(&mut q, "waits")?;
         q.finish()?;
-        let setup = range_setup(filter);
+        let setup = Setup {
+            process_frames: by_process,
+            ..range_setup(filter)
+        };
         let mut sink = Through {
             prefix: &frame,
             tables: self.an.tables(),
@@ -752,6 +766,18 @@ impl Explorer {
 
 /// `ns` as milliseconds for a label (`123.4 ms`).
 /// The engine setup of a range's chain graph (`chainrec chains --window`'s default).
+/// `group=process` (a frame of each waiting thread's process above it, as `chains
+/// --process-frames`) or `group=thread` (the default: threads at the root).
+fn grouping(q: &mut Query) -> Result<bool, ApiError> {
+    match q.take("group").as_deref() {
+        None | Some("thread") => Ok(false),
+        Some("process") => Ok(true),
+        Some(g) => Err(ApiError::bad(format!(
+            "group={g:?}: want thread (the default) or process"
+        ))),
+    }
+}
+
 fn range_setup(filter: Filter) -> Setup {
     Setup {
         filter,

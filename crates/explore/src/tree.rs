@@ -61,6 +61,7 @@ fn kind_of(class: FrameClass) -> &'static str {
         FrameClass::Metal => "metal",
         FrameClass::Marker => "marker",
         FrameClass::Lost => "lost",
+        FrameClass::Group => "group",
         FrameClass::RunQueue => "runq",
         FrameClass::OnCpu => "oncpu",
         FrameClass::OffCpu => "offcpu",

@@ -78,6 +78,9 @@ pub enum FrameClass {
     Marker,
     /// `[lost events]` and other loss markers.
     Lost,
+    /// A frame above the waiting thread: `[cgroup: …]`, `[pod: …]`, `[container: …]`,
+    /// `[process: …]`.
+    Group,
     /// `[run queue]`: the level above waited for a CPU (the frame above it names who held
     /// the CPU).
     RunQueue,
@@ -98,6 +101,9 @@ pub const LEVEL_HUES: [f64; 6] = [215.0, 30.0, 120.0, 275.0, 55.0, 180.0];
 pub const METAL_FILL: &str = "rgb(204,36,36)";
 /// Fill of "no stack" markers (a hatched pattern defined in the SVG).
 pub const MARKER_FILL: &str = "url(#chainrec-marker)";
+/// Frames above the waiting thread (`--cgroup-frames`, `--process-frames`): a neutral
+/// slate, data rather than a missing-data marker.
+pub const GROUP_FILL: &str = "rgb(176,190,197)";
 /// Fill of loss markers (a red hatched pattern defined in the SVG).
 pub const LOST_FILL: &str = "url(#chainrec-lost)";
 /// Fill of `[run queue]` frames: waiting for a CPU, not for an event.
@@ -171,6 +177,7 @@ pub fn classify_name(name: &str) -> Option<FrameClass> {
     let head = inner.split([':', ' ']).next().unwrap_or("");
     Some(match head {
         "hardirq" | "softirq" | "nmi" | "idle" | "irq" | "interrupt" | "metal" => FrameClass::Metal,
+        "cgroup" | "pod" | "container" | "process" if inner.contains(": ") => FrameClass::Group,
         _ if inner.starts_with("lost") => FrameClass::Lost,
         _ => FrameClass::Marker,
     })
@@ -291,6 +298,7 @@ pub fn fill_for(class: FrameClass, name: &str) -> String {
         FrameClass::Metal => METAL_FILL.to_string(),
         FrameClass::Marker => MARKER_FILL.to_string(),
         FrameClass::Lost => LOST_FILL.to_string(),
+        FrameClass::Group => GROUP_FILL.to_string(),
         FrameClass::RunQueue => RUNQ_FILL.to_string(),
         FrameClass::OnCpu => ONCPU_FILL.to_string(),
         FrameClass::OffCpu => OFFCPU_FILL.to_string(),
@@ -445,7 +453,8 @@ fn class_of(f: &PathFrame<'_>, chain_layout: bool, st: &mut ClassState) -> Frame
             st.seg = 0;
             FrameClass::OffCpu
         }
-        FrameKind::Marker | FrameKind::Group => FrameClass::Marker,
+        FrameKind::Marker => FrameClass::Marker,
+        FrameKind::Group => FrameClass::Group,
         FrameKind::Lost => FrameClass::Lost,
         // `[on cpu]` or `[on cpu: estimated]` (sampled frames follow) or `[on cpu: no
         // sample]` (a marker).

@@ -36,6 +36,7 @@ fn export_dedup(t: &MemTrace, dedup: bool) -> (Profile, BTreeMap<String, u64>) {
         runqueue: true,
         oncpu: Default::default(),
         cgroup_frames: false,
+        process_frames: false,
     };
     let mut engine = Engine::new(&t.tables, &t.meta, cfg);
     let mut sinks = (FoldedSink::new(View::Chains), ProfileSink::new());

@@ -127,6 +127,7 @@ fn reports_on_a_real_recording() {
         runqueue: true,
         oncpu: Default::default(),
         cgroup_frames: false,
+        process_frames: false,
     };
     let mut engine = Engine::new(reader.tables(), reader.meta(), cfg);
     let mut sinks = (

@@ -40,6 +40,7 @@ fn run(t: &MemTrace, n: usize, filter: Filter) -> chainrec_report::top::TopRepor
         runqueue: true,
         oncpu: Default::default(),
         cgroup_frames: false,
+        process_frames: false,
     };
     let mut engine = Engine::new(&t.tables, &t.meta, cfg);
     let mut sink = TopSink::default();

@@ -788,6 +788,7 @@ fn engine_config(tids: &[Tid], max_depth: usize) -> Config {
         runqueue: true,
         oncpu: crate::OnCpuMode::default(),
         cgroup_frames: false,
+        process_frames: false,
     }
 }
 
@@ -830,6 +831,7 @@ pub(crate) fn critical_paths(
                 runqueue: cfg.runqueue,
                 oncpu: cfg.oncpu,
                 cgroup_frames: cfg.cgroup_frames,
+                process_frames: cfg.process_frames,
             };
             c.latest_before(key, w0, chunks).map(|(i, p)| (c, i, p))
         }
@@ -837,7 +839,9 @@ pub(crate) fn critical_paths(
     };
     let first_chunk = resumed.as_ref().map_or(0, |(_, _, p)| p.chunk);
     let mut engine = match &resumed {
-        Some((_, _, p)) => p.engine().resume(an.tables(), cfg.filter, false),
+        Some((_, _, p)) => p
+            .engine()
+            .resume(an.tables(), cfg.filter, false, false, false),
         None => an.engine(cfg),
     };
     // The same thread asked twice is read once; its copies are made at the end.

@@ -28,6 +28,36 @@ pub struct Config {
     /// Show each waiting thread's cgroup (or pod and container) as frames above it
     /// ([`crate::WaitRecord::group`]).
     pub cgroup_frames: bool,
+    /// Show each waiting thread's process (`[process: COMM (PID)]`) as a frame above it,
+    /// below its cgroup frames ([`crate::WaitRecord::group`]).
+    pub process_frames: bool,
+}
+
+/// Which frames go above the waiting thread ([`Config::cgroup_frames`],
+/// [`Config::process_frames`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GroupKinds {
+    pub(crate) cgroup: bool,
+    pub(crate) process: bool,
+}
+
+/// What emission needs to give a record its frames above the thread: the trace's tables,
+/// which frames, and the process leader's current name (process frames).
+#[derive(Clone, Copy)]
+pub(crate) struct Groups<'a> {
+    pub(crate) tables: &'a chainrec_format::Tables,
+    pub(crate) kinds: GroupKinds,
+    pub(crate) leader: Option<chainrec_format::Comm>,
+}
+
+impl Config {
+    /// The frames above the waiting thread this run shows, if any.
+    pub(crate) fn group_kinds(&self) -> Option<GroupKinds> {
+        (self.cgroup_frames || self.process_frames).then_some(GroupKinds {
+            cgroup: self.cgroup_frames,
+            process: self.process_frames,
+        })
+    }
 }
 
 impl Default for Config {
@@ -40,6 +70,7 @@ impl Default for Config {
             runqueue: true,
             oncpu: OnCpuMode::default(),
             cgroup_frames: false,
+            process_frames: false,
         }
     }
 }

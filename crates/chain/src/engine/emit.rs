@@ -1,11 +1,12 @@
 //! Emitting a finished wait record: filter, stack labels, root node, run-queue holders,
 //! counters, sink.
 
+use crate::engine::config::Groups;
 use crate::engine::filter::Filter;
 use crate::engine::nodes::{is_throttled_holder, NodeTable, HOLDER_UNKNOWN};
 use crate::engine::record::{LevelKind, RunqPart, WaitRecord, WaitSink};
 use crate::engine::stats::Stats;
-use chainrec_format::{StackId, Tables};
+use chainrec_format::StackId;
 
 /// Filter, intern the root node, count, and pass to the sink. True when emitted.
 /// Takes the engine's parts rather than the engine, so that `rec` can be a record the
@@ -17,7 +18,7 @@ pub(crate) fn emit_rec(
     filter: &Filter,
     filter_all: bool,
     threshold_ns: u64,
-    groups: Option<&Tables>,
+    groups: Option<Groups<'_>>,
     rec: &mut WaitRecord,
     sink: &mut impl WaitSink,
 ) -> bool {
@@ -54,7 +55,14 @@ pub(crate) fn emit_rec(
             }
         }
     }
-    rec.group = groups.map(|t| nodes.group(t, t.cgroup_at(rec.tid, rec.switch_out_ns)));
+    rec.group = groups.map(|g| {
+        let cgroup = g
+            .kinds
+            .cgroup
+            .then(|| g.tables.cgroup_at(rec.tid, rec.switch_out_ns));
+        let process = g.kinds.process.then_some((rec.tgid, g.leader));
+        nodes.group(g.tables, cgroup, process)
+    });
     // Run-queue parts carry holder codes until here (the walk cannot intern nodes).
     // Level 0 (added at switch-in) comes after the levels of the walk (at the waking).
     sort_by_level(&mut rec.runq);

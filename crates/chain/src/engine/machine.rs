@@ -3,7 +3,7 @@
 //! (`walk`), subchain dedup (`dedup`), run-queue attribution (`runqueue`), emitting a
 //! record (`emit`).
 
-use crate::engine::config::Config;
+use crate::engine::config::{Config, Groups};
 use crate::engine::dedup::{SlotState, Slots};
 use crate::engine::emit::emit_rec;
 use crate::engine::explain::CpuCheck;
@@ -32,17 +32,20 @@ fn no_tables() -> &'static Tables {
 
 impl Engine<'static> {
     /// A copy of this checkpoint ([`Engine::snapshot`]) that goes on over `tables` (the
-    /// trace's it was taken on) with root filter `filter` and subchain dedup `dedup`.
+    /// trace's it was taken on) with root filter `filter`, subchain dedup `dedup` and the
+    /// run's frames above the thread.
     ///
-    /// Exact whatever the filter and dedup, as long as the filter has a window starting
-    /// after the checkpoint: the engine consults both only for waits the filter selects
-    /// (`attach_hop`'s dedup mark, emission), and before the window none is selected, as
-    /// none was in the checkpoint pass (docs/ENGINE.md "Checkpoints").
+    /// Exact whatever the filter, dedup and those frames, as long as the filter has a
+    /// window starting after the checkpoint: the engine consults them only for waits the
+    /// filter selects (`attach_hop`'s dedup mark, emission), and before the window none is
+    /// selected, as none was in the checkpoint pass (docs/ENGINE.md "Checkpoints").
     pub(crate) fn resume<'t>(
         &self,
         tables: &'t Tables,
         filter: crate::Filter,
         dedup: bool,
+        cgroup_frames: bool,
+        process_frames: bool,
     ) -> Engine<'t> {
         let mut e: Engine<'t> = self.snapshot();
         e.nodes = e.nodes.with_caches();
@@ -50,8 +53,15 @@ impl Engine<'static> {
         e.filter_all = filter.is_empty();
         e.cfg.filter = filter;
         e.cfg.dedup = dedup;
+        e.cfg.cgroup_frames = cgroup_frames;
+        e.cfg.process_frames = process_frames;
         e
     }
+}
+
+/// The current name of process `tgid`'s leader thread, if it is alive in the engine.
+fn leader_comm(tasks: &[Task], index: &TaskIndex, tgid: Tid) -> Option<chainrec_format::Comm> {
+    index.find(tgid).map(|i| tasks[i].comm)
 }
 
 /// The chain engine. Feed it events in time order with [`Engine::process`], then call
@@ -914,6 +924,7 @@ impl<'t> Engine<'t> {
             }
             (WaitSlot::Lazy, None) | (WaitSlot::None, _) => None,
         };
+        let groups = self.groups_for(self.tasks[t].held.tgid);
         let task = &mut self.tasks[t];
         if let Some(slot) = slot {
             let sl = self.slots.get_mut(slot);
@@ -929,7 +940,7 @@ impl<'t> Engine<'t> {
                 &self.cfg.filter,
                 self.filter_all,
                 self.stack_threshold_ns,
-                self.cfg.cgroup_frames.then_some(self.tables),
+                groups,
                 &mut task.held,
                 sink,
             );
@@ -950,8 +961,17 @@ impl<'t> Engine<'t> {
         let (nodes, stats) = (&mut self.nodes, &mut self.stats);
         let (filter, filter_all) = (&self.cfg.filter, self.filter_all);
         let threshold_ns = self.stack_threshold_ns;
-        let groups = self.cfg.cgroup_frames.then_some(self.tables);
+        let (kinds, tables) = (self.cfg.group_kinds(), self.tables);
+        let (tasks, index) = (&self.tasks, &self.task_index);
         self.slots.decide(first, &mut self.hops, |rec| {
+            let groups = kinds.map(|kinds| Groups {
+                tables,
+                kinds,
+                leader: kinds
+                    .process
+                    .then(|| leader_comm(tasks, index, rec.tgid))
+                    .flatten(),
+            });
             emit_rec(
                 nodes,
                 stats,
@@ -963,6 +983,18 @@ impl<'t> Engine<'t> {
                 sink,
             )
         });
+    }
+
+    /// The frames above a waiting thread of process `tgid`, if this run shows any.
+    fn groups_for(&self, tgid: Tid) -> Option<Groups<'t>> {
+        self.cfg.group_kinds().map(|kinds| Groups {
+            tables: self.tables,
+            kinds,
+            leader: kinds
+                .process
+                .then(|| leader_comm(&self.tasks, &self.task_index, tgid))
+                .flatten(),
+        })
     }
 
     /// Mark hops reachable within the depth limit from live roots; free the rest and cut

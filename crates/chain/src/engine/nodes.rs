@@ -173,6 +173,17 @@ pub fn group_frames(tables: &Tables, cgroup: Option<u64>) -> Vec<String> {
     }
 }
 
+/// The frame of process `tgid` above its threads (`--process-frames`): its leader thread's
+/// name when the wait is emitted (`leader`; it changes at exec), else as the task table
+/// first saw it, and the pid: `[process: nginx (1234)]`; `[process: 1234]` when neither
+/// knows the leader.
+pub fn process_frame(tables: &Tables, tgid: u32, leader: Option<Comm>) -> String {
+    match leader.or_else(|| tables.tasks.get(&tgid).map(|t| t.comm)) {
+        Some(comm) => format!("[process: {comm} ({tgid})]"),
+        None => format!("[process: {tgid}]"),
+    }
+}
+
 /// Marker node: the depth limit cut the chain while a further cause existed.
 pub(crate) const MARK_TRUNCATED: NodeId = 0;
 /// Marker node: `--mode last` stopped at a repeated thread.
@@ -308,7 +319,8 @@ pub struct NodeTable {
     /// Throttled holders: (group label, ender), code = [`HOLDER_THROTTLED`] + index.
     throttle_holders: Vec<(String, &'static str)>,
     /// Group nodes by cgroup id (`u64::MAX`: unknown), and by frames.
-    group_by_cgroup: FxHashMap<u64, NodeId>,
+    /// Group nodes by (cgroup key, process): see [`NodeTable::group`].
+    group_by_cgroup: FxHashMap<(u64, u32, Comm), NodeId>,
     groups: FxHashMap<Vec<String>, NodeId>,
     /// `[earlier wait]` nodes by (canonical kernel stack, canonical user stack), and
     /// `[blocked: not followed]` under `None` (interned when first used, so that traces
@@ -496,14 +508,29 @@ impl NodeTable {
         }
         id
     }
-    /// Intern the group node of cgroup `cgroup` (see [`group_frames`]); cgroups that print
-    /// alike (threads of one container in several groups) share a node.
-    pub(crate) fn group(&mut self, tables: &Tables, cgroup: Option<u64>) -> NodeId {
-        let key = cgroup.unwrap_or(u64::MAX);
+    /// Intern the group node above a waiting thread: its cgroup's frames when `cgroup` is
+    /// given ([`group_frames`]; `Some(None)`: unknown), then its process's frame when
+    /// `process` is ([`process_frame`]). Groups that print alike (threads of one container
+    /// in several cgroups) share a node.
+    pub(crate) fn group(
+        &mut self,
+        tables: &Tables,
+        cgroup: Option<Option<u64>>,
+        process: Option<(u32, Option<Comm>)>,
+    ) -> NodeId {
+        let key = (
+            match cgroup {
+                None => u64::MAX - 1,
+                Some(c) => c.unwrap_or(u64::MAX),
+            },
+            process.map_or(u32::MAX, |p| p.0),
+            process.and_then(|p| p.1).unwrap_or_default(),
+        );
         if let Some(&id) = self.group_by_cgroup.get(&key) {
             return id;
         }
-        let frames = group_frames(tables, cgroup);
+        let mut frames = cgroup.map_or_else(Vec::new, |c| group_frames(tables, c));
+        frames.extend(process.map(|(tgid, leader)| process_frame(tables, tgid, leader)));
         let next = self.nodes.len() as NodeId;
         let id = *self.groups.entry(frames.clone()).or_insert(next);
         if id == next {
