@@ -146,9 +146,26 @@ fn sink_chain_down_to_timer_irq() {
         .filter(|(s, _)| s.len() >= 3 && s[..3] == ["cr-sink", "cr-relay", "cr-timer"])
         .map(|(_, w)| w)
         .sum();
+    // The sink's and the relay's own run-queue time behind an idle CPU (`[run queue];
+    // [idle]` at level 1 or 2: from the waking to the switch-in with nothing else
+    // runnable, the wakeup latency) is true and is not the timer's: on this project's VMs
+    // it was 11 % of the sink's weight in a CI run (4.6 % at the sink's level, 6.5 % at
+    // the relay's), ~0 on a machine with fast idle exits. It is checked apart (at most a
+    // quarter), and the 90 % is of the rest.
+    let behind_idle: u64 = (folded_shapes.iter())
+        .filter(|(s, _)| {
+            (s.len() == 2 && s[..] == ["cr-sink", "[idle]"])
+                || (s.len() == 3 && s[..] == ["cr-sink", "cr-relay", "[idle]"])
+        })
+        .map(|(_, w)| w)
+        .sum();
     assert!(
-        through_timer * 10 >= folded_total * 9,
-        "chains output: at least 90% of the sink's weight must reach cr-sink <- cr-relay <- cr-timer: {folded_shapes:?}"
+        behind_idle * 4 <= folded_total,
+        "chains output: the sink's and relay's wakeup latency holds over a quarter of the weight: {folded_shapes:?}"
+    );
+    assert!(
+        through_timer * 10 >= (folded_total - behind_idle) * 9,
+        "chains output: at least 90% of the sink's weight (wakeup latency aside) must reach cr-sink <- cr-relay <- cr-timer: {folded_shapes:?}"
     );
     assert!(
         full_folded * 2 >= folded_total,

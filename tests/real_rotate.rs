@@ -73,10 +73,17 @@ fn a_rotated_recording_reads_as_one() {
     let mut total = 0u64;
     let mut chain = 0u64;
     let mut to_irq = 0u64;
+    // The sink's and the relay's run-queue time behind an idle CPU (their wakeup latency:
+    // true, not the timer's; 11 % of the sink's weight on this project's VMs in one CI run
+    // of tests/real_chain.rs): checked apart, and the 90 % is of the rest.
+    let mut behind_idle = 0u64;
     for line in folded.lines() {
         let (stack, w) = line.rsplit_once(' ').unwrap();
         let w: u64 = w.parse().unwrap();
         total += w;
+        if stack.ends_with(";--;[run queue];[idle]") && !stack.contains(";cr-timer;") {
+            behind_idle += w;
+        }
         // relay <- timer, then the timer's interrupt, or its own run-queue or on-CPU time.
         let pos = |name: &str| stack.find(name);
         if let (Some(r), Some(t)) = (pos(";cr-relay;"), pos(";cr-timer;")) {
@@ -96,8 +103,12 @@ fn a_rotated_recording_reads_as_one() {
         "sink off-CPU in the set {total} ns vs measured {sink_blocked} ns"
     );
     assert!(
-        chain as f64 >= 0.9 * total as f64,
-        "timer chain holds {chain} of {total} ns:\n{folded}"
+        behind_idle * 4 <= total,
+        "the sink's and relay's wakeup latency holds {behind_idle} of {total} ns:\n{folded}"
+    );
+    assert!(
+        chain as f64 >= 0.9 * (total - behind_idle) as f64,
+        "timer chain holds {chain} of {total} ns ({behind_idle} ns wakeup latency aside):\n{folded}"
     );
     assert!(
         to_irq as f64 >= 0.5 * total as f64,
