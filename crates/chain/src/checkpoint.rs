@@ -169,7 +169,7 @@ impl Checkpoints {
     }
 
     /// Runs resumed from a checkpoint, and runs that decoded from the first chunk (no
-    /// checkpoint before their window, another setup, or a filter other than a window).
+    /// checkpoint before their window, another setup, or no window).
     pub fn uses(&self) -> (u64, u64) {
         (
             self.resumed.load(Ordering::Relaxed),
@@ -180,23 +180,13 @@ impl Checkpoints {
     /// The latest checkpoint a run with the setup `key` and `filter` decoding chunks up
     /// to `end` may resume from, counted either way.
     pub(crate) fn pick(&self, key: SetupKey, filter: &Filter, end: usize) -> Option<Arc<Point>> {
-        let found = window_start(filter).and_then(|a| {
-            if !self.key.serves(&key) {
-                return None;
+        match window_start(filter) {
+            Some(a) => self.latest_before(key, a, end).map(|(_, p)| p),
+            None => {
+                self.from_start.fetch_add(1, Ordering::Relaxed);
+                None
             }
-            self.read()
-                .iter()
-                .rev()
-                .find(|p| p.last_ns < a && p.chunk <= end)
-                .cloned()
-        });
-        let counter = if found.is_some() {
-            &self.resumed
-        } else {
-            &self.from_start
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        found
+        }
     }
 
     /// The latest checkpoint before `a` among those a run decoding chunks up to `end`

@@ -819,15 +819,15 @@ pub(crate) fn critical_paths(
     let window = clip_window(opts.window, trace_start, trace_end)?;
     let cfg = engine_config(tids, opts.max_depth);
     let chunks = an.reader().chunks().len();
-    // With a window, resume from the latest checkpoint before it whose setup is this run's
-    // but for dedup (see `Engine::resume`); the thread filter selects nothing
+    // With a window, resume from the latest checkpoint before it that serves this setup
+    // (dedup aside: `SetupKey::serves`, `Engine::resume`); the thread filter selects nothing
     // before the window either (the sink drops waits that end before it).
     let resumed = match (window, checkpoints) {
         (Some((w0, _)), Some(c)) => {
             let key = SetupKey {
                 mode: cfg.mode,
                 max_depth: cfg.max_depth,
-                dedup: c.key.dedup,
+                dedup: cfg.dedup,
                 runqueue: cfg.runqueue,
                 oncpu: cfg.oncpu,
                 cgroup_frames: cfg.cgroup_frames,
