@@ -504,6 +504,39 @@ fn wait_for(b: &mut Browser, cond: &str) {
     }
 }
 
+/// A browser on the served page, errors captured (`window.__errs`), once `ready` holds.
+fn open_page(s: &Served, tag: &str, ready: &str) -> Browser {
+    let mut b = Browser::launch(tag);
+    b.call(
+        "Page.addScriptToEvaluateOnNewDocument",
+        json!({ "source": CAPTURE_ERRORS }),
+    );
+    b.call("Page.navigate", json!({ "url": s.url("/") }));
+    b.wait_event("Page.loadEventFired");
+    wait_for(&mut b, ready);
+    b
+}
+
+/// Reload the page and wait until `ready` holds.
+fn reload(b: &mut Browser, ready: &str) {
+    b.call("Page.reload", json!({}));
+    b.wait_event("Page.loadEventFired");
+    wait_for(b, ready);
+}
+
+/// The page lists the waits of `api` (an `/api/waits` answer), in its order.
+fn assert_waits_listed(b: &mut Browser, api: &Value) {
+    assert_eq!(
+        b.eval("explorer.waits.waits.map(w => [w.wait.tid, w.wait.time_s])"),
+        json!(api["waits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| json!([w["wait"]["tid"], w["wait"]["time_s"]]))
+            .collect::<Vec<_>>()),
+    );
+}
+
 fn mouse(b: &mut Browser, kind: &str, xy: (f64, f64)) {
     mouse_mod(b, kind, xy, 0);
 }
@@ -568,15 +601,9 @@ fn serve_page_in_chromium() {
     let dir = tmpdir("serve-browser");
     let trace = synth(&dir, "pipe-relay", 4000);
     let s = Served::start(&trace);
-    let mut b = Browser::launch("serve");
-    b.call(
-        "Page.addScriptToEvaluateOnNewDocument",
-        json!({ "source": CAPTURE_ERRORS }),
-    );
-    b.call("Page.navigate", json!({ "url": s.url("/") }));
-    b.wait_event("Page.loadEventFired");
-    wait_for(
-        &mut b,
+    let mut b = open_page(
+        &s,
+        "serve",
         "window.explorer && explorer.heat && explorer.waits && explorer.busy === 0",
     );
 
@@ -590,15 +617,7 @@ fn serve_page_in_chromium() {
         "the opening graph is not the whole trace's"
     );
     let longest = s.get(&format!("/api/waits?frame=&from=0&to={duration}&limit=10"));
-    assert_eq!(
-        b.eval("explorer.waits.waits.map(w => [w.wait.tid, w.wait.time_s])"),
-        json!(longest["waits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| json!([w["wait"]["tid"], w["wait"]["time_s"]]))
-            .collect::<Vec<_>>()),
-    );
+    assert_waits_listed(&mut b, &longest);
     assert_eq!(
         b.eval("document.querySelectorAll('#waitlist .wait').length"),
         json!(longest["waits"].as_array().unwrap().len())
@@ -719,9 +738,7 @@ fn serve_page_in_chromium() {
         h.contains(&format!("from={want_from}&to={want_to}")) && h.contains("&frame="),
         "{h}"
     );
-    b.call("Page.reload", json!({}));
-    b.wait_event("Page.loadEventFired");
-    wait_for(
+    reload(
         &mut b,
         "window.explorer && explorer.waits && explorer.busy === 0",
     );
@@ -1221,15 +1238,9 @@ fn browser_range_on_real_trace(trace: &Path, dir: &Path, tag: &str) {
     let dur = dur_of(&s) as i64;
     let from = (col0 + col as i64 * 1_000_000_000 + 5 * bucket).clamp(0, dur) as u64;
     let to = (col0 + col as i64 * 1_000_000_000 + 45 * bucket).clamp(0, dur) as u64;
-    let mut b = Browser::launch(tag);
-    b.call(
-        "Page.addScriptToEvaluateOnNewDocument",
-        json!({ "source": CAPTURE_ERRORS }),
-    );
-    b.call("Page.navigate", json!({ "url": s.url("/") }));
-    b.wait_event("Page.loadEventFired");
-    wait_for(
-        &mut b,
+    let mut b = open_page(
+        &s,
+        tag,
         "window.explorer && explorer.heat && explorer.busy === 0",
     );
     // Issue 36: the colour scale separates the cells of a real trace: the distinct cell
@@ -1350,15 +1361,9 @@ fn header_filters_apply_to_the_graph_and_the_waits() {
     let dir = tmpdir("serve-filters");
     let trace = synth(&dir, "pipe-relay", 4000);
     let s = Served::start(&trace);
-    let mut b = Browser::launch("serve-filters");
-    b.call(
-        "Page.addScriptToEvaluateOnNewDocument",
-        json!({ "source": CAPTURE_ERRORS }),
-    );
-    b.call("Page.navigate", json!({ "url": s.url("/") }));
-    b.wait_event("Page.loadEventFired");
-    wait_for(
-        &mut b,
+    let mut b = open_page(
+        &s,
+        "serve-filters",
         "window.explorer && explorer.heat && explorer.waits && explorer.busy === 0",
     );
     let duration = dur_of(&s);
@@ -1381,23 +1386,13 @@ fn header_filters_apply_to_the_graph_and_the_waits() {
     let waits = s.get(&format!(
         "/api/waits?frame=&from=0&to={duration}&limit=10&comm=%5Ecr-relay%24"
     ));
-    assert_eq!(
-        b.eval("explorer.waits.waits.map(w => [w.wait.tid, w.wait.time_s])"),
-        json!(waits["waits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| json!([w["wait"]["tid"], w["wait"]["time_s"]]))
-            .collect::<Vec<_>>()),
-    );
+    assert_waits_listed(&mut b, &waits);
     assert_eq!(
         b.eval("explorer.waits.waits.every(w => w.wait.comm === 'cr-relay')"),
         json!(true)
     );
     // A reload opens with the filter from the URL.
-    b.call("Page.reload", json!({}));
-    b.wait_event("Page.loadEventFired");
-    wait_for(
+    reload(
         &mut b,
         "window.explorer && explorer.chains && explorer.waits && explorer.busy === 0",
     );
@@ -1436,15 +1431,9 @@ fn a_long_trace_scrolls_and_zooms() {
     let heat = s.get("/api/heatmap");
     let col0 = heat["col0_ns"].as_i64().unwrap();
     let columns = heat["columns"].as_u64().unwrap();
-    let mut b = Browser::launch("serve-long");
-    b.call(
-        "Page.addScriptToEvaluateOnNewDocument",
-        json!({ "source": CAPTURE_ERRORS }),
-    );
-    b.call("Page.navigate", json!({ "url": s.url("/") }));
-    b.wait_event("Page.loadEventFired");
-    wait_for(
-        &mut b,
+    let mut b = open_page(
+        &s,
+        "serve-long",
         "window.explorer && explorer.heat && explorer.waits && explorer.busy === 0",
     );
     let widths = b.eval(
@@ -1518,15 +1507,9 @@ fn group_by_process_in_the_page() {
     let dir = tmpdir("serve-group");
     let trace = synth(&dir, "pipe-relay", 4000);
     let s = Served::start(&trace);
-    let mut b = Browser::launch("serve-group");
-    b.call(
-        "Page.addScriptToEvaluateOnNewDocument",
-        json!({ "source": CAPTURE_ERRORS }),
-    );
-    b.call("Page.navigate", json!({ "url": s.url("/") }));
-    b.wait_event("Page.loadEventFired");
-    wait_for(
-        &mut b,
+    let mut b = open_page(
+        &s,
+        "serve-group",
         "window.explorer && explorer.heat && explorer.waits && explorer.busy === 0",
     );
     let duration = dur_of(&s);
@@ -1545,18 +1528,8 @@ fn group_by_process_in_the_page() {
     let waits = s.get(&format!(
         "/api/waits?frame=&from=0&to={duration}&limit=10&group=process"
     ));
-    assert_eq!(
-        b.eval("explorer.waits.waits.map(w => [w.wait.tid, w.wait.time_s])"),
-        json!(waits["waits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| json!([w["wait"]["tid"], w["wait"]["time_s"]]))
-            .collect::<Vec<_>>()),
-    );
-    b.call("Page.reload", json!({}));
-    b.wait_event("Page.loadEventFired");
-    wait_for(
+    assert_waits_listed(&mut b, &waits);
+    reload(
         &mut b,
         "window.explorer && explorer.chains && explorer.waits && explorer.busy === 0",
     );
