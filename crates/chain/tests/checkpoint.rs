@@ -25,6 +25,23 @@ fn write(path: &Path, name: &str, events: u64) {
     w.finish(&meta).unwrap();
 }
 
+/// Scenario `name` written to `dir` and opened, its time span, and about 12 checkpoints of
+/// the plain setup over it.
+fn with_checkpoints(
+    dir: &Path,
+    name: &str,
+    events: u64,
+) -> (Analysis, u64, u64, chainrec_chain::Checkpoints) {
+    let path = dir.join(format!("{name}.zst"));
+    write(&path, name, events);
+    let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
+    let (first, last) = an.reader().time_span().unwrap();
+    let cps = an
+        .checkpoints(&setup((0, 0)), ((last - first) / 12).max(1), |_| {})
+        .unwrap();
+    (an, first, last, cps)
+}
+
 fn setup(window: (u64, u64)) -> Setup {
     Setup {
         filter: Filter {
@@ -69,14 +86,8 @@ fn resumed_runs_equal_whole_decodes() {
         } else {
             6_000
         };
-        let path = dir.join(format!("{}.zst", sc.name));
-        write(&path, sc.name, events);
-        let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
-        let (first, last) = an.reader().time_span().unwrap();
+        let (an, first, last, cps) = with_checkpoints(&dir, sc.name, events);
         let span = last - first;
-        let cps = an
-            .checkpoints(&setup((0, 0)), (span / 12).max(1), |_| {})
-            .unwrap();
         assert!(cps.len() >= 4, "{}: {} checkpoints", sc.name, cps.len());
         let mut windows = Vec::new();
         // At checkpoint edges: the first time a checkpoint may serve, the time it may not.
@@ -196,14 +207,8 @@ fn resumed_critical_paths_equal_whole_decodes() {
     let dir = scratch("checkpoint-critpath");
     let mut resumed_total = 0;
     for sc in synth::scenarios() {
-        let path = dir.join(format!("{}.zst", sc.name));
-        write(&path, sc.name, 6_000);
-        let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
-        let (first, last) = an.reader().time_span().unwrap();
+        let (an, first, last, cps) = with_checkpoints(&dir, sc.name, 6_000);
         let span = last - first;
-        let cps = an
-            .checkpoints(&setup((0, 0)), (span / 12).max(1), |_| {})
-            .unwrap();
         // The threads of the trace: switched in or out, forked, or in the task table.
         let mut tids: Vec<Tid> = an.tables().tasks.keys().copied().collect();
         let mut evs = Vec::new();
@@ -340,14 +345,8 @@ fn filtered_runs_resume_and_equal_whole_decodes() {
     let dir = scratch("checkpoint-filtered");
     let (mut resumed_total, mut nonempty) = (0, 0);
     for sc in synth::scenarios() {
-        let path = dir.join(format!("{}.zst", sc.name));
-        write(&path, sc.name, 6_000);
-        let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
-        let (first, last) = an.reader().time_span().unwrap();
+        let (an, first, last, cps) = with_checkpoints(&dir, sc.name, 6_000);
         let span = last - first;
-        let cps = an
-            .checkpoints(&setup((0, 0)), (span / 12).max(1), |_| {})
-            .unwrap();
         let mut tasks: Vec<_> = an.tables().tasks.values().collect();
         tasks.sort_by_key(|t| t.tid);
         let Some(task) = tasks.get(tasks.len() / 2) else {
