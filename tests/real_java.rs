@@ -130,6 +130,17 @@ const JDK: [(&str, &str); 3] = [
 
 /// Record QueueDemo run with `flags` (after [`BASE_FLAGS`]) for `ticks` ticks of 5 ms;
 /// with `jstack`, jstack prints the JVM's threads while it runs. None: skipped (no BPF,
+/// `jstack PID` of the running pipeline, 300 ms after it wrote its pid file (the threads
+/// blocked in their queues by then).
+fn jstack_of(pid: u32) -> String {
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new("jstack")
+        .arg(pid.to_string())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// no JDK).
 fn record_pipeline(name: &str, flags: &[&str], ticks: u32, jstack: bool) -> Option<Run> {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -159,13 +170,7 @@ fn record_pipeline(name: &str, flags: &[&str], ticks: u32, jstack: bool) -> Opti
     let mut stacks = String::new();
     if jstack {
         // jstack's view of the JVM while the pipeline runs (the sink blocked in take).
-        let pid = wait_for_pidfile(&pidfile);
-        std::thread::sleep(Duration::from_millis(300));
-        let out = Command::new("jstack")
-            .arg(pid.to_string())
-            .output()
-            .unwrap();
-        stacks = String::from_utf8_lossy(&out.stdout).into_owned();
+        stacks = jstack_of(wait_for_pidfile(&pidfile));
     }
     let out = record.wait_with_output().unwrap();
     let summary = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -363,12 +368,7 @@ fn gdb_taken_sink_stack_is_named(flags: &[&str]) -> bool {
         .spawn()
         .unwrap();
     let pid = wait_for_pidfile(&pidfile);
-    std::thread::sleep(Duration::from_millis(300));
-    let jstack = Command::new("jstack")
-        .arg(pid.to_string())
-        .output()
-        .unwrap();
-    let jstack = String::from_utf8_lossy(&jstack.stdout).into_owned();
+    let jstack = jstack_of(pid);
     let gdb = Command::new("gdb")
         .args(["-batch", "-nx", "-p", &pid.to_string(), "-ex"])
         .arg(format!("python {GDB_DUMP_SINK}"))
