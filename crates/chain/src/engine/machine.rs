@@ -17,7 +17,7 @@ use crate::engine::runqueue::RunQueues;
 use crate::engine::sampleidx::SampleIndex;
 use crate::engine::stats::Stats;
 use crate::engine::tasks::{Status, Task, TaskIndex, WaitRefs, WaitSlot};
-use crate::engine::walk::Walker;
+use crate::engine::walk::{OwnScratch, Walker};
 use chainrec_format::{
     state_is_dead, CommReason, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables, Tid,
     WakeContext, Waking, STATE_INTERRUPTIBLE, STATE_RUNNABLE,
@@ -89,6 +89,7 @@ pub struct Engine<'t> {
     inner_buf: Vec<HopId>,
     /// Scratch of the walk ([`Walker::pieces`]).
     walk_pieces: Vec<(u64, u64)>,
+    walk_scratch: OwnScratch,
     /// Scratch of the walk ([`Walker::branches`]).
     walk_branches: usize,
     slots: Slots,
@@ -146,6 +147,7 @@ impl<'t> Engine<'t> {
             seen: Vec::new(),
             inner_buf: Vec::new(),
             walk_pieces: Vec::new(),
+            walk_scratch: OwnScratch::default(),
             walk_branches: 0,
             slots: Slots::default(),
             filter_all,
@@ -181,6 +183,7 @@ impl<'t> Engine<'t> {
             seen: self.seen.clone(),
             inner_buf: self.inner_buf.clone(),
             walk_pieces: Vec::new(),
+            walk_scratch: OwnScratch::default(),
             walk_branches: 0,
             slots: self.slots.clone(),
             filter_all: self.filter_all,
@@ -859,6 +862,7 @@ impl<'t> Engine<'t> {
                 samples: &self.samples,
                 index: &self.task_index,
                 pieces: &mut self.walk_pieces,
+                scratch: &mut self.walk_scratch,
                 past: &self.past,
                 branches: &mut self.walk_branches,
                 unchecked: &mut self.stats.past_unchecked_ns,

@@ -16,6 +16,7 @@ pub(crate) mod past;
 pub(crate) mod record;
 pub(crate) mod runqueue;
 pub(crate) mod sampleidx;
+pub(crate) mod search;
 pub(crate) mod stats;
 pub(crate) mod tasks;
 pub(crate) mod walk;

@@ -3,6 +3,7 @@
 
 use crate::engine::nodes::{HOLDER_IDLE, HOLDER_UNKNOWN};
 use crate::engine::record::{RunqPart, WaitRecord};
+use crate::engine::search::{gallop_back, partition};
 use crate::engine::tasks::TaskIndex;
 use chainrec_format::Tid;
 use std::collections::VecDeque;
@@ -765,39 +766,6 @@ impl TaskRq {
         };
         RqPos { block: b, off }
     }
-}
-
-/// The first `i` in `lo..hi` for which `before(i)` is false (`before` is true then false
-/// over the range), or `hi`; by binary search.
-#[inline]
-fn partition(mut lo: usize, mut hi: usize, before: impl Fn(usize) -> bool) -> usize {
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if before(mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
-
-/// As [`partition`], searched from `hi` back with a doubling step first.
-#[inline]
-fn gallop_back(lo: usize, hi: usize, before: impl Fn(usize) -> bool) -> usize {
-    // Every index at or after `top` is not before.
-    let mut top = hi;
-    let mut step = 1;
-    while top > lo {
-        let j = top.saturating_sub(step).max(lo);
-        if before(j) {
-            // The answer is in (j, top].
-            return partition(j + 1, top, before);
-        }
-        top = j;
-        step *= 2;
-    }
-    lo
 }
 
 /// Switch-ins per block of a CPU's history.

@@ -60,6 +60,21 @@ fn push_earlier(rec: &mut WaitRecord, id: u32, w: &PastWait, span: (u64, u64)) -
 /// lines; on busy-server 2 doubles the lines, 8 makes them 2.5 times).
 pub(crate) const BRANCH_BUDGET: usize = 2;
 
+/// Buffers [`Walker::own_time`] reuses from one level to the next (a level whose waker
+/// blocked inside it needed five allocations).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OwnScratch {
+    /// The waker's waits overlapping the level's windows, clipped to them.
+    waits: Vec<(u64, u64, PastWait)>,
+    /// (length, index into `waits`) of those that could be followed.
+    longest: Vec<(u64, usize)>,
+    follow: Vec<bool>,
+    /// Interrupt-ended branches of the level: (kstack, ustack, interrupt, level id).
+    merged: Vec<(StackId, StackId, NodeId, u32)>,
+    /// The windows less the blocked spans.
+    own: Vec<(u64, u64)>,
+}
+
 /// The chain walk, borrowing only what it reads from the engine (so that the record it
 /// fills can be a task's own record, borrowed mutably at the same time).
 pub(crate) struct Walker<'a> {
@@ -84,6 +99,8 @@ pub(crate) struct Walker<'a> {
     pub(crate) branches: &'a mut usize,
     /// [`crate::Stats::past_unchecked_ns`].
     pub(crate) unchecked: &'a mut u64,
+    /// Reused buffers of [`Self::own_time`].
+    pub(crate) scratch: &'a mut OwnScratch,
 }
 
 impl Walker<'_> {
@@ -264,7 +281,16 @@ impl Walker<'_> {
         }
         // The waker blocked inside its own time: each such wait is a branch (one search
         // per window; most levels find none and keep their windows whole).
-        let mut waits: Vec<(u64, u64, PastWait)> = Vec::new();
+        // The buffers are taken (a branch's walk nests another `own_time`) and put back.
+        let mut sc = std::mem::take(self.scratch);
+        let OwnScratch {
+            waits,
+            longest,
+            follow,
+            merged,
+            own,
+        } = &mut sc;
+        waits.clear();
         if let Some(t) = t {
             for &(x, y) in &windows {
                 if y > x {
@@ -277,6 +303,7 @@ impl Walker<'_> {
             }
         }
         if waits.is_empty() {
+            *self.scratch = sc;
             self.split_level(id, waker, &windows, rec);
             return;
         }
@@ -293,12 +320,14 @@ impl Walker<'_> {
         } else {
             BRANCH_BUDGET.saturating_sub(*self.branches)
         };
-        let mut longest: Vec<(u64, usize)> = waits
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, _, w))| w.hop.is_some() && metal_of(w).is_none())
-            .map(|(i, &(x, y, _))| (y - x, i))
-            .collect();
+        longest.clear();
+        longest.extend(
+            waits
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, _, w))| w.hop.is_some() && metal_of(w).is_none())
+                .map(|(i, &(x, y, _))| (y - x, i)),
+        );
         if longest.len() > budget {
             if budget > 0 {
                 // Longest first, then earliest: deterministic.
@@ -307,12 +336,13 @@ impl Walker<'_> {
             }
             longest.truncate(budget);
         }
-        let mut follow = vec![false; waits.len()];
-        for &(_, i) in &longest {
+        follow.clear();
+        follow.resize(waits.len(), false);
+        for &(_, i) in longest.iter() {
             follow[i] = true;
         }
         *self.branches += longest.len();
-        let mut merged: Vec<(StackId, StackId, NodeId, u32)> = Vec::new();
+        merged.clear();
         let mut not_followed: Option<usize> = None;
         for (i, &(x, y, w)) in waits.iter().enumerate() {
             carved += y - x;
@@ -372,7 +402,7 @@ impl Walker<'_> {
         }
         rec.hops[id as usize - 1].ns -= carved;
         // What is left: the windows less the blocked spans.
-        let mut own: Vec<(u64, u64)> = Vec::with_capacity(waits.len() + 2);
+        own.clear();
         let mut i = 0;
         for &(x, y) in &windows {
             if y <= x {
@@ -390,7 +420,8 @@ impl Walker<'_> {
                 own.push((from, y));
             }
         }
-        self.split_level(id, waker, &own, rec);
+        self.split_level(id, waker, own, rec);
+        *self.scratch = sc;
     }
 
     /// Level `id`'s waker was blocked over `span` in a wait this DAG does not follow.
