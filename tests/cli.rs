@@ -507,3 +507,37 @@ fn svg_and_folded_from_one_fold() {
         "creating /nonexistent-dir/x.folded",
     );
 }
+
+/// `--spill-above`: the folded output written out in runs and merged is the output of one
+/// aggregate, byte for byte (a busy-server trace with thousands of distinct lines, a run
+/// every MiB); a spill directory that cannot be used is a clear error.
+#[test]
+fn spilled_chains_output_is_the_same_and_a_bad_spill_dir_is_an_error() {
+    let p = tmpdir("spill").join("busy.zst");
+    let out = bin()
+        .args([
+            "synth",
+            "--scenario",
+            "busy-server",
+            "--events",
+            "2000000",
+            "-o",
+        ])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let p = p.to_str().unwrap();
+    let whole = run(&["chains", "--unit", "ns", "--spill-above", "0", p]);
+    assert!(whole.status.success(), "{}", stderr(&whole));
+    let spilled = run(&["chains", "--unit", "ns", "--spill-above", "1", p]);
+    assert!(spilled.status.success(), "{}", stderr(&spilled));
+    let note = stderr(&spilled);
+    assert!(note.contains("runs") && note.contains("merged"), "{note}");
+    assert!(whole.stdout.len() > 1 << 20, "{} bytes", whole.stdout.len());
+    assert!(spilled.stdout == whole.stdout, "spilled output differs");
+    fails(
+        &["chains", "--spill-dir", "/nonexistent/spill", t()],
+        "cannot write spill runs under /nonexistent/spill",
+    );
+}

@@ -58,6 +58,15 @@ pub struct ViewArgs {
     /// Decode chunks one at a time on this thread (default: in parallel with rayon).
     #[arg(long)]
     pub serial: bool,
+    /// Bound the memory of the folded output: whenever its aggregate of distinct paths
+    /// holds more than MIB MiB, write it to disk as a run and merge the runs at the end
+    /// (the same lines, in the same order; a long, busy trace can have tens of millions of
+    /// distinct lines). 0: never. Folded text only (not --svg).
+    #[arg(long, value_name = "MIB", default_value_t = 128)]
+    pub spill_above: usize,
+    /// Directory for spilled runs (a private subdirectory, removed at the end).
+    #[arg(long, value_name = "DIR", default_value_os_t = std::env::temp_dir())]
+    pub spill_dir: PathBuf,
     /// Put each waiting thread's cgroup above it, as the root of its lines:
     /// `[cgroup: /system.slice/foo.service];comm;...`, or the pod and container its cgroup
     /// names: `[pod: <uid>];[container: <12 hex>];comm;...` (not in `wakeup`, whose root is
@@ -340,9 +349,18 @@ fn analyse_files(
         cgroup_frames: a.cgroup_frames,
         process_frames: a.process_frames,
     };
-    let (summary, graph) = an
-        .fold(setup, view, |_| {})
-        .with_context(|| format!("{}: reading events", super::label(files)))?;
+    // Folded text alone can be merged from runs on disk (--spill-above).
+    let spill = (hosts_svg.is_none() && a.svg.is_none() && a.spill_above > 0).then(|| {
+        chainrec_chain::SpillTo {
+            dir: a.spill_dir.clone(),
+            budget_bytes: a.spill_above.saturating_mul(1 << 20),
+        }
+    });
+    let (summary, graph) = match &spill {
+        Some(to) => an.fold_spilling(setup, view, to, |_| {}),
+        None => an.fold(setup, view, |_| {}),
+    }
+    .with_context(|| format!("{}: reading events", super::label(files)))?;
     let (mut nlines, mut small_lines, mut small_ns) = (0usize, 0u64, 0u64);
     // Several hosts' lines for one SVG: collected here, drawn by the caller.
     let collecting = hosts_svg.is_some();
@@ -435,6 +453,14 @@ fn analyse_files(
     }
     let secs = t0.elapsed().as_secs_f64();
     memstat(name);
+    if let (runs @ 1.., bytes) = graph.spilled() {
+        say!(
+            "chainrec: {name}: note: the distinct paths outgrew --spill-above {} MiB: written to {} in {runs} runs ({:.1} MB) and merged (same output)",
+            a.spill_above,
+            a.spill_dir.display(),
+            bytes as f64 / 1e6
+        );
+    }
     let s = &summary;
     say!("chainrec: {name}: {}", s.headline(secs, nlines));
     for l in s.stats.output_notes(meta, meta.start_ns) {

@@ -9,6 +9,7 @@ use crate::analyses::oncpu::OnCpuFold;
 use crate::analyses::TraceInput;
 use crate::checkpoint::{checkpoint_filter, Cancel, Checkpoints, Point, SetupKey};
 use crate::graph::finished::{Collected, TraceRef};
+use crate::graph::spill::SpillTo;
 use crate::pipeline::fold_trace;
 use crate::{ChainError, Config, Engine, Filter, Graph, Mode, NodeTable, OnCpuMode};
 use crate::{Stats, View, WaitSink, Window, DEFAULT_MAX_DEPTH};
@@ -606,6 +607,21 @@ impl Analysis {
         self.fold_from_until(setup, view, checkpoints, None, on_chunk)
     }
 
+    /// [`Analysis::fold`] whose path trie is written out in runs under `spill.dir`
+    /// whenever it outgrows `spill.budget_bytes`, so that memory stays bounded however
+    /// many distinct lines a long trace has. [`Graph::write_folded`] writes exactly what
+    /// [`Analysis::fold`]'s graph writes; the graph's other readers see only the lines
+    /// since the last run, so use this only for folded text.
+    pub fn fold_spilling(
+        &self,
+        setup: Setup,
+        view: View,
+        spill: &SpillTo,
+        on_chunk: impl FnMut(usize),
+    ) -> Result<(Summary, Graph<'_>), ChainError> {
+        self.fold_with(setup, view, None, None, Some(spill), on_chunk)
+    }
+
     /// [`Analysis::fold_from`] that stops with [`ChainError::Cancelled`] after the chunk in
     /// which `cancel` is set.
     pub fn fold_from_until(
@@ -614,6 +630,18 @@ impl Analysis {
         view: View,
         checkpoints: Option<&Checkpoints>,
         cancel: Option<&Cancel>,
+        on_chunk: impl FnMut(usize),
+    ) -> Result<(Summary, Graph<'_>), ChainError> {
+        self.fold_with(setup, view, checkpoints, cancel, None, on_chunk)
+    }
+
+    fn fold_with(
+        &self,
+        setup: Setup,
+        view: View,
+        checkpoints: Option<&Checkpoints>,
+        cancel: Option<&Cancel>,
+        spill: Option<&SpillTo>,
         mut on_chunk: impl FnMut(usize),
     ) -> Result<(Summary, Graph<'_>), ChainError> {
         let parallel = setup.parallel;
@@ -624,6 +652,7 @@ impl Analysis {
             parallel,
             &mut engine,
             view,
+            spill,
             |n| {
                 on_chunk(n);
                 Cancel::check(cancel)

@@ -94,6 +94,16 @@ pub enum ChainError {
     /// The trace could not be read.
     #[error(transparent)]
     Trace(chainrec_format::FormatError),
+    /// The directory for spilled runs of the output ([`crate::SpillTo`]) could not be
+    /// used.
+    #[error("cannot write spill runs under {} (give another directory with --spill-dir, or a larger budget with --spill-above)", dir.display())]
+    Spill {
+        /// The directory given.
+        dir: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// -m/-M/--state given to an analysis of on-CPU samples, which have no duration or
     /// switch-out state.
     #[error("-m/-M/--state select waits; on-CPU samples have no duration or state")]

@@ -70,6 +70,7 @@ pub use graph::finished::{Collected, Graph, TraceRef};
 pub use graph::folded::FoldedSink;
 pub use graph::pathframes::{FrameKind, FrameNamer, PathFrame, PathVisit};
 pub use graph::render::PieceNames;
+pub use graph::spill::SpillTo;
 pub use graph::views::{Unit, View};
 
 /// One thread's critical path ([`critical_path`]): its timeline in segments, and what

@@ -2,6 +2,7 @@
 //! calling thread, path-trie insertion on a second one.
 
 use crate::graph::paths::{PathBatch, PathReducer};
+use crate::graph::spill::SpillTo;
 use crate::{ChainError, Engine, FoldedSink, Stats, View};
 use chainrec_format::TraceReader;
 use std::ops::Range;
@@ -24,13 +25,20 @@ pub(crate) fn fold_trace(
     parallel: bool,
     engine: &mut Engine<'_>,
     view: View,
+    spill: Option<&SpillTo>,
     mut on_chunk: impl FnMut(usize) -> Result<(), ChainError>,
 ) -> Result<(Stats, FoldedSink), ChainError> {
+    let mut folded = FoldedSink::new(view);
+    if let Some(to) = spill {
+        folded.spill_to(to).map_err(|source| ChainError::Spill {
+            dir: to.dir.clone(),
+            source,
+        })?;
+    }
     std::thread::scope(|s| {
         let (tx, rx) = mpsc::sync_channel::<PathBatch>(8);
         let (back_tx, back_rx) = mpsc::channel::<PathBatch>();
         let folder = s.spawn(move || {
-            let mut folded = FoldedSink::new(view);
             for b in rx {
                 folded.apply(&b);
                 // The reducer may be gone at the end: a lost spare buffer is harmless.
@@ -63,6 +71,7 @@ pub(crate) fn fold_trace(
         let stats = stats?;
         sent?;
         folded.absorb(reducer);
+        folded.finish_spill();
         folded.release_index();
         Ok((stats, folded))
     })

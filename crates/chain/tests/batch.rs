@@ -5,7 +5,7 @@
 mod common;
 
 use chainrec_chain::fold::{PathReducer, WriteSummary};
-use chainrec_chain::{Config, Engine, FoldedSink, Mode, Unit, View};
+use chainrec_chain::{Config, Engine, FoldedSink, Mode, SpillTo, Unit, View};
 use chainrec_format::synth;
 use chainrec_format::MemTrace;
 use common::*;
@@ -40,9 +40,18 @@ fn direct(m: &MemTrace, c: Config, view: View) -> (Engine<'_>, FoldedSink) {
 }
 
 fn batched(m: &MemTrace, c: Config, view: View, waits: usize) -> (Engine<'_>, FoldedSink) {
+    batched_into(m, c, view, waits, FoldedSink::new(view))
+}
+
+fn batched_into(
+    m: &MemTrace,
+    c: Config,
+    view: View,
+    waits: usize,
+    mut sink: FoldedSink,
+) -> (Engine<'_>, FoldedSink) {
     let mut engine = Engine::new(&m.tables, &m.meta, c);
     let mut red = PathReducer::new(view, waits);
-    let mut sink = FoldedSink::new(view);
     for chunk in m.events.chunks(1 << 12) {
         engine.process(chunk, &mut red);
         while let Some(b) = red.take_full() {
@@ -297,4 +306,48 @@ fn oncpu_sampled() -> MemTrace {
         ..MemTrace::default()
     };
     chainrec_testkit::scenario::generate_into("oncpu-worker", params.events, m)
+}
+
+/// A trie written out in runs whenever it outgrows its budget (down to one run per batch)
+/// and merged at the end writes exactly the bytes of one trie that held everything: same
+/// lines, same order, same weights, same summary (graph/spill.rs says why).
+#[test]
+fn spilled_runs_merge_to_the_same_output() {
+    let dir = std::env::temp_dir();
+    for (name, m) in traces() {
+        for view in VIEWS {
+            let (e, whole) = batched(&m, cfg(), view, 64);
+            let mut want = Vec::new();
+            let want_sum = whole
+                .write_folded(e.nodes(), &m.tables, &m.meta, Unit::Ns, &mut want)
+                .unwrap();
+            // 1 byte: a run after every batch; 64 KiB: a few runs on busy-server.
+            for budget in [1, 64 << 10] {
+                let mut sink = FoldedSink::new(view);
+                sink.spill_to(&SpillTo {
+                    dir: dir.clone(),
+                    budget_bytes: budget,
+                })
+                .unwrap();
+                let (e, mut got) = batched_into(&m, cfg(), view, 64, sink);
+                got.finish_spill();
+                let runs = got.spilled().0;
+                let ctx = format!("{name} {view:?} budget {budget}: {runs} runs");
+                if budget == 1 && whole.paths() > 0 {
+                    assert!(runs > 1, "{ctx}");
+                }
+                let mut out = Vec::new();
+                let sum = got
+                    .write_folded(e.nodes(), &m.tables, &m.meta, Unit::Ns, &mut out)
+                    .unwrap();
+                assert_eq!(sum, want_sum, "{ctx}");
+                assert!(out == want, "{ctx}: output differs");
+                // Written twice: the same again (the last run is not added twice).
+                let mut again = Vec::new();
+                got.write_folded(e.nodes(), &m.tables, &m.meta, Unit::Ns, &mut again)
+                    .unwrap();
+                assert!(again == want, "{ctx}: second write differs");
+            }
+        }
+    }
 }

@@ -180,6 +180,11 @@ impl<'t> Graph<'t> {
             .write_folded(&self.nodes, self.tables, self.meta, unit, out)
     }
 
+    /// [`FoldedSink::spilled`]: runs written out, and their bytes.
+    pub fn spilled(&self) -> (u32, u64) {
+        self.folded.spilled()
+    }
+
     /// [`FoldedSink::folded_ns`].
     pub fn folded_ns(&self) -> BTreeMap<String, u64> {
         self.folded.folded_ns(&self.nodes, self.tables, self.meta)

@@ -6,6 +6,7 @@ use crate::engine::record::{WaitRecord, WaitSink};
 use crate::graph::pathframes::{FrameNamer, PathVisit};
 use crate::graph::paths::{Comms, PathBatch, PathReducer};
 use crate::graph::render::{self, PieceNames, Pieces, WriteSummary};
+use crate::graph::spill::{Naming, Spill, SpillTo};
 use crate::graph::trie::{PathTrie, NO_PARENT};
 use crate::graph::views::{Unit, View};
 use chainrec_format::{RecordingMeta, Tables};
@@ -13,6 +14,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::sync::Mutex;
 
 /// The interned chain graph: nodes are [`NodeId`]s of the engine's [`NodeTable`]
 /// (markers included); an edge goes from a waiting node to its waker, weighted by the
@@ -24,10 +26,12 @@ pub type ChainGraph = DiGraph<NodeId, u64>;
 /// [`PathBatch`]es from a [`PathReducer`] (possibly on another thread) through
 /// [`Self::apply`] and, at the end, [`Self::absorb`]. Do not mix both ways for the
 /// wakeup view (each side interns target comms in its own table).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct FoldedSink {
     view: View,
     trie: PathTrie,
+    /// Runs written out when the trie outgrew its budget ([`Self::spill_to`]).
+    spill: Option<Mutex<Spill>>,
     comms: Comms,
     /// Scratch batch of the record-by-record path.
     one: PathBatch,
@@ -44,10 +48,39 @@ impl FoldedSink {
         FoldedSink {
             view,
             trie: PathTrie::default(),
+            spill: None,
             comms: Comms::default(),
             one: PathBatch::default(),
             waits_not_in_view: 0,
             waits_in_view: 0,
+        }
+    }
+
+    /// Bound the trie's memory: whenever it outgrows `to.budget_bytes` after a batch
+    /// ([`Self::apply`]), it is written out as a run under `to.dir` and emptied, and
+    /// [`Self::write_folded`] merges the runs into exactly the output of one trie (order
+    /// and weights; `graph::spill`). Only `write_folded` sees the whole output: the other
+    /// readers of a sink that spilled see the part since the last run.
+    pub fn spill_to(&mut self, to: &SpillTo) -> io::Result<()> {
+        self.spill = Some(Mutex::new(Spill::new(to)?));
+        Ok(())
+    }
+
+    /// Every wait is in: when runs were written out, the trie left is written as the last
+    /// one and freed, so that merging them ([`Self::write_folded`]) does not hold it too.
+    pub fn finish_spill(&mut self) {
+        if let Some(Ok(s)) = self.spill.as_mut().map(Mutex::get_mut) {
+            if s.runs > 0 && self.trie.len() > 0 {
+                s.spill(&mut self.trie);
+            }
+        }
+    }
+
+    /// Runs written out so far and their bytes (0, 0 without [`Self::spill_to`]).
+    pub fn spilled(&self) -> (u32, u64) {
+        match self.spill.as_ref().map(Mutex::lock) {
+            Some(Ok(s)) => (s.runs, s.bytes),
+            _ => (0, 0),
         }
     }
 
@@ -61,6 +94,11 @@ impl FoldedSink {
     /// faster per step than single waits (the lookups of independent paths overlap).
     pub fn apply(&mut self, batch: &PathBatch) {
         self.trie.apply(batch);
+        if let Some(Ok(s)) = self.spill.as_mut().map(Mutex::get_mut) {
+            if s.due(&self.trie) {
+                s.spill(&mut self.trie);
+            }
+        }
         self.waits_in_view += batch.waits_in_view;
         self.waits_not_in_view += batch.waits_not_in_view;
     }
@@ -154,6 +192,20 @@ impl FoldedSink {
         unit: Unit,
         out: &mut dyn Write,
     ) -> io::Result<WriteSummary> {
+        if let Some(spill) = &self.spill {
+            let mut spill = spill
+                .lock()
+                .map_err(|_| io::Error::other("spill state poisoned by a panic"))?;
+            if spill.runs > 0 {
+                let naming = Naming {
+                    comms: &self.comms.list,
+                    nodes,
+                    tables,
+                    meta,
+                };
+                return spill.write_folded(&self.trie, naming, unit, out);
+            }
+        }
         let (pieces, order) = self.prepare(nodes, tables, meta);
         render::write_folded(&self.trie, &pieces, &order, unit, out)
     }

@@ -6,5 +6,6 @@ pub(crate) mod folded;
 pub(crate) mod pathframes;
 pub(crate) mod paths;
 pub(crate) mod render;
+pub(crate) mod spill;
 pub(crate) mod trie;
 pub(crate) mod views;

@@ -29,7 +29,7 @@ pub struct WriteSummary {
 }
 
 impl WriteSummary {
-    fn add(&mut self, o: &WriteSummary) {
+    pub(crate) fn add(&mut self, o: &WriteSummary) {
         self.lines += o.lines;
         self.bytes += o.bytes;
         self.small_lines += o.small_lines;
@@ -270,7 +270,7 @@ pub(crate) fn walk(
 }
 
 /// Render `order[range]` as folded lines with weights in `unit`.
-fn render_range(
+pub(crate) fn render_range(
     trie: &PathTrie,
     pieces: &Pieces,
     order: &[u32],

@@ -135,7 +135,7 @@ impl PathTrie {
 
     /// Add `w` ns to entry `id`'s weight.
     #[inline]
-    fn add_weight(&mut self, id: u32, w: u64) {
+    pub(crate) fn add_weight(&mut self, id: u32, w: u64) {
         let s = self.stored_mut(id);
         let sum = u64::from(s.weight) + w;
         if s.weight != BIG && sum < u64::from(BIG) {
