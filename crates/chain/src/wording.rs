@@ -243,6 +243,13 @@ impl Stats {
                 crate::engine::past::MAX_PER_THREAD
             ));
         }
+        if self.history_reach_cuts > 0 {
+            v.push(format!(
+                "histories cut at {} s back while a wait was open longer: {} times (memory bounded by trace time, not by the longest wait; that wait's older levels show as [run queue];[unknown], unsplit, or not checked for earlier waits, counted above)",
+                crate::engine::machine::HISTORY_REACH_NS / 1_000_000_000,
+                self.history_reach_cuts
+            ));
+        }
         if self.runq_capped > 0 {
             v.push(format!(
                 "run-queue history capped: {} entries dropped while a wait was still open (at most {} switch-ins per CPU, {} runnable periods per thread are kept; the time they covered is shown as [run queue];[unknown] or left with the waker)",

@@ -25,6 +25,12 @@ use chainrec_format::{
 
 /// The tables of an engine state kept apart from its trace ([`Engine::snapshot`]); empty,
 /// and replaced before the state processes an event ([`Engine::resume`]).
+/// How far back the histories (run-queue periods, CPU holders, past waits) reach at most
+/// while a wait stays open: its chain's levels older than this lose their split (shown
+/// as `[run queue];[unknown]`, left unsplit, or not checked for earlier waits, each
+/// counted). Bounds memory by trace time, not by the longest open wait.
+pub(crate) const HISTORY_REACH_NS: u64 = 10_000_000_000;
+
 fn no_tables() -> &'static Tables {
     static NONE: std::sync::OnceLock<Tables> = std::sync::OnceLock::new();
     NONE.get_or_init(Tables::default)
@@ -571,7 +577,23 @@ impl<'t> Engine<'t> {
     /// Trim the run-queue histories to what the waits open at `now` can still ask for
     /// ([`RunQueues::trim`]; docs/ENGINE.md, "How far back the histories reach").
     fn trim_runqueues(&mut self, now: u64) {
-        let (waits_from, runnable_from) = self.open_bounds(now);
+        let (mut waits_from, mut runnable_from) = self.open_bounds(now);
+        // One long sleeper must not pin every thread's history back to its switch-out
+        // (busy100m: 144 MB of run-queue blocks at the peak): no further back than
+        // HISTORY_REACH_NS, counted when an open wait began before that.
+        let reach = now.saturating_sub(HISTORY_REACH_NS);
+        if waits_from < reach || runnable_from < reach {
+            self.stats.history_reach_cuts += 1;
+            waits_from = waits_from.max(reach);
+            runnable_from = runnable_from.max(reach);
+            // What is dropped could still be asked for: the walks must know the histories
+            // start there (time before is unsplit or unchecked, and counted), not read it
+            // as time the waker ran.
+            if self.runqueue {
+                self.rq.raise_floors(waits_from);
+            }
+            self.past.raise_floors(waits_from);
+        }
         if self.runqueue {
             self.rq.trim(waits_from, runnable_from);
         }

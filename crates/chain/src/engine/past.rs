@@ -133,7 +133,7 @@ impl PastWaits {
         let cap = (PAST_BUDGET / self.lists.max(1)).clamp(MIN_PER_THREAD, MAX_PER_THREAD);
         while l.len() >= cap {
             if let Some(old) = l.pop_front() {
-                self.floors[t] = old.end;
+                self.floors[t] = self.floors[t].max(old.end);
                 self.kept -= 1;
             }
         }
@@ -207,6 +207,14 @@ impl PastWaits {
             }
         }
         self.trim_at = self.kept + self.kept / 4;
+    }
+
+    /// Every list is complete only from `to` on (a trim is about to drop waits an open
+    /// wait's chain could still ask for).
+    pub(crate) fn raise_floors(&mut self, to: u64) {
+        for f in &mut self.floors {
+            *f = (*f).max(to);
+        }
     }
 
     /// Task slot `t`'s list is complete from this time on (its cap dropped older waits).

@@ -546,8 +546,9 @@ pub(crate) struct TaskRq {
     /// Offset of the oldest kept period in block 0.
     head: usize,
     len: usize,
-    /// Periods ending before this were dropped by [`TASK_RQ_CAP`] (never by a trim, which
-    /// drops only what no open wait can ask for): earlier time cannot be split.
+    /// Periods ending before this were dropped by [`TASK_RQ_CAP`] or by a trim cut at the
+    /// histories' reach (`machine::HISTORY_REACH_NS`; other trims drop only what no open
+    /// wait can ask for): earlier time cannot be split.
     pub(crate) floor: u64,
 }
 
@@ -698,7 +699,7 @@ impl TaskRq {
             let len = (seg.end - start).min(u64::from(u32::MAX)) as u32;
             if self.len == TASK_RQ_CAP {
                 if let Some(first) = self.first() {
-                    self.floor = first.end();
+                    self.floor = self.floor.max(first.end());
                 }
                 self.drop_first(pool);
                 *capped += 1;
@@ -935,6 +936,14 @@ impl RunQueues {
     /// last one at or before `runnable_from` (the oldest start of a runnable period not yet
     /// switched in: that one says who held the CPU then). docs/ENGINE.md, "How far back the
     /// histories reach".
+    /// Every thread's runnable periods are complete only from `to` on (a trim is about to
+    /// drop periods an open wait could still ask for).
+    pub(crate) fn raise_floors(&mut self, to: u64) {
+        for rq in &mut self.task_rq {
+            rq.floor = rq.floor.max(to);
+        }
+    }
+
     pub(crate) fn trim(&mut self, waits_from: u64, runnable_from: u64) {
         self.peak_kept = self.peak_kept.max(self.kept);
         let mut kept = 0;

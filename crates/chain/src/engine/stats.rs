@@ -143,6 +143,10 @@ pub struct Stats {
     /// open wait could ask for them any more: only a wait open across that many switches
     /// makes the caps bite. Their time shows in `runq_unknown_ns` / `runq_unsplit_ns`.
     pub runq_capped: u64,
+    /// History trims that kept less than an open wait could ask for, because it began more
+    /// than 10 s before (`HISTORY_REACH_NS`): that wait's chain levels older than the
+    /// reach show in `runq_unknown_ns`, `runq_unsplit_ns` or `past_unchecked_ns`.
+    pub history_reach_cuts: u64,
     /// Most run-queue history entries kept at once (all CPUs and threads; 16 B per
     /// switch-in, 12 B per runnable period): what the waits open at the time could ask for.
     pub peak_runq_history: u64,
