@@ -63,6 +63,12 @@ pub struct ScriptArgs {
     /// form always has `ts_ns`).
     #[arg(long)]
     pub ns: bool,
+    /// Print the goroutine records of Go programs instead of the scheduler events (one line
+    /// each: park with the goroutine's wait reason and stack, ready with the waker
+    /// goroutine, 0 for the runtime, and its stack); `-p`, `-t`, `--comm` and `--window`
+    /// select them by the thread they were recorded in.
+    #[arg(long)]
+    pub goroutines: bool,
 }
 
 const WAITS_EXAMPLES: &str = "\
@@ -163,8 +169,14 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
         frames: a.frames,
         raw_ns: a.ns,
     };
-    let mut script = Script::new(reader.tables(), meta, start, opts, filter);
     let mut out = stdout();
+    if a.goroutines {
+        let r = print_goroutines(&a, reader.tables(), meta, start, &filter, &mut out);
+        finish_output(r.map_err(anyhow::Error::from), &mut out)?;
+        super::leave_to_exit(an);
+        return Ok(());
+    }
+    let mut script = Script::new(reader.tables(), meta, start, opts, filter);
     let r = reader.for_each_chunk::<anyhow::Error>(range, true, |evs| {
         for e in evs {
             script.event(e, &mut out)?;
@@ -175,6 +187,76 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
     finish_output(r, &mut out)?;
     super::report::warn_lost("script", meta);
     super::leave_to_exit(an);
+    Ok(())
+}
+
+/// `script --goroutines`: the trace's goroutine records (issue 38; the engine does not use
+/// them yet), in time order, text or NDJSON.
+fn print_goroutines(
+    a: &ScriptArgs,
+    tables: &chainrec_format::Tables,
+    meta: &chainrec_format::RecordingMeta,
+    start: u64,
+    filter: &EventFilter,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    use chainrec_format::GoEventKind;
+    use chainrec_report::script::{rel_time, stack_label};
+    let g = &tables.goroutines;
+    let threads = chainrec_format::Threads::new(tables);
+    for e in g.events() {
+        if filter.window.is_some_and(|w| e.ts < w.0 || e.ts > w.1) {
+            continue;
+        }
+        let who = threads.identity(e.tid);
+        if !filter.threads.is_empty() && !filter.threads.matches_identity(e.tid, &who) {
+            continue;
+        }
+        let comm = who.comm.to_string();
+        let (kind, what) = match e.kind {
+            GoEventKind::Park => ("go_park", g.reason_name(e.tgid, e.reason)),
+            GoEventKind::Ready => ("go_ready", format!("by goroutine {}", e.waker)),
+        };
+        let frames = || chainrec_chain::stack_frames(tables, e.stack, meta.stack_threshold_ns);
+        if a.json {
+            let mut v = serde_json::json!({
+                "kind": kind, "ts_ns": e.ts, "cpu": e.cpu, "tid": e.tid, "tgid": e.tgid,
+                "comm": comm, "goid": e.goid, "stack": stack_label(e.stack),
+            });
+            match e.kind {
+                GoEventKind::Park => {
+                    v["reason"] = what.into();
+                    v["reason_code"] = e.reason.into();
+                }
+                GoEventKind::Ready => v["waker_goid"] = e.waker.into(),
+            }
+            if a.frames {
+                v["frames"] = frames().into();
+            }
+            writeln!(out, "{v}")?;
+            continue;
+        }
+        let ns = if a.ns {
+            format!(" {}", e.ts)
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "{}{ns} [{:03}] {kind:<13} goroutine {} {what} ({comm} {}/{}) u={}",
+            rel_time(e.ts, start),
+            e.cpu,
+            e.goid,
+            e.tid,
+            e.tgid,
+            stack_label(e.stack)
+        )?;
+        if a.frames {
+            for f in frames() {
+                writeln!(out, "    {f}")?;
+            }
+        }
+    }
     Ok(())
 }
 
