@@ -239,7 +239,11 @@ impl Consumer {
             if e.kind == raw::EV_GO {
                 // Not an event: a record of the goroutine sections (format 2.2).
                 match self.conv.go_event(e, pool) {
-                    Some((slot, ev)) => self.go.record(slot, ev),
+                    // The record's size as output: header, argument word, frames.
+                    Some((slot, ev)) => {
+                        let bytes = (raw::HDR + 8 * (1 + e.nu as usize)) as u64;
+                        self.go.record(slot, ev, bytes)
+                    }
                     None => *malformed += 1,
                 }
                 continue;

@@ -465,10 +465,11 @@ impl Default for GoOptions {
 /// docs/BENCHMARKS.md, "Session 24"), so this is at most ~10–15 % of one CPU.
 pub const DEFAULT_MAX_RATE: u64 = 50_000;
 
-/// The rate is judged over windows of at least this long (from the first poll that sees
-/// a hit): short, because until the cap acts a program over it runs many times slower
-/// (the channel ping-pong: ~75x), and long enough for a count of ~2,500 hits at the
-/// default cap.
+/// The rate is judged over windows of this long (from the first poll that sees a hit): a
+/// window's budget is the cap times its length (2,500 hits at the default cap), and the
+/// probes go at the first poll (every 20 ms) that finds the budget spent, before the window
+/// ends. Short, because until the cap acts a program over it runs many times slower (the
+/// channel ping-pong: ~75x); long enough that a short burst does not end the probing.
 const RATE_WINDOW_NS: u64 = 50_000_000;
 
 /// One probed binary.
@@ -509,6 +510,9 @@ pub struct GoCounts {
     pub read_failed: u64,
     /// Records lost to a full ring buffer.
     pub lost: u64,
+    /// Bytes the records took in the ring buffer (header, argument word, frames; the
+    /// ring's own 8-byte record header not included).
+    pub ring_bytes: u64,
 }
 
 impl std::fmt::Display for GoCounts {
@@ -517,7 +521,8 @@ impl std::fmt::Display for GoCounts {
             f,
             "{} binaries probed, {} not supported, {} processes; {} parks, {} readies \
              ({} probe hits, at most {:.0}/s per binary); {} capped (thread-level chains \
-             from then on); {} without stack, {} unreadable, {} lost (ring buffer full)",
+             from then on); {:.0} ring bytes per record; {} without stack, {} unreadable, \
+             {} lost (ring buffer full)",
             self.binaries.len(),
             self.unsupported.len(),
             self.processes,
@@ -526,6 +531,7 @@ impl std::fmt::Display for GoCounts {
             self.hits,
             self.max_rate,
             self.capped.len(),
+            self.ring_bytes as f64 / (self.parks + self.readies).max(1) as f64,
             self.no_stack,
             self.read_failed,
             self.lost
@@ -564,6 +570,7 @@ impl GoCounts {
             "no_stack": self.no_stack,
             "read_failed": self.read_failed,
             "lost": self.lost,
+            "ring_bytes": self.ring_bytes,
         })
     }
 }
@@ -583,6 +590,16 @@ pub(crate) struct GoProbes {
     described: HashMap<Tid, usize>,
     pub(crate) pending: GoDelta,
     pub(crate) counts: GoCounts,
+    /// Threads dropping the links of capped binaries (see [`GoProbes::cap`]).
+    detaching: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for GoProbes {
+    fn drop(&mut self) {
+        for t in self.detaching.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 impl GoProbes {
@@ -596,6 +613,7 @@ impl GoProbes {
             described: HashMap::new(),
             pending: GoDelta::default(),
             counts: GoCounts::default(),
+            detaching: Vec::new(),
         }
     }
 
@@ -759,15 +777,28 @@ impl GoProbes {
                 (s.window_at, s.hits_at) = (now, hits);
                 continue;
             }
-            let dt = now.saturating_sub(s.window_at);
-            if dt < RATE_WINDOW_NS {
+            let dt = now.saturating_sub(s.window_at).max(1);
+            let in_window = hits - s.hits_at.min(hits);
+            let budget = self.opts.max_rate as f64 * RATE_WINDOW_NS as f64 * 1e-9;
+            let spent = self.opts.max_rate > 0 && in_window as f64 > budget;
+            if dt < RATE_WINDOW_NS && !spent {
                 continue;
             }
-            let rate = (hits - s.hits_at.min(hits)) as f64 * 1e9 / dt as f64;
+            let rate = in_window as f64 * 1e9 / dt.max(RATE_WINDOW_NS / 5) as f64;
             s.max_rate = s.max_rate.max(rate);
             (s.window_at, s.hits_at) = (now, hits);
-            if self.opts.max_rate > 0 && rate > self.opts.max_rate as f64 {
-                s.links.clear();
+            if spent {
+                // Each link's drop waits for the kernel to take its probe out of every
+                // process (~0.1 s here): one thread each, so that both go at once and the
+                // consumer goes on.
+                for link in s.links.drain(..) {
+                    if let Ok(t) = std::thread::Builder::new()
+                        .name("chainrec-go-cap".into())
+                        .spawn(move || drop(link))
+                    {
+                        self.detaching.push(t);
+                    }
+                }
                 s.capped_ns = now;
                 self.counts.capped.push((s.path.display().to_string(), now));
                 // The processes of this binary say from when their records stop (a later
@@ -781,7 +812,8 @@ impl GoProbes {
 
     /// A goroutine record of slot `slot`: kept for the next section (with its process's
     /// description the first time).
-    pub(crate) fn record(&mut self, slot: usize, ev: GoEvent) {
+    pub(crate) fn record(&mut self, slot: usize, ev: GoEvent, ring_bytes: u64) {
+        self.counts.ring_bytes += ring_bytes;
         let Some(s) = self.slots.get(slot) else {
             return;
         };
