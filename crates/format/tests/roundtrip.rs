@@ -1022,7 +1022,7 @@ fn goroutine_sections_round_trip() {
         assert_eq!(g.reason_name(2, 3), "chan receive");
         assert_eq!(
             g.processes().cloned().collect::<Vec<_>>(),
-            [process.clone()]
+            std::slice::from_ref(&process)
         );
     };
     let (r, m) = read_back(&p);

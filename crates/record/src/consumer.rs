@@ -146,6 +146,7 @@ impl Consumer {
                     // Detach first so that nothing new arrives, then drain everything.
                     progress.enter(ConsumerStep::Detaching);
                     skel.links = ChainrecLinks::default();
+                    self.go.stop();
                     drop(std::mem::take(&mut softirq_links));
                     drop(std::mem::take(&mut sample_links));
                 }
@@ -167,8 +168,10 @@ impl Consumer {
             self.convert_batch(batch, now);
             self.tell_learned_stacks(skel);
             if !stopping {
-                // New Go binaries get their probes; a binary over the cap loses them.
+                // New Go binaries get their probes; binaries capped are noted.
                 self.go.poll(skel, now);
+            } else {
+                self.go.take_capped();
             }
             progress.enter(ConsumerStep::Tables);
             self.write_tables(writer)?;

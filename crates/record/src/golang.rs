@@ -476,13 +476,151 @@ const RATE_WINDOW_NS: u64 = 50_000_000;
 struct Slot {
     path: PathBuf,
     binary: GoBinary,
-    links: Vec<libbpf_rs::Link>,
-    /// Hits summed over CPUs at the start of the current window, and its start.
-    hits_at: u64,
-    window_at: u64,
+    /// When the cap detached its probes (0: not).
+    capped_ns: u64,
+}
+
+/// What the cap thread saw of one slot: hits (summed over CPUs), the highest rate of a
+/// window, and when it detached the probes (0: not).
+#[derive(Clone, Copy, Debug, Default)]
+struct SlotRate {
     hits: u64,
     max_rate: f64,
     capped_ns: u64,
+}
+
+/// A probed binary as the cap thread holds it: its links and its current window.
+struct Watched {
+    slot: usize,
+    links: Vec<libbpf_rs::Link>,
+    window_at: u64,
+    hits_at: u64,
+}
+
+/// The cap's own thread: it reads the hit counts every 10 ms and drops a binary's links
+/// when a window's budget is spent. Not the consumer's loop: that one may spend a few
+/// hundred ms symbolizing a big binary first seen, while a program over the cap runs
+/// ~25x slower.
+struct Capper {
+    tx: std::sync::mpsc::Sender<(usize, Vec<libbpf_rs::Link>)>,
+    rates: std::sync::Arc<std::sync::Mutex<Vec<SlotRate>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How often the cap thread reads the hit counts.
+const CAP_PERIOD: std::time::Duration = std::time::Duration::from_millis(10);
+
+impl Capper {
+    fn start(map: libbpf_rs::MapHandle, max_rate: u64) -> std::io::Result<Capper> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<libbpf_rs::Link>)>();
+        let rates = Arc::new(Mutex::new(vec![SlotRate::default(); raw_slots()]));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (r, st) = (rates.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("chainrec-go-cap".into())
+            .spawn(move || {
+                let mut watched: Vec<Watched> = Vec::new();
+                let mut dropping = Vec::new();
+                while !st.load(Ordering::Relaxed) {
+                    watched.extend(rx.try_iter().map(|(slot, links)| Watched {
+                        slot,
+                        links,
+                        window_at: 0,
+                        hits_at: 0,
+                    }));
+                    let now = crate::workload::monotonic_ns();
+                    for w in watched.iter_mut().filter(|w| !w.links.is_empty()) {
+                        let Some(hits) = slot_hits(&map, w.slot) else {
+                            continue;
+                        };
+                        let Ok(mut rates) = r.lock() else {
+                            return;
+                        };
+                        let rate = &mut rates[w.slot];
+                        rate.hits = hits;
+                        if !window(w, rate, hits, now, max_rate) {
+                            continue;
+                        }
+                        rate.capped_ns = now;
+                        // Each link's drop waits for the kernel to take its probe out of
+                        // every process (~0.1 s here): one thread each, both at once.
+                        for link in w.links.drain(..) {
+                            if let Ok(t) = std::thread::Builder::new()
+                                .name("chainrec-go-detach".into())
+                                .spawn(move || drop(link))
+                            {
+                                dropping.push(t);
+                            }
+                        }
+                    }
+                    std::thread::sleep(CAP_PERIOD);
+                }
+                drop(watched);
+                for t in dropping {
+                    let _ = t.join();
+                }
+            })?;
+        Ok(Capper {
+            tx,
+            rates,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The rates as last read.
+    fn rates(&self) -> Vec<SlotRate> {
+        self.rates.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Stop the thread; every link it holds is dropped (the probes detached).
+    fn stop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Hits of `slot`, summed over CPUs.
+fn slot_hits(map: &libbpf_rs::MapHandle, slot: usize) -> Option<u64> {
+    use libbpf_rs::MapCore;
+    let per_cpu = map
+        .lookup_percpu(&(slot as u32).to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+        .ok()??;
+    Some(
+        per_cpu
+            .iter()
+            .filter_map(|v| Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?)))
+            .sum(),
+    )
+}
+
+/// One reading of a binary's hits at `now`: true when its window's budget (the cap times
+/// the window's length) is spent, i.e. the probes must go. A window starts at the first
+/// reading that sees a hit and is renewed once it has lasted its length.
+fn window(w: &mut Watched, rate: &mut SlotRate, hits: u64, now: u64, max_rate: u64) -> bool {
+    if w.window_at == 0 {
+        if hits > 0 {
+            (w.window_at, w.hits_at) = (now, hits);
+        }
+        return false;
+    }
+    let dt = now.saturating_sub(w.window_at);
+    let in_window = hits - w.hits_at.min(hits);
+    let budget = max_rate as f64 * RATE_WINDOW_NS as f64 * 1e-9;
+    let spent = max_rate > 0 && in_window as f64 > budget;
+    if dt < RATE_WINDOW_NS && !spent {
+        return false;
+    }
+    rate.max_rate = rate
+        .max_rate
+        .max(in_window as f64 * 1e9 / dt.max(RATE_WINDOW_NS / 5) as f64);
+    (w.window_at, w.hits_at) = (now, hits);
+    spent
 }
 
 /// What the goroutine probes did (summary, `--summary-json` `goroutines`, metadata).
@@ -590,15 +728,13 @@ pub(crate) struct GoProbes {
     described: HashMap<Tid, usize>,
     pub(crate) pending: GoDelta,
     pub(crate) counts: GoCounts,
-    /// Threads dropping the links of capped binaries (see [`GoProbes::cap`]).
-    detaching: Vec<std::thread::JoinHandle<()>>,
+    /// The cap's thread, holding the probes' links (started with the first probe).
+    capper: Option<Capper>,
 }
 
 impl Drop for GoProbes {
     fn drop(&mut self) {
-        for t in self.detaching.drain(..) {
-            let _ = t.join();
-        }
+        self.stop();
     }
 }
 
@@ -613,7 +749,7 @@ impl GoProbes {
             described: HashMap::new(),
             pending: GoDelta::default(),
             counts: GoCounts::default(),
-            detaching: Vec::new(),
+            capper: None,
         }
     }
 
@@ -667,7 +803,15 @@ impl GoProbes {
                 }
             }
         }
-        self.cap(skel, now);
+        let _ = now; // the cap has its own thread and clock (Capper)
+        self.take_capped();
+    }
+
+    /// Detach every probe (the recording is stopping).
+    pub(crate) fn stop(&mut self) {
+        if let Some(c) = self.capper.as_mut() {
+            c.stop();
+        }
     }
 
     /// Probe the file at `open` (named `path` in reports) if it is a Go binary not yet
@@ -737,75 +881,53 @@ impl GoProbes {
                 LayoutSource::Table => "the table of known versions",
             },
         ));
+        if self.capper.is_none() {
+            let map = libbpf_rs::MapHandle::try_from(&skel.maps.go_hits).map_err(|e| {
+                GoError::Attach {
+                    symbol: "go_hits",
+                    error: e.to_string(),
+                }
+            })?;
+            self.capper =
+                Some(
+                    Capper::start(map, self.opts.max_rate).map_err(|e| GoError::Attach {
+                        symbol: "the cap thread",
+                        error: e.to_string(),
+                    })?,
+                );
+        }
+        if let Some(c) = &self.capper {
+            // A send fails only when the thread has ended: the links are then dropped.
+            let _ = c.tx.send((slot, links));
+        }
         self.slots.push(Slot {
             path: path.to_path_buf(),
             binary,
-            links,
-            hits_at: 0,
-            window_at: 0,
-            hits: 0,
-            max_rate: 0.0,
             capped_ns: 0,
         });
         self.seen_files.insert(key, Some(slot));
         Ok(())
     }
 
-    /// Detach the probes of a binary whose hit rate over the last window passed the cap.
-    fn cap(&mut self, skel: &crate::skel::ChainrecSkel<'_>, now: u64) {
-        use libbpf_rs::MapCore;
-        for (i, s) in self.slots.iter_mut().enumerate() {
-            if s.links.is_empty() {
-                continue;
-            }
-            let Ok(Some(per_cpu)) = skel
-                .maps
-                .go_hits
-                .lookup_percpu(&(i as u32).to_ne_bytes(), libbpf_rs::MapFlags::ANY)
-            else {
-                continue;
+    /// Binaries the cap thread detached since the last call: counted, and their processes'
+    /// entries written again with the time (a later entry replaces the earlier one).
+    pub(crate) fn take_capped(&mut self) {
+        let Some(c) = &self.capper else {
+            return;
+        };
+        for (i, rate) in c.rates().iter().enumerate() {
+            let Some(s) = self.slots.get_mut(i) else {
+                break;
             };
-            let hits: u64 = per_cpu
-                .iter()
-                .filter_map(|v| Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?)))
-                .sum();
-            s.hits = hits;
-            if s.window_at == 0 && hits == 0 {
-                continue; // the window starts with the first hit seen
-            }
-            if s.window_at == 0 {
-                (s.window_at, s.hits_at) = (now, hits);
+            if rate.capped_ns == 0 || s.capped_ns != 0 {
                 continue;
             }
-            let dt = now.saturating_sub(s.window_at).max(1);
-            let in_window = hits - s.hits_at.min(hits);
-            let budget = self.opts.max_rate as f64 * RATE_WINDOW_NS as f64 * 1e-9;
-            let spent = self.opts.max_rate > 0 && in_window as f64 > budget;
-            if dt < RATE_WINDOW_NS && !spent {
-                continue;
-            }
-            let rate = in_window as f64 * 1e9 / dt.max(RATE_WINDOW_NS / 5) as f64;
-            s.max_rate = s.max_rate.max(rate);
-            (s.window_at, s.hits_at) = (now, hits);
-            if spent {
-                // Each link's drop waits for the kernel to take its probe out of every
-                // process (~0.1 s here): one thread each, so that both go at once and the
-                // consumer goes on.
-                for link in s.links.drain(..) {
-                    if let Ok(t) = std::thread::Builder::new()
-                        .name("chainrec-go-cap".into())
-                        .spawn(move || drop(link))
-                    {
-                        self.detaching.push(t);
-                    }
-                }
-                s.capped_ns = now;
-                self.counts.capped.push((s.path.display().to_string(), now));
-                // The processes of this binary say from when their records stop (a later
-                // entry replaces the earlier one).
-                for (&tgid, _) in self.described.iter().filter(|(_, &slot)| slot == i) {
-                    self.pending.processes.push(s.process(tgid));
-                }
+            s.capped_ns = rate.capped_ns;
+            self.counts
+                .capped
+                .push((s.path.display().to_string(), rate.capped_ns));
+            for (&tgid, _) in self.described.iter().filter(|(_, &slot)| slot == i) {
+                self.pending.processes.push(s.process(tgid));
             }
         }
     }
@@ -838,8 +960,9 @@ impl GoProbes {
     /// The final counts, with the BPF side's counters (`C_GO_*`).
     pub(crate) fn final_counts(&self, no_stack: u64, read_failed: u64, lost: u64) -> GoCounts {
         let mut c = self.counts.clone();
-        c.hits = self.slots.iter().map(|s| s.hits).sum();
-        c.max_rate = self.slots.iter().map(|s| s.max_rate).fold(0.0, f64::max);
+        let rates = self.capper.as_ref().map(Capper::rates).unwrap_or_default();
+        c.hits = rates.iter().map(|r| r.hits).sum();
+        c.max_rate = rates.iter().map(|r| r.max_rate).fold(0.0, f64::max);
         c.no_stack = no_stack;
         c.read_failed = read_failed;
         c.lost = lost;
