@@ -461,8 +461,9 @@ impl Default for GoOptions {
 }
 
 /// The default cap: 50,000 probe hits per second and binary. A hit costs the traced
-/// thread about 1.5–3 µs here (the uprobe trap, the program and its stack walk:
-/// docs/BENCHMARKS.md, "Session 24"), so this is at most ~10–15 % of one CPU.
+/// threads about 4 µs here (the uprobe trap, the program and its stack walk:
+/// docs/BENCHMARKS.md, "Session 24"), so a binary just under the cap pays up to ~0.2 CPU;
+/// the test program's goroutines, waiting >= 1 ms, make ~4,000 hits per second.
 pub const DEFAULT_MAX_RATE: u64 = 50_000;
 
 /// The rate is judged over windows of this long (from the first poll that sees a hit): a
