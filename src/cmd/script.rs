@@ -171,8 +171,26 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
     };
     let mut out = stdout();
     if a.goroutines {
-        let r = print_goroutines(&a, reader.tables(), meta, start, &filter, &mut out);
-        finish_output(r.map_err(anyhow::Error::from), &mut out)?;
+        // The events are walked beside the records only to follow the threads' names.
+        let mut p = GoPrinter {
+            a: &a,
+            tables: reader.tables(),
+            meta,
+            start,
+            filter: &filter,
+            threads: chainrec_format::Threads::new(reader.tables()),
+            next: 0,
+        };
+        let r = reader.for_each_chunk::<anyhow::Error>(range, true, |evs| {
+            for e in evs {
+                p.print_until(e.ts(), &mut out)?;
+                p.threads.apply(e);
+            }
+            Ok(())
+        });
+        let r = r.and_then(|()| Ok(p.print_until(u64::MAX, &mut out)?));
+        let r = r.with_context(|| format!("{}: reading events", super::label(&a.file)));
+        finish_output(r, &mut out)?;
         super::leave_to_exit(an);
         return Ok(());
     }
@@ -191,73 +209,83 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
 }
 
 /// `script --goroutines`: the trace's goroutine records (issue 38; the engine does not use
-/// them yet), in time order, text or NDJSON.
-fn print_goroutines(
-    a: &ScriptArgs,
-    tables: &chainrec_format::Tables,
-    meta: &chainrec_format::RecordingMeta,
+/// them yet), in time order, text or NDJSON, each with its thread's name at the time.
+struct GoPrinter<'a> {
+    a: &'a ScriptArgs,
+    tables: &'a chainrec_format::Tables,
+    meta: &'a chainrec_format::RecordingMeta,
     start: u64,
-    filter: &EventFilter,
-    out: &mut dyn Write,
-) -> std::io::Result<()> {
-    use chainrec_format::GoEventKind;
-    use chainrec_report::script::{rel_time, stack_label};
-    let g = &tables.goroutines;
-    let threads = chainrec_format::Threads::new(tables);
-    for e in g.events() {
-        if filter.window.is_some_and(|w| e.ts < w.0 || e.ts > w.1) {
-            continue;
-        }
-        let who = threads.identity(e.tid);
-        if !filter.threads.is_empty() && !filter.threads.matches_identity(e.tid, &who) {
-            continue;
-        }
-        let comm = who.comm.to_string();
-        let (kind, what) = match e.kind {
-            GoEventKind::Park => ("go_park", g.reason_name(e.tgid, e.reason)),
-            GoEventKind::Ready => ("go_ready", format!("by goroutine {}", e.waker)),
-        };
-        let frames = || chainrec_chain::stack_frames(tables, e.stack, meta.stack_threshold_ns);
-        if a.json {
-            let mut v = serde_json::json!({
-                "kind": kind, "ts_ns": e.ts, "cpu": e.cpu, "tid": e.tid, "tgid": e.tgid,
-                "comm": comm, "goid": e.goid, "stack": stack_label(e.stack),
-            });
-            match e.kind {
-                GoEventKind::Park => {
-                    v["reason"] = what.into();
-                    v["reason_code"] = e.reason.into();
+    filter: &'a EventFilter,
+    threads: chainrec_format::Threads,
+    /// The first record not printed yet.
+    next: usize,
+}
+
+impl GoPrinter<'_> {
+    /// Print the records before `ts`.
+    fn print_until(&mut self, ts: u64, out: &mut dyn Write) -> std::io::Result<()> {
+        use chainrec_format::GoEventKind;
+        use chainrec_report::script::{rel_time, stack_label};
+        let (a, tables) = (self.a, self.tables);
+        let g = &tables.goroutines;
+        while let Some(e) = g.events().get(self.next).filter(|e| e.ts < ts) {
+            self.next += 1;
+            if self.filter.window.is_some_and(|w| e.ts < w.0 || e.ts > w.1) {
+                continue;
+            }
+            let who = self.threads.identity(e.tid);
+            if !self.filter.threads.is_empty() && !self.filter.threads.matches_identity(e.tid, &who)
+            {
+                continue;
+            }
+            let comm = who.comm.to_string();
+            let (kind, what) = match e.kind {
+                GoEventKind::Park => ("go_park", g.reason_name(e.tgid, e.reason)),
+                GoEventKind::Ready => ("go_ready", format!("by goroutine {}", e.waker)),
+            };
+            let threshold = self.meta.stack_threshold_ns;
+            let frames = || chainrec_chain::stack_frames(tables, e.stack, threshold);
+            if a.json {
+                let mut v = serde_json::json!({
+                    "kind": kind, "ts_ns": e.ts, "cpu": e.cpu, "tid": e.tid, "tgid": e.tgid,
+                    "comm": comm, "goid": e.goid, "stack": stack_label(e.stack),
+                });
+                match e.kind {
+                    GoEventKind::Park => {
+                        v["reason"] = what.into();
+                        v["reason_code"] = e.reason.into();
+                    }
+                    GoEventKind::Ready => v["waker_goid"] = e.waker.into(),
                 }
-                GoEventKind::Ready => v["waker_goid"] = e.waker.into(),
+                if a.frames {
+                    v["frames"] = frames().into();
+                }
+                writeln!(out, "{v}")?;
+                continue;
             }
+            let ns = if a.ns {
+                format!(" {}", e.ts)
+            } else {
+                String::new()
+            };
+            writeln!(
+                out,
+                "{}{ns} [{:03}] {kind:<13} goroutine {} {what} ({comm} {}/{}) u={}",
+                rel_time(e.ts, self.start),
+                e.cpu,
+                e.goid,
+                e.tid,
+                e.tgid,
+                stack_label(e.stack)
+            )?;
             if a.frames {
-                v["frames"] = frames().into();
-            }
-            writeln!(out, "{v}")?;
-            continue;
-        }
-        let ns = if a.ns {
-            format!(" {}", e.ts)
-        } else {
-            String::new()
-        };
-        writeln!(
-            out,
-            "{}{ns} [{:03}] {kind:<13} goroutine {} {what} ({comm} {}/{}) u={}",
-            rel_time(e.ts, start),
-            e.cpu,
-            e.goid,
-            e.tid,
-            e.tgid,
-            stack_label(e.stack)
-        )?;
-        if a.frames {
-            for f in frames() {
-                writeln!(out, "    {f}")?;
+                for f in frames() {
+                    writeln!(out, "    {f}")?;
+                }
             }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// `chainrec waits`.
