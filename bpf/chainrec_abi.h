@@ -215,12 +215,15 @@ struct ev_go {
 
 /* Where the Go runtime keeps what the goroutine probes read, for one binary (the map
  * go_layouts, indexed by the uprobes' cookie; from the binary's DWARF or the table of
- * known versions, crates/record/src/golang.rs): offsets in runtime.g of goid and m, and in
- * runtime.m of curg. The current g is in r14 (the register ABI, amd64). */
+ * known versions, crates/record/src/golang.rs): offsets in runtime.g of goid and m, in
+ * runtime.m of curg, in runtime.pollDesc of rg and wg (the goroutines parked on a network
+ * poll). The current g is in r14 (the register ABI, amd64). */
 struct go_layout {
 	__u16 g_goid;
 	__u16 g_m;
 	__u16 m_curg;
+	__u16 pd_rg;
+	__u16 pd_wg;
 	__u16 unused;
 };
 

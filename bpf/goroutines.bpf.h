@@ -92,40 +92,19 @@ static __always_inline void go_fill(struct go_rec *r, __u8 kind, __u32 slot, __u
 	r->arg = arg;
 }
 
-static __always_inline int go_event(struct pt_regs *ctx, __u8 kind)
+/* Output one goroutine record with the user stack of the probe. */
+static __always_inline void go_emit(struct pt_regs *ctx, __u8 kind, __u32 slot, __u64 goid,
+				    __u64 arg)
 {
-	__u32 slot = bpf_get_attach_cookie(ctx), zero = 0;
-	struct go_layout *l = bpf_map_lookup_elem(&go_layouts, &slot);
-	__u64 *hits = bpf_map_lookup_elem(&go_hits, &slot);
-	__u64 g = ctx->r14, goid, arg = 0, size;
+	__u32 zero = 0;
 	struct go_scratch *s;
 	struct go_rec *r;
-	__u32 nu = 0;
+	__u64 size;
+	__u32 nu;
 
-	if (!l || !hits)
-		return 0;
-	__sync_fetch_and_add(hits, 1);
-	if (kind == GO_PARK) {
-		/* gopark(unlockf, lock, reason waitReason, traceEv, traceskip): rax, rbx, cl */
-		goid = go_read_u64(g + l->g_goid);
-		arg = ctx->cx & 0xff;
-	} else {
-		/* ready(gp *g, traceskip, next): rax; g (r14) is g0 on the system stack, its
-		 * m's curg the goroutine that called goready, or nil in the scheduler. */
-		__u64 m = go_read_u64(g + l->g_m);
-		__u64 cur = m ? go_read_u64(m + l->m_curg) : 0;
-
-		goid = go_read_u64(ctx->ax + l->g_goid);
-		if (cur)
-			arg = go_read_u64(cur + l->g_goid);
-	}
-	if (!goid) {
-		count_atomic(C_GO_READ_FAILED);
-		return 0;
-	}
 	s = bpf_map_lookup_elem(&go_scratch, &zero);
 	if (!s)
-		return 0;
+		return;
 	if (__sync_val_compare_and_swap(&s->busy, 0, 1) != 0) {
 		/* Held by a preempted probe on this CPU: the record alone, no stack. */
 		struct go_rec *e = bpf_ringbuf_reserve(&rb, sizeof(struct ev) + 8, 0);
@@ -133,11 +112,11 @@ static __always_inline int go_event(struct pt_regs *ctx, __u8 kind)
 		count_atomic(C_GO_BUSY);
 		if (!e) {
 			count_atomic(C_GO_LOST);
-			return 0;
+			return;
 		}
 		go_fill(e, kind, slot, goid, arg);
 		bpf_ringbuf_submit(e, rb_flags());
-		return 0;
+		return;
 	}
 	r = &s->r;
 	go_fill(r, kind, slot, goid, arg);
@@ -150,6 +129,93 @@ static __always_inline int go_event(struct pt_regs *ctx, __u8 kind)
 	if (bpf_ringbuf_output(&rb, r, size, rb_flags()))
 		count_atomic(C_GO_LOST);
 	__sync_lock_test_and_set(&s->busy, 0);
+}
+
+/* The binary's layout and a hit counted, or NULL (no layout for the cookie). */
+static __always_inline struct go_layout *go_hit(struct pt_regs *ctx, __u32 *slot)
+{
+	struct go_layout *l;
+	__u64 *hits;
+
+	*slot = bpf_get_attach_cookie(ctx);
+	l = bpf_map_lookup_elem(&go_layouts, slot);
+	hits = bpf_map_lookup_elem(&go_hits, slot);
+	if (!l || !hits)
+		return NULL;
+	__sync_fetch_and_add(hits, 1);
+	return l;
+}
+
+/* The goroutine running on this thread (m.curg of g's m, g being r14: g0 on the system
+ * stack), 0 when none (the scheduler). */
+static __always_inline __u64 go_curg_id(struct pt_regs *ctx, struct go_layout *l)
+{
+	__u64 m = go_read_u64(ctx->r14 + l->g_m);
+	__u64 cur = m ? go_read_u64(m + l->m_curg) : 0;
+
+	return cur ? go_read_u64(cur + l->g_goid) : 0;
+}
+
+static __always_inline int go_event(struct pt_regs *ctx, __u8 kind)
+{
+	struct go_layout *l;
+	__u64 goid, arg;
+	__u32 slot;
+
+	l = go_hit(ctx, &slot);
+	if (!l)
+		return 0;
+	if (kind == GO_PARK) {
+		/* gopark(unlockf, lock, reason waitReason, traceEv, traceskip): rax, rbx, cl */
+		goid = go_read_u64(ctx->r14 + l->g_goid);
+		arg = ctx->cx & 0xff;
+	} else {
+		/* ready(gp *g, traceskip, next): rax */
+		goid = go_read_u64(ctx->ax + l->g_goid);
+		arg = go_curg_id(ctx, l);
+	}
+	if (!goid) {
+		count_atomic(C_GO_READ_FAILED);
+		return 0;
+	}
+	go_emit(ctx, kind, slot, goid, arg);
+	return 0;
+}
+
+/* netpollready(toRun *gList, pd *pollDesc, mode int32): rbx = pd, ecx = mode ('r', 'w'
+ * or both). The goroutines it will make runnable are those parked in pd's rg / wg (a g
+ * pointer, not pdReady = 1, pdWait = 2 or nil): netpollunblock (inlined) takes them, and
+ * they are readied without runtime.ready (findrunnable and injectglist). The waker is
+ * whatever runs on the thread: normally the scheduler (0). */
+static __always_inline void go_poll_side(struct pt_regs *ctx, struct go_layout *l, __u32 slot,
+					 __u16 off, __u64 waker)
+{
+	__u64 gp = go_read_u64(ctx->bx + off), goid;
+
+	if (gp <= 2)
+		return;
+	goid = go_read_u64(gp + l->g_goid);
+	if (!goid) {
+		count_atomic(C_GO_READ_FAILED);
+		return;
+	}
+	go_emit(ctx, GO_READY, slot, goid, waker);
+}
+
+SEC("uprobe")
+int go_netpoll(struct pt_regs *ctx)
+{
+	__u32 mode = (__u32)ctx->cx, slot;
+	struct go_layout *l = go_hit(ctx, &slot);
+	__u64 waker;
+
+	if (!l)
+		return 0;
+	waker = go_curg_id(ctx, l);
+	if (mode == 'r' || mode == 'r' + 'w')
+		go_poll_side(ctx, l, slot, l->pd_rg, waker);
+	if (mode == 'w' || mode == 'r' + 'w')
+		go_poll_side(ctx, l, slot, l->pd_wg, waker);
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 //! Real-kernel test of goroutine waits and wakings (issue 38, the recorder's half):
 //! testdata/go/gowaits.go, built with the machine's Go (Debian 12: 1.19), runs goroutines
-//! that wait >= 1 ms on channels, a sync.Mutex, a WaitGroup and in time.Sleep, with Go's
+//! that wait >= 1 ms on channels, a sync.Mutex, a WaitGroup, in time.Sleep and on a
+//! loopback TCP connection (readied by the network poller), with Go's
 //! own execution tracer on (runtime/trace); chainrec records the same run with `--go`.
 //!
 //! Checked:
@@ -179,6 +180,11 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
         &other[..other.len().min(5)]
     );
     assert!(pct >= 97.0, "{pct:.1} % of the tracer's waits agree");
+    // The network poller's readies are in (runtime.netpollready): the reader's waits.
+    assert!(
+        kinds.get("GoBlockNet").copied().unwrap_or(0) >= 100,
+        "{kinds:?}"
+    );
     assert!(
         no_park * 100 <= n * 3,
         "{no_park} of {n} tracer waits have no recorded park"
@@ -204,8 +210,11 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
             && b.contains("runtime.chansend")
             && b.contains("main.relay")
     });
+    let poller_readied = blocks
+        .iter()
+        .any(|b| b.contains("go_ready") && b.contains("runtime.netpollready"));
     assert!(
-        receiver_parked && relay_readied,
+        receiver_parked && relay_readied && poller_readied,
         "no receiver park / relay ready with their stacks in:\n{}",
         &text[..text.len().min(4000)]
     );

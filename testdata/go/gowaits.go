@@ -3,7 +3,8 @@
 //
 //	gowaits trace OUT   goroutines that wait >= 1 ms on channels (a producer sleeping
 //	                    2 ms -> relay -> receiver), on a sync.Mutex held 3 ms, on a
-//	                    sync.WaitGroup and in time.Sleep, with runtime/trace written to
+//	                    sync.WaitGroup, in time.Sleep and on a TCP connection over
+//	                    loopback (network poller), with runtime/trace written to
 //	                    OUT; the trace carries the CLOCK_MONOTONIC time (chainrec's trace
 //	                    clock) at its start and end as user log events "clock", so that
 //	                    its times can be put on chainrec's clock.
@@ -14,6 +15,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"runtime/trace"
 	"strconv"
@@ -89,14 +91,54 @@ func mutexes(n int, wg *sync.WaitGroup) {
 	}()
 }
 
+// network: a reader goroutine reads what a writer sends over loopback TCP, a byte every
+// 2 ms: its waits end when the network poller finds the socket readable
+// (runtime.netpollready, not runtime.ready).
+func network(n int, wg *sync.WaitGroup) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go func() {
+		defer wg.Done()
+		c, err := ln.Accept()
+		if err != nil {
+			panic(err)
+		}
+		buf := make([]byte, 1)
+		for i := 0; i < n; i++ {
+			if _, err := c.Read(buf); err != nil {
+				panic(err)
+			}
+		}
+		c.Close()
+		ln.Close()
+	}()
+	go func() {
+		defer wg.Done()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			panic(err)
+		}
+		for i := 0; i < n; i++ {
+			time.Sleep(2 * time.Millisecond)
+			if _, err := c.Write([]byte{byte(i)}); err != nil {
+				panic(err)
+			}
+		}
+		c.Close()
+	}()
+}
+
 func workload() {
 	a, b, done := make(chan int), make(chan int), make(chan int)
 	go producer(a, 300, 2*time.Millisecond)
 	go relay(a, b)
 	go func() { done <- receiver(b) }()
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(4)
 	mutexes(100, &wg)
+	network(200, &wg)
 	wg.Wait()
 	fmt.Println(<-done)
 }

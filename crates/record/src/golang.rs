@@ -74,6 +74,10 @@ pub struct GoLayout {
     pub g_m: u16,
     /// `runtime.m.curg`.
     pub m_curg: u16,
+    /// `runtime.pollDesc.rg`.
+    pub pd_rg: u16,
+    /// `runtime.pollDesc.wg`.
+    pub pd_wg: u16,
 }
 
 /// Where the offsets of a binary came from.
@@ -96,8 +100,14 @@ const KNOWN: &[(&str, GoLayout)] = &[(
         g_goid: 152,
         g_m: 48,
         m_curg: 192,
+        pd_rg: 24,
+        pd_wg: 32,
     },
 )];
+
+/// The runtime functions probed: `go_park`, `go_ready`, `go_netpoll` of
+/// bpf/goroutines.bpf.h, in that order.
+const PROBED: [&str; 3] = ["runtime.gopark", "runtime.ready", "runtime.netpollready"];
 
 /// What the probes need from one Go binary.
 #[derive(Clone, Debug)]
@@ -318,6 +328,8 @@ fn dwarf_layout(elf: &Elf<'_>) -> Result<GoLayout, String> {
         (("runtime.g", "goid"), None),
         (("runtime.g", "m"), None),
         (("runtime.m", "curg"), None),
+        (("runtime.pollDesc", "rg"), None),
+        (("runtime.pollDesc", "wg"), None),
     ]
     .into_iter()
     .collect();
@@ -340,6 +352,7 @@ fn dwarf_layout(elf: &Elf<'_>) -> Result<GoLayout, String> {
             let sname = match name.slice() {
                 b"runtime.g" => "runtime.g",
                 b"runtime.m" => "runtime.m",
+                b"runtime.pollDesc" => "runtime.pollDesc",
                 _ => continue,
             };
             let mut members = child.children();
@@ -374,6 +387,8 @@ fn dwarf_layout(elf: &Elf<'_>) -> Result<GoLayout, String> {
         g_goid: get(("runtime.g", "goid"))?,
         g_m: get(("runtime.g", "m"))?,
         m_curg: get(("runtime.m", "curg"))?,
+        pd_rg: get(("runtime.pollDesc", "rg"))?,
+        pd_wg: get(("runtime.pollDesc", "wg"))?,
     })
 }
 
@@ -400,11 +415,8 @@ impl GoBinary {
         let Some(&(_, table)) = KNOWN.iter().find(|(v, _)| *v == minor) else {
             return Err(GoError::Version { version });
         };
-        for sym in ["runtime.gopark", "runtime.ready"] {
-            elf.symbol(sym).ok_or(GoError::Symbol(match sym {
-                "runtime.gopark" => "runtime.gopark",
-                _ => "runtime.ready",
-            }))?;
+        for sym in PROBED {
+            elf.symbol(sym).ok_or(GoError::Symbol(sym))?;
         }
         let (layout, source) = match dwarf_layout(&elf) {
             Ok(l) => (l, LayoutSource::Dwarf),
@@ -421,7 +433,7 @@ impl GoBinary {
     /// The BPF side's `struct go_layout`.
     fn bpf_value(&self) -> Vec<u8> {
         let l = self.layout;
-        [l.g_goid, l.g_m, l.m_curg, 0]
+        [l.g_goid, l.g_m, l.m_curg, l.pd_rg, l.pd_wg, 0]
             .iter()
             .flat_map(|x| x.to_ne_bytes())
             .collect()
@@ -858,9 +870,13 @@ impl GoProbes {
             })?;
         let mut links = Vec::new();
         for (prog, symbol) in [
-            (&skel.progs.go_park, "runtime.gopark"),
-            (&skel.progs.go_ready, "runtime.ready"),
-        ] {
+            &skel.progs.go_park,
+            &skel.progs.go_ready,
+            &skel.progs.go_netpoll,
+        ]
+        .into_iter()
+        .zip(PROBED)
+        {
             let opts = libbpf_rs::UprobeOpts {
                 cookie: slot as u64,
                 func_name: Some(symbol.to_string()),
