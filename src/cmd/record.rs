@@ -151,8 +151,9 @@ pub struct Args {
     #[arg(long)]
     pub no_samples: bool,
     /// Record goroutine parks and readies of this Go binary from the start (repeatable;
-    /// Go 1.19, amd64): uprobes on runtime.gopark and runtime.ready, each with the
-    /// goroutine's stack, in the trace's goroutine sections (`chainrec script --goroutines`).
+    /// Go 1.19, amd64): uprobes on runtime.gopark, runtime.ready and runtime.netpollready,
+    /// each with the goroutine's stack, in the trace's goroutine sections (`chainrec script
+    /// --goroutines`).
     /// Without it, the Go binaries of the processes the recording sees are probed once
     /// found (a few ms after they start), unless --no-go.
     #[arg(long, value_name = "PATH")]
