@@ -29,3 +29,4 @@ char LICENSE[] SEC("license") = "GPL";
 #include "task_events.bpf.h"
 #include "irq.bpf.h"
 #include "samples.bpf.h"
+#include "goroutines.bpf.h"

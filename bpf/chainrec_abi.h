@@ -25,6 +25,15 @@
 #define EV_CGROUP 6 /* a task's cgroup changed: struct ev_cgroup */
 #define EV_SAMPLE 7 /* on-CPU sample (perf_event program): struct ev_task */
 #define EV_THROTTLE 8 /* aux THR_*: struct ev_throttle */
+#define EV_GO 9 /* a goroutine parked or was readied (uprobes on a Go runtime): struct ev_go, aux GO_* */
+
+/* EV_GO kinds (= chainrec_format::GoEventKind) */
+#define GO_PARK 0  /* entry of runtime.gopark: goid parks; arg = its waitReason byte */
+#define GO_READY 1 /* entry of runtime.ready: goid is readied; arg = the waker's goid (0: none) */
+/* Go binaries probed at once (the uprobes' cookie indexes go_layouts and go_hits). */
+#define GO_SLOTS 64
+/* User frames of a goroutine record (frame-pointer walk; the innermost are kept). */
+#define GO_FRAMES 64
 
 /* EV_THROTTLE kinds (= chainrec_format::ThrottleKind) */
 #define THR_SWITCH_OUT 0 /* prev (a) switched out because its cgroup ran out of CPU quota */
@@ -110,8 +119,11 @@
 #define C_TSLOT_FULL 20 /* per-task state not created: the preallocated map was full */
 #define C_USTASH_EVICTED 21 /* stashed user stacks overwritten by another task before use */
 #define C_USTASH_BUSY 22 /* stash slots skipped: held by a program on another CPU */
+#define C_GO_BUSY 23 /* goroutine records without a stack: the scratch was held (preempted) */
+#define C_GO_READ_FAILED 24 /* goroutine records dropped: the g (or its goid) was unreadable */
+#define C_GO_LOST 25 /* goroutine records lost to a full ring buffer (not scheduler events) */
 /* --profile-bpf: per section, ns spent (C_PROF + 2p) and times entered (C_PROF + 2p + 1) */
-#define C_PROF 23
+#define C_PROF 26
 #define P_SW_ALL 0    /* on_switch, whole */
 #define P_SW_SEEN 1   /* on_switch: task state of prev and next (first sightings) */
 #define P_SW_UHALF 2  /* on_switch: a lazy user half still due, taken at switch-out */
@@ -189,6 +201,32 @@ struct ev_cgroup { /* EV_CGROUP: the task's cgroup changed */
 	__u32 cgid_hi;
 };
 
+/* EV_GO; aux: GO_*; kst: the binary's slot (the probe's cookie; a goroutine record has no
+ * kernel stack). The record's nk is 1: the one word after the header is not a kernel
+ * frame but the kind's argument (GO_PARK: the waitReason byte; GO_READY: the goid of the
+ * waker, m.curg of the thread, 0 when none: the runtime's own context); then nu user
+ * frames (the parking goroutine's stack; the waker's), ip first. */
+struct ev_go {
+	__u32 tid;
+	__u32 tgid;
+	__u32 goid_lo; /* the goroutine that parks, or the one readied */
+	__u32 goid_hi;
+};
+
+/* Where the Go runtime keeps what the goroutine probes read, for one binary (the map
+ * go_layouts, indexed by the uprobes' cookie; from the binary's DWARF or the table of
+ * known versions, crates/record/src/golang.rs): offsets in runtime.g of goid and m, in
+ * runtime.m of curg, in runtime.pollDesc of rg and wg (the goroutines parked on a network
+ * poll). The current g is in r14 (the register ABI, amd64). */
+struct go_layout {
+	__u16 g_goid;
+	__u16 g_m;
+	__u16 m_curg;
+	__u16 pd_rg;
+	__u16 pd_wg;
+	__u16 unused;
+};
+
 struct ev_throttle { /* EV_THROTTLE; aux: THR_* */
 	__u32 tid;     /* THR_SWITCH_OUT: prev; THR_REFILL: 0 */
 	__u32 cgid_lo; /* the group's cgroup id, low and high half */
@@ -216,6 +254,7 @@ struct ev {
 		struct ev_task task;
 		struct ev_cgroup cg;
 		struct ev_throttle thr;
+		struct ev_go go;
 	};
 };
 

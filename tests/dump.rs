@@ -514,3 +514,85 @@ fn bad_input_fails_cleanly() {
         .unwrap();
     fails_with(&o, "writing to stdout");
 }
+
+/// `script --goroutines`: a trace's goroutine records (format 2.2), one line each with the
+/// wait reason or the waker goroutine, their stacks with -F, every field in --json, the
+/// thread filters applied; a trace without any prints nothing.
+#[test]
+fn script_prints_goroutine_records() {
+    use chainrec_format::{GoDelta, GoEvent, GoEventKind, GoProcess, TraceSink, TraceWriter};
+    let dir = tmpdir("script-goroutines");
+    let plain = synth(&dir, "pipe-relay", 2000);
+    let mut mem = TraceReader::open(&plain).unwrap().to_mem().unwrap();
+    let ustack = *mem
+        .tables
+        .stacks
+        .iter()
+        .find(|(_, s)| s.kind == chainrec_format::StackKind::User)
+        .map(|(id, _)| id)
+        .expect("a user stack in pipe-relay");
+    let (tid, tgid) = mem
+        .tables
+        .tasks
+        .values()
+        .map(|t| (t.tid, t.tgid))
+        .max()
+        .unwrap();
+    let times: Vec<u64> = mem.events.iter().map(|e| e.ts()).collect();
+    let ts = |i: usize| times[i];
+    let rec = |i: usize, kind: GoEventKind, goid: u64, waker: u64, reason: u8| GoEvent {
+        ts: ts(i),
+        cpu: 0,
+        tid,
+        tgid,
+        kind,
+        goid,
+        waker,
+        reason,
+        stack: ustack,
+    };
+    let delta = GoDelta {
+        events: vec![
+            rec(10, GoEventKind::Park, 7, 0, 1),
+            rec(20, GoEventKind::Ready, 7, 9, 0),
+        ],
+        processes: vec![GoProcess {
+            tgid,
+            version: "1.19.8".into(),
+            reasons: vec!["".into(), "chan receive".into()],
+            capped_ns: 0,
+        }],
+    };
+    mem.add_goroutines(&delta).unwrap();
+    let p = dir.join("go.zst");
+    let mut w = TraceWriter::create(&p, &mem.meta, Default::default()).unwrap();
+    mem.replay_into(&mut w).unwrap();
+    w.finish(&mem.meta).unwrap();
+
+    let o = bin()
+        .args(["script", "--goroutines", "-F"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with("    ")).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].contains("go_park") && lines[0].contains("goroutine 7 chan receive"));
+    assert!(lines[1].contains("go_ready") && lines[1].contains("goroutine 7 by goroutine 9"));
+    assert!(
+        text.lines().any(|l| l.starts_with("    ")),
+        "no frames: {text}"
+    );
+    let v = ndjson(&["script", "--goroutines", "--json"], &p);
+    assert_eq!(v.len(), 2);
+    assert_eq!(v[0]["kind"], "go_park");
+    assert_eq!(v[0]["reason"], "chan receive");
+    assert_eq!(v[0]["goid"], 7);
+    assert_eq!(v[1]["waker_goid"], 9);
+    assert_eq!(v[1]["ts_ns"], ts(20));
+    assert_eq!(v[1]["stack"], ustack.0.to_string());
+    // A filter that selects no thread of theirs, and a trace without records: nothing.
+    assert!(ndjson(&["script", "--goroutines", "--json", "-t", "999999"], &p).is_empty());
+    assert!(ndjson(&["script", "--goroutines", "--json"], &plain).is_empty());
+}

@@ -19,8 +19,6 @@
 //! `CHAINREC_REQUIRE_BPF=1`. Needs `go` (apt-get install golang-go): without it it skips
 //! loudly unless `CHAINREC_REQUIRE_TOOLS=1`.
 
-use std::path::Path;
-use std::process::Command;
 mod common;
 use chainrec_testkit::bpf::can_record;
 use common::{bin, ok, tmpdir};
@@ -30,22 +28,10 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
     if !can_record("real_go") {
         return;
     }
-    if !chainrec_testkit::tools::available("go", "version") {
-        chainrec_testkit::tools::skip("real_go", "go missing (apt-get install golang-go)");
-        return;
-    }
     let dir = tmpdir("go-chanpipe");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/go/chanpipe.go");
-    let exe = dir.join("chanpipe");
-    ok(
-        Command::new("go")
-            .args(["build", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .env("GOCACHE", dir.join("gocache"))
-            .env("GO111MODULE", "off"),
-        "go build",
-    );
+    let Some(exe) = common::go_build("real_go", "chanpipe", &dir) else {
+        return;
+    };
     let trace = dir.join("g.zst");
     let dump = dir.join("goroutines.txt");
     ok(

@@ -59,7 +59,9 @@ struct AbiTypes;
 impl ParseCallbacks for AbiTypes {
     fn int_macro(&self, name: &str, _value: i64) -> Option<IntKind> {
         let u8_prefixes = ["EV_", "ST_", "UST_", "CTX_", "CR_", "THR_", "MODE_"];
-        if u8_prefixes.iter().any(|p| name.starts_with(p)) {
+        if u8_prefixes.iter().any(|p| name.starts_with(p))
+            || ["GO_PARK", "GO_READY"].contains(&name)
+        {
             return Some(IntKind::U8);
         }
         let usize_names = [

@@ -150,6 +150,22 @@ pub struct Args {
     /// No on-CPU samples (scheduler events only).
     #[arg(long)]
     pub no_samples: bool,
+    /// Record goroutine parks and readies of this Go binary from the start (repeatable;
+    /// Go 1.19, amd64): uprobes on runtime.gopark, runtime.ready and runtime.netpollready,
+    /// each with the goroutine's stack, in the trace's goroutine sections (`chainrec script
+    /// --goroutines`).
+    /// Without it, the Go binaries of the processes the recording sees are probed once
+    /// found (a few ms after they start), unless --no-go.
+    #[arg(long, value_name = "PATH")]
+    pub go: Vec<PathBuf>,
+    /// Do not probe Go binaries found in the recording (only those named with --go).
+    #[arg(long)]
+    pub no_go: bool,
+    /// Goroutine probe hits per second (parks + readies, per binary) above which that
+    /// binary's probes are detached: its processes then get thread-level chains only
+    /// (counted in the summary, marked in the trace). 0: no cap.
+    #[arg(long, value_name = "HITS", default_value_t = chainrec_record::golang::DEFAULT_MAX_RATE)]
+    pub go_max_rate: u64,
     /// BPF ring buffer size, 4K..=2G (e.g. 32M, 256M); a size that is not a power of two
     /// is rounded up to the next one (33M -> 64M), with a note. While more than half of it
     /// waits for the consumer, user stacks are taken without their copy (frame-pointer walk
@@ -257,6 +273,11 @@ pub fn run(a: Args) -> Result<()> {
         flight: &a.flight.request(),
     }
     .check(|note| say!("chainrec: note: {note}"))?;
+    // Before anything is created: a --go binary that cannot be probed is refused.
+    for path in &a.go {
+        chainrec_record::golang::GoBinary::inspect(path)
+            .map_err(|e| anyhow::anyhow!("--go {}: {e}", path.display()))?;
+    }
     if let OutputMode::Flight(plan) = &mut checked.options.output_mode {
         plan.dump_request = Some(signals::dump_on_usr1());
     }
@@ -273,6 +294,11 @@ pub fn run(a: Args) -> Result<()> {
             UserUnwindArg::Fp => 0,
         },
         no_cgroups: a.no_cgroups,
+        go: chainrec_record::golang::GoOptions {
+            auto: !a.no_go,
+            binaries: a.go.clone(),
+            max_rate: a.go_max_rate,
+        },
         samples: (!a.no_samples).then_some(chainrec_record::SampleConfig {
             freq_hz: a.sample_freq,
             event: match a.sample_event {

@@ -63,6 +63,12 @@ pub struct ScriptArgs {
     /// form always has `ts_ns`).
     #[arg(long)]
     pub ns: bool,
+    /// Print the goroutine records of Go programs instead of the scheduler events (one line
+    /// each: park with the goroutine's wait reason and stack, ready with the waker
+    /// goroutine, 0 for the runtime, and its stack); `-p`, `-t`, `--comm` and `--window`
+    /// select them by the thread they were recorded in.
+    #[arg(long)]
+    pub goroutines: bool,
 }
 
 const WAITS_EXAMPLES: &str = "\
@@ -163,8 +169,32 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
         frames: a.frames,
         raw_ns: a.ns,
     };
-    let mut script = Script::new(reader.tables(), meta, start, opts, filter);
     let mut out = stdout();
+    if a.goroutines {
+        // The events are walked beside the records only to follow the threads' names.
+        let mut p = GoPrinter {
+            a: &a,
+            tables: reader.tables(),
+            meta,
+            start,
+            filter: &filter,
+            threads: chainrec_format::Threads::new(reader.tables()),
+            next: 0,
+        };
+        let r = reader.for_each_chunk::<anyhow::Error>(range, true, |evs| {
+            for e in evs {
+                p.print_until(e.ts(), &mut out)?;
+                p.threads.apply(e);
+            }
+            Ok(())
+        });
+        let r = r.and_then(|()| Ok(p.print_until(u64::MAX, &mut out)?));
+        let r = r.with_context(|| format!("{}: reading events", super::label(&a.file)));
+        finish_output(r, &mut out)?;
+        super::leave_to_exit(an);
+        return Ok(());
+    }
+    let mut script = Script::new(reader.tables(), meta, start, opts, filter);
     let r = reader.for_each_chunk::<anyhow::Error>(range, true, |evs| {
         for e in evs {
             script.event(e, &mut out)?;
@@ -176,6 +206,86 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
     super::report::warn_lost("script", meta);
     super::leave_to_exit(an);
     Ok(())
+}
+
+/// `script --goroutines`: the trace's goroutine records (issue 38; the engine does not use
+/// them yet), in time order, text or NDJSON, each with its thread's name at the time.
+struct GoPrinter<'a> {
+    a: &'a ScriptArgs,
+    tables: &'a chainrec_format::Tables,
+    meta: &'a chainrec_format::RecordingMeta,
+    start: u64,
+    filter: &'a EventFilter,
+    threads: chainrec_format::Threads,
+    /// The first record not printed yet.
+    next: usize,
+}
+
+impl GoPrinter<'_> {
+    /// Print the records before `ts`.
+    fn print_until(&mut self, ts: u64, out: &mut dyn Write) -> std::io::Result<()> {
+        use chainrec_format::GoEventKind;
+        use chainrec_report::script::{rel_time, stack_label};
+        let (a, tables) = (self.a, self.tables);
+        let g = &tables.goroutines;
+        while let Some(e) = g.events().get(self.next).filter(|e| e.ts < ts) {
+            self.next += 1;
+            if self.filter.window.is_some_and(|w| e.ts < w.0 || e.ts > w.1) {
+                continue;
+            }
+            let who = self.threads.identity(e.tid);
+            if !self.filter.threads.is_empty() && !self.filter.threads.matches_identity(e.tid, &who)
+            {
+                continue;
+            }
+            let comm = who.comm.to_string();
+            let (kind, what) = match e.kind {
+                GoEventKind::Park => ("go_park", g.reason_name(e.tgid, e.reason)),
+                GoEventKind::Ready => ("go_ready", format!("by goroutine {}", e.waker)),
+            };
+            let threshold = self.meta.stack_threshold_ns;
+            let frames = || chainrec_chain::stack_frames(tables, e.stack, threshold);
+            if a.json {
+                let mut v = serde_json::json!({
+                    "kind": kind, "ts_ns": e.ts, "cpu": e.cpu, "tid": e.tid, "tgid": e.tgid,
+                    "comm": comm, "goid": e.goid, "stack": stack_label(e.stack),
+                });
+                match e.kind {
+                    GoEventKind::Park => {
+                        v["reason"] = what.into();
+                        v["reason_code"] = e.reason.into();
+                    }
+                    GoEventKind::Ready => v["waker_goid"] = e.waker.into(),
+                }
+                if a.frames {
+                    v["frames"] = frames().into();
+                }
+                writeln!(out, "{v}")?;
+                continue;
+            }
+            let ns = if a.ns {
+                format!(" {}", e.ts)
+            } else {
+                String::new()
+            };
+            writeln!(
+                out,
+                "{}{ns} [{:03}] {kind:<13} goroutine {} {what} ({comm} {}/{}) u={}",
+                rel_time(e.ts, self.start),
+                e.cpu,
+                e.goid,
+                e.tid,
+                e.tgid,
+                stack_label(e.stack)
+            )?;
+            if a.frames {
+                for f in frames() {
+                    writeln!(out, "    {f}")?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `chainrec waits`.

@@ -166,3 +166,27 @@ pub fn wait_for_pidfile(pidfile: &std::path::Path) -> u32 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Build `testdata/go/NAME.go` with the machine's Go into `dir/NAME` (GOPATH mode, a
+/// cache of its own), or None after a loud skip when `go` is missing (a failure under
+/// `CHAINREC_REQUIRE_TOOLS=1`).
+pub fn go_build(test: &str, name: &str, dir: &std::path::Path) -> Option<PathBuf> {
+    if !chainrec_testkit::tools::available("go", "version") {
+        chainrec_testkit::tools::skip(test, "go missing (apt-get install golang-go)");
+        return None;
+    }
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/go")
+        .join(format!("{name}.go"));
+    let exe = dir.join(name);
+    ok(
+        Command::new("go")
+            .args(["build", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .env("GOCACHE", dir.join("gocache"))
+            .env("GO111MODULE", "off"),
+        "go build",
+    );
+    Some(exe)
+}

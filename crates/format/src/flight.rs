@@ -83,6 +83,8 @@ pub struct FlightRing {
     mappings: Vec<MappingEntry>,
     /// Throttling records so far (rare: kept whole, written into every file).
     throttles: ThrottleDelta,
+    /// Goroutine records no older than the oldest chunk held, and the Go processes.
+    goroutines: GoDelta,
     cgroups: CgroupDelta,
     table_bytes: u64,
     chunks: VecDeque<SealedChunk>,
@@ -115,6 +117,7 @@ impl FlightRing {
             tables: TableDelta::default(),
             mappings: Vec::new(),
             throttles: ThrottleDelta::default(),
+            goroutines: GoDelta::default(),
             cgroups: CgroupDelta::default(),
             table_bytes: 0,
             chunks: VecDeque::new(),
@@ -250,6 +253,16 @@ impl FlightRing {
             if !self.throttles.is_empty() {
                 w.add_throttles(&self.throttles)?;
             }
+            if let (Some(first), Some(last)) = (chosen.first(), chosen.last()) {
+                let window = first.first_ts..=last.last_ts;
+                w.add_goroutines(&GoDelta {
+                    events: (self.goroutines.events.iter())
+                        .filter(|e| window.contains(&e.ts))
+                        .copied()
+                        .collect(),
+                    processes: self.goroutines.processes.clone(),
+                })?;
+            }
             if !self.cgroups.is_empty() {
                 w.add_cgroups(&self.cgroups.cgroups, &self.cgroups.members)?;
             }
@@ -338,6 +351,16 @@ impl TraceSink for FlightRing {
         Ok(())
     }
 
+    fn add_goroutines(&mut self, goroutines: &GoDelta) -> Result<()> {
+        self.goroutines.extend(goroutines);
+        // Only the ring's window can go into a dump: older records are dropped with the
+        // chunks they were beside (no growth over a long recording).
+        if let Some(oldest) = self.chunks.front().map(|c| c.first_ts) {
+            self.goroutines.events.retain(|e| e.ts >= oldest);
+        }
+        Ok(())
+    }
+
     fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {
         self.table_bytes += CgroupDelta::bytes(cgroups, members);
         self.cgroups.extend(cgroups, members);
@@ -374,6 +397,9 @@ pub struct RotatingWriter {
     mappings: Vec<MappingEntry>,
     /// Throttling records so far (rare: kept whole, written into every file).
     throttles: ThrottleDelta,
+    /// The Go processes so far, written into every file (their records go to the file
+    /// being written only).
+    go_processes: Vec<GoProcess>,
     cgroups: CgroupDelta,
     file_start_ts: u64,
     last_ts: u64,
@@ -401,6 +427,7 @@ impl RotatingWriter {
             tables: TableDelta::default(),
             mappings: Vec::new(),
             throttles: ThrottleDelta::default(),
+            go_processes: Vec::new(),
             cgroups: CgroupDelta::default(),
             file_start_ts: meta.start_ns,
             last_ts: meta.start_ns,
@@ -466,6 +493,12 @@ impl RotatingWriter {
         w.add_mappings(&self.mappings)?;
         if !self.throttles.is_empty() {
             w.add_throttles(&self.throttles)?;
+        }
+        if !self.go_processes.is_empty() {
+            w.add_goroutines(&GoDelta {
+                events: Vec::new(),
+                processes: self.go_processes.clone(),
+            })?;
         }
         if !self.cgroups.is_empty() {
             w.add_cgroups(&self.cgroups.cgroups, &self.cgroups.members)?;
@@ -589,6 +622,12 @@ impl TraceSink for RotatingWriter {
     fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()> {
         self.writer().add_throttles(throttles)?;
         extend_throttles(&mut self.throttles, throttles);
+        Ok(())
+    }
+
+    fn add_goroutines(&mut self, goroutines: &GoDelta) -> Result<()> {
+        self.writer().add_goroutines(goroutines)?;
+        self.go_processes.extend_from_slice(&goroutines.processes);
         Ok(())
     }
 

@@ -58,6 +58,8 @@ pub struct SectionBytes {
     pub throttles: u64,
     /// Cgroup sections (optional kind, format 2.1).
     pub cgroups: u64,
+    /// Goroutine sections (optional kind, format 2.2).
+    pub goroutines: u64,
     /// Sections of kinds this version does not know (skipped) and trailing garbage.
     pub other: u64,
     /// Number of table sections.
@@ -241,6 +243,7 @@ impl TraceReader {
             + l.bytes.index
             + l.bytes.mappings
             + l.bytes.throttles
+            + l.bytes.goroutines
             + l.bytes.cgroups;
         l.bytes.other = (data.len() as u64).saturating_sub(known);
         Ok(l)
@@ -334,6 +337,10 @@ impl TraceReader {
                     KIND_THROTTLES => {
                         load_throttles(&mut l.tables, &h, payload, off)?;
                         l.bytes.throttles += h.section_len();
+                    }
+                    KIND_GOROUTINES => {
+                        load_goroutines(&mut l.tables, &h, payload, off)?;
+                        l.bytes.goroutines += h.section_len();
                     }
                     KIND_CGROUPS => {
                         load_cgroups(&mut l.tables, &h, payload, off)?;
@@ -461,6 +468,7 @@ impl TraceReader {
         b.index += n.index;
         b.mappings += n.mappings;
         b.throttles += n.throttles;
+        b.goroutines += n.goroutines;
         b.cgroups += n.cgroups;
         b.other += n.other;
         b.table_sections += n.table_sections;
@@ -952,20 +960,35 @@ fn read_section_header(data: &[u8], off: u64) -> Result<(SectionHeader, &[u8])> 
     }
 }
 
-/// Check, decode and merge one throttle section.
-fn load_throttles(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) -> Result<()> {
+/// Check and decode one optional section (`what` names it in errors).
+fn load_optional<T: serde::de::DeserializeOwned>(
+    h: &SectionHeader,
+    payload: &[u8],
+    off: u64,
+    what: &'static str,
+) -> Result<T> {
     check_payload(h, payload, off)?;
     let raw = decompress_section(h, payload, off)?;
-    let d: ThrottleDelta = decode_bincode(&raw, "throttle section", off)?;
+    decode_bincode(&raw, what, off)
+}
+
+/// Check, decode and merge one throttle section.
+fn load_throttles(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) -> Result<()> {
+    let d: ThrottleDelta = load_optional(h, payload, off, "throttle section")?;
     t.throttling.merge(&d);
+    Ok(())
+}
+
+/// Check, decode and merge one goroutine section.
+fn load_goroutines(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) -> Result<()> {
+    let d: GoDelta = load_optional(h, payload, off, "goroutine section")?;
+    t.goroutines.merge(&d);
     Ok(())
 }
 
 /// Check, decode and merge one cgroup section.
 fn load_cgroups(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) -> Result<()> {
-    check_payload(h, payload, off)?;
-    let raw = decompress_section(h, payload, off)?;
-    let d: CgroupDelta = decode_bincode(&raw, "cgroup section", off)?;
+    let d: CgroupDelta = load_optional(h, payload, off, "cgroup section")?;
     t.merge_cgroups(&d.cgroups, &d.members);
     Ok(())
 }
@@ -1113,6 +1136,10 @@ fn load_optional_sections(
             if h.kind == KIND_THROTTLES {
                 load_throttles(&mut l.tables, &h, p, cursor).map_err(msg)?;
                 l.bytes.throttles += h.section_len();
+            }
+            if h.kind == KIND_GOROUTINES {
+                load_goroutines(&mut l.tables, &h, p, cursor).map_err(msg)?;
+                l.bytes.goroutines += h.section_len();
             }
             if h.kind == KIND_CGROUPS {
                 load_cgroups(&mut l.tables, &h, p, cursor).map_err(msg)?;

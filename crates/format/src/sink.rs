@@ -2,8 +2,8 @@
 
 use crate::error::check_encodable;
 use crate::{
-    CgroupEntry, Event, FormatError, IrqSource, MappingEntry, RecordingMeta, Result, StackEntry,
-    SymbolEntry, Tables, TaskCgroup, TaskEntry, ThrottleDelta,
+    CgroupEntry, Event, FormatError, GoDelta, IrqSource, MappingEntry, RecordingMeta, Result,
+    StackEntry, SymbolEntry, Tables, TaskCgroup, TaskEntry, ThrottleDelta,
 };
 
 /// Where a trace is written: a file ([`TraceWriter`](crate::TraceWriter)) or memory ([`MemTrace`](crate::MemTrace)).
@@ -27,6 +27,13 @@ pub trait TraceSink {
     /// Add CPU-quota throttling records (optional throttle sections: nothing in the event
     /// chunks refers to them, so they may come at any time before the end).
     fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()>;
+    /// Add goroutine parks and readies and the Go processes they are of (optional
+    /// goroutine sections, format 2.2: nothing in the event chunks refers to them, so they
+    /// may come at any time before the end; the stacks they name must be added first).
+    /// Sinks that keep none ignore them.
+    fn add_goroutines(&mut self, _goroutines: &GoDelta) -> Result<()> {
+        Ok(())
+    }
     /// Add cgroup paths and threads' cgroup memberships (optional cgroup sections: nothing
     /// in the event chunks refers to them, so they may come at any time before the end).
     fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()>;
@@ -106,6 +113,10 @@ impl TraceSink for MemTrace {
     }
     fn add_throttles(&mut self, throttles: &ThrottleDelta) -> Result<()> {
         self.tables.throttling.merge(throttles);
+        Ok(())
+    }
+    fn add_goroutines(&mut self, goroutines: &GoDelta) -> Result<()> {
+        self.tables.goroutines.merge(goroutines);
         Ok(())
     }
     fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {

@@ -333,6 +333,9 @@ pub struct Tables {
     /// CPU-quota throttling records (optional throttle sections, format 2.1; empty in
     /// older traces and when nothing was throttled).
     pub throttling: crate::Throttling,
+    /// Goroutine parks and readies of Go processes (optional goroutine sections, format
+    /// 2.2; empty in older traces and when no Go program was probed).
+    pub goroutines: crate::Goroutines,
     /// Cgroup paths by id (optional cgroup sections, format 2.1; empty in older traces).
     pub cgroups: HashMap<u64, CgroupEntry>,
     /// Each thread's cgroups over time: `(from ts, cgroup id)`, in time order, one entry

@@ -281,6 +281,7 @@ pub struct TraceWriter {
     /// Mapping entries not yet written (an optional section before the next chunk).
     pending_mappings: Vec<MappingEntry>,
     pending_throttles: ThrottleDelta,
+    pending_goroutines: GoDelta,
     pending_cgroups: CgroupDelta,
     meta: RecordingMeta,
     meta_dirty: bool,
@@ -336,6 +337,7 @@ impl TraceWriter {
             pending_frames: 0,
             pending_mappings: Vec::new(),
             pending_throttles: ThrottleDelta::default(),
+            pending_goroutines: GoDelta::default(),
             pending_cgroups: CgroupDelta::default(),
             meta: meta.clone(),
             meta_dirty: false,
@@ -407,43 +409,49 @@ impl TraceWriter {
         Ok(())
     }
 
-    /// The pending throttling records as one optional section (not in the index: readers
-    /// find it in the gaps between the indexed sections, see `TraceReader`).
+    /// One optional section of `kind` holding `value` (not in the index: readers find it
+    /// in the gaps between the indexed sections, see `TraceReader`).
+    fn write_optional<T: Serialize>(&mut self, kind: u8, value: &T, items: usize) -> Result<()> {
+        let raw = bincode::serde::encode_to_vec(value, bincode_config())
+            .map_err(|e| self.io(std::io::Error::other(e)))?;
+        let items = items.min(u32::MAX as usize) as u32;
+        let sec = build_section(&mut self.cctx, kind, items, 0, 0, &raw).map_err(|e| self.io(e))?;
+        self.write_bytes(&sec)
+    }
+
+    /// The pending throttling records as one optional section.
     fn write_throttles(&mut self) -> Result<()> {
         if self.pending_throttles.is_empty() {
             return Ok(());
         }
-        let raw = bincode::serde::encode_to_vec(&self.pending_throttles, bincode_config())
-            .map_err(|e| self.io(std::io::Error::other(e)))?;
-        let items = (self.pending_throttles.events.len() + self.pending_throttles.names.len())
-            .min(u32::MAX as usize) as u32;
-        let sec = build_section(&mut self.cctx, KIND_THROTTLES, items, 0, 0, &raw)
-            .map_err(|e| self.io(e))?;
-        self.write_bytes(&sec)?;
-        self.pending_throttles = ThrottleDelta::default();
-        Ok(())
+        let d = std::mem::take(&mut self.pending_throttles);
+        self.write_optional(KIND_THROTTLES, &d, d.events.len() + d.names.len())
     }
 
-    /// The pending cgroup additions as one optional section (not in the index: readers
-    /// find it in the gaps between indexed sections, see `TraceReader`).
+    /// The pending goroutine records as one optional section, written after the table
+    /// section that holds their stacks.
+    fn write_goroutines(&mut self) -> Result<()> {
+        if self.pending_goroutines.is_empty() {
+            return Ok(());
+        }
+        let d = std::mem::take(&mut self.pending_goroutines);
+        self.write_optional(KIND_GOROUTINES, &d, d.items())
+    }
+
+    /// The pending cgroup additions as one optional section.
     fn write_cgroups(&mut self) -> Result<()> {
         if self.pending_cgroups.is_empty() {
             return Ok(());
         }
-        let raw = bincode::serde::encode_to_vec(&self.pending_cgroups, bincode_config())
-            .map_err(|e| self.io(std::io::Error::other(e)))?;
-        let items = self.pending_cgroups.items().min(u32::MAX as usize) as u32;
-        let sec = build_section(&mut self.cctx, KIND_CGROUPS, items, 0, 0, &raw)
-            .map_err(|e| self.io(e))?;
-        self.write_bytes(&sec)?;
-        self.pending_cgroups = CgroupDelta::default();
-        Ok(())
+        let d = std::mem::take(&mut self.pending_cgroups);
+        self.write_optional(KIND_CGROUPS, &d, d.items())
     }
 
     fn write_chunk(&mut self) -> Result<()> {
         // Tables first: everything an event references precedes its chunk.
         self.write_tables()?;
         self.write_throttles()?;
+        self.write_goroutines()?;
         self.write_cgroups()?;
         if self.events.is_empty() {
             return Ok(());
@@ -610,6 +618,16 @@ impl TraceSink for TraceWriter {
         Ok(())
     }
 
+    fn add_goroutines(&mut self, goroutines: &GoDelta) -> Result<()> {
+        self.pending_goroutines.extend(goroutines);
+        if self.pending_goroutines.items() >= MAX_PENDING_TABLE_ITEMS {
+            // Their stacks first: a reader may look them up as soon as it merges them.
+            self.write_tables()?;
+            self.write_goroutines()?;
+        }
+        Ok(())
+    }
+
     fn add_cgroups(&mut self, cgroups: &[CgroupEntry], members: &[TaskCgroup]) -> Result<()> {
         self.pending_cgroups.extend(cgroups, members);
         if self.pending_cgroups.items() >= MAX_PENDING_TABLE_ITEMS {
@@ -697,6 +715,9 @@ impl MemTrace {
         sink.add_mappings(&maps)?;
         if !self.tables.throttling.is_empty() {
             sink.add_throttles(&self.tables.throttling.to_delta())?;
+        }
+        if !self.tables.goroutines.is_empty() {
+            sink.add_goroutines(&self.tables.goroutines.to_delta())?;
         }
         if self.tables.has_cgroups() || !self.tables.cgroups.is_empty() {
             let mut cgroups: Vec<_> = self.tables.cgroups.values().cloned().collect();

@@ -878,6 +878,42 @@ fn cgroups_round_trip() {
     }
 }
 
+/// Write `t` to `p` (its tables first), calling `add(writer, i)` before event i: optional
+/// sections in the middle of the events, as the recorder writes them.
+fn write_with(p: &std::path::Path, t: &MemTrace, mut add: impl FnMut(&mut TraceWriter, usize)) {
+    let mut w = TraceWriter::create(p, &t.meta, opts(500)).unwrap();
+    let mut tables_only = t.clone();
+    tables_only.events.clear();
+    tables_only.replay_into(&mut w).unwrap();
+    for (i, e) in t.events.iter().enumerate() {
+        add(&mut w, i);
+        w.push(e).unwrap();
+    }
+    w.finish(&t.meta).unwrap();
+}
+
+/// `p` without its trailer, read by scanning.
+fn read_scanned(dir: &TempDir, p: &std::path::Path) -> MemTrace {
+    let mut b = std::fs::read(p).unwrap();
+    b.truncate(b.len() - 32);
+    let q = dir.file("scan.zst");
+    std::fs::write(&q, &b).unwrap();
+    let (r, m) = read_back(&q);
+    assert!(r.recovery().is_some());
+    m
+}
+
+/// A flight ring (chunks of 500 events) holding `full`.
+fn ring_of(full: &MemTrace) -> FlightRing {
+    let mut ring = FlightRing::new(FlightOptions {
+        chunk_events: 500,
+        ..FlightOptions::default()
+    })
+    .unwrap();
+    full.replay_into(&mut ring).unwrap();
+    ring
+}
+
 /// Throttling records (optional kind 0x81) survive the indexed and the scanned read and a
 /// flight dump, written in the middle of the events as the recorder does.
 #[test]
@@ -906,19 +942,11 @@ fn throttle_sections_round_trip() {
         events: vec![rec(event_ts[1200], 0, ThrottleKind::Refill)],
         names: vec![],
     };
-    let mut w = TraceWriter::create(&p, &t.meta, opts(500)).unwrap();
-    let mut tables_only = t.clone();
-    tables_only.events.clear();
-    tables_only.replay_into(&mut w).unwrap();
-    for (i, e) in t.events.iter().enumerate() {
-        match i {
-            700 => w.add_throttles(&first).unwrap(),
-            1600 => w.add_throttles(&second).unwrap(),
-            _ => {}
-        }
-        w.push(e).unwrap();
-    }
-    w.finish(&t.meta).unwrap();
+    write_with(&p, &t, |w, i| match i {
+        700 => w.add_throttles(&first).unwrap(),
+        1600 => w.add_throttles(&second).unwrap(),
+        _ => {}
+    });
     let check = |tb: &chainrec_format::Tables| {
         assert_eq!(tb.throttling.switch_out(2, event_ts[100]), Some(g));
         assert_eq!(tb.throttling.switch_out(2, event_ts[101]), None);
@@ -935,28 +963,97 @@ fn throttle_sections_round_trip() {
     check(&m.tables);
     assert_eq!(m.events, t.events);
 
-    // Scanned: no trailer.
-    let mut b = std::fs::read(&p).unwrap();
-    b.truncate(b.len() - 32);
-    let q = dir.file("scan.zst");
-    std::fs::write(&q, &b).unwrap();
-    let (r, m) = read_back(&q);
-    assert!(r.recovery().is_some());
-    check(&m.tables);
+    check(&read_scanned(&dir, &p).tables);
 
     // A flight dump carries them.
     let mut full = t.clone();
     full.add_throttles(&first).unwrap();
     full.add_throttles(&second).unwrap();
-    let mut ring = FlightRing::new(FlightOptions {
-        chunk_events: 500,
-        ..FlightOptions::default()
-    })
-    .unwrap();
-    full.replay_into(&mut ring).unwrap();
+    let mut ring = ring_of(&full);
     let d = dir.file("dump.zst");
     ring.dump(&d, &t.meta, event_ts[2000], u64::MAX, opts(500))
         .unwrap();
     let (_, m) = read_back(&d);
     check(&m.tables);
+}
+
+/// Goroutine records (optional kind 0x83, format 2.2) survive the indexed and the scanned
+/// read, come back in time order with their process's wait reasons, and a flight dump
+/// keeps the ones inside its window; a reader that does not know the kind skips it.
+#[test]
+fn goroutine_sections_round_trip() {
+    let dir = TempDir::new("goroutines");
+    let p = dir.file("t.zst");
+    let t = mem_trace(5, 3_000);
+    let event_ts: Vec<u64> = t.events.iter().map(Event::ts).collect();
+    let rec = |i: usize, goid: u64, kind: GoEventKind| GoEvent {
+        ts: event_ts[i],
+        cpu: 1,
+        tid: 2,
+        tgid: 2,
+        kind,
+        goid,
+        waker: if kind == GoEventKind::Ready { 7 } else { 0 },
+        reason: if kind == GoEventKind::Park { 3 } else { 0 },
+        stack: StackId::NONE,
+    };
+    let process = GoProcess {
+        tgid: 2,
+        version: "1.19.8".into(),
+        reasons: vec!["".into(), "".into(), "".into(), "chan receive".into()],
+        capped_ns: 0,
+    };
+    let first = GoDelta {
+        events: vec![
+            rec(100, 5, GoEventKind::Park),
+            rec(90, 6, GoEventKind::Park),
+        ],
+        processes: vec![process.clone()],
+    };
+    let second = GoDelta {
+        events: vec![rec(2900, 5, GoEventKind::Ready)],
+        processes: vec![],
+    };
+    write_with(&p, &t, |w, i| match i {
+        700 => w.add_goroutines(&first).unwrap(),
+        2950 => w.add_goroutines(&second).unwrap(),
+        _ => {}
+    });
+    let check = |tb: &Tables| {
+        let g = &tb.goroutines;
+        let seen: Vec<(u64, u64)> = g.events().iter().map(|e| (e.ts, e.goid)).collect();
+        assert_eq!(
+            seen,
+            [(event_ts[90], 6), (event_ts[100], 5), (event_ts[2900], 5)]
+        );
+        assert_eq!(g.events()[2].waker, 7);
+        assert_eq!(g.reason_name(2, 3), "chan receive");
+        assert_eq!(
+            g.processes().cloned().collect::<Vec<_>>(),
+            std::slice::from_ref(&process)
+        );
+    };
+    let (r, m) = read_back(&p);
+    assert!(r.recovery().is_none(), "{:?}", r.recovery());
+    assert!(r.section_bytes().goroutines > 0);
+    assert_eq!(r.section_bytes().other, 0);
+    check(&m.tables);
+    assert_eq!(m.events, t.events);
+
+    check(&read_scanned(&dir, &p).tables);
+
+    // A flight dump of the last part: only the ready inside its window.
+    let mut full = t.clone();
+    full.add_goroutines(&first).unwrap();
+    full.add_goroutines(&second).unwrap();
+    let mut ring = ring_of(&full);
+    let d = dir.file("dump.zst");
+    ring.dump(&d, &t.meta, event_ts[2800], u64::MAX, opts(500))
+        .unwrap();
+    let (_, m) = read_back(&d);
+    let first_ts = m.events.first().map(Event::ts).unwrap();
+    assert!(first_ts > event_ts[100], "the dump starts after the parks");
+    let kept: Vec<u64> = m.tables.goroutines.events().iter().map(|e| e.ts).collect();
+    assert_eq!(kept, [event_ts[2900]]);
+    assert_eq!(m.tables.goroutines.processes().count(), 1);
 }

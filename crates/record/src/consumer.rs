@@ -87,6 +87,8 @@ pub(crate) struct Consumer {
     /// The live status line (stderr is a terminal and it was asked for): when it was last
     /// drawn, and the events written then.
     status: Option<(Instant, u64)>,
+    /// Goroutine probes of Go binaries (issue 38).
+    pub(crate) go: crate::golang::GoProbes,
 }
 
 impl Consumer {
@@ -110,6 +112,7 @@ impl Consumer {
             usyms,
             cgroups: crate::cgroups::CgroupResolver::new(),
             status: status.then(|| (Instant::now(), 0)),
+            go: crate::golang::GoProbes::new(opts.go.clone()),
         }
     }
 
@@ -143,6 +146,7 @@ impl Consumer {
                     // Detach first so that nothing new arrives, then drain everything.
                     progress.enter(ConsumerStep::Detaching);
                     skel.links = ChainrecLinks::default();
+                    self.go.stop();
                     drop(std::mem::take(&mut softirq_links));
                     drop(std::mem::take(&mut sample_links));
                 }
@@ -163,6 +167,12 @@ impl Consumer {
             progress.enter(ConsumerStep::Converting);
             self.convert_batch(batch, now);
             self.tell_learned_stacks(skel);
+            if !stopping {
+                // New Go binaries get their probes; binaries capped are noted.
+                self.go.poll(skel, now);
+            } else {
+                self.go.take_capped();
+            }
             progress.enter(ConsumerStep::Tables);
             self.write_tables(writer)?;
             let periodic = last_flush.elapsed() >= PERIOD;
@@ -228,6 +238,26 @@ impl Consumer {
                     *malformed += 1;
                 }
                 continue;
+            }
+            if e.kind == raw::EV_GO {
+                // Not an event: a record of the goroutine sections (format 2.2).
+                match self.conv.go_event(e, pool) {
+                    // The record's size as output: header, argument word, frames.
+                    Some((slot, ev)) => {
+                        let bytes = (raw::HDR + 8 * (1 + e.nu as usize)) as u64;
+                        self.go.record(slot, ev, bytes)
+                    }
+                    None => *malformed += 1,
+                }
+                continue;
+            }
+            if e.kind == raw::EV_COMM {
+                let t = e.task();
+                if e.aux == CommReason::Exec as u8 {
+                    self.go.exec(t.tgid);
+                } else {
+                    self.go.saw_process(t.tgid);
+                }
             }
             if e.kind == raw::EV_CGROUP {
                 let cg = e.cgroup();
@@ -300,6 +330,11 @@ impl Consumer {
         if !conv.new_stacks.is_empty() {
             writer.add_stacks(&conv.new_stacks)?;
             conv.new_stacks.clear();
+        }
+        // After the stacks they name.
+        let go = self.go.take_pending();
+        if !go.is_empty() {
+            writer.add_goroutines(&go)?;
         }
         if !conv.throttles.pending.is_empty() {
             // v2 groups are named by the cgroup table (v1 paths travel in the section).
@@ -597,7 +632,17 @@ impl Consumer {
             meta.extra.push(("user_unwind".into(), u.to_string()));
             u
         });
+        let goroutines = crate::golang::GoProbes::wanted(&opts.go).then(|| {
+            let g = self.go.final_counts(
+                c(raw::C_GO_BUSY),
+                c(raw::C_GO_READ_FAILED),
+                c(raw::C_GO_LOST),
+            );
+            meta.extra.push(("goroutines".into(), g.to_string()));
+            g
+        });
         FinalCounts {
+            goroutines,
             user_unwind,
             user_stash,
             bpf_profile,
@@ -611,6 +656,7 @@ impl Consumer {
 
 /// What [`Consumer::final_counts`] adds to the summary.
 pub(crate) struct FinalCounts {
+    pub(crate) goroutines: Option<crate::golang::GoCounts>,
     pub(crate) user_unwind: Option<crate::unwind::UnwindCounts>,
     pub(crate) user_stash: UserStashCounts,
     pub(crate) bpf_profile: Vec<(&'static str, u64, u64)>,

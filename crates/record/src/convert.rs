@@ -738,6 +738,36 @@ impl Converter {
             })
     }
 
+    /// A goroutine record (`EV_GO`): the binary's slot and the event, None when malformed
+    /// (the argument word missing).
+    pub(crate) fn go_event(&mut self, e: &RawEv, pool: &[u64]) -> Option<(usize, GoEvent)> {
+        let at = e.frames_at as usize;
+        if e.nk != 1 {
+            return None;
+        }
+        let arg = *pool.get(at)?;
+        let uf = pool.get(at + 1..at + 1 + e.nu as usize)?;
+        let g = e.go();
+        let ready = e.aux == raw::GO_READY;
+        self.cur_ts = e.ts;
+        let ev = GoEvent {
+            ts: e.ts,
+            cpu: e.cpu as u32,
+            tid: g.tid,
+            tgid: g.tgid,
+            kind: if ready {
+                GoEventKind::Ready
+            } else {
+                GoEventKind::Park
+            },
+            goid: u64::from(g.goid_lo) | u64::from(g.goid_hi) << 32,
+            waker: if ready { arg } else { 0 },
+            reason: if ready { 0 } else { arg as u8 },
+            stack: self.stack(e.ust, StackKind::User, g.tgid, uf),
+        };
+        Some((e.kst as usize, ev))
+    }
+
     /// `history`: the mapping history, for unwinding stacks of processes that have exited.
     pub(crate) fn convert(
         &mut self,

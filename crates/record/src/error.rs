@@ -34,6 +34,14 @@ pub enum RecordError {
     /// The on-CPU sampling events could not be opened or attached.
     #[error("on-CPU samples: {0}")]
     Samples(SampleError),
+    /// A binary named with `--go` cannot be probed.
+    #[error("--go {}: {error}", path.display())]
+    Go {
+        /// The binary.
+        path: PathBuf,
+        /// Why.
+        error: crate::golang::GoError,
+    },
     /// The recorder thread could not be started.
     #[error("cannot start the recorder thread")]
     Thread(#[source] std::io::Error),

@@ -11,6 +11,7 @@ pub mod command;
 mod consumer;
 mod convert;
 mod error;
+pub mod golang;
 pub mod java;
 pub mod ksyms;
 mod load;

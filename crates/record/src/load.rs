@@ -201,6 +201,15 @@ fn open_and_load<'obj>(
     // The do_softirq programs are attached by hand, in order (see attach_softirq).
     open.progs.on_do_softirq.set_autoattach(false);
     open.progs.on_do_softirq_exit.set_autoattach(false);
+    // The goroutine probes are attached per Go binary (crate::golang), or not loaded.
+    open.progs.go_park.set_autoattach(false);
+    open.progs.go_ready.set_autoattach(false);
+    open.progs.go_netpoll.set_autoattach(false);
+    if !crate::golang::GoProbes::wanted(&opts.go) {
+        open.progs.go_park.set_autoload(false);
+        open.progs.go_ready.set_autoload(false);
+        open.progs.go_netpoll.set_autoload(false);
+    }
     if !softirq_tracking {
         open.progs.on_do_softirq.set_autoload(false);
         open.progs.on_do_softirq_exit.set_autoload(false);

@@ -62,6 +62,8 @@ pub struct RecordOptions {
     /// cfi`); 0 = frame-pointer walks only (`--user-unwind fp`). At most
     /// [`DEFAULT_USER_STACK_COPY`] (the BPF buffers' size).
     pub user_stack_copy_bytes: u32,
+    /// Goroutine parks and readies of Go programs (`--go`, `--no-go`, `--go-max-rate`).
+    pub go: crate::golang::GoOptions,
 }
 
 /// The user-stack copy size of `--user-unwind cfi`, and the most the BPF side can copy.
@@ -90,6 +92,7 @@ impl Default for RecordOptions {
             no_cgroups: false,
             samples: Some(crate::samples::SampleConfig::default()),
             user_stack_copy_bytes: DEFAULT_USER_STACK_COPY,
+            go: Default::default(),
         }
     }
 }
@@ -168,6 +171,8 @@ pub struct RecordSummary {
     pub bpf_profile: Vec<(&'static str, u64, u64)>,
     /// On-CPU samples taken (also in the metadata), `None` with `--no-samples`.
     pub sampling: Option<chainrec_format::Sampling>,
+    /// What the goroutine probes did, `None` with `--no-go` and no `--go`.
+    pub goroutines: Option<crate::golang::GoCounts>,
     /// Kernel features this recording could not use, each with what was done instead and
     /// what that costs (empty on a kernel that has everything).
     pub fallbacks: Vec<Fallback>,

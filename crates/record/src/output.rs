@@ -490,6 +490,17 @@ impl TraceSink for Output {
         }
     }
 
+    fn add_goroutines(
+        &mut self,
+        goroutines: &chainrec_format::GoDelta,
+    ) -> chainrec_format::Result<()> {
+        match self {
+            Output::File(w) => w.add_goroutines(goroutines),
+            Output::Rotating(w) => w.add_goroutines(goroutines),
+            Output::Flight(f) => f.ring.add_goroutines(goroutines),
+        }
+    }
+
     fn add_throttles(
         &mut self,
         throttles: &chainrec_format::ThrottleDelta,

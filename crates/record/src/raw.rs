@@ -134,6 +134,8 @@ views! {
     cgroup: cg -> ev_cgroup;
     /// `EV_THROTTLE`.
     throttle: thr -> ev_throttle;
+    /// `EV_GO`.
+    go: go -> ev_go;
     /// The generic words (tests).
     words: w -> ev_words;
 }
@@ -194,7 +196,7 @@ impl Plain for abi::ev {}
 impl Plain for abi::ucopy {}
 
 /// The kinds of the C side (`EV_*`).
-const KINDS: [u8; 9] = [
+const KINDS: [u8; 10] = [
     EV_SWITCH,
     EV_WAKING,
     EV_WAKEUP_NEW,
@@ -204,6 +206,7 @@ const KINDS: [u8; 9] = [
     EV_CGROUP,
     EV_SAMPLE,
     EV_THROTTLE,
+    EV_GO,
 ];
 
 /// Decode one record, appending its frames to `pool` and its user-stack copy, if any, to
@@ -316,8 +319,8 @@ mod tests {
         assert!(decode(&b[..HDR + 8], &mut pool, &mut bytes).is_none());
         // unknown kind
         let mut bad = b.clone();
-        bad[8] = 9; // no such kind
-        assert!(!KINDS.contains(&9));
+        bad[8] = 10; // no such kind
+        assert!(!KINDS.contains(&10));
         assert!(decode(&bad, &mut pool, &mut bytes).is_none());
         // a user-stack copy block after the frames
         let mut c = b.clone();

@@ -145,6 +145,15 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
             .map_err(RecordError::Samples)?,
         None => Default::default(),
     };
+    let mut conv = Converter::new(std::mem::take(&mut loaded.ksyms));
+    conv.softirq_by_stack_on = !opts.no_softirq_tracking;
+    let mut consumer = Consumer::new(conv, usyms, cpu_count, opts);
+    // Before the command starts: the binaries named with --go are probed from its first
+    // goroutine on.
+    consumer
+        .go
+        .attach_named(&loaded.skel)
+        .map_err(|(path, error)| RecordError::Go { path, error })?;
     meta.start_ns = monotonic_ns();
     writer.update_meta(&meta)?;
     let t_start = Instant::now();
@@ -154,9 +163,6 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         s.store(true, Ordering::SeqCst);
     }
 
-    let mut conv = Converter::new(std::mem::take(&mut loaded.ksyms));
-    conv.softirq_by_stack_on = !opts.no_softirq_tracking;
-    let mut consumer = Consumer::new(conv, usyms, cpu_count, opts);
     consumer.run(
         &ring,
         &batch,
@@ -216,6 +222,7 @@ pub fn record(opts: &RecordOptions, stop: StopCondition) -> Result<RecordSummary
         user_stash: fin.user_stash,
         user_unwind: fin.user_unwind,
         sampling: meta.sampling(),
+        goroutines: fin.goroutines,
         fallbacks: std::mem::take(&mut loaded.fallbacks),
     })
 }

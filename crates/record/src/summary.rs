@@ -121,6 +121,9 @@ impl RecordSummary {
             )),
             None => out.push("on-CPU samples: off (--no-samples)".to_string()),
         }
+        if let Some(g) = &summary.goroutines {
+            out.push(format!("goroutines: {g}"));
+        }
         out.extend(summary.fallbacks.iter().map(Fallback::line));
         if summary.tasks_without_state > 0 {
             out.push(format!(
@@ -179,6 +182,7 @@ impl RecordSummary {
                 "lost": s.lost,
             })),
             "user_stack_method": summary.user_stack_method,
+            "goroutines": summary.goroutines.as_ref().map(crate::golang::GoCounts::to_json),
             "fallbacks": summary.fallbacks.iter().map(|f| serde_json::json!({
                 "feature": f.feature, "reason": f.reason, "instead": f.instead, "cost": f.cost,
             })).collect::<Vec<_>>(),
