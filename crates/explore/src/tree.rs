@@ -42,7 +42,7 @@ pub struct Frame {
 }
 
 /// A built tree and what building it cut.
-#[derive(Serialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Debug, Clone, PartialEq, Default)]
 pub struct Tree {
     /// The frames, root first, in preorder.
     pub nodes: Vec<Frame>,
@@ -50,6 +50,56 @@ pub struct Tree {
     pub pruned_frames: usize,
     /// Nanoseconds of the cut subtrees (still in their parents' values).
     pub pruned_ns: u64,
+    /// Frames merged into `[N frames below a pixel]` remainders (each with its whole
+    /// subtree; [`TreeBuilder::finish_merged`]), 0 when none.
+    pub merged_frames: usize,
+    /// The remainder frames standing for them.
+    pub remainders: usize,
+}
+
+/// The `kind` of a remainder frame: the frames of one parent narrower than a pixel.
+pub const MERGED_KIND: &str = "merged";
+/// Its fill: a light grey, lighter than any frame's (its width is real time, its name says
+/// what it holds).
+pub const MERGED_FILL: &str = "rgb(228,228,228)";
+
+/// The name of the remainder frame standing for `n` sibling frames narrower than a pixel.
+pub fn remainder_name(n: usize) -> String {
+    if n == 1 {
+        "[1 frame below a pixel]".to_string()
+    } else {
+        format!("[{n} frames below a pixel]")
+    }
+}
+
+/// How [`TreeBuilder::finish_merged`] merges: the graph's width in pixels, and the frame
+/// the page shows full width (its path from the root, empty: the root).
+pub struct Pixels<'a> {
+    /// The width in pixels (> 0).
+    pub px: u64,
+    /// The zoomed frame's path: it and its ancestors are always kept, and below it a frame
+    /// is narrower than a pixel of *its* width (the page draws that subtree to its scale).
+    pub zoom: &'a [String],
+}
+
+/// A frame to write in [`TreeBuilder::finish_merged`]'s preorder walk.
+enum Pending {
+    /// A node of the builder: its index, its parent in the output, the value one pixel
+    /// stands for below it (times px), and its node in the base builder.
+    Node {
+        i: usize,
+        parent: Option<u32>,
+        scale: u64,
+        base: Option<u32>,
+    },
+    /// The remainder of a parent's children narrower than a pixel.
+    Rest {
+        parent: u32,
+        level: u32,
+        count: usize,
+        value: u64,
+        base_value: u64,
+    },
 }
 
 fn kind_of(class: FrameClass) -> &'static str {
@@ -67,6 +117,17 @@ fn kind_of(class: FrameClass) -> &'static str {
         FrameClass::OffCpu => "offcpu",
         FrameClass::Hot { .. } => "hot",
     }
+}
+
+/// How many frames the subtree of node `c` has (it included).
+fn subtree_size<'k>(c: usize, children_of: impl Fn(usize) -> &'k [u32]) -> usize {
+    let mut n = 0;
+    let mut below = vec![c];
+    while let Some(j) = below.pop() {
+        n += 1;
+        below.extend(children_of(j).iter().map(|&k| k as usize));
+    }
+    n
 }
 
 struct Building {
@@ -257,17 +318,24 @@ impl TreeBuilder {
         true
     }
 
-    /// The tree, children sorted by name (flame-graph order); subtrees cut as
-    /// [`MAX_FRAMES`] says. Iterative: the tree may be deeper than a thread's stack allows
-    /// recursion.
-    pub fn finish(self) -> Tree {
-        let total = self.nodes[0].value;
-        let cut_below = if self.nodes.len() > MAX_FRAMES {
-            (total as f64 * PRUNE_FRACTION) as u64
-        } else {
-            0
-        };
-        // Children as one flat array, each node's slice sorted by name.
+    /// Node `i` as an output frame under `parent`.
+    fn frame(&self, i: usize, parent: Option<u32>) -> Frame {
+        let b = &self.nodes[i];
+        let name = &self.names[b.name as usize];
+        Frame {
+            name: name.to_string(),
+            parent,
+            value: b.value,
+            self_ns: b.self_ns,
+            level: b.level,
+            kind: b.class.map_or("root", kind_of),
+            fill: b.class.map_or_else(String::new, |c| fill_for(c, name)),
+        }
+    }
+
+    /// Each node's children as one flat array (`kids[first[i]..first[i + 1]]`), each
+    /// node's slice sorted by name, reversed (a stack pops the first name first).
+    fn sorted_children(&self) -> (Vec<u32>, Vec<u32>) {
         let n = self.nodes.len();
         let mut first = vec![0u32; n + 1];
         for &(parent, _) in self.children.keys() {
@@ -292,36 +360,33 @@ impl TreeBuilder {
                     .cmp(&names[nodes[*a as usize].name as usize])
             });
         }
-        let children_of = |i: usize| &kids[first[i] as usize..first[i + 1] as usize];
-        let mut tree = Tree {
-            nodes: Vec::new(),
-            pruned_frames: 0,
-            pruned_ns: 0,
+        (first, kids)
+    }
+
+    /// The tree, children sorted by name (flame-graph order); subtrees cut as
+    /// [`MAX_FRAMES`] says. Iterative: the tree may be deeper than a thread's stack allows
+    /// recursion.
+    pub fn finish(self) -> Tree {
+        let total = self.nodes[0].value;
+        let cut_below = if self.nodes.len() > MAX_FRAMES {
+            (total as f64 * PRUNE_FRACTION) as u64
+        } else {
+            0
         };
+        let (first, kids) = self.sorted_children();
+        let nodes = &self.nodes;
+        let children_of = |i: usize| &kids[first[i] as usize..first[i + 1] as usize];
+        let mut tree = Tree::default();
         // (building index, parent index in the output)
         let mut stack: Vec<(usize, Option<u32>)> = vec![(0, None)];
         while let Some((i, parent)) = stack.pop() {
-            let b = &nodes[i];
-            let name = &names[b.name as usize];
             let me = tree.nodes.len() as u32;
-            tree.nodes.push(Frame {
-                name: name.to_string(),
-                parent,
-                value: b.value,
-                self_ns: b.self_ns,
-                level: b.level,
-                kind: b.class.map_or("root", kind_of),
-                fill: b.class.map_or_else(String::new, |c| fill_for(c, name)),
-            });
+            tree.nodes.push(self.frame(i, parent));
             for &c in children_of(i) {
                 let c = c as usize;
                 if nodes[c].value < cut_below {
                     // The subtree's size.
-                    let mut below = vec![c];
-                    while let Some(j) = below.pop() {
-                        tree.pruned_frames += 1;
-                        below.extend(children_of(j).iter().map(|&k| k as usize));
-                    }
+                    tree.pruned_frames += subtree_size(c, children_of);
                     tree.pruned_ns += nodes[c].value;
                 } else {
                     stack.push((c, Some(me)));
@@ -329,6 +394,158 @@ impl TreeBuilder {
             }
         }
         tree
+    }
+}
+
+impl TreeBuilder {
+    /// Nanoseconds of every path (the root's value).
+    pub fn total(&self) -> u64 {
+        self.nodes[0].value
+    }
+
+    /// The child of node `at` named like node `i` of `other`.
+    fn child_named(&self, at: u32, other: &TreeBuilder, i: usize) -> Option<u32> {
+        let name = &other.names[other.nodes[i].name as usize];
+        let id = *self.name_ids.get(name)?;
+        self.children.get(&(at, id)).copied()
+    }
+
+    /// The tree as a graph `pixels.px` wide draws it: every frame at least a pixel wide
+    /// (`value * px >= total`, or below the zoomed frame `>= its value`) exactly as
+    /// [`Self::finish`] gives it (name, value, own weight, level, kind, fill, children by
+    /// name), and the children of each frame narrower than a pixel, with their subtrees,
+    /// merged into one remainder frame after the kept ones ([`remainder_name`],
+    /// [`MERGED_KIND`]), whose value is theirs summed: every frame's value is still its
+    /// children's plus its own, and the answer counts what was merged. Nothing is
+    /// pruned: at most two frames per pixel and row are left.
+    ///
+    /// With `base` (the baseline range's builder), also each output frame's value in it
+    /// (by path, as [`Tree::values_in`]; a remainder's is its merged frames' summed).
+    pub fn finish_merged(
+        self,
+        pixels: &Pixels<'_>,
+        base: Option<&TreeBuilder>,
+    ) -> (Tree, Option<Vec<u64>>) {
+        let px = u128::from(pixels.px.max(1));
+        let total = self.nodes[0].value;
+        // The zoomed frame and its ancestors (kept whatever their width).
+        let mut on_zoom = Vec::new();
+        let mut zoomed = None;
+        if !pixels.zoom.is_empty() {
+            let mut at = 0u32;
+            for name in pixels.zoom {
+                let next = self
+                    .name_ids
+                    .get(name.as_str())
+                    .and_then(|id| self.children.get(&(at, *id)));
+                match next {
+                    Some(&c) => {
+                        on_zoom.push(c as usize);
+                        at = c;
+                    }
+                    None => {
+                        // Not in this range: merged as if unzoomed.
+                        on_zoom.clear();
+                        break;
+                    }
+                }
+            }
+            zoomed = on_zoom.last().copied();
+        }
+        let (first, kids) = self.sorted_children();
+        let nodes = &self.nodes;
+        let children_of = |i: usize| &kids[first[i] as usize..first[i + 1] as usize];
+        let mut tree = Tree::default();
+        let mut base_values = base.map(|_| Vec::new());
+        let mut stack = vec![Pending::Node {
+            i: 0,
+            parent: None,
+            scale: total,
+            base: base.map(|_| 0),
+        }];
+        let mut kept: Vec<usize> = Vec::new();
+        while let Some(p) = stack.pop() {
+            let me = tree.nodes.len() as u32;
+            let (i, scale, bi) = match p {
+                Pending::Rest {
+                    parent,
+                    level,
+                    count,
+                    value,
+                    base_value,
+                } => {
+                    tree.nodes.push(Frame {
+                        name: remainder_name(count),
+                        parent: Some(parent),
+                        value,
+                        self_ns: value,
+                        level,
+                        kind: MERGED_KIND,
+                        fill: MERGED_FILL.to_string(),
+                    });
+                    tree.remainders += 1;
+                    if let Some(v) = &mut base_values {
+                        v.push(base_value);
+                    }
+                    continue;
+                }
+                Pending::Node {
+                    i,
+                    parent,
+                    scale,
+                    base: bi,
+                } => {
+                    tree.nodes.push(self.frame(i, parent));
+                    if let (Some(v), Some(base)) = (&mut base_values, base) {
+                        v.push(bi.map_or(0, |bi| base.nodes[bi as usize].value));
+                    }
+                    (i, scale, bi)
+                }
+            };
+            let mut rest = (0usize, 0u64, 0u64);
+            kept.clear();
+            for &c in children_of(i) {
+                let c = c as usize;
+                if u128::from(nodes[c].value) * px >= u128::from(scale) || on_zoom.contains(&c) {
+                    kept.push(c);
+                    continue;
+                }
+                rest.0 += 1;
+                rest.1 += nodes[c].value;
+                if let (Some(base), Some(bi)) = (base, bi) {
+                    rest.2 += base
+                        .child_named(bi, &self, c)
+                        .map_or(0, |j| base.nodes[j as usize].value);
+                }
+                tree.merged_frames += subtree_size(c, children_of);
+            }
+            if rest.0 > 0 {
+                // After the kept children (pushed first: popped last).
+                stack.push(Pending::Rest {
+                    parent: me,
+                    level: nodes[i].level,
+                    count: rest.0,
+                    value: rest.1,
+                    base_value: rest.2,
+                });
+            }
+            for &c in &kept {
+                stack.push(Pending::Node {
+                    i: c,
+                    parent: Some(me),
+                    scale: if Some(c) == zoomed {
+                        nodes[c].value
+                    } else {
+                        scale
+                    },
+                    base: match (base, bi) {
+                        (Some(base), Some(bi)) => base.child_named(bi, &self, c),
+                        _ => None,
+                    },
+                });
+            }
+        }
+        (tree, base_values)
     }
 }
 
