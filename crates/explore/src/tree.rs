@@ -133,6 +133,11 @@ fn subtree_size<'k>(c: usize, children_of: impl Fn(usize) -> &'k [u32]) -> usize
 struct Building {
     /// Index in [`TreeBuilder::names`].
     name: u32,
+    /// Its first child and its next sibling ([`NONE`]: none), newest first; and how many
+    /// children it has (past [`LIST_MAX`] they are also in [`TreeBuilder::wide`]).
+    first_child: u32,
+    next_sibling: u32,
+    kids: u32,
     class: Option<FrameClass>,
     level: u32,
     value: u64,
@@ -179,18 +184,31 @@ impl Fx {
 
 type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
 
-/// Accumulates folded lines (in any order; equal lines add up). Frame names are interned
-/// and the children of every node live in one map keyed by (parent, name): a range of a
-/// large trace has millions of frames, and a map and a string per frame were most of the
-/// time of a request.
+/// No node (an empty child list's end).
+const NONE: u32 = u32::MAX;
+/// Children a node's list is searched through before they go in the map too: most frames
+/// have one child (a stack goes on), and a list of nodes just created is in the cache
+/// where one map of every frame (millions, ~100 MB on busy20m) was a cache miss per frame
+/// (session 24: most of a range's tree build).
+const LIST_MAX: u32 = 8;
+
+/// Accumulates folded lines (in any order; equal lines add up). Frame names are interned;
+/// each node's children are a list through the nodes, and those of a node with more than
+/// [`LIST_MAX`] also in one map keyed by (parent, name): a range of a large trace has
+/// millions of frames, and a map and a string per frame were most of the time of a
+/// request.
 pub struct TreeBuilder {
     nodes: Vec<Building>,
     names: Vec<Box<str>>,
     name_ids: FxMap<Box<str>, u32>,
-    children: FxMap<(u32, u32), u32>,
+    wide: FxMap<(u32, u32), u32>,
     /// [`TreeBuilder::add_path`]'s walk: the tree node of each frame of the path last
     /// added, and the classifier's state after it.
     path_nodes: Vec<(u32, StackClassifier)>,
+    /// For each frame `k` of the walk's path last added, the text frames before it
+    /// (`path_texts[k]`; a name holding `;` is several), so that a path's shared part is
+    /// not scanned again at every visit.
+    path_texts: Vec<usize>,
 }
 
 impl Default for TreeBuilder {
@@ -199,12 +217,16 @@ impl Default for TreeBuilder {
             nodes: Vec::new(),
             names: Vec::new(),
             name_ids: FxMap::default(),
-            children: FxMap::default(),
+            wide: FxMap::default(),
             path_nodes: Vec::new(),
+            path_texts: vec![0],
         };
         let all = b.intern("all");
         b.nodes.push(Building {
             name: all,
+            first_child: NONE,
+            next_sibling: NONE,
+            kids: 0,
             class: None,
             level: 0,
             value: 0,
@@ -225,6 +247,55 @@ impl TreeBuilder {
         id
     }
 
+    /// The child of node `at` named `name`, if it has one.
+    fn child(&self, at: u32, name: u32) -> Option<u32> {
+        let b = &self.nodes[at as usize];
+        if b.kids > LIST_MAX {
+            return self.wide.get(&(at, name)).copied();
+        }
+        let mut c = b.first_child;
+        while c != NONE {
+            let k = &self.nodes[c as usize];
+            if k.name == name {
+                return Some(c);
+            }
+            c = k.next_sibling;
+        }
+        None
+    }
+
+    /// A new child of node `at` (which has none named `name`).
+    fn new_child(&mut self, at: u32, name: u32, class: FrameClass, level: u32) -> u32 {
+        let i = self.nodes.len() as u32;
+        let parent = &mut self.nodes[at as usize];
+        let next_sibling = parent.first_child;
+        parent.first_child = i;
+        parent.kids += 1;
+        let kids = parent.kids;
+        self.nodes.push(Building {
+            name,
+            first_child: NONE,
+            next_sibling,
+            kids: 0,
+            class: Some(class),
+            level,
+            value: 0,
+            self_ns: 0,
+        });
+        if kids == LIST_MAX + 1 {
+            // From now on looked up in the map: all of them go in.
+            let mut c = i;
+            while c != NONE {
+                let k = &self.nodes[c as usize];
+                self.wide.insert((at, k.name), c);
+                c = k.next_sibling;
+            }
+        } else if kids > LIST_MAX {
+            self.wide.insert((at, name), i);
+        }
+        i
+    }
+
     /// Add one folded line with its weight (the reference [`Self::add_path`] is tested
     /// against).
     #[cfg(test)]
@@ -238,8 +309,8 @@ impl TreeBuilder {
         self.nodes[0].value += ns;
         for (depth, f) in line.split(';').enumerate() {
             let name = self.intern(f);
-            let next = match self.children.get(&(at, name)) {
-                Some(&i) => i,
+            let next = match self.child(at, name) {
+                Some(i) => i,
                 None => {
                     let cl = classes.get_or_insert_with(|| {
                         let frames: Vec<&str> = line.split(';').collect();
@@ -249,16 +320,7 @@ impl TreeBuilder {
                         .iter()
                         .filter(|c| **c == FrameClass::LevelSeparator)
                         .count() as u32;
-                    let i = self.nodes.len() as u32;
-                    self.nodes.push(Building {
-                        name,
-                        class: Some(cl[depth]),
-                        level,
-                        value: 0,
-                        self_ns: 0,
-                    });
-                    self.children.insert((at, name), i);
-                    i
+                    self.new_child(at, name, cl[depth], level)
                 }
             };
             at = next;
@@ -280,10 +342,22 @@ impl TreeBuilder {
         // The walk visits a path right after its parent's (or a sibling's subtree), so
         // the first `shared` frames are on the stack; a frame name holding `;` is several
         // frames in the text, and so here (the stack is kept per text frame).
-        let shared_text: usize = v.frames[..v.shared]
-            .iter()
-            .map(|f| 1 + f.name.bytes().filter(|&b| b == b';').count())
-            .sum();
+        let texts =
+            |f: &chainrec_chain::PathFrame<'_>| 1 + f.name.bytes().filter(|&b| b == b';').count();
+        if self.path_texts.len() <= v.shared {
+            // Not a child of the path last added (a walk not depth-first): count anew.
+            self.path_texts.truncate(1);
+            for f in &v.frames[..v.shared] {
+                let t = self.path_texts[self.path_texts.len() - 1] + texts(f);
+                self.path_texts.push(t);
+            }
+        }
+        self.path_texts.truncate(v.shared + 1);
+        let shared_text = self.path_texts[v.shared];
+        for f in &v.frames[v.shared..] {
+            let t = self.path_texts[self.path_texts.len() - 1] + texts(f);
+            self.path_texts.push(t);
+        }
         self.path_nodes.truncate(shared_text);
         if v.shared == 0 {
             self.nodes[0].value += v.subtree_ns;
@@ -296,20 +370,9 @@ impl TreeBuilder {
         for f in v.frames[v.shared..].iter().flat_map(|f| f.name.split(';')) {
             let name = self.intern(f);
             let class = state.next(f);
-            at = match self.children.get(&(at, name)) {
-                Some(&i) => i,
-                None => {
-                    let i = self.nodes.len() as u32;
-                    self.nodes.push(Building {
-                        name,
-                        class: Some(class),
-                        level: state.level(),
-                        value: 0,
-                        self_ns: 0,
-                    });
-                    self.children.insert((at, name), i);
-                    i
-                }
+            at = match self.child(at, name) {
+                Some(i) => i,
+                None => self.new_child(at, name, class, state.level()),
             };
             self.nodes[at as usize].value += v.subtree_ns;
             self.path_nodes.push((at, state));
@@ -338,17 +401,18 @@ impl TreeBuilder {
     fn sorted_children(&self) -> (Vec<u32>, Vec<u32>) {
         let n = self.nodes.len();
         let mut first = vec![0u32; n + 1];
-        for &(parent, _) in self.children.keys() {
-            first[parent as usize + 1] += 1;
-        }
         for i in 0..n {
-            first[i + 1] += first[i];
+            first[i + 1] = first[i] + self.nodes[i].kids;
         }
-        let mut fill_at = first.clone();
-        let mut kids = vec![0u32; self.children.len()];
-        for (&(parent, _), &child) in &self.children {
-            kids[fill_at[parent as usize] as usize] = child;
-            fill_at[parent as usize] += 1;
+        let mut kids = vec![0u32; first[n] as usize];
+        for (i, b) in self.nodes.iter().enumerate() {
+            let mut at = first[i] as usize;
+            let mut c = b.first_child;
+            while c != NONE {
+                kids[at] = c;
+                at += 1;
+                c = self.nodes[c as usize].next_sibling;
+            }
         }
         let names = &self.names;
         let nodes = &self.nodes;
@@ -407,7 +471,7 @@ impl TreeBuilder {
     fn child_named(&self, at: u32, other: &TreeBuilder, i: usize) -> Option<u32> {
         let name = &other.names[other.nodes[i].name as usize];
         let id = *self.name_ids.get(name)?;
-        self.children.get(&(at, id)).copied()
+        self.child(at, id)
     }
 
     /// The tree as a graph `pixels.px` wide draws it: every frame at least a pixel wide
@@ -437,9 +501,9 @@ impl TreeBuilder {
                 let next = self
                     .name_ids
                     .get(name.as_str())
-                    .and_then(|id| self.children.get(&(at, *id)));
+                    .and_then(|id| self.child(at, *id));
                 match next {
-                    Some(&c) => {
+                    Some(c) => {
                         on_zoom.push(c as usize);
                         at = c;
                     }
@@ -452,9 +516,10 @@ impl TreeBuilder {
             }
             zoomed = on_zoom.last().copied();
         }
-        let (first, kids) = self.sorted_children();
+        // Only the kept frames' children are sorted (by name, reversed: the stack pops the
+        // first name first), from their lists: most of a large tree is merged.
         let nodes = &self.nodes;
-        let children_of = |i: usize| &kids[first[i] as usize..first[i + 1] as usize];
+        let names = &self.names;
         let mut tree = Tree::default();
         let mut base_values = base.map(|_| Vec::new());
         let mut stack = vec![Pending::Node {
@@ -504,8 +569,10 @@ impl TreeBuilder {
             };
             let mut rest = (0usize, 0u64, 0u64);
             kept.clear();
-            for &c in children_of(i) {
-                let c = c as usize;
+            let mut next = nodes[i].first_child;
+            while next != NONE {
+                let c = next as usize;
+                next = nodes[c].next_sibling;
                 if u128::from(nodes[c].value) * px >= u128::from(scale) || on_zoom.contains(&c) {
                     kept.push(c);
                     continue;
@@ -517,8 +584,10 @@ impl TreeBuilder {
                         .child_named(bi, &self, c)
                         .map_or(0, |j| base.nodes[j as usize].value);
                 }
-                tree.merged_frames += subtree_size(c, children_of);
             }
+            kept.sort_unstable_by(|a, b| {
+                names[nodes[*b].name as usize].cmp(&names[nodes[*a].name as usize])
+            });
             if rest.0 > 0 {
                 // After the kept children (pushed first: popped last).
                 stack.push(Pending::Rest {
@@ -545,6 +614,8 @@ impl TreeBuilder {
                 });
             }
         }
+        // Every frame is kept or in a merged subtree.
+        tree.merged_frames = self.nodes.len() - (tree.nodes.len() - tree.remainders);
         (tree, base_values)
     }
 }
