@@ -29,7 +29,12 @@ impl Served {
     }
 
     fn start_with(trace: &Path, options: &[&str]) -> Served {
-        let mut child = bin()
+        Served::start_cmd(bin(), trace, options)
+    }
+
+    /// `chainrec serve` of the binary `cmd` runs (another build, for a benchmark).
+    fn start_cmd(mut cmd: std::process::Command, trace: &Path, options: &[&str]) -> Served {
+        let mut child = cmd
             .args(["serve", "--port", "0", "-q"])
             .args(options)
             .arg(trace)
@@ -1719,4 +1724,61 @@ fn frames_below_a_pixel_in_the_page() {
     );
     assert_eq!(b.eval("window.__errs"), json!([]), "console errors");
     assert_eq!(b.eval("explorer.errors"), json!([]));
+}
+
+/// Issue 36's "Done when": from mouse-up to the graph drawn, for a 1 s range at each of
+/// `CHAINREC_BENCH_STARTS` (seconds, default "1 8 16") of `CHAINREC_BENCH_TRACE`, served by
+/// `CHAINREC_BENCH_BIN` (default this build) once indexed, in headless chromium (1200 x 700):
+/// the page's own `selectRange` (what mouse-up calls) until a frame after the graph's DOM
+/// is built (`requestAnimationFrame`, then a task), with the answer's wait (request to last
+/// byte, from the Resource Timing entry), bytes and frames. `benches/serve_drawn.sh` runs it.
+#[test]
+#[ignore = "a benchmark on a given trace: benches/serve_drawn.sh"]
+fn time_to_drawn() {
+    let trace = PathBuf::from(std::env::var("CHAINREC_BENCH_TRACE").expect("CHAINREC_BENCH_TRACE"));
+    let cmd = match std::env::var("CHAINREC_BENCH_BIN") {
+        Ok(b) => std::process::Command::new(b),
+        Err(_) => bin(),
+    };
+    let starts = std::env::var("CHAINREC_BENCH_STARTS").unwrap_or_else(|_| "1 8 16".into());
+    let s = Served::start_cmd(cmd, &trace, &[]);
+    while s.get("/api/info")["indexing"]["done"] == json!(false) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut b = open_page(
+        &s,
+        "bench-drawn",
+        "window.explorer && explorer.heat && explorer.chains && explorer.busy === 0",
+    );
+    for start in starts.split_whitespace() {
+        let from = (start.parse::<f64>().unwrap() * 1e9) as u64;
+        let to = from + 1_000_000_000;
+        b.eval(&format!(
+            "(() => {{ performance.clearResourceTimings(); window.__drawn = null; const t0 = performance.now(); \
+             selectRange({from}, {to}).then(() => requestAnimationFrame(() => setTimeout(() => {{ \
+             window.__drawn = performance.now() - t0; }}, 0))); return true; }})()"
+        ));
+        let t0 = Instant::now();
+        while b.eval("window.__drawn !== null") != json!(true) {
+            assert!(t0.elapsed() < Duration::from_secs(120), "no graph");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let r = b.eval(
+            "(() => { const e = performance.getEntriesByType('resource').filter(e => e.name.includes('/api/chains')).pop(); \
+             return [window.__drawn, e.responseEnd - e.startTime, e.encodedBodySize, explorer.chains.frames, \
+             document.querySelectorAll('#flame .f').length, explorer.errors.length]; })()",
+        );
+        let ms = |i: usize| r[i].as_f64().unwrap_or(0.0);
+        eprintln!(
+            "time_to_drawn: 1 s range at {start} s: mouse-up to drawn {:.0} ms (answer {:.0} ms, \
+             parse and draw {:.0} ms), {} bytes, {} frames, {} drawn, {} errors",
+            ms(0),
+            ms(1),
+            ms(0) - ms(1),
+            r[2],
+            r[3],
+            r[4],
+            r[5]
+        );
+    }
 }
