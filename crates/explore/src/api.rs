@@ -3,13 +3,14 @@
 //! No path reaches the file system: a URL either names one of the fixed routes or is a
 //! 404.
 
+use crate::merged::PathRecord;
 use crate::query::{BadQuery, Query};
 use crate::tree::{Pixels, Tree, TreeBuilder};
 use crate::ExploreError;
 use chainrec_chain::critpath::CritPathOptions;
 use chainrec_chain::{
     critical_path_from, Analysis, Cancel, ChainError, Checkpoints, Duration, Filter, FoldedSink,
-    NodeTable, PieceNames, Setup, View, WaitRecord, WaitSink,
+    NodeTable, PathVisit, PieceNames, Setup, View, WaitRecord, WaitSink,
 };
 use chainrec_format::{CgroupSelector, RecordingMeta, Tables, ThreadSelector};
 use chainrec_report::heatmap::{self, Heatmap, HeatmapOptions, Metric, Select};
@@ -491,12 +492,13 @@ impl Explorer {
 
     /// The chain graph of a range as a tree: the engine run of `chainrec chains --window`
     /// (default setup), read through its structured paths (no folded text).
-    fn chains_tree(
+    fn chains_tree<B: Default>(
         &self,
         filter: Filter,
         by_process: bool,
         cancel: &Cancel,
-    ) -> Result<(TreeBuilder, Value), ApiError> {
+        add: impl Fn(&mut B, &PathVisit<'_>) -> bool,
+    ) -> Result<(B, Value), ApiError> {
         let setup = Setup {
             process_frames: by_process,
             ..range_setup(filter)
@@ -511,8 +513,8 @@ impl Explorer {
                 |_| {},
             )
             .map_err(ApiError::of_run)?;
-        let mut b = TreeBuilder::default();
-        graph.for_each_path(|v| b.add_path(v));
+        let mut b = B::default();
+        graph.for_each_path(|v| add(&mut b, v));
         let s = &summary.stats;
         let counts = json!({
             "waits": s.waits,
@@ -568,15 +570,7 @@ impl Explorer {
         };
         let claim = self.claim(&mut q, "chains")?;
         q.finish()?;
-        let (built, counts) = self.chains_tree(filter, by_process, &claim.cancel)?;
-        let base = match base {
-            Some((bfrom, bto, bspec, bfilter)) => {
-                let (b, bcounts) = self.chains_tree(bfilter, by_process, &claim.cancel)?;
-                Some((bfrom, bto, bspec, b, bcounts))
-            }
-            None => None,
-        };
-        let head = |tree: &Tree| {
+        let head = |tree: &Tree, counts: &Value| {
             json!({
                 "from_ns": from,
                 "to_ns": to,
@@ -598,11 +592,14 @@ impl Explorer {
                     "values": values,
                 })
             };
+        let add = TreeBuilder::add_path;
         if px == 0 {
             // Every frame (pruned above MAX_FRAMES), as before `px=` existed.
+            let (built, counts) = self.chains_tree(filter, by_process, &claim.cancel, add)?;
             let tree = built.finish();
-            let mut v = head(&tree);
-            if let Some((bfrom, bto, bspec, b, bcounts)) = base {
+            let mut v = head(&tree, &counts);
+            if let Some((bfrom, bto, bspec, bfilter)) = base {
+                let (b, bcounts) = self.chains_tree(bfilter, by_process, &claim.cancel, add)?;
                 let btree = b.finish();
                 let values = tree.values_in(&btree);
                 v["base"] = base_json(bfrom, bto, bspec, bcounts, btree.nodes[0].value, values);
@@ -610,17 +607,31 @@ impl Explorer {
             v["nodes"] = json!(tree.nodes);
             return Ok(v);
         }
+        // Merged below a pixel: each range's walk recorded (a few bytes per frame), and
+        // only the frames drawn built from it.
+        let record = PathRecord::add_path;
+        let (built, counts) = self.chains_tree(filter, by_process, &claim.cancel, record)?;
+        let base = match base {
+            Some((bfrom, bto, bspec, bfilter)) => {
+                let (b, bcounts) = self.chains_tree(bfilter, by_process, &claim.cancel, record)?;
+                Some((bfrom, bto, bspec, b, bcounts))
+            }
+            None => None,
+        };
+        let (base, base_head) = match base {
+            Some((bfrom, bto, bspec, b, bcounts)) => (Some(b), Some((bfrom, bto, bspec, bcounts))),
+            None => (None, None),
+        };
+        let base_total = base.as_ref().map_or(0, PathRecord::total);
         let pixels = Pixels { px, zoom: &zoom };
-        let (tree, values) = built.finish_merged(&pixels, base.as_ref().map(|b| &b.3));
-        let mut v = head(&tree);
+        let (tree, values) = built.merged(&pixels, base);
+        let mut v = head(&tree, &counts);
         v["px"] = json!(px);
         v["zoom"] = json!(zoom.join(";"));
         v["merged_frames"] = json!(tree.merged_frames);
         v["remainders"] = json!(tree.remainders);
-        if let (Some((bfrom, bto, bspec, b, bcounts)), Some(values)) = (base, values) {
-            let total = b.total();
-            drop(b);
-            v["base"] = base_json(bfrom, bto, bspec, bcounts, total, values);
+        if let (Some((bfrom, bto, bspec, bcounts)), Some(values)) = (base_head, values) {
+            v["base"] = base_json(bfrom, bto, bspec, bcounts, base_total, values);
         }
         compact_nodes(&mut v, &tree);
         Ok(v)

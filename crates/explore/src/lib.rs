@@ -13,6 +13,7 @@
 //! agree exactly.
 
 mod api;
+mod merged;
 mod query;
 pub mod server;
 mod tree;

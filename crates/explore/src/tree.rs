@@ -50,8 +50,9 @@ pub struct Tree {
     pub pruned_frames: usize,
     /// Nanoseconds of the cut subtrees (still in their parents' values).
     pub pruned_ns: u64,
-    /// Frames merged into `[N frames below a pixel]` remainders (each with its whole
-    /// subtree; [`TreeBuilder::finish_merged`]), 0 when none.
+    /// Frames merged into `[N frames below a pixel]` remainders: the `N`s summed
+    /// ([`crate::merged::PathRecord::merged`]; the frames below them are not counted, nor
+    /// built), 0 when none.
     pub merged_frames: usize,
     /// The remainder frames standing for them.
     pub remainders: usize,
@@ -72,7 +73,7 @@ pub fn remainder_name(n: usize) -> String {
     }
 }
 
-/// How [`TreeBuilder::finish_merged`] merges: the graph's width in pixels, and the frame
+/// How [`crate::merged::PathRecord::merged`] merges: the graph's width in pixels, and the frame
 /// the page shows full width (its path from the root, empty: the root).
 pub struct Pixels<'a> {
     /// The width in pixels (> 0).
@@ -82,7 +83,8 @@ pub struct Pixels<'a> {
     pub zoom: &'a [String],
 }
 
-/// A frame to write in [`TreeBuilder::finish_merged`]'s preorder walk.
+/// A frame to write in `TreeBuilder::finish_merged`'s preorder walk.
+#[cfg(test)]
 enum Pending {
     /// A node of the builder: its index, its parent in the output, the value one pixel
     /// stands for below it (times px), and its node in the base builder.
@@ -93,16 +95,21 @@ enum Pending {
         base: Option<u32>,
     },
     /// The remainder of a parent's children narrower than a pixel.
-    Rest {
-        parent: u32,
-        level: u32,
-        count: usize,
-        value: u64,
-        base_value: u64,
-    },
+    Rest(Remainder),
 }
 
-fn kind_of(class: FrameClass) -> &'static str {
+/// The remainder of a parent's children narrower than a pixel, before it is written.
+pub(crate) struct Remainder {
+    /// The parent's index in the output, and its chain level.
+    pub(crate) parent: u32,
+    pub(crate) level: u32,
+    /// How many children it stands for, their nanoseconds, and those in the baseline.
+    pub(crate) count: usize,
+    pub(crate) value: u64,
+    pub(crate) base_value: u64,
+}
+
+pub(crate) fn kind_of(class: FrameClass) -> &'static str {
     match class {
         FrameClass::Frame { kernel: true, .. } => "kernel",
         FrameClass::Frame { kernel: false, .. } => "user",
@@ -147,7 +154,7 @@ struct Building {
 /// FxHash (rustc's): the tree's keys are short names and small integers, hashed millions of
 /// times per range; SipHash's flooding resistance buys nothing here and costs a third.
 #[derive(Default, Clone, Copy)]
-struct Fx(u64);
+pub(crate) struct Fx(u64);
 
 impl std::hash::Hasher for Fx {
     fn write(&mut self, bytes: &[u8]) {
@@ -182,7 +189,7 @@ impl Fx {
     }
 }
 
-type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
+pub(crate) type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
 
 /// No node (an empty child list's end).
 const NONE: u32 = u32::MAX;
@@ -236,15 +243,20 @@ impl Default for TreeBuilder {
     }
 }
 
+/// The id of `name` in `names` (`ids` its index), added if new.
+pub(crate) fn intern(names: &mut Vec<Box<str>>, ids: &mut FxMap<Box<str>, u32>, name: &str) -> u32 {
+    if let Some(&id) = ids.get(name) {
+        return id;
+    }
+    let id = names.len() as u32;
+    names.push(name.into());
+    ids.insert(name.into(), id);
+    id
+}
+
 impl TreeBuilder {
     fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.name_ids.get(name) {
-            return id;
-        }
-        let id = self.names.len() as u32;
-        self.names.push(name.into());
-        self.name_ids.insert(name.into(), id);
-        id
+        intern(&mut self.names, &mut self.name_ids, name)
     }
 
     /// The child of node `at` named `name`, if it has one.
@@ -462,11 +474,7 @@ impl TreeBuilder {
 }
 
 impl TreeBuilder {
-    /// Nanoseconds of every path (the root's value).
-    pub fn total(&self) -> u64 {
-        self.nodes[0].value
-    }
-
+    #[cfg(test)]
     /// The child of node `at` named like node `i` of `other`.
     fn child_named(&self, at: u32, other: &TreeBuilder, i: usize) -> Option<u32> {
         let name = &other.names[other.nodes[i].name as usize];
@@ -485,6 +493,7 @@ impl TreeBuilder {
     ///
     /// With `base` (the baseline range's builder), also each output frame's value in it
     /// (by path, as [`Tree::values_in`]; a remainder's is its merged frames' summed).
+    #[cfg(test)]
     pub fn finish_merged(
         self,
         pixels: &Pixels<'_>,
@@ -532,26 +541,8 @@ impl TreeBuilder {
         while let Some(p) = stack.pop() {
             let me = tree.nodes.len() as u32;
             let (i, scale, bi) = match p {
-                Pending::Rest {
-                    parent,
-                    level,
-                    count,
-                    value,
-                    base_value,
-                } => {
-                    tree.nodes.push(Frame {
-                        name: remainder_name(count),
-                        parent: Some(parent),
-                        value,
-                        self_ns: value,
-                        level,
-                        kind: MERGED_KIND,
-                        fill: MERGED_FILL.to_string(),
-                    });
-                    tree.remainders += 1;
-                    if let Some(v) = &mut base_values {
-                        v.push(base_value);
-                    }
+                Pending::Rest(r) => {
+                    tree.push_remainder(&r, base_values.as_mut());
                     continue;
                 }
                 Pending::Node {
@@ -590,13 +581,13 @@ impl TreeBuilder {
             });
             if rest.0 > 0 {
                 // After the kept children (pushed first: popped last).
-                stack.push(Pending::Rest {
+                stack.push(Pending::Rest(Remainder {
                     parent: me,
                     level: nodes[i].level,
                     count: rest.0,
                     value: rest.1,
                     base_value: rest.2,
-                });
+                }));
             }
             for &c in &kept {
                 stack.push(Pending::Node {
@@ -614,13 +605,31 @@ impl TreeBuilder {
                 });
             }
         }
-        // Every frame is kept or in a merged subtree.
-        tree.merged_frames = self.nodes.len() - (tree.nodes.len() - tree.remainders);
         (tree, base_values)
     }
 }
 
 impl Tree {
+    /// Add remainder `r` as a frame (and its baseline value to `base_values`), and count
+    /// the frames it stands for.
+    pub(crate) fn push_remainder(&mut self, r: &Remainder, base_values: Option<&mut Vec<u64>>) {
+        if let Some(v) = base_values {
+            v.push(r.base_value);
+        }
+        let (count, value) = (r.count, r.value);
+        self.nodes.push(Frame {
+            name: remainder_name(count),
+            parent: Some(r.parent),
+            value,
+            self_ns: value,
+            level: r.level,
+            kind: MERGED_KIND,
+            fill: MERGED_FILL.to_string(),
+        });
+        self.remainders += 1;
+        self.merged_frames += count;
+    }
+
     /// The paths of the frames (root: empty), by index.
     fn paths(&self) -> Vec<String> {
         let mut paths: Vec<String> = Vec::with_capacity(self.nodes.len());

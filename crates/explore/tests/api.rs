@@ -412,8 +412,9 @@ fn a_newer_request_of_the_page_cancels_the_running_one() {
 /// Issue 36: `px=N` merges each frame's children narrower than a pixel of an N-pixel graph
 /// into one `[K frames below a pixel]` frame, and nothing else changes: the frames kept are
 /// exactly the un-merged graph's frames at least a pixel wide (same path, value, own
-/// weight), each remainder holds its parent's merged children (their count in its name,
-/// their values and baseline values summed), so every width still adds up; below a
+/// weight), each remainder holds its parent's merged children (their count in its name
+/// and in `merged_frames`, their values and baseline values summed), so every width
+/// still adds up; below a
 /// zoomed frame the pixel is that frame's. No `px` (or `px=0`) is the answer as before,
 /// byte for byte.
 #[test]
@@ -515,13 +516,7 @@ fn frames_below_a_pixel_merge_exactly() {
                                 .sum()
                         };
                         assert_eq!((*v, *s, b), (sum(0), sum(0), sum(2)), "{p}");
-                        let subtree = |c: &String| {
-                            full_frames
-                                .iter()
-                                .filter(|(q, ..)| q == c || q.starts_with(&format!("{c};")))
-                                .count()
-                        };
-                        merged_frames += merged.iter().map(|c| subtree(c)).sum::<usize>();
+                        merged_frames += n;
                     } else {
                         assert!(want_kept.contains(p), "{p} kept at px={px} zoom={z}");
                         assert_eq!((*v, *s, b), by_path[p], "{p}");
@@ -538,11 +533,6 @@ fn frames_below_a_pixel_merge_exactly() {
                 assert_eq!(m["frames"], got.len() + 1);
                 assert_eq!(m["remainders"], remainders);
                 assert_eq!(m["merged_frames"], merged_frames);
-                assert_eq!(
-                    m["frames"].as_u64().unwrap() - remainders as u64 + merged_frames as u64,
-                    full["frames"].as_u64().unwrap(),
-                    "every frame kept or merged"
-                );
                 merged_any += merged_frames;
             }
         }
