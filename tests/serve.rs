@@ -1668,6 +1668,17 @@ fn frames_below_a_pixel_in_the_page() {
         json!(0),
         "a frame narrower than a pixel drawn"
     );
+    // A frame's tooltip is made when the mouse reaches it.
+    let tip = b.eval(
+        "(() => { const d = document.querySelectorAll('#flame .f')[1]; \
+         d.dispatchEvent(new MouseEvent('mouseover', {bubbles: true})); return [d.dataset.path, d.title]; })()",
+    );
+    let (tip_path, tip) = (tip[0].as_str().unwrap(), tip[1].as_str().unwrap());
+    assert!(
+        tip.starts_with(&format!("{}\n", tip_path.rsplit(';').next().unwrap()))
+            && tip.contains('%'),
+        "{tip_path}: {tip}"
+    );
     let bytes = |q: &str| {
         s.request(
             "GET",
@@ -1768,13 +1779,19 @@ fn time_to_drawn() {
              return [window.__drawn, e.responseEnd - e.startTime, e.encodedBodySize, explorer.chains.frames, \
              document.querySelectorAll('#flame .f').length, explorer.errors.length]; })()",
         );
+        // The graph's DOM built again alone (no answer, no layout): the script's part.
+        let js = b.eval(
+            "(() => { const t = performance.now(); drawFlame(); return performance.now() - t; })()",
+        );
         let ms = |i: usize| r[i].as_f64().unwrap_or(0.0);
         eprintln!(
             "time_to_drawn: 1 s range at {start} s: mouse-up to drawn {:.0} ms (answer {:.0} ms, \
-             parse and draw {:.0} ms), {} bytes, {} frames, {} drawn, {} errors",
+             parse and draw {:.0} ms, of which building the graph's DOM {:.0} ms), {} bytes, \
+             {} frames, {} drawn, {} errors",
             ms(0),
             ms(1),
             ms(0) - ms(1),
+            js.as_f64().unwrap_or(0.0),
             r[2],
             r[3],
             r[4],

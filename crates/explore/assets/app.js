@@ -692,9 +692,11 @@ function drawFlame() {
   let depth = 0;
   let maxDepth = 0;
   const frag = document.createDocumentFragment();
+  // `path`: the frame's path, names joined by ';' (built once per frame, not per level).
   const add = (node, path, x, w, d) => {
     const div = document.createElement('div');
     div.className = 'f';
+    div.__node = node;
     const diff = diffOf(node.index);
     const fill = diff ? diff.fill : node.fill || 'rgb(220,220,220)';
     if (diff) {
@@ -712,17 +714,12 @@ function drawFlame() {
     div.style.left = x + 'px';
     div.style.width = w + 'px';
     div.style.top = d * ROW_PX + 'px';
-    const name = node.kind === 'root' ? `all (${S.chains.counts.roots} waits)` : node.name;
-    if (w > 24) div.textContent = name;
-    const total = S.chains.tree.value || 1;
-    div.title = `${name}\n${fmtNs(node.value)} (${(100 * node.value / total).toFixed(2)}%)` +
-      (node.self ? `, ${fmtNs(node.self)} ending here` : '') + (node.level ? `\nlevel ${node.level}` : '') +
-      (diff ? `\n${fmtNs(diff.rate)} per s here, ${fmtNs(diff.baseRate)} per s in the baseline` : '');
+    if (w > 24) div.textContent = frameName(node);
     if (diff) {
       div.dataset.base = diff.base;
       div.dataset.delta = diff.delta;
     }
-    div.dataset.path = path.join(';');
+    div.dataset.path = path;
     div.dataset.value = node.value;
     div.dataset.self = node.self;
     div.dataset.root = node.kind === 'root' ? '1' : '';
@@ -731,21 +728,21 @@ function drawFlame() {
   };
   // The zoomed frame's ancestors full width, then its subtree to scale.
   let node = S.chains.tree;
-  const path = [];
+  let path = '';
   add(node, path, 0, W, depth);
   for (const name of S.zoom) {
     node = node.children.find((c) => c.name === name);
     if (!node) break;
-    path.push(name);
+    path = path ? path + ';' + name : name;
     depth++;
-    add(node, path.slice(), 0, W, depth);
+    add(node, path, 0, W, depth);
   }
   const scale = W / Math.max(1, node.value);
   const walk = (n, p, x, d) => {
     let cx = x;
     for (const c of n.children) {
       const w = c.value * scale;
-      const cp = p.concat([c.name]);
+      const cp = p ? p + ';' + c.name : c.name;
       add(c, cp, cx, w, d);
       walk(c, cp, cx, d + 1);
       cx += w;
@@ -759,6 +756,20 @@ function drawFlame() {
     if (z) z.classList.add('zoomed');
   }
   showMatched(re);
+}
+
+function frameName(node) {
+  return node.kind === 'root' ? `all (${S.chains.counts.roots} waits)` : node.name;
+}
+
+// A frame's tooltip, made when the mouse first reaches it (not for every frame drawn).
+function frameTitle(div) {
+  const node = div.__node;
+  const diff = diffOf(node.index);
+  const total = S.chains.tree.value || 1;
+  return `${frameName(node)}\n${fmtNs(node.value)} (${(100 * node.value / total).toFixed(2)}%)` +
+    (node.self ? `, ${fmtNs(node.self)} ending here` : '') + (node.level ? `\nlevel ${node.level}` : '') +
+    (diff ? `\n${fmtNs(diff.rate)} per s here, ${fmtNs(diff.baseRate)} per s in the baseline` : '');
 }
 
 function searchRegex() {
@@ -791,6 +802,10 @@ function showMatched(re) {
 }
 
 function hookFlame() {
+  $('flame').addEventListener('mouseover', (ev) => {
+    const f = ev.target.closest('.f');
+    if (f && !f.title && f.__node) f.title = frameTitle(f);
+  });
   $('flame').addEventListener('click', (ev) => {
     const f = ev.target.closest('.f');
     if (!f) return;
