@@ -50,9 +50,8 @@ pub struct Tree {
     pub pruned_frames: usize,
     /// Nanoseconds of the cut subtrees (still in their parents' values).
     pub pruned_ns: u64,
-    /// Frames merged into `[N frames below a pixel]` remainders: the `N`s summed
-    /// ([`crate::merged::PathRecord::merged`]; the frames below them are not counted, nor
-    /// built), 0 when none.
+    /// Frames merged into `[N frames below a pixel]` remainders: the `N`s summed (the
+    /// frames below them are neither counted nor built), 0 when none.
     pub merged_frames: usize,
     /// The remainder frames standing for them.
     pub remainders: usize,
@@ -73,7 +72,7 @@ pub fn remainder_name(n: usize) -> String {
     }
 }
 
-/// How [`crate::merged::PathRecord::merged`] merges: the graph's width in pixels, and the frame
+/// How a tree is merged below a pixel (`PathRecord::merged`): the graph's width in pixels, and the frame
 /// the page shows full width (its path from the root, empty: the root).
 pub struct Pixels<'a> {
     /// The width in pixels (> 0).
