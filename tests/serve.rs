@@ -230,6 +230,18 @@ fn served_ranges_equal_chains_window() {
                 cli.values().sum::<u64>(),
                 "{scenario}"
             );
+            // Merged below a pixel (`px=`, as the page asks): chains --window's lines
+            // summed into the merged tree are exactly its frames' own weights, and the
+            // total is the same.
+            for px in [50, 1165] {
+                let m = s.get(&format!("/api/chains?from={from}&to={to}&px={px}"));
+                let summed = chainrec_testkit::flat_tree::merge_into(&m, &cli).unwrap();
+                assert!(
+                    summed == tree_lines(&m),
+                    "{scenario} {from}..{to} px={px}: the merged graph's widths differ from chains --window's"
+                );
+                assert_eq!(m["rows"][0][2], v["nodes"][0]["value"], "{scenario}");
+            }
         }
     }
 }
