@@ -541,3 +541,35 @@ fn spilled_chains_output_is_the_same_and_a_bad_spill_dir_is_an_error() {
         "cannot write spill runs under /nonexistent/spill",
     );
 }
+
+/// The SVG's subtitle legend names the slate group frames (`GROUP_FILL`) when the graph
+/// draws them (`--process-frames`), and only then; the slate fill is on those frames.
+#[test]
+fn svg_legend_names_group_frames_when_drawn() {
+    let d = tmpdir("svg-groups");
+    let legend = |extra: &[&str], name: &str| {
+        let svg = d.join(name);
+        let o = bin()
+            .args(["chains", t(), "--svg"])
+            .arg(&svg)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read_to_string(&svg).unwrap()
+    };
+    let grouped = legend(&["--process-frames"], "grouped.svg");
+    assert!(
+        grouped.contains("slate = process/cgroup"),
+        "no group legend"
+    );
+    assert!(
+        grouped.contains(chainrec_report::svg::GROUP_FILL),
+        "no slate frame"
+    );
+    let plain = legend(&[], "plain.svg");
+    assert!(
+        !plain.contains("slate = process/cgroup"),
+        "a group legend without groups"
+    );
+}

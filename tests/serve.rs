@@ -29,7 +29,12 @@ impl Served {
     }
 
     fn start_with(trace: &Path, options: &[&str]) -> Served {
-        let mut child = bin()
+        Served::start_cmd(bin(), trace, options)
+    }
+
+    /// `chainrec serve` of the binary `cmd` runs (another build, for a benchmark).
+    fn start_cmd(mut cmd: std::process::Command, trace: &Path, options: &[&str]) -> Served {
+        let mut child = cmd
             .args(["serve", "--port", "0", "-q"])
             .args(options)
             .arg(trace)
@@ -225,6 +230,18 @@ fn served_ranges_equal_chains_window() {
                 cli.values().sum::<u64>(),
                 "{scenario}"
             );
+            // Merged below a pixel (`px=`, as the page asks): chains --window's lines
+            // summed into the merged tree are exactly its frames' own weights, and the
+            // total is the same.
+            for px in [50, 1165] {
+                let m = s.get(&format!("/api/chains?from={from}&to={to}&px={px}"));
+                let summed = chainrec_testkit::flat_tree::merge_into(&m, &cli).unwrap();
+                assert!(
+                    summed == tree_lines(&m),
+                    "{scenario} {from}..{to} px={px}: the merged graph's widths differ from chains --window's"
+                );
+                assert_eq!(m["rows"][0][2], v["nodes"][0]["value"], "{scenario}");
+            }
         }
     }
 }
@@ -517,6 +534,24 @@ fn open_page(s: &Served, tag: &str, ready: &str) -> Browser {
     b
 }
 
+/// A synthetic trace (scenario, events) in a scratch directory named after `tag`, served,
+/// and a browser on its page once `ready` holds: (directory, trace, server, browser); None
+/// (the test skips) without a browser.
+fn page_on(
+    (scenario, events): (&str, u64),
+    tag: &str,
+    ready: &str,
+) -> Option<(PathBuf, PathBuf, Served, Browser)> {
+    if !browser_available() {
+        return None;
+    }
+    let dir = tmpdir(tag);
+    let trace = synth(&dir, scenario, events);
+    let s = Served::start(&trace);
+    let b = open_page(&s, tag, ready);
+    Some((dir, trace, s, b))
+}
+
 /// Reload the page and wait until `ready` holds.
 fn reload(b: &mut Browser, ready: &str) {
     b.call("Page.reload", json!({}));
@@ -579,6 +614,17 @@ fn drawn_lines(b: &mut Browser) -> BTreeMap<String, u64> {
     shown
 }
 
+/// `lines` (the un-merged graph: `chains --window`'s) summed into the tree the page shows
+/// (its frames narrower than a pixel merged by the server, `px=`): what the page must draw
+/// if the merge is exact (`flat_tree::merge_into`).
+fn as_drawn(b: &mut Browser, lines: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let tree = b.eval(
+        "(() => { const c = explorer.chains; return c.rows ? {rows: c.rows, names: c.names, kinds: c.kinds} \
+         : {nodes: c.nodes.map(n => ({name: n.name, parent: n.parent, value: n.value, self: n.self, kind: n.kind}))}; })()",
+    );
+    chainrec_testkit::flat_tree::merge_into(&tree, lines).unwrap()
+}
+
 /// Whether folded `line` passes through the frame whose path is `prefix`.
 fn through(line: &str, prefix: &str) -> bool {
     line.strip_prefix(prefix)
@@ -611,9 +657,10 @@ fn serve_page_in_chromium() {
     // one) and its longest waits, as /api/waits lists them for the root frame.
     let duration = s.get("/api/info")["duration_ns"].as_u64().unwrap();
     assert_eq!(b.eval("explorer.range"), json!({"from": 0, "to": duration}));
+    let want = as_drawn(&mut b, &chains_window(&trace, 0, duration));
     assert_eq!(
         drawn_lines(&mut b),
-        chains_window(&trace, 0, duration),
+        want,
         "the opening graph is not the whole trace's"
     );
     let longest = s.get(&format!("/api/waits?frame=&from=0&to={duration}&limit=10"));
@@ -646,13 +693,24 @@ fn serve_page_in_chromium() {
     let range = b.eval("explorer.range");
     assert_eq!(range, json!({"from": want_from, "to": want_to}));
 
-    // The frames drawn are chains --window of that range: every path, every weight.
+    // The frames drawn are chains --window of that range: every path, every weight
+    // (summed into the page's grey frames below a pixel, if any). The page asked for
+    // its graph's width in pixels.
     let shown = drawn_lines(&mut b);
     let cli = chains_window(&trace, want_from, want_to);
     assert!(cli.len() >= 3, "{cli:?}");
-    assert_eq!(shown, cli, "the page's frames differ from chains --window");
+    let range_lines = as_drawn(&mut b, &cli);
+    assert_eq!(
+        shown, range_lines,
+        "the page's frames differ from chains --window"
+    );
     let n_divs = b.eval("document.querySelectorAll('#flame .f').length");
-    let frames = s.get(&format!("/api/chains?from={want_from}&to={want_to}"))["frames"].clone();
+    let px = b.eval("explorer.chains.px");
+    assert_eq!(px, b.eval("document.getElementById('flame').clientWidth"));
+    let frames = s.get(&format!(
+        "/api/chains?from={want_from}&to={want_to}&px={px}"
+    ))["frames"]
+        .clone();
     assert_eq!(n_divs, frames, "every frame drawn");
     let shot = dir.join("serve-range.png");
     std::fs::write(&shot, b.screenshot_png()).unwrap();
@@ -859,13 +917,50 @@ fn serve_page_in_chromium() {
     );
     let (span, bspan) = ((want_to - want_from) as f64, (base_to - base_from) as f64);
     let (mut grew, mut shrank) = (0, 0);
+    let drawn_paths: std::collections::BTreeSet<&str> = frames
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f[0].as_str().unwrap())
+        .collect();
     for f in frames.as_array().unwrap() {
         let path = f[0].as_str().unwrap();
-        let want: u64 = base_cli
-            .iter()
-            .filter(|(l, _)| through(l, path))
-            .map(|(_, w)| w)
-            .sum();
+        let (parent, name) = path.rsplit_once(';').unwrap_or(("", path));
+        let want: u64 = if name.ends_with(" below a pixel]") {
+            // A remainder: the baseline's time through the selection's frames it merged
+            // (the children of its parent in the selection's lines not drawn).
+            let under = |l: &str| -> Option<String> {
+                let rest = if parent.is_empty() {
+                    l
+                } else {
+                    l.strip_prefix(parent)?.strip_prefix(';')?
+                };
+                Some(rest.split(';').next()?.to_string())
+            };
+            let merged: std::collections::BTreeSet<String> = cli
+                .keys()
+                .filter_map(|l| under(l))
+                .filter(|c| {
+                    let p = if parent.is_empty() {
+                        c.clone()
+                    } else {
+                        format!("{parent};{c}")
+                    };
+                    !drawn_paths.contains(p.as_str())
+                })
+                .collect();
+            base_cli
+                .iter()
+                .filter(|(l, _)| under(l).is_some_and(|c| merged.contains(&c)))
+                .map(|(_, w)| w)
+                .sum()
+        } else {
+            base_cli
+                .iter()
+                .filter(|(l, _)| through(l, path))
+                .map(|(_, w)| w)
+                .sum()
+        };
         assert_eq!(f[2].as_u64().unwrap(), want, "baseline value of {path}");
         // ns per second of range, as the page computes it (its sign picks the colour).
         let delta = f[4].as_f64().unwrap();
@@ -922,7 +1017,7 @@ fn serve_page_in_chromium() {
     // Clearing the baseline gives back the plain graph.
     b.eval("document.getElementById('nobase').click()");
     wait_for(&mut b, "!explorer.chains.base && explorer.busy === 0");
-    assert_eq!(drawn_lines(&mut b), cli);
+    assert_eq!(drawn_lines(&mut b), range_lines);
 
     assert_eq!(b.eval("window.__errs"), json!([]), "console errors");
     assert_eq!(
@@ -1076,10 +1171,8 @@ fn heat_map_selects_exact_seconds_after_the_page_scrolled() {
         "a drag selects its cells"
     );
     wait_for(&mut b, "explorer.chains && explorer.busy === 0");
-    assert_eq!(
-        drawn_lines(&mut b),
-        chains_window(&trace, want_from, want_to)
-    );
+    let want = as_drawn(&mut b, &chains_window(&trace, want_from, want_to));
+    assert_eq!(drawn_lines(&mut b), want);
     let shot = dir.join("serve-scrolled.png");
     std::fs::write(&shot, b.screenshot_png()).unwrap();
     eprintln!(
@@ -1165,7 +1258,7 @@ fn static_report_opens_from_disk() {
     );
     let dur = b.eval("explorer.info.duration_ns").as_u64().unwrap();
     assert_eq!(b.eval("explorer.range"), json!({"from": 0, "to": dur}));
-    let whole = chains_window(&trace, 0, dur);
+    let whole = as_drawn(&mut b, &chains_window(&trace, 0, dur));
     assert_eq!(drawn_lines(&mut b), whole, "the whole trace at load");
     let ranges = b.eval("explorer.static.ranges.map(r => [r.from_ns, r.to_ns])");
     let ranges = ranges.as_array().unwrap();
@@ -1194,7 +1287,11 @@ fn static_report_opens_from_disk() {
     let shown = drawn_lines(&mut b);
     let cli = chains_window(&trace, from, to);
     assert!(cli.len() >= 3, "{cli:?}");
-    assert_eq!(shown, cli, "the precomputed range's graph");
+    assert_eq!(
+        shown,
+        as_drawn(&mut b, &cli),
+        "the precomputed range's graph"
+    );
     assert_ne!(shown, whole, "the graph changed");
     // Nothing but the file itself was loaded.
     assert_eq!(
@@ -1277,17 +1374,13 @@ fn browser_range_on_real_trace(trace: &Path, dir: &Path, tag: &str) {
     let shown = drawn_lines(&mut b);
     let cli = chains_window(trace, from, to);
     assert!(cli.len() >= 3, "{tag}: {cli:?}");
-    let pruned = s.get(&format!("/api/chains?from={from}&to={to}"))["pruned_frames"].clone();
-    if pruned == 0 {
-        assert_eq!(
-            shown, cli,
-            "{tag}: the page's frames differ from chains --window"
-        );
-    } else {
-        for (l, w) in &shown {
-            assert_eq!(cli.get(l), Some(w), "{tag}: {l}");
-        }
-    }
+    // The page's graph is merged below a pixel, never pruned: every line is there.
+    assert_eq!(b.eval("explorer.chains.pruned_frames"), json!(0));
+    assert_eq!(
+        shown,
+        as_drawn(&mut b, &cli),
+        "{tag}: the page's frames differ from chains --window"
+    );
     let shot = dir.join(format!("{tag}.png"));
     std::fs::write(&shot, b.screenshot_png()).unwrap();
     eprintln!(
@@ -1355,19 +1448,15 @@ fn real_serve_demo_and_tar_gzip() {
 /// the URL, and a reload opens with it.
 #[test]
 fn header_filters_apply_to_the_graph_and_the_waits() {
-    if !browser_available() {
-        return;
-    }
-    let dir = tmpdir("serve-filters");
-    let trace = synth(&dir, "pipe-relay", 4000);
-    let s = Served::start(&trace);
-    let mut b = open_page(
-        &s,
+    let Some((_dir, trace, s, mut b)) = page_on(
+        ("pipe-relay", 4000),
         "serve-filters",
         "window.explorer && explorer.heat && explorer.waits && explorer.busy === 0",
-    );
+    ) else {
+        return;
+    };
     let duration = dur_of(&s);
-    let unfiltered = drawn_lines(&mut b);
+    let unfiltered = chains_window(&trace, 0, duration);
     b.eval(
         "(() => { const c = document.getElementById('comm'); c.value = '^cr-relay$'; \
          c.dispatchEvent(new Event('change')); return true; })()",
@@ -1382,6 +1471,7 @@ fn header_filters_apply_to_the_graph_and_the_waits() {
         "{want:?}"
     );
     assert!(want.keys().all(|l| l.starts_with("cr-relay;")), "{want:?}");
+    let want = as_drawn(&mut b, &want);
     assert_eq!(drawn_lines(&mut b), want, "the filtered graph");
     let waits = s.get(&format!(
         "/api/waits?frame=&from=0&to={duration}&limit=10&comm=%5Ecr-relay%24"
@@ -1469,7 +1559,8 @@ fn a_long_trace_scrolls_and_zooms() {
         json!({"from": from, "to": to}),
         "a click on column {col} after scrolling selects its second"
     );
-    assert_eq!(drawn_lines(&mut b), chains_window(&trace, from, to));
+    let want = as_drawn(&mut b, &chains_window(&trace, from, to));
+    assert_eq!(drawn_lines(&mut b), want);
     // Zoom: 16 px per second.
     let mid_before = b.eval(MID_COLUMN).as_f64().unwrap();
     b.eval("(() => { const z = document.getElementById('heatzoom'); z.value = '16'; z.dispatchEvent(new Event('change')); return true; })()");
@@ -1524,6 +1615,7 @@ fn group_by_process_in_the_page() {
     let want = chains_window_with(&trace, 0, duration, &["--process-frames"]);
     assert!(!want.is_empty());
     assert!(want.keys().all(|l| l.starts_with("[process: ")), "{want:?}");
+    let want = as_drawn(&mut b, &want);
     assert_eq!(drawn_lines(&mut b), want, "the grouped graph");
     let waits = s.get(&format!(
         "/api/waits?frame=&from=0&to={duration}&limit=10&group=process"
@@ -1552,4 +1644,170 @@ fn group_by_process_in_the_page() {
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("group="), "{body}");
     assert_eq!(b.eval("window.__errs"), json!([]));
+}
+
+/// Issue 36: the page asks for its graph's width in pixels (`px=`), and the server merges
+/// each frame's children narrower than a pixel into one grey `[N frames below a pixel]`
+/// frame: what is drawn is exactly `chains --window` summed into those frames, every other
+/// frame at least a pixel wide, in a fraction of the bytes. A click on a frame with grey
+/// frames below it asks again at that frame's scale (`zoom=`): its subtree drawn exactly,
+/// every frame of it at least a pixel wide again.
+#[test]
+fn frames_below_a_pixel_in_the_page() {
+    let Some((dir, trace, s, mut b)) = page_on(
+        ("busy-server", 100_000),
+        "serve-merged",
+        "window.explorer && explorer.heat && explorer.chains && explorer.waits && explorer.busy === 0",
+    ) else {
+        return;
+    };
+    let dur = dur_of(&s);
+    assert_eq!(b.eval("explorer.range"), json!({"from": 0, "to": dur}));
+    let cli = chains_window(&trace, 0, dur);
+    let c =
+        b.eval("[explorer.chains.merged_frames, explorer.chains.remainders, explorer.chains.px]");
+    assert!(c[0].as_u64().unwrap() > 1000, "frames merged: {c}");
+    assert_eq!(
+        b.eval("document.querySelectorAll('#flame .f.merged').length"),
+        c[1]
+    );
+    assert_eq!(drawn_lines(&mut b), as_drawn(&mut b, &cli));
+    let narrow =
+        "[...document.querySelectorAll('#flame .f')].filter(d => !d.classList.contains('merged') \
+                  && d.getBoundingClientRect().width < 0.999).length";
+    assert_eq!(
+        b.eval(narrow),
+        json!(0),
+        "a frame narrower than a pixel drawn"
+    );
+    // A frame's tooltip is made when the mouse reaches it.
+    let tip = b.eval(
+        "(() => { const d = document.querySelectorAll('#flame .f')[1]; \
+         d.dispatchEvent(new MouseEvent('mouseover', {bubbles: true})); return [d.dataset.path, d.title]; })()",
+    );
+    let (tip_path, tip) = (tip[0].as_str().unwrap(), tip[1].as_str().unwrap());
+    assert!(
+        tip.starts_with(&format!("{}\n", tip_path.rsplit(';').next().unwrap()))
+            && tip.contains('%'),
+        "{tip_path}: {tip}"
+    );
+    let bytes = |q: &str| {
+        s.request(
+            "GET",
+            &format!("/api/chains?from=0&to={dur}{q}"),
+            &s.host.clone(),
+        )
+        .1
+        .len()
+    };
+    let (full, merged) = (bytes(""), bytes(&format!("&px={}", c[2])));
+    eprintln!("answer: {full} bytes with every frame, {merged} merged below a pixel ({c})");
+    assert!(merged * 4 < full, "{merged} vs {full}");
+    let shot = dir.join("serve-merged.png");
+    std::fs::write(&shot, b.screenshot_png()).unwrap();
+    eprintln!("screenshot of the merged graph: {}", shot.display());
+
+    // The widest frame (not full width) with grey frames below it.
+    let path = b.eval(
+        "(() => { const c = explorer.chains; const has = new Array(c.nodes.length).fill(false); \
+         for (let i = c.nodes.length - 1; i > 0; i--) { const n = c.nodes[i]; if (n.kind === 'merged' || has[i]) has[n.parent] = true; } \
+         const paths = nodePaths(c.nodes); let best = -1; \
+         for (let i = 1; i < c.nodes.length; i++) { const n = c.nodes[i]; \
+           if (has[i] && n.kind !== 'merged' && n.value < c.nodes[0].value && (best < 0 || n.value > c.nodes[best].value)) best = i; } \
+         return paths[best].slice(1); })()",
+    );
+    let path = path.as_str().unwrap().to_string();
+    let quoted = serde_json::to_string(&serde_json::to_string(&path).unwrap()).unwrap();
+    b.eval(&format!(
+        "document.querySelector('#flame .f[data-path=' + {quoted} + ']').click()"
+    ));
+    wait_for(
+        &mut b,
+        &format!(
+            "explorer.chains.zoom === {} && explorer.busy === 0",
+            serde_json::to_string(&path).unwrap()
+        ),
+    );
+    assert_eq!(b.eval("explorer.zoom.join(';')"), json!(path));
+    let want: BTreeMap<String, u64> = as_drawn(&mut b, &cli)
+        .into_iter()
+        .filter(|(l, _)| through(l, &path) || through(&path, l))
+        .collect();
+    assert_eq!(drawn_lines(&mut b), want, "the zoomed frame's subtree");
+    assert_eq!(
+        b.eval(narrow),
+        json!(0),
+        "a frame narrower than a pixel drawn"
+    );
+    let shot = dir.join("serve-merged-zoom.png");
+    std::fs::write(&shot, b.screenshot_png()).unwrap();
+    eprintln!(
+        "screenshot of the zoomed frame, asked again at its scale: {}",
+        shot.display()
+    );
+    assert_eq!(b.eval("window.__errs"), json!([]), "console errors");
+    assert_eq!(b.eval("explorer.errors"), json!([]));
+}
+
+/// Issue 36's "Done when": from mouse-up to the graph drawn, for a 1 s range at each of
+/// `CHAINREC_BENCH_STARTS` (seconds, default "1 8 16") of `CHAINREC_BENCH_TRACE`, served by
+/// `CHAINREC_BENCH_BIN` (default this build) once indexed, in headless chromium (1200 x 700):
+/// the page's own `selectRange` (what mouse-up calls) until a frame after the graph's DOM
+/// is built (`requestAnimationFrame`, then a task), with the answer's wait (request to last
+/// byte, from the Resource Timing entry), bytes and frames. `benches/serve_drawn.sh` runs it.
+#[test]
+#[ignore = "a benchmark on a given trace: benches/serve_drawn.sh"]
+fn time_to_drawn() {
+    let trace = PathBuf::from(std::env::var("CHAINREC_BENCH_TRACE").expect("CHAINREC_BENCH_TRACE"));
+    let cmd = match std::env::var("CHAINREC_BENCH_BIN") {
+        Ok(b) => std::process::Command::new(b),
+        Err(_) => bin(),
+    };
+    let starts = std::env::var("CHAINREC_BENCH_STARTS").unwrap_or_else(|_| "1 8 16".into());
+    let s = Served::start_cmd(cmd, &trace, &[]);
+    while s.get("/api/info")["indexing"]["done"] == json!(false) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut b = open_page(
+        &s,
+        "bench-drawn",
+        "window.explorer && explorer.heat && explorer.chains && explorer.busy === 0",
+    );
+    for start in starts.split_whitespace() {
+        let from = (start.parse::<f64>().unwrap() * 1e9) as u64;
+        let to = from + 1_000_000_000;
+        b.eval(&format!(
+            "(() => {{ performance.clearResourceTimings(); window.__drawn = null; const t0 = performance.now(); \
+             selectRange({from}, {to}).then(() => requestAnimationFrame(() => setTimeout(() => {{ \
+             window.__drawn = performance.now() - t0; }}, 0))); return true; }})()"
+        ));
+        let t0 = Instant::now();
+        while b.eval("window.__drawn !== null") != json!(true) {
+            assert!(t0.elapsed() < Duration::from_secs(120), "no graph");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let r = b.eval(
+            "(() => { const e = performance.getEntriesByType('resource').filter(e => e.name.includes('/api/chains')).pop(); \
+             return [window.__drawn, e.responseEnd - e.startTime, e.encodedBodySize, explorer.chains.frames, \
+             document.querySelectorAll('#flame .f').length, explorer.errors.length]; })()",
+        );
+        // The graph's DOM built again alone (no answer, no layout): the script's part.
+        let js = b.eval(
+            "(() => { const t = performance.now(); drawFlame(); return performance.now() - t; })()",
+        );
+        let ms = |i: usize| r[i].as_f64().unwrap_or(0.0);
+        eprintln!(
+            "time_to_drawn: 1 s range at {start} s: mouse-up to drawn {:.0} ms (answer {:.0} ms, \
+             parse and draw {:.0} ms, of which building the graph's DOM {:.0} ms), {} bytes, \
+             {} frames, {} drawn, {} errors",
+            ms(0),
+            ms(1),
+            ms(0) - ms(1),
+            js.as_f64().unwrap_or(0.0),
+            r[2],
+            r[3],
+            r[4],
+            r[5]
+        );
+    }
 }

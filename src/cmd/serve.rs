@@ -104,6 +104,13 @@ pub struct ReportArgs {
     /// Precomputed ranges besides the whole trace: the heat map's heaviest seconds.
     #[arg(long, default_value_t = chainrec_explore::DEFAULT_REPORT_RANGES)]
     pub ranges: usize,
+    /// The graph width (pixels) the precomputed graphs are merged for: each frame's
+    /// children narrower than one pixel of it become one grey "[N frames below a pixel]"
+    /// frame (widths exact). 0: every frame (pruned above 50,000 per graph: a far larger
+    /// file).
+    #[arg(long, value_name = "PX", default_value_t = chainrec_explore::DEFAULT_REPORT_PX,
+          value_parser = clap::value_parser!(u64).range(0..=chainrec_explore::MAX_PX))]
+    pub width: u64,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -123,7 +130,7 @@ pub fn run_report(a: ReportArgs) -> Result<()> {
     let explorer =
         Explorer::new(an, name, a.quiet).with_context(|| format!("{label}: indexing"))?;
     let page = explorer
-        .static_page(a.ranges)
+        .static_page(a.ranges, a.width)
         .with_context(|| format!("{label}: precomputing ranges"))?;
     std::fs::write(&a.output, &page)
         .with_context(|| format!("cannot write {}", a.output.display()))?;

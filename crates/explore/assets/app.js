@@ -111,9 +111,18 @@ function staticApi(path) {
       throw new Error('that range is not precomputed in this static report: pick one from the list ' +
         '(chainrec serve computes any range)');
     }
-    return b ? withBase(r.chains, b.chains) : r.chains;
+    return b ? withBase(expand(r.chains), expand(b.chains)) : expand(r.chains);
   }
   throw new Error(route + ' is not in a static report (chainrec serve answers it)');
+}
+
+// A compact answer (`px=`: one row per frame, the strings in lists) as node objects.
+function expand(c) {
+  if (c.rows && !c.nodes) {
+    c.nodes = c.rows.map((r) => ({ name: c.names[r[0]], parent: r[1], value: r[2], self: r[3],
+      level: r[4], kind: c.kinds[r[5]], fill: c.fills[r[6]] }));
+  }
+  return c;
 }
 
 // Each node's path (names joined by ';'), for a flat preorder tree.
@@ -510,8 +519,7 @@ async function restoreState() {
   await selectRange(from, to);
   const frame = q.get('frame');
   if (frame && S.chains) {
-    S.zoom = frame.split(';');
-    drawFlame();
+    await zoomTo(frame.split(';'));
     await loadWaits(frame);
   } else if (S.chains) {
     await loadWaits('');
@@ -569,7 +577,16 @@ async function selectBase(from, to) {
 let chainsSeq = 0;
 let waitsSeq = 0;
 
-async function loadChains() {
+// The graph's width in pixels: the server merges each frame's children narrower than one
+// pixel into one "[N frames below a pixel]" frame (their widths summed), so an answer holds
+// what the page can draw, not millions of invisible frames.
+function flamePx() {
+  return Math.max(1, Math.floor($('flame').clientWidth));
+}
+
+// `zoom`: the path of the frame to show full width (default none): the server merges below
+// a pixel of that frame's width under it.
+async function loadChains(zoom) {
   const my = ++chainsSeq;
   const { from, to } = S.range;
   const q = new URLSearchParams({ from, to });
@@ -577,9 +594,13 @@ async function loadChains() {
     q.set('base_from', S.base.from);
     q.set('base_to', S.base.to);
   }
+  if (!S.static) {
+    q.set('px', flamePx());
+    if (zoom && zoom.length) q.set('zoom', zoom.join(';'));
+  }
   const url = '/api/chains?' + addGrouping(addFilters(q));
   try {
-    const c = await api(url);
+    const c = expand(await api(url));
     // A newer range was asked for meanwhile: its answer is the one to show.
     if (my !== chainsSeq) return;
     // The frames come flat, in preorder, each naming its parent: link them.
@@ -590,12 +611,13 @@ async function loadChains() {
     for (const n of c.nodes) if (n.parent !== null) c.nodes[n.parent].children.push(n);
     c.tree = c.nodes[0];
     S.chains = c;
-    S.zoom = [];
+    S.zoom = zoom && findPath(zoom) ? zoom : [];
     drawFlame();
     showBase();
     saveState();
     setStatus(`${c.counts.roots} waits in the range, ${S.chains.frames - 1} frames` +
-      (S.chains.pruned_frames ? `, ${S.chains.pruned_frames} tiny frames left out` : ''));
+      (S.chains.pruned_frames ? `, ${S.chains.pruned_frames} tiny frames left out` : '') +
+      (S.chains.merged_frames ? `, ${S.chains.merged_frames} below a pixel merged (${S.chains.remainders} grey frames)` : ''));
   } catch (e) {
     if (e instanceof Superseded) return;
     setStatus('chain graph: ' + e.message, true);
@@ -640,6 +662,18 @@ function diffOf(i) {
   return { delta, base: b.values[i], rate: n.value / span, baseRate: b.values[i] / bspan, fill, dark: k > 0.6 };
 }
 
+// Show the frame of `path` full width; when frames below it were merged at the whole
+// graph's scale, ask again for that frame's scale (a static report cannot: its grey frames
+// stay).
+async function zoomTo(path) {
+  S.zoom = path;
+  drawFlame();
+  const n = findPath(path);
+  if (!n || S.static || S.chains.zoom === path.join(';')) return;
+  const merged = (m) => m.kind === 'merged' || m.children.some(merged);
+  if (n.children.some(merged)) await loadChains(path);
+}
+
 function findPath(path) {
   let n = S.chains.tree;
   for (const name of path) {
@@ -658,9 +692,11 @@ function drawFlame() {
   let depth = 0;
   let maxDepth = 0;
   const frag = document.createDocumentFragment();
+  // `path`: the frame's path, names joined by ';' (built once per frame, not per level).
   const add = (node, path, x, w, d) => {
     const div = document.createElement('div');
     div.className = 'f';
+    div.__node = node;
     const diff = diffOf(node.index);
     const fill = diff ? diff.fill : node.fill || 'rgb(220,220,220)';
     if (diff) {
@@ -669,22 +705,21 @@ function drawFlame() {
     }
     else if (fill.startsWith('url(#chainrec-marker')) div.classList.add('marker');
     else if (fill.startsWith('url(#chainrec-lost')) div.classList.add('lost');
+    else if (node.kind === 'merged') {
+      div.classList.add('merged');
+      div.style.background = fill;
+    }
     else div.style.background = fill;
     if (re && node.kind !== 'root' && re.test(node.name)) div.classList.add('match');
     div.style.left = x + 'px';
     div.style.width = w + 'px';
     div.style.top = d * ROW_PX + 'px';
-    const name = node.kind === 'root' ? `all (${S.chains.counts.roots} waits)` : node.name;
-    if (w > 24) div.textContent = name;
-    const total = S.chains.tree.value || 1;
-    div.title = `${name}\n${fmtNs(node.value)} (${(100 * node.value / total).toFixed(2)}%)` +
-      (node.self ? `, ${fmtNs(node.self)} ending here` : '') + (node.level ? `\nlevel ${node.level}` : '') +
-      (diff ? `\n${fmtNs(diff.rate)} per s here, ${fmtNs(diff.baseRate)} per s in the baseline` : '');
+    if (w > 24) div.textContent = frameName(node);
     if (diff) {
       div.dataset.base = diff.base;
       div.dataset.delta = diff.delta;
     }
-    div.dataset.path = path.join(';');
+    div.dataset.path = path;
     div.dataset.value = node.value;
     div.dataset.self = node.self;
     div.dataset.root = node.kind === 'root' ? '1' : '';
@@ -693,21 +728,21 @@ function drawFlame() {
   };
   // The zoomed frame's ancestors full width, then its subtree to scale.
   let node = S.chains.tree;
-  const path = [];
+  let path = '';
   add(node, path, 0, W, depth);
   for (const name of S.zoom) {
     node = node.children.find((c) => c.name === name);
     if (!node) break;
-    path.push(name);
+    path = path ? path + ';' + name : name;
     depth++;
-    add(node, path.slice(), 0, W, depth);
+    add(node, path, 0, W, depth);
   }
   const scale = W / Math.max(1, node.value);
   const walk = (n, p, x, d) => {
     let cx = x;
     for (const c of n.children) {
       const w = c.value * scale;
-      const cp = p.concat([c.name]);
+      const cp = p ? p + ';' + c.name : c.name;
       add(c, cp, cx, w, d);
       walk(c, cp, cx, d + 1);
       cx += w;
@@ -721,6 +756,20 @@ function drawFlame() {
     if (z) z.classList.add('zoomed');
   }
   showMatched(re);
+}
+
+function frameName(node) {
+  return node.kind === 'root' ? `all (${S.chains.counts.roots} waits)` : node.name;
+}
+
+// A frame's tooltip, made when the mouse first reaches it (not for every frame drawn).
+function frameTitle(div) {
+  const node = div.__node;
+  const diff = diffOf(node.index);
+  const total = S.chains.tree.value || 1;
+  return `${frameName(node)}\n${fmtNs(node.value)} (${(100 * node.value / total).toFixed(2)}%)` +
+    (node.self ? `, ${fmtNs(node.self)} ending here` : '') + (node.level ? `\nlevel ${node.level}` : '') +
+    (diff ? `\n${fmtNs(diff.rate)} per s here, ${fmtNs(diff.baseRate)} per s in the baseline` : '');
 }
 
 function searchRegex() {
@@ -753,6 +802,10 @@ function showMatched(re) {
 }
 
 function hookFlame() {
+  $('flame').addEventListener('mouseover', (ev) => {
+    const f = ev.target.closest('.f');
+    if (f && !f.title && f.__node) f.title = frameTitle(f);
+  });
   $('flame').addEventListener('click', (ev) => {
     const f = ev.target.closest('.f');
     if (!f) return;
@@ -761,13 +814,16 @@ function hookFlame() {
       drawFlame();
       return;
     }
-    S.zoom = f.dataset.path.split(';');
-    drawFlame();
+    let path = f.dataset.path.split(';');
+    // A grey "[N frames below a pixel]" frame: its parent, at whose scale they show.
+    if (f.classList.contains('merged')) path = path.slice(0, -1);
+    if (!path.length) return;
+    zoomTo(path);
     saveState();
     if (S.static) {
       $('waitstitle').textContent = 'The waits through a frame are not in a static report: chainrec serve lists them.';
     } else {
-      loadWaits(f.dataset.path);
+      loadWaits(path.join(';'));
     }
   });
   $('search').addEventListener('input', () => drawFlame());

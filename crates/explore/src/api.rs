@@ -3,13 +3,14 @@
 //! No path reaches the file system: a URL either names one of the fixed routes or is a
 //! 404.
 
+use crate::merged::PathRecord;
 use crate::query::{BadQuery, Query};
-use crate::tree::{Tree, TreeBuilder};
+use crate::tree::{Pixels, Tree, TreeBuilder};
 use crate::ExploreError;
 use chainrec_chain::critpath::CritPathOptions;
 use chainrec_chain::{
     critical_path_from, Analysis, Cancel, ChainError, Checkpoints, Duration, Filter, FoldedSink,
-    NodeTable, PieceNames, Setup, View, WaitRecord, WaitSink,
+    NodeTable, PathVisit, PieceNames, Setup, View, WaitRecord, WaitSink,
 };
 use chainrec_format::{CgroupSelector, RecordingMeta, Tables, ThreadSelector};
 use chainrec_report::heatmap::{self, Heatmap, HeatmapOptions, Metric, Select};
@@ -32,6 +33,10 @@ pub const DEFAULT_WAITS: u64 = 10;
 const MAX_WAITS: u64 = 1000;
 /// Precomputed ranges of a static report by default: the heaviest seconds of the heat map.
 pub const DEFAULT_REPORT_RANGES: usize = 8;
+/// The graph width a static report merges below a pixel of by default: a full-HD screen's
+/// page and more (the file cannot ask for finer frames when zoomed; its grey
+/// `[N frames below a pixel]` frames say what was merged).
+pub const DEFAULT_REPORT_PX: u64 = 2000;
 
 /// An answer: status, content type and body.
 #[derive(Debug, Clone, PartialEq)]
@@ -487,12 +492,13 @@ impl Explorer {
 
     /// The chain graph of a range as a tree: the engine run of `chainrec chains --window`
     /// (default setup), read through its structured paths (no folded text).
-    fn chains_tree(
+    fn chains_tree<B: Default>(
         &self,
         filter: Filter,
         by_process: bool,
         cancel: &Cancel,
-    ) -> Result<(Tree, Value), ApiError> {
+        add: impl Fn(&mut B, &PathVisit<'_>) -> bool,
+    ) -> Result<(B, Value), ApiError> {
         let setup = Setup {
             process_frames: by_process,
             ..range_setup(filter)
@@ -507,8 +513,8 @@ impl Explorer {
                 |_| {},
             )
             .map_err(ApiError::of_run)?;
-        let mut b = TreeBuilder::default();
-        graph.for_each_path(|v| b.add_path(v));
+        let mut b = B::default();
+        graph.for_each_path(|v| add(&mut b, v));
         let s = &summary.stats;
         let counts = json!({
             "waits": s.waits,
@@ -517,7 +523,8 @@ impl Explorer {
             "dedup_hidden": s.dedup_hidden,
             "lost_events": s.lost_events,
         });
-        Ok((b.finish(), counts))
+        // The graph (the fold's trie and nodes) is freed here, before the next fold.
+        Ok((b, counts))
     }
 
     /// `/api/chains?from=NS&to=NS[&base_from=NS&base_to=NS]`: with a base range, each
@@ -542,30 +549,91 @@ impl Explorer {
             }
         };
         let by_process = grouping(&mut q)?;
+        let px = match q.u64("px")? {
+            None | Some(0) => 0,
+            Some(n @ 1..=MAX_PX) => n,
+            Some(n) => {
+                return Err(ApiError::bad(format!(
+                "px={n}: want the graph's width in pixels, 1..={MAX_PX} (0 or none: every frame)"
+            )))
+            }
+        };
+        let zoom: Vec<String> = match q.take("zoom") {
+            None => Vec::new(),
+            Some(_) if px == 0 => {
+                return Err(ApiError::bad(
+                    "zoom= needs px= (the frame shown full width, for merging below a pixel)"
+                        .into(),
+                ))
+            }
+            Some(z) => z.split(';').map(str::to_string).collect(),
+        };
         let claim = self.claim(&mut q, "chains")?;
         q.finish()?;
-        let (tree, counts) = self.chains_tree(filter, by_process, &claim.cancel)?;
-        let mut v = json!({
-            "from_ns": from,
-            "to_ns": to,
-            "window": spec,
-            "counts": counts,
-            "frames": tree.nodes.len(),
-            "pruned_frames": tree.pruned_frames,
-            "pruned_ns": tree.pruned_ns,
-        });
-        if let Some((bfrom, bto, bspec, bfilter)) = base {
-            let (btree, bcounts) = self.chains_tree(bfilter, by_process, &claim.cancel)?;
-            v["base"] = json!({
-                "from_ns": bfrom,
-                "to_ns": bto,
-                "window": bspec,
-                "counts": bcounts,
-                "total_ns": btree.nodes[0].value,
-                "values": tree.values_in(&btree),
-            });
+        let head = |tree: &Tree, counts: &Value| {
+            json!({
+                "from_ns": from,
+                "to_ns": to,
+                "window": spec,
+                "counts": counts,
+                "frames": tree.nodes.len(),
+                "pruned_frames": tree.pruned_frames,
+                "pruned_ns": tree.pruned_ns,
+            })
+        };
+        let base_json =
+            |bfrom: u64, bto: u64, bspec: String, bcounts: Value, total: u64, values: Vec<u64>| {
+                json!({
+                    "from_ns": bfrom,
+                    "to_ns": bto,
+                    "window": bspec,
+                    "counts": bcounts,
+                    "total_ns": total,
+                    "values": values,
+                })
+            };
+        let add = TreeBuilder::add_path;
+        if px == 0 {
+            // Every frame (pruned above MAX_FRAMES), as before `px=` existed.
+            let (built, counts) = self.chains_tree(filter, by_process, &claim.cancel, add)?;
+            let tree = built.finish();
+            let mut v = head(&tree, &counts);
+            if let Some((bfrom, bto, bspec, bfilter)) = base {
+                let (b, bcounts) = self.chains_tree(bfilter, by_process, &claim.cancel, add)?;
+                let btree = b.finish();
+                let values = tree.values_in(&btree);
+                v["base"] = base_json(bfrom, bto, bspec, bcounts, btree.nodes[0].value, values);
+            }
+            v["nodes"] = json!(tree.nodes);
+            return Ok(v);
         }
-        v["nodes"] = json!(tree.nodes);
+        // Merged below a pixel: each range's walk recorded (a few bytes per frame), and
+        // only the frames drawn built from it.
+        let record = PathRecord::add_path;
+        let (built, counts) = self.chains_tree(filter, by_process, &claim.cancel, record)?;
+        let base = match base {
+            Some((bfrom, bto, bspec, bfilter)) => {
+                let (b, bcounts) = self.chains_tree(bfilter, by_process, &claim.cancel, record)?;
+                Some((bfrom, bto, bspec, b, bcounts))
+            }
+            None => None,
+        };
+        let (base, base_head) = match base {
+            Some((bfrom, bto, bspec, b, bcounts)) => (Some(b), Some((bfrom, bto, bspec, bcounts))),
+            None => (None, None),
+        };
+        let base_total = base.as_ref().map_or(0, PathRecord::total);
+        let pixels = Pixels { px, zoom: &zoom };
+        let (tree, values) = built.merged(&pixels, base);
+        let mut v = head(&tree, &counts);
+        v["px"] = json!(px);
+        v["zoom"] = json!(zoom.join(";"));
+        v["merged_frames"] = json!(tree.merged_frames);
+        v["remainders"] = json!(tree.remainders);
+        if let (Some((bfrom, bto, bspec, bcounts)), Some(values)) = (base_head, values) {
+            v["base"] = base_json(bfrom, bto, bspec, bcounts, base_total, values);
+        }
+        compact_nodes(&mut v, &tree);
         Ok(v)
     }
 
@@ -667,8 +735,10 @@ impl Explorer {
     /// The data of a static report ([`Explorer::static_page`]): `info`, the default
     /// `heatmap`, and `ranges`: the whole trace's chain graph, then those of the
     /// `ranges` heaviest seconds of the heat map (in time order), each with `label`,
-    /// `from_ns`, `to_ns` and `chains` (the `/api/chains` answer of that range).
-    pub fn static_data(&self, ranges: usize) -> Result<Value, ExploreError> {
+    /// `from_ns`, `to_ns` and `chains` (the `/api/chains` answer of that range, with
+    /// `px=px`: frames narrower than a pixel of a graph that wide merged; 0: every frame,
+    /// pruned above 50,000). Each range's fold is freed before the next is folded.
+    pub fn static_data(&self, ranges: usize, px: u64) -> Result<Value, ExploreError> {
         let to_err = |e: ApiError| ExploreError::Range(e.message);
         let mut info = self
             .info(Query::parse("").map_err(|e| ExploreError::Range(e.0))?)
@@ -700,7 +770,7 @@ impl Explorer {
                 r["from_ns"].as_u64().unwrap_or(0),
                 r["to_ns"].as_u64().unwrap_or(0),
             );
-            let q = Query::parse(&format!("from={from}&to={to}"))
+            let q = Query::parse(&format!("from={from}&to={to}&px={px}"))
                 .map_err(|e| ExploreError::Range(e.0))?;
             r["chains"] = self.chains(q).map_err(to_err)?;
         }
@@ -738,8 +808,8 @@ impl Explorer {
     /// The page as one self-contained HTML file: style, script and the data of
     /// [`Explorer::static_data`] inlined, a Content-Security-Policy that forbids every
     /// fetch (so it provably works with no network and no server).
-    pub fn static_page(&self, ranges: usize) -> Result<String, ExploreError> {
-        let data = serde_json::to_string(&self.static_data(ranges)?)
+    pub fn static_page(&self, ranges: usize, px: u64) -> Result<String, ExploreError> {
+        let data = serde_json::to_string(&self.static_data(ranges, px)?)
             .map_err(|e| ExploreError::Range(e.to_string()))?;
         // Inside <script>, only `</` can end the element early; `<\/` is the same JSON.
         let data = data.replace("</", "<\\/");
@@ -762,6 +832,44 @@ impl Explorer {
             );
         Ok(page)
     }
+}
+
+/// The widest graph `px=` takes: merging below a pixel bounds an answer to about two
+/// frames per pixel and row, so `px=` also bounds its size.
+pub const MAX_PX: u64 = 16_384;
+
+/// The tree in the compact form of a `px=` answer: the strings once each (`names`, `kinds`,
+/// `fills`), and one row per frame in preorder, `[name, parent, value, self, level, kind,
+/// fill]` (indices into those lists; `parent` null for the root). A third of the bytes of
+/// the `nodes` objects, whose keys and fills repeat in every frame.
+fn compact_nodes(v: &mut Value, tree: &Tree) {
+    fn index<'a>(map: &mut HashMap<&'a str, usize>, list: &mut Vec<&'a str>, s: &'a str) -> usize {
+        *map.entry(s).or_insert_with(|| {
+            list.push(s);
+            list.len() - 1
+        })
+    }
+    let (mut names, mut kinds, mut fills) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut name_at, mut kind_at, mut fill_at) = (HashMap::new(), HashMap::new(), HashMap::new());
+    let rows: Vec<Value> = tree
+        .nodes
+        .iter()
+        .map(|f| {
+            json!([
+                index(&mut name_at, &mut names, &f.name),
+                f.parent,
+                f.value,
+                f.self_ns,
+                f.level,
+                index(&mut kind_at, &mut kinds, f.kind),
+                index(&mut fill_at, &mut fills, &f.fill),
+            ])
+        })
+        .collect();
+    v["names"] = json!(names);
+    v["kinds"] = json!(kinds);
+    v["fills"] = json!(fills);
+    v["rows"] = Value::Array(rows);
 }
 
 /// `ns` as milliseconds for a label (`123.4 ms`).

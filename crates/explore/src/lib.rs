@@ -13,11 +13,15 @@
 //! agree exactly.
 
 mod api;
+mod merged;
 mod query;
 pub mod server;
 mod tree;
 
-pub use api::{Explorer, Response, CHECKPOINT_EVERY_NS, DEFAULT_REPORT_RANGES, MAX_CHECKPOINTS};
+pub use api::{
+    Explorer, Response, CHECKPOINT_EVERY_NS, DEFAULT_REPORT_PX, DEFAULT_REPORT_RANGES,
+    MAX_CHECKPOINTS, MAX_PX,
+};
 pub use tree::{Frame, Tree};
 
 /// Errors of the explorer outside a request (a request's errors are HTTP answers).

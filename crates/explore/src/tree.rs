@@ -42,7 +42,7 @@ pub struct Frame {
 }
 
 /// A built tree and what building it cut.
-#[derive(Serialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Debug, Clone, PartialEq, Default)]
 pub struct Tree {
     /// The frames, root first, in preorder.
     pub nodes: Vec<Frame>,
@@ -50,9 +50,65 @@ pub struct Tree {
     pub pruned_frames: usize,
     /// Nanoseconds of the cut subtrees (still in their parents' values).
     pub pruned_ns: u64,
+    /// Frames merged into `[N frames below a pixel]` remainders: the `N`s summed (the
+    /// frames below them are neither counted nor built), 0 when none.
+    pub merged_frames: usize,
+    /// The remainder frames standing for them.
+    pub remainders: usize,
 }
 
-fn kind_of(class: FrameClass) -> &'static str {
+/// The `kind` of a remainder frame: the frames of one parent narrower than a pixel.
+pub const MERGED_KIND: &str = "merged";
+/// Its fill: a light grey, lighter than any frame's (its width is real time, its name says
+/// what it holds).
+pub const MERGED_FILL: &str = "rgb(228,228,228)";
+
+/// The name of the remainder frame standing for `n` sibling frames narrower than a pixel.
+pub fn remainder_name(n: usize) -> String {
+    if n == 1 {
+        "[1 frame below a pixel]".to_string()
+    } else {
+        format!("[{n} frames below a pixel]")
+    }
+}
+
+/// How a tree is merged below a pixel (`PathRecord::merged`): the graph's width in pixels, and the frame
+/// the page shows full width (its path from the root, empty: the root).
+pub struct Pixels<'a> {
+    /// The width in pixels (> 0).
+    pub px: u64,
+    /// The zoomed frame's path: it and its ancestors are always kept, and below it a frame
+    /// is narrower than a pixel of *its* width (the page draws that subtree to its scale).
+    pub zoom: &'a [String],
+}
+
+/// A frame to write in `TreeBuilder::finish_merged`'s preorder walk.
+#[cfg(test)]
+enum Pending {
+    /// A node of the builder: its index, its parent in the output, the value one pixel
+    /// stands for below it (times px), and its node in the base builder.
+    Node {
+        i: usize,
+        parent: Option<u32>,
+        scale: u64,
+        base: Option<u32>,
+    },
+    /// The remainder of a parent's children narrower than a pixel.
+    Rest(Remainder),
+}
+
+/// The remainder of a parent's children narrower than a pixel, before it is written.
+pub(crate) struct Remainder {
+    /// The parent's index in the output, and its chain level.
+    pub(crate) parent: u32,
+    pub(crate) level: u32,
+    /// How many children it stands for, their nanoseconds, and those in the baseline.
+    pub(crate) count: usize,
+    pub(crate) value: u64,
+    pub(crate) base_value: u64,
+}
+
+pub(crate) fn kind_of(class: FrameClass) -> &'static str {
     match class {
         FrameClass::Frame { kernel: true, .. } => "kernel",
         FrameClass::Frame { kernel: false, .. } => "user",
@@ -69,9 +125,25 @@ fn kind_of(class: FrameClass) -> &'static str {
     }
 }
 
+/// How many frames the subtree of node `c` has (it included).
+fn subtree_size<'k>(c: usize, children_of: impl Fn(usize) -> &'k [u32]) -> usize {
+    let mut n = 0;
+    let mut below = vec![c];
+    while let Some(j) = below.pop() {
+        n += 1;
+        below.extend(children_of(j).iter().map(|&k| k as usize));
+    }
+    n
+}
+
 struct Building {
     /// Index in [`TreeBuilder::names`].
     name: u32,
+    /// Its first child and its next sibling ([`NONE`]: none), newest first; and how many
+    /// children it has (past [`LIST_MAX`] they are also in [`TreeBuilder::wide`]).
+    first_child: u32,
+    next_sibling: u32,
+    kids: u32,
     class: Option<FrameClass>,
     level: u32,
     value: u64,
@@ -81,7 +153,7 @@ struct Building {
 /// FxHash (rustc's): the tree's keys are short names and small integers, hashed millions of
 /// times per range; SipHash's flooding resistance buys nothing here and costs a third.
 #[derive(Default, Clone, Copy)]
-struct Fx(u64);
+pub(crate) struct Fx(u64);
 
 impl std::hash::Hasher for Fx {
     fn write(&mut self, bytes: &[u8]) {
@@ -116,20 +188,33 @@ impl Fx {
     }
 }
 
-type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
+pub(crate) type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
 
-/// Accumulates folded lines (in any order; equal lines add up). Frame names are interned
-/// and the children of every node live in one map keyed by (parent, name): a range of a
-/// large trace has millions of frames, and a map and a string per frame were most of the
-/// time of a request.
+/// No node (an empty child list's end).
+const NONE: u32 = u32::MAX;
+/// Children a node's list is searched through before they go in the map too: most frames
+/// have one child (a stack goes on), and a list of nodes just created is in the cache
+/// where one map of every frame (millions, ~100 MB on busy20m) was a cache miss per frame
+/// (session 24: most of a range's tree build).
+const LIST_MAX: u32 = 8;
+
+/// Accumulates folded lines (in any order; equal lines add up). Frame names are interned;
+/// each node's children are a list through the nodes, and those of a node with more than
+/// [`LIST_MAX`] also in one map keyed by (parent, name): a range of a large trace has
+/// millions of frames, and a map and a string per frame were most of the time of a
+/// request.
 pub struct TreeBuilder {
     nodes: Vec<Building>,
     names: Vec<Box<str>>,
     name_ids: FxMap<Box<str>, u32>,
-    children: FxMap<(u32, u32), u32>,
+    wide: FxMap<(u32, u32), u32>,
     /// [`TreeBuilder::add_path`]'s walk: the tree node of each frame of the path last
     /// added, and the classifier's state after it.
     path_nodes: Vec<(u32, StackClassifier)>,
+    /// For each frame `k` of the walk's path last added, the text frames before it
+    /// (`path_texts[k]`; a name holding `;` is several), so that a path's shared part is
+    /// not scanned again at every visit.
+    path_texts: Vec<usize>,
 }
 
 impl Default for TreeBuilder {
@@ -138,12 +223,16 @@ impl Default for TreeBuilder {
             nodes: Vec::new(),
             names: Vec::new(),
             name_ids: FxMap::default(),
-            children: FxMap::default(),
+            wide: FxMap::default(),
             path_nodes: Vec::new(),
+            path_texts: vec![0],
         };
         let all = b.intern("all");
         b.nodes.push(Building {
             name: all,
+            first_child: NONE,
+            next_sibling: NONE,
+            kids: 0,
             class: None,
             level: 0,
             value: 0,
@@ -153,15 +242,69 @@ impl Default for TreeBuilder {
     }
 }
 
+/// The id of `name` in `names` (`ids` its index), added if new.
+pub(crate) fn intern(names: &mut Vec<Box<str>>, ids: &mut FxMap<Box<str>, u32>, name: &str) -> u32 {
+    if let Some(&id) = ids.get(name) {
+        return id;
+    }
+    let id = names.len() as u32;
+    names.push(name.into());
+    ids.insert(name.into(), id);
+    id
+}
+
 impl TreeBuilder {
     fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.name_ids.get(name) {
-            return id;
+        intern(&mut self.names, &mut self.name_ids, name)
+    }
+
+    /// The child of node `at` named `name`, if it has one.
+    fn child(&self, at: u32, name: u32) -> Option<u32> {
+        let b = &self.nodes[at as usize];
+        if b.kids > LIST_MAX {
+            return self.wide.get(&(at, name)).copied();
         }
-        let id = self.names.len() as u32;
-        self.names.push(name.into());
-        self.name_ids.insert(name.into(), id);
-        id
+        let mut c = b.first_child;
+        while c != NONE {
+            let k = &self.nodes[c as usize];
+            if k.name == name {
+                return Some(c);
+            }
+            c = k.next_sibling;
+        }
+        None
+    }
+
+    /// A new child of node `at` (which has none named `name`).
+    fn new_child(&mut self, at: u32, name: u32, class: FrameClass, level: u32) -> u32 {
+        let i = self.nodes.len() as u32;
+        let parent = &mut self.nodes[at as usize];
+        let next_sibling = parent.first_child;
+        parent.first_child = i;
+        parent.kids += 1;
+        let kids = parent.kids;
+        self.nodes.push(Building {
+            name,
+            first_child: NONE,
+            next_sibling,
+            kids: 0,
+            class: Some(class),
+            level,
+            value: 0,
+            self_ns: 0,
+        });
+        if kids == LIST_MAX + 1 {
+            // From now on looked up in the map: all of them go in.
+            let mut c = i;
+            while c != NONE {
+                let k = &self.nodes[c as usize];
+                self.wide.insert((at, k.name), c);
+                c = k.next_sibling;
+            }
+        } else if kids > LIST_MAX {
+            self.wide.insert((at, name), i);
+        }
+        i
     }
 
     /// Add one folded line with its weight (the reference [`Self::add_path`] is tested
@@ -177,8 +320,8 @@ impl TreeBuilder {
         self.nodes[0].value += ns;
         for (depth, f) in line.split(';').enumerate() {
             let name = self.intern(f);
-            let next = match self.children.get(&(at, name)) {
-                Some(&i) => i,
+            let next = match self.child(at, name) {
+                Some(i) => i,
                 None => {
                     let cl = classes.get_or_insert_with(|| {
                         let frames: Vec<&str> = line.split(';').collect();
@@ -188,16 +331,7 @@ impl TreeBuilder {
                         .iter()
                         .filter(|c| **c == FrameClass::LevelSeparator)
                         .count() as u32;
-                    let i = self.nodes.len() as u32;
-                    self.nodes.push(Building {
-                        name,
-                        class: Some(cl[depth]),
-                        level,
-                        value: 0,
-                        self_ns: 0,
-                    });
-                    self.children.insert((at, name), i);
-                    i
+                    self.new_child(at, name, cl[depth], level)
                 }
             };
             at = next;
@@ -219,10 +353,22 @@ impl TreeBuilder {
         // The walk visits a path right after its parent's (or a sibling's subtree), so
         // the first `shared` frames are on the stack; a frame name holding `;` is several
         // frames in the text, and so here (the stack is kept per text frame).
-        let shared_text: usize = v.frames[..v.shared]
-            .iter()
-            .map(|f| 1 + f.name.bytes().filter(|&b| b == b';').count())
-            .sum();
+        let texts =
+            |f: &chainrec_chain::PathFrame<'_>| 1 + f.name.bytes().filter(|&b| b == b';').count();
+        if self.path_texts.len() <= v.shared {
+            // Not a child of the path last added (a walk not depth-first): count anew.
+            self.path_texts.truncate(1);
+            for f in &v.frames[..v.shared] {
+                let t = self.path_texts[self.path_texts.len() - 1] + texts(f);
+                self.path_texts.push(t);
+            }
+        }
+        self.path_texts.truncate(v.shared + 1);
+        let shared_text = self.path_texts[v.shared];
+        for f in &v.frames[v.shared..] {
+            let t = self.path_texts[self.path_texts.len() - 1] + texts(f);
+            self.path_texts.push(t);
+        }
         self.path_nodes.truncate(shared_text);
         if v.shared == 0 {
             self.nodes[0].value += v.subtree_ns;
@@ -235,26 +381,61 @@ impl TreeBuilder {
         for f in v.frames[v.shared..].iter().flat_map(|f| f.name.split(';')) {
             let name = self.intern(f);
             let class = state.next(f);
-            at = match self.children.get(&(at, name)) {
-                Some(&i) => i,
-                None => {
-                    let i = self.nodes.len() as u32;
-                    self.nodes.push(Building {
-                        name,
-                        class: Some(class),
-                        level: state.level(),
-                        value: 0,
-                        self_ns: 0,
-                    });
-                    self.children.insert((at, name), i);
-                    i
-                }
+            at = match self.child(at, name) {
+                Some(i) => i,
+                None => self.new_child(at, name, class, state.level()),
             };
             self.nodes[at as usize].value += v.subtree_ns;
             self.path_nodes.push((at, state));
         }
         self.nodes[at as usize].self_ns += v.ns;
         true
+    }
+
+    /// Node `i` as an output frame under `parent`.
+    fn frame(&self, i: usize, parent: Option<u32>) -> Frame {
+        let b = &self.nodes[i];
+        let name = &self.names[b.name as usize];
+        Frame {
+            name: name.to_string(),
+            parent,
+            value: b.value,
+            self_ns: b.self_ns,
+            level: b.level,
+            kind: b.class.map_or("root", kind_of),
+            fill: b.class.map_or_else(String::new, |c| fill_for(c, name)),
+        }
+    }
+
+    /// Each node's children as one flat array (`kids[first[i]..first[i + 1]]`), each
+    /// node's slice sorted by name, reversed (a stack pops the first name first).
+    fn sorted_children(&self) -> (Vec<u32>, Vec<u32>) {
+        let n = self.nodes.len();
+        let mut first = vec![0u32; n + 1];
+        for i in 0..n {
+            first[i + 1] = first[i] + self.nodes[i].kids;
+        }
+        let mut kids = vec![0u32; first[n] as usize];
+        for (i, b) in self.nodes.iter().enumerate() {
+            let mut at = first[i] as usize;
+            let mut c = b.first_child;
+            while c != NONE {
+                kids[at] = c;
+                at += 1;
+                c = self.nodes[c as usize].next_sibling;
+            }
+        }
+        let names = &self.names;
+        let nodes = &self.nodes;
+        for i in 0..n {
+            let slice = &mut kids[first[i] as usize..first[i + 1] as usize];
+            // Reversed: the stack pops the first name first.
+            slice.sort_unstable_by(|a, b| {
+                names[nodes[*b as usize].name as usize]
+                    .cmp(&names[nodes[*a as usize].name as usize])
+            });
+        }
+        (first, kids)
     }
 
     /// The tree, children sorted by name (flame-graph order); subtrees cut as
@@ -267,61 +448,20 @@ impl TreeBuilder {
         } else {
             0
         };
-        // Children as one flat array, each node's slice sorted by name.
-        let n = self.nodes.len();
-        let mut first = vec![0u32; n + 1];
-        for &(parent, _) in self.children.keys() {
-            first[parent as usize + 1] += 1;
-        }
-        for i in 0..n {
-            first[i + 1] += first[i];
-        }
-        let mut fill_at = first.clone();
-        let mut kids = vec![0u32; self.children.len()];
-        for (&(parent, _), &child) in &self.children {
-            kids[fill_at[parent as usize] as usize] = child;
-            fill_at[parent as usize] += 1;
-        }
-        let names = &self.names;
+        let (first, kids) = self.sorted_children();
         let nodes = &self.nodes;
-        for i in 0..n {
-            let slice = &mut kids[first[i] as usize..first[i + 1] as usize];
-            // Reversed: the stack pops the first name first.
-            slice.sort_unstable_by(|a, b| {
-                names[nodes[*b as usize].name as usize]
-                    .cmp(&names[nodes[*a as usize].name as usize])
-            });
-        }
         let children_of = |i: usize| &kids[first[i] as usize..first[i + 1] as usize];
-        let mut tree = Tree {
-            nodes: Vec::new(),
-            pruned_frames: 0,
-            pruned_ns: 0,
-        };
+        let mut tree = Tree::default();
         // (building index, parent index in the output)
         let mut stack: Vec<(usize, Option<u32>)> = vec![(0, None)];
         while let Some((i, parent)) = stack.pop() {
-            let b = &nodes[i];
-            let name = &names[b.name as usize];
             let me = tree.nodes.len() as u32;
-            tree.nodes.push(Frame {
-                name: name.to_string(),
-                parent,
-                value: b.value,
-                self_ns: b.self_ns,
-                level: b.level,
-                kind: b.class.map_or("root", kind_of),
-                fill: b.class.map_or_else(String::new, |c| fill_for(c, name)),
-            });
+            tree.nodes.push(self.frame(i, parent));
             for &c in children_of(i) {
                 let c = c as usize;
                 if nodes[c].value < cut_below {
                     // The subtree's size.
-                    let mut below = vec![c];
-                    while let Some(j) = below.pop() {
-                        tree.pruned_frames += 1;
-                        below.extend(children_of(j).iter().map(|&k| k as usize));
-                    }
+                    tree.pruned_frames += subtree_size(c, children_of);
                     tree.pruned_ns += nodes[c].value;
                 } else {
                     stack.push((c, Some(me)));
@@ -332,7 +472,163 @@ impl TreeBuilder {
     }
 }
 
+impl TreeBuilder {
+    #[cfg(test)]
+    /// The child of node `at` named like node `i` of `other`.
+    fn child_named(&self, at: u32, other: &TreeBuilder, i: usize) -> Option<u32> {
+        let name = &other.names[other.nodes[i].name as usize];
+        let id = *self.name_ids.get(name)?;
+        self.child(at, id)
+    }
+
+    /// The tree as a graph `pixels.px` wide draws it: every frame at least a pixel wide
+    /// (`value * px >= total`, or below the zoomed frame `>= its value`) exactly as
+    /// [`Self::finish`] gives it (name, value, own weight, level, kind, fill, children by
+    /// name), and the children of each frame narrower than a pixel, with their subtrees,
+    /// merged into one remainder frame after the kept ones ([`remainder_name`],
+    /// [`MERGED_KIND`]), whose value is theirs summed: every frame's value is still its
+    /// children's plus its own, and the answer counts what was merged. Nothing is
+    /// pruned: at most two frames per pixel and row are left.
+    ///
+    /// With `base` (the baseline range's builder), also each output frame's value in it
+    /// (by path, as [`Tree::values_in`]; a remainder's is its merged frames' summed).
+    #[cfg(test)]
+    pub fn finish_merged(
+        self,
+        pixels: &Pixels<'_>,
+        base: Option<&TreeBuilder>,
+    ) -> (Tree, Option<Vec<u64>>) {
+        let px = u128::from(pixels.px.max(1));
+        let total = self.nodes[0].value;
+        // The zoomed frame and its ancestors (kept whatever their width).
+        let mut on_zoom = Vec::new();
+        let mut zoomed = None;
+        if !pixels.zoom.is_empty() {
+            let mut at = 0u32;
+            for name in pixels.zoom {
+                let next = self
+                    .name_ids
+                    .get(name.as_str())
+                    .and_then(|id| self.child(at, *id));
+                match next {
+                    Some(c) => {
+                        on_zoom.push(c as usize);
+                        at = c;
+                    }
+                    None => {
+                        // Not in this range: merged as if unzoomed.
+                        on_zoom.clear();
+                        break;
+                    }
+                }
+            }
+            zoomed = on_zoom.last().copied();
+        }
+        // Only the kept frames' children are sorted (by name, reversed: the stack pops the
+        // first name first), from their lists: most of a large tree is merged.
+        let nodes = &self.nodes;
+        let names = &self.names;
+        let mut tree = Tree::default();
+        let mut base_values = base.map(|_| Vec::new());
+        let mut stack = vec![Pending::Node {
+            i: 0,
+            parent: None,
+            scale: total,
+            base: base.map(|_| 0),
+        }];
+        let mut kept: Vec<usize> = Vec::new();
+        while let Some(p) = stack.pop() {
+            let me = tree.nodes.len() as u32;
+            let (i, scale, bi) = match p {
+                Pending::Rest(r) => {
+                    tree.push_remainder(&r, base_values.as_mut());
+                    continue;
+                }
+                Pending::Node {
+                    i,
+                    parent,
+                    scale,
+                    base: bi,
+                } => {
+                    tree.nodes.push(self.frame(i, parent));
+                    if let (Some(v), Some(base)) = (&mut base_values, base) {
+                        v.push(bi.map_or(0, |bi| base.nodes[bi as usize].value));
+                    }
+                    (i, scale, bi)
+                }
+            };
+            let mut rest = (0usize, 0u64, 0u64);
+            kept.clear();
+            let mut next = nodes[i].first_child;
+            while next != NONE {
+                let c = next as usize;
+                next = nodes[c].next_sibling;
+                if u128::from(nodes[c].value) * px >= u128::from(scale) || on_zoom.contains(&c) {
+                    kept.push(c);
+                    continue;
+                }
+                rest.0 += 1;
+                rest.1 += nodes[c].value;
+                if let (Some(base), Some(bi)) = (base, bi) {
+                    rest.2 += base
+                        .child_named(bi, &self, c)
+                        .map_or(0, |j| base.nodes[j as usize].value);
+                }
+            }
+            kept.sort_unstable_by(|a, b| {
+                names[nodes[*b].name as usize].cmp(&names[nodes[*a].name as usize])
+            });
+            if rest.0 > 0 {
+                // After the kept children (pushed first: popped last).
+                stack.push(Pending::Rest(Remainder {
+                    parent: me,
+                    level: nodes[i].level,
+                    count: rest.0,
+                    value: rest.1,
+                    base_value: rest.2,
+                }));
+            }
+            for &c in &kept {
+                stack.push(Pending::Node {
+                    i: c,
+                    parent: Some(me),
+                    scale: if Some(c) == zoomed {
+                        nodes[c].value
+                    } else {
+                        scale
+                    },
+                    base: match (base, bi) {
+                        (Some(base), Some(bi)) => base.child_named(bi, &self, c),
+                        _ => None,
+                    },
+                });
+            }
+        }
+        (tree, base_values)
+    }
+}
+
 impl Tree {
+    /// Add remainder `r` as a frame (and its baseline value to `base_values`), and count
+    /// the frames it stands for.
+    pub(crate) fn push_remainder(&mut self, r: &Remainder, base_values: Option<&mut Vec<u64>>) {
+        if let Some(v) = base_values {
+            v.push(r.base_value);
+        }
+        let (count, value) = (r.count, r.value);
+        self.nodes.push(Frame {
+            name: remainder_name(count),
+            parent: Some(r.parent),
+            value,
+            self_ns: value,
+            level: r.level,
+            kind: MERGED_KIND,
+            fill: MERGED_FILL.to_string(),
+        });
+        self.remainders += 1;
+        self.merged_frames += count;
+    }
+
     /// The paths of the frames (root: empty), by index.
     fn paths(&self) -> Vec<String> {
         let mut paths: Vec<String> = Vec::with_capacity(self.nodes.len());

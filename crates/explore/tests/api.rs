@@ -151,7 +151,7 @@ fn heatmap_by_cgroup() {
 #[test]
 fn static_report_data() {
     let (_d, ex) = explorer("pipe-relay", 4000);
-    let d = ex.static_data(3).unwrap();
+    let d = ex.static_data(3, 800).unwrap();
     let ranges = d["ranges"].as_array().unwrap();
     assert_eq!(ranges.len(), 4);
     assert_eq!(ranges[0]["label"], "whole trace");
@@ -160,7 +160,7 @@ fn static_report_data() {
         let (f, t) = (r["from_ns"].as_u64().unwrap(), r["to_ns"].as_u64().unwrap());
         assert_eq!(
             r["chains"],
-            get(&ex, &format!("/api/chains?from={f}&to={t}"))
+            get(&ex, &format!("/api/chains?from={f}&to={t}&px=800"))
         );
         if r != &ranges[0] {
             assert!(f >= last && t > f, "time order");
@@ -168,7 +168,7 @@ fn static_report_data() {
         }
     }
     assert_eq!(d["heatmap"], get(&ex, "/api/heatmap"));
-    let page = ex.static_page(3).unwrap();
+    let page = ex.static_page(3, 800).unwrap();
     assert!(!page.contains("src=\"app.js\"") && !page.contains("href=\"app.css\""));
     assert!(page.contains("Content-Security-Policy"));
     // One data element, and no `</` inside it to end it early.
@@ -407,4 +407,144 @@ fn a_newer_request_of_the_page_cancels_the_running_one() {
     let bad = ex.handle(&format!("/api/chains?from=0&to={to}&session=a%20b"));
     assert_eq!(bad.status, 400, "{}", bad.text());
     assert!(bad.text().contains("session="), "{}", bad.text());
+}
+
+/// Issue 36: `px=N` merges each frame's children narrower than a pixel of an N-pixel graph
+/// into one `[K frames below a pixel]` frame, and nothing else changes: the frames kept are
+/// exactly the un-merged graph's frames at least a pixel wide (same path, value, own
+/// weight), each remainder holds its parent's merged children (their count in its name
+/// and in `merged_frames`, their values and baseline values summed), so every width
+/// still adds up; below a
+/// zoomed frame the pixel is that frame's. No `px` (or `px=0`) is the answer as before,
+/// byte for byte.
+#[test]
+fn frames_below_a_pixel_merge_exactly() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let (_d, ex) = explorer("busy-server", 8_000);
+    let dur = get(&ex, "/api/info")["duration_ns"].as_u64().unwrap();
+    let base = format!("&base_from={}&base_to={}", dur / 2, dur);
+    let mut merged_any = 0;
+    for (from, to) in [(0, dur), (dur / 3, 2 * dur / 3)] {
+        let plain = ex.handle(&format!("/api/chains?from={from}&to={to}{base}"));
+        let zero = ex.handle(&format!("/api/chains?from={from}&to={to}{base}&px=0"));
+        assert_eq!(plain, zero, "px=0 is no px");
+        let full: Value = serde_json::from_slice(&plain.body).unwrap();
+        assert_eq!(
+            full["pruned_frames"], 0,
+            "a graph small enough to compare whole"
+        );
+        let total = full["nodes"][0]["value"].as_u64().unwrap();
+        let full_frames = frames(&full);
+        let full_base = full["base"]["values"].as_array().unwrap();
+        // path -> (value, own, base value, parent path)
+        let mut by_path: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+        let mut children: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (i, (p, v, s)) in full_frames.iter().enumerate() {
+            by_path.insert(p.clone(), (*v, *s, full_base[i + 1].as_u64().unwrap()));
+            let parent = p.rsplit_once(';').map_or("", |(a, _)| a).to_string();
+            children.entry(parent).or_default().push(p.clone());
+        }
+        by_path.insert(String::new(), (total, 0, full_base[0].as_u64().unwrap()));
+        // A zoomed frame: the widest one two levels down with children.
+        let zoom = full_frames
+            .iter()
+            .filter(|(p, _, _)| p.matches(';').count() == 1 && children.contains_key(p))
+            .max_by_key(|(_, v, _)| *v)
+            .map(|(p, ..)| p.clone())
+            .unwrap();
+        for px in [40u64, 300, 1500] {
+            for z in ["", zoom.as_str()] {
+                let zq = if z.is_empty() {
+                    String::new()
+                } else {
+                    format!("&zoom={}", z.replace(';', "%3B"))
+                };
+                let m = get(
+                    &ex,
+                    &format!("/api/chains?from={from}&to={to}{base}&px={px}{zq}"),
+                );
+                assert!(m.get("nodes").is_none() && m["rows"].is_array(), "compact");
+                assert_eq!(m["counts"], full["counts"]);
+                assert_eq!(m["base"]["total_ns"], full["base"]["total_ns"]);
+                // One pixel, in ns times px, at `path`: the zoomed frame's below it.
+                let scale = |path: &str| {
+                    if !z.is_empty() && (path == z || path.starts_with(&format!("{z};"))) {
+                        by_path[z].0
+                    } else {
+                        total
+                    }
+                };
+                let on_zoom =
+                    |path: &str| !z.is_empty() && (z == path || z.starts_with(&format!("{path};")));
+                let want_kept: BTreeSet<&String> = full_frames
+                    .iter()
+                    .filter(|(p, v, _)| {
+                        let parent = p.rsplit_once(';').map_or("", |(a, _)| a);
+                        on_zoom(p) || u128::from(*v) * u128::from(px) >= u128::from(scale(parent))
+                    })
+                    .map(|(p, ..)| p)
+                    .collect();
+                // Keeping is closed upwards (a parent is at least as wide as its child),
+                // except that below the zoomed frame a pixel is finer.
+                let got = frames(&m);
+                let values = m["base"]["values"].as_array().unwrap();
+                let (mut kept, mut remainders, mut merged_frames) = (BTreeSet::new(), 0, 0);
+                for (i, (p, v, s)) in got.iter().enumerate() {
+                    let b = values[i + 1].as_u64().unwrap();
+                    let (parent, name) = p.rsplit_once(';').unwrap_or(("", p));
+                    if name.ends_with(" below a pixel]") {
+                        remainders += 1;
+                        let merged: Vec<&String> = children[parent]
+                            .iter()
+                            .filter(|c| !want_kept.contains(c))
+                            .collect();
+                        assert!(!merged.is_empty(), "{p}");
+                        let n = merged.len();
+                        let want_name = if n == 1 {
+                            "[1 frame below a pixel]".to_string()
+                        } else {
+                            format!("[{n} frames below a pixel]")
+                        };
+                        assert_eq!(name, want_name);
+                        let sum = |k: usize| -> u64 {
+                            merged
+                                .iter()
+                                .map(|c| match k {
+                                    0 => by_path[*c].0,
+                                    _ => by_path[*c].2,
+                                })
+                                .sum()
+                        };
+                        assert_eq!((*v, *s, b), (sum(0), sum(0), sum(2)), "{p}");
+                        merged_frames += n;
+                    } else {
+                        assert!(want_kept.contains(p), "{p} kept at px={px} zoom={z}");
+                        assert_eq!((*v, *s, b), by_path[p], "{p}");
+                        kept.insert(p);
+                    }
+                }
+                // Every frame that should be kept and whose parent is kept is there.
+                for p in &want_kept {
+                    let parent = p.rsplit_once(';').map_or("", |(a, _)| a);
+                    if parent.is_empty() || kept.contains(&parent.to_string()) {
+                        assert!(kept.contains(p), "{p} missing at px={px} zoom={z}");
+                    }
+                }
+                assert_eq!(m["frames"], got.len() + 1);
+                assert_eq!(m["remainders"], remainders);
+                assert_eq!(m["merged_frames"], merged_frames);
+                merged_any += merged_frames;
+            }
+        }
+    }
+    assert!(merged_any > 0, "some frames merged");
+    for (url, phrase) in [
+        ("/api/chains?px=-1", "px="),
+        ("/api/chains?px=99999999", "px=99999999"),
+        ("/api/chains?zoom=a", "zoom= needs px="),
+    ] {
+        let r = ex.handle(url);
+        assert_eq!(r.status, 400, "{url}");
+        assert!(r.text().contains(phrase), "{url}: {}", r.text());
+    }
 }

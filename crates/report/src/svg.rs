@@ -623,11 +623,17 @@ fn draw(
         time += w;
     }
 
+    // The slate group frames (`--process-frames`, `--cgroup-frames`) are named in the
+    // legend only when drawn: most graphs have none.
+    let groups = merged
+        .values()
+        .any(|(_, cls)| cls.contains(&FrameClass::Group));
     let subtitle = subtitle(
         opts.chain_layout,
         &opts.unit,
         stats.frames_too_narrow,
         opts.width,
+        groups,
     );
     let mut options = Options::default();
     options.colors = Palette::Basic(BasicPalette::Blue);
@@ -780,9 +786,19 @@ fn recolor(
     Ok(out)
 }
 
+/// The slate group frames' part of the legend (`GROUP_FILL`: `[process: …]`, `[cgroup: …]`).
+const GROUP_LEGEND: &str = "slate = process/cgroup";
+
 /// The subtitle: one centred line, so pick the most complete legend that fits the image
-/// (inferno draws it in 12 px Verdana: at most ~7.5 px per character).
-fn subtitle(chain_layout: bool, unit: &str, tiny_frames: usize, width: usize) -> String {
+/// (inferno draws it in 12 px Verdana: at most ~7.5 px per character). With `groups` (the
+/// graph draws slate group frames) each legend names them first.
+fn subtitle(
+    chain_layout: bool,
+    unit: &str,
+    tiny_frames: usize,
+    width: usize,
+    groups: bool,
+) -> String {
     let legends: &[&str] = if chain_layout {
         &[
             "blocked thread at the bottom, one hue per waker level; lighter = kernel; \
@@ -804,9 +820,15 @@ fn subtitle(chain_layout: bool, unit: &str, tiny_frames: usize, width: usize) ->
         String::new()
     };
     let fits = |s: &str| s.chars().count() * 15 / 2 + 20 <= width;
+    let group = if groups {
+        format!("{GROUP_LEGEND}; ")
+    } else {
+        String::new()
+    };
     legends
         .iter()
-        .map(|l| format!("width = time ({unit}); {l}{tiny}"))
+        .map(|l| format!("width = time ({unit}); {group}{l}{tiny}"))
+        .chain(groups.then(|| format!("width = time ({unit}); {GROUP_LEGEND}")))
         .find(|s| fits(s))
         .unwrap_or_else(|| format!("width = time ({unit})"))
 }
@@ -817,27 +839,43 @@ mod tests {
 
     #[test]
     fn subtitle_fits_the_width() {
-        let full = subtitle(true, "us", 0, 1200);
+        let full = subtitle(true, "us", 0, 1200, false);
         assert!(full.contains("blocked thread at the bottom"), "{full}");
-        let tiny = subtitle(true, "us", 12345, 1200);
+        let tiny = subtitle(true, "us", 12345, 1200, false);
         assert_eq!(
             tiny,
             "width = time (us); one hue per waker level; lighter = kernel; red = interrupt; \
              violet = run queue; hatched = no stack; 12345 tiny frames not drawn"
         );
         assert_eq!(
-            subtitle(true, "us", 0, 400),
+            subtitle(true, "us", 0, 400, false),
             "width = time (us); one hue per waker level"
         );
-        assert_eq!(subtitle(false, "ms", 0, 100), "width = time (ms)");
+        assert_eq!(subtitle(false, "ms", 0, 100, false), "width = time (ms)");
+        // The slate group frames, named when drawn, before the rest of the legend.
+        let grouped = subtitle(true, "us", 0, 1200, true);
+        assert!(
+            grouped.starts_with("width = time (us); slate = process/cgroup; "),
+            "{grouped}"
+        );
+        assert_eq!(
+            subtitle(true, "us", 0, 330, true),
+            "width = time (us); slate = process/cgroup"
+        );
         for w in [100, 300, 600, 900, 1200, 2000] {
             for t in [0, 7, 123456] {
                 for chain in [true, false] {
-                    let s = subtitle(chain, "us", t, w);
-                    assert!(
-                        s.chars().count() * 15 / 2 + 20 <= w || s == "width = time (us)",
-                        "{w}: {s}"
-                    );
+                    for groups in [true, false] {
+                        let s = subtitle(chain, "us", t, w, groups);
+                        assert!(
+                            s.chars().count() * 15 / 2 + 20 <= w || s == "width = time (us)",
+                            "{w}: {s}"
+                        );
+                        assert!(
+                            !groups || w < 330 || s.contains("slate = process/cgroup"),
+                            "{w}: {s}"
+                        );
+                    }
                 }
             }
         }
