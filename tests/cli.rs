@@ -573,3 +573,16 @@ fn svg_legend_names_group_frames_when_drawn() {
         "a group legend without groups"
     );
 }
+
+/// `chains --goroutines` on a trace without goroutine records says how to get them.
+#[test]
+fn goroutine_chains_of_a_trace_without_go_records_is_an_error() {
+    fails(
+        &["chains", "--goroutines", t()],
+        "no goroutine records in this trace",
+    );
+    fails(
+        &["chains", "--goroutines", t(), "--svg", "/tmp/x.svg"],
+        "--goroutines writes folded text only",
+    );
+}

@@ -147,5 +147,39 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
         sysmon_clean * 10 >= sysmon * 9,
         "{sysmon_clean} of {sysmon} ns of sysmon's waits end at runtime.mstart:\n{folded}"
     );
+    // Goroutine chains (issue #38, done when: at least half of the receiver's waiting time
+    // shows the relay at level 1, the producer below it, then the runtime's timer).
+    let chains = ok(
+        bin()
+            .args(["chains", "--goroutines", "--unit", "ns"])
+            .arg(&trace),
+        "chainrec chains --goroutines",
+    );
+    let folded = String::from_utf8_lossy(&chains.stdout);
+    let (mut waited, mut through) = (0u64, 0u64);
+    for (path, w) in folded.lines().filter_map(|l| l.rsplit_once(' ')) {
+        let levels: Vec<&str> = path.split(";--;").collect();
+        if !levels[0].contains(";main.receiver;") {
+            continue;
+        }
+        let w: u64 = w.parse().unwrap();
+        waited += w;
+        if levels.len() == 4
+            && levels[1].contains(";main.relay;")
+            && levels[2].contains(";main.producer;")
+            && levels[3].ends_with("[go runtime: timer]")
+        {
+            through += w;
+        }
+    }
+    eprintln!("goroutine chains: {through} of {waited} ns of the receiver's waits go relay <- producer <- timer");
+    assert!(
+        waited > 100_000_000,
+        "few receiver waits ({waited} ns):\n{folded}"
+    );
+    assert!(
+        through * 2 >= waited,
+        "{through} of {waited} ns of the receiver's waits go relay <- producer <- timer:\n{folded}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

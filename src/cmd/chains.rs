@@ -137,12 +137,22 @@ pub struct ChainsArgs {
     /// `[on cpu: estimated]`, or leave it `[on cpu: no sample]` (`exact`).
     #[arg(long, default_value = "estimate", value_parser = oncpu_parser(), value_name = "HOW")]
     pub oncpu: OnCpuMode,
+    /// Goroutine chains of the Go programs in the trace (their goroutine records, from
+    /// `record`'s Go probes): each goroutine wait (park to ready) as a root, `goroutine`
+    /// and its stack, then the goroutines that readied it, level by level, down to the Go
+    /// runtime (`[go runtime: timer]`, `[go runtime: netpoll]`). Folded text (stdout or
+    /// --folded) of the parked time; no dedup, no run-queue part, no thread filters yet.
+    #[arg(long)]
+    pub goroutines: bool,
 }
 
 /// `chainrec chains`.
 pub fn run_chains(a: ChainsArgs) -> Result<()> {
     if a.max_depth == 0 {
         bail!("--max-depth must be at least 1");
+    }
+    if a.goroutines {
+        return goroutine_chains(&a);
     }
     let mode = a.mode;
     let dedup = if a.no_dedup { Dedup::Off } else { Dedup::Auto };
@@ -155,6 +165,75 @@ pub fn run_chains(a: ChainsArgs) -> Result<()> {
         !a.no_runqueue,
         a.oncpu,
     )
+}
+
+/// `chainrec chains --goroutines`.
+fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
+    let v = &a.view;
+    if v.file.len() != 1 || v.file[0].is_dir() {
+        bail!("--goroutines reads one trace file");
+    }
+    if v.svg.is_some() {
+        bail!("--goroutines writes folded text only (for now): draw it with flamegraph.pl or inferno-flamegraph");
+    }
+    let name = "chains --goroutines";
+    let an = super::open_trace(&v.file, name)?;
+    let tables = an.tables();
+    if tables.goroutines.is_empty() {
+        bail!(
+            "{}: no goroutine records in this trace: record the Go program with `chainrec record` (Go 1.19 binaries are probed once found; --go PATH probes one from its start; not with --no-go)",
+            super::label(&v.file)
+        );
+    }
+    let g = chainrec_chain::goroutine_chains(tables, a.max_depth, an.meta().stack_threshold_ns);
+    let mut out: Box<dyn Write> = match &v.folded {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let (mut small_lines, mut small_ns) = (0u64, 0u64);
+    for (line, ns) in &g.lines {
+        match v.unit.round(*ns) {
+            0 => {
+                small_lines += 1;
+                small_ns += ns;
+            }
+            w => writeln!(out, "{line} {w}")?,
+        }
+    }
+    match out.flush() {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        r => r.context("writing folded output")?,
+    }
+    let s = &g.stats;
+    say!(
+        "chainrec: {name}: {} goroutine waits ({:.3} s parked), {} lines; {} readied by the runtime",
+        s.waits,
+        s.waits_ns as f64 / 1e9,
+        g.lines.len(),
+        s.by_runtime
+    );
+    if s.readies_without_park > 0 {
+        say!("chainrec: {name}: note: {} readies of goroutines parked before the probes attached (no wait shown; they still serve as causes)", s.readies_without_park);
+    }
+    if s.open_at_end > 0 {
+        say!("chainrec: {name}: note: {} goroutines parked and never readied in the trace (still parked at its end, or made runnable without runtime.ready, as GC workers are): not shown", s.open_at_end);
+    }
+    if s.truncated > 0 {
+        say!(
+            "chainrec: {name}: note: {} chains cut at --max-depth {} ([truncated])",
+            s.truncated,
+            a.max_depth
+        );
+    }
+    if s.capped_processes > 0 {
+        say!("chainrec: {name}: note: {} Go processes had their probes detached by the rate cap (record --go-max-rate): no goroutine waits after that", s.capped_processes);
+    }
+    if let Some(l) = v.unit.left_out_note(small_lines, small_ns) {
+        say!("chainrec: {name}: {l}");
+    }
+    Ok(())
 }
 
 /// `chainrec offcpu|wakeup|offwake`.

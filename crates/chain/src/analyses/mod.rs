@@ -2,6 +2,7 @@
 //! on-CPU folding.
 
 pub(crate) mod critpath;
+pub(crate) mod goroutines;
 pub(crate) mod oncpu;
 pub(crate) mod timeline;
 
