@@ -581,8 +581,4 @@ fn goroutine_chains_of_a_trace_without_go_records_is_an_error() {
         &["chains", "--goroutines", t()],
         "no goroutine records in this trace",
     );
-    fails(
-        &["chains", "--goroutines", t(), "--svg", "/tmp/x.svg"],
-        "--goroutines writes folded text only",
-    );
 }

@@ -140,8 +140,9 @@ pub struct ChainsArgs {
     /// Goroutine chains of the Go programs in the trace (their goroutine records, from
     /// `record`'s Go probes): each goroutine wait (park to ready) as a root, `goroutine`
     /// and its stack, then the goroutines that readied it, level by level, down to the Go
-    /// runtime (`[go runtime: timer]`, `[go runtime: netpoll]`). Folded text (stdout or
-    /// --folded) of the parked time; no dedup, no run-queue part, no thread filters yet.
+    /// runtime (`[go runtime: timer]`, `[go runtime: netpoll]`): the parked time,
+    /// deduplicated as thread chains are, as folded text or --svg; no run-queue part and
+    /// no thread filters yet.
     #[arg(long)]
     pub goroutines: bool,
 }
@@ -173,9 +174,6 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
     if v.file.len() != 1 || v.file[0].is_dir() {
         bail!("--goroutines reads one trace file");
     }
-    if v.svg.is_some() {
-        bail!("--goroutines writes folded text only (for now): draw it with flamegraph.pl or inferno-flamegraph");
-    }
     let name = "chains --goroutines";
     let an = super::open_trace(&v.file, name)?;
     let tables = an.tables();
@@ -185,7 +183,34 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
             super::label(&v.file)
         );
     }
-    let g = chainrec_chain::goroutine_chains(tables, a.max_depth, an.meta().stack_threshold_ns);
+    let g = chainrec_chain::goroutine_chains(
+        tables,
+        a.max_depth,
+        an.meta().stack_threshold_ns,
+        !a.no_dedup,
+    );
+    if let Some(path) = &v.svg {
+        let title = v
+            .title
+            .clone()
+            .unwrap_or_else(|| format!("Goroutine chains: {}", super::label(&v.file)));
+        let mut opts = svg_options(v, &title, v.unit.name(), true)?;
+        opts.root_label = format!(
+            "all: {} goroutine waits{}",
+            g.stats.waits - g.stats.hidden_by_dedup,
+            if a.no_dedup { "" } else { " (dedup)" }
+        );
+        let lines: Vec<(String, u64)> = g
+            .lines
+            .iter()
+            .map(|(l, ns)| (l.clone(), v.unit.round(*ns)))
+            .collect();
+        render_svg(&lines, &opts, path)?;
+        say!("chainrec: {name}: wrote {}", path.display());
+        if v.folded.is_none() {
+            return goroutine_notes(name, a, &g);
+        }
+    }
     let mut out: Box<dyn Write> = match &v.folded {
         Some(p) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
@@ -206,13 +231,22 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         r => r.context("writing folded output")?,
     }
+    if let Some(l) = v.unit.left_out_note(small_lines, small_ns) {
+        say!("chainrec: {name}: {l}");
+    }
+    goroutine_notes(name, a, &g)
+}
+
+/// What `chains --goroutines` counted, on stderr.
+fn goroutine_notes(name: &str, a: &ChainsArgs, g: &chainrec_chain::GoChains) -> Result<()> {
     let s = &g.stats;
     say!(
-        "chainrec: {name}: {} goroutine waits ({:.3} s parked), {} lines; {} readied by the runtime",
+        "chainrec: {name}: {} goroutine waits ({:.3} s parked), {} lines; {} readied by the runtime; {} shown inside other chains (dedup; --no-dedup shows them)",
         s.waits,
         s.waits_ns as f64 / 1e9,
         g.lines.len(),
-        s.by_runtime
+        s.by_runtime,
+        s.hidden_by_dedup
     );
     if s.readies_without_park > 0 {
         say!("chainrec: {name}: note: {} readies of goroutines parked before the probes attached (no wait shown; they still serve as causes)", s.readies_without_park);
@@ -229,9 +263,6 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
     }
     if s.capped_processes > 0 {
         say!("chainrec: {name}: note: {} Go processes had their probes detached by the rate cap (record --go-max-rate): no goroutine waits after that", s.capped_processes);
-    }
-    if let Some(l) = v.unit.left_out_note(small_lines, small_ns) {
-        say!("chainrec: {name}: {l}");
     }
     Ok(())
 }

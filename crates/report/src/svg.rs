@@ -176,7 +176,10 @@ pub fn classify_name(name: &str) -> Option<FrameClass> {
     }
     let head = inner.split([':', ' ']).next().unwrap_or("");
     Some(match head {
-        "hardirq" | "softirq" | "nmi" | "idle" | "irq" | "interrupt" | "metal" => FrameClass::Metal,
+        // `[go runtime: timer]`: where a goroutine chain reaches the Go runtime.
+        "hardirq" | "softirq" | "nmi" | "idle" | "irq" | "interrupt" | "metal" | "go" => {
+            FrameClass::Metal
+        }
         "cgroup" | "pod" | "container" | "process" if inner.contains(": ") => FrameClass::Group,
         _ if inner.starts_with("lost") => FrameClass::Lost,
         _ => FrameClass::Marker,
@@ -972,6 +975,7 @@ mod tests {
         assert_eq!(classify_name("[missing stack]"), Some(Marker));
         assert_eq!(classify_name("[lost events]"), Some(Lost));
         assert_eq!(classify_name("[softirq: NET_RX]"), Some(Metal));
+        assert_eq!(classify_name("[go runtime: timer]"), Some(Metal));
         assert_eq!(classify_name("[nmi]"), Some(Metal));
         assert_eq!(classify_name("[run queue]"), Some(RunQueue));
         assert_eq!(classify_name("[idle]"), Some(Metal));

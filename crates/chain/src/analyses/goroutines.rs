@@ -8,11 +8,13 @@
 //! down to a ready by the runtime (`[go runtime: timer]`, `[go runtime: netpoll]`,
 //! `[go runtime]`), which takes the rest. Each nanosecond of a wait is on one line.
 //!
-//! Not yet (the thread engine has them): subchain dedup (every goroutine wait is a root,
-//! as with `--no-dedup`), the run-queue part (a readied goroutine waiting for a P; only
-//! the parked part is shown, as with `--no-runqueue`), earlier-wait branches (a waker's
-//! earlier parks inside its level stay with its level), and the kernel chain behind a
-//! netpoll readiness.
+//! Subchain dedup as CHAINS.md defines it: a wait whose ready is an inner level of another
+//! goroutine's chain is not a root of its own (`dedup` off shows every wait).
+//!
+//! Not yet (the thread engine has them): the run-queue part (a readied goroutine waiting
+//! for a P; only the parked part is shown, as with `--no-runqueue`), earlier-wait branches
+//! (a waker's earlier parks inside its level stay with its level), and the kernel chain
+//! behind a netpoll readiness.
 
 use crate::engine::frames::stack_frames;
 use chainrec_format::{GoEventKind, StackId, Tables, Tid};
@@ -25,6 +27,8 @@ pub struct GoChainStats {
     pub waits: u64,
     /// Their total parked time (ns): the sum of the lines' weights.
     pub waits_ns: u64,
+    /// Waits not shown as roots: their ready is an inner level of another chain (dedup).
+    pub hidden_by_dedup: u64,
     /// Waits readied by the runtime itself (no goroutine on the thread: timers, netpoll).
     pub by_runtime: u64,
     /// Readies of a goroutine with no park seen: parked before the probes attached.
@@ -69,9 +73,22 @@ struct GState {
     last_cause: Option<(usize, u64)>,
 }
 
+/// A wait's lines, kept until every chain has marked the readies it uses.
+struct Pending {
+    /// The ready that ended the wait.
+    hop: usize,
+    lines: Vec<(String, u64)>,
+}
+
 /// Folded goroutine chains of every goroutine wait in `tables`' goroutine records, at
-/// most `max_depth` readies per chain; `threshold_ns` names skipped stacks.
-pub fn goroutine_chains(tables: &Tables, max_depth: usize, threshold_ns: u64) -> GoChains {
+/// most `max_depth` readies per chain; `threshold_ns` names skipped stacks; `dedup`
+/// hides the waits whose ready another chain shows as an inner level.
+pub fn goroutine_chains(
+    tables: &Tables,
+    max_depth: usize,
+    threshold_ns: u64,
+    dedup: bool,
+) -> GoChains {
     let go = &tables.goroutines;
     let events = go.events();
     let mut out = GoChains::default();
@@ -79,7 +96,9 @@ pub fn goroutine_chains(tables: &Tables, max_depth: usize, threshold_ns: u64) ->
     let start = events.first().map_or(0, |e| e.ts);
     let mut states: FxHashMap<(Tid, u64), GState> = FxHashMap::default();
     let mut hops: Vec<Hop> = Vec::new();
-    let mut index: FxHashMap<String, usize> = FxHashMap::default();
+    // Readies used as inner levels of some chain (dedup), by hop.
+    let mut inner: Vec<bool> = Vec::new();
+    let mut pending: Vec<Pending> = Vec::new();
     let mut names = Names {
         tables,
         threshold_ns,
@@ -106,6 +125,7 @@ pub fn goroutine_chains(tables: &Tables, max_depth: usize, threshold_ns: u64) ->
                     cause,
                     cause_s,
                 });
+                inner.push(false);
                 let st = states.entry((e.tgid, e.goid)).or_default();
                 let Some((a, pstack, reason)) = st.park.take() else {
                     out.stats.readies_without_park += 1;
@@ -118,8 +138,8 @@ pub fn goroutine_chains(tables: &Tables, max_depth: usize, threshold_ns: u64) ->
                 if e.waker == 0 {
                     out.stats.by_runtime += 1;
                 }
-                let root = names.root(e.tgid, pstack, reason);
-                let mut path = root;
+                let mut lines = Vec::new();
+                let mut path = names.root(e.tgid, pstack, reason);
                 let (mut l, mut t) = (a, e.ts);
                 let mut cur = h;
                 let mut depth = 1;
@@ -136,7 +156,8 @@ pub fn goroutine_chains(tables: &Tables, max_depth: usize, threshold_ns: u64) ->
                             let l2 = l.max(hop.cause_s);
                             let ct = hops[c].ts.min(t);
                             let own = t.saturating_sub(l) - ct.saturating_sub(l2);
-                            add(&mut out.lines, &mut index, &path, own);
+                            lines.push((path.clone(), own));
+                            inner[c] = true;
                             l = l2;
                             t = ct;
                             cur = c;
@@ -145,32 +166,43 @@ pub fn goroutine_chains(tables: &Tables, max_depth: usize, threshold_ns: u64) ->
                         Some(_) => {
                             out.stats.truncated += 1;
                             path.push_str(";[truncated]");
-                            add(&mut out.lines, &mut index, &path, t.saturating_sub(l));
+                            lines.push((path, t.saturating_sub(l)));
                             break;
                         }
                         None => {
-                            add(&mut out.lines, &mut index, &path, t.saturating_sub(l));
+                            lines.push((path, t.saturating_sub(l)));
                             break;
                         }
                     }
                 }
+                pending.push(Pending { hop: h, lines });
             }
         }
     }
     out.stats.open_at_end = states.values().filter(|s| s.park.is_some()).count() as u64;
+    let mut index: FxHashMap<String, usize> = FxHashMap::default();
+    for p in pending {
+        if dedup && inner[p.hop] {
+            out.stats.hidden_by_dedup += 1;
+            continue;
+        }
+        for (line, w) in p.lines {
+            add(&mut out.lines, &mut index, line, w);
+        }
+    }
     out
 }
 
 /// Add `w` ns to `line` (a new line keeps its first-seen place); zero weights are not lines.
-fn add(lines: &mut Vec<(String, u64)>, index: &mut FxHashMap<String, usize>, line: &str, w: u64) {
+fn add(lines: &mut Vec<(String, u64)>, index: &mut FxHashMap<String, usize>, line: String, w: u64) {
     if w == 0 {
         return;
     }
-    match index.get(line) {
+    match index.get(&line) {
         Some(&i) => lines[i].1 += w,
         None => {
-            index.insert(line.to_string(), lines.len());
-            lines.push((line.to_string(), w));
+            index.insert(line.clone(), lines.len());
+            lines.push((line, w));
         }
     }
 }
@@ -190,7 +222,7 @@ impl Names<'_> {
             .or_insert_with(|| stack_frames(t, s, th))
     }
 
-    /// The waiting goroutine: `goroutine`, its stack root to leaf, then `[reason]`.
+    /// The waiting goroutine: `goroutine`, its stack root to leaf, then `wait: REASON`.
     fn root(&mut self, tgid: Tid, s: StackId, reason: u8) -> String {
         let reason = self.tables.goroutines.reason_name(tgid, reason);
         let mut out = String::from("goroutine");
@@ -198,9 +230,9 @@ impl Names<'_> {
             out.push(';');
             out.push_str(f);
         }
-        out.push_str(";[");
+        // Not bracketed: a wait reason is no marker (`[...]` frames are drawn as such).
+        out.push_str(";wait: ");
         out.push_str(&reason);
-        out.push(']');
         out
     }
 
@@ -297,8 +329,8 @@ mod tests {
                 capped_ns: 0,
             }],
         });
-        let g = goroutine_chains(&t, 8, 0);
-        let root = |r: &str| format!("goroutine;[{r}]");
+        let g = goroutine_chains(&t, 8, 0, false);
+        let root = |r: &str| format!("goroutine;wait: {r}");
         let gor = "goroutine";
         let timer = "[go runtime]";
         let (r, s) = (root("chan receive"), root("sleep"));
@@ -331,5 +363,15 @@ mod tests {
             *want_by.entry(l).or_default() += w;
         }
         assert_eq!(by, want_by);
+        // Dedup: the producer's and the relay's waits are inner levels of the receiver's
+        // chains, so only the receiver's waits are roots.
+        let d = goroutine_chains(&t, 8, 0, true);
+        assert_eq!(d.stats.hidden_by_dedup, 4);
+        let want_d = vec![
+            (format!("{r};--;{gor}"), 40 + 100),
+            (format!("{r};--;{gor};--;{gor}"), 50 + 100),
+            (format!("{r};--;{gor};--;{gor};--;{timer}"), 900 + 900),
+        ];
+        assert_eq!(d.lines, want_d);
     }
 }
