@@ -157,12 +157,20 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
     );
     let folded = String::from_utf8_lossy(&chains.stdout);
     let (mut waited, mut through) = (0u64, 0u64);
+    // Issue #35's Go criterion, on the goroutine-level graph: the program's chain width
+    // whose level 0 has main.* frames (at thread level an M parked in stopm has no
+    // goroutine, and 33 % was all it gave).
+    let (mut width, mut main_at_0) = (0u64, 0u64);
     for (path, w) in folded.lines().filter_map(|l| l.rsplit_once(' ')) {
         let levels: Vec<&str> = path.split(";--;").collect();
+        let w: u64 = w.parse().unwrap();
+        width += w;
+        if levels[0].contains(";main.") {
+            main_at_0 += w;
+        }
         if !levels[0].contains(";main.receiver;") {
             continue;
         }
-        let w: u64 = w.parse().unwrap();
         waited += w;
         if levels.len() == 4
             && levels[1].contains(";main.relay;")
@@ -176,6 +184,11 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
     assert!(
         waited > 100_000_000,
         "few receiver waits ({waited} ns):\n{folded}"
+    );
+    eprintln!("goroutine chains: {main_at_0} of {width} ns have main.* frames at level 0");
+    assert!(
+        main_at_0 * 10 >= width * 8,
+        "{main_at_0} of {width} ns of goroutine chains have main.* at level 0:\n{folded}"
     );
     assert!(
         through * 2 >= waited,
