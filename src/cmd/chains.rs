@@ -189,6 +189,10 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
         an.meta().stack_threshold_ns,
         !a.no_dedup,
     );
+    // In the unit, the lines that round to 0 left out and counted (as every view does).
+    let rounded = v
+        .unit
+        .round_lines(g.lines.iter().map(|(l, ns)| (l.as_str(), *ns)));
     if let Some(path) = &v.svg {
         let title = v
             .title
@@ -200,10 +204,10 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
             g.stats.waits - g.stats.hidden_by_dedup,
             if a.no_dedup { "" } else { " (dedup)" }
         );
-        let lines: Vec<(String, u64)> = g
-            .lines
+        let lines: Vec<(String, u64)> = rounded
+            .kept
             .iter()
-            .map(|(l, ns)| (l.clone(), v.unit.round(*ns)))
+            .map(|&(l, w)| (l.to_string(), w))
             .collect();
         render_svg(&lines, &opts, path)?;
         say!("chainrec: {name}: wrote {}", path.display());
@@ -217,21 +221,17 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
-    let (mut small_lines, mut small_ns) = (0u64, 0u64);
-    for (line, ns) in &g.lines {
-        match v.unit.round(*ns) {
-            0 => {
-                small_lines += 1;
-                small_ns += ns;
-            }
-            w => writeln!(out, "{line} {w}")?,
-        }
-    }
-    match out.flush() {
+    let written = rounded
+        .kept
+        .iter()
+        .try_for_each(|(line, w)| writeln!(out, "{line} {w}"))
+        .and_then(|()| out.flush());
+    match written {
+        // The reader stopped (`| head`): not an error.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         r => r.context("writing folded output")?,
     }
-    if let Some(l) = v.unit.left_out_note(small_lines, small_ns) {
+    if let Some(l) = rounded.left_out_note() {
         say!("chainrec: {name}: {l}");
     }
     goroutine_notes(name, a, &g)
