@@ -59,7 +59,8 @@ pub use engine::mode::{Mode, OnCpuMode};
 // The engine and what it hands its sinks: one record per wait, over interned nodes.
 pub use engine::machine::Engine;
 pub use engine::nodes::{
-    Node, NodeId, NodeKind, NodeTable, RunqHolder, EARLIER_WAIT_FRAME, NOT_FOLLOWED_FRAME,
+    Node, NodeId, NodeKind, NodeTable, RunqHolder, EARLIER_WAIT_FRAME, FORK_FRAME,
+    NOT_FOLLOWED_FRAME,
 };
 pub use engine::record::{HopRecord, LevelKind, OnCpuPart, RunqPart, WaitRecord, WaitSink};
 pub use engine::stats::{Inconsistency, Stats};

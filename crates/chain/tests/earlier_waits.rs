@@ -140,3 +140,46 @@ fn earlier_wait_beyond_the_depth_limit_is_not_followed() {
     assert_eq!(r.stats.blocked_not_followed_ns, 19_899_900 * n);
     assert_eq!(r.stats.earlier_waits, 0);
 }
+
+/// A waker created inside the root's wait (scenario `fork-in-wait`): the time before its
+/// fork is not its own. It goes on to the parent that forked it (`[fork]`): as the
+/// worker's cause when the worker had not blocked since (even iterations), as an earlier
+/// wait of the worker when its chain follows a later wait (odd: its timer sleep).
+///
+/// Each root: cr-waiter blocked [t+100, wake]. Even: the worker's own time is
+/// [t+10 ms, t+10.5 ms] (20 us runnable behind the idle CPU 0, then running); the
+/// spawner's [t+100, t+10 ms] = 9,999,900 ns. Odd: the worker's own time is
+/// [t+10, t+10.1 ms] and [t+11.1, t+11.5 ms] (20 + 10 us runnable), its sleep the timer's
+/// 1 ms, and [t+100, t+10 ms] the fork branch. Before, the worker read 20,949,800 ns of
+/// own (on-CPU) time, 19,999,800 of it before it existed.
+#[test]
+fn time_before_a_wakers_fork_is_its_parents() {
+    const WAITER: &str = "cr-waiter;main;pthread_join;-;futex_wait;schedule";
+    const WORKER: &str = "--;try_to_wake_up;futex_wake;-;cr-worker";
+    const FORK: &str = "--;[fork];-;cr-spawner";
+    let m = gen("fork-in-wait", 20);
+    let r = run(&m, Config::default(), View::Chains);
+    let want = map(&[
+        (&j(&[WAITER, WORKER]), 480_000 + 470_000),
+        (
+            &j(&[WAITER, WORKER, "--;[run queue];[idle]"]),
+            20_000 + 30_000,
+        ),
+        (&j(&[WAITER, WORKER, FORK]), 9_999_900),
+        (&j(&[WAITER, WORKER, "--;[earlier wait]", FORK]), 9_999_900),
+        (&j(&[WAITER, WORKER, L_IRQ]), 1_000_000),
+        // Behind the worker, under the name it had when it was switched in.
+        (&j(&[WAITER, "--;[run queue];cr-spawner"]), 100_000),
+        (&j(&[WAITER, "--;[run queue];cr-worker"]), 100_000),
+        // Each worker's first interval: runnable from its fork (under its parent's name).
+        ("cr-spawner;--;[run queue];[idle]", 2 * 20_000),
+    ]);
+    assert_eq!(r.folded, want, "{}", show(&r));
+    assert_eq!(r.stats.fork_causes, 2);
+    assert_eq!(r.stats.earlier_waits, 1);
+    assert_eq!(r.stats.blocked_not_followed_ns, 0);
+    for w in r.records.iter().filter(|w| w.tid == 1100) {
+        let lines: u64 = w.hops.iter().map(|h| h.ns).sum::<u64>() + w.runq_ns_of(0);
+        assert_eq!(lines, w.offcpu_ns().unwrap());
+    }
+}

@@ -12,6 +12,7 @@ use crate::script::{rel_secs, rel_time, stack_label, state_str};
 use crate::top::fmt_ns;
 use chainrec_chain::{
     stack_frames, HopRecord, LevelKind, Mode, NodeId, NodeTable, RunqPart, TraceRef, WaitRecord,
+    FORK_FRAME,
 };
 use chainrec_format::{StackId, Tables};
 use serde::Serialize;
@@ -135,7 +136,8 @@ pub struct HopJson {
     /// The waker's cgroup path at the waking (task wakers, traces that record cgroups).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waker_cgroup: Option<String>,
-    /// `task`, `softirq`, `hardirq`, `nmi`.
+    /// `task`, `softirq`, `hardirq`, `nmi`, or `fork`: the waker created the thread of the
+    /// level above (`sched_wakeup_new`), the time before it existed.
     pub context: &'static str,
     /// The chain ends here (interrupt context or the idle task).
     pub metal: bool,
@@ -315,7 +317,12 @@ impl HopJson {
             waker_tgid: h.waker_tgid,
             waker_comm: h.waker_comm.to_string(),
             waker_cgroup: cx.waker_cgroup(h).map(|id| cx.cgroup_path(id).into_owned()),
-            context: h.context.label(),
+            // A fork hop (the thread's creation by its parent) is a task context too.
+            context: if cx.nodes.get(h.node).leaf_frame.as_deref() == Some(FORK_FRAME) {
+                "fork"
+            } else {
+                h.context.label()
+            },
             metal: h.metal,
             node: NodeJson::new(h.node, h.kstack, h.ustack, cx),
             ns: h.ns,

@@ -20,7 +20,7 @@ use crate::engine::tasks::{Status, Task, TaskIndex, WaitRefs, WaitSlot};
 use crate::engine::walk::{OwnScratch, Walker};
 use chainrec_format::{
     state_is_dead, CommReason, Event, OffCpuStacks, RecordingMeta, StackId, Switch, Tables, Tid,
-    WakeContext, Waking, STATE_INTERRUPTIBLE, STATE_RUNNABLE,
+    WakeContext, WakeupNew, Waking, STATE_INTERRUPTIBLE, STATE_RUNNABLE,
 };
 
 /// The tables of an engine state kept apart from its trace ([`Engine::snapshot`]); empty,
@@ -287,6 +287,7 @@ impl<'t> Engine<'t> {
                         self.tasks[t].tgid = n.child_tgid;
                         self.tasks[t].ident = self.nodes.ident(self.tasks[t].comm, n.child_tgid);
                     }
+                    self.fork_cause(t, n);
                     let task = &mut self.tasks[t];
                     if !task.status.is_off() {
                         // A new task is runnable from here: an off-CPU (run-queue) interval.
@@ -814,6 +815,64 @@ impl<'t> Engine<'t> {
         self.stats.wakings_ignored = self.stats.wakings_ignored.saturating_sub(1);
         self.stats.woken_before_block += 1;
         self.attach_hop(t, h, out);
+    }
+
+    /// A new thread's life is caused by its parent's fork: that is the child's first cause,
+    /// as if it had been blocked since the trace began and the fork woke it. A chain that
+    /// comes through the child then goes on to the parent (`[fork]`) for the time before
+    /// the child existed, instead of counting that time as the child's own (running).
+    fn fork_cause(&mut self, t: usize, n: &WakeupNew) {
+        if n.parent_tid == 0 || n.parent_tid == n.child_tid {
+            return;
+        }
+        let pt = self.task(n.parent_tid);
+        let parent = &mut self.tasks[pt];
+        if parent.status == Status::Unknown {
+            // It runs: it is forking.
+            parent.status = Status::Running;
+        }
+        let mut hop = Hop {
+            ts: n.ts,
+            cause_ts: 0,
+            cause_s: 0,
+            cause: CauseLink::NONE,
+            node: self.nodes.fork(parent.ident),
+            waker_tid: n.parent_tid,
+            waker_ident: parent.ident,
+            kstack: StackId::NONE,
+            ustack: StackId::NONE,
+            context: WakeContext::Task,
+            hidden: false,
+            pending_markers: 0,
+            wait_slot: None,
+        };
+        if let Some(cause) = parent.last_cause {
+            hop.cause = CauseLink::hop(cause);
+            hop.cause_s = parent.last_cause_s;
+            hop.cause_ts = self.hops[cause.index()].ts;
+        }
+        let h = self.alloc_hop(hop);
+        let before = self.trace_start.unwrap_or(n.ts);
+        let child = &mut self.tasks[t];
+        child.last_cause = Some(h);
+        // Before its fork the child was not: none of that time is its own.
+        child.last_cause_s = before;
+        if self.cfg.mode == Mode::Bounded && n.ts > before {
+            // Nor later, when the child is a level whose chain follows a later wait: the
+            // time before the fork is an earlier wait of the child, ended by the fork.
+            self.past.push(
+                t,
+                PastWait {
+                    start: before,
+                    end: n.ts,
+                    hop: Some(h),
+                    metal: None,
+                    kstack: StackId::NONE,
+                    ustack: StackId::NONE,
+                },
+            );
+        }
+        self.stats.fork_causes += 1;
     }
 
     /// The hop of waking `w` (target task `t`), its node and cause resolved now.

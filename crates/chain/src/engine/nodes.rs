@@ -100,6 +100,9 @@ pub const RUNQ_FRAME: &str = "[run queue]";
 pub const EARLIER_WAIT_FRAME: &str = "[earlier wait]";
 /// A waker's blocked time that the DAG does not follow (CHAINS.md, "Attribution").
 pub const NOT_FOLLOWED_FRAME: &str = "[blocked: not followed]";
+/// The kernel frame of a fork hop: the task that created the thread the chain came
+/// through (CHAINS.md, "Hops, metal and causes").
+pub const FORK_FRAME: &str = "[fork]";
 
 /// An interned node.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -304,6 +307,8 @@ pub struct NodeTable {
     /// Task nodes of softirqs run by the task itself: (comm, source, kstack, ustack), by
     /// raw and by canonical stacks.
     softirq_tasks: FxHashMap<(CommId, u32, StackId, StackId), NodeId>,
+    /// Fork nodes by the parent's comm (see [`NodeTable::fork`]).
+    forks: FxHashMap<CommId, NodeId>,
     /// Direct-mapped cache in front of `metal`: (context, source, kstack, node).
     metal_cache: Vec<(WakeContext, u32, StackId, NodeId)>,
     /// Stacks that render like a lower id, and that id: nodes are interned by rendering,
@@ -340,6 +345,7 @@ impl Default for NodeTable {
             tasks: FxHashMap::default(),
             metal: FxHashMap::default(),
             softirq_tasks: FxHashMap::default(),
+            forks: FxHashMap::default(),
             metal_cut: FxHashMap::default(),
             metal_cache: vec![
                 (WakeContext::Task, 0, StackId::NONE, NodeId::MAX);
@@ -402,6 +408,7 @@ impl NodeTable {
             ("n.metal", cost(heap, &self.metal)),
             ("n.metal_cut", cost(heap, &self.metal_cut)),
             ("n.softirq", cost(heap, &self.softirq_tasks)),
+            ("n.forks", cost(heap, &self.forks)),
             ("n.metal_cache", cost(heap, &self.metal_cache)),
             ("n.same_stacks", cost(heap, &self.same_stacks)),
             (
@@ -701,6 +708,25 @@ impl NodeTable {
             .insert((comm_id, source, kstack, ustack), id);
         id
     }
+    /// Intern the node of a fork: the task (`ident`) that created a thread, its kernel
+    /// frames one [`FORK_FRAME`] (the recorder takes no stack at `sched_wakeup_new`).
+    pub(crate) fn fork(&mut self, ident: IdentId) -> NodeId {
+        let (comm, _, comm_id) = self.idents[ident as usize];
+        if let Some(&id) = self.forks.get(&comm_id) {
+            return id;
+        }
+        let id = self.nodes.len() as NodeId;
+        self.nodes.push(Node {
+            kind: NodeKind::Task { comm },
+            kstack: StackId::NONE,
+            ustack: StackId::NONE,
+            kframes: None,
+            leaf_frame: Some(FORK_FRAME.to_string()),
+        });
+        self.forks.insert(comm_id, id);
+        id
+    }
+
     /// Intern a metal node (label computed once per distinct key).
     #[inline]
     pub(crate) fn metal(

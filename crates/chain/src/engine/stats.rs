@@ -67,6 +67,10 @@ pub struct Stats {
     pub wakings_of_idle: u64,
     /// Hops created.
     pub hops: u64,
+    /// Forks (`sched_wakeup_new`) taken as the new thread's first cause: a chain through
+    /// a thread created inside the wait goes on to its parent (`[fork]`), not counting
+    /// the time before the thread existed as its own.
+    pub fork_causes: u64,
     /// Chains cut at the depth limit while a further cause existed.
     pub truncated: u64,
     /// `--mode last` walks stopped at a repeated thread.

@@ -37,6 +37,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario { name: "oncpu-worker", about: "cr-client waits 5 ms on cr-worker, which computes (on-CPU samples every 1 ms: spin_compute, parse); idle samples", generate: oncpu_worker },
         Scenario { name: "containers", about: "cr-web (docker container) <- cr-db (Kubernetes pod) <- cr-cron (cron.service, moved to /user.slice half way) <- [hardirq: timer] over pipes, 10 ms period; threads' cgroups recorded", generate: containers },
         Scenario { name: "timer-waits", about: "cr-main waits 30 ms on cr-timer, which slept three times on its timer meanwhile (two earlier waits inside the root's wait: one merged branch of the wakeup DAG)", generate: timer_waits },
+        Scenario { name: "fork-in-wait", about: "cr-waiter waits 10 ms on a cr-worker that cr-spawner forks 10 ms into the wait; every other worker sleeps 1 ms on its timer first (the time before the fork is the spawner's, never the worker's)", generate: fork_in_wait },
         Scenario { name: "oncpu-sparse", about: "cr-client waits 5 ms on cr-worker, which computes; sparse samples (every 30 ms per CPU): most waits hold no sample of the worker", generate: oncpu_sparse },
     ]
 }
@@ -370,6 +371,65 @@ fn timer_waits(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
             b.swin(t + 30_070_000, 1, main);
         },
         40_000_000,
+    )
+}
+
+/// fork-in-wait: 10 or 13 events per 20 ms iteration; worker tids 1102, 1103, ...
+/// cr-waiter (1100) blocks at t+100 on CPU 0; cr-spawner (1101) runs on CPU 1 throughout
+/// and forks a worker at t+10 ms, switched in on CPU 0 20 us later. An even iteration's
+/// worker wakes the waiter at t+10.5 ms; an odd one's first sleeps on its timer
+/// [t+10.1, t+11.1 ms] and wakes the waiter at t+11.5 ms. The worker exits and the
+/// waiter runs 100 us after its waking.
+fn fork_in_wait(p: &SynthParams, out: &mut dyn TraceSink) -> Result<()> {
+    let (waiter, spawner) = (1100, 1101);
+    let mut b = B::new();
+    let k_futex = b.k(&["schedule", "futex_wait"]);
+    let u_join = b.u(1100, &["pthread_join", "main"]);
+    let k_sleep = b.k(&["schedule", "do_nanosleep", "__x64_sys_clock_nanosleep"]);
+    let k_wake = b.k(&["try_to_wake_up", "futex_wake"]);
+    let k_irq = irq_timer_stack(&mut b);
+    b.comm(T0, waiter, 1100, "cr-waiter", CommReason::Seen);
+    b.comm(T0, spawner, 1100, "cr-spawner", CommReason::Seen);
+    b.swin(T0, 1, spawner);
+    let tasks = [
+        (waiter, 1100, "cr-waiter", false),
+        (spawner, 1100, "cr-spawner", false),
+    ];
+    run(
+        b,
+        out,
+        &tasks,
+        iterations(p, 10),
+        |b, i, t| {
+            let c = 1102 + i as Tid;
+            b.sw(t + 100, 0, waiter, S, 0, k_futex, u_join);
+            b.comm(t + 10_000_000, c, c, "cr-spawner", CommReason::Fork);
+            b.ev.push(Event::WakeupNew(WakeupNew {
+                ts: t + 10_000_000,
+                cpu: 1,
+                parent_tid: spawner,
+                child_tid: c,
+                child_tgid: c,
+            }));
+            b.swin(t + 10_020_000, 0, c);
+            b.comm(t + 10_030_000, c, c, "cr-worker", CommReason::Exec);
+            let wake = if i % 2 == 0 {
+                t + 10_500_000
+            } else {
+                b.sw(t + 10_100_000, 0, c, S, 0, k_sleep, NO);
+                b.wk(t + 11_100_000, 0, 0, c, HARD, SRC_TIMER, k_irq, NO);
+                b.swin(t + 11_110_000, 0, c);
+                t + 11_500_000
+            };
+            b.wk(wake, 0, c, waiter, TASK, 0, k_wake, NO);
+            b.ev.push(Event::Exit(Exit {
+                ts: wake + 50_000,
+                tid: c,
+                tgid: c,
+            }));
+            b.sw(wake + 100_000, 0, c, 0x80, waiter, NO, NO);
+        },
+        20_000_000,
     )
 }
 
