@@ -216,7 +216,7 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
 /// non-blocking poll (`[go runtime: netpoll, polled]`), and the level of the thread that
 /// woke the poller. Checked: at least 90 % of that last part is the client's write
 /// (`[softirq: NET_RX]` first, the client's goroutine in its frames: its write loop, or
-/// main.client closing the connections at the end, or its chain going on below), at least 10 % of all of it (the rest is the machine's
+/// at the end its read loop closing an idle connection, or its chain going on below), at least 10 % of all of it (the rest is the machine's
 /// load), and the client goroutine's chain goes on into the goroutine that sent it the
 /// request (main.client's, through `persistConn.roundTrip`) for at least half of the
 /// NET_RX part.
@@ -286,10 +286,9 @@ fn go_http_handler_waits_end_at_the_clients_write() {
             Some(l) => {
                 woke += w;
                 let below = &levels[i + 2..];
-                // The client's goroutine: its frames (the write loop's write, main.client's
-                // close at the end), or its chain below.
-                let frames = l.contains(";net/http.(*persistConn).writeLoop;")
-                    || l.contains(";main.client;");
+                // The client's goroutine: its frames (the write loop's write; at the end the
+                // read loop's close of an idle connection), or its chain below.
+                let frames = l.contains(";net/http.(*persistConn).");
                 if l.starts_with("[softirq: NET_RX];") && (frames || !below.is_empty()) {
                     client += w;
                     if below.first().is_some_and(|g| {

@@ -59,7 +59,8 @@ func client(addr string) {
 	}
 	wg.Wait()
 	// Closed here rather than by the exit, so that the connections' last wait on the
-	// server ends at this goroutine's close, not at the kernel's cleanup of the process.
+	// server ends at a goroutine's close (each connection's read loop), not at the
+	// kernel's cleanup of the process.
 	tr.CloseIdleConnections()
 	fmt.Printf("%d requests\n", total)
 }
