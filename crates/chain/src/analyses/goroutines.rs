@@ -28,6 +28,7 @@ use crate::analyses::gothreads::{goroutine_entry, GoThreadWakes, Sleep};
 use crate::engine::frames::stack_frames;
 use chainrec_format::{GoEvent, GoEventKind, StackId, Tables, Tid};
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// What [`goroutine_chains`] counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -123,7 +124,7 @@ enum Join {
     Joined {
         wake: u64,
         switch_in: u64,
-        level: String,
+        level: Arc<str>,
         cause: Option<(usize, u64)>,
     },
     /// The readiness was found by a non-blocking poll.
@@ -144,8 +145,29 @@ struct GState {
 struct Pending {
     /// The ready that ended the wait.
     hop: usize,
-    lines: Vec<(String, u64)>,
+    /// Interned lines ([`Interned`]) and their weights.
+    lines: Vec<(u32, u64)>,
     netpoll: NetpollShares,
+}
+
+/// Each distinct line once (a wait's lines wait for the dedup marks of later chains, and
+/// many waits share lines).
+#[derive(Default)]
+struct Interned {
+    index: FxHashMap<String, u32>,
+    texts: Vec<String>,
+}
+
+impl Interned {
+    fn id(&mut self, line: &str) -> u32 {
+        if let Some(&i) = self.index.get(line) {
+            return i;
+        }
+        let i = self.texts.len() as u32;
+        self.index.insert(line.to_string(), i);
+        self.texts.push(line.to_string());
+        i
+    }
 }
 
 /// Folded goroutine chains of every goroutine wait in `tables`' goroutine records, at
@@ -173,6 +195,7 @@ pub fn goroutine_chains(
     // Readies used as inner levels of some chain (dedup), by hop.
     let mut inner: Vec<bool> = Vec::new();
     let mut pending: Vec<Pending> = Vec::new();
+    let mut interned = Interned::default();
     let mut names = Names {
         tables,
         threshold_ns,
@@ -226,6 +249,7 @@ pub fn goroutine_chains(
                     out.stats.by_runtime += 1;
                 }
                 let mut lines = Vec::new();
+                let mut line = |path: &str, w: u64| lines.push((interned.id(path), w));
                 let mut netpoll = NetpollShares::default();
                 let mut path = names.root(e.tgid, pstack, reason);
                 let (mut l, mut t) = (a, e.ts);
@@ -256,7 +280,7 @@ pub fn goroutine_chains(
                             if tw > l && depth >= max_depth {
                                 out.stats.truncated += 1;
                                 path.push_str(";[truncated]");
-                                lines.push((path, t.saturating_sub(l)));
+                                line(&path, t.saturating_sub(l));
                                 break;
                             }
                             // The poller thread's own time after its wakeup (all of the
@@ -264,8 +288,8 @@ pub fn goroutine_chains(
                             // ready, and before that runnable, waiting for a CPU.
                             let si = (*switch_in).clamp(tw, t);
                             netpoll.poller_ns += t - tw;
-                            lines.push((path.clone(), t - si));
-                            lines.push((format!("{path};--;{RUNQ}"), si - tw));
+                            line(&path, t - si);
+                            line(&format!("{path};--;{RUNQ}"), si - tw);
                             if tw == l {
                                 break;
                             }
@@ -288,7 +312,7 @@ pub fn goroutine_chains(
                             let l2 = l.max(cs);
                             let ct = hops[c].ts.min(t);
                             let own = t.saturating_sub(l) - ct.saturating_sub(l2);
-                            lines.push((path.clone(), own));
+                            line(&path, own);
                             inner[c] = true;
                             l = l2;
                             t = ct;
@@ -298,11 +322,11 @@ pub fn goroutine_chains(
                         Some(_) => {
                             out.stats.truncated += 1;
                             path.push_str(";[truncated]");
-                            lines.push((path, t.saturating_sub(l)));
+                            line(&path, t.saturating_sub(l));
                             break;
                         }
                         None => {
-                            lines.push((path, t.saturating_sub(l)));
+                            line(&path, t.saturating_sub(l));
                             break;
                         }
                     }
@@ -316,15 +340,26 @@ pub fn goroutine_chains(
         }
     }
     out.stats.open_at_end = states.values().filter(|s| s.park.is_some()).count() as u64;
-    let mut index: FxHashMap<String, usize> = FxHashMap::default();
+    // Lines in the order the shown waits first produce them; zero weights are not lines.
+    let mut at: Vec<Option<usize>> = vec![None; interned.texts.len()];
     for p in pending {
         if dedup && inner[p.hop] {
             out.stats.hidden_by_dedup += 1;
             continue;
         }
         out.stats.netpoll.add(&p.netpoll);
-        for (line, w) in p.lines {
-            add(&mut out.lines, &mut index, line, w);
+        for (id, w) in p.lines {
+            if w == 0 {
+                continue;
+            }
+            match at[id as usize] {
+                Some(i) => out.lines[i].1 += w,
+                None => {
+                    at[id as usize] = Some(out.lines.len());
+                    out.lines
+                        .push((std::mem::take(&mut interned.texts[id as usize]), w));
+                }
+            }
         }
     }
     out
@@ -400,7 +435,7 @@ fn join_of(
         _ if w.waker_tid == 0 || w.waker_tgid == 0 => None,
         Some((ts, g, s)) if !threads.blocked_between(w.waker_tid, w.wake, ts) => {
             let same = match &w.entry {
-                Some(entry) => goroutine_entry(names.frames(s)).as_ref() == Some(entry),
+                Some(entry) => goroutine_entry(names.frames(s)).as_deref() == Some(&**entry),
                 None => true,
             };
             same.then_some(g)
@@ -417,20 +452,6 @@ fn join_of(
         switch_in: w.switch_in,
         level: w.level.clone(),
         cause,
-    }
-}
-
-/// Add `w` ns to `line` (a new line keeps its first-seen place); zero weights are not lines.
-fn add(lines: &mut Vec<(String, u64)>, index: &mut FxHashMap<String, usize>, line: String, w: u64) {
-    if w == 0 {
-        return;
-    }
-    match index.get(&line) {
-        Some(&i) => lines[i].1 += w,
-        None => {
-            index.insert(line.clone(), lines.len());
-            lines.push((line, w));
-        }
     }
 }
 
@@ -758,10 +779,10 @@ mod tests {
             switch_in: 1800,
             wake: 1600,
             sleep: Sleep::Epoll,
-            level: level.to_string(),
+            level: level.into(),
             waker_tid: 202,
             waker_tgid: 200,
-            entry: Some(entry.to_string()),
+            entry: Some(entry.into()),
         };
         let mut th = GoThreadWakes::default();
         th.push(101, wake("main.writeLoop"));

@@ -4,11 +4,12 @@
 //! with its first level (the waker, rendered as the thread chains print it) and whether
 //! the thread slept in `epoll_wait` (the runtime's blocking netpoll) there.
 
-use crate::engine::nodes::{NodeKind, NodeTable};
+use crate::engine::nodes::{NodeId, NodeKind, NodeTable};
 use crate::engine::record::{WaitRecord, WaitSink};
 use crate::graph::pathframes::FrameNamer;
 use chainrec_format::{StackId, Tables, Tid};
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::sync::Arc;
 
 /// The frame a task hop or a metal level has when the network's receive softirq woke the
 /// thread (loopback: the writer ran it itself; CHAINS.md "softirq").
@@ -37,15 +38,16 @@ pub struct ThreadWake {
     /// Where it slept.
     pub sleep: Sleep,
     /// The waker's level as a thread chain prints it, leaf first, without the `--` that
-    /// opens it: `[softirq: NET_RX];try_to_wake_up;…;-;syscall.write;…;comm`.
-    pub level: String,
+    /// opens it: `[softirq: NET_RX];try_to_wake_up;…;-;syscall.write;…;comm` (shared by
+    /// the waits of one waker node).
+    pub level: Arc<str>,
     /// The waker thread and its process (0: metal or unknown).
     pub waker_tid: Tid,
     /// The waker's process.
     pub waker_tgid: Tid,
     /// The waker goroutine's entry function (the frame above `runtime.goexit` of its user
     /// stack), when the waker is a Go thread whose user stack was taken.
-    pub entry: Option<String>,
+    pub entry: Option<Arc<str>>,
 }
 
 /// The blocked waits of the threads of Go processes, by thread, in switch-in order.
@@ -102,6 +104,9 @@ pub struct GoThreadSink<'a> {
     namer: FrameNamer<'a>,
     threshold_ns: u64,
     go: FxHashSet<Tid>,
+    /// Levels by waker node, entry functions by user stack: rendered once.
+    levels: FxHashMap<NodeId, Arc<str>>,
+    entries: FxHashMap<StackId, Option<Arc<str>>>,
     /// What it collected.
     pub wakes: GoThreadWakes,
 }
@@ -115,6 +120,8 @@ impl<'a> GoThreadSink<'a> {
             namer: FrameNamer::new(tables, threshold_ns),
             threshold_ns,
             go: tables.goroutines.processes().map(|p| p.tgid).collect(),
+            levels: FxHashMap::default(),
+            entries: FxHashMap::default(),
             wakes: GoThreadWakes::default(),
         }
     }
@@ -150,18 +157,32 @@ impl WaitSink for GoThreadSink<'_> {
         let epoll = k.iter().any(|f| f == "do_epoll_wait" || f == "ep_poll")
             || (!w.kstack.is_real() && net_rx);
         let sleep = if epoll { Sleep::Epoll } else { Sleep::Other };
-        let nf = self.namer.node(nodes, hop.node, false);
-        let level = nf
-            .frames
-            .iter()
-            .map(|(s, _)| s.as_str())
-            .skip_while(|s| *s == "--")
-            .collect::<Vec<_>>()
-            .join(";");
-        let entry = if hop.metal {
-            None
-        } else {
-            goroutine_entry(&self.frames(hop.ustack))
+        let level = match self.levels.get(&hop.node) {
+            Some(l) => l.clone(),
+            None => {
+                let nf = self.namer.node(nodes, hop.node, false);
+                let l: Arc<str> = nf
+                    .frames
+                    .iter()
+                    .map(|(s, _)| s.as_str())
+                    .skip_while(|s| *s == "--")
+                    .collect::<Vec<_>>()
+                    .join(";")
+                    .into();
+                self.levels.insert(hop.node, l.clone());
+                l
+            }
+        };
+        let entry = match hop.metal {
+            true => None,
+            false => match self.entries.get(&hop.ustack) {
+                Some(e) => e.clone(),
+                None => {
+                    let e = goroutine_entry(&self.frames(hop.ustack)).map(Arc::from);
+                    self.entries.insert(hop.ustack, e.clone());
+                    e
+                }
+            },
         };
         self.wakes.push(
             w.tid,
