@@ -31,7 +31,9 @@ func handler(w http.ResponseWriter, r *http.Request) {
 }
 
 func client(addr string) {
-	tr := &http.Transport{MaxIdleConnsPerHost: clients}
+	// As many connections as goroutines, no more: otherwise the first requests' dials
+	// race and a spare connection may sit idle through the whole run.
+	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
 	c := &http.Client{Transport: tr}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
