@@ -189,10 +189,14 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
     // ready to the kernel chain behind it.
     let threshold = an.meta().stack_threshold_ns;
     let mut sink = chainrec_chain::GoThreadSink::new(tables, threshold);
+    // Only the Go processes' waits are walked and kept.
+    let mut filter = chainrec_chain::Filter::default();
+    filter.threads.pids = tables.goroutines.processes().map(|p| p.tgid).collect();
     let setup = Setup {
         max_depth: 1,
         dedup: Dedup::Off,
         runqueue: false,
+        filter,
         ..Setup::default()
     };
     an.run(setup, &mut sink, |_| {})
