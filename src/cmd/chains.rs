@@ -140,9 +140,11 @@ pub struct ChainsArgs {
     /// Goroutine chains of the Go programs in the trace (their goroutine records, from
     /// `record`'s Go probes): each goroutine wait (park to ready) as a root, `goroutine`
     /// and its stack, then the goroutines that readied it, level by level, down to the Go
-    /// runtime (`[go runtime: timer]`, `[go runtime: netpoll]`): the parked time,
-    /// deduplicated as thread chains are, as folded text or --svg; no run-queue part and
-    /// no thread filters yet.
+    /// runtime (`[go runtime: timer]`, `[go runtime: netpoll]`; a netpoll ready goes on
+    /// into the thread that woke the poller out of epoll_wait, e.g. a peer's write with
+    /// `[softirq: NET_RX]`, and that thread's goroutine): the parked time, deduplicated as
+    /// thread chains are, as folded text or --svg; no run-queue part and no thread filters
+    /// yet.
     #[arg(long)]
     pub goroutines: bool,
 }
@@ -183,8 +185,26 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
             super::label(&v.file)
         );
     }
+    // The Go processes' thread-level wakeups (first levels only), which join a netpoll
+    // ready to the kernel chain behind it.
+    let threshold = an.meta().stack_threshold_ns;
+    let mut sink = chainrec_chain::GoThreadSink::new(tables, threshold);
+    // Only the Go processes' waits are walked and kept.
+    let mut filter = chainrec_chain::Filter::default();
+    filter.threads.pids = tables.goroutines.processes().map(|p| p.tgid).collect();
+    let setup = Setup {
+        max_depth: 1,
+        dedup: Dedup::Off,
+        runqueue: false,
+        filter,
+        ..Setup::default()
+    };
+    an.run(setup, &mut sink, |_| {})
+        .context("thread-level wakeups of the Go processes")?;
+    let threads = sink.into_wakes();
     let g = chainrec_chain::goroutine_chains(
         tables,
+        Some(&threads),
         a.max_depth,
         an.meta().stack_threshold_ns,
         !a.no_dedup,
@@ -248,6 +268,22 @@ fn goroutine_notes(name: &str, a: &ChainsArgs, g: &chainrec_chain::GoChains) -> 
         s.by_runtime,
         s.hidden_by_dedup
     );
+    let n = &s.netpoll;
+    let total = n.joined.1 + n.polled.1 + n.unjoined.1;
+    if total > 0 {
+        let pct = |ns: u64| 100.0 * ns as f64 / total as f64;
+        say!(
+            "chainrec: {name}: netpoll: {:.1} % of the time behind netpoll readies joined to the wakeup of the poller thread's epoll_wait ({} readies; {:.1} % the poller thread's own time after it, {:.1} % on into the waker thread's goroutine), {:.1} % found by a non-blocking poll ({}, [go runtime: netpoll, polled]), {:.1} % not joined ({}: no thread-level wait of the poller thread)",
+            pct(n.joined.1),
+            n.joined.0,
+            pct(n.poller_ns),
+            pct(n.into_goroutine.1),
+            pct(n.polled.1),
+            n.polled.0,
+            pct(n.unjoined.1),
+            n.unjoined.0
+        );
+    }
     if s.readies_without_park > 0 {
         say!("chainrec: {name}: note: {} readies of goroutines parked before the probes attached (no wait shown; they still serve as causes)", s.readies_without_park);
     }

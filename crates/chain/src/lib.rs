@@ -66,7 +66,8 @@ pub use engine::record::{HopRecord, LevelKind, OnCpuPart, RunqPart, WaitRecord, 
 pub use engine::stats::{Inconsistency, Stats};
 
 // What a run leaves for the renderers, and how they name its frames.
-pub use analyses::goroutines::{goroutine_chains, GoChainStats, GoChains};
+pub use analyses::goroutines::{goroutine_chains, GoChainStats, GoChains, NetpollShares};
+pub use analyses::gothreads::{GoThreadSink, GoThreadWakes, Sleep, ThreadWake};
 pub use engine::frames::{is_inlined, sample_frames, split_inlined, stack_frames, INLINED_MARK};
 pub use graph::finished::{Collected, Graph, TraceRef};
 pub use graph::folded::FoldedSink;

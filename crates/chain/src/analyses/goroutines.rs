@@ -11,14 +11,24 @@
 //! Subchain dedup as CHAINS.md defines it: a wait whose ready is an inner level of another
 //! goroutine's chain is not a root of its own (`dedup` off shows every wait).
 //!
+//! A netpoll ready is joined to the thread level (session 25): when the thread that ran
+//! netpoll had just been woken out of `epoll_wait` (the scheduler's blocking netpoll), that
+//! wakeup's waker, as thread chains print it, is what made the fd ready: on loopback the
+//! peer's thread in its write with `[softirq: NET_RX]` on top. It is the next level, and,
+//! when the goroutine running on the waker's thread then is known, that goroutine's own
+//! chain goes on below it. A readiness found by a non-blocking poll (the thread had run
+//! goroutines or slept elsewhere since its last wakeup) ends at
+//! `[go runtime: netpoll, polled]`.
+//!
 //! Not yet (the thread engine has them): the run-queue part (a readied goroutine waiting
 //! for a P; only the parked part is shown, as with `--no-runqueue`), earlier-wait branches
-//! (a waker's earlier parks inside its level stay with its level), and the kernel chain
-//! behind a netpoll readiness.
+//! (a waker's earlier parks inside its level stay with its level).
 
+use crate::analyses::gothreads::{goroutine_entry, GoThreadWakes, Sleep};
 use crate::engine::frames::stack_frames;
-use chainrec_format::{GoEventKind, StackId, Tables, Tid};
+use chainrec_format::{GoEvent, GoEventKind, StackId, Tables, Tid};
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// What [`goroutine_chains`] counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,6 +51,44 @@ pub struct GoChainStats {
     /// Go processes whose probes were detached by the rate cap: no goroutine records after
     /// that, so later waits are missing.
     pub capped_processes: u64,
+    /// Netpoll levels of the shown chains, by how they end: joined to the thread wakeup
+    /// that ended the poller thread's `epoll_wait`, found by a non-blocking poll
+    /// (`polled`), or neither (no thread-level wait of the poller thread known, or no
+    /// thread index given).
+    pub netpoll: NetpollShares,
+}
+
+/// Netpoll levels (a ready by the network poller inside a shown chain) and the time
+/// (ns) at and below them, by how they end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetpollShares {
+    /// Joined to the poller thread's wakeup out of `epoll_wait`: (levels, ns).
+    pub joined: (u64, u64),
+    /// Of the joined levels' ns, the poller thread's own time after its wakeup (waiting
+    /// for a CPU, then running up to the ready).
+    pub poller_ns: u64,
+    /// Of the joined levels, those continued into the goroutine that ran on the waker's
+    /// thread.
+    pub into_goroutine: (u64, u64),
+    /// Found by a non-blocking poll: (levels, ns).
+    pub polled: (u64, u64),
+    /// Neither: (levels, ns).
+    pub unjoined: (u64, u64),
+}
+
+impl NetpollShares {
+    fn add(&mut self, o: &NetpollShares) {
+        self.poller_ns += o.poller_ns;
+        for (a, b) in [
+            (&mut self.joined, o.joined),
+            (&mut self.into_goroutine, o.into_goroutine),
+            (&mut self.polled, o.polled),
+            (&mut self.unjoined, o.unjoined),
+        ] {
+            a.0 += b.0;
+            a.1 += b.1;
+        }
+    }
 }
 
 /// Goroutine chains of a trace: folded lines in first-seen order, weights in ns.
@@ -63,6 +111,26 @@ struct Hop {
     /// park's start.
     cause: Option<usize>,
     cause_s: u64,
+    /// A ready by netpoll: its join to the thread level (index into the joins).
+    join: Option<usize>,
+}
+
+/// How a netpoll ready joins the thread level.
+#[derive(Clone, Debug)]
+enum Join {
+    /// The poller thread was woken out of `epoll_wait` at `wake` by `level` (a thread
+    /// chain's first level, leaf first) and ran again at `switch_in`; `cause` is the ready that ended the last park
+    /// of the goroutine then running on the waker's thread (and that park's start).
+    Joined {
+        wake: u64,
+        switch_in: u64,
+        level: Arc<str>,
+        cause: Option<(usize, u64)>,
+    },
+    /// The readiness was found by a non-blocking poll.
+    Polled,
+    /// No thread-level wait of the poller thread is known.
+    Unjoined,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -77,14 +145,39 @@ struct GState {
 struct Pending {
     /// The ready that ended the wait.
     hop: usize,
-    lines: Vec<(String, u64)>,
+    /// Interned lines ([`Interned`]) and their weights.
+    lines: Vec<(u32, u64)>,
+    netpoll: NetpollShares,
+}
+
+/// Each distinct line once (a wait's lines wait for the dedup marks of later chains, and
+/// many waits share lines).
+#[derive(Default)]
+struct Interned {
+    index: FxHashMap<String, u32>,
+    texts: Vec<String>,
+}
+
+impl Interned {
+    fn id(&mut self, line: &str) -> u32 {
+        if let Some(&i) = self.index.get(line) {
+            return i;
+        }
+        let i = self.texts.len() as u32;
+        self.index.insert(line.to_string(), i);
+        self.texts.push(line.to_string());
+        i
+    }
 }
 
 /// Folded goroutine chains of every goroutine wait in `tables`' goroutine records, at
-/// most `max_depth` readies per chain; `threshold_ns` names skipped stacks; `dedup`
-/// hides the waits whose ready another chain shows as an inner level.
+/// most `max_depth` levels per chain; `threshold_ns` names skipped stacks; `dedup` hides
+/// the waits whose ready another chain shows as an inner level; `threads` (the Go
+/// processes' thread-level wakeups, [`crate::GoThreadSink`]) joins netpoll readies to
+/// the kernel chain behind them (without it they end at `[go runtime: netpoll]`).
 pub fn goroutine_chains(
     tables: &Tables,
+    threads: Option<&GoThreadWakes>,
     max_depth: usize,
     threshold_ns: u64,
     dedup: bool,
@@ -94,11 +187,15 @@ pub fn goroutine_chains(
     let mut out = GoChains::default();
     out.stats.capped_processes = go.processes().filter(|p| p.capped_ns > 0).count() as u64;
     let start = events.first().map_or(0, |e| e.ts);
+    let running = Running::new(events);
     let mut states: FxHashMap<(Tid, u64), GState> = FxHashMap::default();
+    let mut history = History::default();
     let mut hops: Vec<Hop> = Vec::new();
+    let mut joins: Vec<Join> = Vec::new();
     // Readies used as inner levels of some chain (dedup), by hop.
     let mut inner: Vec<bool> = Vec::new();
     let mut pending: Vec<Pending> = Vec::new();
+    let mut interned = Interned::default();
     let mut names = Names {
         tables,
         threshold_ns,
@@ -117,6 +214,13 @@ pub fn goroutine_chains(
                         None => (None, 0),
                     },
                 };
+                let join = match threads {
+                    Some(th) if e.waker == 0 && names.runtime_label(e.stack) == NETPOLL => {
+                        joins.push(join_of(e, th, &running, &history, &mut names));
+                        Some(joins.len() - 1)
+                    }
+                    _ => None,
+                };
                 let h = hops.len();
                 hops.push(Hop {
                     ts: e.ts,
@@ -124,39 +228,91 @@ pub fn goroutine_chains(
                     stack: e.stack,
                     cause,
                     cause_s,
+                    join,
                 });
                 inner.push(false);
                 let st = states.entry((e.tgid, e.goid)).or_default();
-                let Some((a, pstack, reason)) = st.park.take() else {
+                let park = st.park.take();
+                let a = park.map_or(start, |p| p.0);
+                st.last_cause = Some((h, a));
+                history
+                    .entry((e.tgid, e.goid))
+                    .or_default()
+                    .push((e.ts, h, a));
+                let Some((a, pstack, reason)) = park else {
                     out.stats.readies_without_park += 1;
-                    st.last_cause = Some((h, start));
                     continue;
                 };
-                st.last_cause = Some((h, a));
                 out.stats.waits += 1;
                 out.stats.waits_ns += e.ts.saturating_sub(a);
                 if e.waker == 0 {
                     out.stats.by_runtime += 1;
                 }
                 let mut lines = Vec::new();
+                let mut line = |path: &str, w: u64| lines.push((interned.id(path), w));
+                let mut netpoll = NetpollShares::default();
                 let mut path = names.root(e.tgid, pstack, reason);
                 let (mut l, mut t) = (a, e.ts);
                 let mut cur = h;
                 let mut depth = 1;
                 loop {
                     let hop = hops[cur];
+                    let join = hop.join.map(|j| &joins[j]);
                     path.push_str(";--;");
-                    path.push_str(&names.level(hop.waker, hop.stack));
-                    let next = match hop.cause {
-                        Some(c) if hop.waker != 0 && hops[c].ts > l => Some(c),
+                    path.push_str(&names.level(hop.waker, hop.stack, join));
+                    // The cause below this level: the ready that ended the waker's last
+                    // park; below a joined netpoll, the thread that woke the poller and
+                    // then the ready that ended its goroutine's last park.
+                    let mut below = match hop.cause {
+                        Some(c) if hop.waker != 0 => Some((c, hop.cause_s)),
                         _ => None,
                     };
+                    let share = (1, t.saturating_sub(l));
+                    match join {
+                        Some(Join::Joined {
+                            wake,
+                            switch_in,
+                            level,
+                            cause,
+                        }) => {
+                            bump(&mut netpoll.joined, share);
+                            let tw = (*wake).clamp(l, t);
+                            if tw > l && depth >= max_depth {
+                                out.stats.truncated += 1;
+                                path.push_str(";[truncated]");
+                                line(&path, t.saturating_sub(l));
+                                break;
+                            }
+                            // The poller thread's own time after its wakeup (all of the
+                            // wait when it was woken before the park): running up to the
+                            // ready, and before that runnable, waiting for a CPU.
+                            let si = (*switch_in).clamp(tw, t);
+                            netpoll.poller_ns += t - tw;
+                            line(&path, t - si);
+                            line(&format!("{path};--;{RUNQ}"), si - tw);
+                            if tw == l {
+                                break;
+                            }
+                            path.push_str(";--;");
+                            path.push_str(level);
+                            t = tw;
+                            depth += 1;
+                            below = *cause;
+                            if below.is_some_and(|(c, _)| hops[c].ts > l) {
+                                bump(&mut netpoll.into_goroutine, share);
+                            }
+                        }
+                        Some(Join::Polled) => bump(&mut netpoll.polled, share),
+                        Some(Join::Unjoined) => bump(&mut netpoll.unjoined, share),
+                        None => {}
+                    }
+                    let next = below.filter(|&(c, _)| hops[c].ts > l);
                     match next {
-                        Some(c) if depth < max_depth => {
-                            let l2 = l.max(hop.cause_s);
+                        Some((c, cs)) if depth < max_depth => {
+                            let l2 = l.max(cs);
                             let ct = hops[c].ts.min(t);
                             let own = t.saturating_sub(l) - ct.saturating_sub(l2);
-                            lines.push((path.clone(), own));
+                            line(&path, own);
                             inner[c] = true;
                             l = l2;
                             t = ct;
@@ -166,44 +322,136 @@ pub fn goroutine_chains(
                         Some(_) => {
                             out.stats.truncated += 1;
                             path.push_str(";[truncated]");
-                            lines.push((path, t.saturating_sub(l)));
+                            line(&path, t.saturating_sub(l));
                             break;
                         }
                         None => {
-                            lines.push((path, t.saturating_sub(l)));
+                            line(&path, t.saturating_sub(l));
                             break;
                         }
                     }
                 }
-                pending.push(Pending { hop: h, lines });
+                pending.push(Pending {
+                    hop: h,
+                    lines,
+                    netpoll,
+                });
             }
         }
     }
     out.stats.open_at_end = states.values().filter(|s| s.park.is_some()).count() as u64;
-    let mut index: FxHashMap<String, usize> = FxHashMap::default();
+    // Lines in the order the shown waits first produce them; zero weights are not lines.
+    let mut at: Vec<Option<usize>> = vec![None; interned.texts.len()];
     for p in pending {
         if dedup && inner[p.hop] {
             out.stats.hidden_by_dedup += 1;
             continue;
         }
-        for (line, w) in p.lines {
-            add(&mut out.lines, &mut index, line, w);
+        out.stats.netpoll.add(&p.netpoll);
+        for (id, w) in p.lines {
+            if w == 0 {
+                continue;
+            }
+            match at[id as usize] {
+                Some(i) => out.lines[i].1 += w,
+                None => {
+                    at[id as usize] = Some(out.lines.len());
+                    out.lines
+                        .push((std::mem::take(&mut interned.texts[id as usize]), w));
+                }
+            }
         }
     }
     out
 }
 
-/// Add `w` ns to `line` (a new line keeps its first-seen place); zero weights are not lines.
-fn add(lines: &mut Vec<(String, u64)>, index: &mut FxHashMap<String, usize>, line: String, w: u64) {
-    if w == 0 {
-        return;
-    }
-    match index.get(&line) {
-        Some(&i) => lines[i].1 += w,
-        None => {
-            index.insert(line.clone(), lines.len());
-            lines.push((line, w));
+/// Per goroutine (process, goid): the readies that ended its parks, as (time, hop, park
+/// start), in time order.
+type History = FxHashMap<(Tid, u64), Vec<(u64, usize, u64)>>;
+
+fn bump(a: &mut (u64, u64), b: (u64, u64)) {
+    a.0 += b.0;
+    a.1 += b.1;
+}
+
+/// Which goroutine ran on a thread when: the goroutine records of each thread (a park
+/// is its goroutine's, a ready by a goroutine its waker's), in time order.
+struct Running {
+    by_tid: FxHashMap<Tid, Vec<(u64, u64, StackId)>>,
+}
+
+impl Running {
+    fn new(events: &[GoEvent]) -> Running {
+        let mut by_tid: FxHashMap<Tid, Vec<(u64, u64, StackId)>> = FxHashMap::default();
+        for e in events {
+            let g = match e.kind {
+                GoEventKind::Park => e.goid,
+                GoEventKind::Ready => e.waker,
+            };
+            if g != 0 {
+                by_tid.entry(e.tid).or_default().push((e.ts, g, e.stack));
+            }
         }
+        Running { by_tid }
+    }
+
+    /// Whether a goroutine ran on `tid` inside `(from, to)`.
+    fn any_between(&self, tid: Tid, from: u64, to: u64) -> bool {
+        self.by_tid.get(&tid).is_some_and(|v| {
+            let i = v.partition_point(|r| r.0 <= from);
+            v.get(i).is_some_and(|r| r.0 < to)
+        })
+    }
+
+    /// The first goroutine record of `tid` after `ts`: (time, goroutine, stack).
+    fn next_after(&self, tid: Tid, ts: u64) -> Option<(u64, u64, StackId)> {
+        let v = self.by_tid.get(&tid)?;
+        v.get(v.partition_point(|r| r.0 <= ts)).copied()
+    }
+}
+
+/// The join of netpoll ready `e` (by the runtime on thread `e.tid`) to the thread level.
+fn join_of(
+    e: &GoEvent,
+    threads: &GoThreadWakes,
+    running: &Running,
+    history: &History,
+    names: &mut Names<'_>,
+) -> Join {
+    let Some(w) = threads.last_before(e.tid, e.ts) else {
+        return Join::Unjoined;
+    };
+    // A non-blocking poll: the thread slept elsewhere (a futex), or ran goroutines since
+    // it left epoll_wait (so this is a later poll of its scheduler loop).
+    if w.sleep != Sleep::Epoll || running.any_between(e.tid, w.switch_in, e.ts) {
+        return Join::Polled;
+    }
+    // The goroutine on the waker's thread at the wakeup: that of the thread's next
+    // goroutine record, if the thread did not block in between (a goroutine leaves its M
+    // without a record only when preempted, yielding, or when its system call's return
+    // finds no P, which blocks the M), and, when the waker's user stack was taken, if
+    // that stack is of the same goroutine function (same entry function).
+    let goroutine = match running.next_after(w.waker_tid, w.wake) {
+        _ if w.waker_tid == 0 || w.waker_tgid == 0 => None,
+        Some((ts, g, s)) if !threads.blocked_between(w.waker_tid, w.wake, ts) => {
+            let same = match &w.entry {
+                Some(entry) => goroutine_entry(names.frames(s)).as_deref() == Some(&**entry),
+                None => true,
+            };
+            same.then_some(g)
+        }
+        _ => None,
+    };
+    let cause = goroutine.and_then(|g| {
+        let v = history.get(&(w.waker_tgid, g))?;
+        let i = v.partition_point(|r| r.0 <= w.wake);
+        i.checked_sub(1).map(|j| (v[j].1, v[j].2))
+    });
+    Join::Joined {
+        wake: w.wake,
+        switch_in: w.switch_in,
+        level: w.level.clone(),
+        cause,
     }
 }
 
@@ -236,11 +484,41 @@ impl Names<'_> {
         out
     }
 
+    /// What a ready by the runtime on stack `s` was: `[go runtime: timer]`,
+    /// `[go runtime: netpoll]` or `[go runtime]`, from its frames up to `runtime.mcall`
+    /// (below it are the frames of whatever goroutine last ran on the thread, not a cause).
+    fn runtime_label(&mut self, s: StackId) -> &'static str {
+        let mut label = RUNTIME;
+        for f in self.frames(s) {
+            if f == "runtime.mcall" {
+                break;
+            }
+            if f.starts_with("runtime.netpoll") {
+                label = NETPOLL;
+            } else if label == RUNTIME
+                && (f == "runtime.runOneTimer"
+                    || f == "runtime.runtimer"
+                    || f == "runtime.checkTimers")
+            {
+                label = TIMER;
+            }
+        }
+        label
+    }
+
     /// A level: the readying goroutine's stack leaf to root, then `goroutine`; or, for a
-    /// ready by the runtime, its scheduler frames up to `runtime.mcall` (below it are the
-    /// frames of whatever goroutine last ran on the thread, not a cause), then what it
-    /// was: `[go runtime: timer]`, `[go runtime: netpoll]` or `[go runtime]`.
-    fn level(&mut self, waker: u64, s: StackId) -> String {
+    /// ready by the runtime, its scheduler frames up to `runtime.mcall`, then what it was
+    /// ([`Self::runtime_label`]; a netpoll ready found by a non-blocking poll:
+    /// `[go runtime: netpoll, polled]`).
+    fn level(&mut self, waker: u64, s: StackId, join: Option<&Join>) -> String {
+        let mut label = if waker == 0 {
+            self.runtime_label(s)
+        } else {
+            RUNTIME
+        };
+        if label == NETPOLL && matches!(join, Some(Join::Polled)) {
+            label = POLLED;
+        }
         let frames = self.frames(s);
         let mut out = String::new();
         if waker != 0 {
@@ -251,19 +529,9 @@ impl Names<'_> {
             out.push_str("goroutine");
             return out;
         }
-        let mut label = "[go runtime]";
         for f in frames {
             if f == "runtime.mcall" {
                 break;
-            }
-            if f.starts_with("runtime.netpoll") {
-                label = "[go runtime: netpoll]";
-            } else if label == "[go runtime]"
-                && (f == "runtime.runOneTimer"
-                    || f == "runtime.runtimer"
-                    || f == "runtime.checkTimers")
-            {
-                label = "[go runtime: timer]";
             }
             out.push_str(f);
             out.push(';');
@@ -273,10 +541,20 @@ impl Names<'_> {
     }
 }
 
+/// A ready by the runtime, by what it was.
+const RUNTIME: &str = "[go runtime]";
+const TIMER: &str = "[go runtime: timer]";
+const NETPOLL: &str = "[go runtime: netpoll]";
+/// A netpoll ready found by a non-blocking poll: no thread wakeup to join.
+const POLLED: &str = "[go runtime: netpoll, polled]";
+/// Below a joined netpoll level: the poller thread was runnable (woken, not yet on a CPU).
+const RUNQ: &str = crate::engine::nodes::RUNQ_FRAME;
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chainrec_format::{GoDelta, GoEvent, GoProcess};
+    use crate::analyses::gothreads::ThreadWake;
+    use chainrec_format::{GoDelta, GoProcess};
 
     fn ev(ts: u64, kind: GoEventKind, goid: u64, waker: u64, reason: u8) -> GoEvent {
         GoEvent {
@@ -329,7 +607,7 @@ mod tests {
                 capped_ns: 0,
             }],
         });
-        let g = goroutine_chains(&t, 8, 0, false);
+        let g = goroutine_chains(&t, None, 8, 0, false);
         let root = |r: &str| format!("goroutine;wait: {r}");
         let gor = "goroutine";
         let timer = "[go runtime]";
@@ -365,7 +643,7 @@ mod tests {
         assert_eq!(by, want_by);
         // Dedup: the producer's and the relay's waits are inner levels of the receiver's
         // chains, so only the receiver's waits are roots.
-        let d = goroutine_chains(&t, 8, 0, true);
+        let d = goroutine_chains(&t, None, 8, 0, true);
         assert_eq!(d.stats.hidden_by_dedup, 4);
         let want_d = vec![
             (format!("{r};--;{gor}"), 40 + 100),
@@ -373,5 +651,194 @@ mod tests {
             (format!("{r};--;{gor};--;{gor};--;{timer}"), 900 + 900),
         ];
         assert_eq!(d.lines, want_d);
+    }
+
+    /// A user stack of `frames` (leaf first) in process `tgid`, as id `id`.
+    fn user_stack(t: &mut Tables, id: u32, tgid: Tid, frames: &[&str]) -> StackId {
+        use chainrec_format::{StackEntry, StackKind, SymbolEntry};
+        let sid = StackId(id);
+        let addrs: Vec<u64> = (0..frames.len() as u64)
+            .map(|i| u64::from(id) * 100 + i)
+            .collect();
+        for (a, f) in addrs.iter().zip(frames) {
+            t.symbols.insert(
+                (StackKind::User, tgid, *a),
+                SymbolEntry {
+                    kind: StackKind::User,
+                    tgid,
+                    addr: *a,
+                    name: Some(f.to_string()),
+                    offset: 0,
+                    module: None,
+                    build_id: None,
+                    file_offset: None,
+                },
+            );
+        }
+        t.stacks.insert(
+            sid,
+            StackEntry {
+                id: sid,
+                kind: StackKind::User,
+                tgid,
+                frames: addrs,
+            },
+        );
+        sid
+    }
+
+    /// A handler goroutine readied by netpoll, joined to the thread level (hand-worked).
+    /// Server process 100: the poller thread 101 slept in epoll_wait [900, 1600], woken at
+    /// 1600 by the client's thread 202 (its write, `[softirq: NET_RX]` on top), back on a
+    /// CPU at 1800. Client process 200: goroutine 20 (the caller) is readied by a timer at
+    /// 1200 and readies 21 (the write loop) at 1400; 21 writes on thread 202 at 1600 and
+    /// parks there at 1700 (its next record on that thread: the goroutine of the wakeup).
+    ///
+    /// - Handler 10 parked [1000, 2000], readied by the poller's netpoll at 2000: the
+    ///   poller's own time after its wakeup, running [1800, 2000] and runnable
+    ///   [1600, 1800]; the client's thread level [1400, 1600] (21's own time after its
+    ///   ready); below it 21's chain: 20's own time [1200, 1400], the timer [1000, 1200].
+    /// - Handler 13 parked [1700, 2001], readied by the same poll: the poller was woken
+    ///   before it parked, so all is the poller's own time: running [1800, 2001], runnable
+    ///   [1700, 1800].
+    /// - Handler 11 parked [1900, 2100], readied by netpoll on 101 after goroutine 12 ran
+    ///   there (its park at 2050): a later, non-blocking poll.
+    #[test]
+    fn netpoll_readies_join_the_thread_that_woke_the_poller() {
+        use GoEventKind::{Park, Ready};
+        let (recv, sleep, io, select, io2) = (1, 2, 3, 4, 5);
+        let mut t = Tables::default();
+        let np = user_stack(
+            &mut t,
+            16,
+            100,
+            &[
+                "runtime.netpollready",
+                "runtime.netpoll",
+                "runtime.findRunnable",
+                "runtime.schedule",
+                "runtime.park_m",
+                "runtime.mcall",
+                "main.other",
+                "runtime.goexit",
+            ],
+        );
+        let wl = user_stack(
+            &mut t,
+            17,
+            200,
+            &["runtime.gopark", "main.writeLoop", "runtime.goexit"],
+        );
+        let e = |ts, tgid, tid, kind, goid, waker, reason, stack| GoEvent {
+            tid,
+            tgid,
+            stack,
+            ..ev(ts, kind, goid, waker, reason)
+        };
+        let n = StackId::NONE;
+        let reasons: Vec<String> = [
+            "",
+            "chan receive",
+            "sleep",
+            "IO wait",
+            "select",
+            "IO wait again",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        t.goroutines.merge(&GoDelta {
+            events: vec![
+                e(0, 200, 202, Park, 21, 0, recv, n),
+                e(0, 200, 201, Park, 20, 0, sleep, n),
+                e(1000, 100, 103, Park, 10, 0, io, n),
+                e(1200, 200, 201, Ready, 20, 0, 0, n),
+                e(1400, 200, 201, Ready, 21, 20, 0, n),
+                e(1450, 200, 201, Park, 20, 0, select, n),
+                e(1700, 200, 202, Park, 21, 0, recv, wl),
+                e(1700, 100, 105, Park, 13, 0, io2, n),
+                e(1900, 100, 104, Park, 11, 0, select, n),
+                e(2000, 100, 101, Ready, 10, 0, 0, np),
+                e(2001, 100, 101, Ready, 13, 0, 0, np),
+                e(2050, 100, 101, Park, 12, 0, recv, n),
+                e(2100, 100, 101, Ready, 11, 0, 0, np),
+            ],
+            processes: [100, 200]
+                .iter()
+                .map(|&tgid| GoProcess {
+                    tgid,
+                    version: "go1.19.8".into(),
+                    reasons: reasons.clone(),
+                    capped_ns: 0,
+                })
+                .collect(),
+        });
+        let level = "[softirq: NET_RX];tcp_sendmsg;-;main.writeLoop;runtime.goexit;client";
+        let wake = |entry: &str| ThreadWake {
+            switch_out: 900,
+            switch_in: 1800,
+            wake: 1600,
+            sleep: Sleep::Epoll,
+            level: level.into(),
+            waker_tid: 202,
+            waker_tgid: 200,
+            entry: Some(entry.into()),
+        };
+        let mut th = GoThreadWakes::default();
+        th.push(101, wake("main.writeLoop"));
+        th.finish();
+        let g = goroutine_chains(&t, Some(&th), 8, 0, true);
+        let npf = "runtime.netpollready;runtime.netpoll;runtime.findRunnable;runtime.schedule;runtime.park_m";
+        let h = format!("goroutine;wait: IO wait;--;{npf};[go runtime: netpoll]");
+        let h2 = format!("goroutine;wait: IO wait again;--;{npf};[go runtime: netpoll]");
+        let want: Vec<(String, u64)> = vec![
+            (h.clone(), 200),
+            (format!("{h};--;[run queue]"), 200),
+            (format!("{h};--;{level}"), 200),
+            (format!("{h};--;{level};--;goroutine"), 200),
+            (format!("{h};--;{level};--;goroutine;--;[go runtime]"), 200),
+            (h2.clone(), 201),
+            (format!("{h2};--;[run queue]"), 100),
+            (
+                format!("goroutine;wait: select;--;{npf};[go runtime: netpoll, polled]"),
+                200,
+            ),
+        ];
+        assert_eq!(g.lines, want);
+        // The caller's and the write loop's waits are inner levels of handler 10's chain.
+        assert_eq!(g.stats.hidden_by_dedup, 2);
+        assert_eq!(
+            (g.stats.waits, g.stats.by_runtime, g.stats.open_at_end),
+            (5, 4, 3)
+        );
+        assert_eq!(
+            g.stats.netpoll,
+            NetpollShares {
+                joined: (2, 1000 + 301),
+                poller_ns: 400 + 301,
+                into_goroutine: (1, 1000),
+                polled: (1, 200),
+                unjoined: (0, 0),
+            }
+        );
+        // The waker's user stack is of another goroutine function than the next record
+        // on its thread: the goroutine is not known, and the thread level takes the rest.
+        let mut other = GoThreadWakes::default();
+        other.push(101, wake("main.other"));
+        other.finish();
+        let g = goroutine_chains(&t, Some(&other), 8, 0, true);
+        let weight = |g: &GoChains, l: &str| g.lines.iter().find(|x| x.0 == l).map(|x| x.1);
+        assert_eq!(weight(&g, &format!("{h};--;{level}")), Some(600));
+        assert_eq!(g.stats.netpoll.into_goroutine, (0, 0));
+        // The depth limit: the thread level is one.
+        let g = goroutine_chains(&t, Some(&th), 2, 0, true);
+        assert_eq!(
+            weight(&g, &format!("{h};--;{level};[truncated]")),
+            Some(600)
+        );
+        // Without the thread index, netpoll ends the chain, as before.
+        let g = goroutine_chains(&t, None, 8, 0, true);
+        assert_eq!(weight(&g, &h), Some(1000));
+        assert_eq!(g.stats.netpoll, NetpollShares::default());
     }
 }

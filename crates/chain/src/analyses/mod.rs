@@ -3,6 +3,7 @@
 
 pub(crate) mod critpath;
 pub(crate) mod goroutines;
+pub(crate) mod gothreads;
 pub(crate) mod oncpu;
 pub(crate) mod timeline;
 
