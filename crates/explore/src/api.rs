@@ -667,6 +667,7 @@ impl Explorer {
             start_ns: self.an.start_ns(),
             limit: limit as usize,
             names: PieceNames::new(self.an.tables(), self.an.meta().stack_threshold_ns),
+            one: FoldedSink::new(View::Chains),
             best: Vec::new(),
             matched: 0,
             matched_ns: 0,
@@ -916,6 +917,9 @@ struct Through<'a> {
     limit: usize,
     /// Path pieces' names, kept across the waits (each named once per request).
     names: PieceNames<'a>,
+    /// The fold of the wait at hand, emptied for the next (a new one per wait allocated and
+    /// zeroed its first block of entries: most of the request's time).
+    one: FoldedSink,
     /// Heaviest first; ties by switch-out time.
     best: Vec<(u64, WaitJson)>,
     matched: u64,
@@ -924,9 +928,9 @@ struct Through<'a> {
 
 impl WaitSink for Through<'_> {
     fn on_wait(&mut self, w: &WaitRecord, nodes: &NodeTable) {
-        let mut one = FoldedSink::new(View::Chains);
-        one.on_wait(w, nodes);
-        let ns = one.ns_through(nodes, &mut self.names, self.prefix);
+        self.one.clear();
+        self.one.on_wait(w, nodes);
+        let ns = self.one.ns_through(nodes, &mut self.names, self.prefix);
         if ns == 0 {
             return;
         }

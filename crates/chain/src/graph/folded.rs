@@ -84,6 +84,16 @@ impl FoldedSink {
         }
     }
 
+    /// Empty the aggregation (paths, comms, counters), keeping its allocations: one sink
+    /// reused for many single waits (`chainrec serve`'s waits through a frame) instead of a
+    /// new one each. Not for a sink that spills ([`Self::spill_to`]): its runs stay.
+    pub fn clear(&mut self) {
+        self.trie.clear();
+        self.comms = Comms::default();
+        self.waits_in_view = 0;
+        self.waits_not_in_view = 0;
+    }
+
     /// The view.
     pub fn view(&self) -> View {
         self.view

@@ -239,7 +239,8 @@ impl PathTrie {
         let fp = self.fp_of(h);
         let id = self.len;
         assert!(id < u32::MAX - 1, "path trie full");
-        if id as usize & (CHUNK - 1) == 0 {
+        // A new chunk when the id is past those held (a cleared trie keeps its first).
+        if (id >> CHUNK_BITS) as usize == self.chunks.len() {
             self.chunks
                 .push(vec![Stored::default(); CHUNK].into_boxed_slice());
         }
@@ -278,6 +279,23 @@ impl PathTrie {
             slots = Self::grown(slots);
         }
         slots
+    }
+
+    /// Empty the trie, keeping its first chunk of entries and a small index: a trie
+    /// filled with a few paths and emptied many times (one wait at a time,
+    /// `FoldedSink::clear`) would otherwise allocate and zero a new chunk (~0.4 MB) each
+    /// time. Entries are written whole when inserted, so the chunk's old ones need no
+    /// clearing.
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+        self.chunks.truncate(1);
+        self.big.clear();
+        if self.index.len() == MIN_SLOTS {
+            self.index.fill(0);
+        } else {
+            self.index = Vec::new();
+            self.bits = 0;
+        }
     }
 
     /// Free the index and the insertion scratch (rendering needs neither); the next
@@ -551,6 +569,29 @@ mod tests {
             b.push_path(&[x % 97, x % 3001, (x >> 7) % 5003], &[1, 2, 3]);
         }
         b
+    }
+
+    #[test]
+    fn a_cleared_trie_is_a_new_one() {
+        // Past a chunk of entries, then cleared: the same ids and entries as a new trie,
+        // for single steps and batches, large weights included.
+        let mut a = PathTrie::default();
+        a.apply(&batch(40_000, 3));
+        a.add_weight(7, u64::from(BIG) + 5);
+        assert!(a.len() > CHUNK && a.chunks.len() > 1);
+        for round in 0..2 {
+            a.clear();
+            let mut b = PathTrie::default();
+            assert_eq!(a.step(NO_PARENT, 9), b.step(NO_PARENT, 9));
+            assert_eq!(a.step(0, 4), b.step(0, 4));
+            a.add_weight(1, 3);
+            b.add_weight(1, 3);
+            let n = if round == 0 { 10 } else { 40_000 };
+            a.apply(&batch(n, 5));
+            b.apply(&batch(n, 5));
+            assert_eq!(a.len(), b.len());
+            assert!(a.iter().eq(b.iter()), "round {round}");
+        }
     }
 
     #[test]
