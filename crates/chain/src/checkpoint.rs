@@ -96,6 +96,14 @@ impl Point {
         // A panic while cloning left the engine as it was: it is only read.
         self.engine.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Whether thread `tid` had an event between the checkpoint before and this one (its
+    /// critical-path timeline changed): if not, a scan of it reads nothing there.
+    pub(crate) fn touched(&self, tid: Tid) -> bool {
+        self.timelines
+            .binary_search_by_key(&tid, |&(t, _)| t)
+            .is_ok()
+    }
 }
 
 /// Checkpoints of one trace for one setup ([`crate::Analysis::checkpoints`]), used by
@@ -109,6 +117,8 @@ pub struct Checkpoints {
     complete: AtomicBool,
     resumed: AtomicU64,
     from_start: AtomicU64,
+    /// Spans between checkpoints that critical paths did not read (`critpath`).
+    skipped: AtomicU64,
 }
 
 impl Checkpoints {
@@ -119,6 +129,7 @@ impl Checkpoints {
             complete: AtomicBool::new(false),
             resumed: AtomicU64::new(0),
             from_start: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
         }
     }
 
@@ -175,6 +186,27 @@ impl Checkpoints {
             self.resumed.load(Ordering::Relaxed),
             self.from_start.load(Ordering::Relaxed),
         )
+    }
+
+    /// Spans between two checkpoints that critical paths skipped, none of their threads
+    /// having an event there (tests show that the skipping is exercised).
+    #[doc(hidden)]
+    pub fn skipped(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_skipped(&self, n: u64) {
+        self.skipped.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The points taken so far, for a run with the setup `key` (none when they do not
+    /// serve it).
+    pub(crate) fn points_for(&self, key: SetupKey) -> Vec<Arc<Point>> {
+        if self.key.serves(&key) {
+            self.read().clone()
+        } else {
+            Vec::new()
+        }
     }
 
     /// The latest checkpoint a run with the setup `key` and `filter` decoding chunks up

@@ -198,14 +198,15 @@ fn runs_during_the_checkpoint_pass_equal_whole_decodes() {
 /// Critical paths (`/api/critpath` of `chainrec serve`) resumed from the checkpoints of an
 /// ordinary chains setup (with dedup; the critical path's run has none) equal the whole
 /// decode, error or path, for threads that come and go (fork churn, PID reuse), every
-/// scenario, windows at checkpoint edges and random ones.
+/// scenario, windows at checkpoint edges and random ones; runs that skip ahead to later
+/// checkpoints (their thread idle in between) included.
 #[test]
 fn resumed_critical_paths_equal_whole_decodes() {
     use chainrec_chain::critpath::CritPathOptions;
     use chainrec_chain::{critical_path, critical_path_from};
     use chainrec_format::{Event, Tid};
     let dir = scratch("checkpoint-critpath");
-    let mut resumed_total = 0;
+    let (mut resumed_total, mut skipped_total) = (0, 0);
     for sc in synth::scenarios() {
         let (an, first, last, cps) = with_checkpoints(&dir, sc.name, 6_000);
         let span = last - first;
@@ -257,8 +258,10 @@ fn resumed_critical_paths_equal_whole_decodes() {
         }
         assert!(resumed > 0, "{}: no critical path resumed", sc.name);
         resumed_total += resumed;
+        skipped_total += cps.skipped();
     }
     assert!(resumed_total > 100, "{resumed_total}");
+    assert!(skipped_total > 50, "{skipped_total} skips");
 }
 
 /// A run whose [`chainrec_chain::Cancel`] is set stops with `ChainError::Cancelled` (graph,

@@ -17,7 +17,7 @@ use crate::engine::nodes::{NodeId, NodeTable};
 use crate::engine::record::WaitRecord;
 use crate::engine::sampleidx::apportion;
 use crate::graph::pathframes::FrameNamer;
-use crate::{Cancel, ChainError, Checkpoints, Filter, DEFAULT_MAX_DEPTH};
+use crate::{Cancel, ChainError, Checkpoints, Engine, Filter, DEFAULT_MAX_DEPTH};
 use chainrec_format::{
     state_is_dead, Event, FormatError, RecordingMeta, StackId, Tables, ThreadIdentity,
     ThreadSelector, Tid, STATE_RUNNABLE,
@@ -743,6 +743,8 @@ impl<'t> Timelines<'t> {
 enum Stop {
     Failed(ChainError),
     Done,
+    /// At a checkpoint the run goes on from a later one (`Skipping`).
+    Skip,
 }
 
 impl From<FormatError> for Stop {
@@ -819,30 +821,34 @@ pub(crate) fn critical_paths(
     let window = clip_window(opts.window, trace_start, trace_end)?;
     let cfg = engine_config(tids, opts.max_depth);
     let chunks = an.reader().chunks().len();
+    let key = SetupKey {
+        mode: cfg.mode,
+        max_depth: cfg.max_depth,
+        dedup: cfg.dedup,
+        runqueue: cfg.runqueue,
+        oncpu: cfg.oncpu,
+        cgroup_frames: cfg.cgroup_frames,
+        process_frames: cfg.process_frames,
+    };
     // With a window, resume from the latest checkpoint before it that serves this setup
     // (dedup aside: `SetupKey::serves`, `Engine::resume`); the thread filter selects nothing
     // before the window either (the sink drops waits that end before it).
     let resumed = match (window, checkpoints) {
-        (Some((w0, _)), Some(c)) => {
-            let key = SetupKey {
-                mode: cfg.mode,
-                max_depth: cfg.max_depth,
-                dedup: cfg.dedup,
-                runqueue: cfg.runqueue,
-                oncpu: cfg.oncpu,
-                cgroup_frames: cfg.cgroup_frames,
-                process_frames: cfg.process_frames,
-            };
-            c.latest_before(key, w0, chunks).map(|(i, p)| (c, i, p))
-        }
+        (Some((w0, _)), Some(c)) => c.latest_before(key, w0, chunks).map(|(i, p)| (c, i, p)),
         _ => None,
     };
-    let first_chunk = resumed.as_ref().map_or(0, |(_, _, p)| p.chunk);
+    // The checkpoints a run may also skip ahead to (see `Skipping`): with a window only, as
+    // resuming.
+    let points = match (window, checkpoints) {
+        (Some(_), Some(c)) => c.points_for(key),
+        _ => Vec::new(),
+    };
+    let mut pos = resumed.as_ref().map_or(0, |(_, _, p)| p.chunk);
     let mut engine = match &resumed {
         Some((_, _, p)) => p
             .engine()
-            .resume(an.tables(), cfg.filter, false, false, false),
-        None => an.engine(cfg),
+            .resume(an.tables(), cfg.filter.clone(), false, false, false),
+        None => an.engine(cfg.clone()),
     };
     // The same thread asked twice is read once; its copies are made at the end.
     let slot: HashMap<Tid, usize> = tids
@@ -863,55 +869,96 @@ pub(crate) fn critical_paths(
             None => Scan::new(tid, an.tables(), trace_start, window),
         })
         .collect();
-    // Each thread's wait records inside the window, by switch-out time.
-    let mut records: Vec<HashMap<u64, WaitRecord>> = vec![HashMap::new(); tids.len()];
+    // Each thread's wait records inside the window, by switch-out time, with the run
+    // (engine) whose node table they name nodes of.
+    let mut records: Vec<HashMap<u64, (WaitRecord, usize)>> = vec![HashMap::new(); tids.len()];
     // Lost events the engine had counted when a thread's reading ended (with a window: its
     // scan past the end for good), so that each path reads as its run alone would.
     let ended: Vec<Cell<Option<u64>>> = vec![Cell::new(None); tids.len()];
-    let mut sink = |w: &WaitRecord, _: &NodeTable| {
-        if window
-            .is_some_and(|(a, b)| w.switch_out_ns >= b || w.switch_in_ns.is_some_and(|i| i <= a))
-        {
-            return;
-        }
-        if let Some(&i) = slot.get(&w.tid) {
-            if ended[i].get().is_none() {
-                records[i].insert(w.switch_out_ns, w.clone());
-            }
-        }
-    };
     let mut open = slot.len();
-    let read = an
-        .reader()
-        .for_each_chunk::<Stop>(first_chunk..chunks, opts.parallel, |evs| {
-            engine.process(evs, &mut sink);
-            let now = evs.iter().map(Event::ts).max().unwrap_or(0);
-            for &i in slot.values() {
-                if ended[i].get().is_some() {
-                    continue;
-                }
-                let scan = &mut scans[i];
-                for e in evs {
-                    scan.event(e);
-                }
-                if window.is_some_and(|w| scan.done_by(w, now)) {
-                    ended[i].set(Some(engine.stats().lost_events));
-                    open -= 1;
-                }
-            }
-            if let Err(e) = Cancel::check(cancel) {
-                return Err(Stop::Failed(e));
-            }
-            match open {
-                0 => Err(Stop::Done),
-                _ => Ok(()),
-            }
-        });
-    let lost_at_finish = match read {
-        Ok(()) => engine.finish(&mut sink).lost_events,
-        Err(Stop::Done) => engine.stats().lost_events,
-        Err(Stop::Failed(e)) => return Err(e),
+    // Engines of the runs before the current one, kept while records name their nodes.
+    let mut earlier: Vec<Option<Engine<'_>>> = Vec::new();
+    let mut skipped = 0u64;
+    let skip = Skipping {
+        points: &points,
+        tids: &slot,
     };
+    let finished = loop {
+        if let Some(k) = skip.skip_to(pos, &scans, &ended) {
+            // Nothing of the threads happens before checkpoint `k`'s chunk: go on from
+            // its engine (the whole run's state there), keeping this run's node table only
+            // if a record names it.
+            let run = earlier.len();
+            let p = &points[k];
+            let next = p
+                .engine()
+                .resume(an.tables(), cfg.filter.clone(), false, false, false);
+            let old = std::mem::replace(&mut engine, next);
+            let named = records.iter().flat_map(|r| r.values()).any(|r| r.1 == run);
+            earlier.push(named.then_some(old));
+            skipped += 1;
+            pos = p.chunk;
+            continue;
+        }
+        let run = earlier.len();
+        let mut sink = |w: &WaitRecord, _: &NodeTable| {
+            if window.is_some_and(|(a, b)| {
+                w.switch_out_ns >= b || w.switch_in_ns.is_some_and(|i| i <= a)
+            }) {
+                return;
+            }
+            if let Some(&i) = slot.get(&w.tid) {
+                if ended[i].get().is_none() {
+                    records[i].insert(w.switch_out_ns, (w.clone(), run));
+                }
+            }
+        };
+        let read = an
+            .reader()
+            .for_each_chunk::<Stop>(pos..chunks, opts.parallel, |evs| {
+                engine.process(evs, &mut sink);
+                pos += 1;
+                let now = evs.iter().map(Event::ts).max().unwrap_or(0);
+                for &i in slot.values() {
+                    if ended[i].get().is_some() {
+                        continue;
+                    }
+                    let scan = &mut scans[i];
+                    for e in evs {
+                        scan.event(e);
+                    }
+                    if window.is_some_and(|w| scan.done_by(w, now)) {
+                        ended[i].set(Some(engine.stats().lost_events));
+                        open -= 1;
+                    }
+                }
+                if let Err(e) = Cancel::check(cancel) {
+                    return Err(Stop::Failed(e));
+                }
+                if open == 0 {
+                    return Err(Stop::Done);
+                }
+                match skip.skip_to(pos, &scans, &ended) {
+                    Some(_) => Err(Stop::Skip),
+                    None => Ok(()),
+                }
+            });
+        match read {
+            Ok(()) => break Some(engine.finish(&mut sink).lost_events),
+            Err(Stop::Done) => break None,
+            Err(Stop::Failed(e)) => return Err(e),
+            Err(Stop::Skip) => {}
+        }
+    };
+    if let Some(c) = checkpoints.filter(|_| skipped > 0) {
+        c.count_skipped(skipped);
+    }
+    let lost_at_finish = finished.unwrap_or_else(|| engine.stats().lost_events);
+    let nodes: Vec<&NodeTable> = earlier
+        .iter()
+        .map(|e| e.as_ref().map_or(engine.nodes(), Engine::nodes))
+        .chain([engine.nodes()])
+        .collect();
     let mut paths: Vec<CriticalPath> = Vec::with_capacity(tids.len());
     for (i, (scan, recs)) in scans.iter_mut().zip(&records).enumerate() {
         let first = slot[&tids[i]];
@@ -921,26 +968,61 @@ pub(crate) fn critical_paths(
             continue;
         }
         let lost = ended[i].get().unwrap_or(lost_at_finish);
-        paths.push(build(
-            an,
-            engine.nodes(),
-            scan,
-            recs,
-            window,
-            trace_end,
-            lost,
-        )?);
+        paths.push(build(an, &nodes, scan, recs, window, trace_end, lost)?);
     }
     Ok(paths)
 }
 
-/// The critical path of one thread from its scan and records (`lost`: the engine's count
-/// of lost events when its reading ended).
+/// Where a critical path's run may skip ahead (counted in `Checkpoints::skipped` per
+/// jump). Between two checkpoints where none of its
+/// threads has an event (`Point::touched`), its scans read nothing, and no wait of theirs
+/// ends, so the engine emits none of their records there: the run may go on from the
+/// later checkpoint's engine (the whole run's state at that chunk: `crate::checkpoint`)
+/// with the same result. Not past a thread gone before the window (its scan ends by the
+/// time read, `Scan::done_by`), and never past the last checkpoint: the trace's end
+/// (`Engine::finish`) is read by the engine that read up to it.
+struct Skipping<'a> {
+    points: &'a [std::sync::Arc<crate::checkpoint::Point>],
+    tids: &'a HashMap<Tid, usize>,
+}
+
+impl Skipping<'_> {
+    /// At chunk `pos`, the checkpoint to go on from when the run need not read the
+    /// chunks up to it (`None`: it reads on).
+    fn skip_to(&self, pos: usize, scans: &[Scan], ended: &[Cell<Option<u64>>]) -> Option<usize> {
+        // Interval `m` is the chunks from checkpoint `m - 1` (or the first) to checkpoint
+        // `m`; point `m` knows whose timelines changed in it.
+        let m = match pos {
+            0 => 0,
+            _ => self.points.iter().position(|p| p.chunk == pos)? + 1,
+        };
+        let open: Vec<&Scan> = self
+            .tids
+            .values()
+            .filter(|&&i| ended[i].get().is_none())
+            .map(|&i| &scans[i])
+            .collect();
+        if open.iter().any(|s| matches!(s.tl.st, St::Gone(_))) {
+            return None;
+        }
+        let needed = |j: usize| {
+            self.points
+                .get(j)
+                .is_none_or(|p| open.iter().any(|s| p.touched(s.tid)))
+        };
+        let j = (m..=self.points.len()).find(|&j| needed(j))?;
+        (j > m).then(|| j - 1)
+    }
+}
+
+/// The critical path of one thread from its scan and records (each with the index in
+/// `nodes` of the node table it names; `lost`: the engine's count of lost events when its
+/// reading ended).
 fn build(
     an: &TraceInput<'_>,
-    nodes: &NodeTable,
+    nodes: &[&NodeTable],
     scan: &mut Scan,
-    records: &HashMap<u64, WaitRecord>,
+    records: &HashMap<u64, (WaitRecord, usize)>,
     window: Option<(u64, u64)>,
     trace_end: u64,
     lost: u64,
@@ -960,7 +1042,8 @@ fn build(
     let mut b = Builder {
         tables: an.tables(),
         meta: an.meta(),
-        nodes,
+        // The last run's; each record's own is set before it is read.
+        nodes: nodes[nodes.len() - 1],
         r: FrameNamer::new(an.tables(), an.meta().stack_threshold_ns),
         w: (w0, w1),
         sampled: an.meta().sampling().is_some(),
@@ -978,7 +1061,10 @@ fn build(
             Piece::Running(a, e) => b.running(a, e, &mut smp),
             Piece::Unknown(a, e, why) => b.push(a, Some(e), SegmentKind::Unknown(why), None),
             Piece::Off(a, e) => match records.get(&a) {
-                Some(rec) => b.off(rec, e),
+                Some((rec, run)) => {
+                    b.nodes = nodes[*run];
+                    b.off(rec, e)
+                }
                 None => b.off_without_record(a, e),
             },
         }
