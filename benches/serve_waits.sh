@@ -20,19 +20,7 @@ for s in $STARTS; do
   from=$((s*1000000000)); to=$(((s+1)*1000000000))
   # the heaviest root frame and one of its children from the range's graph
   curl -s "http://127.0.0.1:$PORT/api/chains?from=$from&to=$to" > "$tmp/chains.json"
-  read root child < <(python3 - "$tmp/chains.json" <<'PY'
-import json,sys,urllib.parse
-d=json.load(open(sys.argv[1])); n=d["nodes"]
-ch={}
-for i,x in enumerate(n):
-    if x.get("parent") is not None: ch.setdefault(x["parent"],[]).append(i)
-kids=lambda i: ch.get(i,[])
-r=max(kids(0), key=lambda i:n[i]["value"])
-c=max(kids(r), key=lambda i:n[i]["value"]) if kids(r) else r
-q=lambda p: urllib.parse.quote(p, safe="")
-print(q(n[r]["name"]), q(n[r]["name"]+";"+n[c]["name"]))
-PY
-)
+  read root child < <(python3 "$(dirname "$0")/heaviest_frames.py" "$tmp/chains.json")
   for f in $root $child; do
     c0=$(cpu); t0=$(date +%s.%N)
     curl -s "http://127.0.0.1:$PORT/api/waits?frame=$f&from=$from&to=$to&limit=10" > $tmp/waits.json
