@@ -101,7 +101,7 @@ pub const EARLIER_WAIT_FRAME: &str = "[earlier wait]";
 /// A waker's blocked time that the DAG does not follow (CHAINS.md, "Attribution").
 pub const NOT_FOLLOWED_FRAME: &str = "[blocked: not followed]";
 /// The kernel frame of a fork hop: the task that created the thread the chain came
-/// through (CHAINS.md, "Hops, metal and causes").
+/// through (docs/ENGINE.md, "Where the engine departs from CHAINS.md").
 pub const FORK_FRAME: &str = "[fork]";
 
 /// An interned node.
