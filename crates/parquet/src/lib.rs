@@ -605,7 +605,7 @@ impl WaitColumns {
         self.ustack.push(w.ustack.0.into());
         let h = &mut self.hops;
         for (i, hop) in w.hops.iter().enumerate() {
-            let context = hop.context.label();
+            let context = hop.context_label(cx.nodes);
             h.level.push(i32_of("level", i as u64 + 1)?);
             h.parent.push(i32_of("parent", hop.parent.into())?);
             h.waits.push(i32_of("waits", hop.waits.into())?);

@@ -12,7 +12,6 @@ use crate::script::{rel_secs, rel_time, stack_label, state_str};
 use crate::top::fmt_ns;
 use chainrec_chain::{
     stack_frames, HopRecord, LevelKind, Mode, NodeId, NodeTable, RunqPart, TraceRef, WaitRecord,
-    FORK_FRAME,
 };
 use chainrec_format::{StackId, Tables};
 use serde::Serialize;
@@ -317,12 +316,7 @@ impl HopJson {
             waker_tgid: h.waker_tgid,
             waker_comm: h.waker_comm.to_string(),
             waker_cgroup: cx.waker_cgroup(h).map(|id| cx.cgroup_path(id).into_owned()),
-            // A fork hop (the thread's creation by its parent) is a task context too.
-            context: if cx.nodes.get(h.node).leaf_frame.as_deref() == Some(FORK_FRAME) {
-                "fork"
-            } else {
-                h.context.label()
-            },
+            context: h.context_label(cx.nodes),
             metal: h.metal,
             node: NodeJson::new(h.node, h.kstack, h.ustack, cx),
             ns: h.ns,

@@ -96,6 +96,19 @@ pub struct HopRecord {
     pub waits: u32,
 }
 
+impl HopRecord {
+    /// How the level's waker woke the level above: its [`WakeContext::label`], or `fork`
+    /// when the level is the fork that created the thread above (docs/ENGINE.md, "Where
+    /// the engine departs from CHAINS.md"), as `waits` and the exports print it.
+    pub fn context_label(&self, nodes: &NodeTable) -> &'static str {
+        if nodes.get(self.node).leaf_frame.as_deref() == Some(crate::engine::nodes::FORK_FRAME) {
+            "fork"
+        } else {
+            self.context.label()
+        }
+    }
+}
+
 /// One off-CPU interval of a thread (switch-out to switch-in), with the chain of
 /// wakeups that ended it. Passed by reference to [`WaitSink::on_wait`]; copy what you keep.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
