@@ -562,6 +562,7 @@ fn script_prints_goroutine_records() {
             reasons: vec!["".into(), "chan receive".into()],
             capped_ns: 0,
         }],
+        executes: vec![],
     };
     mem.add_goroutines(&delta).unwrap();
     let p = dir.join("go.zst");
