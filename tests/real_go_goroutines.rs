@@ -253,7 +253,7 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
         .iter()
         .any(|b| b.contains("go_ready") && b.contains("runtime.netpollready"));
     assert!(
-        receiver_parked && relay_readied && poller_readied,
+        receiver_parked && relay_readied && poller_readied && text.contains("go_execute    "),
         "no receiver park / relay ready with their stacks in:\n{}",
         &text[..text.len().min(4000)]
     );
