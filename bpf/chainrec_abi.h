@@ -30,6 +30,7 @@
 /* EV_GO kinds (= chainrec_format::GoEventKind) */
 #define GO_PARK 0  /* entry of runtime.gopark: goid parks; arg = its waitReason byte */
 #define GO_READY 1 /* entry of runtime.ready: goid is readied; arg = the waker's goid (0: none) */
+#define GO_EXECUTE 2 /* entry of runtime.execute: goid starts running on this M; arg = 0, no stack */
 /* Go binaries probed at once (the uprobes' cookie indexes go_layouts and go_hits). */
 #define GO_SLOTS 64
 /* User frames of a goroutine record (frame-pointer walk; the innermost are kept). */

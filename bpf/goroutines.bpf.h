@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Goroutine waits and wakings of Go programs (issue 38; docs/RECORDER.md "Goroutines"):
- * entry uprobes on runtime.gopark (a goroutine parks, on its own stack) and runtime.ready
- * (a goroutine is readied, on the system stack of the readying thread), attached by user
+ * entry uprobes on runtime.gopark (a goroutine parks, on its own stack), runtime.ready
+ * (a goroutine is readied, on the system stack of the readying thread) and
+ * runtime.execute (a goroutine starts running: the end of its runnable time), attached by user
  * space per Go binary with the binary's slot in go_layouts as the cookie. Entry probes
  * only: a uretprobe rewrites the return address on the stack, which Go's stack moves and
  * tracebacks do not expect. */
@@ -216,6 +217,35 @@ int go_netpoll(struct pt_regs *ctx)
 		go_poll_side(ctx, l, slot, l->pd_rg, waker);
 	if (mode == 'w' || mode == 'r' + 'w')
 		go_poll_side(ctx, l, slot, l->pd_wg, waker);
+	return 0;
+}
+
+/* execute(gp *g, inheritTime bool): rax = gp, about to run on this M (on g0). The record
+ * has no stack (always the scheduler's): header and argument word only, so a hit costs a
+ * ring reservation, not a stack walk. */
+SEC("uprobe")
+int go_execute(struct pt_regs *ctx)
+{
+	struct go_layout *l;
+	struct go_rec *e;
+	__u64 goid;
+	__u32 slot;
+
+	l = go_hit(ctx, &slot);
+	if (!l)
+		return 0;
+	goid = go_read_u64(ctx->ax + l->g_goid);
+	if (!goid) {
+		count_atomic(C_GO_READ_FAILED);
+		return 0;
+	}
+	e = bpf_ringbuf_reserve(&rb, sizeof(struct ev) + 8, 0);
+	if (!e) {
+		count_atomic(C_GO_LOST);
+		return 0;
+	}
+	go_fill(e, GO_EXECUTE, slot, goid, 0);
+	bpf_ringbuf_submit(e, rb_flags());
 	return 0;
 }
 

@@ -517,10 +517,13 @@ fn bad_input_fails_cleanly() {
 
 /// `script --goroutines`: a trace's goroutine records (format 2.2), one line each with the
 /// wait reason or the waker goroutine, their stacks with -F, every field in --json, the
-/// thread filters applied; a trace without any prints nothing.
+/// thread filters applied, executes (format 2.3) in time order between them; a trace
+/// without any prints nothing.
 #[test]
 fn script_prints_goroutine_records() {
-    use chainrec_format::{GoDelta, GoEvent, GoEventKind, GoProcess, TraceSink, TraceWriter};
+    use chainrec_format::{
+        GoDelta, GoEvent, GoEventKind, GoExecute, GoProcess, TraceSink, TraceWriter,
+    };
     let dir = tmpdir("script-goroutines");
     let plain = synth(&dir, "pipe-relay", 2000);
     let mut mem = TraceReader::open(&plain).unwrap().to_mem().unwrap();
@@ -562,6 +565,13 @@ fn script_prints_goroutine_records() {
             reasons: vec!["".into(), "chan receive".into()],
             capped_ns: 0,
         }],
+        executes: vec![GoExecute {
+            ts: ts(25),
+            cpu: 1,
+            tid,
+            tgid,
+            goid: 7,
+        }],
     };
     mem.add_goroutines(&delta).unwrap();
     let p = dir.join("go.zst");
@@ -577,21 +587,29 @@ fn script_prints_goroutine_records() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8(o.stdout).unwrap();
     let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with("    ")).collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines.len(), 3, "{text}");
     assert!(lines[0].contains("go_park") && lines[0].contains("goroutine 7 chan receive"));
     assert!(lines[1].contains("go_ready") && lines[1].contains("goroutine 7 by goroutine 9"));
+    assert!(
+        lines[2].contains("[001] go_execute    goroutine 7 ("),
+        "{text}"
+    );
     assert!(
         text.lines().any(|l| l.starts_with("    ")),
         "no frames: {text}"
     );
     let v = ndjson(&["script", "--goroutines", "--json"], &p);
-    assert_eq!(v.len(), 2);
+    assert_eq!(v.len(), 3);
     assert_eq!(v[0]["kind"], "go_park");
     assert_eq!(v[0]["reason"], "chan receive");
     assert_eq!(v[0]["goid"], 7);
     assert_eq!(v[1]["waker_goid"], 9);
     assert_eq!(v[1]["ts_ns"], ts(20));
     assert_eq!(v[1]["stack"], ustack.0.to_string());
+    assert_eq!(
+        (&v[2]["kind"], &v[2]["goid"], &v[2]["ts_ns"], &v[2]["tid"]),
+        (&"go_execute".into(), &7.into(), &ts(25).into(), &tid.into())
+    );
     // A filter that selects no thread of theirs, and a trace without records: nothing.
     assert!(ndjson(&["script", "--goroutines", "--json", "-t", "999999"], &p).is_empty());
     assert!(ndjson(&["script", "--goroutines", "--json"], &plain).is_empty());

@@ -42,9 +42,14 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
     };
     let trace = dir.join("g.zst");
     let dump = dir.join("goroutines.txt");
+    // Goroutine probes on this binary only: the HTTP test's Go processes may run
+    // meanwhile (this recording would find their binary too, and their goroutines would
+    // count in the width below).
     ok(
         bin()
-            .args(["record", "--no-samples", "-o"])
+            .args(["record", "--no-samples", "--no-go", "--go"])
+            .arg(&exe)
+            .arg("-o")
             .arg(&trace)
             .arg("--")
             .args(["sh", "-c", "exec \"$0\" 2>\"$1\""])
@@ -169,10 +174,18 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
     // whose level 0 has main.* frames (at thread level an M parked in stopm has no
     // goroutine, and 33 % was all it gave).
     let (mut width, mut main_at_0) = (0u64, 0u64);
+    // The runnable parts (session 25, runtime.execute): the roots' own, and all.
+    let (mut root_rq, mut rq) = (0u64, 0u64);
     for (path, w) in folded.lines().filter_map(|l| l.rsplit_once(' ')) {
         let levels: Vec<&str> = path.split(";--;").collect();
         let w: u64 = w.parse().unwrap();
         width += w;
+        if levels.last() == Some(&"[run queue]") {
+            rq += w;
+            if levels.len() == 2 {
+                root_rq += w;
+            }
+        }
         if levels[0].contains(";main.") {
             main_at_0 += w;
         }
@@ -194,6 +207,13 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
         "few receiver waits ({waited} ns):\n{folded}"
     );
     eprintln!("goroutine chains: {main_at_0} of {width} ns have main.* frames at level 0");
+    eprintln!(
+        "goroutine chains: runnable (ready -> execute) {rq} ns ({:.3} %), the roots' own \
+         {root_rq} ns ({:.3} %)",
+        100.0 * rq as f64 / width.max(1) as f64,
+        100.0 * root_rq as f64 / width.max(1) as f64
+    );
+    assert!(root_rq > 0, "no runnable part:\n{folded}");
     assert!(
         main_at_0 * 10 >= width * 8,
         "{main_at_0} of {width} ns of goroutine chains have main.* at level 0:\n{folded}"
@@ -262,9 +282,18 @@ fn go_http_handler_waits_end_at_the_clients_write() {
     let folded = String::from_utf8_lossy(&chains.stdout);
     eprintln!("{}", String::from_utf8_lossy(&chains.stderr));
     let [mut netpoll, mut poller, mut polled, mut woke, mut client, mut sender] = [0u64; 6];
+    // The handlers' runnable parts (session 25, runtime.execute): their own (the root's
+    // `[run queue]`), and their whole IO wait time.
+    let (mut handler, mut handler_rq) = (0u64, 0u64);
     for (path, w) in folded.lines().filter_map(|l| l.rsplit_once(' ')) {
         let levels: Vec<&str> = path.split(";--;").collect();
         let w: u64 = w.parse().unwrap();
+        if levels[0].contains(";net/http.(*conn).serve;") && levels[0].ends_with("wait: IO wait") {
+            handler += w;
+            if levels.len() == 2 && levels[1] == "[run queue]" {
+                handler_rq += w;
+            }
+        }
         if !(levels[0].contains(";net/http.(*conn).serve;") && levels[0].ends_with("wait: IO wait"))
         {
             continue;
@@ -316,6 +345,12 @@ fn go_http_handler_waits_end_at_the_clients_write() {
         pct(client, netpoll),
         pct(sender, client)
     );
+    eprintln!(
+        "httpload: handler IO waits {handler} ns, their own runnable part (ready -> execute) \
+         {handler_rq} ns ({:.2} %)",
+        pct(handler_rq, handler)
+    );
+    assert!(handler_rq > 0, "no runnable part:\n{folded}");
     assert!(
         netpoll > 500_000_000,
         "few handler waits behind netpoll ({netpoll} ns):\n{folded}"

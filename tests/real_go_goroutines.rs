@@ -49,6 +49,8 @@ struct TracerWait {
     unblock: f64,
     /// The goroutine that unblocked it (0: none, the runtime).
     unblocker: u64,
+    /// When it then started running (GoStart), on chainrec's clock, if in the trace.
+    start: Option<f64>,
 }
 
 /// The waits of >= 1 ms in `go tool trace -d`'s event list (`TS TYPE p=P g=G off=O
@@ -58,6 +60,8 @@ struct TracerWait {
 fn tracer_waits(dump: &str) -> Vec<TracerWait> {
     let mut clock = Vec::new();
     let mut blocked: HashMap<u64, (u64, String)> = HashMap::new();
+    // Waits unblocked and not started yet, by goroutine: their index in raw.
+    let mut runnable: HashMap<u64, usize> = HashMap::new();
     let mut raw = Vec::new();
     for line in dump.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -77,8 +81,14 @@ fn tracer_waits(dump: &str) -> Vec<TracerWait> {
             let (unblocker, target) = (num(1).unwrap(), num(3).unwrap());
             if let Some((b, kind)) = blocked.remove(&target) {
                 if ts - b >= 1_000_000 {
-                    raw.push((target, kind, b, ts, unblocker));
+                    runnable.insert(target, raw.len());
+                    raw.push((target, kind, b, ts, unblocker, None));
                 }
+            }
+        } else if *kind == "GoStart" {
+            // p=, g= (the goroutine started), off=, g= (the same), seq=
+            if let Some(i) = num(3).and_then(|g| runnable.remove(&g)) {
+                raw[i].5 = Some(ts);
             }
         }
     }
@@ -87,12 +97,13 @@ fn tracer_waits(dump: &str) -> Vec<TracerWait> {
     let scale = (m1 - m0) as f64 / (t1 - t0) as f64;
     let conv = |t: u64| m0 as f64 + (t as f64 - t0 as f64) * scale;
     raw.into_iter()
-        .map(|(goid, kind, b, u, unblocker)| TracerWait {
+        .map(|(goid, kind, b, u, unblocker, start)| TracerWait {
             goid,
             kind,
             block: conv(b),
             unblock: conv(u),
             unblocker,
+            start: start.map(conv),
         })
         .collect()
 }
@@ -147,6 +158,10 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
     // gopark's entry, the tracer writes the block a few µs later in park_m), a ready near
     // its unblock (both in runtime.ready), the nearest one's waker compared.
     let (mut agree, mut no_park, mut no_ready, mut other) = (0, 0, 0, Vec::new());
+    // The runnable part: the recorded execute after the ready near the unblock, against the
+    // tracer's GoStart (both in runtime.execute: the probe at its entry, the tracer's event
+    // a few µs later).
+    let (mut started, mut start_agree, mut runnable_ns) = (0, 0, 0.0);
     for w in &waits {
         fn near<'a>(
             evs: Option<&Vec<&'a chainrec_format::GoEvent>>,
@@ -161,12 +176,36 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
         if near(parks.get(&w.goid), w.block).is_none() {
             no_park += 1;
         }
-        match near(readies.get(&w.goid), w.unblock) {
+        let ready = near(readies.get(&w.goid), w.unblock);
+        match ready {
             None => no_ready += 1,
             Some(r) if r.waker == w.unblocker => agree += 1,
             Some(r) => other.push((w, r.waker)),
         }
+        let (Some(r), Some(start)) = (ready, w.start) else {
+            continue;
+        };
+        started += 1;
+        runnable_ns += start - w.unblock;
+        let x = g
+            .executes()
+            .iter()
+            .find(|x| x.goid == w.goid && x.ts >= r.ts);
+        if x.is_some_and(|x| (x.ts as f64 - start).abs() < 500_000.0) {
+            start_agree += 1;
+        }
     }
+    eprintln!(
+        "{TEST}: {started} tracer waits with a GoStart after the unblock ({:.1} µs runnable \
+         on average); the recorded execute after the ready within 0.5 ms of it: \
+         {start_agree} ({:.1} %)",
+        runnable_ns / started.max(1) as f64 / 1e3,
+        100.0 * start_agree as f64 / started.max(1) as f64
+    );
+    assert!(
+        started * 10 >= waits.len() * 9 && start_agree * 100 >= started * 97,
+        "{start_agree} of {started} GoStarts have the recorded execute"
+    );
     let n = waits.len();
     let pct = 100.0 * agree as f64 / n as f64;
     let mut kinds: HashMap<&str, usize> = HashMap::new();
@@ -214,7 +253,7 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
         .iter()
         .any(|b| b.contains("go_ready") && b.contains("runtime.netpollready"));
     assert!(
-        receiver_parked && relay_readied && poller_readied,
+        receiver_parked && relay_readied && poller_readied && text.contains("go_execute    "),
         "no receiver park / relay ready with their stacks in:\n{}",
         &text[..text.len().min(4000)]
     );
@@ -227,6 +266,7 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
     let count = |k: GoEventKind| g.events().iter().filter(|e| e.kind == k).count() as u64;
     assert_eq!(gs["parks"], count(GoEventKind::Park), "{gs}");
     assert_eq!(gs["readies"], count(GoEventKind::Ready), "{gs}");
+    assert_eq!(gs["executes"], g.executes().len() as u64, "{gs}");
     assert_eq!(gs["binaries"].as_array().unwrap().len(), 1, "{gs}");
     assert!(
         gs["binaries"][0]["version"]
@@ -245,7 +285,92 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
         "{procs:?}"
     );
 
+    chains_add_up_to_park_to_execute(&trace, g);
     found_without_go_option_and_capped(&dir, &exe);
+}
+
+/// `chains --goroutines --no-dedup`: every wait is a root whose lines add up to park →
+/// execute (park → ready when no execute follows), so the whole width is their sum, worked
+/// out here from the records; the roots' own `[run queue]` lines are the ready → execute
+/// parts, and there are some.
+fn chains_add_up_to_park_to_execute(trace: &Path, g: &chainrec_format::Goroutines) {
+    // Per goroutine: its open park, then the ready that ended it.
+    let mut open: HashMap<u64, (u64, Option<u64>)> = HashMap::new();
+    let (mut total, mut runnable) = (0u64, 0u64);
+    let close = |p: (u64, Option<u64>), x: Option<u64>, total: &mut u64, runnable: &mut u64| {
+        if let (a, Some(r)) = p {
+            let end = x.unwrap_or(r);
+            *total += end - a;
+            *runnable += end - r;
+        }
+    };
+    let (events, executes) = (g.events(), g.executes());
+    let mut xi = 0;
+    for e in events {
+        // Executes before this record (one at the same time as a ready comes after it).
+        while let Some(x) = executes.get(xi).filter(|x| x.ts < e.ts) {
+            if let Some(p) = open.remove(&x.goid) {
+                if p.1.is_some() {
+                    close(p, Some(x.ts), &mut total, &mut runnable);
+                } else {
+                    open.insert(x.goid, p);
+                }
+            }
+            xi += 1;
+        }
+        match e.kind {
+            GoEventKind::Park => {
+                if let Some(p) = open.insert(e.goid, (e.ts, None)) {
+                    close(p, None, &mut total, &mut runnable);
+                }
+            }
+            // A second ready: the first one's wait ends there (no execute in between).
+            GoEventKind::Ready => match open.remove(&e.goid) {
+                Some((a, None)) => {
+                    open.insert(e.goid, (a, Some(e.ts)));
+                }
+                Some(p) => close(p, None, &mut total, &mut runnable),
+                None => {}
+            },
+        }
+    }
+    for x in &executes[xi..] {
+        if let Some(p) = open.remove(&x.goid) {
+            if p.1.is_some() {
+                close(p, Some(x.ts), &mut total, &mut runnable);
+            } else {
+                open.insert(x.goid, p);
+            }
+        }
+    }
+    for (_, p) in open {
+        close(p, None, &mut total, &mut runnable);
+    }
+    let out = ok(
+        bin()
+            .args(["chains", "--goroutines", "--no-dedup", "--unit", "ns"])
+            .arg(trace),
+        "chainrec chains --goroutines",
+    );
+    let folded = String::from_utf8_lossy(&out.stdout);
+    let (mut width, mut rq) = (0u64, 0u64);
+    for (path, w) in folded.lines().filter_map(|l| l.rsplit_once(' ')) {
+        let w: u64 = w.parse().unwrap();
+        width += w;
+        let levels: Vec<&str> = path.split(";--;").collect();
+        if levels.len() == 2 && levels[1] == "[run queue]" {
+            rq += w;
+        }
+    }
+    eprintln!(
+        "{TEST}: chains --goroutines: width {width} ns, of which the roots' [run queue] \
+         {rq} ns ({:.2} %); from the records: park -> execute {total} ns, ready -> execute \
+         {runnable} ns; {}",
+        100.0 * rq as f64 / width.max(1) as f64,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    assert_eq!((width, rq), (total, runnable));
+    assert!(rq > 0, "no runnable part");
 }
 
 /// Without `--go`: the binary is found from its process; the ping-pong's hit rate is far

@@ -60,7 +60,7 @@ impl ParseCallbacks for AbiTypes {
     fn int_macro(&self, name: &str, _value: i64) -> Option<IntKind> {
         let u8_prefixes = ["EV_", "ST_", "UST_", "CTX_", "CR_", "THR_", "MODE_"];
         if u8_prefixes.iter().any(|p| name.starts_with(p))
-            || ["GO_PARK", "GO_READY"].contains(&name)
+            || ["GO_PARK", "GO_READY", "GO_EXECUTE"].contains(&name)
         {
             return Some(IntKind::U8);
         }

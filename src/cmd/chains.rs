@@ -138,13 +138,14 @@ pub struct ChainsArgs {
     #[arg(long, default_value = "estimate", value_parser = oncpu_parser(), value_name = "HOW")]
     pub oncpu: OnCpuMode,
     /// Goroutine chains of the Go programs in the trace (their goroutine records, from
-    /// `record`'s Go probes): each goroutine wait (park to ready) as a root, `goroutine`
+    /// `record`'s Go probes): each goroutine wait (park to execute) as a root, `goroutine`
     /// and its stack, then the goroutines that readied it, level by level, down to the Go
     /// runtime (`[go runtime: timer]`, `[go runtime: netpoll]`; a netpoll ready goes on
     /// into the thread that woke the poller out of epoll_wait, e.g. a peer's write with
-    /// `[softirq: NET_RX]`, and that thread's goroutine): the parked time, deduplicated as
-    /// thread chains are, as folded text or --svg; no run-queue part and no thread filters
-    /// yet.
+    /// `[softirq: NET_RX]`, and that thread's goroutine): parked time, and runnable time
+    /// (ready to execute, waiting for a P: `[run queue]`, the root's and each waker
+    /// goroutine's; traces before format 2.3 have parked time only), deduplicated as
+    /// thread chains are, as folded text or --svg; no thread filters yet.
     #[arg(long)]
     pub goroutines: bool,
 }
@@ -261,9 +262,10 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
 fn goroutine_notes(name: &str, a: &ChainsArgs, g: &chainrec_chain::GoChains) -> Result<()> {
     let s = &g.stats;
     say!(
-        "chainrec: {name}: {} goroutine waits ({:.3} s parked), {} lines; {} readied by the runtime; {} shown inside other chains (dedup; --no-dedup shows them)",
+        "chainrec: {name}: {} goroutine waits ({:.3} s parked, {:.3} s runnable), {} lines; {} readied by the runtime; {} shown inside other chains (dedup; --no-dedup shows them)",
         s.waits,
-        s.waits_ns as f64 / 1e9,
+        (s.waits_ns - s.runnable_ns) as f64 / 1e9,
+        s.runnable_ns as f64 / 1e9,
         g.lines.len(),
         s.by_runtime,
         s.hidden_by_dedup
@@ -283,6 +285,11 @@ fn goroutine_notes(name: &str, a: &ChainsArgs, g: &chainrec_chain::GoChains) -> 
             pct(n.unjoined.1),
             n.unjoined.0
         );
+    }
+    if s.runnable_unknown == s.waits && s.waits > 0 {
+        say!("chainrec: {name}: note: no goroutine execute records in this trace (recorded before format 2.3): the runnable part of each wait (ready to execute, waiting for a P) is unknown, only the parked part is shown");
+    } else if s.runnable_unknown > 0 {
+        say!("chainrec: {name}: note: {} waits without an execute after their ready in the trace (at its end, or capped): their runnable part is not shown", s.runnable_unknown);
     }
     if s.readies_without_park > 0 {
         say!("chainrec: {name}: note: {} readies of goroutines parked before the probes attached (no wait shown; they still serve as causes)", s.readies_without_park);

@@ -150,10 +150,11 @@ pub struct Args {
     /// No on-CPU samples (scheduler events only).
     #[arg(long)]
     pub no_samples: bool,
-    /// Record goroutine parks and readies of this Go binary from the start (repeatable;
-    /// Go 1.19, amd64): uprobes on runtime.gopark, runtime.ready and runtime.netpollready,
-    /// each with the goroutine's stack, in the trace's goroutine sections (`chainrec script
-    /// --goroutines`).
+    /// Record goroutine parks, readies and executes of this Go binary from the start
+    /// (repeatable; Go 1.19, amd64): uprobes on runtime.gopark, runtime.ready and
+    /// runtime.netpollready, each with the goroutine's stack, and on runtime.execute (no
+    /// stack: when a readied goroutine got a P), in the trace's goroutine sections
+    /// (`chainrec script --goroutines`).
     /// Without it, the Go binaries of the processes the recording sees are probed once
     /// found (a few ms after they start), unless --no-go.
     #[arg(long, value_name = "PATH")]
@@ -161,7 +162,7 @@ pub struct Args {
     /// Do not probe Go binaries found in the recording (only those named with --go).
     #[arg(long)]
     pub no_go: bool,
-    /// Goroutine probe hits per second (parks + readies, per binary) above which that
+    /// Goroutine probe hits per second (parks, readies, executes, per binary) above which that
     /// binary's probes are detached: its processes then get thread-level chains only
     /// (counted in the summary, marked in the trace). 0: no cap.
     #[arg(long, value_name = "HITS", default_value_t = chainrec_record::golang::DEFAULT_MAX_RATE)]

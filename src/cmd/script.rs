@@ -65,7 +65,8 @@ pub struct ScriptArgs {
     pub ns: bool,
     /// Print the goroutine records of Go programs instead of the scheduler events (one line
     /// each: park with the goroutine's wait reason and stack, ready with the waker
-    /// goroutine, 0 for the runtime, and its stack); `-p`, `-t`, `--comm` and `--window`
+    /// goroutine, 0 for the runtime, and its stack; execute when a goroutine starts
+    /// running, format 2.3); `-p`, `-t`, `--comm` and `--window`
     /// select them by the thread they were recorded in.
     #[arg(long)]
     pub goroutines: bool,
@@ -180,6 +181,7 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
             filter: &filter,
             threads: chainrec_format::Threads::new(reader.tables()),
             next: 0,
+            next_execute: 0,
         };
         let r = reader.for_each_chunk::<anyhow::Error>(range, true, |evs| {
             for e in evs {
@@ -208,8 +210,8 @@ pub fn run_script(a: ScriptArgs) -> Result<()> {
     Ok(())
 }
 
-/// `script --goroutines`: the trace's goroutine records (issue 38; the engine does not use
-/// them yet), in time order, text or NDJSON, each with its thread's name at the time.
+/// `script --goroutines`: the trace's goroutine records (issue 38) and executes (format
+/// 2.3), in time order, text or NDJSON, each with its thread's name at the time.
 struct GoPrinter<'a> {
     a: &'a ScriptArgs,
     tables: &'a chainrec_format::Tables,
@@ -219,6 +221,8 @@ struct GoPrinter<'a> {
     threads: chainrec_format::Threads,
     /// The first record not printed yet.
     next: usize,
+    /// The first execute (format 2.3) not printed yet.
+    next_execute: usize,
 }
 
 impl GoPrinter<'_> {
@@ -230,15 +234,10 @@ impl GoPrinter<'_> {
         let g = &tables.goroutines;
         while let Some(e) = g.events().get(self.next).filter(|e| e.ts < ts) {
             self.next += 1;
-            if self.filter.window.is_some_and(|w| e.ts < w.0 || e.ts > w.1) {
+            self.print_executes_until(e.ts, out)?;
+            let Some(comm) = self.shown(e.ts, e.tid) else {
                 continue;
-            }
-            let who = self.threads.identity(e.tid);
-            if !self.filter.threads.is_empty() && !self.filter.threads.matches_identity(e.tid, &who)
-            {
-                continue;
-            }
-            let comm = who.comm.to_string();
+            };
             let (kind, what) = match e.kind {
                 GoEventKind::Park => ("go_park", g.reason_name(e.tgid, e.reason)),
                 GoEventKind::Ready => ("go_ready", format!("by goroutine {}", e.waker)),
@@ -283,6 +282,54 @@ impl GoPrinter<'_> {
                     writeln!(out, "    {f}")?;
                 }
             }
+        }
+        self.print_executes_until(ts, out)
+    }
+
+    /// The comm of thread `tid` when a record of it at `ts` passes the filters.
+    fn shown(&self, ts: u64, tid: chainrec_format::Tid) -> Option<String> {
+        if self.filter.window.is_some_and(|w| ts < w.0 || ts > w.1) {
+            return None;
+        }
+        let who = self.threads.identity(tid);
+        if !self.filter.threads.is_empty() && !self.filter.threads.matches_identity(tid, &who) {
+            return None;
+        }
+        Some(who.comm.to_string())
+    }
+
+    /// Print the executes before `ts` (`go_execute`: a goroutine starts running; no stack).
+    fn print_executes_until(&mut self, ts: u64, out: &mut dyn Write) -> std::io::Result<()> {
+        use chainrec_report::script::rel_time;
+        let tables = self.tables;
+        let g = &tables.goroutines;
+        while let Some(x) = g.executes().get(self.next_execute).filter(|x| x.ts < ts) {
+            self.next_execute += 1;
+            let Some(comm) = self.shown(x.ts, x.tid) else {
+                continue;
+            };
+            if self.a.json {
+                let v = serde_json::json!({
+                    "kind": "go_execute", "ts_ns": x.ts, "cpu": x.cpu, "tid": x.tid,
+                    "tgid": x.tgid, "comm": comm, "goid": x.goid,
+                });
+                writeln!(out, "{v}")?;
+                continue;
+            }
+            let ns = if self.a.ns {
+                format!(" {}", x.ts)
+            } else {
+                String::new()
+            };
+            writeln!(
+                out,
+                "{}{ns} [{:03}] go_execute    goroutine {} ({comm} {}/{})",
+                rel_time(x.ts, self.start),
+                x.cpu,
+                x.goid,
+                x.tid,
+                x.tgid
+            )?;
         }
         Ok(())
     }

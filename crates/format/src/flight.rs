@@ -261,6 +261,10 @@ impl FlightRing {
                         .copied()
                         .collect(),
                     processes: self.goroutines.processes.clone(),
+                    executes: (self.goroutines.executes.iter())
+                        .filter(|e| window.contains(&e.ts))
+                        .copied()
+                        .collect(),
                 })?;
             }
             if !self.cgroups.is_empty() {
@@ -357,6 +361,7 @@ impl TraceSink for FlightRing {
         // chunks they were beside (no growth over a long recording).
         if let Some(oldest) = self.chunks.front().map(|c| c.first_ts) {
             self.goroutines.events.retain(|e| e.ts >= oldest);
+            self.goroutines.executes.retain(|e| e.ts >= oldest);
         }
         Ok(())
     }
@@ -496,8 +501,8 @@ impl RotatingWriter {
         }
         if !self.go_processes.is_empty() {
             w.add_goroutines(&GoDelta {
-                events: Vec::new(),
                 processes: self.go_processes.clone(),
+                ..GoDelta::default()
             })?;
         }
         if !self.cgroups.is_empty() {

@@ -49,6 +49,25 @@ pub struct GoEvent {
     pub stack: StackId,
 }
 
+/// A goroutine started running (entry of `runtime.execute(gp, inheritTime)`, the
+/// scheduler handing goroutine `goid` to thread `tid`): the end of the runnable time that
+/// began at its ready. Format 2.3: kept in optional sections of their own (kind 0x84), not
+/// in the goroutine sections, whose record kinds a 2.2 reader decodes as a closed enum
+/// (a third kind there would make it fail on the whole section).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoExecute {
+    /// Trace-clock time.
+    pub ts: u64,
+    /// CPU it happened on.
+    pub cpu: u32,
+    /// The thread (M) about to run the goroutine.
+    pub tid: Tid,
+    /// Its process.
+    pub tgid: Tid,
+    /// The goroutine.
+    pub goid: u64,
+}
+
 /// A Go process whose goroutine events the trace holds: its Go version and the names of
 /// its runtime's wait reasons (`runtime.waitReasonStrings`, indexed by the reason byte).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,21 +90,27 @@ pub struct GoDelta {
     pub events: Vec<GoEvent>,
     /// Processes (a later entry for a tgid replaces an earlier one).
     pub processes: Vec<GoProcess>,
+    /// Executes, in any order. Not part of the goroutine section's payload (skipped by
+    /// serde, so that payload is 2.2's): the writer puts them in a section of their own
+    /// (kind 0x84, bincode of `Vec<GoExecute>`).
+    #[serde(skip)]
+    pub executes: Vec<GoExecute>,
 }
 
 impl GoDelta {
     /// True when there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.processes.is_empty()
+        self.events.is_empty() && self.processes.is_empty() && self.executes.is_empty()
     }
-    /// Records plus processes (a section header's count).
+    /// Records plus processes plus executes.
     pub fn items(&self) -> usize {
-        self.events.len() + self.processes.len()
+        self.events.len() + self.processes.len() + self.executes.len()
     }
-    /// Append `other`'s records and processes.
+    /// Append `other`'s records, processes and executes.
     pub fn extend(&mut self, other: &GoDelta) {
         self.events.extend_from_slice(&other.events);
         self.processes.extend_from_slice(&other.processes);
+        self.executes.extend_from_slice(&other.executes);
     }
 }
 
@@ -95,6 +120,7 @@ pub struct Goroutines {
     events: Vec<GoEvent>,
     sorted: bool,
     processes: BTreeMap<Tid, GoProcess>,
+    executes: Vec<GoExecute>,
 }
 
 impl Goroutines {
@@ -106,6 +132,15 @@ impl Goroutines {
         }
         for p in &d.processes {
             self.processes.insert(p.tgid, p.clone());
+        }
+        if !d.executes.is_empty() {
+            let last = self.executes.last().map_or(0, |e| e.ts);
+            let sorted = d.executes.first().is_none_or(|e| e.ts >= last)
+                && d.executes.is_sorted_by_key(|e| e.ts);
+            self.executes.extend_from_slice(&d.executes);
+            if !sorted {
+                self.executes.sort_by_key(|e| (e.ts, e.tid));
+            }
         }
         if !self.sorted {
             self.events.sort_by_key(|e| (e.ts, e.tid));
@@ -121,12 +156,18 @@ impl Goroutines {
 
     /// True when the trace has no goroutine records.
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.processes.is_empty()
+        self.events.is_empty() && self.processes.is_empty() && self.executes.is_empty()
     }
 
     /// Every record, in time order.
     pub fn events(&self) -> &[GoEvent] {
         &self.events
+    }
+
+    /// Every execute, in time order (empty in traces before format 2.3, or recorded
+    /// without the `runtime.execute` probe: the runnable part of waits is then unknown).
+    pub fn executes(&self) -> &[GoExecute] {
+        &self.executes
     }
 
     /// The Go processes, by process id.
@@ -149,6 +190,7 @@ impl Goroutines {
         GoDelta {
             events: self.events.clone(),
             processes: self.processes.values().cloned().collect(),
+            executes: self.executes.clone(),
         }
     }
 }
@@ -182,10 +224,12 @@ mod tests {
                 reasons: vec!["".into(), "a".into(), "b".into(), "chan receive".into()],
                 capped_ns: 0,
             }],
+            executes: vec![],
         });
         g.merge(&GoDelta {
             events: vec![ev(20, 3)],
             processes: vec![],
+            executes: vec![],
         });
         let ts: Vec<u64> = g.events().iter().map(|e| e.ts).collect();
         assert_eq!(ts, [10, 20, 30]);

@@ -58,7 +58,8 @@ pub struct SectionBytes {
     pub throttles: u64,
     /// Cgroup sections (optional kind, format 2.1).
     pub cgroups: u64,
-    /// Goroutine sections (optional kind, format 2.2).
+    /// Goroutine sections (optional kind, format 2.2) and goroutine execute sections
+    /// (format 2.3).
     pub goroutines: u64,
     /// Sections of kinds this version does not know (skipped) and trailing garbage.
     pub other: u64,
@@ -338,7 +339,7 @@ impl TraceReader {
                         load_throttles(&mut l.tables, &h, payload, off)?;
                         l.bytes.throttles += h.section_len();
                     }
-                    KIND_GOROUTINES => {
+                    KIND_GOROUTINES | KIND_GO_EXECUTES => {
                         load_goroutines(&mut l.tables, &h, payload, off)?;
                         l.bytes.goroutines += h.section_len();
                     }
@@ -979,9 +980,16 @@ fn load_throttles(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) -
     Ok(())
 }
 
-/// Check, decode and merge one goroutine section.
+/// Check, decode and merge one goroutine section or goroutine execute section.
 fn load_goroutines(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) -> Result<()> {
-    let d: GoDelta = load_optional(h, payload, off, "goroutine section")?;
+    let d = if h.kind == KIND_GO_EXECUTES {
+        GoDelta {
+            executes: load_optional(h, payload, off, "goroutine execute section")?,
+            ..GoDelta::default()
+        }
+    } else {
+        load_optional(h, payload, off, "goroutine section")?
+    };
     t.goroutines.merge(&d);
     Ok(())
 }
@@ -1137,7 +1145,7 @@ fn load_optional_sections(
                 load_throttles(&mut l.tables, &h, p, cursor).map_err(msg)?;
                 l.bytes.throttles += h.section_len();
             }
-            if h.kind == KIND_GOROUTINES {
+            if h.kind == KIND_GOROUTINES || h.kind == KIND_GO_EXECUTES {
                 load_goroutines(&mut l.tables, &h, p, cursor).map_err(msg)?;
                 l.bytes.goroutines += h.section_len();
             }

@@ -22,8 +22,9 @@ pub(crate) const FILE_MAGIC: &[u8; 8] = b"CHAINREC";
 pub const FORMAT_MAJOR: u16 = 2;
 /// Minor version written by this build (readers accept any minor of a major they read;
 /// minor 1 added the optional cgroup, throttle and mapping sections, kinds 0x80..=0x82;
-/// minor 2 the optional goroutine sections, kind 0x83).
-pub const FORMAT_MINOR: u16 = 2;
+/// minor 2 the optional goroutine sections, kind 0x83; minor 3 the goroutine executes,
+/// kind 0x84).
+pub const FORMAT_MINOR: u16 = 3;
 /// Oldest major version this build reads (1: no samples, 7 per-kind counts in the index).
 pub const FORMAT_MIN_MAJOR: u16 = 1;
 
@@ -57,6 +58,9 @@ pub(crate) const KIND_CGROUPS: u8 = 0x80;
 pub(crate) const KIND_MAPPINGS: u8 = 0x82;
 /// Optional (format 2.2): goroutine parks and readies of Go programs (`GoDelta`).
 pub(crate) const KIND_GOROUTINES: u8 = 0x83;
+/// Optional (format 2.3): goroutine executes (`Vec<GoExecute>`), beside the goroutine
+/// sections so that 2.2 readers skip them.
+pub(crate) const KIND_GO_EXECUTES: u8 = 0x84;
 
 /// Largest decompressed payload of an event chunk a reader accepts.
 pub(crate) const MAX_CHUNK_RAW: u64 = 64 << 20;
@@ -75,6 +79,7 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
         KIND_MAPPINGS => "mapping section",
         KIND_THROTTLES => "throttle section",
         KIND_GOROUTINES => "goroutine section",
+        KIND_GO_EXECUTES => "goroutine execute section",
         KIND_CGROUPS => "cgroup section",
         _ => "section",
     }
@@ -91,6 +96,7 @@ pub(crate) fn header_name(kind: u8) -> &'static str {
         KIND_MAPPINGS => "mapping section header",
         KIND_THROTTLES => "throttle section header",
         KIND_GOROUTINES => "goroutine section header",
+        KIND_GO_EXECUTES => "goroutine execute section header",
         KIND_CGROUPS => "cgroup section header",
         _ => "section header",
     }

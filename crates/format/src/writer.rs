@@ -434,8 +434,15 @@ impl TraceWriter {
         if self.pending_goroutines.is_empty() {
             return Ok(());
         }
-        let d = std::mem::take(&mut self.pending_goroutines);
-        self.write_optional(KIND_GOROUTINES, &d, d.items())
+        let mut d = std::mem::take(&mut self.pending_goroutines);
+        let executes = std::mem::take(&mut d.executes);
+        if !d.is_empty() {
+            self.write_optional(KIND_GOROUTINES, &d, d.items())?;
+        }
+        if executes.is_empty() {
+            return Ok(());
+        }
+        self.write_optional(KIND_GO_EXECUTES, &executes, executes.len())
     }
 
     /// The pending cgroup additions as one optional section.

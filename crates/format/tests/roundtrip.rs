@@ -819,23 +819,7 @@ fn cgroups_round_trip() {
     assert_tables_eq(&m.tables, &t.tables);
 
     // A reader that does not know kind 0x80 skips it and reads everything else.
-    let mut b = std::fs::read(&p).unwrap();
-    let mut off = 28usize;
-    let mut patched = 0;
-    while off + 56 <= b.len() {
-        let size = u32::from_le_bytes(b[off + 4..off + 8].try_into().unwrap());
-        if size != 48 {
-            break;
-        }
-        let payload = u64::from_le_bytes(b[off + 16..off + 24].try_into().unwrap()) as usize;
-        if b[off + 8] == 0x80 {
-            b[off + 8] = 0x9f;
-            let crc = crc32fast_hash(&b[off + 8..off + 52]);
-            b[off + 52..off + 56].copy_from_slice(&crc.to_le_bytes());
-            patched += 1;
-        }
-        off += 56 + payload;
-    }
+    let (b, patched) = relabel_sections(&p, 0x80);
     assert_eq!(patched, 2, "one section per addition");
     let q = dir.file("old.zst");
     std::fs::write(&q, &b).unwrap();
@@ -977,9 +961,33 @@ fn throttle_sections_round_trip() {
     check(&m.tables);
 }
 
+/// The bytes of the file at `p` with its sections of kind `kind` relabelled to an optional
+/// kind no reader knows (0x9f, header checksum redone), and how many there were.
+fn relabel_sections(p: &std::path::Path, kind: u8) -> (Vec<u8>, usize) {
+    let mut b = std::fs::read(p).unwrap();
+    let mut off = 28usize;
+    let mut patched = 0;
+    while off + 56 <= b.len() {
+        let size = u32::from_le_bytes(b[off + 4..off + 8].try_into().unwrap());
+        if size != 48 {
+            break;
+        }
+        let payload = u64::from_le_bytes(b[off + 16..off + 24].try_into().unwrap()) as usize;
+        if b[off + 8] == kind {
+            b[off + 8] = 0x9f;
+            let crc = crc32fast_hash(&b[off + 8..off + 52]);
+            b[off + 52..off + 56].copy_from_slice(&crc.to_le_bytes());
+            patched += 1;
+        }
+        off += 56 + payload;
+    }
+    (b, patched)
+}
+
 /// Goroutine records (optional kind 0x83, format 2.2) survive the indexed and the scanned
 /// read, come back in time order with their process's wait reasons, and a flight dump
-/// keeps the ones inside its window; a reader that does not know the kind skips it.
+/// keeps the ones inside its window; a reader that does not know the kind skips it. Their
+/// executes (optional kind 0x84, format 2.3) too, and a 2.2 reader skips those alone.
 #[test]
 fn goroutine_sections_round_trip() {
     let dir = TempDir::new("goroutines");
@@ -1009,10 +1017,19 @@ fn goroutine_sections_round_trip() {
             rec(90, 6, GoEventKind::Park),
         ],
         processes: vec![process.clone()],
+        executes: vec![],
+    };
+    let exec = |i: usize, goid: u64| GoExecute {
+        ts: event_ts[i],
+        cpu: 1,
+        tid: 3,
+        tgid: 2,
+        goid,
     };
     let second = GoDelta {
         events: vec![rec(2900, 5, GoEventKind::Ready)],
         processes: vec![],
+        executes: vec![exec(2910, 5), exec(95, 6)],
     };
     write_with(&p, &t, |w, i| match i {
         700 => w.add_goroutines(&first).unwrap(),
@@ -1032,12 +1049,26 @@ fn goroutine_sections_round_trip() {
             g.processes().cloned().collect::<Vec<_>>(),
             std::slice::from_ref(&process)
         );
+        assert_eq!(g.executes(), [exec(95, 6), exec(2910, 5)]);
     };
     let (r, m) = read_back(&p);
     assert!(r.recovery().is_none(), "{:?}", r.recovery());
     assert!(r.section_bytes().goroutines > 0);
     assert_eq!(r.section_bytes().other, 0);
     check(&m.tables);
+    assert_eq!(m.events, t.events);
+
+    // A 2.2 reader does not know kind 0x84 (executes): it skips those sections and reads
+    // the goroutine sections unchanged (their payload has no executes).
+    let (b, patched) = relabel_sections(&p, 0x84);
+    assert_eq!(patched, 1, "one execute section");
+    let q = dir.file("old.zst");
+    std::fs::write(&q, &b).unwrap();
+    let (r, m) = read_back(&q);
+    assert!(r.recovery().is_none());
+    assert!(r.section_bytes().other > 0);
+    assert!(m.tables.goroutines.executes().is_empty());
+    assert_eq!(m.tables.goroutines.events().len(), 3);
     assert_eq!(m.events, t.events);
 
     check(&read_scanned(&dir, &p).tables);
@@ -1055,5 +1086,6 @@ fn goroutine_sections_round_trip() {
     assert!(first_ts > event_ts[100], "the dump starts after the parks");
     let kept: Vec<u64> = m.tables.goroutines.events().iter().map(|e| e.ts).collect();
     assert_eq!(kept, [event_ts[2900]]);
+    assert_eq!(m.tables.goroutines.executes(), [exec(2910, 5)]);
     assert_eq!(m.tables.goroutines.processes().count(), 1);
 }

@@ -239,6 +239,13 @@ impl Consumer {
                 }
                 continue;
             }
+            if e.kind == raw::EV_GO && e.aux == raw::GO_EXECUTE {
+                // Not an event: a record of the goroutine execute sections (format 2.3):
+                // header and argument word.
+                let (slot, x) = self.conv.go_execute(e);
+                self.go.record_execute(slot, x, (raw::HDR + 8) as u64);
+                continue;
+            }
             if e.kind == raw::EV_GO {
                 // Not an event: a record of the goroutine sections (format 2.2).
                 match self.conv.go_event(e, pool) {

@@ -768,6 +768,21 @@ impl Converter {
         Some((e.kst as usize, ev))
     }
 
+    /// A goroutine execute record (`EV_GO`, `GO_EXECUTE`): the binary's slot and the
+    /// execute.
+    pub(crate) fn go_execute(&mut self, e: &RawEv) -> (usize, GoExecute) {
+        let g = e.go();
+        self.cur_ts = e.ts;
+        let x = GoExecute {
+            ts: e.ts,
+            cpu: e.cpu as u32,
+            tid: g.tid,
+            tgid: g.tgid,
+            goid: u64::from(g.goid_lo) | u64::from(g.goid_hi) << 32,
+        };
+        (e.kst as usize, x)
+    }
+
     /// `history`: the mapping history, for unwinding stacks of processes that have exited.
     pub(crate) fn convert(
         &mut self,

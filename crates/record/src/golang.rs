@@ -13,7 +13,7 @@
 //! processes then have thread-level chains only, which is counted and written into the
 //! trace (`GoProcess::capped_ns`).
 
-use chainrec_format::{GoDelta, GoEvent, GoProcess, Tid};
+use chainrec_format::{GoDelta, GoEvent, GoExecute, GoProcess, Tid};
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -105,9 +105,14 @@ const KNOWN: &[(&str, GoLayout)] = &[(
     },
 )];
 
-/// The runtime functions probed: `go_park`, `go_ready`, `go_netpoll` of
+/// The runtime functions probed: `go_park`, `go_ready`, `go_netpoll`, `go_execute` of
 /// bpf/goroutines.bpf.h, in that order.
-const PROBED: [&str; 3] = ["runtime.gopark", "runtime.ready", "runtime.netpollready"];
+const PROBED: [&str; 4] = [
+    "runtime.gopark",
+    "runtime.ready",
+    "runtime.netpollready",
+    "runtime.execute",
+];
 
 /// What the probes need from one Go binary.
 #[derive(Clone, Debug)]
@@ -457,7 +462,7 @@ pub struct GoOptions {
     pub auto: bool,
     /// Binaries named with `--go`, probed from the start.
     pub binaries: Vec<PathBuf>,
-    /// Probe hits per second (park + ready, per binary) above which that binary's probes
+    /// Probe hits per second (park, ready, netpoll and execute, per binary) above which that binary's probes
     /// are detached (0: no cap).
     pub max_rate: u64,
 }
@@ -649,6 +654,8 @@ pub struct GoCounts {
     pub parks: u64,
     /// See [`GoCounts::parks`].
     pub readies: u64,
+    /// Executes written (a goroutine started running; format 2.3).
+    pub executes: u64,
     /// Probe hits (all binaries).
     pub hits: u64,
     /// The highest hit rate of a binary over a window (per second).
@@ -670,8 +677,8 @@ impl std::fmt::Display for GoCounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} binaries probed, {} not supported, {} processes; {} parks, {} readies \
-             ({} probe hits, at most {:.0}/s per binary); {} capped (thread-level chains \
+            "{} binaries probed, {} not supported, {} processes; {} parks, {} readies, \
+             {} executes ({} probe hits, at most {:.0}/s per binary); {} capped (thread-level chains \
              from then on); {:.0} ring bytes per record; {} without stack, {} unreadable, \
              {} lost (ring buffer full)",
             self.binaries.len(),
@@ -679,10 +686,11 @@ impl std::fmt::Display for GoCounts {
             self.processes,
             self.parks,
             self.readies,
+            self.executes,
             self.hits,
             self.max_rate,
             self.capped.len(),
-            self.ring_bytes as f64 / (self.parks + self.readies).max(1) as f64,
+            self.ring_bytes as f64 / (self.parks + self.readies + self.executes).max(1) as f64,
             self.no_stack,
             self.read_failed,
             self.lost
@@ -713,6 +721,7 @@ impl GoCounts {
             "processes": self.processes,
             "parks": self.parks,
             "readies": self.readies,
+            "executes": self.executes,
             "probe_hits": self.hits,
             "max_rate_per_s": self.max_rate,
             "capped": self.capped.iter().map(|(p, t)| serde_json::json!({
@@ -873,6 +882,7 @@ impl GoProbes {
             &skel.progs.go_park,
             &skel.progs.go_ready,
             &skel.progs.go_netpoll,
+            &skel.progs.go_execute,
         ]
         .into_iter()
         .zip(PROBED)
@@ -967,10 +977,21 @@ impl GoProbes {
         self.pending.events.push(ev);
     }
 
+    /// An execute record of slot `slot`, kept for the next execute section.
+    pub(crate) fn record_execute(&mut self, slot: usize, x: GoExecute, ring_bytes: u64) {
+        self.counts.ring_bytes += ring_bytes;
+        if self.slots.get(slot).is_none() {
+            return;
+        }
+        self.counts.executes += 1;
+        self.pending.executes.push(x);
+    }
+
     /// The records for the next section, sorted by time.
     pub(crate) fn take_pending(&mut self) -> GoDelta {
         let mut d = std::mem::take(&mut self.pending);
         d.events.sort_by_key(|e| e.ts);
+        d.executes.sort_by_key(|e| e.ts);
         d
     }
 

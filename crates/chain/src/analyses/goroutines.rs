@@ -20,13 +20,19 @@
 //! goroutines or slept elsewhere since its last wakeup) ends at
 //! `[go runtime: netpoll, polled]`.
 //!
-//! Not yet (the thread engine has them): the run-queue part (a readied goroutine waiting
-//! for a P; only the parked part is shown, as with `--no-runqueue`), earlier-wait branches
-//! (a waker's earlier parks inside its level stay with its level).
+//! The runnable part (session 25): with the trace's `runtime.execute` records (format
+//! 2.3), a wait ends when its goroutine runs again, not at its ready: the interval
+//! ready → execute is the root's `[run queue]` level (no holder: which goroutine held the
+//! P meanwhile is not recorded), and a waker goroutine's own time inside a level splits
+//! the same way into runnable (its ready → its execute, `…;goroutine;--;[run queue]`) and
+//! running. Without execute records the lines are the parked part alone, as before.
+//!
+//! Not yet (the thread engine has them): earlier-wait branches (a waker's earlier parks
+//! inside its level stay with its level).
 
 use crate::analyses::gothreads::{goroutine_entry, GoThreadWakes, Sleep};
 use crate::engine::frames::stack_frames;
-use chainrec_format::{GoEvent, GoEventKind, StackId, Tables, Tid};
+use chainrec_format::{GoEvent, GoEventKind, GoExecute, StackId, Tables, Tid};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
@@ -35,8 +41,14 @@ use std::sync::Arc;
 pub struct GoChainStats {
     /// Goroutine waits (a park ended by a ready of the same goroutine), each a root.
     pub waits: u64,
-    /// Their total parked time (ns): the sum of the lines' weights.
+    /// Their total time (ns): parked, plus runnable when the execute is known; the sum
+    /// of the lines' weights.
     pub waits_ns: u64,
+    /// Of `waits_ns`, the roots' runnable time (ready → execute), in `[run queue]` lines.
+    pub runnable_ns: u64,
+    /// Waits whose execute after the ready is not in the trace (always all of them in a
+    /// trace without execute records: then their runnable part is unknown, not shown).
+    pub runnable_unknown: u64,
     /// Waits not shown as roots: their ready is an inner level of another chain (dedup).
     pub hidden_by_dedup: u64,
     /// Waits readied by the runtime itself (no goroutine on the thread: timers, netpoll).
@@ -113,6 +125,20 @@ struct Hop {
     cause_s: u64,
     /// A ready by netpoll: its join to the thread level (index into the joins).
     join: Option<usize>,
+    /// When the readied goroutine then started running (`runtime.execute`), 0: unknown.
+    exec: u64,
+}
+
+impl Hop {
+    /// The readied goroutine's runnable time inside `[from, to]` (its ready → its
+    /// execute, clipped; 0 when the execute is unknown).
+    fn runnable_in(&self, from: u64, to: u64) -> u64 {
+        if self.exec == 0 || from >= to {
+            return 0;
+        }
+        let (r, x) = (self.ts.clamp(from, to), self.exec.clamp(from, to));
+        x.saturating_sub(r)
+    }
 }
 
 /// How a netpoll ready joins the thread level.
@@ -188,6 +214,7 @@ pub fn goroutine_chains(
     out.stats.capped_processes = go.processes().filter(|p| p.capped_ns > 0).count() as u64;
     let start = events.first().map_or(0, |e| e.ts);
     let running = Running::new(events);
+    let execs = exec_times(events, go.executes());
     let mut states: FxHashMap<(Tid, u64), GState> = FxHashMap::default();
     let mut history = History::default();
     let mut hops: Vec<Hop> = Vec::new();
@@ -201,7 +228,7 @@ pub fn goroutine_chains(
         threshold_ns,
         cache: FxHashMap::default(),
     };
-    for e in events {
+    for (i, e) in events.iter().enumerate() {
         match e.kind {
             GoEventKind::Park => {
                 states.entry((e.tgid, e.goid)).or_default().park = Some((e.ts, e.stack, e.reason));
@@ -229,6 +256,7 @@ pub fn goroutine_chains(
                     cause,
                     cause_s,
                     join,
+                    exec: execs[i],
                 });
                 inner.push(false);
                 let st = states.entry((e.tgid, e.goid)).or_default();
@@ -249,9 +277,23 @@ pub fn goroutine_chains(
                     out.stats.by_runtime += 1;
                 }
                 let mut lines = Vec::new();
-                let mut line = |path: &str, w: u64| lines.push((interned.id(path), w));
+                let mut line = |path: &str, w: u64| {
+                    if w > 0 {
+                        lines.push((interned.id(path), w));
+                    }
+                };
                 let mut netpoll = NetpollShares::default();
                 let mut path = names.root(e.tgid, pstack, reason);
+                // The root's runnable part: ready → execute, a level of its own.
+                match execs[i] {
+                    0 => out.stats.runnable_unknown += 1,
+                    x => {
+                        let rq = x.saturating_sub(e.ts);
+                        out.stats.waits_ns += rq;
+                        out.stats.runnable_ns += rq;
+                        line(&format!("{path};--;{RUNQ}"), rq);
+                    }
+                }
                 let (mut l, mut t) = (a, e.ts);
                 let mut cur = h;
                 let mut depth = 1;
@@ -307,12 +349,17 @@ pub fn goroutine_chains(
                         None => {}
                     }
                     let next = below.filter(|&(c, _)| hops[c].ts > l);
+                    // The waker goroutine's own time includes its runnable part after
+                    // the ready that ended its park (then it ran up to its ready here).
+                    let runq = |path: &str| format!("{path};--;{RUNQ}");
                     match next {
                         Some((c, cs)) if depth < max_depth => {
                             let l2 = l.max(cs);
                             let ct = hops[c].ts.min(t);
                             let own = t.saturating_sub(l) - ct.saturating_sub(l2);
-                            line(&path, own);
+                            let rq = hops[c].runnable_in(ct, t);
+                            line(&path, own - rq);
+                            line(&runq(&path), rq);
                             inner[c] = true;
                             l = l2;
                             t = ct;
@@ -326,7 +373,9 @@ pub fn goroutine_chains(
                             break;
                         }
                         None => {
-                            line(&path, t.saturating_sub(l));
+                            let rq = below.map_or(0, |(c, _)| hops[c].runnable_in(l, t));
+                            line(&path, t.saturating_sub(l) - rq);
+                            line(&runq(&path), rq);
                             break;
                         }
                     }
@@ -361,6 +410,37 @@ pub fn goroutine_chains(
                 }
             }
         }
+    }
+    out
+}
+
+/// For each record of `events`, when it is a ready: the time of the first execute of the
+/// same goroutine after it and before the goroutine's next park or ready, else 0.
+fn exec_times(events: &[GoEvent], executes: &[GoExecute]) -> Vec<u64> {
+    let mut out = vec![0; events.len()];
+    if executes.is_empty() {
+        return out;
+    }
+    // The ready of each goroutine still waiting for its execute.
+    let mut open: FxHashMap<(Tid, u64), usize> = FxHashMap::default();
+    let mut xs = executes.iter().peekable();
+    let mut apply = |open: &mut FxHashMap<(Tid, u64), usize>, x: &GoExecute| {
+        if let Some(i) = open.remove(&(x.tgid, x.goid)) {
+            out[i] = x.ts;
+        }
+    };
+    for (i, e) in events.iter().enumerate() {
+        // An execute at the ready's own time comes after it (it cannot run before).
+        while let Some(x) = xs.next_if(|x| x.ts < e.ts) {
+            apply(&mut open, x);
+        }
+        match e.kind {
+            GoEventKind::Ready => open.insert((e.tgid, e.goid), i),
+            GoEventKind::Park => open.remove(&(e.tgid, e.goid)),
+        };
+    }
+    for x in xs {
+        apply(&mut open, x);
     }
     out
 }
@@ -606,6 +686,7 @@ mod tests {
                 reasons: vec![String::new(), "chan receive".into(), "sleep".into()],
                 capped_ns: 0,
             }],
+            executes: vec![],
         });
         let g = goroutine_chains(&t, None, 8, 0, false);
         let root = |r: &str| format!("goroutine;wait: {r}");
@@ -651,6 +732,74 @@ mod tests {
             (format!("{r};--;{gor};--;{gor};--;{timer}"), 900 + 900),
         ];
         assert_eq!(d.lines, want_d);
+    }
+
+    /// Runnable parts (hand-worked): receiver 1 parks at 0; sleeper 2 parks at 0, is
+    /// readied by the runtime at 100 and runs at 150; it readies 1 at 300, which runs at
+    /// 340. The receiver's wait [0, 340]: its own runnable part [300, 340]; the sleeper's
+    /// own time [100, 300], runnable [100, 150] and running [150, 300]; the runtime's
+    /// ready the sleeper slept until [0, 100]. The sleeper's wait [0, 150]: the runtime
+    /// [0, 100], runnable [100, 150]. Without the executes: today's lines exactly.
+    #[test]
+    fn executes_split_off_the_runnable_parts() {
+        use GoEventKind::{Park, Ready};
+        let (recv, sleep) = (1, 2);
+        let x = |ts, goid| GoExecute {
+            ts,
+            cpu: 0,
+            tid: 100,
+            tgid: 100,
+            goid,
+        };
+        let delta = GoDelta {
+            events: vec![
+                ev(0, Park, 1, 0, recv),
+                ev(0, Park, 2, 0, sleep),
+                ev(100, Ready, 2, 0, 0),
+                ev(300, Ready, 1, 2, 0),
+                ev(310, Park, 2, 0, sleep),
+            ],
+            processes: vec![GoProcess {
+                tgid: 100,
+                version: "go1.19.8".into(),
+                reasons: vec![String::new(), "chan receive".into(), "sleep".into()],
+                capped_ns: 0,
+            }],
+            executes: vec![x(150, 2), x(340, 1)],
+        };
+        let (r, s) = ("goroutine;wait: chan receive", "goroutine;wait: sleep");
+        let (gor, rt, rq) = ("goroutine", "[go runtime]", "[run queue]");
+        let mut t = Tables::default();
+        t.goroutines.merge(&delta);
+        let g = goroutine_chains(&t, None, 8, 0, false);
+        let want: Vec<(String, u64)> = vec![
+            (format!("{s};--;{rq}"), 50),
+            (format!("{s};--;{rt}"), 100),
+            (format!("{r};--;{rq}"), 40),
+            (format!("{r};--;{gor}"), 150),
+            (format!("{r};--;{gor};--;{rq}"), 50),
+            (format!("{r};--;{gor};--;{rt}"), 100),
+        ];
+        assert_eq!(g.lines, want);
+        assert_eq!(g.stats.waits_ns, 340 + 150);
+        assert_eq!((g.stats.runnable_ns, g.stats.runnable_unknown), (90, 0));
+        let d = goroutine_chains(&t, None, 8, 0, true);
+        assert_eq!(d.lines, want[2..]);
+        // The same records without executes (a 2.2 trace): the parked parts alone.
+        let mut old = Tables::default();
+        old.goroutines.merge(&GoDelta {
+            executes: vec![],
+            ..delta
+        });
+        let g = goroutine_chains(&old, None, 8, 0, false);
+        let want: Vec<(String, u64)> = vec![
+            (format!("{s};--;{rt}"), 100),
+            (format!("{r};--;{gor}"), 200),
+            (format!("{r};--;{gor};--;{rt}"), 100),
+        ];
+        assert_eq!(g.lines, want);
+        assert_eq!(g.stats.waits_ns, 300 + 100);
+        assert_eq!((g.stats.runnable_ns, g.stats.runnable_unknown), (0, 2));
     }
 
     /// A user stack of `frames` (leaf first) in process `tgid`, as id `id`.
@@ -772,6 +921,7 @@ mod tests {
                     capped_ns: 0,
                 })
                 .collect(),
+            executes: vec![],
         });
         let level = "[softirq: NET_RX];tcp_sendmsg;-;main.writeLoop;runtime.goexit;client";
         let wake = |entry: &str| ThreadWake {
