@@ -760,7 +760,7 @@ impl Converter {
             } else {
                 GoEventKind::Park
             },
-            goid: u64::from(g.goid_lo) | u64::from(g.goid_hi) << 32,
+            goid: goid(g.goid_lo, g.goid_hi),
             waker: if ready { arg } else { 0 },
             reason: if ready { 0 } else { arg as u8 },
             stack: self.stack(e.ust, StackKind::User, g.tgid, uf),
@@ -778,7 +778,7 @@ impl Converter {
             cpu: e.cpu as u32,
             tid: g.tid,
             tgid: g.tgid,
-            goid: u64::from(g.goid_lo) | u64::from(g.goid_hi) << 32,
+            goid: goid(g.goid_lo, g.goid_hi),
         };
         (e.kst as usize, x)
     }
@@ -988,6 +988,11 @@ pub(crate) fn lost_counts(
         stacks_skipped: counters[raw::C_SKIP_OFFCPU as usize] + conv.skipped,
         ..conv.lost.clone()
     }
+}
+
+/// A goroutine id as the BPF side splits it into two 32-bit halves (bpf/chainrec_abi.h).
+fn goid(lo: u32, hi: u32) -> u64 {
+    u64::from(lo) | u64::from(hi) << 32
 }
 
 #[cfg(test)]

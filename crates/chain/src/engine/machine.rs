@@ -846,11 +846,7 @@ impl<'t> Engine<'t> {
             pending_markers: 0,
             wait_slot: None,
         };
-        if let Some(cause) = parent.last_cause {
-            hop.cause = CauseLink::hop(cause);
-            hop.cause_s = parent.last_cause_s;
-            hop.cause_ts = self.hops[cause.index()].ts;
-        }
+        self.link_cause(&mut hop, pt);
         let h = self.alloc_hop(hop);
         let before = self.trace_start.unwrap_or(n.ts);
         let child = &mut self.tasks[t];
@@ -873,6 +869,18 @@ impl<'t> Engine<'t> {
             );
         }
         self.stats.fork_causes += 1;
+    }
+
+    /// `hop`'s cause: the waking that ended task slot `waker`'s most recent blocked
+    /// interval (CHAINS.md's cause(w)), with that interval's start, if there is one.
+    #[inline]
+    fn link_cause(&self, hop: &mut Hop, waker: usize) {
+        let w = &self.tasks[waker];
+        if let Some(cause) = w.last_cause {
+            hop.cause = CauseLink::hop(cause);
+            hop.cause_s = w.last_cause_s;
+            hop.cause_ts = self.hops[cause.index()].ts;
+        }
     }
 
     /// The hop of waking `w` (target task `t`), its node and cause resolved now.
@@ -904,17 +912,14 @@ impl<'t> Engine<'t> {
             if waker.status == Status::Unknown {
                 waker.status = Status::Running;
             }
-            hop.waker_ident = waker.ident;
-            if let Some(cause) = waker.last_cause {
-                hop.cause = CauseLink::hop(cause);
-                hop.cause_s = waker.last_cause_s;
-                hop.cause_ts = self.hops[cause.index()].ts;
-            }
+            let ident = waker.ident;
+            hop.waker_ident = ident;
+            self.link_cause(&mut hop, wt);
             hop.node = if w.context == WakeContext::SoftIrqTask {
                 self.nodes
-                    .softirq_task(waker.ident, w.source, wk, wu, self.tables)
+                    .softirq_task(ident, w.source, wk, wu, self.tables)
             } else {
-                self.nodes.task(waker.ident, wk, wu)
+                self.nodes.task(ident, wk, wu)
             };
         }
         self.alloc_hop(hop)
