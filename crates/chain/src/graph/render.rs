@@ -13,6 +13,7 @@ use chainrec_format::{Comm, RecordingMeta, Tables};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex};
 
 /// What [`crate::FoldedSink::write_folded`] wrote.
@@ -48,15 +49,42 @@ pub(crate) struct Pieces {
     groups: Vec<bool>,
 }
 
+/// A span not rendered yet.
+const UNSET: (u32, u32) = (u32::MAX, 0);
+
+/// The `(node, first)` pieces a spilled output uses, marked from any thread while its
+/// partitions are merged ([`Pieces::from_keys`]).
+pub(crate) struct PieceKeys {
+    bits: Vec<AtomicU64>,
+    nodes: usize,
+}
+
+impl PieceKeys {
+    /// None marked, for `nodes` nodes and `comms` comm nodes.
+    pub(crate) fn new(nodes: usize, comms: usize) -> PieceKeys {
+        PieceKeys {
+            bits: (0..(2 * nodes + comms).div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            nodes,
+        }
+    }
+
+    /// Mark `(node, first)`.
+    #[inline]
+    pub(crate) fn mark(&self, node: NodeId, first: bool) {
+        let k = if node & COMM_BIT != 0 {
+            2 * self.nodes + (node & !COMM_BIT) as usize
+        } else {
+            2 * node as usize + first as usize
+        };
+        self.bits[k / 64].fetch_or(1 << (k % 64), Ordering::Relaxed);
+    }
+}
+
 impl Pieces {
-    pub(crate) fn build(
-        trie: &PathTrie,
-        comms: &[Comm],
-        nodes: &NodeTable,
-        tables: &Tables,
-        meta: &RecordingMeta,
-    ) -> Pieces {
-        const UNSET: (u32, u32) = (u32::MAX, 0);
+    /// No pieces yet, for `nodes` and `comms` (spans unset; `groups` as the table says).
+    fn empty(comms: &[Comm], nodes: &NodeTable) -> Pieces {
         let mut p = Pieces {
             text: String::new(),
             spans: vec![UNSET; 2 * nodes.len() + comms.len()],
@@ -68,26 +96,86 @@ impl Pieces {
                 .map(|i| nodes.get(i as NodeId).is_group())
                 .collect();
         }
+        p
+    }
+
+    /// Render the piece `(node, first)` unless it already is.
+    fn add(
+        &mut self,
+        namer: &mut FrameNamer<'_>,
+        comms: &[Comm],
+        nodes: &NodeTable,
+        node: NodeId,
+        first: bool,
+    ) {
+        let k = self.key(node, first);
+        if self.spans[k] == UNSET {
+            let a = self.text.len();
+            if node & COMM_BIT != 0 {
+                self.text
+                    .push_str(&comms[(node & !COMM_BIT) as usize].as_str());
+            } else {
+                push_piece(&mut self.text, namer, nodes, node, first);
+            }
+            assert!(
+                self.text.len() < u32::MAX as usize,
+                "rendered pieces too large"
+            );
+            self.spans[k] = (a as u32, self.text.len() as u32);
+        }
+    }
+
+    /// The pieces of every entry of `trie`.
+    pub(crate) fn build(
+        trie: &PathTrie,
+        comms: &[Comm],
+        nodes: &NodeTable,
+        tables: &Tables,
+        meta: &RecordingMeta,
+    ) -> Pieces {
+        let mut p = Pieces::empty(comms, nodes);
         let mut r = FrameNamer::new(tables, meta.stack_threshold_ns);
         for e in trie.iter() {
             let first = crate::graph::pathframes::first_of_path(trie, nodes, &e);
-            let k = p.key(e.node, first);
-            if p.spans[k] == UNSET {
-                let a = p.text.len();
-                if e.node & COMM_BIT != 0 {
-                    p.text
-                        .push_str(&comms[(e.node & !COMM_BIT) as usize].as_str());
+            p.add(&mut r, comms, nodes, e.node, first);
+        }
+        p
+    }
+
+    /// The pieces `keys` marked (the spilled output's merge: no one trie holds them all).
+    pub(crate) fn from_keys(
+        keys: &PieceKeys,
+        comms: &[Comm],
+        nodes: &NodeTable,
+        tables: &Tables,
+        meta: &RecordingMeta,
+    ) -> Pieces {
+        let mut p = Pieces::empty(comms, nodes);
+        let mut r = FrameNamer::new(tables, meta.stack_threshold_ns);
+        for (w, bits) in keys.bits.iter().enumerate() {
+            let mut b = bits.load(Ordering::Relaxed);
+            while b != 0 {
+                let k = w * 64 + b.trailing_zeros() as usize;
+                b &= b - 1;
+                let (node, first) = if k < 2 * p.nodes {
+                    ((k / 2) as NodeId, k % 2 == 1)
                 } else {
-                    push_piece(&mut p.text, &mut r, nodes, e.node, first);
-                }
-                assert!(
-                    p.text.len() < u32::MAX as usize,
-                    "rendered pieces too large"
-                );
-                p.spans[k] = (a as u32, p.text.len() as u32);
+                    ((k - 2 * p.nodes) as NodeId | COMM_BIT, false)
+                };
+                p.add(&mut r, comms, nodes, node, first);
             }
         }
         p
+    }
+
+    /// Is a piece at `depth` under the root node `root` the first of its path (as
+    /// [`crate::graph::pathframes::first_of_path`]: the root, or the child of a group)?
+    #[inline]
+    pub(crate) fn first_at(&self, depth: usize, root: NodeId) -> bool {
+        depth == 0
+            || (depth == 1
+                && root & COMM_BIT == 0
+                && self.groups.get(root as usize).copied().unwrap_or(false))
     }
 
     #[inline]
@@ -114,8 +202,9 @@ impl Pieces {
             && self.groups.get(p.node as usize).copied().unwrap_or(false)
     }
 
+    /// The text of the piece `(node, first)`.
     #[inline]
-    fn get(&self, node: NodeId, first: bool) -> &str {
+    pub(crate) fn get(&self, node: NodeId, first: bool) -> &str {
         let (a, b) = self.spans[self.key(node, first)];
         &self.text[a as usize..b as usize]
     }
@@ -199,7 +288,7 @@ impl Through {
 
 /// Decimal digits of `v` into `out`.
 #[inline]
-fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn push_u64(out: &mut Vec<u8>, mut v: u64) {
     let mut b = [0u8; 20];
     let mut i = b.len();
     loop {
@@ -310,32 +399,42 @@ pub(crate) fn write_folded(
     out: &mut dyn Write,
 ) -> io::Result<WriteSummary> {
     let n = order.len();
-    let tasks = n.div_ceil(TASK);
+    write_in_order(
+        n.div_ceil(TASK),
+        |t, buf| {
+            let r = t * TASK..((t + 1) * TASK).min(n);
+            Ok(render_range(trie, pieces, order, r, unit, buf))
+        },
+        out,
+    )
+}
+
+/// Render tasks `0..tasks` (`render(t, buf)` appends task `t`'s text to `buf`) and write
+/// their text to `out` in task order. With more than one rayon thread, at most a few
+/// tasks are rendered ahead of the writer (bounded memory); the calling thread writes the
+/// buffers in order (`out` need not be `Send`) and hands them back for reuse. On an error
+/// (rendering or writing), rendering stops and the first error is returned.
+pub(crate) fn write_in_order(
+    tasks: usize,
+    render: impl Fn(usize, &mut Vec<u8>) -> io::Result<WriteSummary> + Sync,
+    out: &mut dyn Write,
+) -> io::Result<WriteSummary> {
     let threads = rayon::current_num_threads();
     let mut total = WriteSummary::default();
     if tasks <= 1 || threads <= 1 {
         let mut buf = Vec::with_capacity(1 << 20);
         for t in 0..tasks {
             buf.clear();
-            let s = render_range(
-                trie,
-                pieces,
-                order,
-                t * TASK..((t + 1) * TASK).min(n),
-                unit,
-                &mut buf,
-            );
+            let s = render(t, &mut buf)?;
             out.write_all(&buf)?;
             total.add(&s);
         }
         return Ok(total);
     }
-    // Parallel: at most `inflight` tasks rendered ahead of the writer (bounded memory);
-    // the calling thread writes the buffers in task order and hands them back for reuse.
     let inflight = 2 * threads + 2;
     let pool: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-    let (tx, rx) = mpsc::channel::<(usize, Vec<u8>, WriteSummary)>();
-    let pool = &pool;
+    let (tx, rx) = mpsc::channel::<(usize, Vec<u8>, io::Result<WriteSummary>)>();
+    let (pool, render) = (&pool, &render);
     rayon::in_place_scope(|scope| -> io::Result<()> {
         let spawn = |t: usize| {
             let tx = tx.clone();
@@ -347,8 +446,7 @@ pub(crate) fn write_folded(
                     .flatten()
                     .unwrap_or_default();
                 buf.clear();
-                let r = t * TASK..((t + 1) * TASK).min(n);
-                let s = render_range(trie, pieces, order, r, unit, &mut buf);
+                let s = render(t, &mut buf);
                 let _ = tx.send((t, buf, s));
             });
         };
@@ -357,24 +455,31 @@ pub(crate) fn write_folded(
             spawn(next_spawn);
             next_spawn += 1;
         }
-        let mut pending: BTreeMap<usize, (Vec<u8>, WriteSummary)> = BTreeMap::new();
+        let mut pending: BTreeMap<usize, (Vec<u8>, io::Result<WriteSummary>)> = BTreeMap::new();
         let mut next_write = 0;
         let mut err = None;
         while next_write < tasks {
             let (t, buf, s) = rx.recv().expect("render task lost");
             pending.insert(t, (buf, s));
             while let Some((buf, s)) = pending.remove(&next_write) {
-                if err.is_none() {
-                    if let Err(e) = out.write_all(&buf) {
-                        err = Some(e);
+                match s {
+                    Ok(s) => {
+                        if err.is_none() {
+                            if let Err(e) = out.write_all(&buf) {
+                                err = Some(e);
+                            }
+                        }
+                        total.add(&s);
+                    }
+                    Err(e) => {
+                        err.get_or_insert(e);
                     }
                 }
-                total.add(&s);
                 if let Ok(mut p) = pool.lock() {
                     p.push(buf);
                 }
                 next_write += 1;
-                // After a write error, stop rendering: drain what is in flight.
+                // After an error, stop rendering: drain what is in flight.
                 if next_spawn < tasks && err.is_none() {
                     spawn(next_spawn);
                     next_spawn += 1;

@@ -16,9 +16,16 @@
 //! entry's weight is the sum over runs. Roots of different partitions are put back in
 //! order by their key (run of first appearance, id in that run), kept in memory: one
 //! entry per distinct root node.
+//!
+//! The merged partition is written back as its preorder of records, cut into chunks of a
+//! few thousand entries that each carry the path above their first entry, and the final
+//! pass renders the chunks, in global order, straight into the output (in parallel, as
+//! one trie's output is rendered). Nothing but the records goes through the disk: the
+//! folded text of a big trace is far larger than its records (busy100m: 25 GB of text).
 
 use crate::engine::nodes::NodeTable;
-use crate::graph::render::{render_range, Pieces, WriteSummary};
+use crate::graph::paths::COMM_BIT;
+use crate::graph::render::{push_u64, write_in_order, PieceKeys, Pieces, WriteSummary};
 use crate::graph::trie::{preorder, PathTrie, NO_PARENT};
 use crate::graph::views::Unit;
 use chainrec_format::{RecordingMeta, Tables};
@@ -43,7 +50,7 @@ pub struct SpillTo {
 /// with two rayon threads).
 const PARTS: usize = 32;
 
-/// Entries rendered per piece of a root's subtree (bounds the render buffer).
+/// Entries per chunk of a root's subtree (bounds a render task's buffer).
 const RENDER_STEP: usize = 4096;
 
 /// The spilled runs of a fold.
@@ -73,21 +80,23 @@ pub(crate) struct Naming<'a> {
     pub(crate) meta: &'a RecordingMeta,
 }
 
-/// A root's lines in a partition's rendered text.
-#[derive(Clone, Copy, Debug)]
-struct Segment {
+/// A piece of a partition's merged records that renders on its own: part of one root's
+/// subtree, at most [`RENDER_STEP`] entries.
+#[derive(Clone, Debug)]
+struct Chunk {
     /// The root's order key ([`Spill::roots`]).
     key: u64,
-    /// Offset and length in the text.
+    /// Offset and length in the partition's records.
     at: u64,
     len: u64,
+    /// The nodes of the path above its first entry, root first.
+    ancestors: Box<[u32]>,
 }
 
-/// A partition merged and rendered.
-struct Rendered {
-    text: File,
-    segments: Vec<Segment>,
-    sum: WriteSummary,
+/// A partition merged: its preorder as records, and the chunks they are cut into.
+struct Merged {
+    records: File,
+    chunks: Vec<Chunk>,
 }
 
 /// Varint (LEB128) of `v` into `out`.
@@ -262,43 +271,46 @@ impl Spill {
         for p in &mut self.parts {
             p.flush()?;
         }
-        // Each partition merged and rendered into a file of its own (two at a time with
-        // two threads), with each root's subtree located in it.
-        let merged: Vec<io::Result<Rendered>> = {
+        // Each partition's runs replayed into one trie (two at a time with two threads)
+        // and written back as its merged preorder, cut into chunks that can be rendered
+        // on their own; the pieces the lines use are marked on the way.
+        let keys = PieceKeys::new(naming.nodes.len(), naming.comms.len());
+        let merged: Vec<io::Result<Merged>> = {
             use rayon::prelude::*;
-            let dir = &self.dir;
-            let roots = &self.roots;
+            let (dir, roots, keys) = (&self.dir, &self.roots, &keys);
             self.parts
                 .par_iter()
                 .map(|part| {
                     let trie = replay(part.get_ref())?;
-                    let text = tempfile::tempfile_in(dir)?;
-                    render_roots(&trie, roots, naming, unit, text)
+                    merge_partition(&trie, roots, naming, keys, tempfile::tempfile_in(dir)?)
                 })
                 .collect()
         };
-        let mut total = WriteSummary::default();
-        let mut segments: Vec<(Segment, usize)> = Vec::new();
+        let mut chunks: Vec<(Chunk, usize)> = Vec::new();
         let mut files = Vec::with_capacity(PARTS);
         for (p, m) in merged.into_iter().enumerate() {
-            let r = m?;
-            total.add(&r.sum);
-            segments.extend(r.segments.into_iter().map(|s| (s, p)));
-            files.push(r.text);
+            let m = m?;
+            chunks.extend(m.chunks.into_iter().map(|c| (c, p)));
+            files.push(m.records);
         }
-        // Roots in global first-seen order.
-        segments.sort_unstable_by_key(|s| s.0.key);
-        let mut buf = vec![0u8; 1 << 20];
-        for (s, p) in segments {
-            let mut done = 0u64;
-            while done < s.len {
-                let n = (s.len - done).min(buf.len() as u64) as usize;
-                files[p].read_exact_at(&mut buf[..n], s.at + done)?;
-                out.write_all(&buf[..n])?;
-                done += n as u64;
-            }
-        }
-        Ok(total)
+        // Roots in global first-seen order, each root's chunks in the order written.
+        chunks.sort_unstable_by_key(|(c, _)| (c.key, c.at));
+        let pieces = Pieces::from_keys(
+            &keys,
+            naming.comms,
+            naming.nodes,
+            naming.tables,
+            naming.meta,
+        );
+        drop(keys);
+        write_in_order(
+            chunks.len(),
+            |t, buf| {
+                let (c, p) = &chunks[t];
+                render_chunk(&files[*p], c, &pieces, unit, buf)
+            },
+            out,
+        )
     }
 }
 
@@ -348,56 +360,146 @@ fn bad_record() -> io::Error {
     )
 }
 
-/// Render `trie` into `text`, root by root, locating each root's lines.
-fn render_roots(
+/// Write `trie` (a partition's merged runs) into `file` as its preorder of records
+/// (depth, node, weight), cut into [`Chunk`]s, marking the pieces its lines use in `keys`.
+fn merge_partition(
     trie: &PathTrie,
     roots: &FxHashMap<u32, u64>,
-    n: Naming<'_>,
-    unit: Unit,
-    text: File,
-) -> io::Result<Rendered> {
-    let pieces = Pieces::build(trie, n.comms, n.nodes, n.tables, n.meta);
+    naming: Naming<'_>,
+    keys: &PieceKeys,
+    file: File,
+) -> io::Result<Merged> {
     let order = preorder(trie);
-    let mut out = BufWriter::with_capacity(1 << 20, &text);
-    let mut segments = Vec::new();
-    let mut sum = WriteSummary::default();
-    let mut buf = Vec::new();
-    let mut at = 0u64;
-    let mut k = 0;
-    while k < order.len() {
-        let root = trie.get(order[k]);
-        let key = roots.get(&root.node).copied().ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidData, "spill: a root without a key")
-        })?;
-        // The root's subtree: up to the next entry without a parent.
-        let end = (k + 1..order.len())
-            .find(|&j| trie.get(order[j]).parent == NO_PARENT)
-            .unwrap_or(order.len());
-        let start = at;
-        let mut j = k;
-        while j < end {
-            let to = (j + RENDER_STEP).min(end);
-            buf.clear();
-            let s = render_range(trie, &pieces, &order, j..to, unit, &mut buf);
-            sum.add(&s);
-            out.write_all(&buf)?;
-            at += buf.len() as u64;
-            j = to;
+    let mut out = BufWriter::with_capacity(1 << 20, &file);
+    let mut chunks: Vec<Chunk> = Vec::new();
+    let mut buf = Vec::with_capacity(1 << 16);
+    // Bytes before `buf`.
+    let mut flushed = 0u64;
+    // The path to the current entry: ids and nodes.
+    let (mut ids, mut path): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
+    let mut in_chunk = 0usize;
+    let mut key = 0u64;
+    for &id in &order {
+        let e = trie.get(id);
+        let at = flushed + buf.len() as u64;
+        if e.parent == NO_PARENT {
+            key = roots.get(&e.node).copied().ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidData, "spill: a root without a key")
+            })?;
+            ids.clear();
+            path.clear();
+        } else {
+            while ids.last().is_some_and(|&top| top != e.parent) {
+                ids.pop();
+                path.pop();
+            }
         }
-        segments.push(Segment {
-            key,
-            at: start,
-            len: at - start,
-        });
-        k = end;
+        if e.parent == NO_PARENT || in_chunk == RENDER_STEP {
+            if let Some(last) = chunks.last_mut() {
+                last.len = at - last.at;
+            }
+            chunks.push(Chunk {
+                key,
+                at,
+                len: 0,
+                ancestors: path.clone().into_boxed_slice(),
+            });
+            in_chunk = 0;
+        }
+        let depth = ids.len();
+        let root = path.first().copied().unwrap_or(e.node);
+        let first =
+            depth == 0 || (depth == 1 && root & COMM_BIT == 0 && naming.nodes.get(root).is_group());
+        keys.mark(e.node, first);
+        ids.push(id);
+        path.push(e.node);
+        put(&mut buf, depth as u64);
+        put(&mut buf, u64::from(e.node));
+        put(&mut buf, e.weight);
+        in_chunk += 1;
+        if buf.len() >= 1 << 16 {
+            out.write_all(&buf)?;
+            flushed += buf.len() as u64;
+            buf.clear();
+        }
+    }
+    out.write_all(&buf)?;
+    flushed += buf.len() as u64;
+    if let Some(last) = chunks.last_mut() {
+        last.len = flushed - last.at;
     }
     out.flush()?;
     drop(out);
-    Ok(Rendered {
-        text,
-        segments,
-        sum,
+    Ok(Merged {
+        records: file,
+        chunks,
     })
+}
+
+/// Render chunk `c` of a partition's merged records (in `file`) as folded lines into
+/// `out`, as [`render_range`] renders the same entries of one trie.
+fn render_chunk(
+    file: &File,
+    c: &Chunk,
+    pieces: &Pieces,
+    unit: Unit,
+    out: &mut Vec<u8>,
+) -> io::Result<WriteSummary> {
+    let len = usize::try_from(c.len).map_err(|_| bad_record())?;
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, c.at)?;
+    let mut s = WriteSummary::default();
+    let before = out.len();
+    let mut line = String::new();
+    // Length of `line` once each piece of the path is in.
+    let mut ends: Vec<usize> = Vec::with_capacity(c.ancestors.len() + 16);
+    let mut root = c.ancestors.first().copied();
+    for (depth, &node) in c.ancestors.iter().enumerate() {
+        if depth > 0 {
+            line.push(';');
+        }
+        line.push_str(pieces.get(node, pieces.first_at(depth, node_or(root, node))));
+        ends.push(line.len());
+    }
+    let mut r = &bytes[..];
+    while let Some(depth) = get(&mut r)? {
+        let node = u32::try_from(need(&mut r)?).map_err(|_| bad_record())?;
+        let weight = need(&mut r)?;
+        let depth = usize::try_from(depth).map_err(|_| bad_record())?;
+        if depth > ends.len() {
+            return Err(bad_record());
+        }
+        ends.truncate(depth);
+        if depth == 0 {
+            line.clear();
+            root = Some(node);
+        } else {
+            line.truncate(ends[depth - 1]);
+            line.push(';');
+        }
+        line.push_str(pieces.get(node, pieces.first_at(depth, node_or(root, node))));
+        ends.push(line.len());
+        if weight > 0 {
+            let v = unit.round(weight);
+            if v == 0 {
+                s.small_lines += 1;
+                s.small_ns += weight;
+            } else {
+                s.lines += 1;
+                out.extend_from_slice(line.as_bytes());
+                out.push(b' ');
+                push_u64(out, v);
+                out.push(b'\n');
+            }
+        }
+    }
+    s.bytes = (out.len() - before) as u64;
+    Ok(s)
+}
+
+#[inline]
+fn node_or(root: Option<u32>, node: u32) -> u32 {
+    root.unwrap_or(node)
 }
 
 #[cfg(test)]
