@@ -199,21 +199,32 @@ impl TraceReader {
         r.chunks = loaded.chunks;
         r.bytes = loaded.bytes;
         r.stats = loaded.stats;
+        // What opening read (sections, or a recovery's scan of them) is not needed now:
+        // decoding maps what it reads.
+        Self::release(&r.data, r.bytes());
         Ok(r)
     }
 
-    /// Tell the kernel that the mapped pages wholly inside `range` (a subslice of the
-    /// mapping) will not be needed soon. Only a hint: errors are ignored.
+    /// Tell the kernel that the mapped pages `range` (a subslice of the mapping) touches
+    /// will not be needed soon. Only a hint: errors are ignored.
     fn release(data: &Data, range: &[u8]) {
         let Data::Map(m) = data else { return };
-        let page = 4096usize;
+        // Outward to aligned 2 MiB windows: a read fault maps more than its page (the
+        // kernel's fault-around, and all of a large page-cache folio, up to 2 MiB), so
+        // releasing only the section's own pages left ~1 GB of a 3.6 GB trace mapped
+        // after opening it. A page of a neighbouring section is mapped again if that
+        // section is read (the page cache still holds it).
+        const WINDOW: usize = 2 << 20;
         let base = m.as_ptr() as usize;
-        let start = (range.as_ptr() as usize - base).div_ceil(page) * page;
-        let end = ((range.as_ptr() as usize - base + range.len()) / page) * page;
+        // Windows are aligned in the address space; the mapping starts on a page.
+        let first = range.as_ptr() as usize;
+        let start = (first / WINDOW * WINDOW).max(base) - base;
+        let end = ((first + range.len()).div_ceil(WINDOW) * WINDOW - base).min(m.len());
         if end > start {
-            // SAFETY: the mapping is read-only and private, so no page of it was ever
-            // modified: MADV_DONTNEED only unmaps pages, and any later access (by this or
-            // another thread still holding a slice) faults the same file bytes back in.
+            // SAFETY: the mapping is read-only, so no page of it was ever modified:
+            // MADV_DONTNEED only unmaps pages, and any later access (by this or another
+            // thread still holding a slice, e.g. decoding the neighbouring chunk) faults
+            // the same file bytes back in.
             let _ = unsafe {
                 m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
             };
@@ -234,9 +245,13 @@ impl TraceReader {
         let mut l = Loaded::default();
         l.bytes.framing = (FILE_HEADER_LEN + TRAILER_LEN) as u64;
         l.bytes.index = index_len;
-        load_tables_and_meta(&mut l, data, &index)?;
-        load_optional_sections(&mut l, data, &index, (index_at, index_len))?;
-        load_chunk_list(&mut l, data, &index)?;
+        // Reading a section maps the pages around it too (the kernel's fault-around, 64
+        // KiB): on a trace of 15 k chunks, each with its table section, keeping them
+        // would put 1 GB of the file in the resident set before one event is decoded.
+        let release = |section: &[u8]| Self::release(&self.data, section);
+        load_tables_and_meta(&mut l, data, &index, &release)?;
+        load_optional_sections(&mut l, data, &index, (index_at, index_len), &release)?;
+        load_chunk_list(&mut l, data, &index, &release)?;
         let known = l.bytes.framing
             + l.bytes.meta
             + l.bytes.tables
@@ -598,9 +613,11 @@ impl TraceReader {
                     h.raw_len
                 )));
             }
-            // The compressed bytes are no longer needed: drop them from this process's
-            // resident set, so that streaming a trace larger than RAM stays bounded.
-            Self::release(data, payload);
+            // The chunk (header and compressed bytes) is no longer needed: drop it from
+            // this process's resident set, so that streaming a trace larger than RAM
+            // stays bounded.
+            let end = payload.as_ptr() as usize - bytes.as_ptr() as usize + payload.len();
+            Self::release(data, &bytes[off as usize..end]);
             let r = chunk::decode(buf, out, scratch, version.0 >= 2).map_err(corrupt);
             if buf.capacity() > (8 << 20) {
                 *buf = Vec::new();
@@ -876,6 +893,12 @@ fn section_of(data: &[u8], off: u64, kind: u8) -> Result<(SectionHeader, &[u8])>
     }
 }
 
+/// The bytes of the section at `off` (header and payload), as `section_of` found it.
+fn section_bytes<'d>(data: &'d [u8], off: u64, h: &SectionHeader) -> &'d [u8] {
+    let start = off as usize;
+    &data[start..(start + h.section_len() as usize).min(data.len())]
+}
+
 /// Decode a bincode payload. bincode preallocates strings and byte vectors from their
 /// length prefix, so decoding runs under a byte limit (a power-of-two tier at least 16x
 /// the payload): a forged length fails with a limit error instead of allocating.
@@ -1074,10 +1097,12 @@ fn check_listed_sections(data: &[u8], major: u16) -> Result<()> {
 }
 
 /// The table sections the index lists, merged in order, and the last metadata section.
+/// The tables and metadata of `index`; each section read is then handed to `release`.
 fn load_tables_and_meta(
     l: &mut Loaded,
     data: &[u8],
     index: &IndexPayload,
+    release: &dyn Fn(&[u8]),
 ) -> std::result::Result<(), String> {
     let mut dec = SectionDecompressor::new();
     let mut raw = Vec::new();
@@ -1087,6 +1112,7 @@ fn load_tables_and_meta(
         dec.decompress(&h, p, off, &mut raw).map_err(msg)?;
         let delta: TableDelta = decode_bincode(&raw, "table section", off).map_err(msg)?;
         merge_tables(&mut l.tables, delta, off).map_err(msg)?;
+        release(section_bytes(data, off, &h));
         l.bytes.tables += h.section_len();
         l.bytes.table_sections += 1;
     }
@@ -1114,11 +1140,13 @@ fn load_optional_sections(
     data: &[u8],
     index: &IndexPayload,
     (index_offset, index_len): (u64, u64),
+    release: &dyn Fn(&[u8]),
 ) -> std::result::Result<(), String> {
     let mut known: Vec<(u64, u64)> =
         Vec::with_capacity(index.tables.len() + index.metas.len() + index.chunks.len() + 1);
     for &off in index.tables.iter().chain(&index.metas) {
         let (h, _) = read_section_header(data, off).map_err(msg)?;
+        release(section_bytes(data, off, &h));
         known.push((off, h.section_len()));
     }
     known.extend(index.chunks.iter().map(|c| (c.offset, c.len)));
@@ -1156,6 +1184,7 @@ fn load_optional_sections(
             if h.kind == KIND_MAPPINGS {
                 read_mappings(l, &h, p, cursor).map_err(msg)?;
             }
+            release(section_bytes(data, cursor, &h));
             cursor += h.section_len();
         }
         cursor = cursor.max(off + len);
@@ -1164,11 +1193,13 @@ fn load_optional_sections(
 }
 
 /// The chunk list, each entry checked against its chunk's header and the order of the
-/// file; the event counts when the index has them.
+/// file; the event counts when the index has them. Each header read is then handed to
+/// `release`.
 fn load_chunk_list(
     l: &mut Loaded,
     data: &[u8],
     index: &IndexPayload,
+    release: &dyn Fn(&[u8]),
 ) -> std::result::Result<(), String> {
     let mut last_ts = 0u64;
     let mut last_off = 0u64;
@@ -1177,6 +1208,7 @@ fn load_chunk_list(
         .reserve(index.chunks.len().min(data.len() / SECTION_HEADER_LEN));
     for c in &index.chunks {
         let (h, _) = section_of(data, c.offset, KIND_CHUNK).map_err(msg)?;
+        release(&data[c.offset as usize..][..SECTION_HEADER_LEN]);
         if h.section_len() != c.len
             || h.events != c.events
             || h.first_ts != c.first_ts
