@@ -182,7 +182,7 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
     let tables = an.tables();
     if tables.goroutines.is_empty() {
         bail!(
-            "{}: no goroutine records in this trace: record the Go program with `chainrec record` (Go 1.19 binaries are probed once found; --go PATH probes one from its start; not with --no-go)",
+            "{}: no goroutine records in this trace: record the Go program with `chainrec record` (Go 1.19 and 1.24 binaries are probed once found; --go PATH probes one from its start; not with --no-go)",
             super::label(&v.file)
         );
     }
