@@ -118,10 +118,10 @@ ensure_python_packages() {
 # Go 1.24, the Go of Debian 13: the goroutine tests (tests/real_go*.rs) run once per Go
 # version the probes support, 1.19 from golang-go (Debian 12, above) and 1.24 from here,
 # found through CHAINREC_GO124 (the go command; without it the 1.24 tests skip loudly, and
-# fail under CHAINREC_REQUIRE_TOOLS=1). apt here knows bookworm only, and adding trixie to
-# its sources would upgrade libc, so trixie's golang-1.24-go and golang-1.24-src (its
-# GOROOT/src; the one dependency) are downloaded from Debian's pool and unpacked with
-# dpkg-deb into a cache outside the clone. Trust: trixie's InRelease is checked with gpgv
+# fail under CHAINREC_REQUIRE_TOOLS=1; one already set to a Go 1.24 is kept). apt here
+# knows bookworm only, and adding trixie to its sources would upgrade libc, so trixie's
+# golang-1.24-go and golang-1.24-src (its GOROOT/src; the one dependency) are downloaded
+# from Debian's pool and unpacked with dpkg-deb into a cache outside the clone. Trust: trixie's InRelease is checked with gpgv
 # against debian-archive-keyring, the Packages index against InRelease's SHA256, each .deb
 # against the index's SHA256. Downloaded once: InRelease (~0.2 MB), Packages.xz (~9.7 MB),
 # the two .debs (28.7 + 21.2 MB); 283 MB unpacked. The toolchain is static and finds its
@@ -131,6 +131,11 @@ GO124_DEBS=(golang-1.24-go golang-1.24-src)
 TRIXIE=http://deb.debian.org/debian/dists/trixie
 ensure_go124() {
     local go=$GO124_CACHE/root/usr/lib/go-1.24/bin/go
+    # One the caller names (a Go 1.24 of its own) is used as it is.
+    if [ -n "${CHAINREC_GO124:-}" ] && GOTOOLCHAIN=local "$CHAINREC_GO124" version 2>/dev/null | grep -q 'go1\.24\.'; then
+        export CHAINREC_GO124
+        return
+    fi
     if [ -x "$go" ] && GOTOOLCHAIN=local "$go" version 2>/dev/null | grep -q 'go1\.24\.'; then
         CHAINREC_GO124=$go
         export CHAINREC_GO124
