@@ -65,6 +65,12 @@ ensure_packages() {
         command -v node >/dev/null || want+=(nodejs)
         # The venv of the Python readers (ensure_python_packages below).
         /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || want+=(python3-venv)
+        # Go 1.24 from trixie's pool (ensure_go124 below): fetched with curl, checked with
+        # gpgv against Debian's archive keys, unpacked with xz and dpkg-deb.
+        command -v curl >/dev/null || want+=(curl)
+        command -v xz >/dev/null || want+=(xz-utils)
+        command -v gpgv >/dev/null || want+=(gpgv)
+        [ -e /usr/share/keyrings/debian-archive-trixie-stable.gpg ] || want+=(debian-archive-keyring)
     fi
     if [ ${#want[@]} -gt 0 ]; then
         if [ "$(id -u)" != 0 ]; then
@@ -78,6 +84,7 @@ ensure_packages() {
     fi
     if [ "${1:-}" = test ]; then
         ensure_python_packages
+        ensure_go124
     fi
     if ! command -v cargo >/dev/null; then
         log "cargo not found: install a Rust toolchain (https://rustup.rs) and rerun"
@@ -106,6 +113,90 @@ ensure_python_packages() {
     fi
     CHAINREC_PYTHON="$PWD/$venv/bin/python"
     export CHAINREC_PYTHON
+}
+
+# Go 1.24, the Go of Debian 13: the goroutine tests (tests/real_go*.rs) run once per Go
+# version the probes support, 1.19 from golang-go (Debian 12, above) and 1.24 from here,
+# found through CHAINREC_GO124 (the go command; without it the 1.24 tests skip loudly, and
+# fail under CHAINREC_REQUIRE_TOOLS=1; one already set to a Go 1.24 is kept). apt here
+# knows bookworm only, and adding trixie to its sources would upgrade libc, so trixie's
+# golang-1.24-go and golang-1.24-src (its GOROOT/src; the one dependency) are downloaded
+# from Debian's pool and unpacked with dpkg-deb into a cache outside the clone. Trust: trixie's InRelease is checked with gpgv
+# against debian-archive-keyring, the Packages index against InRelease's SHA256, each .deb
+# against the index's SHA256. Downloaded once: InRelease (~0.2 MB), Packages.xz (~9.7 MB),
+# the two .debs (28.7 + 21.2 MB); 283 MB unpacked. The toolchain is static and finds its
+# GOROOT from its own path.
+GO124_CACHE=${CHAINREC_GO124_CACHE:-/var/cache/chainrec/go1.24}
+GO124_DEBS=(golang-1.24-go golang-1.24-src)
+TRIXIE=http://deb.debian.org/debian/dists/trixie
+ensure_go124() {
+    local go=$GO124_CACHE/root/usr/lib/go-1.24/bin/go
+    # One the caller names (a Go 1.24 of its own) is used as it is.
+    if [ -n "${CHAINREC_GO124:-}" ] && GOTOOLCHAIN=local "$CHAINREC_GO124" version 2>/dev/null | grep -q 'go1\.24\.'; then
+        export CHAINREC_GO124
+        return
+    fi
+    if [ -x "$go" ] && GOTOOLCHAIN=local "$go" version 2>/dev/null | grep -q 'go1\.24\.'; then
+        CHAINREC_GO124=$go
+        export CHAINREC_GO124
+        return
+    fi
+    if ! mkdir -p "$GO124_CACHE" 2>/dev/null || [ ! -w "$GO124_CACHE" ]; then
+        log "Go 1.24: cannot write $GO124_CACHE (run as root, or set CHAINREC_GO124_CACHE): its tests will skip"
+        return
+    fi
+    local work
+    work=$(mktemp -d "$GO124_CACHE/fetch.XXXXXX")
+    log "Go 1.24: fetching Debian 13's ${GO124_DEBS[*]} from trixie's pool into $GO124_CACHE"
+    curl -fsS -o "$work/InRelease" "$TRIXIE/InRelease"
+    gpgv --quiet --keyring /usr/share/keyrings/debian-archive-keyring.gpg \
+        --output "$work/Release" "$work/InRelease" 2>"$work/gpgv.log" || {
+        log "Go 1.24: trixie's InRelease does not verify: $(cat "$work/gpgv.log")"
+        rm -rf "$work"
+        exit 1
+    }
+    curl -fsS -o "$work/Packages.xz" "$TRIXIE/main/binary-amd64/Packages.xz"
+    local want
+    # Release's SHA256 section: lines " HASH SIZE PATH" after "SHA256:".
+    want=$(awk '/^[A-Za-z]/ { in256 = ($1 == "SHA256:"); next }
+        in256 && $3 == "main/binary-amd64/Packages.xz" { print $1; exit }' "$work/Release")
+    if [ -z "$want" ] || [ "$(sha256sum <"$work/Packages.xz" | cut -d' ' -f1)" != "$want" ]; then
+        log "Go 1.24: trixie's Packages.xz does not match the SHA256 its InRelease gives (${want:-none})"
+        rm -rf "$work"
+        exit 1
+    fi
+    xz -dc "$work/Packages.xz" >"$work/Packages"
+    local pkg file sha
+    mkdir -p "$work/root"
+    for pkg in "${GO124_DEBS[@]}"; do
+        file= sha=
+        read -r file sha < <(awk -v p="$pkg" '/^Package: / { hit = ($2 == p) }
+            hit && /^Filename: / { f = $2 } hit && /^SHA256: / { s = $2 }
+            hit && f != "" && s != "" { print f, s; exit }' "$work/Packages") || true
+        if [ -z "$file" ] || [ -z "$sha" ]; then
+            log "Go 1.24: $pkg is not in trixie's Packages index"
+            rm -rf "$work"
+            exit 1
+        fi
+        curl -fsS -o "$work/$pkg.deb" "http://deb.debian.org/debian/$file"
+        if [ "$(sha256sum <"$work/$pkg.deb" | cut -d' ' -f1)" != "$sha" ]; then
+            log "Go 1.24: $file does not match the SHA256 of trixie's Packages index"
+            rm -rf "$work"
+            exit 1
+        fi
+        log "Go 1.24: $file ($(stat -c %s "$work/$pkg.deb") bytes, SHA256 checked)"
+        dpkg-deb -x "$work/$pkg.deb" "$work/root"
+    done
+    rm -rf "$GO124_CACHE/root"
+    mv "$work/root" "$GO124_CACHE/root"
+    rm -rf "$work"
+    if ! GOTOOLCHAIN=local "$go" version | grep -q 'go1\.24\.'; then
+        log "Go 1.24: $go does not run"
+        exit 1
+    fi
+    CHAINREC_GO124=$go
+    export CHAINREC_GO124
+    log "Go 1.24: $(GOTOOLCHAIN=local "$go" version) at $go"
 }
 
 # The packaged binary: static (glibc with crt-static; libbpf, libelf and zlib as static

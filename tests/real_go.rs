@@ -1,6 +1,9 @@
 //! Real-kernel test of Go stacks (issue 35, item 3): a channel pipeline
 //! (testdata/go/chanpipe.go: receiver <- relay <- producer, the producer sleeping 5 ms),
-//! built with the machine's Go (Debian 12: 1.19, frame pointers on, `.symtab` kept).
+//! built with each Go the goroutine probes support (frame pointers on, `.symtab` kept):
+//! Debian 12's 1.19 (the machine's `go`) and Debian 13's 1.24 (`CHAINREC_GO124`), one
+//! test each. Go 1.24 inlines the goroutines' functions into the `go` statements'
+//! wrappers (`main.main.gowrap3`): frames are compared without their ` [inlined]` mark.
 //!
 //! Checked:
 //! - a parked goroutine's stack, taken on its M's g0 stack, goes through `runtime.mcall`
@@ -24,22 +27,40 @@
 //! that goroutine's own chain below.
 //!
 //! Needs root (or CAP_BPF + CAP_PERFMON): without BPF it skips loudly unless
-//! `CHAINREC_REQUIRE_BPF=1`. Needs `go` (apt-get install golang-go): without it it skips
-//! loudly unless `CHAINREC_REQUIRE_TOOLS=1`.
+//! `CHAINREC_REQUIRE_BPF=1`. Needs `go` (apt-get install golang-go) and Go 1.24
+//! (`CHAINREC_GO124`, set by `./x.sh test`): without one, its tests skip loudly unless
+//! `CHAINREC_REQUIRE_TOOLS=1`.
 
 mod common;
 use chainrec_testkit::bpf::can_record;
-use common::{bin, ok, tmpdir};
+use common::{bin, ok, GoVersion};
+
+/// Whether the folded `level` (frames joined by `;`) has the function `name`, inlined or
+/// not.
+fn has_frame(level: &str, name: &str) -> bool {
+    level
+        .split(';')
+        .any(|f| f.strip_suffix(" [inlined]").unwrap_or(f) == name)
+}
 
 #[test]
-fn go_stacks_reach_goroutine_frames_and_thread_entries() {
-    if !can_record("real_go") {
-        return;
-    }
-    let dir = tmpdir("go-chanpipe");
-    let Some(exe) = common::go_build("real_go", "chanpipe", &dir) else {
+fn go_stacks_reach_goroutine_frames_and_thread_entries_go1_19() {
+    go_stacks_reach_goroutine_frames_and_thread_entries(GoVersion::Go119);
+}
+
+#[test]
+fn go_stacks_reach_goroutine_frames_and_thread_entries_go1_24() {
+    go_stacks_reach_goroutine_frames_and_thread_entries(GoVersion::Go124);
+}
+
+fn go_stacks_reach_goroutine_frames_and_thread_entries(version: GoVersion) {
+    let Some(t) = common::go_test("real_go", version, "chanpipe") else {
         return;
     };
+    let (test, dir, exe) = (t.name.as_str(), &t.dir, &t.exe);
+    if !can_record(test) {
+        return;
+    }
     let trace = dir.join("g.zst");
     let dump = dir.join("goroutines.txt");
     // Goroutine probes on this binary only: the HTTP test's Go processes may run
@@ -48,12 +69,12 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
     ok(
         bin()
             .args(["record", "--no-samples", "--no-go", "--go"])
-            .arg(&exe)
+            .arg(exe)
             .arg("-o")
             .arg(&trace)
             .arg("--")
             .args(["sh", "-c", "exec \"$0\" 2>\"$1\""])
-            .arg(&exe)
+            .arg(exe)
             .arg(&dump),
         "chainrec record",
     );
@@ -73,7 +94,7 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
         let w: u64 = w.parse().unwrap();
         if root.contains("runtime.chanrecv") {
             recv += w;
-            if (root.contains(";main.receiver;") || root.contains(";main.relay;"))
+            if (has_frame(root, "main.receiver") || has_frame(root, "main.relay"))
                 && root.contains("runtime.goexit")
             {
                 recv_named += w;
@@ -87,7 +108,7 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
         }
     }
     eprintln!(
-        "chanpipe: {recv_named} of {recv} ns through chanrecv name main.*; \
+        "{test}: chanpipe: {recv_named} of {recv} ns through chanrecv name main.*; \
          {sysmon_clean} of {sysmon} ns through sysmon end at runtime.mstart"
     );
     // The receiver, as the runtime's dump shows it blocked (`goroutine N [chan receive]:`
@@ -120,7 +141,10 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
     let in_order = |root: &str| {
         // Root first in the folded line: the dump's frames reversed, as a subsequence,
         // then the channel receive.
-        let frames: Vec<&str> = root.split(';').collect();
+        let frames: Vec<&str> = root
+            .split(';')
+            .map(|f| f.strip_suffix(" [inlined]").unwrap_or(f))
+            .collect();
         let mut at = 0;
         receiver
             .iter()
@@ -189,26 +213,26 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
         if levels[0].contains(";main.") {
             main_at_0 += w;
         }
-        if !levels[0].contains(";main.receiver;") {
+        if !has_frame(levels[0], "main.receiver") {
             continue;
         }
         waited += w;
         if levels.len() == 4
-            && levels[1].contains(";main.relay;")
-            && levels[2].contains(";main.producer;")
+            && has_frame(levels[1], "main.relay")
+            && has_frame(levels[2], "main.producer")
             && levels[3].ends_with("[go runtime: timer]")
         {
             through += w;
         }
     }
-    eprintln!("goroutine chains: {through} of {waited} ns of the receiver's waits go relay <- producer <- timer");
+    eprintln!("{test}: goroutine chains: {through} of {waited} ns of the receiver's waits go relay <- producer <- timer");
     assert!(
         waited > 100_000_000,
         "few receiver waits ({waited} ns):\n{folded}"
     );
-    eprintln!("goroutine chains: {main_at_0} of {width} ns have main.* frames at level 0");
+    eprintln!("{test}: goroutine chains: {main_at_0} of {width} ns have main.* frames at level 0");
     eprintln!(
-        "goroutine chains: runnable (ready -> execute) {rq} ns ({:.3} %), the roots' own \
+        "{test}: goroutine chains: runnable (ready -> execute) {rq} ns ({:.3} %), the roots' own \
          {root_rq} ns ({:.3} %)",
         100.0 * rq as f64 / width.max(1) as f64,
         100.0 * root_rq as f64 / width.max(1) as f64
@@ -222,7 +246,7 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
         through * 2 >= waited,
         "{through} of {waited} ns of the receiver's waits go relay <- producer <- timer:\n{folded}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Issue 38's last "done when": a Go HTTP server under load (net/http, a client over
@@ -246,14 +270,23 @@ fn go_stacks_reach_goroutine_frames_and_thread_entries() {
 /// often shorter than the default 100 µs (then the client's frames are `[no stack: …]`);
 /// and `--go-max-rate 0`: the load makes over 100 000 probe hits a second.
 #[test]
-fn go_http_handler_waits_end_at_the_clients_write() {
-    if !can_record("real_go") {
-        return;
-    }
-    let dir = tmpdir("go-httpload");
-    let Some(exe) = common::go_build("real_go", "httpload", &dir) else {
+fn go_http_handler_waits_end_at_the_clients_write_go1_19() {
+    go_http_handler_waits_end_at_the_clients_write(GoVersion::Go119);
+}
+
+#[test]
+fn go_http_handler_waits_end_at_the_clients_write_go1_24() {
+    go_http_handler_waits_end_at_the_clients_write(GoVersion::Go124);
+}
+
+fn go_http_handler_waits_end_at_the_clients_write(version: GoVersion) {
+    let Some(t) = common::go_test("real_go", version, "httpload") else {
         return;
     };
+    let (test, dir, exe) = (t.name.as_str(), &t.dir, &t.exe);
+    if !can_record(test) {
+        return;
+    }
     let trace = dir.join("h.zst");
     ok(
         bin()
@@ -266,11 +299,11 @@ fn go_http_handler_waits_end_at_the_clients_write() {
                 "10us",
                 "--go",
             ])
-            .arg(&exe)
+            .arg(exe)
             .arg("-o")
             .arg(&trace)
             .arg("--")
-            .arg(&exe),
+            .arg(exe),
         "chainrec record",
     );
     let chains = ok(
@@ -288,14 +321,15 @@ fn go_http_handler_waits_end_at_the_clients_write() {
     for (path, w) in folded.lines().filter_map(|l| l.rsplit_once(' ')) {
         let levels: Vec<&str> = path.split(";--;").collect();
         let w: u64 = w.parse().unwrap();
-        if levels[0].contains(";net/http.(*conn).serve;") && levels[0].ends_with("wait: IO wait") {
+        let handler_wait =
+            has_frame(levels[0], "net/http.(*conn).serve") && levels[0].ends_with("wait: IO wait");
+        if handler_wait {
             handler += w;
             if levels.len() == 2 && levels[1] == "[run queue]" {
                 handler_rq += w;
             }
         }
-        if !(levels[0].contains(";net/http.(*conn).serve;") && levels[0].ends_with("wait: IO wait"))
-        {
+        if !handler_wait {
             continue;
         }
         let Some(i) = levels
@@ -321,8 +355,8 @@ fn go_http_handler_waits_end_at_the_clients_write() {
                 if l.starts_with("[softirq: NET_RX];") && (frames || !below.is_empty()) {
                     client += w;
                     if below.first().is_some_and(|g| {
-                        g.contains(";net/http.(*persistConn).roundTrip;")
-                            && g.contains(";main.client.func1;")
+                        has_frame(g, "net/http.(*persistConn).roundTrip")
+                            && has_frame(g, "main.client.func1")
                     }) {
                         sender += w;
                     }
@@ -332,7 +366,7 @@ fn go_http_handler_waits_end_at_the_clients_write() {
     }
     let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
     eprintln!(
-        "httpload: handler IO waits behind netpoll: {netpoll} ns; the poller thread's own time \
+        "{test}: httpload: handler IO waits behind netpoll: {netpoll} ns; the poller thread's own time \
          after its wakeup {poller} ns ({:.1} %), non-blocking polls {polled} ns ({:.1} %), the \
          thread that woke the poller {woke} ns ({:.1} %), of which the client's write \
          ([softirq: NET_RX] through the client's goroutine) {client} ns ({:.1} % of it, \
@@ -346,7 +380,7 @@ fn go_http_handler_waits_end_at_the_clients_write() {
         pct(sender, client)
     );
     eprintln!(
-        "httpload: handler IO waits {handler} ns, their own runnable part (ready -> execute) \
+        "{test}: httpload: handler IO waits {handler} ns, their own runnable part (ready -> execute) \
          {handler_rq} ns ({:.2} %)",
         pct(handler_rq, handler)
     );
@@ -367,5 +401,5 @@ fn go_http_handler_waits_end_at_the_clients_write() {
         sender * 2 >= client,
         "{sender} of {client} ns go on into main.client's goroutine:\n{folded}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,12 +1,15 @@
 //! Real-kernel test of goroutine waits and wakings (issue 38, the recorder's half):
-//! testdata/go/gowaits.go, built with the machine's Go (Debian 12: 1.19), runs goroutines
+//! testdata/go/gowaits.go, built with each Go the probes support (Debian 12's 1.19, the
+//! machine's `go`; Debian 13's 1.24, `CHAINREC_GO124`: one test each), runs goroutines
 //! that wait >= 1 ms on channels, a sync.Mutex, a WaitGroup, in time.Sleep and on a
 //! loopback TCP connection (readied by the network poller), with Go's
 //! own execution tracer on (runtime/trace); chainrec records the same run with `--go`.
 //!
 //! Checked:
-//! - against the execution tracer (`go tool trace -d`: its parsed events): every goroutine
-//!   wait of >= 1 ms it shows (a GoBlock* or GoSleep to the GoUnblock of that goroutine)
+//! - against the execution tracer (its parsed events: `go tool trace -d` of Go 1.19,
+//!   `go tool trace -d=parsed` of Go 1.24, whose tracer has the new format of Go 1.22):
+//!   every goroutine wait of >= 1 ms it shows (1.19: a GoBlock* or GoSleep to the
+//!   GoUnblock of that goroutine; 1.24: its Running->Waiting to its Waiting->Runnable)
 //!   has a recorded park of that goroutine and a recorded ready of it by the same
 //!   goroutine (0 on both sides: the runtime's own context, e.g. the timers that end
 //!   sleeps), for at least 97 % of the waits (the issue's bar); the tracer's times are put
@@ -14,27 +17,30 @@
 //! - the parks carry the wait reason and a stack through the goroutine's own frames
 //!   (`main.receiver` waiting in `chan receive` above `runtime.chanrecv`), the readies the
 //!   waker's stack (`main.relay` sending above `runtime.chansend`);
-//! - `--summary-json` counts them (`goroutines`: one binary, Go 1.19.x, offsets from DWARF,
+//! - `--summary-json` counts them (`goroutines`: one binary, of the test's Go version,
+//!   offsets from DWARF,
 //!   parks and readies as many as the trace holds, nothing capped or lost);
 //! - found without `--go` (the Go binary of a process the recording sees) and capped: the
 //!   channel ping-pong goes far over `--go-max-rate`, so its probes are detached, which the
 //!   summary counts and the trace's process entry marks (`capped_ns`);
 //! - `--go` with a binary that is not Go, or of a Go version the probes do not know (a
-//!   copy whose build information says go1.99.8), fails before recording with a clear
-//!   message (no BPF needed).
+//!   copy whose build information says go1.99), fails before recording with a clear
+//!   message (no BPF needed);
+//! - the table of known versions gives the offsets the DWARF gives: the same program
+//!   built with `-ldflags=-w` (no DWARF) is inspected with its offsets from the table,
+//!   equal to the DWARF build's (no BPF needed).
 //!
 //! Needs root (or CAP_BPF + CAP_PERFMON): without BPF the recording parts skip loudly
-//! unless `CHAINREC_REQUIRE_BPF=1`. Needs `go` (apt-get install golang-go): without it the
-//! test skips loudly unless `CHAINREC_REQUIRE_TOOLS=1`. No timing bound: the run may share
-//! the machine with a build.
+//! unless `CHAINREC_REQUIRE_BPF=1`. Needs `go` (apt-get install golang-go) and Go 1.24
+//! (`CHAINREC_GO124`, set by `./x.sh test`): without one, its test skips loudly unless
+//! `CHAINREC_REQUIRE_TOOLS=1`. No timing bound: the run may share the machine with a build.
 
 use chainrec_format::{GoEventKind, TraceReader};
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 mod common;
 use chainrec_testkit::bpf::can_record;
-use common::{bin, ok, stderr, tmpdir};
+use common::{bin, ok, stderr, GoToolchain, GoVersion};
 
 const TEST: &str = "real_go_goroutines";
 
@@ -42,7 +48,8 @@ const TEST: &str = "real_go_goroutines";
 #[derive(Debug)]
 struct TracerWait {
     goid: u64,
-    /// What it blocked in (`GoBlockRecv`, `GoSleep`, ...).
+    /// What it blocked in (Go 1.19: `GoBlockRecv`, `GoSleep`, ...; Go 1.24: the reason,
+    /// `chan receive`, `sleep`, ...).
     kind: String,
     /// Block and unblock, on chainrec's clock.
     block: f64,
@@ -62,7 +69,7 @@ fn tracer_waits(dump: &str) -> Vec<TracerWait> {
     let mut blocked: HashMap<u64, (u64, String)> = HashMap::new();
     // Waits unblocked and not started yet, by goroutine: their index in raw.
     let mut runnable: HashMap<u64, usize> = HashMap::new();
-    let mut raw = Vec::new();
+    let mut raw: Vec<RawWait> = Vec::new();
     for line in dump.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         let (Some(ts), Some(kind)) = (f.first().and_then(|t| t.parse::<u64>().ok()), f.get(1))
@@ -92,6 +99,16 @@ fn tracer_waits(dump: &str) -> Vec<TracerWait> {
             }
         }
     }
+    on_trace_clock(&clock, raw)
+}
+
+/// A tracer wait on the tracer's clock: goroutine, what it blocked in, block, unblock,
+/// unblocker, start.
+type RawWait = (u64, String, u64, u64, u64, Option<u64>);
+
+/// The waits with their times put on CLOCK_MONOTONIC by the first and last `clock` logs
+/// (tracer time, CLOCK_MONOTONIC).
+fn on_trace_clock(clock: &[(u64, u64)], raw: Vec<RawWait>) -> Vec<TracerWait> {
     assert!(clock.len() >= 2, "no clock logs in the execution trace");
     let ((t0, m0), (t1, m1)) = (clock[0], clock[clock.len() - 1]);
     let scale = (m1 - m0) as f64 / (t1 - t0) as f64;
@@ -108,14 +125,96 @@ fn tracer_waits(dump: &str) -> Vec<TracerWait> {
         .collect()
 }
 
+/// The waits of >= 1 ms in `go tool trace -d=parsed`'s event list, Go 1.22's tracer (1.24
+/// here): one line per event, `M=M P=P G=G KIND Time=T ...` (G: the goroutine the thread
+/// runs, -1 none), then for a goroutine's state change `Resource=Goroutine(N) Reason="R"
+/// GoID=N FROM->TO`, for a user log `Task=0 Category="clock" Message="NS"`; stacks on the
+/// lines below. A wait is Running->Waiting (its reason) to Waiting->Runnable (the
+/// unblocker: that event's G, 0 for -1 as the probes say the runtime), then
+/// Runnable->Running (started). T in ns; put on CLOCK_MONOTONIC by the `clock` logs.
+fn tracer_waits_parsed(dump: &str) -> Vec<TracerWait> {
+    // The value of `KEY=...` in line: up to the next space, or the quoted string.
+    fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+        let at = line.find(&format!(" {key}="))? + key.len() + 2;
+        let rest = &line[at..];
+        match rest.strip_prefix('"') {
+            Some(q) => q.split('"').next(),
+            None => rest.split(' ').next(),
+        }
+    }
+    let mut events: Vec<(u64, &str)> = dump
+        .lines()
+        .filter(|l| l.starts_with("M="))
+        .filter_map(|l| Some((field(l, "Time")?.parse().ok()?, l)))
+        .collect();
+    events.sort_by_key(|e| e.0);
+    let mut clock = Vec::new();
+    let mut blocked: HashMap<u64, (u64, String)> = HashMap::new();
+    let mut runnable: HashMap<u64, usize> = HashMap::new();
+    let mut raw: Vec<RawWait> = Vec::new();
+    for (ts, line) in events {
+        let kind = line.split(' ').nth(3).unwrap_or("");
+        if kind == "Log" && field(line, "Category") == Some("clock") {
+            clock.push((ts, field(line, "Message").unwrap().parse::<u64>().unwrap()));
+            continue;
+        }
+        if kind != "StateTransition" {
+            continue;
+        }
+        let (Some(goid), Some(change)) = (
+            field(line, "GoID").and_then(|g| g.parse::<u64>().ok()),
+            line.rsplit(' ').next(),
+        ) else {
+            continue;
+        };
+        match change {
+            "Running->Waiting" => {
+                blocked.insert(goid, (ts, field(line, "Reason").unwrap().to_string()));
+            }
+            "Waiting->Runnable" => {
+                let g: i64 = line
+                    .split(' ')
+                    .nth(2)
+                    .and_then(|g| g.strip_prefix("G="))
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                if let Some((b, kind)) = blocked.remove(&goid) {
+                    if ts - b >= 1_000_000 {
+                        runnable.insert(goid, raw.len());
+                        raw.push((goid, kind, b, ts, g.max(0) as u64, None));
+                    }
+                }
+            }
+            "Runnable->Running" => {
+                if let Some(i) = runnable.remove(&goid) {
+                    raw[i].5 = Some(ts);
+                }
+            }
+            _ => {}
+        }
+    }
+    on_trace_clock(&clock, raw)
+}
+
 #[test]
-fn goroutine_waits_agree_with_the_execution_tracer() {
-    let dir = tmpdir("go-goroutines");
-    let Some(exe) = common::go_build(TEST, "gowaits", &dir) else {
+fn goroutine_waits_agree_with_the_execution_tracer_go1_19() {
+    goroutine_waits_agree_with_the_execution_tracer(GoVersion::Go119);
+}
+
+#[test]
+fn goroutine_waits_agree_with_the_execution_tracer_go1_24() {
+    goroutine_waits_agree_with_the_execution_tracer(GoVersion::Go124);
+}
+
+fn goroutine_waits_agree_with_the_execution_tracer(version: GoVersion) {
+    let Some(t) = common::go_test(TEST, version, "gowaits") else {
         return;
     };
-    refuses_binaries_it_cannot_probe(&dir, &exe);
-    if !can_record(TEST) {
+    let (test, dir, go, exe) = (t.name.as_str(), &t.dir, &t.go, &t.exe);
+    refuses_binaries_it_cannot_probe(dir, exe, version);
+    the_table_gives_the_dwarf_offsets(dir, go, exe);
+    if !can_record(test) {
         return;
     }
     let trace = dir.join("g.zst");
@@ -124,25 +223,34 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
     ok(
         bin()
             .args(["record", "--no-samples", "--go"])
-            .arg(&exe)
+            .arg(exe)
             .arg("--summary-json")
             .arg(&summary)
             .arg("-o")
             .arg(&trace)
             .arg("--")
-            .arg(&exe)
+            .arg(exe)
             .arg("trace")
             .arg(&gotrace),
         "chainrec record",
     );
     let dump = ok(
-        Command::new("go")
-            .args(["tool", "trace", "-d"])
-            .arg(&gotrace)
-            .env("GOCACHE", dir.join("gocache")),
+        go.command(dir)
+            .args(["tool", "trace"])
+            .arg(if version.new_tracer() {
+                "-d=parsed"
+            } else {
+                "-d"
+            })
+            .arg(&gotrace),
         "go tool trace -d",
     );
-    let waits = tracer_waits(&String::from_utf8_lossy(&dump.stdout));
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    let waits = if version.new_tracer() {
+        tracer_waits_parsed(&dump)
+    } else {
+        tracer_waits(&dump)
+    };
     assert!(waits.len() >= 500, "only {} tracer waits", waits.len());
 
     let reader = TraceReader::open(&trace).unwrap();
@@ -196,7 +304,7 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
         }
     }
     eprintln!(
-        "{TEST}: {started} tracer waits with a GoStart after the unblock ({:.1} µs runnable \
+        "{test}: {started} tracer waits with a GoStart after the unblock ({:.1} µs runnable \
          on average); the recorded execute after the ready within 0.5 ms of it: \
          {start_agree} ({:.1} %)",
         runnable_ns / started.max(1) as f64 / 1e3,
@@ -213,15 +321,17 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
         *kinds.entry(&w.kind).or_default() += 1;
     }
     eprintln!(
-        "{TEST}: {n} tracer waits >= 1 ms ({kinds:?}); same unblocker {agree} ({pct:.1} %), \
+        "{test}: {n} tracer waits >= 1 ms ({kinds:?}); same unblocker {agree} ({pct:.1} %), \
          other unblocker {}, no ready {no_ready}, no park {no_park}; first others: {:?}",
         other.len(),
         &other[..other.len().min(5)]
     );
     assert!(pct >= 97.0, "{pct:.1} % of the tracer's waits agree");
-    // The network poller's readies are in (runtime.netpollready): the reader's waits.
+    // The network poller's readies are in (runtime.netpollready): the reader's waits
+    // (Go 1.19's event, Go 1.24's reason).
+    let net = ["GoBlockNet", "network"];
     assert!(
-        kinds.get("GoBlockNet").copied().unwrap_or(0) >= 100,
+        net.iter().filter_map(|k| kinds.get(k)).sum::<usize>() >= 100,
         "{kinds:?}"
     );
     assert!(
@@ -262,7 +372,7 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     let gs = &s["goroutines"];
-    eprintln!("{TEST}: summary {gs}");
+    eprintln!("{test}: summary {gs}");
     let count = |k: GoEventKind| g.events().iter().filter(|e| e.kind == k).count() as u64;
     assert_eq!(gs["parks"], count(GoEventKind::Park), "{gs}");
     assert_eq!(gs["readies"], count(GoEventKind::Ready), "{gs}");
@@ -272,7 +382,7 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
         gs["binaries"][0]["version"]
             .as_str()
             .unwrap()
-            .starts_with("1.19"),
+            .starts_with(&format!("{}.", version.minor())),
         "{gs}"
     );
     assert_eq!(gs["binaries"][0]["offsets"], "DWARF", "{gs}");
@@ -285,15 +395,15 @@ fn goroutine_waits_agree_with_the_execution_tracer() {
         "{procs:?}"
     );
 
-    chains_add_up_to_park_to_execute(&trace, g);
-    found_without_go_option_and_capped(&dir, &exe);
+    chains_add_up_to_park_to_execute(test, &trace, g);
+    found_without_go_option_and_capped(test, dir, exe);
 }
 
 /// `chains --goroutines --no-dedup`: every wait is a root whose lines add up to park →
 /// execute (park → ready when no execute follows), so the whole width is their sum, worked
 /// out here from the records; the roots' own `[run queue]` lines are the ready → execute
 /// parts, and there are some.
-fn chains_add_up_to_park_to_execute(trace: &Path, g: &chainrec_format::Goroutines) {
+fn chains_add_up_to_park_to_execute(test: &str, trace: &Path, g: &chainrec_format::Goroutines) {
     // Per goroutine: its open park, then the ready that ended it.
     let mut open: HashMap<u64, (u64, Option<u64>)> = HashMap::new();
     let (mut total, mut runnable) = (0u64, 0u64);
@@ -363,7 +473,7 @@ fn chains_add_up_to_park_to_execute(trace: &Path, g: &chainrec_format::Goroutine
         }
     }
     eprintln!(
-        "{TEST}: chains --goroutines: width {width} ns, of which the roots' [run queue] \
+        "{test}: chains --goroutines: width {width} ns, of which the roots' [run queue] \
          {rq} ns ({:.2} %); from the records: park -> execute {total} ns, ready -> execute \
          {runnable} ns; {}",
         100.0 * rq as f64 / width.max(1) as f64,
@@ -376,7 +486,7 @@ fn chains_add_up_to_park_to_execute(trace: &Path, g: &chainrec_format::Goroutine
 /// Without `--go`: the binary is found from its process; the ping-pong's hit rate is far
 /// over the cap (given low, 20,000/s, so that even a slow machine passes it), so the probes
 /// are detached and the trace says from when.
-fn found_without_go_option_and_capped(dir: &Path, exe: &Path) {
+fn found_without_go_option_and_capped(test: &str, dir: &Path, exe: &Path) {
     let trace = dir.join("pp.zst");
     let summary = dir.join("pp.json");
     let out = ok(
@@ -395,7 +505,7 @@ fn found_without_go_option_and_capped(dir: &Path, exe: &Path) {
         serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     let gs = &s["goroutines"];
     eprintln!(
-        "{TEST}: ping-pong {} summary {gs}",
+        "{test}: ping-pong {} summary {gs}",
         String::from_utf8_lossy(&out.stdout).trim()
     );
     assert!(
@@ -419,8 +529,30 @@ fn found_without_go_option_and_capped(dir: &Path, exe: &Path) {
     assert!(text.contains("goroutines: 1 binaries probed"), "{text}");
 }
 
+/// The program built without DWARF (`-ldflags=-w`) has its offsets from the table of known
+/// versions, and they are those of the DWARF of `exe` (the same program with DWARF).
+fn the_table_gives_the_dwarf_offsets(dir: &Path, go: &GoToolchain, exe: &Path) {
+    use chainrec_record::golang::{GoBinary, LayoutSource};
+    let stripped_dir = dir.join("no-dwarf");
+    std::fs::create_dir_all(&stripped_dir).unwrap();
+    let stripped = go.build("gowaits", &stripped_dir, &["-ldflags=-w"]);
+    let (with, without) = (
+        GoBinary::inspect(exe).unwrap(),
+        GoBinary::inspect(&stripped).unwrap(),
+    );
+    eprintln!(
+        "{TEST}: Go {}: offsets {:?} from the DWARF, {:?} from the table",
+        with.version, with.layout, without.layout
+    );
+    assert_eq!(with.source, LayoutSource::Dwarf);
+    assert_eq!(without.source, LayoutSource::Table);
+    assert_eq!(with.layout, without.layout);
+    assert_eq!(with.version, without.version);
+    assert!(with.reasons.iter().any(|r| r == "chan receive"), "{with:?}");
+}
+
 /// `--go` with what cannot be probed: refused before anything is recorded.
-fn refuses_binaries_it_cannot_probe(dir: &Path, exe: &Path) {
+fn refuses_binaries_it_cannot_probe(dir: &Path, exe: &Path, version: GoVersion) {
     let out = bin()
         .args(["record", "-o"])
         .arg(dir.join("never.zst"))
@@ -433,13 +565,15 @@ fn refuses_binaries_it_cannot_probe(dir: &Path, exe: &Path) {
     // A copy whose build information names a Go version the probes do not know.
     let mut bytes = std::fs::read(exe).unwrap();
     let mut patched = 0;
-    for at in 0..bytes.len() - 7 {
-        if &bytes[at..at + 7] == b"go1.19." {
+    let said = format!("go{}.", version.minor());
+    let said = said.as_bytes();
+    for at in 0..bytes.len() - said.len() {
+        if &bytes[at..at + said.len()] == said {
             bytes[at..at + 6].copy_from_slice(b"go1.99");
             patched += 1;
         }
     }
-    assert!(patched > 0, "no go1.19. in the binary");
+    assert!(patched > 0, "no {said:?} in the binary");
     let fake = dir.join("gofake");
     std::fs::write(&fake, &bytes).unwrap();
     let out = bin()

@@ -179,37 +179,12 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
     }
     let name = "chains --goroutines";
     let an = super::open_trace(&v.file, name)?;
-    let tables = an.tables();
-    if tables.goroutines.is_empty() {
-        bail!(
-            "{}: no goroutine records in this trace: record the Go program with `chainrec record` (Go 1.19 binaries are probed once found; --go PATH probes one from its start; not with --no-go)",
-            super::label(&v.file)
-        );
-    }
-    // The Go processes' thread-level wakeups (first levels only), which join a netpoll
-    // ready to the kernel chain behind it.
-    let threshold = an.meta().stack_threshold_ns;
-    let mut sink = chainrec_chain::GoThreadSink::new(tables, threshold);
-    // Only the Go processes' waits are walked and kept.
-    let mut filter = chainrec_chain::Filter::default();
-    filter.threads.pids = tables.goroutines.processes().map(|p| p.tgid).collect();
-    let setup = Setup {
-        max_depth: 1,
-        dedup: Dedup::Off,
-        runqueue: false,
-        filter,
-        ..Setup::default()
+    let g = match chainrec_chain::goroutine_chains_of(&an, a.max_depth, !a.no_dedup) {
+        Err(e @ chainrec_chain::ChainError::NoGoroutines) => {
+            bail!("{}: {e}", super::label(&v.file))
+        }
+        g => g?,
     };
-    an.run(setup, &mut sink, |_| {})
-        .context("thread-level wakeups of the Go processes")?;
-    let threads = sink.into_wakes();
-    let g = chainrec_chain::goroutine_chains(
-        tables,
-        Some(&threads),
-        a.max_depth,
-        an.meta().stack_threshold_ns,
-        !a.no_dedup,
-    );
     // In the unit, the lines that round to 0 left out and counted (as every view does).
     let rounded = v
         .unit
@@ -260,52 +235,8 @@ fn goroutine_chains(a: &ChainsArgs) -> Result<()> {
 
 /// What `chains --goroutines` counted, on stderr.
 fn goroutine_notes(name: &str, a: &ChainsArgs, g: &chainrec_chain::GoChains) -> Result<()> {
-    let s = &g.stats;
-    say!(
-        "chainrec: {name}: {} goroutine waits ({:.3} s parked, {:.3} s runnable), {} lines; {} readied by the runtime; {} shown inside other chains (dedup; --no-dedup shows them)",
-        s.waits,
-        (s.waits_ns - s.runnable_ns) as f64 / 1e9,
-        s.runnable_ns as f64 / 1e9,
-        g.lines.len(),
-        s.by_runtime,
-        s.hidden_by_dedup
-    );
-    let n = &s.netpoll;
-    let total = n.joined.1 + n.polled.1 + n.unjoined.1;
-    if total > 0 {
-        let pct = |ns: u64| 100.0 * ns as f64 / total as f64;
-        say!(
-            "chainrec: {name}: netpoll: {:.1} % of the time behind netpoll readies joined to the wakeup of the poller thread's epoll_wait ({} readies; {:.1} % the poller thread's own time after it, {:.1} % on into the waker thread's goroutine), {:.1} % found by a non-blocking poll ({}, [go runtime: netpoll, polled]), {:.1} % not joined ({}: no thread-level wait of the poller thread)",
-            pct(n.joined.1),
-            n.joined.0,
-            pct(n.poller_ns),
-            pct(n.into_goroutine.1),
-            pct(n.polled.1),
-            n.polled.0,
-            pct(n.unjoined.1),
-            n.unjoined.0
-        );
-    }
-    if s.runnable_unknown == s.waits && s.waits > 0 {
-        say!("chainrec: {name}: note: no goroutine execute records in this trace (recorded before format 2.3): the runnable part of each wait (ready to execute, waiting for a P) is unknown, only the parked part is shown");
-    } else if s.runnable_unknown > 0 {
-        say!("chainrec: {name}: note: {} waits without an execute after their ready in the trace (at its end, or capped): their runnable part is not shown", s.runnable_unknown);
-    }
-    if s.readies_without_park > 0 {
-        say!("chainrec: {name}: note: {} readies of goroutines parked before the probes attached (no wait shown; they still serve as causes)", s.readies_without_park);
-    }
-    if s.open_at_end > 0 {
-        say!("chainrec: {name}: note: {} goroutines parked and never readied in the trace (still parked at its end, or made runnable without runtime.ready, as GC workers are): not shown", s.open_at_end);
-    }
-    if s.truncated > 0 {
-        say!(
-            "chainrec: {name}: note: {} chains cut at --max-depth {} ([truncated])",
-            s.truncated,
-            a.max_depth
-        );
-    }
-    if s.capped_processes > 0 {
-        say!("chainrec: {name}: note: {} Go processes had their probes detached by the rate cap (record --go-max-rate): no goroutine waits after that", s.capped_processes);
+    for note in g.notes(a.max_depth) {
+        say!("chainrec: {name}: {note}");
     }
     Ok(())
 }

@@ -151,7 +151,7 @@ pub struct Args {
     #[arg(long)]
     pub no_samples: bool,
     /// Record goroutine parks, readies and executes of this Go binary from the start
-    /// (repeatable; Go 1.19, amd64): uprobes on runtime.gopark, runtime.ready and
+    /// (repeatable; Go 1.19 and 1.24, amd64): uprobes on runtime.gopark, runtime.ready and
     /// runtime.netpollready, each with the goroutine's stack, and on runtime.execute (no
     /// stack: when a readied goroutine got a P), in the trace's goroutine sections
     /// (`chainrec script --goroutines`).

@@ -167,26 +167,148 @@ pub fn wait_for_pidfile(pidfile: &std::path::Path) -> u32 {
     }
 }
 
-/// Build `testdata/go/NAME.go` with the machine's Go into `dir/NAME` (GOPATH mode, a
-/// cache of its own), or None after a loud skip when `go` is missing (a failure under
-/// `CHAINREC_REQUIRE_TOOLS=1`).
-pub fn go_build(test: &str, name: &str, dir: &std::path::Path) -> Option<PathBuf> {
-    if !chainrec_testkit::tools::available("go", "version") {
-        chainrec_testkit::tools::skip(test, "go missing (apt-get install golang-go)");
-        return None;
+/// A Go version the goroutine probes support, and where its toolchain comes from: each Go
+/// test runs once per version (`..._go1_19`, `..._go1_24`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GoVersion {
+    /// Debian 12's `golang-go` (1.19.8): `go` on the PATH.
+    Go119,
+    /// Debian 13's `golang-1.24-go` (1.24.4): the `go` named by `CHAINREC_GO124`, which
+    /// `./x.sh test` fetches from trixie's pool into /var/cache/chainrec/go1.24.
+    Go124,
+}
+
+impl GoVersion {
+    /// `1.19`, `1.24`: the minor version of the binaries its toolchain builds.
+    pub fn minor(self) -> &'static str {
+        match self {
+            GoVersion::Go119 => "1.19",
+            GoVersion::Go124 => "1.24",
+        }
     }
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata/go")
-        .join(format!("{name}.go"));
-    let exe = dir.join(name);
-    ok(
-        Command::new("go")
-            .args(["build", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .env("GOCACHE", dir.join("gocache"))
-            .env("GO111MODULE", "off"),
-        "go build",
-    );
-    Some(exe)
+
+    /// Whether its execution tracer writes the format of Go 1.22+ (read with `go tool
+    /// trace -d=parsed`), not the old one (`go tool trace -d`).
+    pub fn new_tracer(self) -> bool {
+        self == GoVersion::Go124
+    }
+
+    /// Its `go` command, or None after a loud skip of `test` when it is missing (a failure
+    /// under `CHAINREC_REQUIRE_TOOLS=1`).
+    pub fn toolchain(self, test: &str) -> Option<GoToolchain> {
+        let (go, why) = match self {
+            GoVersion::Go119 => (
+                Some(PathBuf::from("go")),
+                "go missing (apt-get install golang-go)".to_string(),
+            ),
+            GoVersion::Go124 => (
+                std::env::var_os("CHAINREC_GO124").map(PathBuf::from),
+                "Go 1.24 missing: CHAINREC_GO124 names no go command (./x.sh test fetches \
+                 Debian 13's golang-1.24-go and sets it)"
+                    .to_string(),
+            ),
+        };
+        let Some(go) = go else {
+            chainrec_testkit::tools::skip(test, &why);
+            return None;
+        };
+        let version = Command::new(&go).arg("version").output();
+        let said = version
+            .as_ref()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        let Some(said) = said else {
+            chainrec_testkit::tools::skip(test, &format!("{} does not run: {why}", go.display()));
+            return None;
+        };
+        // `go version go1.19.8 linux/amd64`: the toolchain must be the version the test is
+        // for (a PATH whose `go` is another version would test the wrong one).
+        assert!(
+            said.contains(&format!("go{}.", self.minor())),
+            "{} is not Go {}: {said}",
+            go.display(),
+            self.minor()
+        );
+        Some(GoToolchain { version: self, go })
+    }
+}
+
+/// A Go toolchain to build the test programs with.
+#[derive(Clone, Debug)]
+pub struct GoToolchain {
+    /// Its version.
+    pub version: GoVersion,
+    /// Its `go` command (which finds its GOROOT from its own path).
+    pub go: PathBuf,
+}
+
+impl GoToolchain {
+    /// `go ARGS...` with a build cache in `dir`, GOPATH mode, this toolchain only (no
+    /// download of another: `GOTOOLCHAIN=local`).
+    pub fn command(&self, dir: &std::path::Path) -> Command {
+        let mut c = Command::new(&self.go);
+        c.env(
+            "GOCACHE",
+            dir.join(format!("gocache-{}", self.version.minor())),
+        )
+        .env("GO111MODULE", "off")
+        .env("GOTOOLCHAIN", "local")
+        .env_remove("GOROOT");
+        c
+    }
+
+    /// Build `testdata/go/NAME.go` into `dir/NAME` (with `extra` build flags).
+    pub fn build(&self, name: &str, dir: &std::path::Path, extra: &[&str]) -> PathBuf {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/go")
+            .join(format!("{name}.go"));
+        let exe = dir.join(name);
+        ok(
+            self.command(dir)
+                .arg("build")
+                .args(extra)
+                .arg("-o")
+                .arg(&exe)
+                .arg(&src),
+            "go build",
+        );
+        exe
+    }
+}
+
+/// One run of a Go test with one Go version: its name for messages and skips
+/// (`real_go (Go 1.24)`), a fresh directory, the toolchain, and the test's program built
+/// with it. The Go tests of one test binary run one at a time (while this lives): a
+/// recording probes every Go binary it sees (the other version's program too), and two
+/// loads at once on two cores would measure each other.
+pub struct GoTest {
+    /// `BASE (Go 1.24)`.
+    pub name: String,
+    /// The test's directory.
+    pub dir: PathBuf,
+    /// The Go it builds with.
+    pub go: GoToolchain,
+    /// `dir/PROGRAM`, built from testdata/go/PROGRAM.go.
+    pub exe: PathBuf,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+/// Set up test `base` for Go `version` with testdata/go/`program`.go built, or None after
+/// a loud skip when that Go is missing (a failure under `CHAINREC_REQUIRE_TOOLS=1`).
+pub fn go_test(base: &str, version: GoVersion, program: &str) -> Option<GoTest> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that failed holding it poisons it; the next one runs all the same.
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = format!("{base} (Go {})", version.minor());
+    let go = version.toolchain(&name)?;
+    let dir = tmpdir(&format!("{base}-{program}-{}", version.minor()));
+    let exe = go.build(program, &dir, &[]);
+    Some(GoTest {
+        name,
+        dir,
+        go,
+        exe,
+        _serial: serial,
+    })
 }

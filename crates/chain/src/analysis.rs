@@ -12,7 +12,7 @@ use crate::graph::finished::{Collected, TraceRef};
 use crate::graph::spill::SpillTo;
 use crate::pipeline::fold_trace;
 use crate::{ChainError, Config, Engine, Filter, Graph, Mode, NodeTable, OnCpuMode};
-use crate::{Stats, View, WaitSink, Window, DEFAULT_MAX_DEPTH};
+use crate::{GoChains, GoThreadSink, Stats, View, WaitSink, Window, DEFAULT_MAX_DEPTH};
 use chainrec_format::{FormatError, RecordingMeta, Recovery, Sampling, Tables, Tid, TraceReader};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -713,6 +713,45 @@ pub fn critical_paths(
 /// sample's time). Duration and state filters do not apply to samples and are refused.
 pub fn fold_oncpu(an: &Analysis, filter: &Filter, parallel: bool) -> Result<OnCpuFold, ChainError> {
     crate::analyses::oncpu::fold_oncpu(&an.input(), filter, parallel)
+}
+
+/// The goroutine chains of `an` (`chains --goroutines`): a run over the Go processes'
+/// thread-level wakeups (first levels only, [`crate::GoThreadSink`]), which join each
+/// netpoll ready to the kernel chain behind it, then [`crate::goroutine_chains`] of the
+/// trace's goroutine records with them, at most `max_depth` levels per chain, `dedup`
+/// hiding the waits another chain shows as an inner level. Fails when the trace has no
+/// goroutine records ([`ChainError::NoGoroutines`]).
+pub fn goroutine_chains_of(
+    an: &Analysis,
+    max_depth: usize,
+    dedup: bool,
+) -> Result<GoChains, ChainError> {
+    let tables = an.tables();
+    if tables.goroutines.is_empty() {
+        return Err(ChainError::NoGoroutines);
+    }
+    let threshold = an.meta().stack_threshold_ns;
+    let mut sink = GoThreadSink::new(tables, threshold);
+    // Only the Go processes' waits are walked and kept.
+    let mut filter = Filter::default();
+    filter.threads.pids = tables.goroutines.processes().map(|p| p.tgid).collect();
+    let setup = Setup {
+        max_depth: 1,
+        dedup: Dedup::Off,
+        runqueue: false,
+        filter,
+        ..Setup::default()
+    };
+    an.run(setup, &mut sink, |_| {})
+        .map_err(|e| ChainError::GoThreadWakes(Box::new(e)))?;
+    let threads = sink.into_wakes();
+    Ok(crate::goroutine_chains(
+        tables,
+        Some(&threads),
+        max_depth,
+        threshold,
+        dedup,
+    ))
 }
 
 /// The trace-start rule of [`Analysis::start_ns`], for a bare reader.

@@ -138,6 +138,13 @@ pub enum ChainError {
     /// The run was cancelled through its [`crate::Cancel`] (it stopped after a chunk).
     #[error("cancelled")]
     Cancelled,
+    /// [`crate::goroutine_chains_of`]: the trace has no goroutine records.
+    #[error("no goroutine records in this trace: record the Go program with `chainrec record` (Go 1.19 and 1.24 binaries are probed once found; --go PATH probes one from its start; not with --no-go)")]
+    NoGoroutines,
+    /// [`crate::goroutine_chains_of`]: the run over the Go processes' thread-level
+    /// wakeups failed.
+    #[error("thread-level wakeups of the Go processes")]
+    GoThreadWakes(#[source] Box<ChainError>),
 }
 
 /// Why a trace of format `(maj, min)` has no samples, for [`ChainError::NoSamples`].

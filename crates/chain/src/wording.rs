@@ -5,7 +5,7 @@
 //! counters") lists the same anomalies with their causes.
 
 use crate::analyses::oncpu::OnCpuStats;
-use crate::{Stats, Summary};
+use crate::{GoChains, Stats, Summary};
 use chainrec_format::{fmt_ns, RecordingMeta};
 
 impl Summary {
@@ -283,6 +283,62 @@ impl OnCpuStats {
     }
 }
 
+impl GoChains {
+    /// What `chains --goroutines` counted, one line each (after the command's name): the
+    /// waits, parked and runnable time and lines; the netpoll readies' shares, when there
+    /// are any; then notes on what the output leaves out (runnable time unknown, readies
+    /// without a park, waits never readied, chains cut at `max_depth`, capped processes).
+    pub fn notes(&self, max_depth: usize) -> Vec<String> {
+        let s = &self.stats;
+        let mut out = vec![format!(
+            "{} goroutine waits ({:.3} s parked, {:.3} s runnable), {} lines; {} readied by the runtime; {} shown inside other chains (dedup; --no-dedup shows them)",
+            s.waits,
+            (s.waits_ns - s.runnable_ns) as f64 / 1e9,
+            s.runnable_ns as f64 / 1e9,
+            self.lines.len(),
+            s.by_runtime,
+            s.hidden_by_dedup
+        )];
+        let n = &s.netpoll;
+        let total = n.joined.1 + n.polled.1 + n.unjoined.1;
+        if total > 0 {
+            let pct = |ns: u64| 100.0 * ns as f64 / total as f64;
+            out.push(format!(
+                "netpoll: {:.1} % of the time behind netpoll readies joined to the wakeup of the poller thread's epoll_wait ({} readies; {:.1} % the poller thread's own time after it, {:.1} % on into the waker thread's goroutine), {:.1} % found by a non-blocking poll ({}, [go runtime: netpoll, polled]), {:.1} % not joined ({}: no thread-level wait of the poller thread)",
+                pct(n.joined.1),
+                n.joined.0,
+                pct(n.poller_ns),
+                pct(n.into_goroutine.1),
+                pct(n.polled.1),
+                n.polled.0,
+                pct(n.unjoined.1),
+                n.unjoined.0
+            ));
+        }
+        if s.runnable_unknown == s.waits && s.waits > 0 {
+            out.push("note: no goroutine execute records in this trace (recorded before format 2.3): the runnable part of each wait (ready to execute, waiting for a P) is unknown, only the parked part is shown".into());
+        } else if s.runnable_unknown > 0 {
+            out.push(format!("note: {} waits without an execute after their ready in the trace (at its end, or capped): their runnable part is not shown", s.runnable_unknown));
+        }
+        if s.readies_without_park > 0 {
+            out.push(format!("note: {} readies of goroutines parked before the probes attached (no wait shown; they still serve as causes)", s.readies_without_park));
+        }
+        if s.open_at_end > 0 {
+            out.push(format!("note: {} goroutines parked and never readied in the trace (still parked at its end, or made runnable without runtime.ready, as GC workers are): not shown", s.open_at_end));
+        }
+        if s.truncated > 0 {
+            out.push(format!(
+                "note: {} chains cut at --max-depth {max_depth} ([truncated])",
+                s.truncated
+            ));
+        }
+        if s.capped_processes > 0 {
+            out.push(format!("note: {} Go processes had their probes detached by the rate cap (record --go-max-rate): no goroutine waits after that", s.capped_processes));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{Config, Engine, Inconsistency};
@@ -400,6 +456,48 @@ mod output_notes_tests {
                 "warning: LOST EVENTS: 0 lost (markers: 0; recording: ring buffer full 3, malformed 0, out of order 0); 0 waits overlap a loss and are marked [lost events]",
                 "run queue: 1.50 ms runnable after a waking or a preemption, 2.0 us of wakers runnable inside chains: shown as [run queue] levels behind the tasks that held the CPU (--no-runqueue leaves them out)",
             ]
+        );
+    }
+
+    /// `chains --goroutines`' lines after the output: the headline always, the netpoll
+    /// shares and each note only when there is something to say.
+    #[test]
+    fn goroutine_notes_say_only_what_applies() {
+        use crate::{GoChainStats, GoChains, NetpollShares};
+        let mut g = GoChains {
+            lines: vec![("goroutine;wait: chan receive".into(), 3_000_000_000)],
+            stats: GoChainStats {
+                waits: 2,
+                waits_ns: 3_000_000_000,
+                runnable_ns: 500_000_000,
+                by_runtime: 1,
+                ..GoChainStats::default()
+            },
+        };
+        assert_eq!(
+            g.notes(8),
+            ["2 goroutine waits (2.500 s parked, 0.500 s runnable), 1 lines; 1 readied by the runtime; 0 shown inside other chains (dedup; --no-dedup shows them)"]
+        );
+        g.stats.truncated = 3;
+        g.stats.runnable_unknown = 2;
+        g.stats.netpoll = NetpollShares {
+            joined: (1, 300),
+            polled: (1, 100),
+            ..NetpollShares::default()
+        };
+        let notes = g.notes(8);
+        assert_eq!(notes.len(), 4, "{notes:?}");
+        assert!(
+            notes[1].starts_with("netpoll: 75.0 % of the time"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[2].starts_with("note: no goroutine execute records"),
+            "{notes:?}"
+        );
+        assert_eq!(
+            notes[3],
+            "note: 3 chains cut at --max-depth 8 ([truncated])"
         );
     }
 }

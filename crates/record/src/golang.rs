@@ -36,7 +36,7 @@ pub enum GoError {
     #[error("not a Go binary (no .go.buildinfo section)")]
     NotGo,
     /// A Go binary without a version this recorder knows how to probe.
-    #[error("not supported: Go {version} (goroutine probes know Go 1.19 only)")]
+    #[error("not supported: Go {version} (goroutine probes know Go 1.19 and 1.24 only)")]
     Version {
         /// `1.21.3`.
         version: String,
@@ -90,20 +90,38 @@ pub enum LayoutSource {
 }
 
 /// Go versions whose probes were checked against the execution tracer (tests/
-/// real_go_goroutines.rs) with their offsets (from Debian 12's go1.19.8 DWARF, the same
-/// for every 1.19.x: `runtime.g` and `runtime.m` do not change within a minor version).
-/// A version missing here is not supported even with DWARF: the probes also depend on
-/// the argument registers of `gopark` and `ready`, which only a test shows.
-const KNOWN: &[(&str, GoLayout)] = &[(
-    "1.19",
-    GoLayout {
-        g_goid: 152,
-        g_m: 48,
-        m_curg: 192,
-        pd_rg: 24,
-        pd_wg: 32,
-    },
-)];
+/// real_go_goroutines.rs) with their offsets, the same for every patch release of a minor
+/// version (`runtime.g`, `runtime.m` and `runtime.pollDesc` do not change within one):
+/// 1.19 from the DWARF of Debian 12's go1.19.8, 1.24 from that of Debian 13's go1.24.4
+/// (`g.goid` is 8 bytes further: a `syscallbp` field came before it; so are
+/// `pollDesc.rg`/`wg`: an `fdseq` word came before them). A version missing here is not
+/// supported even with
+/// DWARF: the probes also depend on the argument registers of `gopark` (the wait reason in
+/// `cl`), `ready` and `execute` (`gp` in `rax`) and `netpollready` (`pd` in `rbx`, the mode
+/// in `ecx`), the same in both, which only a run against the tracer shows. The message of
+/// [`GoError::Version`] lists these versions.
+const KNOWN: &[(&str, GoLayout)] = &[
+    (
+        "1.19",
+        GoLayout {
+            g_goid: 152,
+            g_m: 48,
+            m_curg: 192,
+            pd_rg: 24,
+            pd_wg: 32,
+        },
+    ),
+    (
+        "1.24",
+        GoLayout {
+            g_goid: 160,
+            g_m: 48,
+            m_curg: 192,
+            pd_rg: 32,
+            pd_wg: 40,
+        },
+    ),
+];
 
 /// The runtime functions probed: `go_park`, `go_ready`, `go_netpoll`, `go_execute` of
 /// bpf/goroutines.bpf.h, in that order.
@@ -1035,12 +1053,16 @@ mod tests {
         assert_eq!(uvarint(&[0x96, 0x01]), Some((150, 2)));
         assert_eq!(uvarint(&[0x80; 11]), None);
         let e = GoError::Version {
-            version: "1.24.4".into(),
+            version: "1.21.3".into(),
         };
         assert_eq!(
             e.to_string(),
-            "not supported: Go 1.24.4 (goroutine probes know Go 1.19 only)"
+            "not supported: Go 1.21.3 (goroutine probes know Go 1.19 and 1.24 only)"
         );
+        // The message names every version of the table, and nothing else.
+        let said: Vec<&str> = "1.19 and 1.24".split(" and ").collect();
+        let known: Vec<&str> = KNOWN.iter().map(|(v, _)| *v).collect();
+        assert_eq!(said, known);
     }
 
     #[test]

@@ -575,11 +575,7 @@ impl Names<'_> {
             }
             if f.starts_with("runtime.netpoll") {
                 label = NETPOLL;
-            } else if label == RUNTIME
-                && (f == "runtime.runOneTimer"
-                    || f == "runtime.runtimer"
-                    || f == "runtime.checkTimers")
-            {
+            } else if label == RUNTIME && TIMER_FRAMES.contains(&f.as_str()) {
                 label = TIMER;
             }
         }
@@ -624,6 +620,17 @@ impl Names<'_> {
 /// A ready by the runtime, by what it was.
 const RUNTIME: &str = "[go runtime]";
 const TIMER: &str = "[go runtime: timer]";
+/// The runtime's functions that run expired timers (a sleep's `goroutineReady` among
+/// them): Go 1.19's `checkTimers` → `runtimer` → `runOneTimer`; Go 1.23's new timers (1.24
+/// is Debian 13's) `(*timers).check` → `(*timers).run` → `(*timer).unlockAndRun`.
+const TIMER_FRAMES: [&str; 6] = [
+    "runtime.runOneTimer",
+    "runtime.runtimer",
+    "runtime.checkTimers",
+    "runtime.(*timer).unlockAndRun",
+    "runtime.(*timers).run",
+    "runtime.(*timers).check",
+];
 const NETPOLL: &str = "[go runtime: netpoll]";
 /// A netpoll ready found by a non-blocking poll: no thread wakeup to join.
 const POLLED: &str = "[go runtime: netpoll, polled]";
@@ -836,6 +843,80 @@ mod tests {
         sid
     }
 
+    /// A netpoll ready's stack in the scheduler, leaf first, up to `runtime.mcall`.
+    const NETPOLL_READY: [&str; 6] = [
+        "runtime.netpollready",
+        "runtime.netpoll",
+        "runtime.findRunnable",
+        "runtime.schedule",
+        "runtime.park_m",
+        "runtime.mcall",
+    ];
+
+    /// A ready by the runtime is named by its scheduler frames, as Go 1.19 and Go 1.24
+    /// (the new timers of 1.23) lay them out; below `runtime.mcall` is not looked at.
+    #[test]
+    fn runtime_readies_are_named_by_their_frames_in_both_go_versions() {
+        let mut t = Tables::default();
+        let timer_119 = user_stack(
+            &mut t,
+            20,
+            100,
+            &[
+                "runtime.ready",
+                "runtime.goready.func1",
+                "runtime.systemstack",
+                "runtime.goroutineReady",
+                "runtime.runOneTimer",
+                "runtime.runtimer",
+                "runtime.checkTimers",
+                "runtime.schedule",
+                "runtime.park_m",
+                "runtime.mcall",
+            ],
+        );
+        let timer_124 = user_stack(
+            &mut t,
+            21,
+            100,
+            &[
+                "runtime.ready",
+                "runtime.goroutineReady.goready.func1",
+                "runtime.goready [inlined]",
+                "runtime.goroutineReady",
+                "runtime.(*timer).unlockAndRun",
+                "runtime.(*timers).run",
+                "runtime.(*timers).check",
+                "runtime.stealWork",
+                "runtime.findRunnable",
+                "runtime.schedule",
+                "runtime.park_m",
+                "runtime.mcall",
+            ],
+        );
+        let netpoll = user_stack(&mut t, 22, 100, &NETPOLL_READY);
+        let below_mcall = user_stack(
+            &mut t,
+            23,
+            100,
+            &[
+                "runtime.ready",
+                "runtime.schedule",
+                "runtime.mcall",
+                "runtime.runOneTimer",
+            ],
+        );
+        let mut names = Names {
+            tables: &t,
+            threshold_ns: 0,
+            cache: FxHashMap::default(),
+        };
+        assert_eq!(names.runtime_label(timer_119), TIMER);
+        assert_eq!(names.runtime_label(timer_124), TIMER);
+        assert_eq!(names.runtime_label(netpoll), NETPOLL);
+        assert_eq!(names.runtime_label(below_mcall), RUNTIME);
+    }
+
     /// A handler goroutine readied by netpoll, joined to the thread level (hand-worked).
     /// Server process 100: the poller thread 101 slept in epoll_wait [900, 1600], woken at
     /// 1600 by the client's thread 202 (its write, `[softirq: NET_RX]` on top), back on a
@@ -857,20 +938,12 @@ mod tests {
         use GoEventKind::{Park, Ready};
         let (recv, sleep, io, select, io2) = (1, 2, 3, 4, 5);
         let mut t = Tables::default();
+        // Below mcall: the goroutine that last ran on the poller's thread.
         let np = user_stack(
             &mut t,
             16,
             100,
-            &[
-                "runtime.netpollready",
-                "runtime.netpoll",
-                "runtime.findRunnable",
-                "runtime.schedule",
-                "runtime.park_m",
-                "runtime.mcall",
-                "main.other",
-                "runtime.goexit",
-            ],
+            &[&NETPOLL_READY[..], &["main.other", "runtime.goexit"]].concat(),
         );
         let wl = user_stack(
             &mut t,
