@@ -46,7 +46,7 @@ mod wording;
 // Opening a trace and running the engine over it.
 pub use analysis::{
     critical_path, critical_path_from, critical_paths, fold_oncpu, Analysis, DamagePolicy, Dedup,
-    Done, Setup, Summary, TraceWarning, WarnFn,
+    Done, Grid, Setup, Summary, TraceWarning, WarnFn,
 };
 pub use checkpoint::{Cancel, Checkpoints};
 pub use error::{ChainError, WindowProblem};
