@@ -1789,8 +1789,8 @@ fn frames_below_a_pixel_in_the_page() {
 /// Issue 36's "Done when": from mouse-up to the graph drawn, for a 1 s range at each of
 /// `CHAINREC_BENCH_STARTS` (seconds, default "1 8 16") of `CHAINREC_BENCH_TRACE`, served by
 /// `CHAINREC_BENCH_BIN` (default this build) once indexed, in headless chromium (1200 x 700):
-/// the page's own `selectRange` (what mouse-up calls) until a frame after the graph's DOM
-/// is built (`requestAnimationFrame`, then a task), with the answer's wait (request to last
+/// the page's own `selectRange` (what mouse-up calls) until a frame after the graph is
+/// drawn (`requestAnimationFrame`, then a task), with the answer's wait (request to last
 /// byte, from the Resource Timing entry), bytes and frames. `benches/serve_drawn.sh` runs it.
 #[test]
 #[ignore = "a benchmark on a given trace: benches/serve_drawn.sh"]
@@ -1829,14 +1829,14 @@ fn time_to_drawn() {
              (explorer.frames ? explorer.frames().length : document.querySelectorAll('#flame .f').length), \
              explorer.errors.length]; })()",
         );
-        // The graph's DOM built again alone (no answer, no layout): the script's part.
+        // The graph drawn again alone (no answer): the script's part.
         let js = b.eval(
             "(() => { const t = performance.now(); drawFlame(); return performance.now() - t; })()",
         );
         let ms = |i: usize| r[i].as_f64().unwrap_or(0.0);
         eprintln!(
             "time_to_drawn: 1 s range at {start} s: mouse-up to drawn {:.0} ms (answer {:.0} ms, \
-             parse and draw {:.0} ms, of which building the graph's DOM {:.0} ms), {} bytes, \
+             parse and draw {:.0} ms, of which drawing the graph {:.0} ms), {} bytes, \
              {} frames, {} drawn, {} errors",
             ms(0),
             ms(1),

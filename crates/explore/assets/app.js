@@ -807,7 +807,9 @@ function drawFlame() {
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.fillStyle = '#fff';
   ctx.fillRect(0, 0, W, H);
-  // Each frame as its element was: its right and bottom pixel white (the border).
+  // Each frame on whole pixels as its element was (its edges rounded), its right and
+  // bottom pixel white (the border); a frame under 3 px has no white right pixel, so that
+  // runs of frames a pixel or two wide read as their colours, not as white.
   const marker = hatch(ctx, '#bebebe', '#fafafa');
   const lost = hatch(ctx, '#e62828', '#ffebeb');
   const labels = [];
@@ -818,7 +820,9 @@ function drawFlame() {
     else if (f.fill.startsWith('url(#chainrec-marker')) ctx.fillStyle = marker;
     else if (f.fill.startsWith('url(#chainrec-lost')) ctx.fillStyle = lost;
     else ctx.fillStyle = f.fill;
-    if (f.w > 1) ctx.fillRect(f.x, y, f.w - 1, FRAME_H - 1);
+    const x0 = Math.round(f.x);
+    const px = Math.round(f.x + f.w) - x0;
+    if (px > 0) ctx.fillRect(x0, y, px >= 3 ? px - 1 : px, FRAME_H - 1);
     if (f.w > LABEL_MIN_PX) labels.push(f);
   }
   // The names: 2 px in, clipped at the frame's right border.
