@@ -206,7 +206,8 @@ pub fn window_secs(ns: u64) -> String {
 
 impl Explorer {
     /// Open the explorer on `an` (named `name` on the page): computes the default heat
-    /// map and the checkpoints every [`CHECKPOINT_EVERY_NS`], with progress on stderr
+    /// map and the checkpoints about every [`CHECKPOINT_EVERY_NS`] (on the heat map's
+    /// grid, as [`Explorer::start`]), with progress on stderr
     /// unless `quiet`, and returns when both are done.
     pub fn new(an: Analysis, name: String, quiet: bool) -> Result<Explorer, ExploreError> {
         let ex = Explorer::start(an, name, quiet, CHECKPOINT_EVERY_NS)?;
