@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 36's "Done when": from mouse-up to the graph drawn in headless chromium, for 1 s
 # ranges of a trace (docs/BENCHMARKS.md, session 24), through the ignored test
-# tests/serve.rs `time_to_drawn` (the page's selectRange until a frame after its DOM).
+# tests/serve.rs `time_to_drawn` (the page's selectRange until a frame after it drew).
 #
 # Usage: benches/serve_drawn.sh BIN TRACE [STARTS_S]
 #   BIN: the chainrec whose `serve` (and built-in page) is measured, e.g. target/release/chainrec

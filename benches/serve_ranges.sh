@@ -3,8 +3,9 @@
 # wall time and server CPU (utime+stime of the serve process, /proc/PID/stat) of 1 s
 # ranges of /api/chains (docs/BENCHMARKS.md "Explorer", session 15).
 #
-# Usage: benches/serve_ranges.sh BIN TRACE PORT [STARTS_S] [-- SERVE_OPTIONS...]
+# Usage: [PX=N] benches/serve_ranges.sh BIN TRACE PORT [STARTS_S] [-- SERVE_OPTIONS...]
 #   STARTS_S: range starts in seconds from the trace start (default "0 4 8 12 16")
+#   PX: ask as the page does, its graph N px wide (`&px=N`, session 24; the bytes shown)
 #   e.g. benches/serve_ranges.sh target/release/chainrec /tmp/busy20m.zst 7482 "1.99 5.99" -- --checkpoint-every 2
 set -euo pipefail
 BIN=$1 TRACE=$2 PORT=$3
@@ -24,9 +25,11 @@ cpu() { awk '{print ($14+$15)/100}' "/proc/$PID/stat"; }
 rss() { awk '/VmRSS|VmHWM/{printf "%s %d MB ", $1, $2/1024}' "/proc/$PID/status"; }
 info=$(curl -s "http://127.0.0.1:$PORT/api/info" | grep -o '"checkpoints":[0-9]*')
 echo "$BIN $*: served after $(echo "$t1-$t0" | bc) s, indexed after $(echo "$t2-$t0" | bc) s, $info, cpu $(cpu) s; $(rss)"
+FMT='%{time_total} s'
+[ -n "${PX:-}" ] && FMT='%{time_total} s, %{size_download} B'
 for s in $STARTS; do
   f=$(echo "$s*1000000000/1" | bc); t=$((f + 1000000000)); c0=$(cpu)
-  w=$(curl -s -o /dev/null -w '%{time_total}' "http://127.0.0.1:$PORT/api/chains?from=$f&to=$t")
-  echo "  1 s range from $s s: wall $w s, server cpu $(echo "$(cpu)-$c0" | bc) s"
+  w=$(curl -s -o /dev/null -w "$FMT" "http://127.0.0.1:$PORT/api/chains?from=$f&to=$t${PX:+&px=$PX}")
+  echo "  1 s range from $s s: wall $w, server cpu $(echo "$(cpu)-$c0" | bc) s"
 done
 echo "  after the ranges: $(rss)"

@@ -604,9 +604,7 @@ fn drag(b: &mut Browser, a: (u32, u32), z: (u32, u32), shift: bool) {
 
 /// The frames the page draws that weigh something themselves: path -> own ns.
 fn drawn_lines(b: &mut Browser) -> BTreeMap<String, u64> {
-    let drawn = b.eval(
-        "[...document.querySelectorAll('#flame .f')].filter(d => +d.dataset.self > 0).map(d => [d.dataset.path, +d.dataset.self])",
-    );
+    let drawn = b.eval("explorer.frames().filter(f => f.self > 0).map(f => [f.path, f.self])");
     let mut shown = BTreeMap::new();
     for p in drawn.as_array().unwrap() {
         *shown.entry(p[0].as_str().unwrap().to_string()).or_insert(0) += p[1].as_u64().unwrap();
@@ -623,6 +621,29 @@ fn as_drawn(b: &mut Browser, lines: &BTreeMap<String, u64>) -> BTreeMap<String, 
          : {nodes: c.nodes.map(n => ({name: n.name, parent: n.parent, value: n.value, self: n.self, kind: n.kind}))}; })()",
     );
     chainrec_testkit::flat_tree::merge_into(&tree, lines).unwrap()
+}
+
+/// The frame of `path` drawn on the graph's canvas, scrolled into view: its client
+/// `[x, y, width]` (its row is 16 px high).
+fn frame_on_screen(b: &mut Browser, path: &str) -> Value {
+    let find = format!(
+        "explorer.frames().find(f => f.path === {})",
+        serde_json::to_string(path).unwrap()
+    );
+    b.eval(&format!(
+        "(() => {{ let f = {find}; window.scrollBy(0, f.y - innerHeight / 2); f = {find}; return [f.x, f.y, f.w]; }})()"
+    ))
+}
+
+/// A real mouse click on the frame of `path` (in the middle of what is drawn of it).
+fn click_frame(b: &mut Browser, path: &str) {
+    let r = frame_on_screen(b, path);
+    let (x, y, w) = (
+        r[0].as_f64().unwrap(),
+        r[1].as_f64().unwrap(),
+        r[2].as_f64().unwrap(),
+    );
+    b.click(x + (w - 1.0) / 2.0, y + 8.0);
 }
 
 /// Whether folded `line` passes through the frame whose path is `prefix`.
@@ -704,7 +725,7 @@ fn serve_page_in_chromium() {
         shown, range_lines,
         "the page's frames differ from chains --window"
     );
-    let n_divs = b.eval("document.querySelectorAll('#flame .f').length");
+    let n_divs = b.eval("explorer.frames().length");
     let px = b.eval("explorer.chains.px");
     assert_eq!(px, b.eval("document.getElementById('flame').clientWidth"));
     let frames = s.get(&format!(
@@ -724,17 +745,13 @@ fn serve_page_in_chromium() {
         .as_f64()
         .unwrap();
     let pick = b.eval(&format!(
-        "(() => {{ let best = null; for (const d of document.querySelectorAll('#flame .f')) {{ const w = d.getBoundingClientRect().width; if (d.dataset.path.includes(';--;') && w >= 3 && w < {full} - 5 && (!best || w > best.w)) best = {{path: d.dataset.path, w}}; }} return best; }})()"
+        "(() => {{ let best = null; for (const f of explorer.frames()) {{ const w = f.w; if (f.path.includes(';--;') && w >= 3 && w < {full} - 5 && (!best || w > best.w)) best = {{path: f.path, w}}; }} return best; }})()"
     ));
     let path = pick["path"]
         .as_str()
         .expect("a narrow waker-level frame")
         .to_string();
-    let rect_of = format!(
-        "(() => {{ const d = document.querySelector('#flame .f[data-path=' + {} + ']'); d.scrollIntoView({{block: 'center'}}); const r = d.getBoundingClientRect(); return [r.x, r.y, r.width]; }})()",
-        serde_json::to_string(&serde_json::to_string(&path).unwrap()).unwrap()
-    );
-    let before = b.eval(&rect_of);
+    let before = frame_on_screen(&mut b, &path);
     let (x, y, w) = (
         before[0].as_f64().unwrap(),
         before[1].as_f64().unwrap(),
@@ -743,7 +760,7 @@ fn serve_page_in_chromium() {
     b.click(x + w / 2.0, y + 8.0);
     wait_for(&mut b, "explorer.waits && explorer.busy === 0");
     assert_eq!(b.eval("explorer.zoom.join(';')"), json!(path));
-    let after = b.eval(&rect_of);
+    let after = frame_on_screen(&mut b, &path);
     assert!(
         after[2].as_f64().unwrap() >= full - 1.0,
         "{path} zoomed: {after}"
@@ -819,7 +836,7 @@ fn serve_page_in_chromium() {
 
     // Search: the matching frames turn magenta and their share is shown.
     b.eval("(() => { const s = document.getElementById('search'); s.value = 'hrtimer'; s.dispatchEvent(new Event('input')); })()");
-    let matched = b.eval("document.querySelectorAll('#flame .f.match').length");
+    let matched = b.eval("explorer.frames().filter(f => f.match).length");
     assert!(matched.as_u64().unwrap() >= 1, "{matched}");
     let label = b.eval("document.getElementById('matched').textContent");
     assert!(label.as_str().unwrap().starts_with("matched "), "{label}");
@@ -913,7 +930,7 @@ fn serve_page_in_chromium() {
     );
     let base_cli = chains_window(&trace, base_from, base_to);
     let frames = b.eval(
-        "[...document.querySelectorAll('#flame .f')].filter(d => !d.dataset.root).map(d => [d.dataset.path, +d.dataset.value, +d.dataset.base, getComputedStyle(d).backgroundColor, +d.dataset.delta])",
+        "explorer.frames().filter(f => !f.root).map(f => [f.path, f.value, f.base, f.fill, f.delta])",
     );
     let (span, bspan) = ((want_to - want_from) as f64, (base_to - base_from) as f64);
     let (mut grew, mut shrank) = (0, 0);
@@ -974,8 +991,8 @@ fn serve_page_in_chromium() {
             .unwrap()
             .trim_start_matches("rgb(")
             .trim_end_matches(')')
-            .split(", ")
-            .map(|x| x.parse().unwrap())
+            .split(',')
+            .map(|x| x.trim().parse().unwrap())
             .collect();
         if delta > 0.0 {
             assert!(rgb[0] == 255 && rgb[2] < 255, "{path} grew: {rgb:?}");
@@ -989,8 +1006,8 @@ fn serve_page_in_chromium() {
     // Issue 36: the root is shaded by its own relative change, not saturated by the sum of
     // every frame's change.
     let root = b.eval(
-        "(() => { const d = document.querySelector('#flame .f[data-root]'); const c = explorer.chains; \
-         return [c.nodes[0].value, c.base.values[0], getComputedStyle(d).backgroundColor]; })()",
+        "(() => { const f = explorer.frames().find(f => f.root); const c = explorer.chains; \
+         return [c.nodes[0].value, c.base.values[0], f.fill]; })()",
     );
     let (now, then) = (
         root[0].as_f64().unwrap() / span,
@@ -999,11 +1016,11 @@ fn serve_page_in_chromium() {
     let k = ((now - then).abs() / now.max(then)).min(1.0);
     let v = (235.0 * (1.0 - k)).round() as u32;
     let want = if now > then {
-        format!("rgb(255, {v}, {v})")
+        format!("rgb(255,{v},{v})")
     } else if now < then {
-        format!("rgb({v}, {v}, 255)")
+        format!("rgb({v},{v},255)")
     } else {
-        "rgb(235, 235, 235)".to_string()
+        "rgb(235,235,235)".to_string()
     };
     assert_eq!(root[2].as_str().unwrap(), want, "root: {root}");
     let legend = b.eval("document.getElementById('baseinfo').innerText");
@@ -1103,7 +1120,8 @@ fn heat_map_selects_exact_seconds_after_the_page_scrolled() {
     // A graph, then the waits through a frame: the page scrolls.
     b.eval("document.getElementById('whole').click()");
     wait_for(&mut b, "explorer.chains && explorer.busy === 0");
-    b.eval("[...document.querySelectorAll('#flame .f')].find(d => !d.dataset.root).click()");
+    let first = b.eval("explorer.frames().find(f => !f.root && f.w >= 1).path");
+    click_frame(&mut b, first.as_str().unwrap());
     wait_for(&mut b, "explorer.waits && explorer.busy === 0");
     assert_eq!(
         b.eval("document.documentElement.scrollHeight > innerHeight + 50"),
@@ -1668,24 +1686,46 @@ fn frames_below_a_pixel_in_the_page() {
         b.eval("[explorer.chains.merged_frames, explorer.chains.remainders, explorer.chains.px]");
     assert!(c[0].as_u64().unwrap() > 1000, "frames merged: {c}");
     assert_eq!(
-        b.eval("document.querySelectorAll('#flame .f.merged').length"),
+        b.eval("explorer.frames().filter(f => f.merged).length"),
         c[1]
     );
     assert_eq!(drawn_lines(&mut b), as_drawn(&mut b, &cli));
-    let narrow =
-        "[...document.querySelectorAll('#flame .f')].filter(d => !d.classList.contains('merged') \
-                  && d.getBoundingClientRect().width < 0.999).length";
+    let narrow = "explorer.frames().filter(f => !f.merged && f.w < 0.999).length";
     assert_eq!(
         b.eval(narrow),
         json!(0),
         "a frame narrower than a pixel drawn"
     );
-    // A frame's tooltip is made when the mouse reaches it.
-    let tip = b.eval(
-        "(() => { const d = document.querySelectorAll('#flame .f')[1]; \
-         d.dispatchEvent(new MouseEvent('mouseover', {bubbles: true})); return [d.dataset.path, d.title]; })()",
+    // A frame's tooltip is made when the mouse reaches it (the canvas's title), and the
+    // frame is outlined.
+    let tip_path = b.eval("explorer.frames()[1].path");
+    let tip_path = tip_path.as_str().unwrap();
+    let r = frame_on_screen(&mut b, tip_path);
+    let (x, y, w) = (
+        r[0].as_f64().unwrap(),
+        r[1].as_f64().unwrap(),
+        r[2].as_f64().unwrap(),
     );
-    let (tip_path, tip) = (tip[0].as_str().unwrap(), tip[1].as_str().unwrap());
+    b.call(
+        "Input.dispatchMouseEvent",
+        json!({"type": "mouseMoved", "x": x + w / 2.0, "y": y + 8.0}),
+    );
+    let tip = b.eval(
+        "(() => { const o = document.getElementById('flamehover'); \
+         return [document.getElementById('flamecanvas').title, o.hidden, o.style.width]; })()",
+    );
+    assert_eq!(tip[1], json!(false), "hovered frame outlined: {tip}");
+    let outline: f64 = tip[2]
+        .as_str()
+        .unwrap()
+        .trim_end_matches("px")
+        .parse()
+        .unwrap();
+    assert!(
+        (outline - w).abs() < 0.01,
+        "outline {outline} px, frame {w} px: {tip}"
+    );
+    let tip = tip[0].as_str().unwrap();
     assert!(
         tip.starts_with(&format!("{}\n", tip_path.rsplit(';').next().unwrap()))
             && tip.contains('%'),
@@ -1717,10 +1757,7 @@ fn frames_below_a_pixel_in_the_page() {
          return paths[best].slice(1); })()",
     );
     let path = path.as_str().unwrap().to_string();
-    let quoted = serde_json::to_string(&serde_json::to_string(&path).unwrap()).unwrap();
-    b.eval(&format!(
-        "document.querySelector('#flame .f[data-path=' + {quoted} + ']').click()"
-    ));
+    click_frame(&mut b, &path);
     wait_for(
         &mut b,
         &format!(
@@ -1752,8 +1789,8 @@ fn frames_below_a_pixel_in_the_page() {
 /// Issue 36's "Done when": from mouse-up to the graph drawn, for a 1 s range at each of
 /// `CHAINREC_BENCH_STARTS` (seconds, default "1 8 16") of `CHAINREC_BENCH_TRACE`, served by
 /// `CHAINREC_BENCH_BIN` (default this build) once indexed, in headless chromium (1200 x 700):
-/// the page's own `selectRange` (what mouse-up calls) until a frame after the graph's DOM
-/// is built (`requestAnimationFrame`, then a task), with the answer's wait (request to last
+/// the page's own `selectRange` (what mouse-up calls) until a frame after the graph is
+/// drawn (`requestAnimationFrame`, then a task), with the answer's wait (request to last
 /// byte, from the Resource Timing entry), bytes and frames. `benches/serve_drawn.sh` runs it.
 #[test]
 #[ignore = "a benchmark on a given trace: benches/serve_drawn.sh"]
@@ -1789,16 +1826,17 @@ fn time_to_drawn() {
         let r = b.eval(
             "(() => { const e = performance.getEntriesByType('resource').filter(e => e.name.includes('/api/chains')).pop(); \
              return [window.__drawn, e.responseEnd - e.startTime, e.encodedBodySize, explorer.chains.frames, \
-             document.querySelectorAll('#flame .f').length, explorer.errors.length]; })()",
+             (explorer.frames ? explorer.frames().length : document.querySelectorAll('#flame .f').length), \
+             explorer.errors.length]; })()",
         );
-        // The graph's DOM built again alone (no answer, no layout): the script's part.
+        // The graph drawn again alone (no answer): the script's part.
         let js = b.eval(
             "(() => { const t = performance.now(); drawFlame(); return performance.now() - t; })()",
         );
         let ms = |i: usize| r[i].as_f64().unwrap_or(0.0);
         eprintln!(
             "time_to_drawn: 1 s range at {start} s: mouse-up to drawn {:.0} ms (answer {:.0} ms, \
-             parse and draw {:.0} ms, of which building the graph's DOM {:.0} ms), {} bytes, \
+             parse and draw {:.0} ms, of which drawing the graph {:.0} ms), {} bytes, \
              {} frames, {} drawn, {} errors",
             ms(0),
             ms(1),

@@ -36,8 +36,10 @@ pub struct Args {
     #[arg(long, short)]
     pub quiet: bool,
     /// Seconds of trace between the engine checkpoints a range resumes from (at most 16
-    /// are kept: the trace's duration / 16 when larger). Smaller: faster ranges, more
-    /// memory (each checkpoint is a copy of the engine's state).
+    /// are kept: the trace's duration / 16 when larger), rounded so that they fall right
+    /// before the heat map's column starts (a whole number of seconds, or a fraction of
+    /// one whose multiples hold each second). Smaller: faster ranges, more memory (each
+    /// checkpoint is a copy of the engine's state).
     #[arg(long, value_name = "SECONDS", default_value = "0.5", value_parser = parse_every)]
     pub checkpoint_every: u64,
 }

@@ -549,6 +549,31 @@ impl Analysis {
         checkpoints: &Checkpoints,
         every_ns: u64,
         parallel: bool,
+        on_chunk: impl FnMut(usize),
+    ) -> Result<(), ChainError> {
+        self.checkpoint_pass(checkpoints, Due::Every(every_ns), parallel, on_chunk)
+    }
+
+    /// [`Analysis::take_checkpoints`] on a grid of times: a checkpoint right before the
+    /// first chunk that reaches each time `grid.origin_ns + k * grid.step_ns` (k ≥ 1, on
+    /// the trace's clock) after the trace start, the earliest `grid.max` of them. A window
+    /// that starts at one of those times resumes with no chunk before it to decode (the
+    /// explorer's heat-map columns, whole seconds, start on its grid).
+    pub fn take_checkpoints_on_grid(
+        &self,
+        checkpoints: &Checkpoints,
+        grid: Grid,
+        parallel: bool,
+        on_chunk: impl FnMut(usize),
+    ) -> Result<(), ChainError> {
+        self.checkpoint_pass(checkpoints, Due::Grid(grid), parallel, on_chunk)
+    }
+
+    fn checkpoint_pass(
+        &self,
+        checkpoints: &Checkpoints,
+        spacing: Due,
+        parallel: bool,
         mut on_chunk: impl FnMut(usize),
     ) -> Result<(), ChainError> {
         let key = checkpoints.key;
@@ -566,26 +591,54 @@ impl Analysis {
         let (mut engine, _) = self.engine(probe);
         let mut timelines = crate::analyses::critpath::Timelines::new(self.tables(), self.start_ns);
         let (mut chunk, mut last_ns) = (0, 0u64);
-        let mut due = self.start_ns.saturating_add(every_ns);
+        let (every_ns, mut grid) = match spacing {
+            Due::Every(every) => (Some(every), None),
+            Due::Grid(g) => (None, Some(g)),
+        };
+        let mut due = match (every_ns, &grid) {
+            (Some(every), _) => self.start_ns.saturating_add(every),
+            (None, Some(g)) => g.after(self.start_ns),
+            (None, None) => u64::MAX,
+        };
         // The filter matches nothing: no record reaches the sink.
         let mut nothing = |_: &crate::WaitRecord, _: &NodeTable| {};
         let read = self.reader.for_each_chunk::<ChainError>(
             0..self.reader.chunks().len(),
             parallel,
             |evs| {
+                let chunk_last = evs.iter().map(|e| e.ts()).fold(last_ns, u64::max);
+                if let Some(g) = &mut grid {
+                    // This chunk reaches the grid's next time: the state before it, every
+                    // event so far before that time (none before the first chunk: a run
+                    // from the start reads the same).
+                    if chunk_last >= due {
+                        if chunk > 0 && g.max > 0 && last_ns < due {
+                            checkpoints.push(Point::new(
+                                chunk,
+                                last_ns,
+                                engine.snapshot(),
+                                timelines.changed(),
+                            ));
+                            g.max -= 1;
+                        }
+                        due = g.after(chunk_last);
+                    }
+                }
                 engine.process(evs, &mut nothing);
                 timelines.events(evs);
                 chunk += 1;
                 on_chunk(evs.len());
-                last_ns = evs.iter().map(|e| e.ts()).fold(last_ns, u64::max);
-                if last_ns >= due {
-                    checkpoints.push(Point::new(
-                        chunk,
-                        last_ns,
-                        engine.snapshot(),
-                        timelines.changed(),
-                    ));
-                    due = last_ns.saturating_add(every_ns);
+                last_ns = chunk_last;
+                if let Some(every) = every_ns {
+                    if last_ns >= due {
+                        checkpoints.push(Point::new(
+                            chunk,
+                            last_ns,
+                            engine.snapshot(),
+                            timelines.changed(),
+                        ));
+                        due = last_ns.saturating_add(every);
+                    }
                 }
                 Ok(())
             },
@@ -662,6 +715,39 @@ impl Analysis {
         let graph = Graph::new(folded, engine.into_nodes(), self.tables(), self.meta());
         Ok((summary, graph))
     }
+}
+
+/// Times on a grid ([`Analysis::take_checkpoints_on_grid`]): `origin_ns + k * step_ns`,
+/// nanoseconds of the trace's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grid {
+    /// A time on the grid (at or before the trace start).
+    pub origin_ns: u64,
+    /// Between two times of the grid (positive).
+    pub step_ns: u64,
+    /// At most this many checkpoints (the earliest times).
+    pub max: usize,
+}
+
+impl Grid {
+    /// The grid's first time after `t`.
+    fn after(&self, t: u64) -> u64 {
+        let step = self.step_ns.max(1);
+        match t.checked_sub(self.origin_ns) {
+            Some(d) => self
+                .origin_ns
+                .saturating_add((d / step).saturating_add(1).saturating_mul(step)),
+            None => self.origin_ns,
+        }
+    }
+}
+
+/// Where the checkpoint pass takes its checkpoints.
+enum Due {
+    /// After the first chunk that ends this long after the trace start or the previous one.
+    Every(u64),
+    /// Before the chunks that reach the grid's times.
+    Grid(Grid),
 }
 
 /// Why [`Analysis::run_while`] stopped reading.

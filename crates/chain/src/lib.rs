@@ -46,7 +46,7 @@ mod wording;
 // Opening a trace and running the engine over it.
 pub use analysis::{
     critical_path, critical_path_from, critical_paths, fold_oncpu, goroutine_chains_of, Analysis,
-    DamagePolicy, Dedup, Done, Setup, Summary, TraceWarning, WarnFn,
+    DamagePolicy, Dedup, Done, Grid, Setup, Summary, TraceWarning, WarnFn,
 };
 pub use checkpoint::{Cancel, Checkpoints};
 pub use error::{ChainError, WindowProblem};

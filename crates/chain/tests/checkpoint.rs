@@ -4,7 +4,7 @@
 //! chunk and checkpoint edges, on every synthetic scenario (busy-server with run-queue
 //! levels, fork churn and PID reuse, samples, cgroups, lost events...).
 
-use chainrec_chain::{Analysis, Duration, Filter, Setup, Unit, View};
+use chainrec_chain::{Analysis, Duration, Filter, Grid, Setup, Unit, View};
 use chainrec_format::synth::{self, SynthParams, Tracker};
 use chainrec_format::{TraceReader, TraceWriter, WriterOptions};
 use chainrec_testkit::scratch::dir as scratch;
@@ -193,6 +193,78 @@ fn runs_during_the_checkpoint_pass_equal_whole_decodes() {
         check(growing.len());
     });
     assert_eq!(growing.chunks(), whole_set.chunks());
+}
+
+/// Checkpoints on a grid of times (`take_checkpoints_on_grid`, the explorer's: right before
+/// the chunk that reaches each time, as the heat map's columns start): a window starting
+/// at a grid time resumes from the checkpoint before it, with no chunk before the one that
+/// holds that time decoded; at most `max` of them, the earliest; every run, at grid times,
+/// just before them and at random, equals the whole decode.
+#[test]
+fn grid_checkpoints_serve_windows_from_their_times() {
+    let dir = scratch("checkpoint-grid");
+    for sc in synth::scenarios() {
+        let path = dir.join(format!("{}.zst", sc.name));
+        write(&path, sc.name, 6_000);
+        let an = Analysis::from_reader(TraceReader::open(&path).unwrap());
+        let (first, last) = an.reader().time_span().unwrap();
+        let span = last - first;
+        let grid = Grid {
+            origin_ns: first.saturating_sub(span / 30),
+            step_ns: (span / 10).max(1),
+            max: 7,
+        };
+        let cps = an.no_checkpoints(&setup((0, 0)));
+        an.take_checkpoints_on_grid(&cps, grid, false, |_| {})
+            .unwrap();
+        assert!(cps.is_complete());
+        let points = cps.chunks();
+        assert_eq!(points.len(), 7, "{}: {points:?}", sc.name);
+        let mut windows = Vec::new();
+        let mut prev = 0;
+        for (k, &(chunk, last_ns)) in points.iter().enumerate() {
+            // The grid time it stands before: the first after its last event, the k-th
+            // of the grid after the trace start (a chunk reaching two times takes one).
+            let t =
+                grid.origin_ns + (((last_ns - grid.origin_ns) / grid.step_ns) + 1) * grid.step_ns;
+            assert!(last_ns < t && chunk > 0, "{}: {k}", sc.name);
+            // Right before the chunk that reaches t: the next one could not serve it.
+            let c = &an.reader().chunks()[chunk];
+            assert!(
+                c.first_ts.max(c.last_ts) >= t,
+                "{}: checkpoint {k}",
+                sc.name
+            );
+            assert!(t > prev, "{}: two checkpoints for one time", sc.name);
+            prev = t;
+            let w = (t, (t + span / 10).min(last));
+            let (want, want_stats, _) = fold(&an, w, None);
+            let (got, got_stats, from) = fold(&an, w, Some(&cps));
+            assert_eq!(from, chunk, "{}: window at grid time {t}", sc.name);
+            assert!(
+                want == got,
+                "{} window {w:?}: folded output differs",
+                sc.name
+            );
+            assert_eq!(want_stats, got_stats, "{} window {w:?}", sc.name);
+            windows.push((t - 1, (t + span / 20).min(last)));
+        }
+        let mut rng = Rng(0x51ed_270b ^ span);
+        for _ in 0..6 {
+            let a = first + rng.below(span);
+            windows.push((a, a + rng.below(span / 4)));
+        }
+        for w in windows {
+            let (want, want_stats, _) = fold(&an, w, None);
+            let (got, got_stats, _) = fold(&an, w, Some(&cps));
+            assert!(
+                want == got,
+                "{} window {w:?}: folded output differs",
+                sc.name
+            );
+            assert_eq!(want_stats, got_stats, "{} window {w:?}", sc.name);
+        }
+    }
 }
 
 /// Critical paths (`/api/critpath` of `chainrec serve`) resumed from the checkpoints of an

@@ -683,88 +683,210 @@ function findPath(path) {
   return n;
 }
 
+// The graph is drawn on a canvas, one rectangle per frame and its name clipped to it
+// (16,000 absolutely placed elements took ~0.3 s to build and lay out on a busy range):
+// S.drawn lists what is drawn, row by row in x order, for hit-testing (hover, click)
+// and for the browser tests; `pathOf` names a frame's path when it is asked for.
+const FRAME_H = 16;
+const FRAME_FONT = '11px Verdana, sans-serif';
+// Labels: a frame wider than this gets its name (clipped with an ellipsis).
+const LABEL_MIN_PX = 24;
+
+// A frame's path: its names from the root's child down, joined by ';' (the root: '').
+function pathOf(node) {
+  const names = [];
+  for (let n = node; n && n.parent !== null; n = S.chains.nodes[n.parent]) names.push(n.name);
+  return names.reverse().join(';');
+}
+
+// Hatched fills (a frame with no stack; lost events), as app.css's repeating gradients.
+const hatches = {};
+function hatch(ctx, a, b) {
+  const key = a + b;
+  if (!hatches[key]) {
+    const t = document.createElement('canvas');
+    t.width = t.height = 8;
+    const x = t.getContext('2d');
+    for (let i = 0; i < 8; i++) {
+      for (let j = 0; j < 8; j++) {
+        x.fillStyle = (((i - j) % 8) + 8) % 8 < 4 ? a : b;
+        x.fillRect(i, j, 1, 1);
+      }
+    }
+    hatches[key] = t;
+  }
+  return ctx.createPattern(hatches[key], 'repeat');
+}
+
+// `text` cut to fit `px` (an ellipsis where cut), as CSS's text-overflow draws it.
+function fitText(ctx, text, px, widths) {
+  let full = widths.get(text);
+  if (full === undefined) {
+    full = ctx.measureText(text).width;
+    widths.set(text, full);
+  }
+  if (full <= px) return text;
+  let lo = 0;
+  let hi = text.length;
+  while (lo < hi) {
+    const m = (lo + hi + 1) >> 1;
+    if (ctx.measureText(text.slice(0, m) + '\u2026').width <= px) lo = m;
+    else hi = m - 1;
+  }
+  return lo ? text.slice(0, lo) + '\u2026' : '';
+}
+
+function flameCanvas() {
+  const box = $('flame');
+  let cv = box.querySelector('canvas');
+  if (!cv) {
+    cv = document.createElement('canvas');
+    cv.id = 'flamecanvas';
+    const hover = document.createElement('div');
+    hover.id = 'flamehover';
+    hover.hidden = true;
+    box.append(cv, hover);
+  }
+  return cv;
+}
+
 function drawFlame() {
   const box = $('flame');
-  box.textContent = '';
-  if (!S.chains) return;
+  const cv = flameCanvas();
+  S.drawn = [];
+  S.rows = [];
+  $('flamehover').hidden = true;
+  if (!S.chains) {
+    cv.width = cv.height = 0;
+    return;
+  }
   const W = box.clientWidth;
   const re = searchRegex();
   let depth = 0;
   let maxDepth = 0;
-  const frag = document.createDocumentFragment();
-  // `path`: the frame's path, names joined by ';' (built once per frame, not per level).
-  const add = (node, path, x, w, d) => {
-    const div = document.createElement('div');
-    div.className = 'f';
-    div.__node = node;
+  const add = (node, x, w, d) => {
     const diff = diffOf(node.index);
-    const fill = diff ? diff.fill : node.fill || 'rgb(220,220,220)';
-    if (diff) {
-      div.style.background = fill;
-      if (diff.dark) div.style.color = '#fff';
-    }
-    else if (fill.startsWith('url(#chainrec-marker')) div.classList.add('marker');
-    else if (fill.startsWith('url(#chainrec-lost')) div.classList.add('lost');
-    else if (node.kind === 'merged') {
-      div.classList.add('merged');
-      div.style.background = fill;
-    }
-    else div.style.background = fill;
-    if (re && node.kind !== 'root' && re.test(node.name)) div.classList.add('match');
-    div.style.left = x + 'px';
-    div.style.width = w + 'px';
-    div.style.top = d * ROW_PX + 'px';
-    if (w > 24) div.textContent = frameName(node);
-    if (diff) {
-      div.dataset.base = diff.base;
-      div.dataset.delta = diff.delta;
-    }
-    div.dataset.path = path;
-    div.dataset.value = node.value;
-    div.dataset.self = node.self;
-    div.dataset.root = node.kind === 'root' ? '1' : '';
-    frag.appendChild(div);
+    const f = { node, x, w, d, fill: diff ? diff.fill : node.fill || 'rgb(220,220,220)', diff,
+      match: !!(re && node.kind !== 'root' && re.test(node.name)) };
+    S.drawn.push(f);
+    (S.rows[d] || (S.rows[d] = [])).push(f);
     maxDepth = Math.max(maxDepth, d);
   };
   // The zoomed frame's ancestors full width, then its subtree to scale.
   let node = S.chains.tree;
-  let path = '';
-  add(node, path, 0, W, depth);
+  add(node, 0, W, depth);
+  let found = 0;
   for (const name of S.zoom) {
     node = node.children.find((c) => c.name === name);
     if (!node) break;
-    path = path ? path + ';' + name : name;
     depth++;
-    add(node, path, 0, W, depth);
+    found++;
+    add(node, 0, W, depth);
   }
+  // The zoomed frame's name in bold.
+  const zoomed = S.zoom.length && found === S.zoom.length ? node : null;
   const scale = W / Math.max(1, node.value);
-  const walk = (n, p, x, d) => {
+  const walk = (n, x, d) => {
     let cx = x;
     for (const c of n.children) {
       const w = c.value * scale;
-      const cp = p ? p + ';' + c.name : c.name;
-      add(c, cp, cx, w, d);
-      walk(c, cp, cx, d + 1);
+      add(c, cx, w, d);
+      walk(c, cx, d + 1);
       cx += w;
     }
   };
-  walk(node, path, 0, depth + 1);
-  box.style.height = (maxDepth + 1) * ROW_PX + 4 + 'px';
-  box.appendChild(frag);
-  if (S.zoom.length) {
-    const z = box.querySelector(`.f[data-path="${CSS.escape(S.zoom.join(';'))}"]`);
-    if (z) z.classList.add('zoomed');
+  walk(node, 0, depth + 1);
+  const H = (maxDepth + 1) * ROW_PX + 4;
+  box.style.height = H + 'px';
+  const dpr = window.devicePixelRatio || 1;
+  cv.style.width = W + 'px';
+  cv.style.height = H + 'px';
+  cv.width = Math.round(W * dpr);
+  cv.height = Math.round(H * dpr);
+  const ctx = cv.getContext('2d');
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = '#fff';
+  ctx.fillRect(0, 0, W, H);
+  // Each frame on whole pixels as its element was (its edges rounded), its right and
+  // bottom pixel white (the border); a frame under 3 px has no white right pixel, so that
+  // runs of frames a pixel or two wide read as their colours, not as white.
+  const marker = hatch(ctx, '#bebebe', '#fafafa');
+  const lost = hatch(ctx, '#e62828', '#ffebeb');
+  const labels = [];
+  for (const f of S.drawn) {
+    const y = f.d * ROW_PX;
+    if (f.match) ctx.fillStyle = 'rgb(230,0,230)';
+    else if (f.diff) ctx.fillStyle = f.fill;
+    else if (f.fill.startsWith('url(#chainrec-marker')) ctx.fillStyle = marker;
+    else if (f.fill.startsWith('url(#chainrec-lost')) ctx.fillStyle = lost;
+    else ctx.fillStyle = f.fill;
+    const x0 = Math.round(f.x);
+    const px = Math.round(f.x + f.w) - x0;
+    if (px > 0) ctx.fillRect(x0, y, px >= 3 ? px - 1 : px, FRAME_H - 1);
+    if (f.w > LABEL_MIN_PX) labels.push(f);
+  }
+  // The names: 2 px in, clipped at the frame's right border.
+  ctx.textBaseline = 'middle';
+  const widths = new Map();
+  for (const style of ['', 'italic ', 'bold ']) {
+    ctx.font = style + FRAME_FONT;
+    widths.clear();
+    for (const f of labels) {
+      const n = f.node;
+      const merged = n.kind === 'merged' && !f.diff;
+      const s = f.node === zoomed ? 'bold ' : merged ? 'italic ' : '';
+      if (s !== style) continue;
+      const text = fitText(ctx, frameName(n), f.w - 3, widths);
+      if (!text) continue;
+      ctx.fillStyle = f.match || (f.diff && f.diff.dark) ? '#fff' : merged ? '#555' : '#222';
+      ctx.fillText(text, f.x + 2, f.d * ROW_PX + FRAME_H / 2);
+    }
   }
   showMatched(re);
 }
+
+// The frame drawn at (x, y) of the graph's canvas (CSS pixels), or null.
+function frameAt(x, y) {
+  const d = Math.floor(y / ROW_PX);
+  const row = S.rows && S.rows[d];
+  if (!row || y - d * ROW_PX >= FRAME_H) return null;
+  let lo = 0;
+  let hi = row.length;
+  while (lo < hi) {
+    const m = (lo + hi) >> 1;
+    if (row[m].x + row[m].w <= x) lo = m + 1;
+    else hi = m;
+  }
+  const f = row[lo];
+  return f && f.x <= x && f.w >= 1 ? f : null;
+}
+
+// The frames drawn as plain values (for the browser tests): path, place on the screen,
+// weights, fill and marks.
+S.frames = function () {
+  const b = $('flamecanvas').getBoundingClientRect();
+  return S.drawn.map((f) => ({
+    path: pathOf(f.node),
+    x: b.left + f.x,
+    y: b.top + f.d * ROW_PX,
+    w: f.w,
+    value: f.node.value,
+    self: f.node.self,
+    root: f.node.kind === 'root',
+    merged: f.node.kind === 'merged',
+    match: f.match,
+    fill: f.match ? 'rgb(230,0,230)' : f.fill,
+    base: f.diff ? f.diff.base : null,
+    delta: f.diff ? f.diff.delta : null,
+  }));
+};
 
 function frameName(node) {
   return node.kind === 'root' ? `all (${S.chains.counts.roots} waits)` : node.name;
 }
 
-// A frame's tooltip, made when the mouse first reaches it (not for every frame drawn).
-function frameTitle(div) {
-  const node = div.__node;
+// A frame's tooltip, made when the mouse reaches it (not for every frame drawn).
+function frameTitle(node) {
   const diff = diffOf(node.index);
   const total = S.chains.tree.value || 1;
   return `${frameName(node)}\n${fmtNs(node.value)} (${(100 * node.value / total).toFixed(2)}%)` +
@@ -802,21 +924,40 @@ function showMatched(re) {
 }
 
 function hookFlame() {
-  $('flame').addEventListener('mouseover', (ev) => {
-    const f = ev.target.closest('.f');
-    if (f && !f.title && f.__node) f.title = frameTitle(f);
+  // The frame under the mouse: outlined, its tooltip, the pointer.
+  const under = (ev) => {
+    const cv = $('flamecanvas');
+    if (!cv || !S.chains) return null;
+    const b = cv.getBoundingClientRect();
+    return frameAt(ev.clientX - b.left, ev.clientY - b.top);
+  };
+  let hovered = null;
+  $('flame').addEventListener('mousemove', (ev) => {
+    const f = under(ev);
+    if (f === hovered) return;
+    hovered = f;
+    const cv = $('flamecanvas');
+    const o = $('flamehover');
+    o.hidden = !f;
+    cv.style.cursor = f ? 'pointer' : '';
+    cv.title = f ? frameTitle(f.node) : '';
+    if (f) Object.assign(o.style, { left: f.x + 'px', top: f.d * ROW_PX + 'px', width: f.w + 'px' });
+  });
+  $('flame').addEventListener('mouseleave', () => {
+    hovered = null;
+    $('flamehover').hidden = true;
   });
   $('flame').addEventListener('click', (ev) => {
-    const f = ev.target.closest('.f');
+    const f = under(ev);
     if (!f) return;
-    if (f.dataset.root) {
+    if (f.node.kind === 'root') {
       S.zoom = [];
       drawFlame();
       return;
     }
-    let path = f.dataset.path.split(';');
+    let path = pathOf(f.node).split(';');
     // A grey "[N frames below a pixel]" frame: its parent, at whose scale they show.
-    if (f.classList.contains('merged')) path = path.slice(0, -1);
+    if (f.node.kind === 'merged') path = path.slice(0, -1);
     if (!path.length) return;
     zoomTo(path);
     saveState();

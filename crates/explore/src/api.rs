@@ -10,7 +10,7 @@ use crate::ExploreError;
 use chainrec_chain::critpath::CritPathOptions;
 use chainrec_chain::{
     critical_path_from, Analysis, Cancel, ChainError, Checkpoints, Duration, Filter, FoldedSink,
-    NodeTable, PathVisit, PieceNames, Setup, View, WaitRecord, WaitSink,
+    Grid, NodeTable, PathVisit, PieceNames, Setup, View, WaitRecord, WaitSink,
 };
 use chainrec_format::{CgroupSelector, RecordingMeta, Tables, ThreadSelector};
 use chainrec_report::heatmap::{self, Heatmap, HeatmapOptions, Metric, Select};
@@ -123,7 +123,8 @@ pub struct Explorer {
     name: String,
     heat: Heatmap,
     duration_ns: u64,
-    /// The engine's state every [`CHECKPOINT_EVERY_NS`] of trace: a range's chain graph
+    /// The engine's state about every [`CHECKPOINT_EVERY_NS`] of trace, right before the
+    /// heat map's column starts (`checkpoint_grid`): a range's chain graph
     /// resumes from the latest one before it instead of decoding from the trace start
     /// (same result: `chainrec_chain::Checkpoints`). Taken on a thread of their own
     /// ([`Explorer::start`]); a range asked for meanwhile uses those taken so far.
@@ -167,15 +168,35 @@ impl Drop for Claim<'_> {
 /// Longest `session=` id taken (the page makes 16 hex digits).
 const MAX_SESSION: usize = 64;
 
-/// Spacing of the explorer's checkpoints: a range decodes at most this much trace before
-/// its start (on a 20 M-event busy-server trace, ~0.6 M events)...
+/// Spacing of the explorer's checkpoints: a range decodes at most about this much trace
+/// before its start (on a 20 M-event busy-server trace, ~0.6 M events)...
 pub const CHECKPOINT_EVERY_NS: u64 = 500_000_000;
 /// ... or the trace's duration over this, when larger: a checkpoint is a copy of the
 /// engine's state (~20 MB on a 20 M-event busy-server trace, growing with the threads,
 /// stacks and live chains it holds), so a long trace gets fewer, farther apart. 16 keeps
-/// `serve` of that trace at ~395 MB (32: ~670 MB), each range resuming from at most 1.25 s
-/// of trace before it (docs/BENCHMARKS.md, session 23).
+/// `serve` of that trace under 400 MB (32: ~670 MB; docs/BENCHMARKS.md, sessions 23 and
+/// 26). The spacing is then rounded to the heat map's grid (`checkpoint_grid`).
 pub const MAX_CHECKPOINTS: u64 = 16;
+
+/// Where the explorer's checkpoints go, about `every_ns` apart: right before the heat
+/// map's column starts (whole seconds from `origin_ns`, column 0's), so that a column's
+/// range (a click) resumes with nothing before it to decode. `every_ns` of a second or
+/// more becomes the nearest whole number of seconds (busy20m's 17.4 s / 16 = 1.09 s: every
+/// second), less a fraction of a second whose multiples hold each whole second; at most
+/// [`MAX_CHECKPOINTS`] (the earliest).
+fn checkpoint_grid(origin_ns: u64, every_ns: u64) -> Grid {
+    const SECOND: u64 = 1_000_000_000;
+    let step_ns = if every_ns >= SECOND {
+        (every_ns + SECOND / 2) / SECOND * SECOND
+    } else {
+        SECOND / SECOND.div_ceil(every_ns.max(1))
+    };
+    Grid {
+        origin_ns,
+        step_ns,
+        max: MAX_CHECKPOINTS as usize,
+    }
+}
 
 /// `ns` as seconds with nine decimals, exactly (`1.500000000`): how a range becomes a
 /// `--window` spec that parses back to the same nanoseconds.
@@ -185,7 +206,8 @@ pub fn window_secs(ns: u64) -> String {
 
 impl Explorer {
     /// Open the explorer on `an` (named `name` on the page): computes the default heat
-    /// map and the checkpoints every [`CHECKPOINT_EVERY_NS`], with progress on stderr
+    /// map and the checkpoints about every [`CHECKPOINT_EVERY_NS`] (on the heat map's
+    /// grid, as [`Explorer::start`]), with progress on stderr
     /// unless `quiet`, and returns when both are done.
     pub fn new(an: Analysis, name: String, quiet: bool) -> Result<Explorer, ExploreError> {
         let ex = Explorer::start(an, name, quiet, CHECKPOINT_EVERY_NS)?;
@@ -194,9 +216,10 @@ impl Explorer {
     }
 
     /// Open the explorer on `an` (named `name` on the page): computes the default heat
-    /// map (the page's first view), then returns, taking checkpoints every
+    /// map (the page's first view), then returns, taking checkpoints about every
     /// `checkpoint_every_ns` of trace (or the trace's duration over [`MAX_CHECKPOINTS`],
-    /// when larger) on a thread of its own, with progress on stderr unless `quiet` and in
+    /// when larger), right before the heat map's column starts (`checkpoint_grid`), on a
+    /// thread of its own, with progress on stderr unless `quiet` and in
     /// `/api/info`. Requests are answered meanwhile: a range resumes from the checkpoints
     /// taken so far.
     pub fn start(
@@ -214,6 +237,10 @@ impl Explorer {
         src.finish();
         let duration_ns = an.end_ns().saturating_sub(an.start_ns());
         let every = (duration_ns / MAX_CHECKPOINTS).max(checkpoint_every_ns.max(1));
+        // On the heat map's grid: column 0's second starts here (the trace's clock).
+        let origin_ns = (heat.first_second as i128 * 1_000_000_000 - an.meta().clock_offset_ns)
+            .clamp(0, an.start_ns() as i128) as u64;
+        let grid = checkpoint_grid(origin_ns, every);
         let an = Arc::new(an);
         let checkpoints = Arc::new(an.no_checkpoints(&range_setup(Filter::default())));
         let indexed_events = Arc::new(AtomicU64::new(0));
@@ -226,7 +253,7 @@ impl Explorer {
                 .spawn(move || {
                     let mut progress =
                         Progress::new(an.reader().event_count(), "serve: checkpoints", quiet);
-                    let r = an.take_checkpoints(&checkpoints, every, true, |n| {
+                    let r = an.take_checkpoints_on_grid(&checkpoints, grid, true, |n| {
                         progress.inc(n as u64);
                         done.fetch_add(n as u64, Ordering::Relaxed);
                     });

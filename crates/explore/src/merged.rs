@@ -34,7 +34,8 @@ struct Pos {
 }
 
 /// A graph's depth-first walk ([`chainrec_chain::Graph::for_each_path`]) kept as name ids
-/// per path: a few bytes per frame, where a tree of every frame costs ~40.
+/// per path: a few bytes per frame, where a tree of every frame costs ~40. One record per
+/// walk (its pieces are named by the walk's `PathVisit::piece`).
 #[derive(Default)]
 pub struct PathRecord {
     paths: Vec<Path>,
@@ -44,6 +45,10 @@ pub struct PathRecord {
     frames: Vec<u32>,
     names: Vec<Box<str>>,
     name_ids: FxMap<Box<str>, u32>,
+    /// Each piece's name ids (`PathVisit::piece`: the frames a path adds), as the place in
+    /// `frames` where they were first recorded: a piece recurs on many paths, and its names
+    /// are looked up once (their text hashed and compared: most of the record's time).
+    pieces: FxMap<usize, (u32, u32)>,
     /// The walk's path so far: (PathVisit frames up to and including this path's, path).
     stack: Vec<(usize, u32)>,
     /// Nanoseconds of every path.
@@ -74,9 +79,19 @@ impl PathRecord {
             self.total += v.subtree_ns;
         }
         let first = self.frames.len() as u32;
-        for f in v.frames[v.shared..].iter().flat_map(|f| f.name.split(';')) {
-            let id = self.intern(f);
-            self.frames.push(id);
+        match self.pieces.get(&v.piece) {
+            Some(&(at, len)) => {
+                let at = at as usize;
+                self.frames.extend_from_within(at..at + len as usize);
+            }
+            None => {
+                for f in v.frames[v.shared..].iter().flat_map(|f| f.name.split(';')) {
+                    let id = self.intern(f);
+                    self.frames.push(id);
+                }
+                let len = self.frames.len() as u32 - first;
+                self.pieces.insert(v.piece, (first, len));
+            }
         }
         if self.frames.len() as u32 == first {
             // No frames of its own: its weight ends at its parent's last frame, and its
@@ -134,6 +149,7 @@ impl PathRecord {
         self.kids_first = first;
         self.kids = kids;
         self.stack = Vec::new();
+        self.pieces = FxMap::default();
     }
 
     /// The places right after `p` (or the root paths' first frames, for `None`).

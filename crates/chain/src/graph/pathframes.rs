@@ -287,6 +287,10 @@ pub struct PathVisit<'a> {
     pub below_frames: u64,
     /// Chain level of the path's last node.
     pub level: u32,
+    /// Which frames this path adds (`frames[shared..]`, their names): two visits of one
+    /// walk with the same `piece` add frames of the same names, so a caller may look their
+    /// names up once per piece instead of once per visit. Meaningful within one walk only.
+    pub piece: usize,
 }
 
 /// Walk the trie in depth-first order (children in insertion order); `f` returns whether
@@ -365,9 +369,8 @@ pub(crate) fn walk_paths(
             frames.truncate(len);
             stack.pop();
         }
-        let piece = pieces[key(e.node, first_of_path(trie, nodes, &e))]
-            .as_ref()
-            .expect("piece of every entry");
+        let piece_key = key(e.node, first_of_path(trie, nodes, &e));
+        let piece = pieces[piece_key].as_ref().expect("piece of every entry");
         let level = match stack.last() {
             None => 0,
             Some(&(_, _, l)) => l + piece.new_level as u32,
@@ -385,6 +388,7 @@ pub(crate) fn walk_paths(
             subtree_ns: subtree[id as usize],
             below_frames: below[id as usize],
             level,
+            piece: piece_key,
         });
         stack.push((id, shared, level));
         k += if descend {
