@@ -6,16 +6,17 @@
 //! the weights of one trie that had held everything.
 //!
 //! Why the merge is exact. The output is the trie's depth-first preorder with children in
-//! id order, and ids are given in first-seen order. A run is written in its own preorder,
-//! one record per entry (depth, node, weight), into the file of its root's partition (a
-//! hash of the root's node), so a root's whole subtree is in one partition. Replaying the
-//! runs of a partition, in order, into a fresh trie creates each prefix the first time a
-//! record reaches it: within a run the preorder meets siblings in their first-seen order,
-//! and a prefix first seen in a later run was first seen after every prefix of an earlier
-//! one. So siblings get ids in global first-seen order, as in the one big trie, and each
-//! entry's weight is the sum over runs. Roots of different partitions are put back in
-//! order by their key (run of first appearance, id in that run), kept in memory: one
-//! entry per distinct root node.
+//! id order, and ids are given in first-seen order. A run is written in its id order, one
+//! record per entry (the step from the partition's previous id, the step back to its
+//! parent, node, weight), into the file of its root's partition (a hash of the root's
+//! node), so a root's whole subtree is in one partition. Replaying the runs of a
+//! partition, in order, into a fresh trie creates each prefix the first time a record
+//! reaches it: within a run, ids meet siblings in their first-seen order, and a prefix
+//! first seen in a later run was first seen after every prefix of an earlier one. So
+//! siblings get ids in global first-seen order, as in the one big trie, and each entry's
+//! weight is the sum over runs. Roots of different partitions are put back in order by
+//! their key (run of first appearance, id in that run), kept in memory: one entry per
+//! distinct root node.
 //!
 //! The merged partition is written back as its preorder of records, cut into chunks of a
 //! few thousand entries that each carry the path above their first entry, and the final
@@ -47,8 +48,12 @@ pub struct SpillTo {
 }
 
 /// Partitions of the runs: the final merge holds one partition's trie at a time (two
-/// with two rayon threads).
-const PARTS: usize = 32;
+/// with two rayon threads). At most 256 (a partition is a byte per entry in a run).
+const PARTS: usize = 128;
+
+/// The first byte of each run in every partition's file: the id step of a record is never
+/// 0 (ids grow), so a 0 where a record would start begins the next run.
+const RUN_START: u8 = 0;
 
 /// Entries per chunk of a root's subtree (bounds a render task's buffer).
 const RENDER_STEP: usize = 4096;
@@ -180,7 +185,7 @@ impl Spill {
     /// Write `trie` out as the next run and empty it. A write error is kept for
     /// [`Spill::write_folded`] (the fold goes on; its output cannot be written).
     pub(crate) fn spill(&mut self, trie: &mut PathTrie) {
-        // Room for the preorder: the index is not needed to read the entries.
+        // Room for the run: the index is not needed to read the entries.
         trie.release_index();
         if self.err.is_none() {
             if let Err(e) = self.write_run(trie) {
@@ -197,53 +202,46 @@ impl Spill {
         if self.parts.is_empty() {
             self.parts = (0..PARTS)
                 .map(|_| {
-                    tempfile::tempfile_in(&self.dir).map(|f| BufWriter::with_capacity(1 << 16, f))
+                    tempfile::tempfile_in(&self.dir).map(|f| BufWriter::with_capacity(1 << 15, f))
                 })
                 .collect::<io::Result<Vec<_>>>()?;
         }
-        let order = preorder(trie);
         let run = u64::from(self.runs);
         self.runs += 1;
-        // The path to the entry: its depth, without a per-entry array.
-        let mut path: Vec<u32> = Vec::new();
-        let mut buf = Vec::with_capacity(1 << 16);
-        let mut part = 0;
-        for &id in &order {
-            let e = trie.get(id);
-            if e.parent == NO_PARENT {
-                if !buf.is_empty() {
-                    self.flush(part, &mut buf)?;
-                }
-                part = part_of(e.node);
+        // In id order (a parent before its children): one byte per entry for its
+        // partition, where a preorder needed two u32 arrays (a third of the trie again,
+        // at the moment memory is at its highest).
+        let mut part_of_id: Vec<u8> = Vec::with_capacity(trie.len());
+        // The last id written to each partition (ids are coded as the step from it).
+        let mut last = [u32::MAX; PARTS];
+        let mut rec = Vec::with_capacity(32);
+        for p in &mut self.parts {
+            p.write_all(&[RUN_START])?;
+        }
+        self.bytes += PARTS as u64;
+        for (id, e) in trie.iter().enumerate() {
+            let id = id as u32;
+            let (part, parent_step) = if e.parent == NO_PARENT {
                 self.roots
                     .entry(e.node)
                     .or_insert(run << 32 | u64::from(id));
-                path.clear();
+                (part_of(e.node), 0)
             } else {
-                while path.last().is_some_and(|&top| top != e.parent) {
-                    path.pop();
-                }
-            }
-            let depth = path.len();
-            path.push(id);
-            put(&mut buf, depth as u64);
-            put(&mut buf, u64::from(e.node));
-            put(&mut buf, e.weight);
-            if buf.len() >= 1 << 16 {
-                self.flush(part, &mut buf)?;
-            }
+                (part_of_id[e.parent as usize] as usize, id - e.parent)
+            };
+            part_of_id.push(part as u8);
+            rec.clear();
+            put(&mut rec, u64::from(id.wrapping_sub(last[part])));
+            put(&mut rec, u64::from(parent_step));
+            put(&mut rec, u64::from(e.node));
+            put(&mut rec, e.weight);
+            last[part] = id;
+            self.parts[part].write_all(&rec)?;
+            self.bytes += rec.len() as u64;
         }
-        self.flush(part, &mut buf)?;
         for p in &mut self.parts {
             p.flush()?;
         }
-        Ok(())
-    }
-
-    fn flush(&mut self, part: usize, buf: &mut Vec<u8>) -> io::Result<()> {
-        self.parts[part].write_all(buf)?;
-        self.bytes += buf.len() as u64;
-        buf.clear();
         Ok(())
     }
 
@@ -314,26 +312,40 @@ impl Spill {
     }
 }
 
-/// One partition's runs replayed, in order, into one trie.
+/// One partition's runs replayed, in order, into one trie: each run's entries in id
+/// order, so that a prefix is created the first time a record reaches it.
 fn replay(file: &File) -> io::Result<PathTrie> {
     let mut r = BufReader::with_capacity(1 << 16, Positioned { file, at: 0 });
     let mut trie = PathTrie::default();
-    let mut stack: Vec<u32> = Vec::new();
-    while let Some(depth) = get(&mut r)? {
+    // This run's ids (of this partition's entries) to the merged trie's.
+    let mut merged: FxHashMap<u32, u32> = FxHashMap::default();
+    let mut last = u32::MAX;
+    while let Some(step) = get(&mut r)? {
+        if step == u64::from(RUN_START) {
+            merged.clear();
+            last = u32::MAX;
+            continue;
+        }
+        let parent_step = need(&mut r)?;
         let node = need(&mut r)?;
         let weight = need(&mut r)?;
-        let (Ok(depth), Ok(node)) = (usize::try_from(depth), u32::try_from(node)) else {
+        let (Ok(step), Ok(parent_step), Ok(node)) = (
+            u32::try_from(step),
+            u32::try_from(parent_step),
+            u32::try_from(node),
+        ) else {
             return Err(bad_record());
         };
-        let parent = match depth {
+        let id = last.wrapping_add(step);
+        last = id;
+        let parent = match parent_step {
             0 => NO_PARENT,
-            d => *stack.get(d - 1).ok_or_else(bad_record)?,
+            s => *merged.get(&id.wrapping_sub(s)).ok_or_else(bad_record)?,
         };
-        let id = trie.step(parent, node);
-        stack.truncate(depth);
-        stack.push(id);
+        let m = trie.step(parent, node);
+        merged.insert(id, m);
         if weight > 0 {
-            trie.add_weight(id, weight);
+            trie.add_weight(m, weight);
         }
     }
     Ok(trie)
@@ -356,7 +368,7 @@ impl Read for Positioned<'_> {
 fn bad_record() -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
-        "spill run file: a record deeper than its parent",
+        "spill run file: a record whose parent is not before it",
     )
 }
 
