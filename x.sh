@@ -43,6 +43,11 @@ ensure_packages() {
         command -v python3 >/dev/null || want+=(python3)
         # go tool pprof reads the pprof export as users do (crates/report/tests/pprof.rs).
         command -v go >/dev/null || want+=(golang-go)
+        # Fetching Debian 13's Go 1.24 (ensure_go124): the download, its check, the unpack.
+        command -v curl >/dev/null || want+=(curl)
+        command -v gpgv >/dev/null || want+=(gpgv)
+        command -v xz >/dev/null || want+=(xz-utils)
+        [ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || want+=(debian-archive-keyring)
         # Real-kernel tests: ip (veth pair between network namespaces), taskset (pinned
         # run-queue contention) and perl (its victim).
         command -v ip >/dev/null || want+=(iproute2)

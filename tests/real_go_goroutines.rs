@@ -377,21 +377,34 @@ fn goroutine_waits_agree_with_the_execution_tracer(version: GoVersion) {
     assert_eq!(gs["parks"], count(GoEventKind::Park), "{gs}");
     assert_eq!(gs["readies"], count(GoEventKind::Ready), "{gs}");
     assert_eq!(gs["executes"], g.executes().len() as u64, "{gs}");
-    assert_eq!(gs["binaries"].as_array().unwrap().len(), 1, "{gs}");
+    // The recording probes every Go binary it sees: another Go program running on the
+    // machine (a second test, a daemon) is probed too, and is not this test's to check.
+    let is_ours = |b: &&serde_json::Value| b["path"].as_str().unwrap().ends_with("/gowaits");
+    let ours: Vec<_> = gs["binaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(is_ours)
+        .collect();
+    assert_eq!(ours.len(), 1, "{gs}");
     assert!(
-        gs["binaries"][0]["version"]
+        ours[0]["version"]
             .as_str()
             .unwrap()
             .starts_with(&format!("{}.", version.minor())),
         "{gs}"
     );
-    assert_eq!(gs["binaries"][0]["offsets"], "DWARF", "{gs}");
-    assert_eq!(gs["capped"].as_array().unwrap().len(), 0, "{gs}");
+    assert_eq!(ours[0]["offsets"], "DWARF", "{gs}");
+    assert!(
+        !gs["capped"].as_array().unwrap().iter().any(|c| is_ours(&c)),
+        "{gs}"
+    );
     assert_eq!(gs["lost"], 0, "{gs}");
     let procs: Vec<_> = g.processes().collect();
-    assert_eq!(procs.len(), 1, "{procs:?}");
     assert!(
-        procs[0].reasons.iter().any(|r| r == "chan receive"),
+        procs.iter().any(|p| p.capped_ns == 0
+            && p.version.starts_with(&format!("{}.", version.minor()))
+            && p.reasons.iter().any(|r| r == "chan receive")),
         "{procs:?}"
     );
 
@@ -516,17 +529,24 @@ fn found_without_go_option_and_capped(test: &str, dir: &Path, exe: &Path) {
             .any(|b| b["path"].as_str().unwrap().ends_with("/gowaits")),
         "{gs}"
     );
-    assert_eq!(gs["capped"].as_array().unwrap().len(), 1, "{gs}");
+    assert!(
+        gs["capped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["path"].as_str().unwrap().ends_with("/gowaits")),
+        "{gs}"
+    );
     assert!(gs["parks"].as_u64().unwrap() > 0, "{gs}");
     let reader = TraceReader::open(&trace).unwrap();
     let g = &reader.tables().goroutines;
     let capped: Vec<u64> = g.processes().map(|p| p.capped_ns).collect();
-    assert!(
-        !capped.is_empty() && capped.iter().all(|&c| c > 0),
-        "{capped:?}"
-    );
+    assert!(capped.iter().any(|&c| c > 0), "{capped:?}");
     let text = String::from_utf8_lossy(&out.stderr);
-    assert!(text.contains("goroutines: 1 binaries probed"), "{text}");
+    assert!(
+        text.contains("goroutines: ") && text.contains(" binaries probed"),
+        "{text}"
+    );
 }
 
 /// The program built without DWARF (`-ldflags=-w`) has its offsets from the table of known

@@ -74,7 +74,7 @@ pub struct GoExecute {
 pub struct GoProcess {
     /// Process id.
     pub tgid: Tid,
-    /// `go1.19.8`, from the binary's build information.
+    /// `1.19.8`, from the binary's build information.
     pub version: String,
     /// Wait reason names, by `waitReason` value (`chan receive`, `sleep`, ...).
     pub reasons: Vec<String>,
