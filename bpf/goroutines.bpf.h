@@ -221,6 +221,20 @@ int go_netpoll(struct pt_regs *ctx)
 	return 0;
 }
 
+/* Output one goroutine record without a stack: header and argument word, one ring
+ * reservation, no stack walk. */
+static __always_inline void go_emit_nostack(__u8 kind, __u32 slot, __u64 goid, __u64 arg)
+{
+	struct go_rec *e = bpf_ringbuf_reserve(&rb, sizeof(struct ev) + 8, 0);
+
+	if (!e) {
+		count_atomic(C_GO_LOST);
+		return;
+	}
+	go_fill(e, kind, slot, goid, arg);
+	bpf_ringbuf_submit(e, rb_flags());
+}
+
 /* execute(gp *g, inheritTime bool): rax = gp, about to run on this M (on g0). The record
  * has no stack (always the scheduler's): header and argument word only, so a hit costs a
  * ring reservation, not a stack walk. */
@@ -228,7 +242,6 @@ SEC("uprobe")
 int go_execute(struct pt_regs *ctx)
 {
 	struct go_layout *l;
-	struct go_rec *e;
 	__u64 goid;
 	__u32 slot;
 
@@ -240,13 +253,7 @@ int go_execute(struct pt_regs *ctx)
 		count_atomic(C_GO_READ_FAILED);
 		return 0;
 	}
-	e = bpf_ringbuf_reserve(&rb, sizeof(struct ev) + 8, 0);
-	if (!e) {
-		count_atomic(C_GO_LOST);
-		return 0;
-	}
-	go_fill(e, GO_EXECUTE, slot, goid, 0);
-	bpf_ringbuf_submit(e, rb_flags());
+	go_emit_nostack(GO_EXECUTE, slot, goid, 0);
 	return 0;
 }
 
@@ -290,7 +297,6 @@ static __always_inline __u64 go_stw_reason_m(struct pt_regs *ctx, struct go_layo
 static __always_inline int go_stw(struct pt_regs *ctx, __u8 kind)
 {
 	struct go_layout *l;
-	struct go_rec *e;
 	__u64 reason;
 	__u32 slot;
 
@@ -303,13 +309,7 @@ static __always_inline int go_stw(struct pt_regs *ctx, __u8 kind)
 		reason = go_stw_reason_m(ctx, l);
 	else
 		reason = ctx->ax & 0xff;
-	e = bpf_ringbuf_reserve(&rb, sizeof(struct ev) + 8, 0);
-	if (!e) {
-		count_atomic(C_GO_LOST);
-		return 0;
-	}
-	go_fill(e, kind, slot, go_curg_id(ctx, l), reason);
-	bpf_ringbuf_submit(e, rb_flags());
+	go_emit_nostack(kind, slot, go_curg_id(ctx, l), reason);
 	return 0;
 }
 

@@ -201,6 +201,23 @@ fn tracer_waits_parsed(dump: &str) -> Vec<TracerWait> {
     on_trace_clock(&clock, raw)
 }
 
+/// The execution tracer's event list of `gotrace`: `go tool trace -d` (Go 1.19), `-d=parsed`
+/// (Go 1.22's format, 1.24).
+fn tracer_dump(go: &GoToolchain, dir: &Path, version: GoVersion, gotrace: &Path) -> String {
+    let out = ok(
+        go.command(dir)
+            .args(["tool", "trace"])
+            .arg(if version.new_tracer() {
+                "-d=parsed"
+            } else {
+                "-d"
+            })
+            .arg(gotrace),
+        "go tool trace -d",
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn goroutine_waits_agree_with_the_execution_tracer_go1_19() {
     goroutine_waits_agree_with_the_execution_tracer(GoVersion::Go119);
@@ -238,18 +255,7 @@ fn goroutine_waits_agree_with_the_execution_tracer(version: GoVersion) {
             .arg(&gotrace),
         "chainrec record",
     );
-    let dump = ok(
-        go.command(dir)
-            .args(["tool", "trace"])
-            .arg(if version.new_tracer() {
-                "-d=parsed"
-            } else {
-                "-d"
-            })
-            .arg(&gotrace),
-        "go tool trace -d",
-    );
-    let dump = String::from_utf8_lossy(&dump.stdout);
+    let dump = tracer_dump(go, dir, version, &gotrace);
     let waits = if version.new_tracer() {
         tracer_waits_parsed(&dump)
     } else {
@@ -777,18 +783,8 @@ fn gc_stop_the_world_in_goroutine_chains(version: GoVersion) {
     assert!(lens[lens.len() * 9 / 10] < 10_000_000, "{lens:?}");
 
     // Against the execution tracer.
-    let dump = ok(
-        go.command(dir)
-            .args(["tool", "trace"])
-            .arg(if version.new_tracer() {
-                "-d=parsed"
-            } else {
-                "-d"
-            })
-            .arg(&gotrace),
-        "go tool trace -d",
-    );
-    let stws = tracer_stws(&String::from_utf8_lossy(&dump.stdout), version.new_tracer());
+    let dump = tracer_dump(go, dir, version, &gotrace);
+    let stws = tracer_stws(&dump, version.new_tracer());
     let matched = stws
         .iter()
         .filter(|(b, e)| {

@@ -786,21 +786,21 @@ impl Converter {
     /// A Go stop-the-world record (`EV_GO`, `GO_STW_STOP` / `GO_STW_START`): the binary's
     /// slot and the record.
     pub(crate) fn go_stw(&mut self, e: &RawEv, pool: &[u64]) -> (usize, GoStw) {
-        let g = e.go();
-        self.cur_ts = e.ts;
+        // The same header fields as an execute record's.
+        let (slot, x) = self.go_execute(e);
         let x = GoStw {
-            ts: e.ts,
-            cpu: e.cpu as u32,
-            tid: g.tid,
-            tgid: g.tgid,
-            goid: u64::from(g.goid_lo) | u64::from(g.goid_hi) << 32,
+            ts: x.ts,
+            cpu: x.cpu,
+            tid: x.tid,
+            tgid: x.tgid,
+            goid: x.goid,
             stop: e.aux == raw::GO_STW_STOP,
             reason: match e.nk {
                 1 => pool.get(e.frames_at as usize).map_or(0, |&a| a as u8),
                 _ => 0,
             },
         };
-        (e.kst as usize, x)
+        (slot, x)
     }
 
     /// `history`: the mapping history, for unwinding stacks of processes that have exited.
