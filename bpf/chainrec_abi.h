@@ -31,6 +31,13 @@
 #define GO_PARK 0  /* entry of runtime.gopark: goid parks; arg = its waitReason byte */
 #define GO_READY 1 /* entry of runtime.ready: goid is readied; arg = the waker's goid (0: none) */
 #define GO_EXECUTE 2 /* entry of runtime.execute: goid starts running on this M; arg = 0, no stack */
+/* entry of runtime.stopTheWorldWithSema: the process stops the world; goid = the goroutine
+ * stopping it (m.curg); arg = the reason (Go 1.22+'s stwReason numbering: 1 GC mark
+ * termination, 2 GC sweep termination, 0 unknown), no stack */
+#define GO_STW_STOP 3
+/* runtime.startTheWorldWithSema at its call of runtime.wakep: the world has started
+ * again (its Ps handed to their Ms); arg = 0, no stack */
+#define GO_STW_START 4
 /* Go binaries probed at once (the uprobes' cookie indexes go_layouts and go_hits). */
 #define GO_SLOTS 64
 /* User frames of a goroutine record (frame-pointer walk; the innermost are kept). */
@@ -218,14 +225,16 @@ struct ev_go {
  * go_layouts, indexed by the uprobes' cookie; from the binary's DWARF or the table of
  * known versions, crates/record/src/golang.rs): offsets in runtime.g of goid and m, in
  * runtime.m of curg, in runtime.pollDesc of rg and wg (the goroutines parked on a network
- * poll). The current g is in r14 (the register ABI, amd64). */
+ * poll), in runtime.m of preemptoff (Go before 1.22: the stop-the-world reason is that
+ * string; 0: the reason is stopTheWorldWithSema's argument, in al). The current g is in r14
+ * (the register ABI, amd64). */
 struct go_layout {
 	__u16 g_goid;
 	__u16 g_m;
 	__u16 m_curg;
 	__u16 pd_rg;
 	__u16 pd_wg;
-	__u16 unused;
+	__u16 m_preemptoff;
 };
 
 struct ev_throttle { /* EV_THROTTLE; aux: THR_* */

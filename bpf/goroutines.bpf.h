@@ -2,7 +2,8 @@
 /* Goroutine waits and wakings of Go programs (issue 38; docs/RECORDER.md "Goroutines"):
  * entry uprobes on runtime.gopark (a goroutine parks, on its own stack), runtime.ready
  * (a goroutine is readied, on the system stack of the readying thread) and
- * runtime.execute (a goroutine starts running: the end of its runnable time), attached by user
+ * runtime.execute (a goroutine starts running: the end of its runnable time) and
+ * runtime.stopTheWorldWithSema / startTheWorldWithSema (a GC stop-the-world), attached by user
  * space per Go binary with the binary's slot in go_layouts as the cookie. Entry probes
  * only: a uretprobe rewrites the return address on the stack, which Go's stack moves and
  * tracebacks do not expect. */
@@ -220,6 +221,20 @@ int go_netpoll(struct pt_regs *ctx)
 	return 0;
 }
 
+/* Output one goroutine record without a stack: header and argument word, one ring
+ * reservation, no stack walk. */
+static __always_inline void go_emit_nostack(__u8 kind, __u32 slot, __u64 goid, __u64 arg)
+{
+	struct go_rec *e = bpf_ringbuf_reserve(&rb, sizeof(struct ev) + 8, 0);
+
+	if (!e) {
+		count_atomic(C_GO_LOST);
+		return;
+	}
+	go_fill(e, kind, slot, goid, arg);
+	bpf_ringbuf_submit(e, rb_flags());
+}
+
 /* execute(gp *g, inheritTime bool): rax = gp, about to run on this M (on g0). The record
  * has no stack (always the scheduler's): header and argument word only, so a hit costs a
  * ring reservation, not a stack walk. */
@@ -227,7 +242,6 @@ SEC("uprobe")
 int go_execute(struct pt_regs *ctx)
 {
 	struct go_layout *l;
-	struct go_rec *e;
 	__u64 goid;
 	__u32 slot;
 
@@ -239,13 +253,7 @@ int go_execute(struct pt_regs *ctx)
 		count_atomic(C_GO_READ_FAILED);
 		return 0;
 	}
-	e = bpf_ringbuf_reserve(&rb, sizeof(struct ev) + 8, 0);
-	if (!e) {
-		count_atomic(C_GO_LOST);
-		return 0;
-	}
-	go_fill(e, GO_EXECUTE, slot, goid, 0);
-	bpf_ringbuf_submit(e, rb_flags());
+	go_emit_nostack(GO_EXECUTE, slot, goid, 0);
 	return 0;
 }
 
@@ -259,4 +267,60 @@ SEC("uprobe")
 int go_ready(struct pt_regs *ctx)
 {
 	return go_event(ctx, GO_READY);
+}
+
+/* The stop-the-world reason of Go before 1.22, from m.preemptoff (a string) of the thread
+ * stopping the world: "" in gcStart (sweep termination), "gcing" in gcMarkDone (mark
+ * termination), the caller's reason in stopTheWorld (not decoded: 0, unknown). Mapped onto
+ * Go 1.22+'s stwReason numbers. */
+static __always_inline __u64 go_stw_reason_m(struct pt_regs *ctx, struct go_layout *l)
+{
+	__u64 m = go_read_u64(ctx->r14 + l->g_m), ptr, len;
+	char s[5] = {};
+
+	if (!m)
+		return 0;
+	ptr = go_read_u64(m + l->m_preemptoff);
+	len = go_read_u64(m + l->m_preemptoff + 8);
+	if (len == 0)
+		return 2;
+	if (len != 5 || bpf_probe_read_user(s, sizeof(s), (void *)ptr))
+		return 0;
+	return s[0] == 'g' && s[1] == 'c' && s[2] == 'i' && s[3] == 'n' && s[4] == 'g' ? 1 : 0;
+}
+
+/* Entry of stopTheWorldWithSema(reason stwReason) (Go 1.22+: reason in al; before: no
+ * argument), and startTheWorldWithSema's call of wakep (user space finds its offset: the
+ * Ps have been handed to their Ms and those woken, where the execution tracer ends a
+ * stop-the-world; the function's entry when not found), on the system stack of the thread
+ * stopping or starting the world. Header and argument word, no stack. */
+static __always_inline int go_stw(struct pt_regs *ctx, __u8 kind)
+{
+	struct go_layout *l;
+	__u64 reason;
+	__u32 slot;
+
+	l = go_hit(ctx, &slot);
+	if (!l)
+		return 0;
+	if (kind == GO_STW_START)
+		reason = 0; /* the stop's reason holds (the probe is inside the function) */
+	else if (l->m_preemptoff)
+		reason = go_stw_reason_m(ctx, l);
+	else
+		reason = ctx->ax & 0xff;
+	go_emit_nostack(kind, slot, go_curg_id(ctx, l), reason);
+	return 0;
+}
+
+SEC("uprobe")
+int go_stw_stop(struct pt_regs *ctx)
+{
+	return go_stw(ctx, GO_STW_STOP);
+}
+
+SEC("uprobe")
+int go_stw_start(struct pt_regs *ctx)
+{
+	return go_stw(ctx, GO_STW_START);
 }

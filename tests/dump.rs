@@ -572,6 +572,7 @@ fn script_prints_goroutine_records() {
             tgid,
             goid: 7,
         }],
+        stws: vec![],
     };
     mem.add_goroutines(&delta).unwrap();
     let p = dir.join("go.zst");

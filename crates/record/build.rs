@@ -60,7 +60,14 @@ impl ParseCallbacks for AbiTypes {
     fn int_macro(&self, name: &str, _value: i64) -> Option<IntKind> {
         let u8_prefixes = ["EV_", "ST_", "UST_", "CTX_", "CR_", "THR_", "MODE_"];
         if u8_prefixes.iter().any(|p| name.starts_with(p))
-            || ["GO_PARK", "GO_READY", "GO_EXECUTE"].contains(&name)
+            || [
+                "GO_PARK",
+                "GO_READY",
+                "GO_EXECUTE",
+                "GO_STW_STOP",
+                "GO_STW_START",
+            ]
+            .contains(&name)
         {
             return Some(IntKind::U8);
         }

@@ -144,7 +144,9 @@ pub struct ChainsArgs {
     /// into the thread that woke the poller out of epoll_wait, e.g. a peer's write with
     /// `[softirq: NET_RX]`, and that thread's goroutine): parked time, and runnable time
     /// (ready to execute, waiting for a P: `[run queue]`, the root's and each waker
-    /// goroutine's; traces before format 2.3 have parked time only), deduplicated as
+    /// goroutine's; the part inside a stop-the-world of the process: `[go runtime: GC
+    /// stop-the-world (GC mark termination)]` and the like, format 2.4; traces before
+    /// format 2.3 have parked time only), deduplicated as
     /// thread chains are, as folded text or --svg; no thread filters yet.
     #[arg(long)]
     pub goroutines: bool,

@@ -152,8 +152,10 @@ pub struct Args {
     pub no_samples: bool,
     /// Record goroutine parks, readies and executes of this Go binary from the start
     /// (repeatable; Go 1.19 and 1.24, amd64): uprobes on runtime.gopark, runtime.ready and
-    /// runtime.netpollready, each with the goroutine's stack, and on runtime.execute (no
-    /// stack: when a readied goroutine got a P), in the trace's goroutine sections
+    /// runtime.netpollready, each with the goroutine's stack, on runtime.execute (no
+    /// stack: when a readied goroutine got a P) and on the world's stop and start
+    /// (runtime.stopTheWorldWithSema, runtime.startTheWorldWithSema; no stack: a GC
+    /// stop-the-world), in the trace's goroutine sections
     /// (`chainrec script --goroutines`).
     /// Without it, the Go binaries of the processes the recording sees are probed once
     /// found (a few ms after they start), unless --no-go.

@@ -315,6 +315,14 @@ impl GoChains {
                 n.unjoined.0
             ));
         }
+        if s.stw_periods > 0 {
+            out.push(format!(
+                "stop-the-world: {} periods recorded; {:.3} s of the roots' runnable time inside them ({:.1} %), shown as [go runtime: ... stop-the-world ...] instead of [run queue]",
+                s.stw_periods,
+                s.stw_ns as f64 / 1e9,
+                100.0 * s.stw_ns as f64 / s.runnable_ns.max(1) as f64
+            ));
+        }
         if s.runnable_unknown == s.waits && s.waits > 0 {
             out.push("note: no goroutine execute records in this trace (recorded before format 2.3): the runnable part of each wait (ready to execute, waiting for a P) is unknown, only the parked part is shown".into());
         } else if s.runnable_unknown > 0 {

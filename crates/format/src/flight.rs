@@ -265,6 +265,10 @@ impl FlightRing {
                         .filter(|e| window.contains(&e.ts))
                         .copied()
                         .collect(),
+                    stws: (self.goroutines.stws.iter())
+                        .filter(|e| window.contains(&e.ts))
+                        .copied()
+                        .collect(),
                 })?;
             }
             if !self.cgroups.is_empty() {
@@ -362,6 +366,7 @@ impl TraceSink for FlightRing {
         if let Some(oldest) = self.chunks.front().map(|c| c.first_ts) {
             self.goroutines.events.retain(|e| e.ts >= oldest);
             self.goroutines.executes.retain(|e| e.ts >= oldest);
+            self.goroutines.stws.retain(|e| e.ts >= oldest);
         }
         Ok(())
     }

@@ -68,6 +68,58 @@ pub struct GoExecute {
     pub goid: u64,
 }
 
+/// A Go process stopped or started the world (entry of `runtime.stopTheWorldWithSema`;
+/// `runtime.startTheWorldWithSema` once it has handed the Ps to their Ms): between a stop and the next start of the same process
+/// no goroutine of it runs (a GC's sweep or mark termination, or another stop-the-world).
+/// Format 2.4: kept in optional sections of their own (kind 0x85), so older readers skip
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoStw {
+    /// Trace-clock time.
+    pub ts: u64,
+    /// CPU it happened on.
+    pub cpu: u32,
+    /// The thread (M) stopping or starting the world.
+    pub tid: Tid,
+    /// Its process.
+    pub tgid: Tid,
+    /// The goroutine on whose behalf (`m.curg`; 0: none).
+    pub goid: u64,
+    /// True: the world stops; false: it starts again.
+    pub stop: bool,
+    /// Why, in Go 1.22+'s `runtime.stwReason` numbering ([`stw_reason_name`]); 0: unknown
+    /// (Go 1.19 records only the GC's two reasons; only stops carry one).
+    pub reason: u8,
+}
+
+/// The name of a stop-the-world reason (`runtime.stwReasonStrings` of Go 1.22 to 1.24),
+/// `None` for 0 (unknown) and numbers past the table.
+pub fn stw_reason_name(reason: u8) -> Option<&'static str> {
+    const NAMES: [&str; 17] = [
+        "unknown",
+        "GC mark termination",
+        "GC sweep termination",
+        "write heap dump",
+        "goroutine profile",
+        "goroutine profile cleanup",
+        "all goroutines stack trace",
+        "read mem stats",
+        "AllThreadsSyscall",
+        "GOMAXPROCS",
+        "start trace",
+        "stop trace",
+        "CountPagesInUse (test)",
+        "ReadMetricsSlow (test)",
+        "ReadMemStatsSlow (test)",
+        "PageCachePagesLeaked (test)",
+        "ResetDebugLog (test)",
+    ];
+    match reason {
+        0 => None,
+        r => NAMES.get(r as usize).copied(),
+    }
+}
+
 /// A Go process whose goroutine events the trace holds: its Go version and the names of
 /// its runtime's wait reasons (`runtime.waitReasonStrings`, indexed by the reason byte).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,22 +147,30 @@ pub struct GoDelta {
     /// (kind 0x84, bincode of `Vec<GoExecute>`).
     #[serde(skip)]
     pub executes: Vec<GoExecute>,
+    /// Stop-the-world records, in any order; like `executes`, not part of the goroutine
+    /// section's payload: a section of their own (kind 0x85, bincode of `Vec<GoStw>`).
+    #[serde(skip)]
+    pub stws: Vec<GoStw>,
 }
 
 impl GoDelta {
     /// True when there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.processes.is_empty() && self.executes.is_empty()
+        self.events.is_empty()
+            && self.processes.is_empty()
+            && self.executes.is_empty()
+            && self.stws.is_empty()
     }
-    /// Records plus processes plus executes.
+    /// Records plus processes plus executes plus stop-the-world records.
     pub fn items(&self) -> usize {
-        self.events.len() + self.processes.len() + self.executes.len()
+        self.events.len() + self.processes.len() + self.executes.len() + self.stws.len()
     }
-    /// Append `other`'s records, processes and executes.
+    /// Append `other`'s records, processes, executes and stop-the-world records.
     pub fn extend(&mut self, other: &GoDelta) {
         self.events.extend_from_slice(&other.events);
         self.processes.extend_from_slice(&other.processes);
         self.executes.extend_from_slice(&other.executes);
+        self.stws.extend_from_slice(&other.stws);
     }
 }
 
@@ -121,6 +181,7 @@ pub struct Goroutines {
     sorted: bool,
     processes: BTreeMap<Tid, GoProcess>,
     executes: Vec<GoExecute>,
+    stws: Vec<GoStw>,
 }
 
 impl Goroutines {
@@ -142,6 +203,10 @@ impl Goroutines {
                 self.executes.sort_by_key(|e| (e.ts, e.tid));
             }
         }
+        if !d.stws.is_empty() {
+            self.stws.extend_from_slice(&d.stws);
+            self.stws.sort_by_key(|e| (e.ts, e.tid));
+        }
         if !self.sorted {
             self.events.sort_by_key(|e| (e.ts, e.tid));
             self.sorted = true;
@@ -156,7 +221,10 @@ impl Goroutines {
 
     /// True when the trace has no goroutine records.
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.processes.is_empty() && self.executes.is_empty()
+        self.events.is_empty()
+            && self.processes.is_empty()
+            && self.executes.is_empty()
+            && self.stws.is_empty()
     }
 
     /// Every record, in time order.
@@ -168,6 +236,31 @@ impl Goroutines {
     /// without the `runtime.execute` probe: the runnable part of waits is then unknown).
     pub fn executes(&self) -> &[GoExecute] {
         &self.executes
+    }
+
+    /// Every stop-the-world record, in time order (empty in traces before format 2.4, or
+    /// recorded without the stop-the-world probes).
+    pub fn stws(&self) -> &[GoStw] {
+        &self.stws
+    }
+
+    /// The stop-the-world periods of process `tgid`: (stop, start, reason), in time order;
+    /// a stop without a start in the trace is left out, and a start without a stop before
+    /// it too.
+    pub fn stw_periods(&self, tgid: Tid) -> Vec<(u64, u64, u8)> {
+        let mut out = Vec::new();
+        let mut open: Option<(u64, u8)> = None;
+        for s in self.stws.iter().filter(|s| s.tgid == tgid) {
+            match (s.stop, open) {
+                (true, _) => open = Some((s.ts, s.reason)),
+                (false, Some((a, r))) => {
+                    out.push((a, s.ts, if r != 0 { r } else { s.reason }));
+                    open = None;
+                }
+                (false, None) => {}
+            }
+        }
+        out
     }
 
     /// The Go processes, by process id.
@@ -191,6 +284,7 @@ impl Goroutines {
             events: self.events.clone(),
             processes: self.processes.values().cloned().collect(),
             executes: self.executes.clone(),
+            stws: self.stws.clone(),
         }
     }
 }
@@ -224,12 +318,12 @@ mod tests {
                 reasons: vec!["".into(), "a".into(), "b".into(), "chan receive".into()],
                 capped_ns: 0,
             }],
-            executes: vec![],
+            ..GoDelta::default()
         });
         g.merge(&GoDelta {
             events: vec![ev(20, 3)],
             processes: vec![],
-            executes: vec![],
+            ..GoDelta::default()
         });
         let ts: Vec<u64> = g.events().iter().map(|e| e.ts).collect();
         assert_eq!(ts, [10, 20, 30]);

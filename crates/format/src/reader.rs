@@ -58,8 +58,8 @@ pub struct SectionBytes {
     pub throttles: u64,
     /// Cgroup sections (optional kind, format 2.1).
     pub cgroups: u64,
-    /// Goroutine sections (optional kind, format 2.2) and goroutine execute sections
-    /// (format 2.3).
+    /// Goroutine sections (optional kind, format 2.2), goroutine execute sections
+    /// (format 2.3) and Go stop-the-world sections (format 2.4).
     pub goroutines: u64,
     /// Sections of kinds this version does not know (skipped) and trailing garbage.
     pub other: u64,
@@ -354,7 +354,7 @@ impl TraceReader {
                         load_throttles(&mut l.tables, &h, payload, off)?;
                         l.bytes.throttles += h.section_len();
                     }
-                    KIND_GOROUTINES | KIND_GO_EXECUTES => {
+                    KIND_GOROUTINES | KIND_GO_EXECUTES | KIND_GO_STWS => {
                         load_goroutines(&mut l.tables, &h, payload, off)?;
                         l.bytes.goroutines += h.section_len();
                     }
@@ -1010,6 +1010,11 @@ fn load_goroutines(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) 
             executes: load_optional(h, payload, off, "goroutine execute section")?,
             ..GoDelta::default()
         }
+    } else if h.kind == KIND_GO_STWS {
+        GoDelta {
+            stws: load_optional(h, payload, off, "Go stop-the-world section")?,
+            ..GoDelta::default()
+        }
     } else {
         load_optional(h, payload, off, "goroutine section")?
     };
@@ -1173,7 +1178,7 @@ fn load_optional_sections(
                 load_throttles(&mut l.tables, &h, p, cursor).map_err(msg)?;
                 l.bytes.throttles += h.section_len();
             }
-            if h.kind == KIND_GOROUTINES || h.kind == KIND_GO_EXECUTES {
+            if h.kind == KIND_GOROUTINES || h.kind == KIND_GO_EXECUTES || h.kind == KIND_GO_STWS {
                 load_goroutines(&mut l.tables, &h, p, cursor).map_err(msg)?;
                 l.bytes.goroutines += h.section_len();
             }

@@ -23,8 +23,8 @@ pub const FORMAT_MAJOR: u16 = 2;
 /// Minor version written by this build (readers accept any minor of a major they read;
 /// minor 1 added the optional cgroup, throttle and mapping sections, kinds 0x80..=0x82;
 /// minor 2 the optional goroutine sections, kind 0x83; minor 3 the goroutine executes,
-/// kind 0x84).
-pub const FORMAT_MINOR: u16 = 3;
+/// kind 0x84; minor 4 the Go stop-the-world records, kind 0x85).
+pub const FORMAT_MINOR: u16 = 4;
 /// Oldest major version this build reads (1: no samples, 7 per-kind counts in the index).
 pub const FORMAT_MIN_MAJOR: u16 = 1;
 
@@ -61,6 +61,8 @@ pub(crate) const KIND_GOROUTINES: u8 = 0x83;
 /// Optional (format 2.3): goroutine executes (`Vec<GoExecute>`), beside the goroutine
 /// sections so that 2.2 readers skip them.
 pub(crate) const KIND_GO_EXECUTES: u8 = 0x84;
+/// Optional (format 2.4): Go stop-the-world stops and starts (`Vec<GoStw>`).
+pub(crate) const KIND_GO_STWS: u8 = 0x85;
 
 /// Largest decompressed payload of an event chunk a reader accepts.
 pub(crate) const MAX_CHUNK_RAW: u64 = 64 << 20;
@@ -80,6 +82,7 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
         KIND_THROTTLES => "throttle section",
         KIND_GOROUTINES => "goroutine section",
         KIND_GO_EXECUTES => "goroutine execute section",
+        KIND_GO_STWS => "Go stop-the-world section",
         KIND_CGROUPS => "cgroup section",
         _ => "section",
     }
@@ -97,6 +100,7 @@ pub(crate) fn header_name(kind: u8) -> &'static str {
         KIND_THROTTLES => "throttle section header",
         KIND_GOROUTINES => "goroutine section header",
         KIND_GO_EXECUTES => "goroutine execute section header",
+        KIND_GO_STWS => "Go stop-the-world section header",
         KIND_CGROUPS => "cgroup section header",
         _ => "section header",
     }

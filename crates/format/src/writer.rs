@@ -436,13 +436,17 @@ impl TraceWriter {
         }
         let mut d = std::mem::take(&mut self.pending_goroutines);
         let executes = std::mem::take(&mut d.executes);
+        let stws = std::mem::take(&mut d.stws);
         if !d.is_empty() {
             self.write_optional(KIND_GOROUTINES, &d, d.items())?;
         }
-        if executes.is_empty() {
+        if !executes.is_empty() {
+            self.write_optional(KIND_GO_EXECUTES, &executes, executes.len())?;
+        }
+        if stws.is_empty() {
             return Ok(());
         }
-        self.write_optional(KIND_GO_EXECUTES, &executes, executes.len())
+        self.write_optional(KIND_GO_STWS, &stws, stws.len())
     }
 
     /// The pending cgroup additions as one optional section.

@@ -1018,6 +1018,7 @@ fn goroutine_sections_round_trip() {
         ],
         processes: vec![process.clone()],
         executes: vec![],
+        stws: vec![],
     };
     let exec = |i: usize, goid: u64| GoExecute {
         ts: event_ts[i],
@@ -1026,10 +1027,20 @@ fn goroutine_sections_round_trip() {
         tgid: 2,
         goid,
     };
+    let stw = |i: usize, stop: bool, reason: u8| GoStw {
+        ts: event_ts[i],
+        cpu: 1,
+        tid: 3,
+        tgid: 2,
+        goid: 5,
+        stop,
+        reason,
+    };
     let second = GoDelta {
         events: vec![rec(2900, 5, GoEventKind::Ready)],
         processes: vec![],
         executes: vec![exec(2910, 5), exec(95, 6)],
+        stws: vec![stw(2920, true, 1), stw(2930, false, 0)],
     };
     write_with(&p, &t, |w, i| match i {
         700 => w.add_goroutines(&first).unwrap(),
@@ -1050,6 +1061,8 @@ fn goroutine_sections_round_trip() {
             std::slice::from_ref(&process)
         );
         assert_eq!(g.executes(), [exec(95, 6), exec(2910, 5)]);
+        assert_eq!(g.stws(), [stw(2920, true, 1), stw(2930, false, 0)]);
+        assert_eq!(g.stw_periods(2), [(event_ts[2920], event_ts[2930], 1)]);
     };
     let (r, m) = read_back(&p);
     assert!(r.recovery().is_none(), "{:?}", r.recovery());
@@ -1071,6 +1084,17 @@ fn goroutine_sections_round_trip() {
     assert_eq!(m.tables.goroutines.events().len(), 3);
     assert_eq!(m.events, t.events);
 
+    // A 2.3 reader does not know kind 0x85 (stop-the-world records): it skips those and
+    // reads the rest.
+    let (b, patched) = relabel_sections(&p, 0x85);
+    assert_eq!(patched, 1, "one stop-the-world section");
+    std::fs::write(&q, &b).unwrap();
+    let (r, m) = read_back(&q);
+    assert!(r.recovery().is_none());
+    assert!(m.tables.goroutines.stws().is_empty());
+    assert_eq!(m.tables.goroutines.executes().len(), 2);
+    assert_eq!(m.events, t.events);
+
     check(&read_scanned(&dir, &p).tables);
 
     // A flight dump of the last part: only the ready inside its window.
@@ -1087,5 +1111,6 @@ fn goroutine_sections_round_trip() {
     let kept: Vec<u64> = m.tables.goroutines.events().iter().map(|e| e.ts).collect();
     assert_eq!(kept, [event_ts[2900]]);
     assert_eq!(m.tables.goroutines.executes(), [exec(2910, 5)]);
+    assert_eq!(m.tables.goroutines.stws().len(), 2);
     assert_eq!(m.tables.goroutines.processes().count(), 1);
 }

@@ -239,6 +239,12 @@ impl Consumer {
                 }
                 continue;
             }
+            if e.kind == raw::EV_GO && (e.aux == raw::GO_STW_STOP || e.aux == raw::GO_STW_START) {
+                // Not an event: a record of the Go stop-the-world sections (format 2.4).
+                let (slot, x) = self.conv.go_stw(e, pool);
+                self.go.record_stw(slot, x, (raw::HDR + 8) as u64);
+                continue;
+            }
             if e.kind == raw::EV_GO && e.aux == raw::GO_EXECUTE {
                 // Not an event: a record of the goroutine execute sections (format 2.3):
                 // header and argument word.

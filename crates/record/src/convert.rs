@@ -783,6 +783,26 @@ impl Converter {
         (e.kst as usize, x)
     }
 
+    /// A Go stop-the-world record (`EV_GO`, `GO_STW_STOP` / `GO_STW_START`): the binary's
+    /// slot and the record.
+    pub(crate) fn go_stw(&mut self, e: &RawEv, pool: &[u64]) -> (usize, GoStw) {
+        // The same header fields as an execute record's.
+        let (slot, x) = self.go_execute(e);
+        let x = GoStw {
+            ts: x.ts,
+            cpu: x.cpu,
+            tid: x.tid,
+            tgid: x.tgid,
+            goid: x.goid,
+            stop: e.aux == raw::GO_STW_STOP,
+            reason: match e.nk {
+                1 => pool.get(e.frames_at as usize).map_or(0, |&a| a as u8),
+                _ => 0,
+            },
+        };
+        (slot, x)
+    }
+
     /// `history`: the mapping history, for unwinding stacks of processes that have exited.
     pub(crate) fn convert(
         &mut self,

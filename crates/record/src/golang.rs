@@ -13,7 +13,7 @@
 //! processes then have thread-level chains only, which is counted and written into the
 //! trace (`GoProcess::capped_ns`).
 
-use chainrec_format::{GoDelta, GoEvent, GoExecute, GoProcess, Tid};
+use chainrec_format::{GoDelta, GoEvent, GoExecute, GoProcess, GoStw, Tid};
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -78,6 +78,9 @@ pub struct GoLayout {
     pub pd_rg: u16,
     /// `runtime.pollDesc.wg`.
     pub pd_wg: u16,
+    /// `runtime.m.preemptoff` for Go before 1.22 (the stop-the-world reason is that
+    /// string); 0 from 1.22 on (it is `stopTheWorldWithSema`'s argument).
+    pub m_preemptoff: u16,
 }
 
 /// Where the offsets of a binary came from.
@@ -109,6 +112,7 @@ const KNOWN: &[(&str, GoLayout)] = &[
             m_curg: 192,
             pd_rg: 24,
             pd_wg: 32,
+            m_preemptoff: 248,
         },
     ),
     (
@@ -119,17 +123,20 @@ const KNOWN: &[(&str, GoLayout)] = &[
             m_curg: 192,
             pd_rg: 32,
             pd_wg: 40,
+            m_preemptoff: 0,
         },
     ),
 ];
 
-/// The runtime functions probed: `go_park`, `go_ready`, `go_netpoll`, `go_execute` of
-/// bpf/goroutines.bpf.h, in that order.
-const PROBED: [&str; 4] = [
+/// The runtime functions probed: `go_park`, `go_ready`, `go_netpoll`, `go_execute`,
+/// `go_stw_stop`, `go_stw_start` of bpf/goroutines.bpf.h, in that order.
+const PROBED: [&str; 6] = [
     "runtime.gopark",
     "runtime.ready",
     "runtime.netpollready",
     "runtime.execute",
+    "runtime.stopTheWorldWithSema",
+    "runtime.startTheWorldWithSema",
 ];
 
 /// What the probes need from one Go binary.
@@ -143,6 +150,31 @@ pub struct GoBinary {
     pub source: LayoutSource,
     /// Wait reason names by value (`runtime.waitReasonStrings`).
     pub reasons: Vec<String>,
+    /// Where the world has started again: the offset in `runtime.startTheWorldWithSema`
+    /// of its call of `runtime.wakep`, after the Ps were handed to their Ms and woken (the
+    /// execution tracer's end of a stop-the-world is just before it); 0 when not found
+    /// (the function's entry is probed instead).
+    pub started_at: u64,
+}
+
+/// The offset in function `func` of its last `call rel32` (e8) of function `callee`, 0
+/// when there is none.
+fn call_site(elf: &Elf<'_>, func: &str, callee: &str) -> u64 {
+    let (Some((addr, size)), Some((target, _))) = (elf.symbol(func), elf.symbol(callee)) else {
+        return 0;
+    };
+    let Some(code) = elf.at(addr, size) else {
+        return 0;
+    };
+    (0..code.len().saturating_sub(4))
+        .rev()
+        .find(|&i| {
+            code[i] == 0xe8
+                && u32_at(code, i + 1).is_some_and(|rel| {
+                    (addr + i as u64 + 5).wrapping_add(rel as i32 as i64 as u64) == target
+                })
+        })
+        .map_or(0, |i| i as u64)
 }
 
 /// A minimal ELF64 reader: sections by name, symbols by name, bytes by address.
@@ -353,6 +385,7 @@ fn dwarf_layout(elf: &Elf<'_>) -> Result<GoLayout, String> {
         (("runtime.m", "curg"), None),
         (("runtime.pollDesc", "rg"), None),
         (("runtime.pollDesc", "wg"), None),
+        (("runtime.m", "preemptoff"), None),
     ]
     .into_iter()
     .collect();
@@ -412,6 +445,7 @@ fn dwarf_layout(elf: &Elf<'_>) -> Result<GoLayout, String> {
         m_curg: get(("runtime.m", "curg"))?,
         pd_rg: get(("runtime.pollDesc", "rg"))?,
         pd_wg: get(("runtime.pollDesc", "wg"))?,
+        m_preemptoff: get(("runtime.m", "preemptoff"))?,
     })
 }
 
@@ -441,22 +475,27 @@ impl GoBinary {
         for sym in PROBED {
             elf.symbol(sym).ok_or(GoError::Symbol(sym))?;
         }
-        let (layout, source) = match dwarf_layout(&elf) {
+        let (mut layout, source) = match dwarf_layout(&elf) {
             Ok(l) => (l, LayoutSource::Dwarf),
             Err(_) => (table, LayoutSource::Table),
         };
+        if table.m_preemptoff == 0 {
+            // Go 1.22+: the stop-the-world reason is in a register, not m.preemptoff.
+            layout.m_preemptoff = 0;
+        }
         Ok(GoBinary {
             version,
             layout,
             source,
             reasons: wait_reasons(&elf),
+            started_at: call_site(&elf, PROBED[5], "runtime.wakep"),
         })
     }
 
     /// The BPF side's `struct go_layout`.
     fn bpf_value(&self) -> Vec<u8> {
         let l = self.layout;
-        [l.g_goid, l.g_m, l.m_curg, l.pd_rg, l.pd_wg, 0]
+        [l.g_goid, l.g_m, l.m_curg, l.pd_rg, l.pd_wg, l.m_preemptoff]
             .iter()
             .flat_map(|x| x.to_ne_bytes())
             .collect()
@@ -674,6 +713,8 @@ pub struct GoCounts {
     pub readies: u64,
     /// Executes written (a goroutine started running; format 2.3).
     pub executes: u64,
+    /// Stop-the-world stops and starts written (format 2.4).
+    pub stws: u64,
     /// Probe hits (all binaries).
     pub hits: u64,
     /// The highest hit rate of a binary over a window (per second).
@@ -696,7 +737,7 @@ impl std::fmt::Display for GoCounts {
         write!(
             f,
             "{} binaries probed, {} not supported, {} processes; {} parks, {} readies, \
-             {} executes ({} probe hits, at most {:.0}/s per binary); {} capped (thread-level chains \
+             {} executes, {} stop-the-world records ({} probe hits, at most {:.0}/s per binary); {} capped (thread-level chains \
              from then on); {:.0} ring bytes per record; {} without stack, {} unreadable, \
              {} lost (ring buffer full)",
             self.binaries.len(),
@@ -705,10 +746,11 @@ impl std::fmt::Display for GoCounts {
             self.parks,
             self.readies,
             self.executes,
+            self.stws,
             self.hits,
             self.max_rate,
             self.capped.len(),
-            self.ring_bytes as f64 / (self.parks + self.readies + self.executes).max(1) as f64,
+            self.ring_bytes as f64 / (self.parks + self.readies + self.executes + self.stws).max(1) as f64,
             self.no_stack,
             self.read_failed,
             self.lost
@@ -740,6 +782,7 @@ impl GoCounts {
             "parks": self.parks,
             "readies": self.readies,
             "executes": self.executes,
+            "stws": self.stws,
             "probe_hits": self.hits,
             "max_rate_per_s": self.max_rate,
             "capped": self.capped.iter().map(|(p, t)| serde_json::json!({
@@ -896,14 +939,17 @@ impl GoProbes {
                 error: e.to_string(),
             })?;
         let mut links = Vec::new();
-        for (prog, symbol) in [
+        for ((prog, symbol), offset) in [
             &skel.progs.go_park,
             &skel.progs.go_ready,
             &skel.progs.go_netpoll,
             &skel.progs.go_execute,
+            &skel.progs.go_stw_stop,
+            &skel.progs.go_stw_start,
         ]
         .into_iter()
         .zip(PROBED)
+        .zip([0, 0, 0, 0, 0, binary.started_at as usize])
         {
             let opts = libbpf_rs::UprobeOpts {
                 cookie: slot as u64,
@@ -911,7 +957,7 @@ impl GoProbes {
                 ..Default::default()
             };
             links.push(
-                prog.attach_uprobe_with_opts(-1, open, 0, opts)
+                prog.attach_uprobe_with_opts(-1, open, offset, opts)
                     .map_err(|e| GoError::Attach {
                         symbol,
                         error: e.to_string(),
@@ -1005,11 +1051,22 @@ impl GoProbes {
         self.pending.executes.push(x);
     }
 
+    /// A stop-the-world record of slot `slot`, kept for the next stop-the-world section.
+    pub(crate) fn record_stw(&mut self, slot: usize, x: GoStw, ring_bytes: u64) {
+        self.counts.ring_bytes += ring_bytes;
+        if self.slots.get(slot).is_none() {
+            return;
+        }
+        self.counts.stws += 1;
+        self.pending.stws.push(x);
+    }
+
     /// The records for the next section, sorted by time.
     pub(crate) fn take_pending(&mut self) -> GoDelta {
         let mut d = std::mem::take(&mut self.pending);
         d.events.sort_by_key(|e| e.ts);
         d.executes.sort_by_key(|e| e.ts);
+        d.stws.sort_by_key(|e| e.ts);
         d
     }
 

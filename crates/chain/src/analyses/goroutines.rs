@@ -27,6 +27,13 @@
 //! the same way into runnable (its ready → its execute, `…;goroutine;--;[run queue]`) and
 //! running. Without execute records the lines are the parked part alone, as before.
 //!
+//! Stop-the-world (session 26): with the trace's stop-the-world records (format 2.4), the
+//! part of any of those runnable intervals that lies inside a stop-the-world of the
+//! goroutine's process (stop → start of the world: no goroutine of it can run) is
+//! `[go runtime: GC stop-the-world (GC mark termination)]` (the reason as recorded; a
+//! stop-the-world not for a GC is `[go runtime: stop-the-world (reason)]`) in place of
+//! `[run queue]`; the rest stays `[run queue]`, so every nanosecond is still on one line.
+//!
 //! Not yet (the thread engine has them): earlier-wait branches (a waker's earlier parks
 //! inside its level stay with its level).
 
@@ -46,6 +53,11 @@ pub struct GoChainStats {
     pub waits_ns: u64,
     /// Of `waits_ns`, the roots' runnable time (ready → execute), in `[run queue]` lines.
     pub runnable_ns: u64,
+    /// Of `runnable_ns`, the part inside a stop-the-world of the goroutine's process, in
+    /// `[go runtime: ... stop-the-world ...]` lines.
+    pub stw_ns: u64,
+    /// Stop-the-world periods in the trace (stop → start, all Go processes).
+    pub stw_periods: u64,
     /// Waits whose execute after the ready is not in the trace (always all of them in a
     /// trace without execute records: then their runnable part is unknown, not shown).
     pub runnable_unknown: u64,
@@ -116,6 +128,8 @@ pub struct GoChains {
 #[derive(Clone, Copy, Debug)]
 struct Hop {
     ts: u64,
+    /// The readied goroutine's process.
+    tgid: Tid,
     /// The readying goroutine (0: the runtime).
     waker: u64,
     stack: StackId,
@@ -130,14 +144,75 @@ struct Hop {
 }
 
 impl Hop {
-    /// The readied goroutine's runnable time inside `[from, to]` (its ready → its
-    /// execute, clipped; 0 when the execute is unknown).
-    fn runnable_in(&self, from: u64, to: u64) -> u64 {
+    /// The readied goroutine's runnable interval inside `[from, to]` (its ready → its
+    /// execute, clipped; empty when the execute is unknown).
+    fn runnable_in(&self, from: u64, to: u64) -> (u64, u64) {
         if self.exec == 0 || from >= to {
-            return 0;
+            return (from, from);
         }
         let (r, x) = (self.ts.clamp(from, to), self.exec.clamp(from, to));
-        x.saturating_sub(r)
+        (r, x.max(r))
+    }
+}
+
+/// The stop-the-world periods of each Go process: (stop, start, reason), in time order.
+#[derive(Default)]
+struct Stws(FxHashMap<Tid, Vec<(u64, u64, u8)>>);
+
+impl Stws {
+    fn new(go: &chainrec_format::Goroutines) -> Stws {
+        let mut tgids: Vec<Tid> = go.stws().iter().map(|s| s.tgid).collect();
+        tgids.sort_unstable();
+        tgids.dedup();
+        Stws(tgids.into_iter().map(|t| (t, go.stw_periods(t))).collect())
+    }
+
+    /// Runnable time `[from, to]` of a goroutine of process `tgid` split by its process's
+    /// stop-the-world periods: (label, ns) in time order, `[run queue]` outside them; the
+    /// weights add up to `to - from`.
+    fn split(&self, tgid: Tid, from: u64, to: u64) -> Vec<(&'static str, u64)> {
+        let mut out = Vec::new();
+        let Some(periods) = self.0.get(&tgid).filter(|_| from < to) else {
+            if to > from {
+                out.push((RUNQ, to - from));
+            }
+            return out;
+        };
+        let first = periods.partition_point(|p| p.1 <= from);
+        let mut at = from;
+        for &(a, b, reason) in &periods[first..] {
+            if a >= to {
+                break;
+            }
+            let (a, b) = (a.max(at), b.min(to));
+            if a > at {
+                out.push((RUNQ, a - at));
+            }
+            if b > a {
+                out.push((stw_label(reason), b - a));
+            }
+            at = at.max(b);
+        }
+        if to > at {
+            out.push((RUNQ, to - at));
+        }
+        out
+    }
+}
+
+/// The level of runnable time inside a stop-the-world with this reason.
+fn stw_label(reason: u8) -> &'static str {
+    match reason {
+        1 => "[go runtime: GC stop-the-world (GC mark termination)]",
+        2 => "[go runtime: GC stop-the-world (GC sweep termination)]",
+        3 => "[go runtime: stop-the-world (write heap dump)]",
+        4 | 5 => "[go runtime: stop-the-world (goroutine profile)]",
+        6 => "[go runtime: stop-the-world (all goroutines stack trace)]",
+        7 => "[go runtime: stop-the-world (read mem stats)]",
+        8 => "[go runtime: stop-the-world (AllThreadsSyscall)]",
+        9 => "[go runtime: stop-the-world (GOMAXPROCS)]",
+        10 | 11 => "[go runtime: stop-the-world (tracer start/stop)]",
+        _ => "[go runtime: stop-the-world]",
     }
 }
 
@@ -215,6 +290,8 @@ pub fn goroutine_chains(
     let start = events.first().map_or(0, |e| e.ts);
     let running = Running::new(events);
     let execs = exec_times(events, go.executes());
+    let stws = Stws::new(go);
+    out.stats.stw_periods = stws.0.values().map(|v| v.len() as u64).sum();
     let mut states: FxHashMap<(Tid, u64), GState> = FxHashMap::default();
     let mut history = History::default();
     let mut hops: Vec<Hop> = Vec::new();
@@ -251,6 +328,7 @@ pub fn goroutine_chains(
                 let h = hops.len();
                 hops.push(Hop {
                     ts: e.ts,
+                    tgid: e.tgid,
                     waker: e.waker,
                     stack: e.stack,
                     cause,
@@ -291,7 +369,12 @@ pub fn goroutine_chains(
                         let rq = x.saturating_sub(e.ts);
                         out.stats.waits_ns += rq;
                         out.stats.runnable_ns += rq;
-                        line(&format!("{path};--;{RUNQ}"), rq);
+                        for (label, w) in stws.split(e.tgid, e.ts, x) {
+                            if label != RUNQ {
+                                out.stats.stw_ns += w;
+                            }
+                            line(&format!("{path};--;{label}"), w);
+                        }
                     }
                 }
                 let (mut l, mut t) = (a, e.ts);
@@ -351,15 +434,21 @@ pub fn goroutine_chains(
                     let next = below.filter(|&(c, _)| hops[c].ts > l);
                     // The waker goroutine's own time includes its runnable part after
                     // the ready that ended its park (then it ran up to its ready here).
-                    let runq = |path: &str| format!("{path};--;{RUNQ}");
+                    // Its runnable interval [r, x]: `[run queue]`, and the parts inside a
+                    // stop-the-world of its process.
+                    let runq = |line: &mut dyn FnMut(&str, u64), path: &str, c: usize, (r, x)| {
+                        for (label, w) in stws.split(hops[c].tgid, r, x) {
+                            line(&format!("{path};--;{label}"), w);
+                        }
+                    };
                     match next {
                         Some((c, cs)) if depth < max_depth => {
                             let l2 = l.max(cs);
                             let ct = hops[c].ts.min(t);
                             let own = t.saturating_sub(l) - ct.saturating_sub(l2);
                             let rq = hops[c].runnable_in(ct, t);
-                            line(&path, own - rq);
-                            line(&runq(&path), rq);
+                            line(&path, own - (rq.1 - rq.0));
+                            runq(&mut line, &path, c, rq);
                             inner[c] = true;
                             l = l2;
                             t = ct;
@@ -373,9 +462,11 @@ pub fn goroutine_chains(
                             break;
                         }
                         None => {
-                            let rq = below.map_or(0, |(c, _)| hops[c].runnable_in(l, t));
-                            line(&path, t.saturating_sub(l) - rq);
-                            line(&runq(&path), rq);
+                            let rq = below.map_or((l, l), |(c, _)| hops[c].runnable_in(l, t));
+                            line(&path, t.saturating_sub(l) - (rq.1 - rq.0));
+                            if let Some((c, _)) = below {
+                                runq(&mut line, &path, c, rq);
+                            }
                             break;
                         }
                     }
@@ -641,7 +732,7 @@ const RUNQ: &str = crate::engine::nodes::RUNQ_FRAME;
 mod tests {
     use super::*;
     use crate::analyses::gothreads::ThreadWake;
-    use chainrec_format::{GoDelta, GoProcess};
+    use chainrec_format::{GoDelta, GoProcess, GoStw};
 
     fn ev(ts: u64, kind: GoEventKind, goid: u64, waker: u64, reason: u8) -> GoEvent {
         GoEvent {
@@ -694,6 +785,7 @@ mod tests {
                 capped_ns: 0,
             }],
             executes: vec![],
+            stws: vec![],
         });
         let g = goroutine_chains(&t, None, 8, 0, false);
         let root = |r: &str| format!("goroutine;wait: {r}");
@@ -773,6 +865,7 @@ mod tests {
                 capped_ns: 0,
             }],
             executes: vec![x(150, 2), x(340, 1)],
+            stws: vec![],
         };
         let (r, s) = ("goroutine;wait: chan receive", "goroutine;wait: sleep");
         let (gor, rt, rq) = ("goroutine", "[go runtime]", "[run queue]");
@@ -796,7 +889,8 @@ mod tests {
         let mut old = Tables::default();
         old.goroutines.merge(&GoDelta {
             executes: vec![],
-            ..delta
+            stws: vec![],
+            ..delta.clone()
         });
         let g = goroutine_chains(&old, None, 8, 0, false);
         let want: Vec<(String, u64)> = vec![
@@ -807,6 +901,50 @@ mod tests {
         assert_eq!(g.lines, want);
         assert_eq!(g.stats.waits_ns, 300 + 100);
         assert_eq!((g.stats.runnable_ns, g.stats.runnable_unknown), (0, 2));
+
+        // With stop-the-world periods [120, 140] (GC mark termination) and [320, 330]
+        // (GC sweep termination): the runnable parts inside them change level, the rest
+        // stays [run queue]; every line's total as before.
+        let w = |ts, stop, reason| GoStw {
+            ts,
+            cpu: 0,
+            tid: 100,
+            tgid: 100,
+            goid: 0,
+            stop,
+            reason,
+        };
+        let mut t = Tables::default();
+        t.goroutines.merge(&GoDelta {
+            stws: vec![
+                w(120, true, 1),
+                w(140, false, 0),
+                w(320, true, 2),
+                w(330, false, 0),
+            ],
+            ..delta
+        });
+        let g = goroutine_chains(&t, None, 8, 0, false);
+        let (mark, sweep) = (stw_label(1), stw_label(2));
+        assert_eq!(
+            mark,
+            "[go runtime: GC stop-the-world (GC mark termination)]"
+        );
+        let want: Vec<(String, u64)> = vec![
+            (format!("{s};--;{rq}"), 30),
+            (format!("{s};--;{mark}"), 20),
+            (format!("{s};--;{rt}"), 100),
+            (format!("{r};--;{rq}"), 30),
+            (format!("{r};--;{sweep}"), 10),
+            (format!("{r};--;{gor}"), 150),
+            (format!("{r};--;{gor};--;{rq}"), 30),
+            (format!("{r};--;{gor};--;{mark}"), 20),
+            (format!("{r};--;{gor};--;{rt}"), 100),
+        ];
+        assert_eq!(g.lines, want);
+        assert_eq!(g.stats.waits_ns, 340 + 150);
+        assert_eq!(g.stats.runnable_ns, 90);
+        assert_eq!((g.stats.stw_ns, g.stats.stw_periods), (20 + 10, 2));
     }
 
     /// A user stack of `frames` (leaf first) in process `tgid`, as id `id`.
@@ -995,6 +1133,7 @@ mod tests {
                 })
                 .collect(),
             executes: vec![],
+            stws: vec![],
         });
         let level = "[softirq: NET_RX];tcp_sendmsg;-;main.writeLoop;runtime.goexit;client";
         let wake = |entry: &str| ThreadWake {
