@@ -44,6 +44,7 @@ use std::collections::HashMap;
 use std::path::Path;
 mod common;
 use chainrec_testkit::bpf::can_record;
+use chainrec_testkit::sections::relabel_sections;
 use common::{bin, ok, stderr, GoToolchain, GoVersion};
 
 const TEST: &str = "real_go_goroutines";
@@ -700,36 +701,7 @@ fn tracer_stws(dump: &str, parsed: bool) -> Vec<(f64, f64)> {
 /// optional kind no reader knows (0x9f, header checksum redone): the same trace as a
 /// reader before format 2.4 sees it. Returns how many sections were relabelled.
 fn without_stw_sections(p: &Path, q: &Path) -> usize {
-    fn crc32(b: &[u8]) -> u32 {
-        let mut crc = !0u32;
-        for &x in b {
-            crc ^= x as u32;
-            for _ in 0..8 {
-                crc = if crc & 1 != 0 {
-                    (crc >> 1) ^ 0xEDB8_8320
-                } else {
-                    crc >> 1
-                };
-            }
-        }
-        !crc
-    }
-    let mut b = std::fs::read(p).unwrap();
-    let (mut off, mut patched) = (28usize, 0);
-    while off + 56 <= b.len() {
-        let size = u32::from_le_bytes(b[off + 4..off + 8].try_into().unwrap());
-        if size != 48 {
-            break;
-        }
-        let payload = u64::from_le_bytes(b[off + 16..off + 24].try_into().unwrap()) as usize;
-        if b[off + 8] == 0x85 {
-            b[off + 8] = 0x9f;
-            let crc = crc32(&b[off + 8..off + 52]);
-            b[off + 52..off + 56].copy_from_slice(&crc.to_le_bytes());
-            patched += 1;
-        }
-        off += 56 + payload;
-    }
+    let (b, patched) = relabel_sections(p, 0x85);
     std::fs::write(q, &b).unwrap();
     patched
 }

@@ -4,6 +4,7 @@
 
 mod common;
 use chainrec_format::*;
+use chainrec_testkit::sections::crc32;
 use common::*;
 
 /// Open and fully read a possibly damaged file. Ok((events, recovered)) or Err.
@@ -361,21 +362,6 @@ fn unknown_optional_sections_are_skipped() {
     let got = r.to_mem().unwrap().events;
     assert!(got.len() < t.events.len());
     assert_eq!(got[..], t.events[..got.len()]);
-}
-
-fn crc32(b: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &x in b {
-        crc ^= x as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
 }
 
 #[test]

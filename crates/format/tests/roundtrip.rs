@@ -3,6 +3,7 @@
 
 mod common;
 use chainrec_format::*;
+use chainrec_testkit::sections::{crc32, relabel_sections};
 use common::*;
 
 fn read_back(path: &std::path::Path) -> (TraceReader, MemTrace) {
@@ -485,7 +486,7 @@ fn not_chainrec_and_versions() {
     // Newer minor version: readable (header crc must be redone).
     let mut b = std::fs::read(&good).unwrap();
     b[18] = 7;
-    let crc = crc32fast_hash(&b[8..24]);
+    let crc = crc32(&b[8..24]);
     b[24..28].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&p, &b).unwrap();
     let r = TraceReader::open(&p).unwrap();
@@ -555,22 +556,6 @@ fn samples_round_trip() {
     assert_eq!(m.meta.sampling(), t.meta.sampling());
     let v = r.verify().unwrap();
     assert_eq!(v.events_by_kind[EventKind::Sample as usize], 110);
-}
-
-fn crc32fast_hash(b: &[u8]) -> u32 {
-    // CRC-32 (IEEE), bitwise: avoids a dev-dependency for one call.
-    let mut crc = !0u32;
-    for &x in b {
-        crc ^= x as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
 }
 
 #[test]
@@ -959,29 +944,6 @@ fn throttle_sections_round_trip() {
         .unwrap();
     let (_, m) = read_back(&d);
     check(&m.tables);
-}
-
-/// The bytes of the file at `p` with its sections of kind `kind` relabelled to an optional
-/// kind no reader knows (0x9f, header checksum redone), and how many there were.
-fn relabel_sections(p: &std::path::Path, kind: u8) -> (Vec<u8>, usize) {
-    let mut b = std::fs::read(p).unwrap();
-    let mut off = 28usize;
-    let mut patched = 0;
-    while off + 56 <= b.len() {
-        let size = u32::from_le_bytes(b[off + 4..off + 8].try_into().unwrap());
-        if size != 48 {
-            break;
-        }
-        let payload = u64::from_le_bytes(b[off + 16..off + 24].try_into().unwrap()) as usize;
-        if b[off + 8] == kind {
-            b[off + 8] = 0x9f;
-            let crc = crc32fast_hash(&b[off + 8..off + 52]);
-            b[off + 52..off + 56].copy_from_slice(&crc.to_le_bytes());
-            patched += 1;
-        }
-        off += 56 + payload;
-    }
-    (b, patched)
 }
 
 /// Goroutine records (optional kind 0x83, format 2.2) survive the indexed and the scanned
