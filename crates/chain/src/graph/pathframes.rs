@@ -267,7 +267,14 @@ pub(crate) fn first_of_path(
         return true;
     }
     let p = trie.get(e.parent);
-    p.parent == NO_PARENT && p.node & COMM_BIT == 0 && nodes.get(p.node).is_group()
+    p.parent == NO_PARENT && first_at_depth(nodes, 1, p.node)
+}
+
+/// [`first_of_path`] of an entry at `depth` under the root node `root`, without a trie:
+/// the root, or a child of a group root (`--cgroup-frames`, `--process-frames`).
+#[inline]
+pub(crate) fn first_at_depth(nodes: &NodeTable, depth: usize, root: NodeId) -> bool {
+    depth == 0 || (depth == 1 && root & COMM_BIT == 0 && nodes.get(root).is_group())
 }
 
 /// One entry of the path trie as [`crate::FoldedSink::for_each_path`] visits it: a path

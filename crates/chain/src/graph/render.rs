@@ -30,6 +30,23 @@ pub struct WriteSummary {
 }
 
 impl WriteSummary {
+    /// Write `line` with `weight` ns as `{line} {weight in unit}\n` into `out`, or count it
+    /// as left out when it rounds to 0 units. (`bytes` is the caller's to set.)
+    #[inline]
+    pub(crate) fn push_line(&mut self, out: &mut Vec<u8>, line: &str, weight: u64, unit: Unit) {
+        let v = unit.round(weight);
+        if v == 0 {
+            self.small_lines += 1;
+            self.small_ns += weight;
+        } else {
+            self.lines += 1;
+            out.extend_from_slice(line.as_bytes());
+            out.push(b' ');
+            push_u64(out, v);
+            out.push(b'\n');
+        }
+    }
+
     pub(crate) fn add(&mut self, o: &WriteSummary) {
         self.lines += o.lines;
         self.bytes += o.bytes;
@@ -73,12 +90,19 @@ impl PieceKeys {
     /// Mark `(node, first)`.
     #[inline]
     pub(crate) fn mark(&self, node: NodeId, first: bool) {
-        let k = if node & COMM_BIT != 0 {
-            2 * self.nodes + (node & !COMM_BIT) as usize
-        } else {
-            2 * node as usize + first as usize
-        };
+        let k = piece_key(self.nodes, node, first);
         self.bits[k / 64].fetch_or(1 << (k % 64), Ordering::Relaxed);
+    }
+}
+
+/// Where the piece `(node, first)` is among `nodes` nodes: `2 * node + first` for nodes,
+/// then `2 * nodes + comm` for comm nodes (their text does not depend on `first`).
+#[inline]
+fn piece_key(nodes: usize, node: NodeId, first: bool) -> usize {
+    if node & COMM_BIT != 0 {
+        2 * nodes + (node & !COMM_BIT) as usize
+    } else {
+        2 * node as usize + first as usize
     }
 }
 
@@ -180,11 +204,7 @@ impl Pieces {
 
     #[inline]
     fn key(&self, node: NodeId, first: bool) -> usize {
-        if node & COMM_BIT != 0 {
-            2 * self.nodes + (node & !COMM_BIT) as usize
-        } else {
-            2 * node as usize + first as usize
-        }
+        piece_key(self.nodes, node, first)
     }
 
     /// [`crate::graph::pathframes::first_of_path`] without the node table.
@@ -288,7 +308,7 @@ impl Through {
 
 /// Decimal digits of `v` into `out`.
 #[inline]
-pub(crate) fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+fn push_u64(out: &mut Vec<u8>, mut v: u64) {
     let mut b = [0u8; 20];
     let mut i = b.len();
     loop {
@@ -370,17 +390,7 @@ pub(crate) fn render_range(
     let mut s = WriteSummary::default();
     let before = out.len();
     walk(trie, pieces, order, range, |line, w| {
-        let v = unit.round(w);
-        if v == 0 {
-            s.small_lines += 1;
-            s.small_ns += w;
-        } else {
-            s.lines += 1;
-            out.extend_from_slice(line.as_bytes());
-            out.push(b' ');
-            push_u64(out, v);
-            out.push(b'\n');
-        }
+        s.push_line(out, line, w, unit)
     });
     s.bytes = (out.len() - before) as u64;
     s

@@ -25,8 +25,8 @@
 //! folded text of a big trace is far larger than its records (busy100m: 25 GB of text).
 
 use crate::engine::nodes::NodeTable;
-use crate::graph::paths::COMM_BIT;
-use crate::graph::render::{push_u64, write_in_order, PieceKeys, Pieces, WriteSummary};
+use crate::graph::pathframes::first_at_depth;
+use crate::graph::render::{write_in_order, PieceKeys, Pieces, WriteSummary};
 use crate::graph::trie::{preorder, PathTrie, NO_PARENT};
 use crate::graph::views::Unit;
 use chainrec_format::{RecordingMeta, Tables};
@@ -420,9 +420,7 @@ fn merge_partition(
         }
         let depth = ids.len();
         let root = path.first().copied().unwrap_or(e.node);
-        let first =
-            depth == 0 || (depth == 1 && root & COMM_BIT == 0 && naming.nodes.get(root).is_group());
-        keys.mark(e.node, first);
+        keys.mark(e.node, first_at_depth(naming.nodes, depth, root));
         ids.push(id);
         path.push(e.node);
         put(&mut buf, depth as u64);
@@ -470,7 +468,7 @@ fn render_chunk(
         if depth > 0 {
             line.push(';');
         }
-        line.push_str(pieces.get(node, pieces.first_at(depth, node_or(root, node))));
+        line.push_str(pieces.get(node, pieces.first_at(depth, root.unwrap_or(node))));
         ends.push(line.len());
     }
     let mut r = &bytes[..];
@@ -489,29 +487,14 @@ fn render_chunk(
             line.truncate(ends[depth - 1]);
             line.push(';');
         }
-        line.push_str(pieces.get(node, pieces.first_at(depth, node_or(root, node))));
+        line.push_str(pieces.get(node, pieces.first_at(depth, root.unwrap_or(node))));
         ends.push(line.len());
         if weight > 0 {
-            let v = unit.round(weight);
-            if v == 0 {
-                s.small_lines += 1;
-                s.small_ns += weight;
-            } else {
-                s.lines += 1;
-                out.extend_from_slice(line.as_bytes());
-                out.push(b' ');
-                push_u64(out, v);
-                out.push(b'\n');
-            }
+            s.push_line(out, &line, weight, unit);
         }
     }
     s.bytes = (out.len() - before) as u64;
     Ok(s)
-}
-
-#[inline]
-fn node_or(root: Option<u32>, node: u32) -> u32 {
-    root.unwrap_or(node)
 }
 
 #[cfg(test)]
