@@ -152,15 +152,24 @@ ensure_go124() {
     fi
     local work
     work=$(mktemp -d "$GO124_CACHE/fetch.XXXXXX")
+    # curl's own message names only the URL: say what the download is for and the ways out.
+    fetch_go124() {
+        local err
+        if ! err=$(curl -fsS -o "$1" "$2" 2>&1); then
+            log "Go 1.24: cannot fetch $2 (${err:-curl failed}): the Go 1.24 tests need Debian 13 (trixie) from deb.debian.org; rerun when it is reachable, or set CHAINREC_GO124 to a Go 1.24 'go' binary"
+            rm -rf "$work"
+            exit 1
+        fi
+    }
     log "Go 1.24: fetching Debian 13's ${GO124_DEBS[*]} from trixie's pool into $GO124_CACHE"
-    curl -fsS -o "$work/InRelease" "$TRIXIE/InRelease"
+    fetch_go124 "$work/InRelease" "$TRIXIE/InRelease"
     gpgv --quiet --keyring /usr/share/keyrings/debian-archive-keyring.gpg \
         --output "$work/Release" "$work/InRelease" 2>"$work/gpgv.log" || {
         log "Go 1.24: trixie's InRelease does not verify: $(cat "$work/gpgv.log")"
         rm -rf "$work"
         exit 1
     }
-    curl -fsS -o "$work/Packages.xz" "$TRIXIE/main/binary-amd64/Packages.xz"
+    fetch_go124 "$work/Packages.xz" "$TRIXIE/main/binary-amd64/Packages.xz"
     local want
     # Release's SHA256 section: lines " HASH SIZE PATH" after "SHA256:".
     want=$(awk '/^[A-Za-z]/ { in256 = ($1 == "SHA256:"); next }
@@ -183,7 +192,7 @@ ensure_go124() {
             rm -rf "$work"
             exit 1
         fi
-        curl -fsS -o "$work/$pkg.deb" "http://deb.debian.org/debian/$file"
+        fetch_go124 "$work/$pkg.deb" "http://deb.debian.org/debian/$file"
         if [ "$(sha256sum <"$work/$pkg.deb" | cut -d' ' -f1)" != "$sha" ]; then
             log "Go 1.24: $file does not match the SHA256 of trixie's Packages index"
             rm -rf "$work"
