@@ -1,0 +1,571 @@
+//! Issue 37's "two passes" measured on the walk floor's semantics before the engine is
+//! rebuilt on it (docs/ENGINE.md, "The second design"). The same time-bounded chains as
+//! `walk_floor` (no dedup, lazy stacks as they stand at the switch-in, no exits, no PID
+//! reuse, no run-queue levels, hops never forgotten), computed two ways over the same
+//! decoded events:
+//!
+//! * **serial**: one state machine over the events in order (today's shape);
+//! * **two passes**: (A) the events scattered into per-thread lists, in parallel by range
+//!   of events; (B) each thread's own state machine over its list, in parallel by thread:
+//!   its wakings that end a wait (hops), its waits and their first hop; (C) each hop's
+//!   cause, the waker's last hop before the waking, found by binary search in the
+//!   waker's hops, in parallel by hop; (D) every wait's chain walked over those read-only
+//!   arrays, in parallel by wait.
+//!
+//! Both fold each wait's path (node keys and per-level weights) into an order-free
+//! checksum; the tool fails unless they agree. Each phase is timed on a pool of 1 thread
+//! and of N (default: all cores), and the largest single unit of each parallel phase
+//! (the busiest thread's list in B) bounds how far more cores could take it.
+//!
+//! ```text
+//! cargo run --release -p chainrec-tools --bin twopass -- /tmp/s23/busy20m.zst [THREADS]
+//! ```
+//!
+//! Needs about 60 bytes of memory per event.
+use chainrec_format::{Event, TraceReader};
+use rayon::prelude::*;
+use std::time::Instant;
+
+/// Depth limit (the engine's default).
+const MAX_DEPTH: usize = 16;
+const NONE: u32 = u32::MAX;
+
+/// A node by what names it (a thread or an interrupt, and its stacks): not interned, so
+/// both walks name nodes the same way without sharing a table.
+type Key = (u32, u32, u32);
+
+/// A hop: a waking that ended a thread's wait.
+#[derive(Clone, Copy)]
+struct Hop {
+    /// Index of the waking in the trace's events.
+    idx: u32,
+    ts: u64,
+    /// The waker's thread (`NONE` for an interrupt or the idle task: metal).
+    waker: u32,
+    key: Key,
+    /// Switch-out of the woken wait (where a chain through this hop's wakee starts).
+    wait_start: u64,
+}
+
+/// A wait ended by a hop, closed at its switch-in.
+#[derive(Clone, Copy)]
+struct Wait {
+    tid: u32,
+    switch_out: u64,
+    first_hop: u32,
+    kstack: u32,
+    ustack: u32,
+}
+
+#[inline]
+fn mix(h: u64, x: u64) -> u64 {
+    (h ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29)
+}
+
+#[inline]
+fn key_hash(k: Key) -> u64 {
+    mix(mix(u64::from(k.0), u64::from(k.1)), u64::from(k.2))
+}
+
+/// Walk one wait's chain: `hop(i)` gives hop i, `cause(i)` its cause (`NONE`: none).
+/// Returns the path's checksum (root key, then each level's key and weight).
+#[inline]
+fn walk(w: &Wait, hop: impl Fn(u32) -> Hop, cause: impl Fn(u32) -> u32) -> u64 {
+    let mut h = key_hash((w.tid, w.kstack, w.ustack));
+    let first = hop(w.first_hop);
+    let (mut lo, mut hi, mut cur, mut cur_id) = (w.switch_out, first.ts, first, w.first_hop);
+    for _ in 0..MAX_DEPTH {
+        h = mix(h, key_hash(cur.key));
+        let c = if cur.waker == NONE {
+            NONE
+        } else {
+            cause(cur_id)
+        };
+        let next = (c != NONE).then(|| hop(c)).filter(|n| n.ts > lo);
+        let Some(next) = next else {
+            h = mix(h, hi.saturating_sub(lo));
+            break;
+        };
+        let lo2 = lo.max(next.wait_start);
+        let hi2 = next.ts.min(hi);
+        h = mix(h, hi.saturating_sub(lo) - hi2.saturating_sub(lo2));
+        (lo, hi, cur, cur_id) = (lo2, hi2, next, c);
+    }
+    // Order-free over waits: the sum of a strong per-path hash.
+    mix(h, 0x5bd1_e995)
+}
+
+/// The key of the hop a waking makes (its waker thread, or `NONE` when metal).
+#[inline]
+fn waking_hop(w: &chainrec_format::Waking, idx: u32, wait_start: u64) -> Hop {
+    let metal = !w.context.is_task() || w.waker_tid == 0;
+    Hop {
+        idx,
+        ts: w.ts,
+        waker: if metal { NONE } else { w.waker_tid },
+        key: if metal {
+            (u32::MAX - w.context as u32, w.source, w.waker_kstack.0)
+        } else {
+            (w.waker_tid, w.waker_kstack.0, w.waker_ustack.0)
+        },
+        wait_start,
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Task {
+    off: bool,
+    switch_out: u64,
+    state: u32,
+    /// The hop that ended the current wait (`NONE`: not woken yet).
+    wake_hop: u32,
+    /// The last hop this thread received (`NONE`: none yet).
+    last_hop: u32,
+    kstack: u32,
+    ustack: u32,
+}
+
+impl Task {
+    fn new() -> Self {
+        Task {
+            wake_hop: NONE,
+            last_hop: NONE,
+            ..Task::default()
+        }
+    }
+}
+
+/// Today's shape: one pass in event order. Returns (checksum, waits, hops).
+fn serial(events: &[Event], max_tid: usize) -> (u64, u64, usize) {
+    let mut tasks = vec![Task::new(); max_tid + 1];
+    let mut hops: Vec<Hop> = Vec::new();
+    let mut causes: Vec<u32> = Vec::new();
+    let (mut sum, mut waits) = (0u64, 0u64);
+    for (i, ev) in events.iter().enumerate() {
+        match ev {
+            Event::Switch(s) => {
+                if s.prev_tid != 0 {
+                    let t = &mut tasks[s.prev_tid as usize];
+                    (t.off, t.switch_out, t.state, t.wake_hop) = (true, s.ts, s.prev_state, NONE);
+                    (t.kstack, t.ustack) = (s.prev_kstack.0, s.prev_ustack.0);
+                }
+                if s.next_tid != 0 {
+                    let t = tasks[s.next_tid as usize];
+                    if t.off && t.state != 0 && t.wake_hop != NONE {
+                        let w = Wait {
+                            tid: s.next_tid,
+                            switch_out: t.switch_out,
+                            first_hop: t.wake_hop,
+                            kstack: t.kstack,
+                            ustack: t.ustack,
+                        };
+                        sum = sum.wrapping_add(walk(
+                            &w,
+                            |i| hops[i as usize],
+                            |i| causes[i as usize],
+                        ));
+                        waits += 1;
+                    }
+                    tasks[s.next_tid as usize].off = false;
+                }
+            }
+            Event::Waking(w) => {
+                if w.target_tid == 0 {
+                    continue;
+                }
+                let t = tasks[w.target_tid as usize];
+                if !t.off || t.wake_hop != NONE {
+                    continue;
+                }
+                let hop = waking_hop(w, i as u32, t.switch_out);
+                let cause = if hop.waker == NONE {
+                    NONE
+                } else {
+                    tasks[hop.waker as usize].last_hop
+                };
+                let id = hops.len() as u32;
+                hops.push(hop);
+                causes.push(cause);
+                let t = &mut tasks[w.target_tid as usize];
+                (t.wake_hop, t.last_hop) = (id, id);
+            }
+            Event::OffCpuStacks(o) => {
+                let t = &mut tasks[o.tid as usize];
+                if o.kstack.0 != 0 {
+                    t.kstack = o.kstack.0;
+                }
+                if o.ustack.0 != 0 {
+                    t.ustack = o.ustack.0;
+                }
+            }
+            _ => {}
+        }
+    }
+    (sum, waits, hops.len())
+}
+
+/// What phase A gives each thread: its events in trace order, with the fields its own
+/// state machine needs (so phase B reads its list alone, in order).
+#[derive(Clone, Copy)]
+struct Item {
+    ts: u64,
+    /// Index of the event in the trace.
+    idx: u32,
+    kind: u32,
+    /// SWITCH_OUT: state; WOKEN: the waker (`NONE`: metal).
+    a: u32,
+    /// SWITCH_OUT, STACKS: kernel and user stack; WOKEN: the hop's key.
+    key: Key,
+}
+
+const SWITCH_OUT: u32 = 0;
+const SWITCH_IN: u32 = 1;
+const WOKEN: u32 = 2;
+/// The thread woke another from task context: its last hop then is that hop's cause.
+const SENT: u32 = 3;
+const STACKS: u32 = 4;
+
+/// Per-thread output of phase B.
+#[derive(Default)]
+struct Own {
+    hops: Vec<Hop>,
+    waits: Vec<Wait>,
+}
+
+struct Phases {
+    /// Of the phases' time, the parts run on one thread (prefix sums, joining the hops).
+    serial: f64,
+    scatter: f64,
+    threads: f64,
+    walks: f64,
+    sum: u64,
+    waits: u64,
+    hops: usize,
+    /// The busiest thread's share of phase B's items (bounds B's speed-up).
+    biggest_share: f64,
+}
+
+/// A raw pointer the fill pass shares between workers that write disjoint slots.
+struct SyncPtr(*mut Item);
+// SAFETY: the workers write disjoint slots (see the fill pass).
+unsafe impl Sync for SyncPtr {}
+
+/// Each (thread, item) of `evs`, whose first event has index `base`.
+#[inline]
+fn for_each_item(evs: &[Event], base: u32, mut f: impl FnMut(u32, Item)) {
+    for (j, ev) in evs.iter().enumerate() {
+        let idx = base + j as u32;
+        match ev {
+            Event::Switch(s) => {
+                if s.prev_tid != 0 {
+                    f(
+                        s.prev_tid,
+                        Item {
+                            ts: s.ts,
+                            idx,
+                            kind: SWITCH_OUT,
+                            a: s.prev_state,
+                            key: (0, s.prev_kstack.0, s.prev_ustack.0),
+                        },
+                    );
+                }
+                if s.next_tid != 0 {
+                    f(
+                        s.next_tid,
+                        Item {
+                            ts: s.ts,
+                            idx,
+                            kind: SWITCH_IN,
+                            a: 0,
+                            key: (0, 0, 0),
+                        },
+                    );
+                }
+            }
+            Event::Waking(w) if w.target_tid != 0 => {
+                let h = waking_hop(w, idx, 0);
+                f(
+                    w.target_tid,
+                    Item {
+                        ts: w.ts,
+                        idx,
+                        kind: WOKEN,
+                        a: h.waker,
+                        key: h.key,
+                    },
+                );
+                if h.waker != NONE {
+                    f(
+                        h.waker,
+                        Item {
+                            ts: w.ts,
+                            idx,
+                            kind: SENT,
+                            a: 0,
+                            key: (0, 0, 0),
+                        },
+                    );
+                }
+            }
+            Event::OffCpuStacks(o) => f(
+                o.tid,
+                Item {
+                    ts: o.ts,
+                    idx,
+                    kind: STACKS,
+                    a: 0,
+                    key: (0, o.kstack.0, o.ustack.0),
+                },
+            ),
+            _ => {}
+        }
+    }
+}
+
+fn two_pass(events: &[Event], max_tid: usize) -> Phases {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    // A: scatter each event into the lists of the threads it concerns, by ranges of
+    // events: count per (range, thread), lay the lists out thread by thread in one
+    // array (each thread's pieces in range order), then fill in parallel.
+    let t0 = Instant::now();
+    let parts = rayon::current_num_threads().max(1) * 4;
+    let step = events.len().div_ceil(parts).max(1);
+    let mut counts: Vec<Vec<u32>> = events
+        .par_chunks(step)
+        .map(|evs| {
+            let mut c = vec![0u32; max_tid + 1];
+            for_each_item(evs, 0, |t, _| c[t as usize] += 1);
+            c
+        })
+        .collect();
+    let t_serial = Instant::now();
+    let mut starts = vec![0usize; max_tid + 2];
+    let mut at = 0usize;
+    for t in 0..=max_tid {
+        starts[t] = at;
+        for c in counts.iter_mut() {
+            let n = c[t] as usize;
+            c[t] = at as u32; // now the part's cursor for thread t
+            at += n;
+        }
+    }
+    starts[max_tid + 1] = at;
+    let mut serial_s = t_serial.elapsed().as_secs_f64();
+    let mut all: Vec<Item> = Vec::with_capacity(at);
+    let out = SyncPtr(all.as_mut_ptr());
+    events
+        .par_chunks(step)
+        .zip(counts.par_iter_mut())
+        .enumerate()
+        .for_each(|(p, (evs, cursor))| {
+            let out = &out;
+            for_each_item(evs, (p * step) as u32, |t, it| {
+                let slot = &mut cursor[t as usize];
+                // SAFETY: the counting pass gave each (part, thread) its own range of
+                // `all` (inside its capacity), and this part writes only its own ranges,
+                // each slot once.
+                unsafe { out.0.add(*slot as usize).write(it) };
+                *slot += 1;
+            });
+        });
+    // SAFETY: every slot below `at` was written exactly once above.
+    unsafe { all.set_len(at) };
+    let lists: Vec<&[Item]> = (0..=max_tid)
+        .map(|t| &all[starts[t]..starts[t + 1]])
+        .collect();
+    let scatter = t0.elapsed().as_secs_f64();
+
+    // B: each thread's state machine over its own list. A waking it sent records its
+    // last hop then (its local number) under the waking's event index: the cause of the
+    // hop that waking makes, if it makes one (each index is written by one thread).
+    let t0 = Instant::now();
+    let cause_at: Vec<AtomicU32> = (0..events.len()).map(|_| AtomicU32::new(NONE)).collect();
+    let own: Vec<Own> = lists
+        .par_iter()
+        .enumerate()
+        .map(|(tid, list)| {
+            let mut o = Own::default();
+            let mut t = Task::new();
+            for it in list.iter() {
+                match it.kind {
+                    SWITCH_OUT => {
+                        (t.off, t.switch_out, t.state, t.wake_hop) = (true, it.ts, it.a, NONE);
+                        (t.kstack, t.ustack) = (it.key.1, it.key.2);
+                    }
+                    SWITCH_IN => {
+                        if t.off && t.state != 0 && t.wake_hop != NONE {
+                            o.waits.push(Wait {
+                                tid: tid as u32,
+                                switch_out: t.switch_out,
+                                first_hop: t.wake_hop,
+                                kstack: t.kstack,
+                                ustack: t.ustack,
+                            });
+                        }
+                        t.off = false;
+                    }
+                    WOKEN => {
+                        if t.off && t.wake_hop == NONE {
+                            t.wake_hop = o.hops.len() as u32;
+                            t.last_hop = t.wake_hop;
+                            o.hops.push(Hop {
+                                idx: it.idx,
+                                ts: it.ts,
+                                waker: it.a,
+                                key: it.key,
+                                wait_start: t.switch_out,
+                            });
+                        }
+                    }
+                    SENT => cause_at[it.idx as usize].store(t.last_hop, Relaxed),
+                    _ => {
+                        if it.key.1 != 0 {
+                            t.kstack = it.key.1;
+                        }
+                        if it.key.2 != 0 {
+                            t.ustack = it.key.2;
+                        }
+                    }
+                }
+            }
+            o
+        })
+        .collect();
+    drop(lists);
+    drop(all);
+    let items: Vec<usize> = own.iter().map(|o| o.hops.len() + o.waits.len()).collect();
+    let biggest_share =
+        *items.iter().max().unwrap_or(&0) as f64 / items.iter().sum::<usize>().max(1) as f64;
+    // Global hop ids: each thread's hops after the threads before it (a prefix sum).
+    let t_serial = Instant::now();
+    let mut first = Vec::with_capacity(own.len() + 1);
+    let mut n = 0u32;
+    for o in &own {
+        first.push(n);
+        n += o.hops.len() as u32;
+    }
+    first.push(n);
+    let hops: Vec<Hop> = own.iter().flat_map(|o| o.hops.iter().copied()).collect();
+    serial_s += t_serial.elapsed().as_secs_f64();
+    let threads = t0.elapsed().as_secs_f64();
+
+    // C+D: every wait's chain over read-only arrays; a hop's cause is its waker's hop
+    // recorded under the waking's index.
+    let t0 = Instant::now();
+    let cause = |i: u32| {
+        let h = &hops[i as usize];
+        if h.waker == NONE {
+            return NONE;
+        }
+        match cause_at[h.idx as usize].load(Relaxed) {
+            NONE => NONE,
+            l => first[h.waker as usize] + l,
+        }
+    };
+    let (sum, waits) = own
+        .par_iter()
+        .enumerate()
+        .map(|(tid, o)| {
+            let base = first[tid];
+            o.waits.iter().fold((0u64, 0u64), |(s, n), w| {
+                let w = Wait {
+                    first_hop: base + w.first_hop,
+                    ..*w
+                };
+                (s.wrapping_add(walk(&w, |i| hops[i as usize], cause)), n + 1)
+            })
+        })
+        .reduce(|| (0, 0), |a, b| (a.0.wrapping_add(b.0), a.1 + b.1));
+    let walks = t0.elapsed().as_secs_f64();
+    Phases {
+        serial: serial_s,
+        scatter,
+        threads,
+        walks,
+        sum,
+        waits,
+        hops: hops.len(),
+        biggest_share,
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let Some(path) = args.next() else {
+        eprintln!("usage: twopass TRACE [THREADS]");
+        std::process::exit(2);
+    };
+    let threads = match args.next().map(|s| s.parse::<usize>()) {
+        None => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => {
+            eprintln!("twopass: THREADS must be a positive number");
+            std::process::exit(2);
+        }
+    };
+    let reader = TraceReader::open(path.as_ref()).unwrap_or_else(|e| {
+        eprintln!("twopass: {e}");
+        std::process::exit(1);
+    });
+    let mut events: Vec<Event> = Vec::new();
+    let decoded = reader.for_each_chunk(0..reader.chunks().len(), true, |ev| {
+        events.extend_from_slice(ev);
+        Ok::<(), chainrec_format::FormatError>(())
+    });
+    if let Err(e) = decoded {
+        eprintln!("twopass: {e}");
+        std::process::exit(1);
+    }
+    if events.len() >= 1 << 30 {
+        eprintln!(
+            "twopass: more than 2^30 events: cut the trace (the lists pack an index in 30 bits)"
+        );
+        std::process::exit(2);
+    }
+    let max_tid = events
+        .iter()
+        .map(|e| match e {
+            Event::Switch(s) => s.prev_tid.max(s.next_tid),
+            Event::Waking(w) => w.target_tid.max(w.waker_tid),
+            Event::OffCpuStacks(o) => o.tid,
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0) as usize;
+    let n = events.len() as f64;
+    let t0 = Instant::now();
+    let (want, waits, hops) = serial(&events, max_tid);
+    let ser = t0.elapsed().as_secs_f64();
+    eprintln!(
+        "serial: {} events, {waits} waits, {hops} hops: {:.3} s = {:.1} ns/event",
+        events.len(),
+        ser,
+        ser * 1e9 / n
+    );
+    for pool in [1, threads] {
+        let p = rayon::ThreadPoolBuilder::new()
+            .num_threads(pool)
+            .build()
+            .expect("a thread pool");
+        let r = p.install(|| two_pass(&events, max_tid));
+        let total = r.scatter + r.threads + r.walks;
+        eprintln!(
+            "two passes on {pool} thread(s): {:.3} s = {:.1} ns/event (A scatter {:.3}, B threads {:.3}, C+D causes and walks {:.3}; of all that, run on one thread {:.3}); busiest thread {:.2} % of B",
+            total,
+            total * 1e9 / n,
+            r.scatter,
+            r.threads,
+            r.walks,
+            r.serial,
+            r.biggest_share * 100.0
+        );
+        if (r.sum, r.waits, r.hops) != (want, waits, hops) {
+            eprintln!(
+                "twopass: MISMATCH: two passes give {} waits, {} hops, checksum {:x}; serial {waits}, {hops}, {want:x}",
+                r.waits, r.hops, r.sum
+            );
+            std::process::exit(1);
+        }
+    }
+    eprintln!("checksums agree ({want:x})");
+}
