@@ -1,30 +1,58 @@
-//! Issue 37's "two passes" measured on the walk floor's semantics before the engine is
-//! rebuilt on it (docs/ENGINE.md, "The second design"). The same time-bounded chains as
-//! `walk_floor` (no dedup, lazy stacks as they stand at the switch-in, no exits, no PID
-//! reuse, no run-queue levels, hops never forgotten), computed two ways over the same
-//! decoded events:
+//! Issue 37's parallel walk, measured on the walk floor's semantics before the engine is
+//! rebuilt on it (docs/ENGINE.md, "The second design, chosen"). The same time-bounded
+//! chains as `walk_floor` (no dedup, lazy stacks as they stand at the switch-in, no
+//! exits, no PID reuse, no run-queue levels, hops never forgotten), computed three ways
+//! over the same decoded events:
 //!
 //! * **serial**: one state machine over the events in order (today's shape);
-//! * **two passes**: (A) the events scattered into per-thread lists, in parallel by range
-//!   of events; (B) each thread's own state machine over its list, in parallel by thread:
-//!   its wakings that end a wait (hops), its waits and their first hop; (C) each hop's
-//!   cause, the waker's last hop before the waking, found by binary search in the
-//!   waker's hops, in parallel by hop; (D) every wait's chain walked over those read-only
-//!   arrays, in parallel by wait.
+//! * **two passes by thread**: (A) the events scattered into per-thread lists, in
+//!   parallel by range of events; (B) each thread's own state machine over its list, in
+//!   parallel by thread: its wakings that end a wait (hops), its waits and their first
+//!   hop, and for each waking it sends its last hop then (the cause of the hop that
+//!   waking makes); (C+D) every wait's chain walked over those read-only arrays, in
+//!   parallel by wait;
+//! * **time split**: the events cut into segments, each run by the serial machine from
+//!   unknown thread states, in parallel; a thread's events before its first switch-out in
+//!   a segment, and a cause the segment cannot know (a waker that received no hop in it
+//!   yet), are left to a serial stitch in segment order, which replays them with the true
+//!   states and resolves them; the waits whose chains met such a cause are walked last,
+//!   in parallel.
 //!
-//! Both fold each wait's path (node keys and per-level weights) into an order-free
-//! checksum; the tool fails unless they agree. Each phase is timed on a pool of 1 thread
-//! and of N (default: all cores), and the largest single unit of each parallel phase
-//! (the busiest thread's list in B) bounds how far more cores could take it.
+//! All fold each wait's path (node keys and per-level weights) into an order-free
+//! checksum; the tool fails unless they agree. Phases are measured in CPU seconds of the
+//! process (so a loaded machine does not distort them); the largest segment's machine
+//! is the time split's critical path on as many cores as segments.
 //!
 //! ```text
 //! cargo run --release -p chainrec-tools --bin twopass -- /tmp/s23/busy20m.zst [THREADS]
 //! ```
 //!
-//! Needs about 60 bytes of memory per event.
+//! Needs about 100 bytes of memory per event.
 use chainrec_format::{Event, TraceReader};
 use rayon::prelude::*;
-use std::time::Instant;
+
+/// CPU time of the calling thread (s): what a phase costs whatever else runs on the
+/// machine.
+fn thread_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; CLOCK_THREAD_CPUTIME_ID needs nothing else.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// CPU time of the whole process (s, user + system, all threads): what a phase costs
+/// whatever else runs on the machine (wall time is only meaningful on a quiet one).
+fn proc_cpu() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to overwrite.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid rusage to write.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
 
 /// Depth limit (the engine's default).
 const MAX_DEPTH: usize = 16;
@@ -159,11 +187,8 @@ fn serial(events: &[Event], max_tid: usize) -> (u64, u64, usize) {
                             kstack: t.kstack,
                             ustack: t.ustack,
                         };
-                        sum = sum.wrapping_add(walk(
-                            &w,
-                            |i| hops[i as usize],
-                            |i| causes[i as usize],
-                        ));
+                        let hh = walk(&w, |i| hops[i as usize], |i| causes[i as usize]);
+                        sum = sum.wrapping_add(hh);
                         waits += 1;
                     }
                     tasks[s.next_tid as usize].off = false;
@@ -327,7 +352,7 @@ fn two_pass(events: &[Event], max_tid: usize) -> Phases {
     // A: scatter each event into the lists of the threads it concerns, by ranges of
     // events: count per (range, thread), lay the lists out thread by thread in one
     // array (each thread's pieces in range order), then fill in parallel.
-    let t0 = Instant::now();
+    let t0 = proc_cpu();
     let parts = rayon::current_num_threads().max(1) * 4;
     let step = events.len().div_ceil(parts).max(1);
     let mut counts: Vec<Vec<u32>> = events
@@ -338,7 +363,7 @@ fn two_pass(events: &[Event], max_tid: usize) -> Phases {
             c
         })
         .collect();
-    let t_serial = Instant::now();
+    let t_serial = proc_cpu();
     let mut starts = vec![0usize; max_tid + 2];
     let mut at = 0usize;
     for t in 0..=max_tid {
@@ -350,7 +375,7 @@ fn two_pass(events: &[Event], max_tid: usize) -> Phases {
         }
     }
     starts[max_tid + 1] = at;
-    let mut serial_s = t_serial.elapsed().as_secs_f64();
+    let mut serial_s = proc_cpu() - t_serial;
     let mut all: Vec<Item> = Vec::with_capacity(at);
     let out = SyncPtr(all.as_mut_ptr());
     events
@@ -373,12 +398,12 @@ fn two_pass(events: &[Event], max_tid: usize) -> Phases {
     let lists: Vec<&[Item]> = (0..=max_tid)
         .map(|t| &all[starts[t]..starts[t + 1]])
         .collect();
-    let scatter = t0.elapsed().as_secs_f64();
+    let scatter = proc_cpu() - t0;
 
     // B: each thread's state machine over its own list. A waking it sent records its
     // last hop then (its local number) under the waking's event index: the cause of the
     // hop that waking makes, if it makes one (each index is written by one thread).
-    let t0 = Instant::now();
+    let t0 = proc_cpu();
     let cause_at: Vec<AtomicU32> = (0..events.len()).map(|_| AtomicU32::new(NONE)).collect();
     let own: Vec<Own> = lists
         .par_iter()
@@ -437,7 +462,7 @@ fn two_pass(events: &[Event], max_tid: usize) -> Phases {
     let biggest_share =
         *items.iter().max().unwrap_or(&0) as f64 / items.iter().sum::<usize>().max(1) as f64;
     // Global hop ids: each thread's hops after the threads before it (a prefix sum).
-    let t_serial = Instant::now();
+    let t_serial = proc_cpu();
     let mut first = Vec::with_capacity(own.len() + 1);
     let mut n = 0u32;
     for o in &own {
@@ -446,12 +471,12 @@ fn two_pass(events: &[Event], max_tid: usize) -> Phases {
     }
     first.push(n);
     let hops: Vec<Hop> = own.iter().flat_map(|o| o.hops.iter().copied()).collect();
-    serial_s += t_serial.elapsed().as_secs_f64();
-    let threads = t0.elapsed().as_secs_f64();
+    serial_s += proc_cpu() - t_serial;
+    let threads = proc_cpu() - t0;
 
     // C+D: every wait's chain over read-only arrays; a hop's cause is its waker's hop
     // recorded under the waking's index.
-    let t0 = Instant::now();
+    let t0 = proc_cpu();
     let cause = |i: u32| {
         let h = &hops[i as usize];
         if h.waker == NONE {
@@ -476,7 +501,7 @@ fn two_pass(events: &[Event], max_tid: usize) -> Phases {
             })
         })
         .reduce(|| (0, 0), |a, b| (a.0.wrapping_add(b.0), a.1 + b.1));
-    let walks = t0.elapsed().as_secs_f64();
+    let walks = proc_cpu() - t0;
     Phases {
         serial: serial_s,
         scatter,
@@ -486,6 +511,364 @@ fn two_pass(events: &[Event], max_tid: usize) -> Phases {
         waits,
         hops: hops.len(),
         biggest_share,
+    }
+}
+
+/// A cause not known inside a segment: the waker's last hop before event `idx`, where
+/// the waker had received no hop in the segment yet (resolved by the stitch).
+const PLACEHOLDER: u32 = 1 << 31;
+/// A thread's last hop not known inside a segment (none received there yet).
+const UNKNOWN: u32 = u32::MAX - 1;
+
+/// A segment's worker's results.
+struct Seg {
+    /// CPU time the segment's machine took.
+    cpu: f64,
+    hops: Vec<Hop>,
+    /// Per hop: a local hop id, `NONE`, or `PLACEHOLDER | i` (the segment's placeholder i).
+    causes: Vec<u32>,
+    placeholders: Vec<(u32, u32)>,
+    /// Per thread: `None` when the thread never switched out in the segment; else its
+    /// state at the segment's end (hop ids local; `last_hop` may be `UNKNOWN`).
+    end: Vec<Option<Task>>,
+    /// Per thread: its events before its first switch-out in the segment, left to the
+    /// stitch (they depend on the state the segment starts with); with a waking, its
+    /// waker's last hop as the segment knew it (a local id, `UNKNOWN`, or `NONE` when
+    /// metal).
+    prefix: Vec<Vec<(u32, u32)>>,
+    /// Threads that switched out in the segment (whose `end` is `Some`).
+    touched: Vec<u32>,
+    /// Waits whose chain met a placeholder: walked by the stitch.
+    deferred: Vec<Wait>,
+    sum: u64,
+    waits: u64,
+}
+
+/// One segment's serial machine, starting from unknown states.
+fn segment(events: &[Event], base: u32, max_tid: usize) -> Seg {
+    let cpu0 = thread_cpu();
+    let mut seg = Seg {
+        cpu: 0.0,
+        hops: Vec::new(),
+        causes: Vec::new(),
+        placeholders: Vec::new(),
+        end: vec![None; max_tid + 1],
+        prefix: vec![Vec::new(); max_tid + 1],
+        touched: Vec::new(),
+        deferred: Vec::new(),
+        sum: 0,
+        waits: 0,
+    };
+    for (j, ev) in events.iter().enumerate() {
+        let idx = base + j as u32;
+        match ev {
+            Event::Switch(s) => {
+                if s.prev_tid != 0 {
+                    if seg.end[s.prev_tid as usize].is_none() {
+                        seg.touched.push(s.prev_tid);
+                    }
+                    let t = seg.end[s.prev_tid as usize].get_or_insert(Task {
+                        last_hop: UNKNOWN,
+                        ..Task::new()
+                    });
+                    (t.off, t.switch_out, t.state, t.wake_hop) = (true, s.ts, s.prev_state, NONE);
+                    (t.kstack, t.ustack) = (s.prev_kstack.0, s.prev_ustack.0);
+                }
+                if s.next_tid != 0 {
+                    let n = s.next_tid as usize;
+                    let Some(t) = seg.end[n] else {
+                        seg.prefix[n].push((idx, NONE));
+                        continue;
+                    };
+                    if t.off && t.state != 0 && t.wake_hop != NONE {
+                        let w = Wait {
+                            tid: s.next_tid,
+                            switch_out: t.switch_out,
+                            first_hop: t.wake_hop,
+                            kstack: t.kstack,
+                            ustack: t.ustack,
+                        };
+                        let (hops, causes) = (&seg.hops, &seg.causes);
+                        if reaches_placeholder(&w, hops, causes) {
+                            seg.deferred.push(w);
+                        } else {
+                            let h = walk(&w, |i| hops[i as usize], |i| causes[i as usize]);
+                            seg.sum = seg.sum.wrapping_add(h);
+                            seg.waits += 1;
+                        }
+                    }
+                    if let Some(t) = seg.end[n].as_mut() {
+                        t.off = false;
+                    }
+                }
+            }
+            Event::Waking(w) if w.target_tid != 0 => {
+                let target = w.target_tid as usize;
+                let Some(t) = seg.end[target] else {
+                    // Whether this waking ends a wait depends on the target's state
+                    // before the segment; its cause, on the waker's last hop now.
+                    let hint = if !w.context.is_task() || w.waker_tid == 0 {
+                        NONE
+                    } else {
+                        seg.end[w.waker_tid as usize].map_or(UNKNOWN, |x| x.last_hop)
+                    };
+                    seg.prefix[target].push((idx, hint));
+                    continue;
+                };
+                if !t.off || t.wake_hop != NONE {
+                    continue;
+                }
+                let hop = waking_hop(w, idx, t.switch_out);
+                let cause = if hop.waker == NONE {
+                    NONE
+                } else {
+                    match seg.end[hop.waker as usize].map_or(UNKNOWN, |x| x.last_hop) {
+                        UNKNOWN => {
+                            seg.placeholders.push((hop.waker, idx));
+                            PLACEHOLDER | (seg.placeholders.len() as u32 - 1)
+                        }
+                        l => l,
+                    }
+                };
+                let id = seg.hops.len() as u32;
+                seg.hops.push(hop);
+                seg.causes.push(cause);
+                if let Some(t) = seg.end[target].as_mut() {
+                    (t.wake_hop, t.last_hop) = (id, id);
+                }
+            }
+            Event::OffCpuStacks(o) => match seg.end[o.tid as usize].as_mut() {
+                None => seg.prefix[o.tid as usize].push((idx, NONE)),
+                Some(t) => {
+                    if o.kstack.0 != 0 {
+                        t.kstack = o.kstack.0;
+                    }
+                    if o.ustack.0 != 0 {
+                        t.ustack = o.ustack.0;
+                    }
+                }
+            },
+            _ => {}
+        }
+    }
+    seg.cpu = thread_cpu() - cpu0;
+    seg
+}
+
+/// Whether `w`'s walk would follow a cause the segment does not know (the same bounds
+/// as [`walk`]: the walk stops at a metal hop or a cause at or before its window).
+fn reaches_placeholder(w: &Wait, hops: &[Hop], causes: &[u32]) -> bool {
+    let mut lo = w.switch_out;
+    let mut cur = w.first_hop;
+    for _ in 0..MAX_DEPTH {
+        let h = hops[cur as usize];
+        if h.waker == NONE {
+            return false;
+        }
+        let c = causes[cur as usize];
+        if c == NONE {
+            return false;
+        }
+        if c & PLACEHOLDER != 0 {
+            return true;
+        }
+        let next = hops[c as usize];
+        if next.ts <= lo {
+            return false;
+        }
+        lo = lo.max(next.wait_start);
+        cur = c;
+    }
+    false
+}
+
+struct Split {
+    /// CPU time of the segments' machines, summed and the largest one.
+    seg_cpu: f64,
+    seg_cpu_max: f64,
+    /// CPU time of the other parallel parts (joining hops, the deferred walks).
+    rest_cpu: f64,
+    workers: f64,
+    stitch: f64,
+    sum: u64,
+    waits: u64,
+    hops: usize,
+    prefix_events: usize,
+    placeholders: usize,
+    deferred: usize,
+}
+
+/// The time split: segments of events walked in parallel from unknown states, then a
+/// serial stitch in segment order that replays each thread's events before its first
+/// switch-out with its true state, resolves the causes the segments could not know, and
+/// walks the waits whose chains needed them.
+fn time_split(events: &[Event], max_tid: usize, segments: usize) -> Split {
+    let t0 = proc_cpu();
+    let step = events.len().div_ceil(segments).max(1);
+    let segs: Vec<Seg> = events
+        .par_chunks(step)
+        .enumerate()
+        .map(|(k, evs)| segment(evs, (k * step) as u32, max_tid))
+        .collect();
+    // Global hop ids: the segments' hops in order, then the stitch's replayed ones; the
+    // segments' own causes made global in parallel (placeholders stay marked).
+    let mut seg_base = Vec::with_capacity(segs.len());
+    let mut n = 0u32;
+    for s in &segs {
+        seg_base.push(n);
+        n += s.hops.len() as u32;
+    }
+    let total = n as usize;
+    let mut hops: Vec<Hop> = Vec::with_capacity(total);
+    let mut causes: Vec<u32> = Vec::with_capacity(total);
+    for s in &segs {
+        hops.extend_from_slice(&s.hops);
+    }
+    for (s, &base) in segs.iter().zip(&seg_base) {
+        causes.extend(s.causes.iter().map(|&c| match c {
+            NONE => NONE,
+            c if c & PLACEHOLDER != 0 => c,
+            l => base + l,
+        }));
+    }
+    let workers = proc_cpu() - t0;
+    let join_cpu = workers - segs.iter().map(|s| s.cpu).sum::<f64>();
+
+    // The stitch, serial in segment order: replays, placeholders, end states.
+    let t0 = proc_cpu();
+    let (mut prefix_events, mut placeholders) = (0, 0);
+    let mut state = vec![Task::new(); max_tid + 1];
+    let mut later: Vec<Wait> = Vec::new();
+    for (k, seg) in segs.iter().enumerate() {
+        let base = seg_base[k];
+        // Replays: each thread's prefix events with its true state.
+        let mut replayed: Vec<(u32, u32, u32)> = Vec::new(); // (tid, idx, hop id)
+        let mut came_with: Vec<(u32, u32)> = Vec::new(); // (tid, last hop before replay)
+        let mut pending: Vec<(usize, u32, u32)> = Vec::new(); // (hop, waker, idx)
+        for (tid, prefix) in seg.prefix.iter().enumerate() {
+            if prefix.is_empty() {
+                continue;
+            }
+            prefix_events += prefix.len();
+            let t = &mut state[tid];
+            came_with.push((tid as u32, t.last_hop));
+            for &(idx, hint) in prefix {
+                match &events[idx as usize] {
+                    Event::Switch(_) => {
+                        if t.off && t.state != 0 && t.wake_hop != NONE {
+                            later.push(Wait {
+                                tid: tid as u32,
+                                switch_out: t.switch_out,
+                                first_hop: t.wake_hop,
+                                kstack: t.kstack,
+                                ustack: t.ustack,
+                            });
+                        }
+                        t.off = false;
+                    }
+                    Event::Waking(w) => {
+                        if t.off && t.wake_hop == NONE {
+                            let hop = waking_hop(w, idx, t.switch_out);
+                            let id = hops.len() as u32;
+                            let cause = match hint {
+                                NONE => NONE,
+                                UNKNOWN => {
+                                    pending.push((id as usize, hop.waker, idx));
+                                    NONE
+                                }
+                                l => base + l,
+                            };
+                            hops.push(hop);
+                            causes.push(cause);
+                            replayed.push((tid as u32, idx, id));
+                            (t.wake_hop, t.last_hop) = (id, id);
+                        }
+                    }
+                    Event::OffCpuStacks(o) => {
+                        if o.kstack.0 != 0 {
+                            t.kstack = o.kstack.0;
+                        }
+                        if o.ustack.0 != 0 {
+                            t.ustack = o.ustack.0;
+                        }
+                    }
+                    _ => unreachable!("prefixes hold only these kinds"),
+                }
+            }
+        }
+        // A waker's last hop before `idx`: its replayed hops (none of them after a hop
+        // the segment saw it receive), else what it came into the segment with.
+        replayed.sort_unstable();
+        let resolve = |waker: u32, idx: u32| {
+            let a = replayed.partition_point(|r| r.0 < waker);
+            let b = replayed.partition_point(|r| (r.0, r.1) < (waker, idx));
+            if b > a {
+                return replayed[b - 1].2;
+            }
+            match came_with.binary_search_by_key(&waker, |c| c.0) {
+                Ok(i) => came_with[i].1,
+                Err(_) => state[waker as usize].last_hop,
+            }
+        };
+        for (l, c) in seg.causes.iter().enumerate() {
+            if *c != NONE && c & PLACEHOLDER != 0 {
+                let (waker, idx) = seg.placeholders[(c & !PLACEHOLDER) as usize];
+                causes[base as usize + l] = resolve(waker, idx);
+            }
+        }
+        for &(h, waker, idx) in &pending {
+            causes[h] = resolve(waker, idx);
+        }
+        placeholders += seg.placeholders.len() + pending.len();
+        // The state at the segment's end.
+        for &tid in &seg.touched {
+            let e = seg.end[tid as usize].expect("a touched thread has an end state");
+            let t = &mut state[tid as usize];
+            let last = match e.last_hop {
+                UNKNOWN => t.last_hop,
+                l => base + l,
+            };
+            *t = Task {
+                wake_hop: if e.wake_hop == NONE {
+                    NONE
+                } else {
+                    base + e.wake_hop
+                },
+                last_hop: last,
+                ..e
+            };
+        }
+    }
+    let stitch = proc_cpu() - t0;
+    // The waits only the stitch could walk, in parallel once every cause is known.
+    let t0 = proc_cpu();
+    let deferred: usize = segs.iter().map(|s| s.deferred.len()).sum();
+    later.extend(segs.iter().zip(&seg_base).flat_map(|(s, &base)| {
+        s.deferred.iter().map(move |w| Wait {
+            first_hop: base + w.first_hop,
+            ..*w
+        })
+    }));
+    let sum = later
+        .par_iter()
+        .map(|w| walk(w, |i| hops[i as usize], |i| causes[i as usize]))
+        .reduce(|| 0, u64::wrapping_add);
+    let sum = segs.iter().fold(sum, |s, g| s.wrapping_add(g.sum));
+    let waits = later.len() as u64 + segs.iter().map(|g| g.waits).sum::<u64>();
+    let walk_wall = proc_cpu() - t0;
+    let workers = workers + walk_wall;
+    Split {
+        seg_cpu: segs.iter().map(|s| s.cpu).sum(),
+        seg_cpu_max: segs.iter().map(|s| s.cpu).fold(0.0, f64::max),
+        rest_cpu: join_cpu.max(0.0) + walk_wall,
+        workers,
+        stitch,
+        sum,
+        waits,
+        hops: hops.len(),
+        prefix_events,
+        placeholders,
+        deferred,
     }
 }
 
@@ -522,23 +905,38 @@ fn main() {
         );
         std::process::exit(2);
     }
-    let max_tid = events
-        .iter()
-        .map(|e| match e {
-            Event::Switch(s) => s.prev_tid.max(s.next_tid),
-            Event::Waking(w) => w.target_tid.max(w.waker_tid),
-            Event::OffCpuStacks(o) => o.tid,
-            _ => 0,
-        })
-        .max()
-        .unwrap_or(0) as usize;
+    // Threads numbered densely (0 stays idle) so that per-thread arrays are as long as
+    // the threads seen, not as the largest tid (fork churn reaches millions).
+    let mut dense: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    let mut id = |t: &mut u32| {
+        if *t != 0 {
+            let next = dense.len() as u32 + 1;
+            *t = *dense.entry(*t).or_insert(next);
+        }
+    };
+    for e in &mut events {
+        match e {
+            Event::Switch(s) => {
+                id(&mut s.prev_tid);
+                id(&mut s.next_tid);
+            }
+            Event::Waking(w) => {
+                id(&mut w.target_tid);
+                id(&mut w.waker_tid);
+            }
+            Event::OffCpuStacks(o) => id(&mut o.tid),
+            _ => {}
+        }
+    }
+    let max_tid = dense.len();
     let n = events.len() as f64;
-    let t0 = Instant::now();
+    let t0 = proc_cpu();
     let (want, waits, hops) = serial(&events, max_tid);
-    let ser = t0.elapsed().as_secs_f64();
+    let ser = proc_cpu() - t0;
     eprintln!(
-        "serial: {} events, {waits} waits, {hops} hops: {:.3} s = {:.1} ns/event",
+        "serial: {} events, {} threads, {waits} waits, {hops} hops: {:.3} CPU-s = {:.1} ns/event",
         events.len(),
+        max_tid,
         ser,
         ser * 1e9 / n
     );
@@ -550,7 +948,7 @@ fn main() {
         let r = p.install(|| two_pass(&events, max_tid));
         let total = r.scatter + r.threads + r.walks;
         eprintln!(
-            "two passes on {pool} thread(s): {:.3} s = {:.1} ns/event (A scatter {:.3}, B threads {:.3}, C+D causes and walks {:.3}; of all that, run on one thread {:.3}); busiest thread {:.2} % of B",
+            "two passes on {pool} thread(s): {:.3} CPU-s = {:.1} ns/event (A scatter {:.3}, B threads {:.3}, C+D causes and walks {:.3}; of all that, run on one thread {:.3}); busiest thread {:.2} % of B",
             total,
             total * 1e9 / n,
             r.scatter,
@@ -562,6 +960,33 @@ fn main() {
         if (r.sum, r.waits, r.hops) != (want, waits, hops) {
             eprintln!(
                 "twopass: MISMATCH: two passes give {} waits, {} hops, checksum {:x}; serial {waits}, {hops}, {want:x}",
+                r.waits, r.hops, r.sum
+            );
+            std::process::exit(1);
+        }
+    }
+    for (pool, segments) in [(1, 1), (1, 2), (threads, threads), (1, 4), (1, 8), (1, 16)] {
+        let p = rayon::ThreadPoolBuilder::new()
+            .num_threads(pool)
+            .build()
+            .expect("a thread pool");
+        let r = p.install(|| time_split(&events, max_tid, segments));
+        eprintln!(
+            "time split, {segments} segments on {pool} thread(s): {:.3} CPU-s = {:.1} ns/event (parallel {:.3}, serial stitch {:.3}: {} prefix events, {} placeholders, {} deferred waits); the segments' machines {:.3} CPU-s in all, {:.3} the largest; the other parallel parts {:.3}",
+            r.workers + r.stitch,
+            (r.workers + r.stitch) * 1e9 / n,
+            r.workers,
+            r.stitch,
+            r.prefix_events,
+            r.placeholders,
+            r.deferred,
+            r.seg_cpu,
+            r.seg_cpu_max,
+            r.rest_cpu
+        );
+        if (r.sum, r.waits) != (want, waits) || r.hops != hops {
+            eprintln!(
+                "twopass: MISMATCH: time split gives {} waits, {} hops, checksum {:x}; serial {waits}, {hops}, {want:x}",
                 r.waits, r.hops, r.sum
             );
             std::process::exit(1);
