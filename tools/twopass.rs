@@ -527,7 +527,8 @@ struct Seg {
     hops: Vec<Hop>,
     /// Per hop: a local hop id, `NONE`, or `PLACEHOLDER | i` (the segment's placeholder i).
     causes: Vec<u32>,
-    placeholders: Vec<(u32, u32)>,
+    /// (waker, event index, local hop id) of each placeholder.
+    placeholders: Vec<(u32, u32, u32)>,
     /// Per thread: `None` when the thread never switched out in the segment; else its
     /// state at the segment's end (hop ids local; `last_hop` may be `UNKNOWN`).
     end: Vec<Option<Task>>,
@@ -624,7 +625,8 @@ fn segment(events: &[Event], base: u32, max_tid: usize) -> Seg {
                 } else {
                     match seg.end[hop.waker as usize].map_or(UNKNOWN, |x| x.last_hop) {
                         UNKNOWN => {
-                            seg.placeholders.push((hop.waker, idx));
+                            seg.placeholders
+                                .push((hop.waker, idx, seg.hops.len() as u32));
                             PLACEHOLDER | (seg.placeholders.len() as u32 - 1)
                         }
                         l => l,
@@ -757,9 +759,17 @@ fn time_split(events: &[Event], max_tid: usize, segments: usize) -> Split {
         });
     let workers = proc_cpu() - t0;
     let join_cpu = workers - segs.iter().map(|s| s.cpu).sum::<f64>();
+    // Room for the hops the stitch replays (at most one per prefix event), so that it
+    // does not move the arrays.
+    let replay_room: usize = segs
+        .iter()
+        .map(|s| s.prefix.iter().map(Vec::len).sum::<usize>())
+        .sum();
+    hops.reserve(replay_room);
+    causes.reserve(replay_room);
 
     // The stitch, serial in segment order: replays, placeholders, end states.
-    let t0 = proc_cpu();
+    let t0 = thread_cpu(); // one thread: idle pool threads still spinning do not count
     let (mut prefix_events, mut placeholders) = (0, 0);
     let mut state = vec![Task::new(); max_tid + 1];
     let mut later: Vec<Wait> = Vec::new();
@@ -834,11 +844,8 @@ fn time_split(events: &[Event], max_tid: usize, segments: usize) -> Split {
                 Err(_) => state[waker as usize].last_hop,
             }
         };
-        for (l, c) in seg.causes.iter().enumerate() {
-            if *c != NONE && c & PLACEHOLDER != 0 {
-                let (waker, idx) = seg.placeholders[(c & !PLACEHOLDER) as usize];
-                causes[base as usize + l] = resolve(waker, idx);
-            }
+        for &(waker, idx, l) in &seg.placeholders {
+            causes[(base + l) as usize] = resolve(waker, idx);
         }
         for &(h, waker, idx) in &pending {
             causes[h] = resolve(waker, idx);
@@ -863,7 +870,7 @@ fn time_split(events: &[Event], max_tid: usize, segments: usize) -> Split {
             };
         }
     }
-    let stitch = proc_cpu() - t0;
+    let stitch = thread_cpu() - t0;
     // The waits only the stitch could walk, in parallel once every cause is known.
     let t0 = proc_cpu();
     let deferred: usize = segs.iter().map(|s| s.deferred.len()).sum();
