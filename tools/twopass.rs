@@ -903,6 +903,18 @@ fn time_split(events: &[Event], max_tid: usize, segments: usize) -> Split {
     }
 }
 
+/// An error with the errors that caused it ("path: No such file or directory").
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let Some(path) = args.next() else {
@@ -918,7 +930,7 @@ fn main() {
         }
     };
     let reader = TraceReader::open(path.as_ref()).unwrap_or_else(|e| {
-        eprintln!("twopass: {e}");
+        eprintln!("twopass: {}", with_causes(&e));
         std::process::exit(1);
     });
     let mut events: Vec<Event> = Vec::new();
@@ -927,7 +939,7 @@ fn main() {
         Ok::<(), chainrec_format::FormatError>(())
     });
     if let Err(e) = decoded {
-        eprintln!("twopass: {e}");
+        eprintln!("twopass: {}", with_causes(&e));
         std::process::exit(1);
     }
     if events.len() >= 1 << 30 {

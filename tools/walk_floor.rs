@@ -241,6 +241,18 @@ impl Floor {
     }
 }
 
+/// An error with the errors that caused it ("path: No such file or directory").
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(path), rounds) = (args.next(), args.next()) else {
@@ -256,7 +268,7 @@ fn main() {
         }
     };
     let reader = TraceReader::open(path.as_ref()).unwrap_or_else(|e| {
-        eprintln!("walk_floor: {e}");
+        eprintln!("walk_floor: {}", with_causes(&e));
         std::process::exit(1);
     });
     let mut chunks: Vec<Vec<Event>> = Vec::new();
@@ -265,7 +277,7 @@ fn main() {
         Ok::<(), chainrec_format::FormatError>(())
     });
     if let Err(e) = decoded {
-        eprintln!("walk_floor: {e}");
+        eprintln!("walk_floor: {}", with_causes(&e));
         std::process::exit(1);
     }
     let n: usize = chunks.iter().map(Vec::len).sum();
