@@ -263,7 +263,7 @@ fn kframes(t: &chainrec_format::Tables, id: chainrec_format::StackId) -> Vec<Str
         .iter()
         .map(|&a| {
             t.symbol(s, a)
-                .and_then(|y| y.name.clone())
+                .and_then(|y| y.name.map(str::to_string))
                 .unwrap_or_default()
         })
         .collect()

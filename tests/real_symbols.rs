@@ -73,7 +73,7 @@ fn frames_of_processes_that_exited_before_the_consumer_polled_are_named() {
             .expect("every frame has a symbol entry");
         // Leaves in libc (a stack taken before the exec, in the stripped dash, has no
         // name to find).
-        if !s.module.as_deref().is_some_and(|m| m.contains("/libc.so")) {
+        if !s.module.is_some_and(|m| m.contains("/libc.so")) {
             continue;
         }
         procs_with_stacks.insert(st.tgid);
@@ -101,7 +101,7 @@ fn frames_of_processes_that_exited_before_the_consumer_polled_are_named() {
             .mappings
             .lookup(st.tgid, st.frames[0], u64::MAX - 1)
             .unwrap_or_else(|| panic!("no stored mapping for {s:?}"));
-        assert_eq!(s.module.as_deref(), Some(m.path.as_str()));
+        assert_eq!(s.module, Some(m.path.as_str()));
         assert_eq!(s.file_offset, Some(m.file_offset(st.frames[0])));
         assert!(m.build_id.is_some() && m.vaddr_delta.is_some(), "{m:?}");
     }

@@ -7,21 +7,9 @@
 mod common;
 
 use chainrec_chain::{stack_frames, View};
-use chainrec_format::{MemTrace, StackKind, WriterOptions};
+use chainrec_format::{MemTrace, WriterOptions};
+use chainrec_testkit::scenario::rename_user_function as rename;
 use std::collections::BTreeMap;
-
-/// Rename user function `old` (every process) to `new`, as the recorder would name an
-/// address with functions inlined at it.
-fn rename(m: &mut MemTrace, old: &str, new: &str) {
-    let mut n = 0;
-    for s in m.tables.symbols.values_mut() {
-        if s.kind == StackKind::User && s.name.as_deref() == Some(old) {
-            s.name = Some(new.to_string());
-            n += 1;
-        }
-    }
-    assert!(n > 0, "no user symbol {old}");
-}
 
 /// pipe-relay with cr-relay's `relay_loop` an address in `relay_main` where `relay_loop`
 /// and, inside it, `relay_io` are inlined.

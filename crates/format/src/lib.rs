@@ -15,6 +15,7 @@ mod error;
 mod event;
 mod flight;
 mod goroutine;
+mod intern;
 mod mappings;
 mod reader;
 mod section;

@@ -960,9 +960,7 @@ fn merge_tables(t: &mut Tables, d: TableDelta, offset: u64) -> Result<()> {
         t.stacks.insert(s.id, s);
     }
     t.symbols.reserve(d.symbols.len());
-    for s in d.symbols {
-        t.symbols.insert((s.kind, s.tgid, s.addr), s);
-    }
+    t.symbols.extend(&d.symbols);
     for task in d.tasks {
         t.tasks.entry(task.tid).or_insert(task);
     }

@@ -188,9 +188,9 @@ fn tables_contained(earlier: &TraceReader, last: &TraceReader) -> std::result::R
             return Err(format!("interrupt source id {id}"));
         }
     }
-    for key in e.symbols.keys() {
-        if !l.symbols.contains_key(key) {
-            return Err(format!("the symbol at {:#x}", key.2));
+    for s in e.symbols.iter() {
+        if !l.symbols.contains(s.kind, s.tgid, s.addr) {
+            return Err(format!("the symbol at {:#x}", s.addr));
         }
     }
     for id in e.cgroups.keys() {

@@ -86,11 +86,7 @@ impl TraceSink for MemTrace {
         Ok(())
     }
     fn add_symbols(&mut self, symbols: &[SymbolEntry]) -> Result<()> {
-        for s in symbols {
-            self.tables
-                .symbols
-                .insert((s.kind, s.tgid, s.addr), s.clone());
-        }
+        self.tables.symbols.extend(symbols);
         Ok(())
     }
     fn add_tasks(&mut self, tasks: &[TaskEntry]) -> Result<()> {

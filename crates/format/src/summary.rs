@@ -35,8 +35,8 @@ impl TraceFacts {
             0.0
         };
         let syms = &r.tables().symbols;
-        let unresolved_symbols = syms.values().filter(|s| s.name.is_none()).count();
-        let user = || syms.values().filter(|s| s.kind == crate::StackKind::User);
+        let unresolved_symbols = syms.iter().filter(|s| s.name.is_none()).count();
+        let user = || syms.iter().filter(|s| s.kind == crate::StackKind::User);
         TraceFacts {
             duration_ns,
             bytes_per_event,

@@ -2,6 +2,7 @@
 //! metadata. Everything needed to analyse a trace on another machine.
 
 use crate::event::{Comm, StackId, Tid};
+use crate::intern::Pool;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -48,6 +49,156 @@ pub struct SymbolEntry {
     pub build_id: Option<Vec<u8>>,
     /// Offset of the address inside the module file, when known.
     pub file_offset: Option<u64>,
+}
+
+/// One symbol of a trace's [`Symbols`] table: a [`SymbolEntry`] whose strings are
+/// borrowed from the table (each distinct name, module path and build id is stored once
+/// however many processes have it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Symbol<'a> {
+    /// Kernel or user address.
+    pub kind: StackKind,
+    /// Address space (tgid for user, 0 for kernel).
+    pub tgid: Tid,
+    /// The address as it appears in stacks.
+    pub addr: u64,
+    /// Function name (demangled), or None when unresolved.
+    pub name: Option<&'a str>,
+    /// addr minus the symbol start.
+    pub offset: u64,
+    /// Path of the ELF module (user) or kernel module name (kernel; None = vmlinux).
+    pub module: Option<&'a str>,
+    /// GNU build id of the module, when known.
+    pub build_id: Option<&'a [u8]>,
+    /// Offset of the address inside the module file, when known.
+    pub file_offset: Option<u64>,
+}
+
+impl Symbol<'_> {
+    /// The owned entry (as a table section carries it).
+    pub fn to_entry(&self) -> SymbolEntry {
+        SymbolEntry {
+            kind: self.kind,
+            tgid: self.tgid,
+            addr: self.addr,
+            name: self.name.map(str::to_string),
+            offset: self.offset,
+            module: self.module.map(str::to_string),
+            build_id: self.build_id.map(<[u8]>::to_vec),
+            file_offset: self.file_offset,
+        }
+    }
+}
+
+/// A symbol as the table stores it: its strings as pool ids (0 = none, else id + 1).
+#[derive(Clone, Copy, Debug)]
+struct StoredSymbol {
+    offset: u64,
+    file_offset: u64,
+    name: u32,
+    module: u32,
+    build_id: u32,
+    has_file_offset: bool,
+}
+
+/// The symbol table of a trace: symbols by (kind, address space, address), a later entry
+/// for the same address replacing an earlier one. Function names and module paths are
+/// interned in one pool and build ids in another, so the table's memory grows with its
+/// addresses and its distinct strings, not with how many processes repeat them (a trace
+/// of many short-lived processes of a few programs repeats the same names, paths and
+/// build ids in each). A string no longer referenced after a replacement stays in its
+/// pool.
+#[derive(Clone, Debug, Default)]
+pub struct Symbols {
+    map: FxHashMap<(StackKind, Tid, u64), StoredSymbol>,
+    strings: Pool<str>,
+    build_ids: Pool<[u8]>,
+}
+
+impl Symbols {
+    /// Number of symbols.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether the table has no symbol.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The symbol of `addr` in address space `tgid` (0 for kernel).
+    pub fn get(&self, kind: StackKind, tgid: Tid, addr: u64) -> Option<Symbol<'_>> {
+        self.map
+            .get(&(kind, tgid, addr))
+            .map(|s| self.view((kind, tgid, addr), s))
+    }
+
+    /// Whether the table has a symbol for `addr` in address space `tgid`.
+    pub fn contains(&self, kind: StackKind, tgid: Tid, addr: u64) -> bool {
+        self.map.contains_key(&(kind, tgid, addr))
+    }
+
+    /// Every symbol, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = Symbol<'_>> + '_ {
+        self.map.iter().map(|(&k, s)| self.view(k, s))
+    }
+
+    /// Add `e`, replacing the symbol of the same (kind, tgid, addr).
+    pub fn insert(&mut self, e: &SymbolEntry) {
+        let s = StoredSymbol {
+            offset: e.offset,
+            file_offset: e.file_offset.unwrap_or(0),
+            name: e.name.as_deref().map_or(0, |v| self.strings.intern(v) + 1),
+            module: e
+                .module
+                .as_deref()
+                .map_or(0, |v| self.strings.intern(v) + 1),
+            build_id: e
+                .build_id
+                .as_deref()
+                .map_or(0, |v| self.build_ids.intern(v) + 1),
+            has_file_offset: e.file_offset.is_some(),
+        };
+        self.map.insert((e.kind, e.tgid, e.addr), s);
+    }
+
+    /// Make room for `n` more symbols.
+    pub fn reserve(&mut self, n: usize) {
+        self.map.reserve(n);
+    }
+
+    fn view(&self, (kind, tgid, addr): (StackKind, Tid, u64), s: &StoredSymbol) -> Symbol<'_> {
+        let string = |id: u32| (id > 0).then(|| self.strings.get(id - 1));
+        Symbol {
+            kind,
+            tgid,
+            addr,
+            name: string(s.name),
+            offset: s.offset,
+            module: string(s.module),
+            build_id: (s.build_id > 0).then(|| self.build_ids.get(s.build_id - 1)),
+            file_offset: s.has_file_offset.then_some(s.file_offset),
+        }
+    }
+}
+
+/// Two tables are equal when they hold the same symbols (however their strings were
+/// interned).
+impl PartialEq for Symbols {
+    fn eq(&self, other: &Symbols) -> bool {
+        self.len() == other.len()
+            && self
+                .iter()
+                .all(|s| other.get(s.kind, s.tgid, s.addr) == Some(s))
+    }
+}
+
+impl Eq for Symbols {}
+
+impl<'a> Extend<&'a SymbolEntry> for Symbols {
+    fn extend<I: IntoIterator<Item = &'a SymbolEntry>>(&mut self, iter: I) {
+        iter.into_iter().for_each(|e| self.insert(e));
+    }
 }
 
 /// A task as known at the end of the recording (name changes are events).
@@ -322,7 +473,7 @@ pub struct Tables {
     /// Stacks by id.
     pub stacks: FxHashMap<StackId, StackEntry>,
     /// Symbols by (kind, tgid, addr); tgid 0 for kernel.
-    pub symbols: FxHashMap<(StackKind, Tid, u64), SymbolEntry>,
+    pub symbols: Symbols,
     /// Tasks by tid (first sighting).
     pub tasks: FxHashMap<Tid, TaskEntry>,
     /// Interrupt sources by id.
@@ -416,8 +567,8 @@ impl Tables {
     }
 
     /// Look up the symbol of one frame of a stack.
-    pub fn symbol(&self, stack: &StackEntry, addr: u64) -> Option<&SymbolEntry> {
-        self.symbols.get(&(stack.kind, stack.tgid, addr))
+    pub fn symbol(&self, stack: &StackEntry, addr: u64) -> Option<Symbol<'_>> {
+        self.symbols.get(stack.kind, stack.tgid, addr)
     }
 }
 
@@ -514,7 +665,77 @@ pub fn format_wall(ns: i128) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::LostCounts;
+    use super::{LostCounts, StackKind, SymbolEntry, Symbols};
+
+    /// The symbol of function `name` at `addr` in process `tgid`, in libc.
+    fn libc_symbol(tgid: u32, addr: u64, name: &str) -> SymbolEntry {
+        SymbolEntry {
+            kind: StackKind::User,
+            tgid,
+            addr,
+            name: Some(name.to_string()),
+            offset: addr & 0xf,
+            module: Some("/usr/lib/x86_64-linux-gnu/libc.so.6".to_string()),
+            build_id: Some(vec![0xab; 20]),
+            file_offset: Some(addr & 0xffff),
+        }
+    }
+
+    #[test]
+    fn symbols_store_each_distinct_string_once_however_many_processes_repeat_it() {
+        let mut t = Symbols::default();
+        let names = ["read", "__libc_recv", "epoll_wait"];
+        let mut entries = Vec::new();
+        for tgid in 100..1100 {
+            for (i, n) in names.iter().enumerate() {
+                let e = libc_symbol(tgid, 0x7f00_0000_1000 + i as u64 * 0x40 + 3, n);
+                t.insert(&e);
+                entries.push(e);
+            }
+        }
+        // A kernel symbol without module, build id or file offset.
+        let k = SymbolEntry {
+            kind: StackKind::Kernel,
+            tgid: 0,
+            addr: 0xffff_ffff_8100_0010,
+            name: Some("schedule".into()),
+            offset: 0x10,
+            module: None,
+            build_id: None,
+            file_offset: None,
+        };
+        t.insert(&k);
+        entries.push(k);
+        assert_eq!(t.len(), 3001);
+        // Each entry reads back as inserted.
+        for e in &entries {
+            let s = t.get(e.kind, e.tgid, e.addr).expect("inserted");
+            assert_eq!(&s.to_entry(), e);
+        }
+        // 3 names + 1 module path + "schedule", one build id: not 3000 copies of each.
+        assert_eq!((t.strings.len(), t.build_ids.len()), (5, 1));
+        let a = t.get(StackKind::User, 100, 0x7f00_0000_1003).unwrap();
+        let b = t.get(StackKind::User, 1099, 0x7f00_0000_1003).unwrap();
+        assert!(std::ptr::eq(a.name.unwrap(), b.name.unwrap()));
+        assert!(std::ptr::eq(a.module.unwrap(), b.module.unwrap()));
+        assert!(std::ptr::eq(a.build_id.unwrap(), b.build_id.unwrap()));
+        // A later entry for an address replaces the earlier one.
+        t.insert(&libc_symbol(100, 0x7f00_0000_1003, "recv"));
+        let a = t.get(StackKind::User, 100, 0x7f00_0000_1003).unwrap();
+        assert_eq!((a.name, t.len()), (Some("recv"), 3001));
+        assert_eq!(t.iter().filter(|s| s.name == Some("read")).count(), 999);
+        // Equality is by content, not by how the strings were interned.
+        let mut u = Symbols::default();
+        u.insert(&libc_symbol(1, 1, "x"));
+        u.extend(entries.iter().rev());
+        assert_ne!(u, t);
+        u.insert(&libc_symbol(100, 0x7f00_0000_1003, "recv"));
+        assert_ne!(u, t);
+        let mut v = Symbols::default();
+        v.extend(entries.iter().rev());
+        v.insert(&libc_symbol(100, 0x7f00_0000_1003, "recv"));
+        assert_eq!(v, t);
+    }
 
     #[test]
     fn lost_events_warning_names_each_cause_and_only_appears_after_a_loss() {

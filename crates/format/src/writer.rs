@@ -713,7 +713,7 @@ impl MemTrace {
         let mut stacks: Vec<_> = self.tables.stacks.values().cloned().collect();
         stacks.sort_by_key(|s| s.id);
         sink.add_stacks(&stacks)?;
-        let mut syms: Vec<_> = self.tables.symbols.values().cloned().collect();
+        let mut syms: Vec<_> = self.tables.symbols.iter().map(|s| s.to_entry()).collect();
         syms.sort_by_key(|s| (s.tgid, s.addr));
         sink.add_symbols(&syms)?;
         let maps: Vec<MappingEntry> = self

@@ -39,7 +39,7 @@ fn small_trace(dir: &TempDir) -> (std::path::PathBuf, MemTrace) {
     irqs.sort_by_key(|s| s.id);
     w.add_irq_sources(&irqs).unwrap();
     w.add_stacks(&stacks).unwrap();
-    let mut syms: Vec<_> = t.tables.symbols.values().cloned().collect();
+    let mut syms: Vec<_> = t.tables.symbols.iter().map(|s| s.to_entry()).collect();
     syms.sort_by_key(|s| s.addr);
     w.add_symbols(&syms).unwrap();
     for (i, e) in t.events.iter().enumerate() {

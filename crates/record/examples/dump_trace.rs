@@ -16,7 +16,7 @@ fn main() {
         }
     };
     if std::env::args().nth(2).as_deref() == Some("--unresolved") {
-        for s in mem.tables.symbols.values().filter(|s| s.name.is_none()) {
+        for s in mem.tables.symbols.iter().filter(|s| s.name.is_none()) {
             println!(
                 "{:?} tgid {} {:#x} module {:?} file_offset {:?}",
                 s.kind, s.tgid, s.addr, s.module, s.file_offset

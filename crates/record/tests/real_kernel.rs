@@ -107,7 +107,7 @@ fn frame_names(t: &Tables, id: StackId) -> Vec<String> {
         .iter()
         .map(|&a| {
             t.symbol(s, a)
-                .and_then(|y| y.name.clone())
+                .and_then(|y| y.name.map(str::to_string))
                 .unwrap_or_default()
         })
         .collect()
@@ -1025,8 +1025,8 @@ fn sink_user_stacks(
                     let sym = t
                         .symbol(st, leaf)
                         .expect("leaf user frame has a symbol entry");
-                    let name = sym.name.clone().unwrap_or_default();
-                    let module = sym.module.clone().unwrap_or_default();
+                    let name = sym.name.unwrap_or_default().to_string();
+                    let module = sym.module.unwrap_or_default().to_string();
                     if is_read(&name) && module.contains("libc") {
                         libc_read_leaf += 1;
                     } else {
@@ -1151,11 +1151,8 @@ fn real_user_walk_shortcut_agrees_with_kernel_walker() {
             if s.prev_tid == sink && s.prev_state == STATE_INTERRUPTIBLE && s.prev_ustack.is_real()
             {
                 let st = &mem.tables.stacks[&s.prev_ustack];
-                let sym = mem
-                    .tables
-                    .symbol(st, st.frames[0])
-                    .and_then(|y| y.name.clone());
-                if sym.is_some_and(|n| is_read(&n)) {
+                let sym = mem.tables.symbol(st, st.frames[0]).and_then(|y| y.name);
+                if sym.is_some_and(is_read) {
                     reads += 1;
                 }
             }

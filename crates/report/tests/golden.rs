@@ -251,13 +251,17 @@ fn names_with_semicolons_draw_like_folded_text() {
         &mut t,
     )
     .unwrap();
-    for sym in t.tables.symbols.values_mut() {
-        if let Some(name) = &mut sym.name {
-            if name.ends_with("_loop") {
-                name.push_str("<[u8; 4]>");
-            }
-        }
-    }
+    let renamed: Vec<chainrec_format::SymbolEntry> = t
+        .tables
+        .symbols
+        .iter()
+        .filter(|s| s.name.is_some_and(|n| n.ends_with("_loop")))
+        .map(|s| chainrec_format::SymbolEntry {
+            name: s.name.map(|n| format!("{n}<[u8; 4]>")),
+            ..s.to_entry()
+        })
+        .collect();
+    t.tables.symbols.extend(&renamed);
     let mut engine = Engine::new(&t.tables, &t.meta, Config::default());
     let mut f = FoldedSink::new(View::Chains);
     engine.process(&t.events, &mut f);

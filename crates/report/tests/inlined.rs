@@ -3,18 +3,18 @@
 //! like the rest of the stack, in the waiting thread's stack and in a waker's.
 
 use chainrec_chain::{Config, Engine, NodeTable, TraceRef, WaitRecord};
-use chainrec_format::{MemTrace, StackKind};
+use chainrec_format::MemTrace;
 use chainrec_report::waits::{WaitContext, WaitJson};
 
 /// pipe-relay with cr-relay's `relay_loop` an address in `relay_main` where `relay_loop`
 /// and, inside it, `relay_io` are inlined (the recorder's name for such an address).
 fn inlined_relay() -> MemTrace {
     let mut t = chainrec_testkit::scenario::generate("pipe-relay", 18);
-    for s in t.tables.symbols.values_mut() {
-        if s.kind == StackKind::User && s.name.as_deref() == Some("relay_loop") {
-            s.name = Some("relay_main;relay_loop [inlined];relay_io [inlined]".into());
-        }
-    }
+    chainrec_testkit::scenario::rename_user_function(
+        &mut t,
+        "relay_loop",
+        "relay_main;relay_loop [inlined];relay_io [inlined]",
+    );
     t
 }
 

@@ -280,11 +280,11 @@ fn go_tool_pprof_reads_it() {
 /// and, inside it, `relay_io` are inlined (named as the recorder names such an address).
 fn inlined_relay() -> MemTrace {
     let mut t = scenario("pipe-relay", 3_000);
-    for s in t.tables.symbols.values_mut() {
-        if s.kind == StackKind::User && s.name.as_deref() == Some("relay_loop") {
-            s.name = Some("relay_main;relay_loop [inlined];relay_io [inlined]".into());
-        }
-    }
+    chainrec_testkit::scenario::rename_user_function(
+        &mut t,
+        "relay_loop",
+        "relay_main;relay_loop [inlined];relay_io [inlined]",
+    );
     t
 }
 

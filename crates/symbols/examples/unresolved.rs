@@ -38,7 +38,7 @@ fn main() {
     let verbose = std::env::var("VERBOSE").is_ok();
     let mut by_module: HashMap<String, u64> = HashMap::new();
     let (mut total, mut unnamed, mut in_object, mut plausible) = (0u64, 0u64, 0u64, 0u64);
-    for s in r.tables().symbols.values() {
+    for s in r.tables().symbols.iter() {
         if s.kind != StackKind::User || !wanted(s.tgid) {
             continue;
         }
@@ -47,7 +47,7 @@ fn main() {
             unnamed += 1;
             if let Some(m) = &s.module {
                 in_object += 1;
-                *by_module.entry(m.clone()).or_default() += 1;
+                *by_module.entry(m.to_string()).or_default() += 1;
             } else if (0x1000..0x8000_0000_0000).contains(&s.addr) {
                 plausible += 1;
                 if verbose {

@@ -17,7 +17,7 @@ pub use perfmap::PerfMap;
 
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Reason, Symbolized, Symbolizer as Blaze};
-use chainrec_format::{MappingEntry, StackKind, SymbolEntry, Tables, Tid};
+use chainrec_format::{MappingEntry, StackKind, Symbol, SymbolEntry, Tables, Tid};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -518,11 +518,11 @@ pub fn resymbolize(tables: &mut Tables, extra_debug_dirs: &[PathBuf]) -> Resymbo
     type Key = (StackKind, Tid, u64);
     type Object = (String, Option<Vec<u8>>, Option<u64>);
     let mut groups: HashMap<Object, Vec<(Key, u64)>> = HashMap::new();
-    for (key, s) in tables.symbols.iter() {
+    for s in tables.symbols.iter() {
         if s.kind != StackKind::User {
             continue;
         }
-        let (Some(module), Some(off)) = (&s.module, s.file_offset) else {
+        let (Some(module), Some(off)) = (s.module, s.file_offset) else {
             if s.name.is_none() {
                 out.unresolved.add(Unresolved::NoMapping);
             }
@@ -530,11 +530,11 @@ pub fn resymbolize(tables: &mut Tables, extra_debug_dirs: &[PathBuf]) -> Resymbo
         };
         out.examined += 1;
         let delta =
-            mapping_delta(&tables.mappings, s).or_else(|| vaddr_delta(Path::new(module), off));
+            mapping_delta(&tables.mappings, &s).or_else(|| vaddr_delta(Path::new(module), off));
         groups
-            .entry((module.clone(), s.build_id.clone(), delta))
+            .entry((module.to_string(), s.build_id.map(<[u8]>::to_vec), delta))
             .or_default()
-            .push((*key, off));
+            .push(((s.kind, s.tgid, s.addr), off));
     }
     for ((path, build_id, delta), items) in groups {
         let obj = ObjectRef {
@@ -551,19 +551,22 @@ pub fn resymbolize(tables: &mut Tables, extra_debug_dirs: &[PathBuf]) -> Resymbo
             .zip(sym.resolve_object(&obj, &offsets))
             .zip(&offsets)
         {
-            let Some(s) = tables.symbols.get_mut(key) else {
+            let &(kind, tgid, addr) = key;
+            let Some(s) = tables.symbols.get(kind, tgid, addr) else {
                 continue;
             };
             match r {
                 Ok(f) => {
                     let name = f.display_name();
-                    match &s.name {
+                    match s.name {
                         None => out.newly_named += 1,
-                        Some(old) if *old != name => out.renamed += 1,
+                        Some(old) if old != name => out.renamed += 1,
                         Some(_) => {}
                     }
-                    s.name = Some(name);
-                    s.offset = f.offset + (off - looked);
+                    let mut e = s.to_entry();
+                    e.name = Some(name);
+                    e.offset = f.offset + (off - looked);
+                    tables.symbols.insert(&e);
                 }
                 Err(r) => {
                     if s.name.is_none() {
@@ -577,7 +580,7 @@ pub fn resymbolize(tables: &mut Tables, extra_debug_dirs: &[PathBuf]) -> Resymbo
 }
 
 /// The address translation of the recorded mapping behind symbol `s`.
-fn mapping_delta(h: &chainrec_format::MappingHistory, s: &SymbolEntry) -> Option<u64> {
+fn mapping_delta(h: &chainrec_format::MappingHistory, s: &Symbol<'_>) -> Option<u64> {
     h.lookup(s.tgid, s.addr, u64::MAX - 1)
         .filter(|m| m.file_offset(s.addr) == s.file_offset.unwrap_or(u64::MAX))
         .and_then(|m| m.vaddr_delta)

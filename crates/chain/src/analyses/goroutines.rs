@@ -955,19 +955,16 @@ mod tests {
             .map(|i| u64::from(id) * 100 + i)
             .collect();
         for (a, f) in addrs.iter().zip(frames) {
-            t.symbols.insert(
-                (StackKind::User, tgid, *a),
-                SymbolEntry {
-                    kind: StackKind::User,
-                    tgid,
-                    addr: *a,
-                    name: Some(f.to_string()),
-                    offset: 0,
-                    module: None,
-                    build_id: None,
-                    file_offset: None,
-                },
-            );
+            t.symbols.insert(&SymbolEntry {
+                kind: StackKind::User,
+                tgid,
+                addr: *a,
+                name: Some(f.to_string()),
+                offset: 0,
+                module: None,
+                build_id: None,
+                file_offset: None,
+            });
         }
         t.stacks.insert(
             sid,

@@ -1,7 +1,7 @@
 //! How stacks and frames are named: the one naming every view, the chain graph and the
 //! node table share.
 
-use chainrec_format::{StackEntry, StackId, SymbolEntry, Tables};
+use chainrec_format::{StackEntry, StackId, Symbol, Tables};
 use rustc_hash::{FxHashMap, FxHasher};
 use std::hash::{Hash, Hasher};
 
@@ -139,9 +139,9 @@ enum FrameName<'a> {
     Unknown,
 }
 
-fn frame_name(sym: Option<&SymbolEntry>) -> FrameName<'_> {
+fn frame_name(sym: Option<Symbol<'_>>) -> FrameName<'_> {
     match sym {
-        Some(s) => match (&s.name, &s.module, s.file_offset) {
+        Some(s) => match (s.name, s.module, s.file_offset) {
             (Some(name), _, _) => FrameName::Symbol(name),
             (None, Some(module), Some(off)) => {
                 FrameName::InModule(module.rsplit('/').next().unwrap_or(module), off)
@@ -195,7 +195,7 @@ pub fn sample_frames(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chainrec_format::StackKind;
+    use chainrec_format::{StackKind, SymbolEntry};
 
     #[test]
     fn inlined_names_split_leaf_first() {
@@ -241,7 +241,7 @@ mod tests {
                 build_id: None,
                 file_offset: None,
             };
-            t.symbols.insert((s.kind, s.tgid, s.addr), s);
+            t.symbols.insert(&s);
         }
         assert_eq!(stack_frames(&t, id, 0), ["spin", "work [inlined]", "main"]);
         let meta = chainrec_format::RecordingMeta::default();
@@ -279,7 +279,7 @@ mod tests {
             sym(0x2000, None, Some("/usr/lib/libc.so.6")),
             sym(0x3000, None, None),
         ] {
-            t.symbols.insert((s.kind, s.tgid, s.addr), s);
+            t.symbols.insert(&s);
         }
         // 0x4000 has no symbol entry at all.
         assert_eq!(

@@ -860,7 +860,7 @@ pub(crate) fn metal_label(
     if let Some(st) = tables.stacks.get(&kstack) {
         if st.kind == StackKind::Kernel {
             for &addr in &st.frames {
-                let Some(name) = tables.symbol(st, addr).and_then(|s| s.name.as_deref()) else {
+                let Some(name) = tables.symbol(st, addr).and_then(|s| s.name) else {
                     continue;
                 };
                 let hit = INFER

@@ -413,7 +413,7 @@ mod tests {
             sym(0x2010, "main"),
             sym(0x3000, "other"),
         ] {
-            t.symbols.insert((s.kind, s.tgid, s.addr), s);
+            t.symbols.insert(&s);
         }
         let same = same_rendering_stacks(&t);
         let mut pairs: Vec<(u32, u32)> = same.iter().map(|(a, b)| (a.0, b.0)).collect();
@@ -448,7 +448,7 @@ mod tests {
                 tgid: 0,
                 ..sym(addr, "hrtimer_wakeup")
             };
-            t.symbols.insert((s.kind, s.tgid, s.addr), s);
+            t.symbols.insert(&s);
         }
         let mut nodes = NodeTable::for_tables(&t);
         let irq = chainrec_format::WakeContext::HardIrq;

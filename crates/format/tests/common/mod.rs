@@ -75,35 +75,32 @@ pub fn tables(n_stacks: u32) -> Tables {
             .map(|f| 0xffff_ffff_8100_0000u64 + (i as u64) * 64 + f as u64 * 8)
             .collect();
         for (k, &a) in frames.iter().enumerate() {
-            t.symbols.insert(
-                (kind, tgid, a),
-                SymbolEntry {
-                    kind,
-                    tgid,
-                    addr: a,
-                    name: if k % 3 == 2 {
-                        None
-                    } else {
-                        Some(format!("fn_{i}_{k}"))
-                    },
-                    offset: k as u64 * 3,
-                    module: if k % 2 == 0 {
-                        None
-                    } else {
-                        Some("/usr/lib/libc.so.6".into())
-                    },
-                    build_id: if k % 2 == 0 {
-                        None
-                    } else {
-                        Some(vec![0xde, 0xad, k as u8])
-                    },
-                    file_offset: if k % 2 == 0 {
-                        None
-                    } else {
-                        Some(0x1000 + k as u64)
-                    },
+            t.symbols.insert(&SymbolEntry {
+                kind,
+                tgid,
+                addr: a,
+                name: if k % 3 == 2 {
+                    None
+                } else {
+                    Some(format!("fn_{i}_{k}"))
                 },
-            );
+                offset: k as u64 * 3,
+                module: if k % 2 == 0 {
+                    None
+                } else {
+                    Some("/usr/lib/libc.so.6".into())
+                },
+                build_id: if k % 2 == 0 {
+                    None
+                } else {
+                    Some(vec![0xde, 0xad, k as u8])
+                },
+                file_offset: if k % 2 == 0 {
+                    None
+                } else {
+                    Some(0x1000 + k as u64)
+                },
+            });
         }
         t.stacks.insert(
             id,
@@ -315,7 +312,7 @@ pub fn assert_tables_eq(a: &Tables, b: &Tables) {
     let sort = |t: &Tables| {
         let mut s: Vec<_> = t.stacks.values().map(|s| format!("{s:?}")).collect();
         s.sort();
-        let mut y: Vec<_> = t.symbols.values().map(|s| format!("{s:?}")).collect();
+        let mut y: Vec<_> = t.symbols.iter().map(|s| format!("{s:?}")).collect();
         y.sort();
         let mut k: Vec<_> = t.tasks.values().map(|s| format!("{s:?}")).collect();
         k.sort();
