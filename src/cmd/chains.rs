@@ -62,7 +62,7 @@ pub struct ViewArgs {
     /// holds more than MIB MiB, write it to disk as a run and merge the runs at the end
     /// (the same lines, in the same order; a long, busy trace can have tens of millions of
     /// distinct lines). 0: never. Folded text only (not --svg).
-    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    #[arg(long, value_name = "MIB", default_value_t = 32)]
     pub spill_above: usize,
     /// Directory for spilled runs (a private subdirectory, removed at the end).
     #[arg(long, value_name = "DIR", default_value_os_t = std::env::temp_dir())]

@@ -70,8 +70,12 @@ impl FoldedSink {
     /// one and freed, so that merging them ([`Self::write_folded`]) does not hold it too.
     pub fn finish_spill(&mut self) {
         if let Some(Ok(s)) = self.spill.as_mut().map(Mutex::get_mut) {
-            if s.runs > 0 && self.trie.len() > 0 {
-                s.spill(&mut self.trie);
+            if s.runs > 0 {
+                if self.trie.len() > 0 {
+                    s.spill(&mut self.trie);
+                }
+                // Its room, kept between runs, is not needed by the merge.
+                self.trie = PathTrie::default();
             }
         }
     }
@@ -103,6 +107,11 @@ impl FoldedSink {
     /// its wait counters. Batches of a few thousand waits are inserted several times
     /// faster per step than single waits (the lookups of independent paths overlap).
     pub fn apply(&mut self, batch: &PathBatch) {
+        if let Some(Ok(s)) = self.spill.as_mut().map(Mutex::get_mut) {
+            if s.due_before(&self.trie, batch.steps()) {
+                s.spill(&mut self.trie);
+            }
+        }
         self.trie.apply(batch);
         if let Some(Ok(s)) = self.spill.as_mut().map(Mutex::get_mut) {
             if s.due(&self.trie) {

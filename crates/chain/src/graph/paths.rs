@@ -147,6 +147,9 @@ fn push_levels(w: &WaitRecord, b: &mut PathBatch, level: u32, linear: bool, path
     }
 }
 
+/// Applied batches kept for reuse (each keeps the room of the largest batch it held).
+const SPARE_BATCHES: usize = 2;
+
 /// Reduces wait records to trie paths for one [`View`] (all the view logic of
 /// [`crate::FoldedSink`]: which waits count, marker levels for `[waker unknown]`,
 /// `[truncated]`, `[cycle]`, `[lost events]`, `--mode last`, and the comm table of the
@@ -216,7 +219,7 @@ impl PathReducer {
     /// Give back an applied batch for reuse of its buffers.
     pub fn recycle(&mut self, mut b: PathBatch) {
         b.clear();
-        if self.spare.len() < 4 {
+        if self.spare.len() < SPARE_BATCHES {
             self.spare.push(b);
         }
     }

@@ -7,8 +7,8 @@
 //!
 //! Why the merge is exact. The output is the trie's depth-first preorder with children in
 //! id order, and ids are given in first-seen order. A run is written in its id order, one
-//! record per entry (the step from the partition's previous id, the step back to its
-//! parent, node, weight), into the file of its root's partition (a hash of the root's
+//! record per entry (its parent as the step back among the run's records of the
+//! partition, node, weight), into the file of its root's partition (a hash of the root's
 //! node), so a root's whole subtree is in one partition. Replaying the runs of a
 //! partition, in order, into a fresh trie creates each prefix the first time a record
 //! reaches it: within a run, ids meet siblings in their first-seen order, and a prefix
@@ -32,7 +32,7 @@ use crate::graph::views::Unit;
 use chainrec_format::{RecordingMeta, Tables};
 use rustc_hash::FxHashMap;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
@@ -51,9 +51,17 @@ pub struct SpillTo {
 /// with two rayon threads). At most 256 (a partition is a byte per entry in a run).
 const PARTS: usize = 128;
 
-/// The first byte of each run in every partition's file: the id step of a record is never
-/// 0 (ids grow), so a 0 where a record would start begins the next run.
+/// The first byte of each run in every partition's file: a record's first varint is
+/// never 0 ([`ROOT`] or more), so a 0 where a record would start begins the next run.
 const RUN_START: u8 = 0;
+
+/// A record's first varint for a root entry; `ROOT + k` for the child of the entry `k`
+/// records back in the same run of the same partition.
+const ROOT: u64 = 1;
+
+/// Write buffer of each partition's run file: 128 of them stay allocated from the first
+/// run to the end (32 KiB each were 4 MiB).
+const RUN_BUF: usize = 1 << 13;
 
 /// Entries per chunk of a root's subtree (bounds a render task's buffer).
 const RENDER_STEP: usize = 4096;
@@ -114,12 +122,14 @@ fn put(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-/// The next varint of `r`, `None` at a clean end of file.
-fn get(r: &mut impl Read) -> io::Result<Option<u64>> {
+/// The next varint of `b` from `*at` on (moving `at` past it), `None` at the end of `b`.
+/// Decoded from the slice: reading a byte at a time through `io::Read` (a copy per byte)
+/// was 2 % of a spilling `chains` (session 27).
+#[inline]
+fn get(b: &[u8], at: &mut usize) -> io::Result<Option<u64>> {
     let (mut v, mut shift) = (0u64, 0u32);
     loop {
-        let mut b = [0u8; 1];
-        if r.read(&mut b)? == 0 {
+        let Some(&x) = b.get(*at) else {
             return if shift == 0 {
                 Ok(None)
             } else {
@@ -128,15 +138,16 @@ fn get(r: &mut impl Read) -> io::Result<Option<u64>> {
                     "spill run file ends inside a record",
                 ))
             };
-        }
+        };
         if shift >= 64 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "spill run file: varint too long",
             ));
         }
-        v |= u64::from(b[0] & 0x7f) << shift;
-        if b[0] & 0x80 == 0 {
+        *at += 1;
+        v |= u64::from(x & 0x7f) << shift;
+        if x & 0x80 == 0 {
             return Ok(Some(v));
         }
         shift += 7;
@@ -144,13 +155,81 @@ fn get(r: &mut impl Read) -> io::Result<Option<u64>> {
 }
 
 /// The next varint, which must be there.
-fn need(r: &mut impl Read) -> io::Result<u64> {
-    get(r)?.ok_or_else(|| {
+#[inline]
+fn need(b: &[u8], at: &mut usize) -> io::Result<u64> {
+    get(b, at)?.ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "spill run file ends inside a record",
         )
     })
+}
+
+/// The varints of a file, read in blocks with positioned reads (the file's own offset is
+/// its writer's).
+struct Varints<'f> {
+    file: &'f File,
+    /// File offset of `buf[end]`.
+    at: u64,
+    buf: Box<[u8]>,
+    pos: usize,
+    end: usize,
+    eof: bool,
+}
+
+/// Bytes of the longest varint (a u64).
+const MAX_VARINT: usize = 10;
+
+impl<'f> Varints<'f> {
+    fn new(file: &'f File) -> Self {
+        Varints {
+            file,
+            at: 0,
+            buf: vec![0u8; 1 << 16].into_boxed_slice(),
+            pos: 0,
+            end: 0,
+            eof: false,
+        }
+    }
+
+    /// The next varint, `None` at the end of the file.
+    #[inline]
+    fn get(&mut self) -> io::Result<Option<u64>> {
+        if self.end - self.pos < MAX_VARINT && !self.eof {
+            self.refill()?;
+        }
+        get(&self.buf[..self.end], &mut self.pos)
+    }
+
+    /// The next varint, which must be there.
+    #[inline]
+    fn need(&mut self) -> io::Result<u64> {
+        if self.end - self.pos < MAX_VARINT && !self.eof {
+            self.refill()?;
+        }
+        need(&self.buf[..self.end], &mut self.pos)
+    }
+
+    fn refill(&mut self) -> io::Result<()> {
+        self.buf.copy_within(self.pos..self.end, 0);
+        self.end -= self.pos;
+        self.pos = 0;
+        while self.end < self.buf.len() {
+            match self.file.read_at(&mut self.buf[self.end..], self.at) {
+                Ok(0) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    self.at += n as u64;
+                    self.end += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
 }
 
 #[inline]
@@ -179,66 +258,76 @@ impl Spill {
     /// Has `trie` outgrown the budget?
     #[inline]
     pub(crate) fn due(&self, trie: &PathTrie) -> bool {
-        trie.heap_bytes() > self.budget
+        trie.len() > 0 && trie.heap_bytes_after(0) > self.budget
+    }
+
+    /// Could inserting a batch of `steps` steps take `trie` past the budget? (Then it is
+    /// written out first, so that it never holds much more than the budget.)
+    #[inline]
+    pub(crate) fn due_before(&self, trie: &PathTrie, steps: usize) -> bool {
+        trie.len() > 0 && trie.heap_bytes_after(steps) > self.budget
     }
 
     /// Write `trie` out as the next run and empty it. A write error is kept for
     /// [`Spill::write_folded`] (the fold goes on; its output cannot be written).
     pub(crate) fn spill(&mut self, trie: &mut PathTrie) {
-        // Room for the run: the index is not needed to read the entries.
-        trie.release_index();
         if self.err.is_none() {
             if let Err(e) = self.write_run(trie) {
                 self.err = Some(e);
             }
         }
-        *trie = PathTrie::default();
+        // Its room is kept: it fills to the budget again (FoldedSink::finish_spill frees it).
+        trie.empty_keeping_room();
     }
 
-    fn write_run(&mut self, trie: &PathTrie) -> io::Result<()> {
+    /// Write `trie` as the next run, leaving it empty.
+    fn write_run(&mut self, trie: &mut PathTrie) -> io::Result<()> {
         if trie.len() == 0 {
             return Ok(());
         }
         if self.parts.is_empty() {
             self.parts = (0..PARTS)
                 .map(|_| {
-                    tempfile::tempfile_in(&self.dir).map(|f| BufWriter::with_capacity(1 << 15, f))
+                    tempfile::tempfile_in(&self.dir).map(|f| BufWriter::with_capacity(RUN_BUF, f))
                 })
                 .collect::<io::Result<Vec<_>>>()?;
         }
         let run = u64::from(self.runs);
         self.runs += 1;
-        // In id order (a parent before its children): one byte per entry for its
-        // partition, where a preorder needed two u32 arrays (a third of the trie again,
-        // at the moment memory is at its highest).
-        let mut part_of_id: Vec<u8> = Vec::with_capacity(trie.len());
-        // The last id written to each partition (ids are coded as the step from it).
-        let mut last = [u32::MAX; PARTS];
+        // In id order (a parent before its children), each entry labelled with its
+        // partition and its ordinal among the run's records of that partition, written
+        // over the entry itself (an array beside the trie would add to it at the moment
+        // memory is at its highest). A record names its parent by the step back in
+        // ordinals, so that the merge maps a run's records to the merged trie's ids with
+        // an array, not a hash map.
+        let mut count = [0u32; PARTS];
         let mut rec = Vec::with_capacity(32);
         for p in &mut self.parts {
             p.write_all(&[RUN_START])?;
         }
         self.bytes += PARTS as u64;
-        for (id, e) in trie.iter().enumerate() {
-            let id = id as u32;
-            let (part, parent_step) = if e.parent == NO_PARENT {
-                self.roots
-                    .entry(e.node)
-                    .or_insert(run << 32 | u64::from(id));
-                (part_of(e.node), 0)
-            } else {
-                (part_of_id[e.parent as usize] as usize, id - e.parent)
+        let (parts, roots, bytes) = (&mut self.parts, &mut self.roots, &mut self.bytes);
+        let mut id = 0u64;
+        trie.drain_labelled(|e, up| -> io::Result<(u32, u32)> {
+            let (part, up) = match up {
+                None => {
+                    roots.entry(e.node).or_insert(run << 32 | id);
+                    (part_of(e.node), None)
+                }
+                Some((ord, part)) => (part as usize, Some(ord)),
             };
-            part_of_id.push(part as u8);
+            id += 1;
+            let ord = count[part];
+            count[part] += 1;
             rec.clear();
-            put(&mut rec, u64::from(id.wrapping_sub(last[part])));
-            put(&mut rec, u64::from(parent_step));
+            // 0 begins a run, 1 is a root, 1 + k a child of the record k back.
+            put(&mut rec, up.map_or(ROOT, |u| ROOT + u64::from(ord - u)));
             put(&mut rec, u64::from(e.node));
             put(&mut rec, e.weight);
-            last[part] = id;
-            self.parts[part].write_all(&rec)?;
-            self.bytes += rec.len() as u64;
-        }
+            parts[part].write_all(&rec)?;
+            *bytes += rec.len() as u64;
+            Ok((ord, part as u32))
+        })?;
         for p in &mut self.parts {
             p.flush()?;
         }
@@ -257,8 +346,9 @@ impl Spill {
     ) -> io::Result<WriteSummary> {
         if !self.last_written {
             self.last_written = true;
-            if self.err.is_none() {
-                if let Err(e) = self.write_run(last) {
+            if self.err.is_none() && last.len() > 0 {
+                // Not handed over by FoldedSink::finish_spill: a copy is written out.
+                if let Err(e) = self.write_run(&mut last.clone()) {
                     self.err = Some(e);
                 }
             }
@@ -315,54 +405,38 @@ impl Spill {
 /// One partition's runs replayed, in order, into one trie: each run's entries in id
 /// order, so that a prefix is created the first time a record reaches it.
 fn replay(file: &File) -> io::Result<PathTrie> {
-    let mut r = BufReader::with_capacity(1 << 16, Positioned { file, at: 0 });
+    let mut r = Varints::new(file);
     let mut trie = PathTrie::default();
-    // This run's ids (of this partition's entries) to the merged trie's.
-    let mut merged: FxHashMap<u32, u32> = FxHashMap::default();
-    let mut last = u32::MAX;
-    while let Some(step) = get(&mut r)? {
-        if step == u64::from(RUN_START) {
+    // The merged trie's id of each of this run's records so far (in this partition).
+    let mut merged: Vec<u32> = Vec::new();
+    while let Some(up) = r.get()? {
+        if up == u64::from(RUN_START) {
             merged.clear();
-            last = u32::MAX;
             continue;
         }
-        let parent_step = need(&mut r)?;
-        let node = need(&mut r)?;
-        let weight = need(&mut r)?;
-        let (Ok(step), Ok(parent_step), Ok(node)) = (
-            u32::try_from(step),
-            u32::try_from(parent_step),
-            u32::try_from(node),
-        ) else {
+        let node = r.need()?;
+        let weight = r.need()?;
+        let Ok(node) = u32::try_from(node) else {
             return Err(bad_record());
         };
-        let id = last.wrapping_add(step);
-        last = id;
-        let parent = match parent_step {
-            0 => NO_PARENT,
-            s => *merged.get(&id.wrapping_sub(s)).ok_or_else(bad_record)?,
+        let parent = if up == ROOT {
+            NO_PARENT
+        } else {
+            let back = usize::try_from(up - ROOT).map_err(|_| bad_record())?;
+            let at = merged
+                .len()
+                .checked_sub(back)
+                .filter(|_| back > 0)
+                .ok_or_else(bad_record)?;
+            merged[at]
         };
         let m = trie.step(parent, node);
-        merged.insert(id, m);
+        merged.push(m);
         if weight > 0 {
             trie.add_weight(m, weight);
         }
     }
     Ok(trie)
-}
-
-/// Reads `file` from `at` on with positioned reads (its own offset is the writer's).
-struct Positioned<'f> {
-    file: &'f File,
-    at: u64,
-}
-
-impl Read for Positioned<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.file.read_at(buf, self.at)?;
-        self.at += n as u64;
-        Ok(n)
-    }
 }
 
 fn bad_record() -> io::Error {
@@ -471,10 +545,10 @@ fn render_chunk(
         line.push_str(pieces.get(node, pieces.first_at(depth, root.unwrap_or(node))));
         ends.push(line.len());
     }
-    let mut r = &bytes[..];
-    while let Some(depth) = get(&mut r)? {
-        let node = u32::try_from(need(&mut r)?).map_err(|_| bad_record())?;
-        let weight = need(&mut r)?;
+    let mut at = 0;
+    while let Some(depth) = get(&bytes, &mut at)? {
+        let node = u32::try_from(need(&bytes, &mut at)?).map_err(|_| bad_record())?;
+        let weight = need(&bytes, &mut at)?;
         let depth = usize::try_from(depth).map_err(|_| bad_record())?;
         if depth > ends.len() {
             return Err(bad_record());
@@ -502,18 +576,46 @@ mod tests {
     use super::*;
 
     #[test]
+    fn varints_are_read_back_across_blocks() {
+        // More than a block of varints of every length, read back from the file.
+        let mut b = Vec::new();
+        let values: Vec<u64> = (0..60_000u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (i % 64))
+            .collect();
+        for &v in &values {
+            put(&mut b, v);
+        }
+        assert!(b.len() > 3 << 16);
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&b).unwrap();
+        let mut r = Varints::new(&f);
+        for &v in &values {
+            assert_eq!(r.get().unwrap(), Some(v));
+        }
+        assert_eq!(r.get().unwrap(), None);
+        // A file that ends inside a varint: an error after the whole ones.
+        f.write_all(&[0x80]).unwrap();
+        let mut r = Varints::new(&f);
+        for &v in &values {
+            assert_eq!(r.get().unwrap(), Some(v));
+        }
+        assert!(r.get().is_err());
+    }
+
+    #[test]
     fn varints_round_trip() {
         let mut b = Vec::new();
         for v in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
             put(&mut b, v);
         }
-        let mut r = &b[..];
+        let mut at = 0;
         for v in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
-            assert_eq!(get(&mut r).unwrap(), Some(v));
+            assert_eq!(get(&b, &mut at).unwrap(), Some(v));
         }
-        assert_eq!(get(&mut r).unwrap(), None);
+        assert_eq!(get(&b, &mut at).unwrap(), None);
         // Cut inside a varint: an error, not a panic.
-        let mut cut = &[0x80u8][..];
-        assert!(get(&mut cut).is_err());
+        assert!(get(&[0x80u8], &mut 0).is_err());
+        // Too long for a u64: an error.
+        assert!(get(&[0xffu8; 11], &mut 0).is_err());
     }
 }

@@ -169,6 +169,69 @@ impl PathTrie {
             + self.big.capacity() * 16
     }
 
+    /// An upper bound of [`Self::heap_bytes`] after inserting up to `new` more entries
+    /// (a batch of `new` steps): the chunks they need and the index grown as insertion
+    /// would grow it. A spilling fold writes the trie out before a batch that could take
+    /// it past its budget, rather than after an index growth already did (busy20m with a
+    /// 64 MiB budget: a 74 MB trie at the peak, index grown by half just before the check).
+    /// Room kept from before [`Self::empty_keeping_room`] is not counted: only what `len()
+    /// + new` entries need.
+    pub(crate) fn heap_bytes_after(&self, new: usize) -> usize {
+        let n = self.len() + new;
+        let chunks = n.div_ceil(CHUNK);
+        let mut slots = if self.index.is_empty() {
+            Self::slots_for(self.len() + 1)
+        } else {
+            self.index.len()
+        };
+        while n * 5 > slots * 4 && slots < u32::MAX as usize {
+            slots = Self::grown(slots);
+        }
+        chunks * CHUNK * size_of::<Stored>() + slots * 4 + self.big.capacity() * 16
+    }
+
+    /// Empty the trie but keep its entry chunks and its index at their size: a spilling
+    /// fold fills it to the same size again, and this spares it the index's regrowth
+    /// (a rebuild at each size step) and fresh pages for every run.
+    pub(crate) fn empty_keeping_room(&mut self) {
+        self.len = 0;
+        self.big.clear();
+        self.index.fill(0);
+    }
+
+    /// Visit every entry in id order with the label `f` gave its parent (`None` for a
+    /// root), labelling it with what `f` returns; the labels are written over the entries
+    /// themselves (no array beside the trie at the moment it is largest), so the trie is
+    /// left empty ([`Self::empty_keeping_room`]). Stops at `f`'s first error.
+    pub(crate) fn drain_labelled<E>(
+        &mut self,
+        mut f: impl FnMut(Entry, Option<(u32, u32)>) -> Result<(u32, u32), E>,
+    ) -> Result<(), E> {
+        let mut result = Ok(());
+        for id in 0..self.len {
+            let s = *self.stored(id);
+            let e = self.entry(id, &s);
+            let up = (s.parent != NO_PARENT).then(|| {
+                // The parent (a smaller id) holds its label by now.
+                let p = self.stored(s.parent);
+                (p.parent, p.weight)
+            });
+            match f(e, up) {
+                Ok((a, b)) => {
+                    let m = self.stored_mut(id);
+                    m.parent = a;
+                    m.weight = b;
+                }
+                Err(err) => {
+                    result = Err(err);
+                    break;
+                }
+            }
+        }
+        self.empty_keeping_room();
+        result
+    }
+
     #[inline]
     fn slot_of(&self, h: u64) -> usize {
         // The high half of the hash scaled to the index (the fingerprint takes the low half).
@@ -591,6 +654,74 @@ mod tests {
             b.apply(&batch(n, 5));
             assert_eq!(a.len(), b.len());
             assert!(a.iter().eq(b.iter()), "round {round}");
+        }
+    }
+
+    #[test]
+    fn a_drained_trie_keeps_its_room_and_fills_as_a_new_one() {
+        let mut a = PathTrie::default();
+        a.apply(&batch(40_000, 3));
+        a.add_weight(7, u64::from(BIG) + 5);
+        let (len, room) = (a.len(), a.heap_bytes());
+        let entries: Vec<Entry> = a.iter().collect();
+        // Each entry is seen in id order with its parent's label (here: its parent's id
+        // and node), the large weight included.
+        let mut seen = Vec::new();
+        a.drain_labelled(|e, up| -> Result<(u32, u32), ()> {
+            let id = seen.len() as u32;
+            assert_eq!(
+                up,
+                (e.parent != NO_PARENT).then(|| (e.parent, entries[e.parent as usize].node))
+            );
+            seen.push(e);
+            Ok((id, e.node))
+        })
+        .unwrap();
+        assert_eq!(seen, entries);
+        assert_eq!(a.len(), 0);
+        // Its room is kept; its entry chunks are not counted as needed, its index (kept
+        // at its size, the next run's) is.
+        assert_eq!(a.heap_bytes(), room);
+        assert!(!a.index.is_empty() && a.index.iter().all(|&s| s == 0));
+        assert_eq!(
+            a.heap_bytes_after(0),
+            a.index.len() * 4 + a.big.capacity() * 16
+        );
+        assert!(a.heap_bytes_after(0) < room / 2);
+        let mut b = PathTrie::default();
+        a.apply(&batch(30_000, 5));
+        b.apply(&batch(30_000, 5));
+        assert!(a.iter().eq(b.iter()));
+        // Fewer entries than before: nothing allocated.
+        assert!(b.len() < len);
+        assert_eq!(a.heap_bytes(), room);
+        // An error stops the walk and still empties it.
+        let mut n = 0;
+        assert_eq!(
+            a.drain_labelled(|_, _| {
+                n += 1;
+                if n == 3 {
+                    Err(7)
+                } else {
+                    Ok((0, 0))
+                }
+            }),
+            Err(7)
+        );
+        assert_eq!((a.len(), n), (0, 3));
+        assert!(len > CHUNK);
+    }
+
+    #[test]
+    fn bytes_after_a_batch_bound_what_it_takes() {
+        // Before each batch, the bound for its steps is at least what inserting it takes.
+        let mut t = PathTrie::default();
+        for salt in 0..40 {
+            let b = batch(5_000, salt);
+            let bound = t.heap_bytes_after(b.steps());
+            t.apply(&b);
+            assert!(t.heap_bytes() <= bound, "batch {salt}");
+            assert!(t.heap_bytes_after(0) <= t.heap_bytes());
         }
     }
 
