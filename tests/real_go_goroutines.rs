@@ -771,12 +771,22 @@ fn gc_stop_the_world_in_goroutine_chains(version: GoVersion) {
     );
     assert!(periods.len() >= 10, "{periods:?}");
     assert!(gc * 10 >= periods.len() * 8, "{periods:?}");
-    // Short: the 90th percentile under 10 ms (a loaded machine may stretch a few).
-    assert!(lens[lens.len() * 9 / 10] < 10_000_000, "{lens:?}");
 
     // Against the execution tracer.
     let dump = tracer_dump(go, dir, version, &gotrace);
     let stws = tracer_stws(&dump, version.new_tracer());
+    // Short: no stop paired with a much later start. Measured against the tracer's own
+    // periods of the same run, not against a fixed bound: a loaded machine stretches
+    // both (an absolute 10 ms failed beside other builds at 10.4 ms).
+    let mut theirs: Vec<f64> = stws.iter().map(|(b, e)| e - b).collect();
+    theirs.sort_unstable_by(f64::total_cmp);
+    if let Some(&their_p90) = theirs.get(theirs.len() * 9 / 10) {
+        let ours_p90 = lens[lens.len() * 9 / 10] as f64;
+        assert!(
+            ours_p90 <= their_p90 + 1_000_000.0,
+            "90th percentile {ours_p90} ns against the tracer's {their_p90} ns: {lens:?}"
+        );
+    }
     let matched = stws
         .iter()
         .filter(|(b, e)| {
