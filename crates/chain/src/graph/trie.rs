@@ -10,7 +10,7 @@
 //! cache misses of different paths overlap instead of following one another.
 
 use crate::graph::paths::PathBatch;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// `parent` of a root entry.
 pub(crate) const NO_PARENT: u32 = u32::MAX;
@@ -53,7 +53,7 @@ const BIG: u32 = u32::MAX;
 pub(crate) struct PathTrie {
     chunks: Vec<Box<[Stored]>>,
     /// Weights of [`BIG`] ns or more, by entry id.
-    big: HashMap<u32, u64>,
+    big: FxHashMap<u32, u64>,
     len: u32,
     /// Slots: 0 = empty, else `fingerprint << bits | (id + 1)`. Any length (not a power of
     /// two): from 2 M slots on it grows by half, not by doubling, so that a large index is
