@@ -973,11 +973,13 @@ fn main() {
     }
     let max_tid = dense.len();
     let n = events.len() as f64;
+    let wall = std::time::Instant::now();
     let t0 = proc_cpu();
     let (want, waits, hops) = serial(&events, max_tid);
+    let wall = wall.elapsed().as_secs_f64();
     let ser = proc_cpu() - t0;
     eprintln!(
-        "serial: {} events, {} threads, {waits} waits, {hops} hops: {:.3} CPU-s = {:.1} ns/event",
+        "serial: {} events, {} threads, {waits} waits, {hops} hops: {wall:.3} s wall; {:.3} CPU-s = {:.1} ns/event",
         events.len(),
         max_tid,
         ser,
@@ -1008,14 +1010,24 @@ fn main() {
             std::process::exit(1);
         }
     }
-    for (pool, segments) in [(1, 1), (1, 2), (threads, threads), (1, 4), (1, 8), (1, 16)] {
+    for (pool, segments) in [
+        (1, 1),
+        (1, 2),
+        (threads, threads),
+        (threads, 4 * threads),
+        (1, 4),
+        (1, 8),
+        (1, 16),
+    ] {
         let p = rayon::ThreadPoolBuilder::new()
             .num_threads(pool)
             .build()
             .expect("a thread pool");
+        let wall = std::time::Instant::now();
         let r = p.install(|| time_split(&events, max_tid, segments));
+        let wall = wall.elapsed().as_secs_f64();
         eprintln!(
-            "time split, {segments} segments on {pool} thread(s): {:.3} CPU-s = {:.1} ns/event (parallel {:.3}, serial stitch {:.3}: {} prefix events, {} placeholders, {} deferred waits); the segments' machines {:.3} CPU-s in all, {:.3} the largest; joining their hops and the deferred walks, also in parallel, {:.3}",
+            "time split, {segments} segments on {pool} thread(s): {wall:.3} s wall (on a quiet machine only); {:.3} CPU-s = {:.1} ns/event (parallel {:.3}, serial stitch {:.3}: {} prefix events, {} placeholders, {} deferred waits); the segments' machines {:.3} CPU-s in all, {:.3} the largest; joining their hops and the deferred walks, also in parallel, {:.3}",
             r.workers + r.stitch,
             (r.workers + r.stitch) * 1e9 / n,
             r.workers,
