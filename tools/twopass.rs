@@ -28,7 +28,9 @@
 //! ```
 //!
 //! Needs about 100 bytes of memory per event.
-use chainrec_format::{Event, TraceReader};
+use chainrec_format::Event;
+
+mod decoded;
 use rayon::prelude::*;
 
 /// CPU time of the calling thread (s): what a phase costs whatever else runs on the
@@ -154,6 +156,29 @@ struct Task {
 }
 
 impl Task {
+    /// The wait this switch-in of `tid` ends, when it was a blocked wait a hop woke.
+    #[inline]
+    fn ending_wait(&self, tid: u32) -> Option<Wait> {
+        (self.off && self.state != 0 && self.wake_hop != NONE).then_some(Wait {
+            tid,
+            switch_out: self.switch_out,
+            first_hop: self.wake_hop,
+            kstack: self.kstack,
+            ustack: self.ustack,
+        })
+    }
+
+    /// Lazily captured stacks arrived (0: that side was not captured).
+    #[inline]
+    fn set_stacks(&mut self, kstack: u32, ustack: u32) {
+        if kstack != 0 {
+            self.kstack = kstack;
+        }
+        if ustack != 0 {
+            self.ustack = ustack;
+        }
+    }
+
     fn new() -> Self {
         Task {
             wake_hop: NONE,
@@ -179,14 +204,7 @@ fn serial(events: &[Event], max_tid: usize) -> (u64, u64, usize) {
                 }
                 if s.next_tid != 0 {
                     let t = tasks[s.next_tid as usize];
-                    if t.off && t.state != 0 && t.wake_hop != NONE {
-                        let w = Wait {
-                            tid: s.next_tid,
-                            switch_out: t.switch_out,
-                            first_hop: t.wake_hop,
-                            kstack: t.kstack,
-                            ustack: t.ustack,
-                        };
+                    if let Some(w) = t.ending_wait(s.next_tid) {
                         let hh = walk(&w, |i| hops[i as usize], |i| causes[i as usize]);
                         sum = sum.wrapping_add(hh);
                         waits += 1;
@@ -216,12 +234,7 @@ fn serial(events: &[Event], max_tid: usize) -> (u64, u64, usize) {
             }
             Event::OffCpuStacks(o) => {
                 let t = &mut tasks[o.tid as usize];
-                if o.kstack.0 != 0 {
-                    t.kstack = o.kstack.0;
-                }
-                if o.ustack.0 != 0 {
-                    t.ustack = o.ustack.0;
-                }
+                t.set_stacks(o.kstack.0, o.ustack.0);
             }
             _ => {}
         }
@@ -418,15 +431,7 @@ fn two_pass(events: &[Event], max_tid: usize) -> Phases {
                         (t.kstack, t.ustack) = (it.key.1, it.key.2);
                     }
                     SWITCH_IN => {
-                        if t.off && t.state != 0 && t.wake_hop != NONE {
-                            o.waits.push(Wait {
-                                tid: tid as u32,
-                                switch_out: t.switch_out,
-                                first_hop: t.wake_hop,
-                                kstack: t.kstack,
-                                ustack: t.ustack,
-                            });
-                        }
+                        o.waits.extend(t.ending_wait(tid as u32));
                         t.off = false;
                     }
                     WOKEN => {
@@ -444,12 +449,7 @@ fn two_pass(events: &[Event], max_tid: usize) -> Phases {
                     }
                     SENT => cause_at[it.idx as usize].store(t.last_hop, Relaxed),
                     _ => {
-                        if it.key.1 != 0 {
-                            t.kstack = it.key.1;
-                        }
-                        if it.key.2 != 0 {
-                            t.ustack = it.key.2;
-                        }
+                        t.set_stacks(it.key.1, it.key.2);
                     }
                 }
             }
@@ -581,14 +581,7 @@ fn segment(events: &[Event], base: u32, max_tid: usize) -> Seg {
                         seg.prefix[n].push((idx, NONE));
                         continue;
                     };
-                    if t.off && t.state != 0 && t.wake_hop != NONE {
-                        let w = Wait {
-                            tid: s.next_tid,
-                            switch_out: t.switch_out,
-                            first_hop: t.wake_hop,
-                            kstack: t.kstack,
-                            ustack: t.ustack,
-                        };
+                    if let Some(w) = t.ending_wait(s.next_tid) {
                         let (hops, causes) = (&seg.hops, &seg.causes);
                         if reaches_placeholder(&w, hops, causes) {
                             seg.deferred.push(w);
@@ -642,12 +635,7 @@ fn segment(events: &[Event], base: u32, max_tid: usize) -> Seg {
             Event::OffCpuStacks(o) => match seg.end[o.tid as usize].as_mut() {
                 None => seg.prefix[o.tid as usize].push((idx, NONE)),
                 Some(t) => {
-                    if o.kstack.0 != 0 {
-                        t.kstack = o.kstack.0;
-                    }
-                    if o.ustack.0 != 0 {
-                        t.ustack = o.ustack.0;
-                    }
+                    t.set_stacks(o.kstack.0, o.ustack.0);
                 }
             },
             _ => {}
@@ -789,15 +777,7 @@ fn time_split(events: &[Event], max_tid: usize, segments: usize) -> Split {
             for &(idx, hint) in prefix {
                 match &events[idx as usize] {
                     Event::Switch(_) => {
-                        if t.off && t.state != 0 && t.wake_hop != NONE {
-                            later.push(Wait {
-                                tid: tid as u32,
-                                switch_out: t.switch_out,
-                                first_hop: t.wake_hop,
-                                kstack: t.kstack,
-                                ustack: t.ustack,
-                            });
-                        }
+                        later.extend(t.ending_wait(tid as u32));
                         t.off = false;
                     }
                     Event::Waking(w) => {
@@ -819,12 +799,7 @@ fn time_split(events: &[Event], max_tid: usize, segments: usize) -> Split {
                         }
                     }
                     Event::OffCpuStacks(o) => {
-                        if o.kstack.0 != 0 {
-                            t.kstack = o.kstack.0;
-                        }
-                        if o.ustack.0 != 0 {
-                            t.ustack = o.ustack.0;
-                        }
+                        t.set_stacks(o.kstack.0, o.ustack.0);
                     }
                     _ => unreachable!("prefixes hold only these kinds"),
                 }
@@ -903,18 +878,6 @@ fn time_split(events: &[Event], max_tid: usize, segments: usize) -> Split {
     }
 }
 
-/// An error with the errors that caused it ("path: No such file or directory").
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
-}
-
 fn main() {
     let mut args = std::env::args().skip(1);
     let Some(path) = args.next() else {
@@ -929,19 +892,8 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let reader = TraceReader::open(path.as_ref()).unwrap_or_else(|e| {
-        eprintln!("twopass: {}", with_causes(&e));
-        std::process::exit(1);
-    });
     let mut events: Vec<Event> = Vec::new();
-    let decoded = reader.for_each_chunk(0..reader.chunks().len(), true, |ev| {
-        events.extend_from_slice(ev);
-        Ok::<(), chainrec_format::FormatError>(())
-    });
-    if let Err(e) = decoded {
-        eprintln!("twopass: {}", with_causes(&e));
-        std::process::exit(1);
-    }
+    decoded::decode("twopass", &path, |ev| events.extend_from_slice(ev));
     if events.len() >= 1 << 30 {
         eprintln!(
             "twopass: more than 2^30 events: cut the trace (the lists pack an index in 30 bits)"

@@ -13,9 +13,11 @@
 //! ```
 //!
 //! Needs about 40 bytes of memory per event (2 GB for 50 M events).
-use chainrec_format::{Event, TraceReader};
+use chainrec_format::Event;
 use std::collections::HashMap;
 use std::time::Instant;
+
+mod decoded;
 
 /// Hops kept (a ring): causes older than this many wakings are forgotten.
 const RING_BITS: u32 = 16;
@@ -241,18 +243,6 @@ impl Floor {
     }
 }
 
-/// An error with the errors that caused it ("path: No such file or directory").
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
-}
-
 fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(path), rounds) = (args.next(), args.next()) else {
@@ -267,19 +257,8 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let reader = TraceReader::open(path.as_ref()).unwrap_or_else(|e| {
-        eprintln!("walk_floor: {}", with_causes(&e));
-        std::process::exit(1);
-    });
     let mut chunks: Vec<Vec<Event>> = Vec::new();
-    let decoded = reader.for_each_chunk(0..reader.chunks().len(), true, |ev| {
-        chunks.push(ev.to_vec());
-        Ok::<(), chainrec_format::FormatError>(())
-    });
-    if let Err(e) = decoded {
-        eprintln!("walk_floor: {}", with_causes(&e));
-        std::process::exit(1);
-    }
+    decoded::decode("walk_floor", &path, |ev| chunks.push(ev.to_vec()));
     let n: usize = chunks.iter().map(Vec::len).sum();
     // Reading the events alone (what any walk pays to see them).
     let t0 = Instant::now();

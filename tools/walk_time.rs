@@ -9,8 +9,10 @@
 //! Needs about 40 bytes of memory per event (2 GB for 50 M events).
 use chainrec_chain::fold::PathReducer;
 use chainrec_chain::{Config, Engine, View};
-use chainrec_format::{Event, TraceReader};
+use chainrec_format::Event;
 use std::time::Instant;
+
+mod decoded;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -28,20 +30,8 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let r = match TraceReader::open(path.as_ref()) {
-        Ok(r) => r,
-        Err(e) => {
-            fail(&e);
-        }
-    };
     let mut chunks: Vec<Vec<Event>> = Vec::new();
-    let decoded = r.for_each_chunk(0..r.chunks().len(), true, |ev| {
-        chunks.push(ev.to_vec());
-        Ok::<(), chainrec_format::FormatError>(())
-    });
-    if let Err(e) = decoded {
-        fail(&e);
-    }
+    let r = decoded::decode("walk_time", &path, |ev| chunks.push(ev.to_vec()));
     let n: usize = chunks.iter().map(Vec::len).sum();
     for round in 0..rounds {
         let mut engine = Engine::new(r.tables(), r.meta(), Config::default());
@@ -73,16 +63,4 @@ fn main() {
             st.peak_runq_history,
         );
     }
-}
-
-/// Print the error with its causes (the library's errors keep the cause apart) and exit.
-fn fail(e: &dyn std::error::Error) -> ! {
-    let mut msg = format!("walk_time: {e}");
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        msg.push_str(&format!(": {c}"));
-        cause = c.source();
-    }
-    eprintln!("{msg}");
-    std::process::exit(1);
 }
