@@ -147,6 +147,99 @@ pub enum ChainError {
     GoThreadWakes(#[source] Box<ChainError>),
 }
 
+/// A file of the runs a fold spills to disk ([`crate::SpillTo`]) could not be written, or
+/// did not read back as it was written (truncated, overwritten, a bad sector): the output
+/// cannot be merged. [`crate::FoldedSink::write_folded`] returns it inside its
+/// [`std::io::Error`] ([`SpillError::of`] finds it there).
+#[derive(Debug, thiserror::Error)]
+#[error("{file} under {}: {problem}", dir.display())]
+pub struct SpillError {
+    /// The spill directory (the files themselves are unnamed temporary files in it).
+    pub dir: std::path::PathBuf,
+    /// Which file.
+    pub file: SpillFile,
+    /// What was wrong.
+    pub problem: SpillProblem,
+}
+
+impl SpillError {
+    /// The spill error an I/O error of [`crate::FoldedSink::write_folded`] carries, if it
+    /// is one (and not an error of the output itself).
+    pub fn of(e: &std::io::Error) -> Option<&SpillError> {
+        e.get_ref()?.downcast_ref()
+    }
+
+    /// As the [`std::io::Error`] that [`crate::FoldedSink::write_folded`] returns: of the
+    /// failed I/O's kind, or `InvalidData` for contents not as written.
+    pub(crate) fn into_io(self) -> std::io::Error {
+        let kind = match &self.problem {
+            SpillProblem::Create(e) | SpillProblem::Write(e) | SpillProblem::Read(e) => e.kind(),
+            _ => std::io::ErrorKind::InvalidData,
+        };
+        std::io::Error::new(kind, self)
+    }
+}
+
+/// One of the files of a spilled fold ([`SpillError`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpillFile {
+    /// The runs of a partition (the paths under some of the roots), as written out while
+    /// the trace was walked.
+    #[error("spill run file {part} (of {parts})")]
+    Runs {
+        /// The partition.
+        part: usize,
+        /// Partitions in all.
+        parts: usize,
+    },
+    /// A partition's runs merged, as written for rendering.
+    #[error("merged spill file {part} (of {parts})")]
+    Merged {
+        /// The partition.
+        part: usize,
+        /// Partitions in all.
+        parts: usize,
+    },
+}
+
+/// What was wrong with a [`SpillFile`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpillProblem {
+    /// The temporary file could not be made.
+    #[error("could not be created: {0} (give another directory with --spill-dir, or a larger budget with --spill-above)")]
+    Create(std::io::Error),
+    /// Writing failed (a full disk: `ENOSPC`; a file size limit: `EFBIG`).
+    #[error("could not be written: {0} (give another directory with --spill-dir, or a larger budget with --spill-above)")]
+    Write(std::io::Error),
+    /// Reading failed.
+    #[error("could not be read: {0}")]
+    Read(std::io::Error),
+    /// The file (or the part of it read) is not as long as what was written.
+    #[error(
+        "{found} bytes where {written} were written: truncated or overwritten by another process"
+    )]
+    Length {
+        /// Bytes written.
+        written: u64,
+        /// Bytes found.
+        found: u64,
+    },
+    /// The bytes read differ from those written (their CRC-32).
+    #[error("its contents differ from what was written (CRC-32 {found:08x}, written {written:08x}): damaged on disk or by another process")]
+    Checksum {
+        /// CRC-32 of the bytes written.
+        written: u32,
+        /// CRC-32 of the bytes read.
+        found: u32,
+    },
+    /// A record that cannot have been written (the checksum passed: a bug, or damage the
+    /// checksum missed).
+    #[error("a damaged record: {0}")]
+    Record(&'static str),
+}
+
 /// Why a trace of format `(maj, min)` has no samples, for [`ChainError::NoSamples`].
 fn no_samples_why((maj, min): (u16, u16)) -> String {
     if maj < 2 {

@@ -49,7 +49,7 @@ pub use analysis::{
     DamagePolicy, Dedup, Done, Grid, Setup, Summary, TraceWarning, WarnFn,
 };
 pub use checkpoint::{Cancel, Checkpoints};
-pub use error::{ChainError, WindowProblem};
+pub use error::{ChainError, SpillError, SpillFile, SpillProblem, WindowProblem};
 
 // How a run is set up: what it selects and how it attributes.
 pub use engine::config::{Config, DEFAULT_MAX_DEPTH};

@@ -202,7 +202,10 @@ impl FoldedSink {
     /// and counted in the summary. Numbers are formatted without `core::fmt`; with more
     /// than one rayon thread, ranges of the trie are rendered in parallel into bounded
     /// per-task buffers and written in order by the calling thread (`out` need not be
-    /// `Send`). On a write error, rendering stops and the error is returned.
+    /// `Send`). On a write error, rendering stops and the error is returned. A sink that
+    /// spilled ([`Self::spill_to`]) merges its runs from disk here: a run that could not
+    /// be written, or does not read back as written (truncated, changed), is an error
+    /// carrying a [`crate::SpillError`] that names the file and what was wrong.
     pub fn write_folded(
         &self,
         nodes: &NodeTable,

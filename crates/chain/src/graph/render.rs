@@ -228,6 +228,18 @@ impl Pieces {
         let (a, b) = self.spans[self.key(node, first)];
         &self.text[a as usize..b as usize]
     }
+
+    /// [`Self::get`], or `None` for a piece not rendered (a node that none of the lines
+    /// uses, or that does not exist): for pieces named by records read back from disk.
+    pub(crate) fn try_get(&self, node: NodeId, first: bool) -> Option<&str> {
+        if node & COMM_BIT == 0 && node as usize >= self.nodes {
+            return None;
+        }
+        match *self.spans.get(self.key(node, first))? {
+            UNSET => None,
+            (a, b) => self.text.get(a as usize..b as usize),
+        }
+    }
 }
 
 /// Append the piece of `node` (`first`: the first of its path): its frames joined by `;`.
