@@ -510,7 +510,8 @@ fn svg_and_folded_from_one_fold() {
 
 /// `--spill-above`: the folded output written out in runs and merged is the output of one
 /// aggregate, byte for byte (a busy-server trace with thousands of distinct lines, a run
-/// every MiB); a spill directory that cannot be used is a clear error.
+/// every MiB); a spill directory that cannot be used, or runs that cannot be written, are
+/// clear errors.
 #[test]
 fn spilled_chains_output_is_the_same_and_a_bad_spill_dir_is_an_error() {
     let p = tmpdir("spill").join("busy.zst");
@@ -539,6 +540,25 @@ fn spilled_chains_output_is_the_same_and_a_bad_spill_dir_is_an_error() {
     fails(
         &["chains", "--spill-dir", "/nonexistent/spill", t()],
         "cannot write spill runs under /nonexistent/spill",
+    );
+    // Runs the file system refuses (here a file size limit, EFBIG, as a full disk gives
+    // ENOSPC): an error naming the spill file, not a panic and not the output's error.
+    let dir = tmpdir("spill-limit");
+    let limited = Command::new("sh")
+        .args(["-c", "trap '' XFSZ; ulimit -f 8; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_chainrec"))
+        .args(["chains", "--spill-above", "1", "--spill-dir"])
+        .args([&dir, Path::new(p)])
+        .output()
+        .unwrap();
+    fails_with(
+        &limited,
+        "merging the runs spilled to disk (--spill-above): spill run file ",
+    );
+    let err = stderr(&limited);
+    assert!(
+        err.contains(&format!("under {}: could not be written", dir.display())),
+        "{err}"
     );
 }
 

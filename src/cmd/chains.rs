@@ -533,6 +533,10 @@ fn analyse_files(
             out.flush()
         });
         match r {
+            // A spill file, not the output: its error names the file and what was wrong.
+            Err(e) if chainrec_chain::SpillError::of(&e).is_some() => {
+                return Err(e).context("merging the runs spilled to disk (--spill-above)");
+            }
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
             r => r.context(dest)?,
         }
