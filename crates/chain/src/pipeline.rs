@@ -1,8 +1,9 @@
-//! Trace → folded paths on two threads: the engine walk (with view reduction) on the
-//! calling thread, path-trie insertion on a second one.
+//! Trace → folded paths on two threads: the engine walk (copying what each wait's paths
+//! need) on the calling thread, path reduction and path-trie insertion on a second one.
 
-use crate::graph::paths::{PathBatch, PathReducer};
+use crate::graph::paths::PathReducer;
 use crate::graph::spill::SpillTo;
+use crate::graph::waits::{WaitCopier, WaitCopies};
 use crate::{ChainError, Engine, FoldedSink, Stats, View};
 use chainrec_format::TraceReader;
 use std::ops::Range;
@@ -26,8 +27,10 @@ const WALK_STEP: usize = 1 << 14;
 
 /// Run `engine` over the chunks `range` of `reader` (decoded with rayon when
 /// `parallel`) and fold its records for `view`, calling `on_chunk(events)` after each
-/// chunk (progress; an error stops the run with it). This thread decodes, walks and reduces each wait to trie paths; a
-/// second thread inserts the batches into the path trie. The result equals feeding a
+/// chunk (progress; an error stops the run with it). This thread walks and copies what
+/// path reduction reads of each wait (`graph::waits`); a second thread reduces the copies
+/// to trie paths and inserts them into the path trie: the walk is the critical path, and
+/// copying a wait costs it less than reducing it. The result equals feeding a
 /// [`FoldedSink`] directly (tests/batch.rs); the trie's lookup index is already freed
 /// ([`FoldedSink::release_index`]), ready for rendering.
 pub(crate) fn fold_trace(
@@ -47,22 +50,28 @@ pub(crate) fn fold_trace(
         })?;
     }
     std::thread::scope(|s| {
-        let (tx, rx) = mpsc::sync_channel::<PathBatch>(QUEUED_BATCHES);
-        let (back_tx, back_rx) = mpsc::channel::<PathBatch>();
+        let (tx, rx) = mpsc::sync_channel::<WaitCopies>(QUEUED_BATCHES);
+        let (back_tx, back_rx) = mpsc::channel::<WaitCopies>();
         let folder = s.spawn(move || {
-            for b in rx {
-                folded.apply(&b);
-                // The reducer may be gone at the end: a lost spare buffer is harmless.
-                let _ = back_tx.send(b);
+            let mut reducer = PathReducer::new(view, BATCH_WAITS);
+            for copies in rx {
+                copies.reduce_into(&mut reducer);
+                while let Some(b) = reducer.take_full() {
+                    folded.apply(&b);
+                    reducer.recycle(b);
+                }
+                // The copier may be gone at the end: a lost spare buffer is harmless.
+                let _ = back_tx.send(copies);
             }
+            folded.absorb(reducer);
             folded
         });
-        let mut reducer = PathReducer::new(view, BATCH_WAITS);
-        let send = |reducer: &mut PathReducer| -> Result<(), ChainError> {
+        let mut copier = WaitCopier::new(view, BATCH_WAITS);
+        let send = |copier: &mut WaitCopier| -> Result<(), ChainError> {
             while let Ok(b) = back_rx.try_recv() {
-                reducer.recycle(b);
+                copier.recycle(b);
             }
-            while let Some(b) = reducer.take_full() {
+            while let Some(b) = copier.take_full() {
                 tx.send(b)
                     .map_err(|_| ChainError::FoldThread("stopped early"))?;
             }
@@ -70,20 +79,22 @@ pub(crate) fn fold_trace(
         };
         let walked = reader.for_each_chunk::<ChainError>(range, parallel, |evs| {
             for step in evs.chunks(WALK_STEP) {
-                engine.process(step, &mut reducer);
-                send(&mut reducer)?;
+                engine.process(step, &mut copier);
+                send(&mut copier)?;
             }
             on_chunk(evs.len())
         });
-        let stats = walked.map(|()| engine.finish(&mut reducer));
-        let sent = send(&mut reducer);
+        let stats = walked.map(|()| engine.finish(&mut copier));
+        let sent = send(&mut copier).and_then(|()| {
+            tx.send(copier.take_partial())
+                .map_err(|_| ChainError::FoldThread("stopped early"))
+        });
         drop(tx);
         let mut folded = folder
             .join()
             .map_err(|_| ChainError::FoldThread("panicked"))?;
         let stats = stats?;
         sent?;
-        folded.absorb(reducer);
         folded.finish_spill();
         folded.release_index();
         Ok((stats, folded))

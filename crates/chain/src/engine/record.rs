@@ -197,33 +197,18 @@ impl WaitRecord {
     }
     /// True when the chain has no branches: level k hangs under level k - 1.
     pub fn is_linear(&self) -> bool {
-        self.hops
-            .iter()
-            .enumerate()
-            .all(|(i, h)| h.parent as usize == i)
+        is_linear(&self.hops)
     }
     /// The levels from the root's first level down to level `level` (1-based, as
     /// [`RunqPart::level`]), as indices into [`Self::hops`], first level first.
     pub fn path_to(&self, level: u32, out: &mut Vec<usize>) {
-        out.clear();
-        let mut k = level as usize;
-        while k > 0 && k <= self.hops.len() && out.len() <= self.hops.len() {
-            out.push(k - 1);
-            k = self.hops[k - 1].parent as usize;
-        }
-        out.reverse();
+        path_to(&self.hops, level, out);
     }
     /// The main chain: from the first level, each level's [`LevelKind::Waker`] child, as
     /// indices into [`Self::hops`] (branches hang beside it).
     pub fn main_chain(&self) -> Vec<usize> {
         let mut out = Vec::new();
-        let mut cur = 0u32;
-        for (i, h) in self.hops.iter().enumerate() {
-            if h.parent == cur && h.kind == LevelKind::Waker {
-                out.push(i);
-                cur = i as u32 + 1;
-            }
-        }
+        main_chain(&self.hops, &mut out);
         out
     }
     /// Nanoseconds of level `k`'s own share (`hops[k]`) that lie inside `[x, y)`: its
@@ -281,6 +266,76 @@ impl WaitRecord {
             .filter(|p| p.level == level)
             .map(|p| p.ns)
             .sum()
+    }
+}
+
+/// What path reduction reads of a level ([`HopRecord`]): kept in compact copies for
+/// reduction on another thread (`graph::waits`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LevelCopy {
+    /// [`HopRecord::ns`].
+    pub(crate) ns: u64,
+    /// [`HopRecord::node`].
+    pub(crate) node: NodeId,
+    /// [`HopRecord::parent`].
+    pub(crate) parent: u32,
+    /// [`HopRecord::kind`].
+    pub(crate) kind: LevelKind,
+}
+
+/// A level as path reduction and the DAG's shape read it: a [`HopRecord`] or its copy.
+pub(crate) trait Level {
+    /// The level's [`LevelCopy`].
+    fn level(&self) -> LevelCopy;
+}
+
+impl Level for HopRecord {
+    #[inline]
+    fn level(&self) -> LevelCopy {
+        LevelCopy {
+            ns: self.ns,
+            node: self.node,
+            parent: self.parent,
+            kind: self.kind,
+        }
+    }
+}
+
+impl Level for LevelCopy {
+    #[inline]
+    fn level(&self) -> LevelCopy {
+        *self
+    }
+}
+
+/// [`WaitRecord::is_linear`] of `hops`.
+pub(crate) fn is_linear(hops: &[impl Level]) -> bool {
+    hops.iter()
+        .enumerate()
+        .all(|(i, h)| h.level().parent as usize == i)
+}
+
+/// [`WaitRecord::path_to`] of `hops`.
+pub(crate) fn path_to(hops: &[impl Level], level: u32, out: &mut Vec<usize>) {
+    out.clear();
+    let mut k = level as usize;
+    while k > 0 && k <= hops.len() && out.len() <= hops.len() {
+        out.push(k - 1);
+        k = hops[k - 1].level().parent as usize;
+    }
+    out.reverse();
+}
+
+/// [`WaitRecord::main_chain`] of `hops`, into `out` (cleared first).
+pub(crate) fn main_chain(hops: &[impl Level], out: &mut Vec<usize>) {
+    out.clear();
+    let mut cur = 0u32;
+    for (i, h) in hops.iter().enumerate() {
+        let h = h.level();
+        if h.parent == cur && h.kind == LevelKind::Waker {
+            out.push(i);
+            cur = i as u32 + 1;
+        }
     }
 }
 

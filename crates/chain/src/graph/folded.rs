@@ -4,7 +4,7 @@
 use crate::engine::nodes::{NodeId, NodeTable};
 use crate::engine::record::{WaitRecord, WaitSink};
 use crate::graph::pathframes::{FrameNamer, PathVisit};
-use crate::graph::paths::{Comms, PathBatch, PathReducer};
+use crate::graph::paths::{Comms, PathBatch, PathReducer, WaitView};
 use crate::graph::render::{self, PieceNames, Pieces, WriteSummary};
 use crate::graph::spill::{Naming, Spill, SpillTo};
 use crate::graph::trie::{PathTrie, NO_PARENT};
@@ -353,7 +353,15 @@ impl FoldedSink {
 impl WaitSink for FoldedSink {
     fn on_wait(&mut self, w: &WaitRecord, _nodes: &NodeTable) {
         let mut b = std::mem::take(&mut self.one);
-        PathReducer::reduce(self.view, &mut self.comms, w, &mut b);
+        let (mut path, mut chain) = (Vec::new(), Vec::new());
+        PathReducer::reduce(
+            self.view,
+            &mut self.comms,
+            &WaitView::of(w),
+            &mut b,
+            &mut path,
+            &mut chain,
+        );
         self.apply(&b);
         b.clear();
         self.one = b;

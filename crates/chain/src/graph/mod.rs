@@ -9,3 +9,4 @@ pub(crate) mod render;
 pub(crate) mod spill;
 pub(crate) mod trie;
 pub(crate) mod views;
+pub(crate) mod waits;

@@ -123,32 +123,6 @@ impl Pieces {
         p
     }
 
-    /// Render the piece `(node, first)` unless it already is.
-    fn add(
-        &mut self,
-        namer: &mut FrameNamer<'_>,
-        comms: &[Comm],
-        nodes: &NodeTable,
-        node: NodeId,
-        first: bool,
-    ) {
-        let k = self.key(node, first);
-        if self.spans[k] == UNSET {
-            let a = self.text.len();
-            if node & COMM_BIT != 0 {
-                self.text
-                    .push_str(&comms[(node & !COMM_BIT) as usize].as_str());
-            } else {
-                push_piece(&mut self.text, namer, nodes, node, first);
-            }
-            assert!(
-                self.text.len() < u32::MAX as usize,
-                "rendered pieces too large"
-            );
-            self.spans[k] = (a as u32, self.text.len() as u32);
-        }
-    }
-
     /// The pieces of every entry of `trie`.
     pub(crate) fn build(
         trie: &PathTrie,
@@ -157,13 +131,13 @@ impl Pieces {
         tables: &Tables,
         meta: &RecordingMeta,
     ) -> Pieces {
-        let mut p = Pieces::empty(comms, nodes);
-        let mut r = FrameNamer::new(tables, meta.stack_threshold_ns);
+        let mut words = vec![0u64; (2 * nodes.len() + comms.len()).div_ceil(64)];
         for e in trie.iter() {
             let first = crate::graph::pathframes::first_of_path(trie, nodes, &e);
-            p.add(&mut r, comms, nodes, e.node, first);
+            let k = piece_key(nodes.len(), e.node, first);
+            words[k / 64] |= 1 << (k % 64);
         }
-        p
+        Pieces::from_words(&words, comms, nodes, tables, meta)
     }
 
     /// The pieces `keys` marked (the spilled output's merge: no one trie holds them all).
@@ -174,20 +148,87 @@ impl Pieces {
         tables: &Tables,
         meta: &RecordingMeta,
     ) -> Pieces {
+        let words: Vec<u64> = keys
+            .bits
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        Pieces::from_words(&words, comms, nodes, tables, meta)
+    }
+
+    /// The pieces whose keys are set in `words` (key `k`: bit `k % 64` of word `k / 64`),
+    /// named on the rayon threads: naming stacks is most of the time after a large trace's
+    /// walk (real60: ~0.3 s of symbol lookups on one thread while the other had finished
+    /// the preorder), so the keys are cut into ranges of about equal counts, each named
+    /// into its own text by its own namer, and the texts joined.
+    fn from_words(
+        words: &[u64],
+        comms: &[Comm],
+        nodes: &NodeTable,
+        tables: &Tables,
+        meta: &RecordingMeta,
+    ) -> Pieces {
+        use rayon::prelude::*;
         let mut p = Pieces::empty(comms, nodes);
-        let mut r = FrameNamer::new(tables, meta.stack_threshold_ns);
-        for (w, bits) in keys.bits.iter().enumerate() {
-            let mut b = bits.load(Ordering::Relaxed);
-            while b != 0 {
-                let k = w * 64 + b.trailing_zeros() as usize;
-                b &= b - 1;
-                let (node, first) = if k < 2 * p.nodes {
-                    ((k / 2) as NodeId, k % 2 == 1)
-                } else {
-                    ((k - 2 * p.nodes) as NodeId | COMM_BIT, false)
-                };
-                p.add(&mut r, comms, nodes, node, first);
+        let keys = p.spans.len();
+        let total: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+        // A few ranges per thread, for balance (stacks differ in depth).
+        let parts = (4 * rayon::current_num_threads()).max(1);
+        let mut cuts = vec![0];
+        let mut seen = 0;
+        for (i, w) in words.iter().enumerate() {
+            seen += w.count_ones() as usize;
+            if cuts.len() < parts && seen * parts >= total * cuts.len() {
+                cuts.push(i + 1);
             }
+        }
+        cuts.push(words.len());
+        cuts.dedup();
+        // Word ranges with the spans of their keys (disjoint slices).
+        let mut ranges = Vec::with_capacity(cuts.len());
+        let mut rest: &mut [(u32, u32)] = &mut p.spans;
+        for c in cuts.windows(2) {
+            let len = (c[1] * 64).min(keys) - (c[0] * 64).min(keys);
+            let (mine, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            rest = tail;
+            ranges.push((c[0]..c[1], mine));
+        }
+        let nodes_len = p.nodes;
+        let texts: Vec<String> = ranges
+            .into_par_iter()
+            .map(|(range, spans)| {
+                let mut namer = FrameNamer::new(tables, meta.stack_threshold_ns);
+                let mut text = String::new();
+                let k0 = range.start * 64;
+                for w in range {
+                    let mut b = words[w];
+                    while b != 0 {
+                        let k = w * 64 + b.trailing_zeros() as usize;
+                        b &= b - 1;
+                        let a = text.len();
+                        if k >= 2 * nodes_len {
+                            text.push_str(&comms[k - 2 * nodes_len].as_str());
+                        } else {
+                            push_piece(&mut text, &mut namer, nodes, (k / 2) as NodeId, k % 2 == 1);
+                        }
+                        // Relative to this range's text until the texts are joined.
+                        spans[k - k0] = (a as u32, text.len() as u32);
+                    }
+                }
+                text
+            })
+            .collect();
+        let len: usize = texts.iter().map(String::len).sum();
+        assert!(len < u32::MAX as usize, "rendered pieces too large");
+        p.text.reserve_exact(len);
+        for (c, t) in cuts.windows(2).zip(&texts) {
+            let base = p.text.len() as u32;
+            for s in &mut p.spans[(c[0] * 64).min(keys)..(c[1] * 64).min(keys)] {
+                if *s != UNSET {
+                    *s = (s.0 + base, s.1 + base);
+                }
+            }
+            p.text.push_str(t);
         }
         p
     }
