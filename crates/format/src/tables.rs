@@ -113,6 +113,23 @@ impl Symbol<'_> {
     }
 }
 
+/// A function name or module path of a [`Symbols`] table, by id: the table stores each
+/// distinct string once, so two ids of one table are equal exactly when their strings are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SymbolStr(u32);
+
+/// The strings of an address's symbol as [`SymbolStr`] ids ([`Symbols::names`]): to
+/// compare symbols by name without reading the names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SymbolNames {
+    /// Function name, or None when unresolved.
+    pub name: Option<SymbolStr>,
+    /// Module path (user) or kernel module name (kernel; None = vmlinux).
+    pub module: Option<SymbolStr>,
+    /// Offset of the address inside the module file, when known.
+    pub file_offset: Option<u64>,
+}
+
 /// A symbol as the table stores it: its strings as pool ids (0 = none, else id + 1).
 #[derive(Clone, Copy, Debug)]
 struct StoredSymbol {
@@ -154,6 +171,22 @@ impl Symbols {
         self.map
             .get(&(kind, tgid, addr))
             .map(|s| self.view((kind, tgid, addr), s))
+    }
+
+    /// The strings of the symbol of `addr` in address space `tgid` (0 for kernel) as ids:
+    /// [`Self::get`] without reaching the strings.
+    pub fn names(&self, kind: StackKind, tgid: Tid, addr: u64) -> Option<SymbolNames> {
+        let id = |v: u32| v.checked_sub(1).map(SymbolStr);
+        self.map.get(&(kind, tgid, addr)).map(|s| SymbolNames {
+            name: id(s.name),
+            module: id(s.module),
+            file_offset: s.has_file_offset.then_some(s.file_offset),
+        })
+    }
+
+    /// The string `id` (an id this table gave: [`Self::names`]).
+    pub fn str(&self, id: SymbolStr) -> &str {
+        self.strings.get(id.0)
     }
 
     /// Whether the table has a symbol for `addr` in address space `tgid`.
@@ -742,6 +775,22 @@ mod tests {
         assert!(std::ptr::eq(a.name.unwrap(), b.name.unwrap()));
         assert!(std::ptr::eq(a.module.unwrap(), b.module.unwrap()));
         assert!(std::ptr::eq(a.build_id.unwrap(), b.build_id.unwrap()));
+        // The same strings by id: equal ids for equal strings, and only for them.
+        let ids = |tgid, addr| t.names(StackKind::User, tgid, addr).unwrap();
+        let (a, b) = (ids(100, 0x7f00_0000_1003), ids(1099, 0x7f00_0000_1003));
+        assert_eq!(a, b);
+        assert_eq!(t.str(a.name.unwrap()), "read");
+        assert_eq!(a.file_offset, Some(0x1003));
+        let c = ids(100, 0x7f00_0000_1043);
+        assert_ne!(a.name, c.name);
+        assert_eq!(
+            (a.module, t.str(c.name.unwrap())),
+            (c.module, "__libc_recv")
+        );
+        let k = t
+            .names(StackKind::Kernel, 0, 0xffff_ffff_8100_0010)
+            .unwrap();
+        assert_eq!((k.module, k.file_offset), (None, None));
         // A later entry for an address replaces the earlier one.
         t.insert(&libc_symbol(100, 0x7f00_0000_1003, "recv"));
         let a = t.get(StackKind::User, 100, 0x7f00_0000_1003).unwrap();
