@@ -321,7 +321,7 @@ impl TraceReader {
                     }
                     KIND_TABLES => {
                         let raw = decompress_section(&h, payload, off)?;
-                        let delta: TableDelta = decode_bincode(&raw, "table section", off)?;
+                        let delta: TableDelta<Symbol> = decode_bincode(&raw, "table section", off)?;
                         // Merge into a copy so a bad section leaves the tables as they were.
                         let mut t = std::mem::take(&mut l.tables);
                         let r = merge_tables(&mut t, delta, off);
@@ -901,9 +901,10 @@ fn section_bytes<'d>(data: &'d [u8], off: u64, h: &SectionHeader) -> &'d [u8] {
 
 /// Decode a bincode payload. bincode preallocates strings and byte vectors from their
 /// length prefix, so decoding runs under a byte limit (a power-of-two tier at least 16x
-/// the payload): a forged length fails with a limit error instead of allocating.
-fn decode_bincode<T: serde::de::DeserializeOwned>(
-    raw: &[u8],
+/// the payload): a forged length fails with a limit error instead of allocating. Strings and
+/// byte slices of `T` may borrow from `raw`.
+fn decode_bincode<'a, T: serde::Deserialize<'a>>(
+    raw: &'a [u8],
     what: &'static str,
     offset: u64,
 ) -> Result<T> {
@@ -915,10 +916,10 @@ fn decode_bincode<T: serde::de::DeserializeOwned>(
             let mut res = None;
             $(
                 if res.is_none() && need <= (1u64 << $bits) {
-                    res = Some(bincode::serde::decode_from_slice::<T, _>(raw, bincode::config::standard().with_limit::<{ 1usize << $bits }>()));
+                    res = Some(bincode::serde::borrow_decode_from_slice::<T, _>(raw, bincode::config::standard().with_limit::<{ 1usize << $bits }>()));
                 }
             )*
-            res.unwrap_or_else(|| bincode::serde::decode_from_slice::<T, _>(raw, bincode::config::standard().with_limit::<{ 1usize << 36 }>()))
+            res.unwrap_or_else(|| bincode::serde::borrow_decode_from_slice::<T, _>(raw, bincode::config::standard().with_limit::<{ 1usize << 36 }>()))
         }};
     }
     let res = tiers!(17, 20, 23, 26, 29, 32);
@@ -938,7 +939,7 @@ fn decode_bincode<T: serde::de::DeserializeOwned>(
 }
 
 /// Merge one table section into `t` (same rules as [`MemTrace`]'s sink).
-fn merge_tables(t: &mut Tables, d: TableDelta, offset: u64) -> Result<()> {
+fn merge_tables(t: &mut Tables, d: TableDelta<Symbol<'_>>, offset: u64) -> Result<()> {
     for s in &d.stacks {
         if !s.id.is_real() {
             return Err(FormatError::Corrupt {
@@ -960,7 +961,9 @@ fn merge_tables(t: &mut Tables, d: TableDelta, offset: u64) -> Result<()> {
         t.stacks.insert(s.id, s);
     }
     t.symbols.reserve(d.symbols.len());
-    t.symbols.extend(&d.symbols);
+    for s in &d.symbols {
+        t.symbols.insert_symbol(s);
+    }
     for task in d.tasks {
         t.tasks.entry(task.tid).or_insert(task);
     }
@@ -1029,7 +1032,7 @@ fn load_cgroups(t: &mut Tables, h: &SectionHeader, payload: &[u8], off: u64) -> 
 
 /// Decode and merge one raw table payload (fuzzing entry point).
 pub(crate) fn decode_tables_for_fuzz(raw: &[u8]) -> Result<Tables> {
-    let delta: TableDelta = decode_bincode(raw, "table section", 0)?;
+    let delta: TableDelta<Symbol> = decode_bincode(raw, "table section", 0)?;
     let mut t = Tables::default();
     merge_tables(&mut t, delta, 0)?;
     Ok(t)
@@ -1113,7 +1116,7 @@ fn load_tables_and_meta(
         let (h, p) = section_of(data, off, KIND_TABLES).map_err(msg)?;
         check_payload(&h, p, off).map_err(msg)?;
         dec.decompress(&h, p, off, &mut raw).map_err(msg)?;
-        let delta: TableDelta = decode_bincode(&raw, "table section", off).map_err(msg)?;
+        let delta: TableDelta<Symbol> = decode_bincode(&raw, "table section", off).map_err(msg)?;
         merge_tables(&mut l.tables, delta, off).map_err(msg)?;
         release(section_bytes(data, off, &h));
         l.bytes.tables += h.section_len();

@@ -54,7 +54,10 @@ pub struct SymbolEntry {
 /// One symbol of a trace's [`Symbols`] table: a [`SymbolEntry`] whose strings are
 /// borrowed from the table (each distinct name, module path and build id is stored once
 /// however many processes have it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+///
+/// It decodes from a [`SymbolEntry`]'s bincode encoding (the trace format's), borrowing
+/// its strings from the bytes decoded: what reading a table section does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
 pub struct Symbol<'a> {
     /// Kernel or user address.
     pub kind: StackKind,
@@ -63,15 +66,35 @@ pub struct Symbol<'a> {
     /// The address as it appears in stacks.
     pub addr: u64,
     /// Function name (demangled), or None when unresolved.
+    #[serde(borrow)]
     pub name: Option<&'a str>,
     /// addr minus the symbol start.
     pub offset: u64,
     /// Path of the ELF module (user) or kernel module name (kernel; None = vmlinux).
+    #[serde(borrow)]
     pub module: Option<&'a str>,
-    /// GNU build id of the module, when known.
+    /// GNU build id of the module, when known. (bincode writes a `Vec<u8>` and a byte
+    /// slice alike: length, then the bytes.)
+    #[serde(borrow)]
     pub build_id: Option<&'a [u8]>,
     /// Offset of the address inside the module file, when known.
     pub file_offset: Option<u64>,
+}
+
+impl SymbolEntry {
+    /// The entry as a [`Symbol`] borrowing its strings.
+    pub fn as_symbol(&self) -> Symbol<'_> {
+        Symbol {
+            kind: self.kind,
+            tgid: self.tgid,
+            addr: self.addr,
+            name: self.name.as_deref(),
+            offset: self.offset,
+            module: self.module.as_deref(),
+            build_id: self.build_id.as_deref(),
+            file_offset: self.file_offset,
+        }
+    }
 }
 
 impl Symbol<'_> {
@@ -88,6 +111,23 @@ impl Symbol<'_> {
             file_offset: self.file_offset,
         }
     }
+}
+
+/// A function name or module path of a [`Symbols`] table, by id: the table stores each
+/// distinct string once, so two ids of one table are equal exactly when their strings are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SymbolStr(u32);
+
+/// The strings of an address's symbol as [`SymbolStr`] ids ([`Symbols::names`]): to
+/// compare symbols by name without reading the names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SymbolNames {
+    /// Function name, or None when unresolved.
+    pub name: Option<SymbolStr>,
+    /// Module path (user) or kernel module name (kernel; None = vmlinux).
+    pub module: Option<SymbolStr>,
+    /// Offset of the address inside the module file, when known.
+    pub file_offset: Option<u64>,
 }
 
 /// A symbol as the table stores it: its strings as pool ids (0 = none, else id + 1).
@@ -133,6 +173,22 @@ impl Symbols {
             .map(|s| self.view((kind, tgid, addr), s))
     }
 
+    /// The strings of the symbol of `addr` in address space `tgid` (0 for kernel) as ids:
+    /// [`Self::get`] without reaching the strings.
+    pub fn names(&self, kind: StackKind, tgid: Tid, addr: u64) -> Option<SymbolNames> {
+        let id = |v: u32| v.checked_sub(1).map(SymbolStr);
+        self.map.get(&(kind, tgid, addr)).map(|s| SymbolNames {
+            name: id(s.name),
+            module: id(s.module),
+            file_offset: s.has_file_offset.then_some(s.file_offset),
+        })
+    }
+
+    /// The string `id` (an id this table gave: [`Self::names`]).
+    pub fn str(&self, id: SymbolStr) -> &str {
+        self.strings.get(id.0)
+    }
+
     /// Whether the table has a symbol for `addr` in address space `tgid`.
     pub fn contains(&self, kind: StackKind, tgid: Tid, addr: u64) -> bool {
         self.map.contains_key(&(kind, tgid, addr))
@@ -145,18 +201,18 @@ impl Symbols {
 
     /// Add `e`, replacing the symbol of the same (kind, tgid, addr).
     pub fn insert(&mut self, e: &SymbolEntry) {
+        self.insert_symbol(&e.as_symbol());
+    }
+
+    /// Add `e` (its strings copied into the table), replacing the symbol of the same
+    /// (kind, tgid, addr).
+    pub fn insert_symbol(&mut self, e: &Symbol<'_>) {
         let s = StoredSymbol {
             offset: e.offset,
             file_offset: e.file_offset.unwrap_or(0),
-            name: e.name.as_deref().map_or(0, |v| self.strings.intern(v) + 1),
-            module: e
-                .module
-                .as_deref()
-                .map_or(0, |v| self.strings.intern(v) + 1),
-            build_id: e
-                .build_id
-                .as_deref()
-                .map_or(0, |v| self.build_ids.intern(v) + 1),
+            name: e.name.map_or(0, |v| self.strings.intern(v) + 1),
+            module: e.module.map_or(0, |v| self.strings.intern(v) + 1),
+            build_id: e.build_id.map_or(0, |v| self.build_ids.intern(v) + 1),
             has_file_offset: e.file_offset.is_some(),
         };
         self.map.insert((e.kind, e.tgid, e.addr), s);
@@ -719,6 +775,22 @@ mod tests {
         assert!(std::ptr::eq(a.name.unwrap(), b.name.unwrap()));
         assert!(std::ptr::eq(a.module.unwrap(), b.module.unwrap()));
         assert!(std::ptr::eq(a.build_id.unwrap(), b.build_id.unwrap()));
+        // The same strings by id: equal ids for equal strings, and only for them.
+        let ids = |tgid, addr| t.names(StackKind::User, tgid, addr).unwrap();
+        let (a, b) = (ids(100, 0x7f00_0000_1003), ids(1099, 0x7f00_0000_1003));
+        assert_eq!(a, b);
+        assert_eq!(t.str(a.name.unwrap()), "read");
+        assert_eq!(a.file_offset, Some(0x1003));
+        let c = ids(100, 0x7f00_0000_1043);
+        assert_ne!(a.name, c.name);
+        assert_eq!(
+            (a.module, t.str(c.name.unwrap())),
+            (c.module, "__libc_recv")
+        );
+        let k = t
+            .names(StackKind::Kernel, 0, 0xffff_ffff_8100_0010)
+            .unwrap();
+        assert_eq!((k.module, k.file_offset), (None, None));
         // A later entry for an address replaces the earlier one.
         t.insert(&libc_symbol(100, 0x7f00_0000_1003, "recv"));
         let a = t.get(StackKind::User, 100, 0x7f00_0000_1003).unwrap();
@@ -735,6 +807,25 @@ mod tests {
         v.extend(entries.iter().rev());
         v.insert(&libc_symbol(100, 0x7f00_0000_1003, "recv"));
         assert_eq!(v, t);
+    }
+
+    /// Table sections are written as `SymbolEntry`s and read as `Symbol`s.
+    #[test]
+    fn a_symbol_decodes_from_the_encoding_of_its_entry() {
+        let mut bare = libc_symbol(7, 0x1234, "x");
+        bare.name = None;
+        bare.build_id = None;
+        bare.file_offset = None;
+        let mut empty_id = libc_symbol(8, 0x10, "y");
+        empty_id.build_id = Some(Vec::new());
+        let entries = vec![libc_symbol(1, 0x7f00_0000_1003, "read"), bare, empty_id];
+        let cfg = bincode::config::standard();
+        let raw = bincode::serde::encode_to_vec(&entries, cfg).unwrap();
+        let (syms, used): (Vec<super::Symbol>, usize) =
+            bincode::serde::borrow_decode_from_slice(&raw, cfg).unwrap();
+        assert_eq!(used, raw.len());
+        let back: Vec<SymbolEntry> = syms.iter().map(|s| s.to_entry()).collect();
+        assert_eq!(back, entries);
     }
 
     #[test]

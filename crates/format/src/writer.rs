@@ -41,13 +41,28 @@ pub struct WriteSummary {
     pub chunks: u64,
 }
 
-/// Table additions not yet written (one table section's payload).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub(crate) struct TableDelta {
+/// Table additions not yet written (one table section's payload). A reader decodes the
+/// symbols as [`Symbol`]s (`TableDelta<Symbol>`, the same encoding), whose strings borrow
+/// from the decompressed payload: three allocations fewer per symbol, and its build id
+/// read as one slice instead of byte by byte.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct TableDelta<S = SymbolEntry> {
     pub stacks: Vec<StackEntry>,
-    pub symbols: Vec<SymbolEntry>,
+    pub symbols: Vec<S>,
     pub tasks: Vec<TaskEntry>,
     pub irq_sources: Vec<IrqSource>,
+}
+
+// Not derived: that would ask `S: Default`.
+impl<S> Default for TableDelta<S> {
+    fn default() -> Self {
+        TableDelta {
+            stacks: Vec::new(),
+            symbols: Vec::new(),
+            tasks: Vec::new(),
+            irq_sources: Vec::new(),
+        }
+    }
 }
 
 impl TableDelta {
