@@ -23,7 +23,11 @@ shm=${SHM_DIR:-/dev/shm}
 work=$(mktemp -d)
 trap 'rm -rf "$work" "$disk/output_floor.$$" "$shm/output_floor.$$"' EXIT
 
-"$bin" chains "$trace" 2>"$work/err" | wc -c >"$work/bytes"
+if ! "$bin" chains "$trace" 2>"$work/err" | wc -c >"$work/bytes"; then
+    echo "output_floor: $bin chains $trace failed:" >&2
+    tail -3 "$work/err" >&2
+    exit 1
+fi
 bytes=$(cat "$work/bytes")
 events=$(sed -n 's/^chainrec: chains: \([0-9]*\) events in .*/\1/p' "$work/err" | head -1)
 [ -n "$events" ] || { echo "output_floor: chainrec printed no event count:" >&2; tail -3 "$work/err" >&2; exit 1; }
